@@ -1,0 +1,58 @@
+"""torchvision classification models, built for 10 classes and 32x32 CIFAR images."""
+import difflib
+
+import torch
+import torchvision.models as tvm
+from torch import nn
+
+from utils.errors import UserError
+
+NUM_CLASSES = 10
+# Families whose stem is a 7x7 stride-2 conv plus a max-pool in `conv1` / `maxpool`.
+RESNET_FAMILY = ("resnet", "resnext", "wide_resnet")
+# Models that add auxiliary heads in training mode unless told not to.
+AUX_LOGIT_MODELS = {"googlenet": dict(aux_logits=False, init_weights=True),
+                    "inception_v3": dict(aux_logits=False, init_weights=True)}
+
+
+def model_names():
+    """Every torchvision classification model name, sorted."""
+    return tvm.list_models(module=tvm)
+
+
+def uses_resnet_stem(name):
+    return name.startswith(RESNET_FAMILY)
+
+
+def build_model(name, stem="cifar"):
+    """A randomly initialised model with a 10-class head.
+
+    With stem="cifar", ResNet-family models get the usual CIFAR stem: the first conv becomes
+    3x3 stride 1 (same output channels, no bias) and the max-pool is removed, so 32x32 inputs
+    keep their resolution into layer1. Other families keep torchvision's layout.
+    """
+    names = model_names()
+    if name not in names:
+        close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
+        hint = f"did you mean {', '.join(close)}?" if close else "run with --list-models to see them all."
+        raise UserError(f"unknown model '{name}': {hint}")
+    model = tvm.get_model(name, weights=None, num_classes=NUM_CLASSES, **AUX_LOGIT_MODELS.get(name, {}))
+    if stem == "cifar" and uses_resnet_stem(name):
+        model.conv1 = nn.Conv2d(3, model.conv1.out_channels, kernel_size=3, stride=1, padding=1, bias=False)
+        nn.init.kaiming_normal_(model.conv1.weight, mode="fan_out", nonlinearity="relu")
+        model.maxpool = nn.Identity()
+    check_accepts_cifar_images(model, name)
+    return model
+
+
+def check_accepts_cifar_images(model, name):
+    """Run two 32x32 images through the new model (eval mode, no grad: no state changes), so
+    that models with a fixed or minimum input size fail now with a clear sentence."""
+    try:
+        with torch.no_grad():
+            model.eval()(torch.zeros(2, 3, 32, 32))
+    except (RuntimeError, ValueError, AssertionError) as error:
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise UserError(f"model '{name}' cannot take 32x32 CIFAR-10 images ({reason}); "
+                        "choose another, e.g. resnet18 or resnet50.") from None
+    model.train()

@@ -1,0 +1,39 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+# The genuine CIFAR-10 subset that lies beside the checkout (see its README); override with
+# $AMPBENCH_SUBSET. Its md5 sums are not the official ones, so it needs --allow-unverified.
+SUBSET = Path(os.environ.get("AMPBENCH_SUBSET",
+                             ROOT.parent / "shared" / "data" / "cifar10-subset" / "cifar-10-batches-py"))
+
+# A small model and batch that make CLI runs take seconds on a 2-core CPU.
+FAST = ["--model", "resnet18", "--stem", "imagenet", "-b", "16", "--warmup", "2", "--no-progress"]
+
+
+@pytest.fixture
+def subset():
+    if not SUBSET.is_dir():
+        pytest.fail(f"the CIFAR-10 subset is missing at {SUBSET}; set $AMPBENCH_SUBSET")
+    return SUBSET
+
+
+def run_cli(*args, timeout=300, env=None):
+    """Run main.py as a user would; returns the CompletedProcess."""
+    return subprocess.run([sys.executable, str(ROOT / "main.py"), *map(str, args)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
+
+
+def assert_user_error(result, *phrases):
+    """Exit 2, one clear sentence on stderr, no traceback."""
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    for phrase in phrases:
+        assert phrase in result.stderr, result.stderr

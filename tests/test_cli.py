@@ -1,0 +1,169 @@
+"""main.py as users run it: flags, exit codes, files written, and a run that really learns."""
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from conftest import FAST, ROOT, assert_user_error, run_cli
+from main import build_parser
+
+SEED_FLAGS = ["--lr", "--steps", "-n", "--gpu", "-p", "--fp16", "--loss_scaling", "-s", "--model", "-m"]
+
+
+def test_help_lists_every_seed_flag_and_is_instant():
+    started = time.perf_counter()
+    result = subprocess.run([sys.executable, "main.py", "-h"], cwd=ROOT, capture_output=True, text=True)
+    elapsed = time.perf_counter() - started
+    assert result.returncode == 0
+    for flag in SEED_FLAGS + ["--bf16", "--data-dir", "--allow-unverified", "--json", "--tf32"]:
+        assert flag in result.stdout
+    assert elapsed < 1.0, f"-h took {elapsed:.2f}s: torch must be imported after parsing"
+
+
+def test_help_does_not_import_torch():
+    code = "import sys, main; main.build_parser().format_help(); print('torch' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert result.stdout.strip() == "False"
+
+
+def test_classic_flags_parse_as_typed():
+    args = build_parser().parse_args("-n 200 -p --fp16 -s --model resnet50".split())
+    assert (args.steps, args.gpu, args.fp16, args.loss_scaling, args.model) == (200, True, True, True, "resnet50")
+    args = build_parser().parse_args("--steps 7 --gpu --loss_scaling -m resnet18 --lr 0.5".split())
+    assert (args.steps, args.gpu, args.loss_scaling, args.model, args.lr) == (7, True, True, "resnet18", 0.5)
+
+
+def test_defaults():
+    args = build_parser().parse_args([])
+    assert (args.lr, args.steps, args.batch_size, args.model, args.warmup) == (0.1, 200, 128, "resnet50", 10)
+    assert (args.gpu, args.fp16, args.bf16, args.tf32, args.stem, args.data) == (False, False, False, False,
+                                                                                  "cifar", "auto")
+
+
+def test_data_dir_defaults_to_environment(monkeypatch):
+    monkeypatch.setenv("CIFAR10_DIR", "/somewhere/cifar")
+    assert build_parser().parse_args([]).data_dir == "/somewhere/cifar"
+    monkeypatch.delenv("CIFAR10_DIR")
+    assert build_parser().parse_args([]).data_dir == "./data"
+
+
+@pytest.mark.parametrize("argv, phrase", [
+    (["-n", "0"], "--steps/-n: must be a positive integer"),
+    (["-b", "-4"], "--batch-size/-b: must be a positive integer"),
+    (["--lr", "0"], "--lr: must be a positive number"),
+    (["--lr", "nan"], "--lr: must be a positive number"),
+    (["--warmup", "-1"], "--warmup: must be zero or a positive integer"),
+    (["--data", "imagenet"], "invalid choice"),
+])
+def test_bad_flag_values_exit_2(argv, phrase):
+    assert_user_error(run_cli(*argv), phrase)
+
+
+@pytest.mark.parametrize("argv, phrase", [
+    (["--fp16", "--bf16"], "--fp16 and --bf16 exclude each other"),
+    (["-n", "5"], "--warmup (10) must be smaller than --steps (5)"),
+    (["--model", "resnet5O"], "unknown model 'resnet5O': did you mean resnet50"),
+    (["--model", "vit_b_16", "--data", "synthetic"], "cannot take 32x32"),
+    (["--data", "cifar10", "--data-dir", "/no/such/folder"], "CIFAR-10 not found in /no/such/folder"),
+    (["--json", "/proc/forbidden/result.json"], "cannot write --json"),
+])
+def test_user_errors_exit_2_with_one_sentence(argv, phrase):
+    result = run_cli(*argv)
+    assert_user_error(result, phrase)
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_gpu_flag_without_cuda_exits_2():
+    assert_user_error(run_cli(*"-n 200 -p --fp16 -s --model resnet50".split()), "CUDA is not available")
+    assert_user_error(run_cli(*"-n 200 -p --model resnet50".split()), "CUDA is not available")
+
+
+def test_subset_refused_without_allow_unverified(subset):
+    result = run_cli("--data", "cifar10", "--data-dir", subset, *FAST, "-n", "3")
+    assert_user_error(result, "data_batch_1 does not match the official CIFAR-10 md5 sum", "--allow-unverified")
+
+
+def test_auto_falls_back_to_synthetic_loudly(subset, tmp_path):
+    out = tmp_path / "r.json"
+    result = run_cli("--data-dir", subset, *FAST, "-n", "3", "--json", out)
+    assert result.returncode == 0, result.stderr
+    assert "USING SYNTHETIC DATA" in result.stderr and "--allow-unverified" in result.stderr
+    document = json.loads(out.read_text())
+    assert document["data"]["name"] == "synthetic"
+    assert document["runs"][0]["data"] == "synthetic" and document["runs"][0]["test_accuracy"] is None
+
+
+def test_cpu_run_writes_a_complete_json(tmp_path, subset):
+    out = tmp_path / "deep" / "folder" / "result.json"
+    result = run_cli("-n", "6", *FAST, "--data-dir", subset, "--allow-unverified", "--json", out)
+    assert result.returncode == 0, result.stderr
+    assert "fp32" in result.stdout and "median ms" in result.stdout
+    document = json.loads(out.read_text())
+    assert document["schema"] == "ampbench.result/1"
+    for key in ["python", "torch", "torchvision", "cuda", "cudnn", "device", "tf32", "hostname", "command"]:
+        assert key in document["env"]
+    assert document["config"]["steps"] == 6 and document["config"]["model"] == "resnet18"
+    (run,) = document["runs"]
+    assert run["mode"] == "fp32" and run["device"] == "cpu" and run["data"] == "cifar10"
+    assert (run["batch_size"], run["steps"], run["warmup"], run["timed_steps"]) == (16, 6, 2, 4)
+    assert run["tf32"] == {"matmul": False, "cudnn_conv": False}
+    step = run["step_time_ms"]
+    assert set(step) == {"median", "mean", "p10", "p90", "min", "max"}
+    assert 0 < step["min"] <= step["p10"] <= step["median"] <= step["p90"] <= step["max"]
+    assert run["images_per_sec"] == pytest.approx(16 * 1000 / step["median"])
+    assert 0 <= run["data_time_ms"]["median"] < step["median"]
+    assert run["peak_memory_bytes"] > 0 and len(run["loss_curve"]) == 6
+    assert run["final_loss"] == run["loss_curve"][-1]
+    assert run["skipped_steps"] == 0 and run["final_loss_scale"] is None
+    assert 0 <= run["test_accuracy"] <= 1 and run["wall_time_s"] > 0
+    assert not list(out.parent.glob(".*tmp")), "no temporary file may be left behind"
+
+
+@pytest.mark.parametrize("flags, mode, scale", [
+    (["--fp16", "-s"], "amp-fp16", True),
+    (["--fp16"], "amp-fp16-noscale", False),
+    (["--bf16"], "amp-bf16", False),
+    (["--tf32"], "tf32", False),
+])
+def test_precision_flags_pick_the_mode(tmp_path, flags, mode, scale):
+    out = tmp_path / "r.json"
+    result = run_cli("-n", "3", "--warmup", "1", "--model", "squeezenet1_1", "-b", "4", "--data", "synthetic",
+                     "--no-progress", *flags, "--json", out)
+    assert result.returncode == 0, result.stderr
+    assert "DeprecationWarning" not in result.stderr and "FutureWarning" not in result.stderr
+    (run,) = json.loads(out.read_text())["runs"]
+    assert run["mode"] == mode
+    assert (run["final_loss_scale"] is not None) == scale
+    assert run["tf32"]["cudnn_conv"] == (mode == "tf32")
+
+
+def test_loss_scaling_with_bf16_warns_and_is_ignored(tmp_path):
+    out = tmp_path / "r.json"
+    result = run_cli("-n", "2", "--warmup", "1", "--model", "squeezenet1_1", "-b", "4", "--data", "synthetic",
+                     "--bf16", "-s", "--json", out)
+    assert result.returncode == 0
+    assert "-s/--loss_scaling is ignored with --bf16" in result.stderr
+    assert json.loads(out.read_text())["runs"][0]["final_loss_scale"] is None
+
+
+def test_list_models():
+    result = run_cli("--list-models")
+    assert result.returncode == 0
+    names = result.stdout.split()
+    assert "resnet50" in names and "mobilenet_v3_small" in names and len(names) > 50
+
+
+def test_run_on_the_real_subset_learns(subset, tmp_path):
+    """150 steps of resnet18 (about 1.8 epochs of the subset) must clearly beat chance (10%)."""
+    out = tmp_path / "r.json"
+    result = run_cli("-n", "150", "-b", "64", "--lr", "0.05", "--model", "resnet18", "--stem", "imagenet",
+                     "--data-dir", subset, "--allow-unverified", "--no-progress", "--json", out)
+    assert result.returncode == 0, result.stderr
+    run = json.loads(out.read_text())["runs"][0]
+    assert run["data"] == "cifar10"
+    assert run["test_accuracy"] > 0.22, run["test_accuracy"]
+    assert run["final_loss"] < run["loss_curve"][0]

@@ -1,0 +1,146 @@
+import os
+import pickle
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from utils import cifar10
+from utils.errors import UserError
+from utils.loaders import MEAN, STD, DeviceLoader, Normalize, random_crop_flip, synthetic_images, eval_batches
+
+
+@pytest.fixture(scope="module")
+def dataset():
+    from conftest import SUBSET
+    return cifar10.load(SUBSET, allow_unverified=True)
+
+
+def test_subset_loads_with_shapes_dtypes_and_labels(dataset):
+    assert dataset.train_images.shape == (5438, 3, 32, 32) and dataset.train_images.dtype == torch.uint8
+    assert dataset.test_images.shape == (1017, 3, 32, 32)
+    assert dataset.train_labels.dtype == torch.int64 and set(dataset.train_labels.tolist()) == set(range(10))
+    assert dataset.train_labels[:5].tolist() == [6, 9, 9, 4, 1]  # the official first labels
+    assert not dataset.verified
+
+
+def test_subset_is_refused_without_the_flag(subset):
+    with pytest.raises(UserError, match="data_batch_1 does not match the official CIFAR-10 md5 sum"):
+        cifar10.load(subset)
+
+
+def test_parent_folder_is_accepted(subset):
+    assert cifar10.is_present(subset.parent) and cifar10.is_present(subset)
+
+
+def test_missing_data_names_the_folder_and_the_fix(tmp_path):
+    with pytest.raises(UserError, match=f"not found in {tmp_path}.*--download"):
+        cifar10.load(tmp_path)
+
+
+def test_failed_download_is_a_user_error(tmp_path, monkeypatch):
+    def no_network(*args, **kwargs):
+        raise OSError("Network is unreachable")
+    monkeypatch.setattr(cifar10, "download_and_extract_archive", no_network)
+    with pytest.raises(UserError, match="could not download CIFAR-10.*Network is unreachable"):
+        cifar10.load(tmp_path, allow_download=True)
+
+
+class RunsCode:
+    def __reduce__(self):
+        return (os.system, ("touch /tmp/ampbench-pwned",))
+
+
+def copy_subset(subset, tmp_path):
+    folder = tmp_path / "cifar-10-batches-py"
+    shutil.copytree(subset, folder)
+    for path in folder.iterdir():
+        path.chmod(0o644)
+    return folder
+
+
+def test_pickle_that_runs_code_is_refused_and_nothing_runs(subset, tmp_path):
+    folder = copy_subset(subset, tmp_path)
+    marker = "/tmp/ampbench-pwned"
+    if os.path.exists(marker):
+        os.remove(marker)
+    with open(folder / "data_batch_3", "wb") as f:
+        pickle.dump({"data": RunsCode(), "labels": [0]}, f)
+    with pytest.raises(UserError, match="data_batch_3 is not a readable CIFAR-10 batch.*refusing to load 'posix.system'"):
+        cifar10.load(folder, allow_unverified=True)
+    assert not os.path.exists(marker)
+
+
+def test_truncated_batch_is_a_user_error(subset, tmp_path):
+    folder = copy_subset(subset, tmp_path)
+    data = (folder / "test_batch").read_bytes()
+    (folder / "test_batch").write_bytes(data[: len(data) // 2])
+    with pytest.raises(UserError, match="test_batch is not a readable CIFAR-10 batch"):
+        cifar10.load(folder, allow_unverified=True)
+
+
+def test_crop_is_a_shifted_copy_within_the_padding():
+    images = torch.randint(1, 256, (64, 3, 32, 32), dtype=torch.uint8)
+    generator = torch.Generator().manual_seed(0)
+    out = random_crop_flip(images, generator)
+    padded = torch.nn.functional.pad(images, (4, 4, 4, 4))
+    for i in range(64):
+        matches = [(dy, dx, flip) for dy in range(9) for dx in range(9) for flip in (False, True)
+                   if torch.equal(out[i], (lambda w: w.flip(-1) if flip else w)(padded[i, :, dy:dy + 32, dx:dx + 32]))]
+        assert matches, f"image {i} is not a padded crop (or its mirror) of the original"
+
+
+def test_flip_happens_about_half_the_time_and_is_an_exact_mirror():
+    images = torch.randint(0, 256, (2000, 3, 8, 8), dtype=torch.uint8)
+    out = random_crop_flip(images, torch.Generator().manual_seed(1), padding=0)
+    flipped = torch.tensor([torch.equal(o, i.flip(-1)) for o, i in zip(out, images)])
+    same = torch.tensor([torch.equal(o, i) for o, i in zip(out, images)])
+    assert bool((flipped | same).all())
+    assert 0.45 < flipped.float().mean().item() < 0.55
+
+
+def test_normalization_uses_cifar_statistics():
+    images = torch.full((1, 3, 2, 2), 255, dtype=torch.uint8)
+    out = Normalize(torch.device("cpu"))(images)
+    expected = (1 - torch.tensor(MEAN)) / torch.tensor(STD)
+    assert out.dtype == torch.float32
+    assert torch.allclose(out[0, :, 0, 0], expected, atol=1e-5)
+
+
+def test_loader_covers_every_image_once_per_epoch_with_aligned_labels():
+    images = torch.arange(100, dtype=torch.uint8).view(100, 1, 1, 1).expand(100, 3, 32, 32).contiguous()
+    labels = torch.arange(100)
+    loader = DeviceLoader(images, labels, 32, torch.device("cpu"), seed=3)
+    loader.normalize = lambda x: x  # look at the raw pixels
+    seen = []
+    for _ in range(7):  # 224 images: two full epochs and part of a third
+        batch, batch_labels = next(loader)
+        assert batch.shape == (32, 3, 32, 32) and batch_labels.shape == (32,)
+        centre = batch[:, 0, 16, 16].long()  # the centre pixel survives any crop
+        assert torch.equal(centre, batch_labels)
+        seen += batch_labels.tolist()
+    assert sorted(seen[:100]) == list(range(100)) and sorted(seen[100:200]) == list(range(100))
+    assert len(loader) == 4
+
+
+def test_same_seed_same_batches():
+    images, labels = synthetic_images(200, torch.device("cpu"), seed=0)
+    a = DeviceLoader(images, labels, 50, torch.device("cpu"), seed=7)
+    b = DeviceLoader(images, labels, 50, torch.device("cpu"), seed=7)
+    c = DeviceLoader(images, labels, 50, torch.device("cpu"), seed=8)
+    first_a, first_b, first_c = next(a), next(b), next(c)
+    assert torch.equal(first_a[0], first_b[0]) and torch.equal(first_a[1], first_b[1])
+    assert not torch.equal(first_a[0], first_c[0])
+
+
+def test_synthetic_data_is_fixed_and_cifar_shaped():
+    images, labels = synthetic_images(10, torch.device("cpu"), seed=0)
+    again, _ = synthetic_images(10, torch.device("cpu"), seed=0)
+    assert images.shape == (10, 3, 32, 32) and images.dtype == torch.uint8 and torch.equal(images, again)
+    assert labels.min() >= 0 and labels.max() <= 9
+
+
+def test_real_batches_are_normalized(dataset):
+    batch, _ = next(eval_batches(dataset.test_images, dataset.test_labels, 1017, torch.device("cpu")))
+    assert abs(batch.mean().item()) < 0.15 and 0.85 < batch.std().item() < 1.15

@@ -1,0 +1,49 @@
+import pytest
+import torch
+from torch import nn
+
+import models
+from utils.errors import UserError
+
+
+def test_cifar_stem_changes_only_the_resnet_stem():
+    cifar, imagenet = models.build_model("resnet18", "cifar"), models.build_model("resnet18", "imagenet")
+    assert (cifar.conv1.kernel_size, cifar.conv1.stride, cifar.conv1.padding) == ((3, 3), (1, 1), (1, 1))
+    assert cifar.conv1.bias is None and isinstance(cifar.maxpool, nn.Identity)
+    assert (imagenet.conv1.kernel_size, imagenet.conv1.stride) == ((7, 7), (2, 2))
+    assert isinstance(imagenet.maxpool, nn.MaxPool2d)
+    assert [n for n, _ in cifar.named_parameters()] == [n for n, _ in imagenet.named_parameters()]
+
+
+@pytest.mark.parametrize("name", ["resnet18", "resnext50_32x4d", "wide_resnet50_2"])
+def test_resnet_family_keeps_32x32_resolution_into_layer1(name):
+    model = models.build_model(name, "cifar").eval()
+    with torch.no_grad():
+        stem = model.maxpool(model.relu(model.bn1(model.conv1(torch.zeros(1, 3, 32, 32)))))
+    assert stem.shape[-2:] == (32, 32)
+
+
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v3_small", "googlenet", "squeezenet1_1"])
+def test_models_have_ten_outputs_and_train_mode(name):
+    model = models.build_model(name)
+    assert model.training
+    assert model(torch.randn(2, 3, 32, 32)).shape == (2, 10)
+
+
+def test_other_families_keep_their_stem():
+    a, b = models.build_model("mobilenet_v3_small", "cifar"), models.build_model("mobilenet_v3_small", "imagenet")
+    assert str(a) == str(b)
+
+
+def test_unknown_and_unusable_models_are_user_errors():
+    with pytest.raises(UserError, match="did you mean resnet50"):
+        models.build_model("resnet51")
+    with pytest.raises(UserError, match="--list-models"):
+        models.build_model("definitely-not-a-model")
+    with pytest.raises(UserError, match="cannot take 32x32"):
+        models.build_model("alexnet")
+
+
+def test_model_names_are_classification_models():
+    names = models.model_names()
+    assert "resnet50" in names and "fasterrcnn_resnet50_fpn" not in names and names == sorted(names)

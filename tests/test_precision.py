@@ -1,0 +1,88 @@
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from utils import precision
+from utils.timing import summarize
+from utils.train import StepCounter, make_optimizer, train_step
+
+CPU = torch.device("cpu")
+
+
+@pytest.mark.parametrize("name, dtype", [("amp-fp16", torch.float16), ("amp-bf16", torch.bfloat16),
+                                         ("fp32", torch.float32)])
+def test_autocast_runs_conv_and_linear_in_the_low_dtype_and_loss_in_fp32(name, dtype):
+    mode = precision.MODES[name]
+    conv, linear = nn.Conv2d(3, 4, 3), nn.Linear(4, 10)
+    with precision.autocast(mode, CPU):
+        features = conv(torch.randn(2, 3, 8, 8))
+        logits = linear(features.mean(dim=(2, 3)))
+        loss = nn.functional.cross_entropy(logits.float(), torch.tensor([1, 2]))
+    assert features.dtype == dtype and logits.dtype == dtype
+    assert loss.dtype == torch.float32
+
+
+def test_flags_map_to_modes():
+    assert precision.mode_from_flags(True, False, True, False).name == "amp-fp16"
+    assert precision.mode_from_flags(True, False, False, False).name == "amp-fp16-noscale"
+    assert precision.mode_from_flags(False, True, False, False).name == "amp-bf16"
+    assert precision.mode_from_flags(False, False, False, True).name == "tf32"
+    assert precision.mode_from_flags(False, False, False, False).name == "fp32"
+
+
+def test_fp32_switches_tf32_off_explicitly():
+    precision.set_tf32(True)
+    assert precision.tf32_flags() == {"matmul": True, "cudnn_conv": True}
+    precision.set_tf32(False)
+    assert precision.tf32_flags() == {"matmul": False, "cudnn_conv": False}
+
+
+class InfGradient(nn.Module):
+    """A linear model whose gradient becomes inf when asked."""
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(4, 10)
+        self.poison = False
+
+    def forward(self, x):
+        out = self.linear(x)
+        if self.poison:
+            out = out + 0 * self.linear.weight.sum() * torch.tensor(float("inf"))
+        return out
+
+
+def test_grad_scaler_skips_the_step_when_a_gradient_is_inf():
+    mode = precision.MODES["amp-fp16"]
+    model = InfGradient()
+    optimizer = make_optimizer(model, 0.1)
+    scaler = precision.make_scaler(mode, CPU)
+    counter = StepCounter(optimizer)
+    x, y = torch.randn(8, 4), torch.randint(0, 10, (8,))
+    train_step(model, x, y, nn.CrossEntropyLoss(), optimizer, scaler, mode, CPU)
+    assert counter.count == 1
+    before = model.linear.weight.detach().clone()
+    scale = scaler.get_scale()
+    model.poison = True
+    train_step(model, x, y, nn.CrossEntropyLoss(), optimizer, scaler, mode, CPU)
+    assert counter.count == 1, "the poisoned step must be skipped"
+    assert torch.equal(model.linear.weight, before)
+    assert scaler.get_scale() == scale / 2
+
+
+def test_fp32_step_changes_weights_and_counts():
+    mode = precision.MODES["fp32"]
+    model = nn.Linear(4, 10)
+    optimizer = make_optimizer(model, 0.1)
+    counter = StepCounter(optimizer)
+    before = model.weight.detach().clone()
+    loss = train_step(model, torch.randn(8, 4), torch.randint(0, 10, (8,)), nn.CrossEntropyLoss(), optimizer,
+                      precision.make_scaler(mode, CPU), mode, CPU)
+    assert counter.count == 1 and not torch.equal(model.weight, before) and not loss.requires_grad
+
+
+def test_summarize_matches_numpy():
+    values = [5.0, 1.0, 3.0, 2.0, 4.0, 100.0]
+    stats = summarize(values)
+    assert stats["median"] == 3.5 and stats["min"] == 1.0 and stats["max"] == 100.0
+    assert stats["p10"] == pytest.approx(np.percentile(values, 10)) and stats["mean"] == pytest.approx(115 / 6)

@@ -1,0 +1,137 @@
+"""CIFAR-10 on disk: find it, verify it against the official md5 sums, download it, read it safely.
+
+The official archive is a set of Python pickles. Reading a pickle can execute code, so every
+batch file is read with a restricted unpickler that only rebuilds what CIFAR batches hold
+(dicts, lists, strings, numbers and numpy arrays), whether or not its checksum matched.
+"""
+import codecs
+import os
+import pickle
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torchvision.datasets import CIFAR10
+from torchvision.datasets.utils import check_integrity, download_and_extract_archive
+
+from utils.errors import UserError
+
+FOLDER = CIFAR10.base_folder  # "cifar-10-batches-py"
+TRAIN_FILES = CIFAR10.train_list  # [[name, md5], ...] as torchvision checks them
+TEST_FILES = CIFAR10.test_list
+META_FILE = [CIFAR10.meta["filename"], CIFAR10.meta["md5"]]
+CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
+
+
+@dataclass
+class Cifar10:
+    """The whole dataset as uint8 NCHW images and int64 labels, on the CPU."""
+    train_images: torch.Tensor
+    train_labels: torch.Tensor
+    test_images: torch.Tensor
+    test_labels: torch.Tensor
+    folder: str
+    verified: bool
+
+
+def batches_folder(data_dir):
+    """`data_dir` may be the folder holding cifar-10-batches-py or that folder itself."""
+    if os.path.basename(os.path.normpath(data_dir)) == FOLDER:
+        return data_dir
+    return os.path.join(data_dir, FOLDER)
+
+
+def is_present(data_dir):
+    folder = batches_folder(data_dir)
+    return all(os.path.isfile(os.path.join(folder, name)) for name, _ in TRAIN_FILES + TEST_FILES)
+
+
+def mismatched_files(data_dir):
+    """Names of the files whose md5 differs from the official one (empty when all match)."""
+    folder = batches_folder(data_dir)
+    return [name for name, md5 in TRAIN_FILES + TEST_FILES + [META_FILE]
+            if not check_integrity(os.path.join(folder, name), md5)]
+
+
+def download(data_dir):
+    """Fetch and unpack the official archive with torchvision's own md5-checked download."""
+    root = os.path.dirname(os.path.normpath(batches_folder(data_dir))) or "."
+    try:
+        download_and_extract_archive(CIFAR10.url, root, filename=CIFAR10.filename, md5=CIFAR10.tgz_md5)
+    except Exception as error:  # URLError, HTTPError, OSError, RuntimeError (bad md5), ...
+        raise UserError(
+            f"could not download CIFAR-10 from {CIFAR10.url} into {root} ({error}); on a machine "
+            "without internet, download it elsewhere and copy cifar-10-batches-py into --data-dir.") from None
+
+
+def numpy_reconstruct():
+    try:  # numpy >= 2
+        from numpy._core.multiarray import _reconstruct
+    except ImportError:
+        from numpy.core.multiarray import _reconstruct
+    return _reconstruct
+
+
+# Everything a CIFAR batch pickle may name: numpy array rebuilding (under numpy 1 and 2 module
+# names) and the latin-1 bytes encoding that Python 3 uses for protocol-2 pickles.
+SAFE_GLOBALS = {
+    ("numpy.core.multiarray", "_reconstruct"): numpy_reconstruct(),
+    ("numpy._core.multiarray", "_reconstruct"): numpy_reconstruct(),
+    ("numpy", "ndarray"): np.ndarray,
+    ("numpy", "dtype"): np.dtype,
+    ("_codecs", "encode"): codecs.encode,
+}
+
+
+class RestrictedUnpickler(pickle.Unpickler):
+    """Rebuilds only numpy arrays and builtin containers; any other global is refused,
+    so a crafted file cannot run code while it is read."""
+
+    def find_class(self, module, name):
+        if (module, name) in SAFE_GLOBALS:
+            return SAFE_GLOBALS[(module, name)]
+        raise pickle.UnpicklingError(f"refusing to load '{module}.{name}'")
+
+
+def read_batch(path):
+    """One CIFAR batch file as (uint8 images N x 3 x 32 x 32, int64 labels N)."""
+    try:
+        with open(path, "rb") as f:
+            batch = RestrictedUnpickler(f, encoding="latin1").load()
+        data = np.asarray(batch["data"], dtype=np.uint8)
+        labels = np.asarray(batch.get("labels", batch.get("fine_labels")), dtype=np.int64)
+        images = data.reshape(-1, 3, 32, 32)
+    except (pickle.UnpicklingError, EOFError, KeyError, ValueError, TypeError, AttributeError,
+            IndexError, MemoryError) as error:
+        raise UserError(f"{path} is not a readable CIFAR-10 batch ({error}); "
+                        "delete the folder and download the dataset again.") from None
+    if len(labels) != len(images) or labels.min() < 0 or labels.max() >= len(CLASSES):
+        raise UserError(f"{path} has {len(images)} images but {len(labels)} labels or labels outside 0..9; "
+                        "delete the folder and download the dataset again.")
+    return torch.from_numpy(images.copy()), torch.from_numpy(labels)
+
+
+def read_split(folder, files):
+    parts = [read_batch(os.path.join(folder, name)) for name, _ in files]
+    return torch.cat([images for images, _ in parts]), torch.cat([labels for _, labels in parts])
+
+
+def load(data_dir, allow_download=False, allow_unverified=False):
+    """The dataset from `data_dir`, downloading it first if allowed and missing.
+
+    A copy whose md5 sums are not the official ones is refused unless `allow_unverified`.
+    """
+    folder = batches_folder(data_dir)
+    if not is_present(data_dir):
+        if not allow_download:
+            raise UserError(f"CIFAR-10 not found in {folder}; pass --download to fetch it, or point "
+                            "--data-dir (or $CIFAR10_DIR) at a folder holding cifar-10-batches-py.")
+        download(data_dir)
+    bad = mismatched_files(data_dir)
+    if bad and not allow_unverified:
+        raise UserError(f"{os.path.join(folder, bad[0])} does not match the official CIFAR-10 md5 sum"
+                        f"{f' (nor do {len(bad) - 1} more files)' if len(bad) > 1 else ''}; download it "
+                        "again, or pass --allow-unverified to use this copy as it is.")
+    train_images, train_labels = read_split(folder, TRAIN_FILES)
+    test_images, test_labels = read_split(folder, TEST_FILES)
+    return Cifar10(train_images, train_labels, test_images, test_labels, folder, verified=not bad)

@@ -1,0 +1,59 @@
+"""What a result depends on besides the code: versions, hardware, switches, command, time."""
+import datetime
+import os
+import platform
+import shlex
+import socket
+import subprocess
+import sys
+
+import torch
+import torchvision
+
+from utils import precision
+
+PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def command_output(command):
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=10, cwd=PROJECT_DIR)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() or None if done.returncode == 0 else None
+
+
+def cpu_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def collect(device):
+    cuda = device.type == "cuda"
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torchvision": torchvision.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if cuda else None,
+        "device": torch.cuda.get_device_name(device) if cuda else cpu_name(),
+        "device_type": device.type,
+        "gpu_count": torch.cuda.device_count() if cuda else 0,
+        "driver": command_output(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
+        if cuda else None,
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "tf32": precision.tf32_flags(),
+        "cudnn_benchmark": torch.backends.cudnn.benchmark,
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "git_commit": command_output(["git", "describe", "--always", "--dirty", "--abbrev=40"]),
+        "command": shlex.join([sys.executable] + sys.argv),
+        "timestamp_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }

@@ -1,0 +1,36 @@
+"""Writing result files so that a failure never leaves a half-written or lost file."""
+import os
+import tempfile
+
+from utils.errors import UserError
+
+
+def ensure_writable(path, flag):
+    """Create the parent folder and prove a file can be written there, before any training."""
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".ampbench-check-"):
+            pass
+    except OSError as error:
+        raise UserError(f"cannot write {flag} {path} ({error.strerror or error}); "
+                        "choose a writable path.") from None
+    if os.path.isdir(path):
+        raise UserError(f"{flag} {path} is a folder; give a file path.")
+
+
+def atomic_write(path, write):
+    """Call write(file) on a temporary file in the same folder, fsync it, then rename it over
+    `path`: readers see the old file or the new one, never a partial one."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise

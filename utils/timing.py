@@ -1,0 +1,54 @@
+"""Step timing that is right for asynchronous CUDA.
+
+On CUDA, events are recorded on the stream at each step boundary and when the batch is
+ready, and read once after a final synchronize: the timed loop never waits for the GPU.
+On the CPU the work is synchronous, so perf_counter at the same points is exact.
+Step i lasts from its boundary to the next one, so host overhead between steps is counted.
+"""
+import time
+
+import numpy as np
+import torch
+
+
+class StepTimer:
+    def __init__(self, device):
+        self.cuda = device.type == "cuda"
+        self.boundaries = []  # one per step start, plus the end of the last step
+        self.data_ready = []  # one per step, when its batch is ready
+
+    def now(self):
+        if self.cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            return event
+        return time.perf_counter()
+
+    def start_step(self):
+        self.boundaries.append(self.now())
+
+    def batch_ready(self):
+        self.data_ready.append(self.now())
+
+    def stop(self):
+        """Close the last step and wait for the device; call once, after the timed loop."""
+        self.boundaries.append(self.now())
+        if self.cuda:
+            torch.cuda.synchronize()
+
+    def elapsed_ms(self, start, end):
+        return start.elapsed_time(end) if self.cuda else (end - start) * 1000.0
+
+    def step_ms(self):
+        return [self.elapsed_ms(a, b) for a, b in zip(self.boundaries, self.boundaries[1:])]
+
+    def data_ms(self):
+        return [self.elapsed_ms(a, b) for a, b in zip(self.boundaries, self.data_ready)]
+
+
+def summarize(values_ms):
+    """Median, mean, p10, p90, min and max of a list of milliseconds."""
+    values = np.asarray(values_ms, dtype=np.float64)
+    return {"median": float(np.median(values)), "mean": float(values.mean()),
+            "p10": float(np.percentile(values, 10)), "p90": float(np.percentile(values, 90)),
+            "min": float(values.min()), "max": float(values.max())}
