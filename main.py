@@ -60,6 +60,16 @@ def build_parser():
     precision.add_argument("--tf32", action="store_true",
                            help="allow TF32 tensor cores in FP32 matmuls and convolutions (off by default, "
                            "so that FP32 means FP32)")
+    precision.add_argument("--compare", action="store_true",
+                           help="run several precision modes back to back from the same weights and batches "
+                           "(default modes: fp32,amp-fp16)")
+    precision.add_argument("--modes", metavar="LIST",
+                           help="comma list for --compare from fp32, tf32, amp-fp16, amp-fp16-noscale, "
+                           "amp-bf16, fp16-master (implies --compare)")
+    precision.add_argument("--repeats", type=positive_int, default=1,
+                           help="run the whole set of modes R times, in alternating order (default 1)")
+    precision.add_argument("--loss-scale", type=positive_float, default=128.0,
+                           help="static loss scale of the fp16-master mode (default 128)")
 
     data = parser.add_argument_group("data")
     data.add_argument("--data", choices=["auto", "cifar10", "synthetic"], default="auto",
@@ -75,6 +85,9 @@ def build_parser():
     measure.add_argument("--warmup", type=non_negative_int, default=10,
                          help="steps excluded from timing statistics (default 10)")
     measure.add_argument("--json", metavar="PATH", help="write the results as one JSON document")
+    measure.add_argument("--csv", metavar="PATH", help="append one row per mode to a CSV file (header once)")
+    measure.add_argument("--plot", metavar="PATH.png",
+                         help="draw step-time distributions and speedups (needs matplotlib)")
     measure.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
 

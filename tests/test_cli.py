@@ -127,7 +127,7 @@ def test_cpu_run_writes_a_complete_json(tmp_path, subset):
     (["--fp16", "-s"], "amp-fp16", True),
     (["--fp16"], "amp-fp16-noscale", False),
     (["--bf16"], "amp-bf16", False),
-    (["--tf32"], "tf32", False),
+    ([], "fp32", False),
 ])
 def test_precision_flags_pick_the_mode(tmp_path, flags, mode, scale):
     out = tmp_path / "r.json"
@@ -138,7 +138,7 @@ def test_precision_flags_pick_the_mode(tmp_path, flags, mode, scale):
     (run,) = json.loads(out.read_text())["runs"]
     assert run["mode"] == mode
     assert (run["final_loss_scale"] is not None) == scale
-    assert run["tf32"]["cudnn_conv"] == (mode == "tf32")
+    assert run["tf32"] == {"matmul": False, "cudnn_conv": False}
 
 
 def test_loss_scaling_with_bf16_warns_and_is_ignored(tmp_path):

@@ -55,8 +55,8 @@ class InfGradient(nn.Module):
 def test_grad_scaler_skips_the_step_when_a_gradient_is_inf():
     mode = precision.MODES["amp-fp16"]
     model = InfGradient()
-    optimizer = make_optimizer(model, 0.1)
-    scaler = precision.make_scaler(mode, CPU)
+    params, scaler = precision.prepare(model, mode, CPU, 128)
+    optimizer = make_optimizer(params, 0.1)
     counter = StepCounter(optimizer)
     x, y = torch.randn(8, 4), torch.randint(0, 10, (8,))
     train_step(model, x, y, nn.CrossEntropyLoss(), optimizer, scaler, mode, CPU)
@@ -73,11 +73,12 @@ def test_grad_scaler_skips_the_step_when_a_gradient_is_inf():
 def test_fp32_step_changes_weights_and_counts():
     mode = precision.MODES["fp32"]
     model = nn.Linear(4, 10)
-    optimizer = make_optimizer(model, 0.1)
+    params, scaler = precision.prepare(model, mode, CPU, 128)
+    optimizer = make_optimizer(params, 0.1)
     counter = StepCounter(optimizer)
     before = model.weight.detach().clone()
     loss = train_step(model, torch.randn(8, 4), torch.randint(0, 10, (8,)), nn.CrossEntropyLoss(), optimizer,
-                      precision.make_scaler(mode, CPU), mode, CPU)
+                      scaler, mode, CPU)
     assert counter.count == 1 and not torch.equal(model.weight, before) and not loss.requires_grad
 
 

@@ -7,7 +7,8 @@ from typing import Optional
 import torch
 
 import models
-from utils import cifar10, envinfo, precision, report
+from utils import cifar10, envinfo, flops, plot, precision, report
+from utils.compare import compare_modes
 from utils.errors import UserError
 from utils.fileio import ensure_writable
 from utils.loaders import synthetic_images
@@ -34,6 +35,9 @@ def warn(message):
 def check_arguments(args):
     if args.fp16 and args.bf16:
         raise UserError("--fp16 and --bf16 exclude each other; choose one autocast dtype.")
+    if (args.compare or args.modes) and (args.fp16 or args.bf16 or args.tf32 or args.loss_scaling):
+        raise UserError("--compare runs the modes listed in --modes; drop --fp16/--bf16/--tf32/-s and name "
+                        "the modes instead, e.g. --modes fp32,amp-fp16,amp-bf16.")
     if args.warmup >= args.steps:
         raise UserError(f"--warmup ({args.warmup}) must be smaller than --steps ({args.steps}) so that some "
                         "steps are timed; lower --warmup or raise --steps.")
@@ -82,24 +86,59 @@ def load_data(args, device):
                  "train_images": len(dataset.train_images), "test_images": len(dataset.test_images)})
 
 
+def selected_modes(args):
+    if args.modes:
+        return precision.parse_modes(args.modes)
+    if args.compare:
+        return [precision.MODES[name] for name in precision.DEFAULT_COMPARE]
+    return [precision.mode_from_flags(args.fp16, args.bf16, args.loss_scaling, args.tf32)]
+
+
+def check_outputs(args):
+    """Every output path is checked before training starts, not after an hour of it."""
+    for path, flag in [(args.json, "--json"), (args.csv, "--csv"), (args.plot, "--plot")]:
+        if path:
+            ensure_writable(path, flag)
+    if args.csv:
+        report.check_csv_header(args.csv)
+    if args.plot:
+        plot.check_available()
+
+
 def run(args):
     if args.list_models:
         print("\n".join(models.model_names()))
         return 0
     check_arguments(args)
     device = pick_device(args.gpu)
-    if args.json:
-        ensure_writable(args.json, "--json")
-    mode = precision.mode_from_flags(args.fp16, args.bf16, args.loss_scaling, args.tf32)
+    modes = selected_modes(args)
+    for mode in modes:
+        precision.check_supported(mode, device)
+    check_outputs(args)
     torch.manual_seed(args.seed)
     model = models.build_model(args.model, args.stem)
     data = load_data(args, device)
+    device_name = envinfo.device_name(device)
+    flops_per_step = flops.training_flops_per_step(model, args.batch_size)
 
-    runs = [run_mode(model, mode, data, args, device)]
+    runs = []
+    for repeat in range(args.repeats):
+        for mode in modes if repeat % 2 == 0 else modes[::-1]:  # alternate the order to expose drift
+            result = run_mode(model, mode, data, args, device)
+            result["repeat"] = repeat
+            result.update(flops.utilisation(flops_per_step, result["step_time_ms"]["median"], device_name, mode,
+                                            device.type == "cuda"))
+            runs.append(result)
     document = {"schema": report.SCHEMA, "env": envinfo.collect(device), "config": vars(args),
-                "data": data.info, "runs": runs}
-    print(report.summary_table(document))
+                "data": data.info, "runs": runs, "comparison": compare_modes(runs)}
+    print(report.summary(document))
     if args.json:
         report.write_json(args.json, document)
         print(f"results written to {args.json}")
+    if args.csv:
+        report.append_csv(args.csv, document)
+        print(f"rows appended to {args.csv}")
+    if args.plot:
+        plot.draw(args.plot, document)
+        print(f"plot written to {args.plot}")
     return 0

@@ -34,6 +34,10 @@ def cpu_name():
     return platform.processor() or platform.machine()
 
 
+def device_name(device):
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name()
+
+
 def collect(device):
     cuda = device.type == "cuda"
     return {
@@ -42,7 +46,7 @@ def collect(device):
         "torchvision": torchvision.__version__,
         "cuda": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version() if cuda else None,
-        "device": torch.cuda.get_device_name(device) if cuda else cpu_name(),
+        "device": device_name(device),
         "device_type": device.type,
         "gpu_count": torch.cuda.device_count() if cuda else 0,
         "driver": command_output(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])

@@ -2,12 +2,16 @@
 
 Every mode runs the same training step (utils/train.py); a mode only chooses the autocast
 dtype and whether it is enabled, whether GradScaler is enabled, and whether FP32 matmuls
-and convolutions may use TF32 tensor cores.
+and convolutions may use TF32 tensor cores. The classic FP16-weights recipe (`fp16-master`)
+fits the same step: its static loss scaler has GradScaler's interface.
 """
 from dataclasses import dataclass
 from typing import Optional
 
 import torch
+from torch import nn
+
+from utils.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -17,6 +21,7 @@ class Mode:
     loss_scaling: bool  # dynamic loss scaling with torch.amp.GradScaler
     tf32: bool  # TF32 allowed for FP32 matmuls and convolutions
     description: str
+    master_weights: bool = False  # FP16 model, FP32 master weights, static loss scale
 
 
 MODES = {
@@ -26,7 +31,44 @@ MODES = {
     "amp-fp16-noscale": Mode("amp-fp16-noscale", torch.float16, False, False,
                              "autocast float16 without loss scaling (small gradients may underflow)"),
     "amp-bf16": Mode("amp-bf16", torch.bfloat16, False, False, "autocast bfloat16"),
+    "fp16-master": Mode("fp16-master", None, False, False,
+                        "FP16 model (BatchNorm FP32), FP32 master weights, static loss scale",
+                        master_weights=True),
 }
+DEFAULT_COMPARE = ("fp32", "amp-fp16")
+
+
+def parse_modes(text):
+    """A comma list of mode names, e.g. "fp32,amp-bf16"."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in MODES]
+    if unknown or not names:
+        raise UserError(f"unknown precision mode '{unknown[0] if unknown else text}' in --modes; "
+                        f"choose from {', '.join(MODES)}.")
+    if len(set(names)) != len(names):
+        raise UserError(f"--modes lists a mode twice ({text}); use --repeats to run modes again.")
+    return [MODES[name] for name in names]
+
+
+def check_supported(mode, device):
+    """Refuse, before any training, a mode this device cannot run."""
+    if device.type == "cuda":
+        capability = torch.cuda.get_device_capability(device)
+        if mode.tf32 and capability < (8, 0):
+            raise UserError(f"mode tf32 needs an Ampere or newer GPU (compute capability 8.0); this GPU has "
+                            f"{capability[0]}.{capability[1]}: use fp32.")
+        if mode.autocast_dtype == torch.bfloat16 and not torch.cuda.is_bf16_supported():
+            raise UserError("mode amp-bf16 needs a GPU with bfloat16 support (Ampere or newer): use amp-fp16.")
+        return
+    if mode.tf32:
+        raise UserError("mode tf32 (--tf32) only applies to CUDA GPUs: on the CPU run fp32, or add -p on a GPU node.")
+    if mode.master_weights:
+        try:
+            conv, norm = nn.Conv2d(3, 2, 3).half(), nn.BatchNorm2d(2)
+            norm(conv(torch.zeros(2, 3, 4, 4, dtype=torch.float16))).float().sum().backward()
+        except RuntimeError:
+            raise UserError("mode fp16-master needs float16 convolutions, which this CPU build of torch "
+                            "lacks: run it on a GPU (-p).") from None
 
 
 def mode_from_flags(fp16, bf16, loss_scaling, tf32):
@@ -51,9 +93,92 @@ def tf32_flags():
             "cudnn_conv": torch.backends.cudnn.conv.fp32_precision == "tf32"}
 
 
-def make_scaler(mode, device):
-    """A GradScaler that is a pass-through unless the mode scales the loss."""
-    return torch.amp.GradScaler(device.type, enabled=mode.loss_scaling)
+def prepare(model, mode, device, static_loss_scale):
+    """Make `model` ready for `mode`; return (parameters the optimizer updates, scaler).
+
+    The scaler is a GradScaler that passes through unless the mode scales the loss; for
+    fp16-master the model is cast to FP16 (BatchNorm kept in FP32) and the optimizer updates
+    FP32 master copies through a StaticLossScaler.
+    """
+    if not mode.master_weights:
+        return list(model.parameters()), torch.amp.GradScaler(device.type, enabled=mode.loss_scaling)
+    model.half()
+    for module in model.modules():
+        if isinstance(module, nn.modules.batchnorm._BatchNorm):
+            module.float()
+    model.register_forward_pre_hook(cast_inputs_to_half)
+    masters = MasterWeights(model)
+    return masters.params, StaticLossScaler(masters, static_loss_scale)
+
+
+def cast_inputs_to_half(module, inputs):
+    return tuple(x.half() for x in inputs)
+
+
+class MasterWeights:
+    """FP32 copies of a half-precision model's parameters: the optimizer updates these, and
+    they are copied back into the model after each step (Micikevicius et al., ICLR 2018)."""
+
+    def __init__(self, model):
+        self.model_params = [p for p in model.parameters() if p.requires_grad]
+        self.params = [p.detach().float().clone().requires_grad_(True) for p in self.model_params]
+
+    def take_gradients(self, inv_scale):
+        """Move the model's gradients, unscaled and in FP32, onto the masters; return a device
+        tensor that is True if any of them is inf or NaN."""
+        finite = []
+        for master, param in zip(self.params, self.model_params):
+            master.grad = param.grad.float().mul_(inv_scale) if param.grad is not None else None
+            param.grad = None
+            if master.grad is not None:
+                finite.append(torch.isfinite(master.grad).all())
+        return ~torch.stack(finite).all()
+
+    @torch.no_grad()
+    def copy_to_model(self):
+        for master, param in zip(self.params, self.model_params):
+            param.copy_(master)
+
+
+class StaticLossScaler:
+    """GradScaler's interface around a fixed loss scale, for the fp16-master recipe: gradients
+    of the scaled FP16 loss are unscaled into the FP32 masters; a step whose gradients
+    overflow is skipped (as Apex does), otherwise the optimizer steps and the masters are
+    copied back into the FP16 model."""
+
+    def __init__(self, masters, scale):
+        self.masters = masters
+        self.loss_scale = float(scale)
+        self.found_inf = None  # set by unscale_ until the step
+
+    def is_enabled(self):
+        return True
+
+    def get_scale(self):
+        return self.loss_scale
+
+    def scale(self, loss):
+        return loss * self.loss_scale
+
+    def unscale_(self, optimizer):
+        self.found_inf = self.masters.take_gradients(1.0 / self.loss_scale)
+
+    def step(self, optimizer):
+        if self.found_inf is None:
+            self.unscale_(optimizer)
+        if not self.found_inf.item():  # one sync per step, as GradScaler.step also has
+            optimizer.step()
+            self.masters.copy_to_model()
+        self.found_inf = None
+
+    def update(self):
+        pass
+
+    def state_dict(self):
+        return {"scale": self.loss_scale}
+
+    def load_state_dict(self, state):
+        self.loss_scale = state["scale"]
 
 
 def autocast(mode, device):

@@ -5,6 +5,7 @@ scale(loss).backward(), step(optimizer), update(). Every mode runs this same cod
 only switches autocast and the scaler on or off and picks the dtype.
 """
 import copy
+import hashlib
 import time
 
 import torch
@@ -27,8 +28,8 @@ def train_step(model, images, labels, criterion, optimizer, scaler, mode, device
     return loss.detach()
 
 
-def make_optimizer(model, lr):
-    return torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9, weight_decay=5e-4)
+def make_optimizer(params, lr):
+    return torch.optim.SGD(params, lr=lr, momentum=0.9, weight_decay=5e-4)
 
 
 class StepCounter:
@@ -55,6 +56,14 @@ def evaluate(model, mode, data, batch_size, device):
     return correct.item() / len(data.test_labels)
 
 
+def digest(tensors):
+    """A short sha256 of tensors' bytes: equal digests mean bitwise-equal starting points."""
+    sha = hashlib.sha256()
+    for tensor in tensors:
+        sha.update(tensor.detach().cpu().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return sha.hexdigest()[:16]
+
+
 def run_mode(initial_model, mode, data, args, device):
     """Train a copy of `initial_model` for args.steps steps in `mode`; return its result record.
 
@@ -63,10 +72,11 @@ def run_mode(initial_model, mode, data, args, device):
     """
     precision.set_tf32(mode.tf32)
     model = copy.deepcopy(initial_model).to(device)
+    initial_weights = digest(model.state_dict().values())
     loader = DeviceLoader(data.train_images, data.train_labels, args.batch_size, device, args.seed)
     criterion = nn.CrossEntropyLoss()
-    optimizer = make_optimizer(model, args.lr)
-    scaler = precision.make_scaler(mode, device)
+    params, scaler = precision.prepare(model, mode, device, args.loss_scale)
+    optimizer = make_optimizer(params, args.lr)
     optimizer_steps = StepCounter(optimizer)
     timer = StepTimer(device)
     progress = Progress(args.steps, mode.name, args.batch_size, enabled=not args.no_progress)
@@ -78,6 +88,8 @@ def run_mode(initial_model, mode, data, args, device):
         timer.start_step()
         images, labels = next(loader)
         timer.batch_ready()
+        if step == 0:  # a device-side copy now, hashed after the timed loop
+            first_batch = (images.clone(), labels.clone())
         loss = train_step(model, images, labels, criterion, optimizer, scaler, mode, device)
         losses.append(loss)
         progress.update(loss)
@@ -101,6 +113,7 @@ def run_mode(initial_model, mode, data, args, device):
         "warmup": args.warmup,
         "timed_steps": len(step_ms),
         "step_time_ms": step_stats,
+        "step_times_ms": step_ms,
         "images_per_sec": args.batch_size * 1000.0 / step_stats["median"],
         "data_time_ms": summarize(data_ms),
         "compute_time_ms": summarize([s - d for s, d in zip(step_ms, data_ms)]),
@@ -114,4 +127,6 @@ def run_mode(initial_model, mode, data, args, device):
         else evaluate(model, mode, data, args.batch_size, device),
         "epochs_seen": args.steps * args.batch_size / len(data.train_images),
         "wall_time_s": wall_time,
+        "initial_weights_sha256": initial_weights,
+        "first_batch_sha256": digest(first_batch),
     }

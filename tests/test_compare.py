@@ -1,0 +1,199 @@
+"""--compare: same start for every mode, consistent figures, CSV/PNG/JSON files, report merging."""
+import copy
+import csv
+import json
+
+import pytest
+import torch
+from torch import nn
+
+import models
+from conftest import ROOT, assert_user_error, run_cli
+from utils import flops, precision, report
+from utils.train import make_optimizer, train_step
+
+SMALL = ["--model", "squeezenet1_1", "-b", "8", "-n", "4", "--warmup", "1", "--no-progress"]
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def compared(tmp_path_factory, subset_dir=None):
+    from conftest import SUBSET
+    folder = tmp_path_factory.mktemp("compare")
+    result = run_cli(*SMALL, "--data-dir", SUBSET, "--allow-unverified", "--modes", "fp32,amp-bf16,fp16-master",
+                     "--repeats", "2", "--json", folder / "r.json", "--csv", folder / "r.csv",
+                     "--plot", folder / "r.png")
+    return result, folder
+
+
+def test_compare_prints_one_row_per_mode(compared):
+    result, _ = compared
+    assert result.returncode == 0, result.stderr
+    rows = [line.split()[0] for line in result.stdout.splitlines()
+            if line.strip().startswith(("fp32 ", "amp-bf16 ", "fp16-master "))]
+    assert rows == ["fp32", "amp-bf16", "fp16-master"]
+    assert "speedup" in result.stdout and "MFU not shown: no peak figures for CPUs." in result.stdout
+
+
+def test_every_mode_starts_from_the_same_weights_and_batches(compared):
+    runs = json.loads((compared[1] / "r.json").read_text())["runs"]
+    assert len(runs) == 6
+    assert len({run["initial_weights_sha256"] for run in runs}) == 1
+    assert len({run["first_batch_sha256"] for run in runs}) == 1
+
+
+def test_repeats_alternate_the_order(compared):
+    runs = json.loads((compared[1] / "r.json").read_text())["runs"]
+    assert [(run["repeat"], run["mode"]) for run in runs] == [
+        (0, "fp32"), (0, "amp-bf16"), (0, "fp16-master"), (1, "fp16-master"), (1, "amp-bf16"), (1, "fp32")]
+
+
+def test_comparison_figures_are_consistent(compared):
+    document = json.loads((compared[1] / "r.json").read_text())
+    comparison = document["comparison"]
+    assert list(comparison) == ["fp32", "amp-bf16", "fp16-master"]
+    base = comparison["fp32"]
+    assert base["speedup_vs_fp32"] == 1.0 and base["memory_ratio_vs_fp32"] == 1.0
+    assert base["accuracy_delta_vs_fp32"] == 0.0
+    for mode, row in comparison.items():
+        runs = [run for run in document["runs"] if run["mode"] == mode]
+        assert row["runs"] == 2 and row["repeat_medians_ms"] == [run["step_time_ms"]["median"] for run in runs]
+        assert row["speedup_vs_fp32"] == pytest.approx(base["median_step_ms"] / row["median_step_ms"])
+        assert row["images_per_sec"] == pytest.approx(8000 / row["median_step_ms"])
+        assert row["tflops"] > 0 and row["mfu_pct"] is None
+        assert row["accuracy_delta_vs_fp32"] == pytest.approx(row["test_accuracy"] - base["test_accuracy"])
+    assert comparison["fp16-master"]["final_loss_scale"] == 128.0
+    assert comparison["amp-bf16"]["final_loss_scale"] is None
+    for run in document["runs"]:
+        assert len(run["step_times_ms"]) == run["timed_steps"] == 3
+        assert run["train_flops_per_step"] > 0
+
+
+def test_env_records_what_results_depend_on(compared):
+    env = json.loads((compared[1] / "r.json").read_text())["env"]
+    for key in ["device", "gpu_count", "driver", "cuda", "cudnn", "torch", "hostname", "git_commit", "command",
+                "timestamp_utc", "tf32", "cudnn_benchmark"]:
+        assert key in env
+    assert "--modes fp32,amp-bf16,fp16-master" in env["command"]
+
+
+def test_csv_has_one_row_per_mode_and_one_header_when_appended(compared, tmp_path):
+    path = compared[1] / "r.csv"
+    rows = list(csv.reader(path.open()))
+    assert rows[0] == report.CSV_COLUMNS and len(rows) == 4
+    document = json.loads((compared[1] / "r.json").read_text())
+    report.append_csv(path, document)
+    rows = list(csv.reader(path.open()))
+    assert len(rows) == 7 and rows.count(report.CSV_COLUMNS) == 1
+    assert [row[rows[0].index("mode")] for row in rows[1:]] == ["fp32", "amp-bf16", "fp16-master"] * 2
+
+
+def test_plot_is_a_png(compared):
+    data = (compared[1] / "r.png").read_bytes()
+    assert data.startswith(PNG_MAGIC) and len(data) > 10_000
+
+
+def test_report_merges_separate_jobs_into_one_comparison(tmp_path):
+    for mode_flag, name in [([], "fp32"), (["--bf16"], "bf16")]:
+        result = run_cli(*SMALL, "--data", "synthetic", *mode_flag, "--json", tmp_path / f"{name}.json")
+        assert result.returncode == 0, result.stderr
+    merged = tmp_path / "merged.json"
+    result = run_cli_module("utils.report", tmp_path / "fp32.json", tmp_path / "bf16.json", "--json", merged,
+                            "--plot", tmp_path / "merged.png", "--csv", tmp_path / "merged.csv")
+    assert result.returncode == 0, result.stderr
+    assert "amp-bf16" in result.stdout and "fp32" in result.stdout
+    (document,) = json.loads(merged.read_text())
+    assert list(document["comparison"]) == ["fp32", "amp-bf16"]
+    assert document["comparison"]["amp-bf16"]["speedup_vs_fp32"] is not None
+    assert (tmp_path / "merged.png").read_bytes().startswith(PNG_MAGIC)
+    assert len(list(csv.reader((tmp_path / "merged.csv").open()))) == 3
+
+
+def test_report_refuses_a_file_that_is_not_a_result(tmp_path):
+    (tmp_path / "x.json").write_text('{"hello": 1}')
+    assert_user_error(run_cli_module("utils.report", tmp_path / "x.json"), "not an ampbench result file")
+
+
+def run_cli_module(module, *args):
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, "-m", module, *map(str, args)], cwd=ROOT, capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("argv, phrase", [
+    (["--modes", "fp32,fp8"], "unknown precision mode 'fp8'"),
+    (["--modes", "fp32,fp32"], "lists a mode twice"),
+    (["--modes", "tf32"], "mode tf32 (--tf32) only applies to CUDA GPUs"),
+    (["--compare", "--fp16"], "--compare runs the modes listed in --modes"),
+    (["--tf32"], "mode tf32 (--tf32) only applies to CUDA GPUs"),
+])
+def test_bad_modes_exit_2(argv, phrase):
+    assert_user_error(run_cli(*argv, "--data", "synthetic"), phrase)
+
+
+def test_plot_without_matplotlib_says_how_to_install(tmp_path):
+    fake = tmp_path / "fake" / "matplotlib"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('no matplotlib here')\n")
+    result = run_cli(*SMALL, "--data", "synthetic", "--plot", tmp_path / "p.png",
+                     env={"PYTHONPATH": str(tmp_path / "fake")})
+    assert_user_error(result, "pip install matplotlib")
+
+
+def test_existing_csv_with_other_columns_is_refused_before_training(tmp_path):
+    path = tmp_path / "other.csv"
+    path.write_text("a,b\n1,2\n")
+    assert_user_error(run_cli(*SMALL, "--data", "synthetic", "--csv", path), "has other columns")
+    assert path.read_text() == "a,b\n1,2\n"
+
+
+def test_fp16_master_keeps_fp32_masters_and_batchnorm_and_updates_weights():
+    mode = precision.MODES["fp16-master"]
+    model = models.build_model("resnet18", "imagenet")
+    params, scaler = precision.prepare(model, mode, torch.device("cpu"), 128)
+    assert model.conv1.weight.dtype == torch.float16 and model.fc.weight.dtype == torch.float16
+    assert model.bn1.weight.dtype == torch.float32 and model.bn1.running_mean.dtype == torch.float32
+    assert all(p.dtype == torch.float32 for p in params)
+    optimizer = make_optimizer(params, 0.1)
+    before = model.conv1.weight.detach().clone()
+    master_before = params[0].detach().clone()
+    x, y = torch.randn(4, 3, 32, 32), torch.randint(0, 10, (4,))
+    loss = train_step(model, x, y, nn.CrossEntropyLoss(), optimizer, scaler, mode, torch.device("cpu"))
+    assert loss.dtype == torch.float32
+    assert not torch.equal(model.conv1.weight, before) and not torch.equal(params[0], master_before)
+    assert torch.equal(model.conv1.weight, params[0].half())
+    assert model.conv1.weight.grad is None  # gradients moved onto the masters
+
+
+def test_fp16_master_skips_a_step_whose_gradients_overflow():
+    mode = precision.MODES["fp16-master"]
+    model = nn.Sequential(nn.Linear(4, 10))
+    params, scaler = precision.prepare(model, mode, torch.device("cpu"), 1e30)  # overflows FP16 at once
+    optimizer = make_optimizer(params, 0.1)
+    before = copy.deepcopy(params[0].detach())
+    train_step(model, torch.randn(2, 4), torch.tensor([1, 2]), nn.CrossEntropyLoss(), optimizer, scaler, mode,
+               torch.device("cpu"))
+    assert torch.equal(params[0], before)
+
+
+def test_flops_are_counted_per_step_and_scale_with_batch():
+    model = models.build_model("resnet18", "cifar")
+    per_8, per_16 = flops.training_flops_per_step(model, 8), flops.training_flops_per_step(model, 16)
+    assert per_16 == 2 * per_8
+    assert 3.0e9 < per_8 / 8 < 3.7e9  # about 3x the 1.1 GFLOP forward pass of a CIFAR resnet18
+
+
+@pytest.mark.parametrize("name, mode, peak", [
+    ("NVIDIA A100-SXM4-40GB", "amp-fp16", 312.0), ("NVIDIA A100-SXM4-40GB", "fp32", 19.5),
+    ("NVIDIA A100-SXM4-40GB", "tf32", 156.0), ("NVIDIA H100 80GB HBM3", "amp-bf16", 989.4),
+    ("NVIDIA H200", "fp16-master", 989.4), ("Tesla V100-SXM2-32GB", "amp-fp16", 125.0),
+    ("Tesla V100-SXM2-32GB", "amp-bf16", None), ("NVIDIA GeForce GTX 1080", "fp32", None),
+])
+def test_mfu_uses_the_dense_peak_of_known_gpus(name, mode, peak):
+    figures = flops.utilisation(1e12, 10.0, name, precision.MODES[mode], on_gpu=True)
+    assert figures["tflops"] == pytest.approx(100.0)
+    assert figures["peak_tflops"] == peak
+    if peak:
+        assert figures["mfu_pct"] == pytest.approx(100.0 * 100.0 / peak)
+    else:
+        assert figures["mfu_pct"] is None and figures["mfu_note"]

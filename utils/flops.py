@@ -1,0 +1,55 @@
+"""Training FLOPs per step, achieved TFLOP/s, and model FLOPs utilisation (MFU) where the GPU's
+dense peak is known."""
+import copy
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+# Dense (non-sparse) peak TFLOP/s per GPU from NVIDIA's datasheets, by the arithmetic each
+# mode's convolutions and matmuls use. Matched against torch.cuda.get_device_name(), in order.
+PEAK_TFLOPS = [
+    ("H200", {"fp32": 67.0, "tf32": 494.7, "fp16": 989.4, "bf16": 989.4}),
+    ("H100 PCIe", {"fp32": 51.0, "tf32": 378.0, "fp16": 756.0, "bf16": 756.0}),
+    ("H100 80GB HBM3", {"fp32": 67.0, "tf32": 494.7, "fp16": 989.4, "bf16": 989.4}),  # H100 SXM
+    ("H100 SXM", {"fp32": 67.0, "tf32": 494.7, "fp16": 989.4, "bf16": 989.4}),
+    ("A100", {"fp32": 19.5, "tf32": 156.0, "fp16": 312.0, "bf16": 312.0}),
+    ("V100-SXM", {"fp32": 15.7, "fp16": 125.0}),
+    ("V100-PCIE", {"fp32": 14.0, "fp16": 112.0}),
+]
+COUNT_BATCH = 2  # conv and matmul FLOPs are linear in the batch: count 2 images, scale up
+
+
+def training_flops_per_step(model, batch_size):
+    """FLOPs of one forward and backward pass (convolutions and matmuls, as
+    torch.utils.flop_counter counts them), counted on the meta device at no compute cost."""
+    twin = copy.deepcopy(model).to("meta")
+    with FlopCounterMode(display=False) as counter:
+        twin(torch.empty(COUNT_BATCH, 3, 32, 32, device="meta")).float().sum().backward()
+    return counter.get_total_flops() * batch_size // COUNT_BATCH
+
+
+def arithmetic(mode):
+    if mode.autocast_dtype == torch.bfloat16:
+        return "bf16"
+    if mode.autocast_dtype == torch.float16 or mode.master_weights:
+        return "fp16"
+    return "tf32" if mode.tf32 else "fp32"
+
+
+def peak_tflops(device_name, mode):
+    """(peak TFLOP/s or None, why none)."""
+    for key, peaks in PEAK_TFLOPS:
+        if key in device_name:
+            kind = arithmetic(mode)
+            if kind in peaks:
+                return peaks[kind], None
+            return None, f"{key} has no {kind} tensor cores"
+    return None, f"dense peak of '{device_name}' unknown"
+
+
+def utilisation(flops_per_step, median_step_ms, device_name, mode, on_gpu):
+    """Achieved TFLOP/s at the median step time, and MFU % against the dense peak."""
+    achieved = flops_per_step / (median_step_ms / 1000.0) / 1e12
+    peak, why = peak_tflops(device_name, mode) if on_gpu else (None, "no peak figures for CPUs")
+    return {"train_flops_per_step": flops_per_step, "tflops": achieved, "peak_tflops": peak,
+            "mfu_pct": None if peak is None else 100.0 * achieved / peak, "mfu_note": why}
