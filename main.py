@@ -23,6 +23,20 @@ def non_negative_int(text):
     return value
 
 
+def non_negative_float(text):
+    value = float(text)
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be zero or a positive number, got {text}")
+    return value
+
+
+def fraction(text):
+    value = float(text)
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 0 and below 1, got {text}")
+    return value
+
+
 def positive_float(text):
     value = float(text)
     if not value > 0 or value == float("inf"):
@@ -39,8 +53,10 @@ def build_parser():
     )
     train = parser.add_argument_group("training")
     train.add_argument("--lr", type=positive_float, default=0.1, help="learning rate (default 0.1)")
-    train.add_argument("--steps", "-n", type=positive_int, default=200,
+    train.add_argument("--steps", "-n", type=positive_int,
                        help="optimizer steps to run (default 200; the 2022 ThetaGPU tutorial counted epochs)")
+    train.add_argument("--epochs", type=positive_float,
+                       help="train this many epochs instead of --steps (fractions allowed)")
     train.add_argument("--batch-size", "-b", type=positive_int, default=128, help="batch size (default 128)")
     train.add_argument("--model", "-m", default="resnet50",
                        help="torchvision classification model (default resnet50; see --list-models)")
@@ -48,6 +64,20 @@ def build_parser():
                        help="cifar: 3x3 stride-1 first conv and no max-pool for ResNet-family models "
                        "(default); imagenet: torchvision's layout unchanged")
     train.add_argument("--seed", type=int, default=0, help="seed for weights, data order and augmentation")
+    train.add_argument("--momentum", type=non_negative_float, default=0.9, help="SGD momentum (default 0.9)")
+    train.add_argument("--weight-decay", type=non_negative_float, default=5e-4, help="weight decay (default 5e-4)")
+    train.add_argument("--nesterov", action="store_true", help="Nesterov momentum")
+    train.add_argument("--label-smoothing", type=fraction, default=0.0, help="label smoothing (default 0)")
+    train.add_argument("--lr-schedule", choices=["constant", "cosine", "onecycle"], default="constant",
+                       help="learning-rate schedule over the run (default constant)")
+    train.add_argument("--warmup-lr-steps", type=non_negative_int, default=0,
+                       help="linear learning-rate warm-up steps (default 0)")
+    train.add_argument("--clip-grad", type=positive_float, metavar="NORM",
+                       help="clip the gradient norm (of the unscaled gradients) to NORM")
+    train.add_argument("--accum-steps", type=positive_int, default=1, metavar="K",
+                       help="accumulate gradients over K micro-batches of --batch-size per optimizer step")
+    train.add_argument("--on-nan", choices=["stop", "skip"], default="stop",
+                       help="without a loss scaler, a non-finite loss stops the run (default) or skips the step")
     train.add_argument("--no-eval", action="store_true", help="skip the test-set accuracy pass")
     train.add_argument("--list-models", action="store_true", help="print every usable model name and exit")
 
@@ -80,6 +110,22 @@ def build_parser():
     data.add_argument("--download", action="store_true", help="allow downloading the official archive")
     data.add_argument("--allow-unverified", action="store_true",
                       help="use a CIFAR-10 copy whose md5 sums differ from the official ones")
+    data.add_argument("--loader", choices=["device", "torchvision"], default="device",
+                      help="device (default): dataset on the training device, whole-batch augmentation; "
+                      "torchvision: the classic per-image DataLoader path")
+    data.add_argument("--workers", type=non_negative_int, default=min(8, os.cpu_count() or 1),
+                      help="DataLoader worker processes for --loader torchvision (default: min(8, CPUs))")
+
+    speed = parser.add_argument_group("speed levers")
+    speed.add_argument("--channels-last", action="store_true",
+                       help="model and inputs in channels_last memory format (tensor cores for convolutions)")
+    speed.add_argument("--compile", action="store_true",
+                       help="torch.compile the model; compile time is reported apart from step times")
+    speed.add_argument("--compile-mode", default="default",
+                       choices=["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"],
+                       help="torch.compile mode (default: default)")
+    speed.add_argument("--no-cudnn-benchmark", action="store_true",
+                       help="turn off cuDNN autotuning (on by default on CUDA)")
 
     measure = parser.add_argument_group("measurement and output")
     measure.add_argument("--warmup", type=non_negative_int, default=10,
@@ -89,7 +135,22 @@ def build_parser():
     measure.add_argument("--plot", metavar="PATH.png",
                          help="draw step-time distributions and speedups (needs matplotlib)")
     measure.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    long_runs = parser.add_argument_group("checkpoints")
+    long_runs.add_argument("--checkpoint", metavar="PATH",
+                           help="save a checkpoint here at the end, when stopped, and every --checkpoint-every steps")
+    long_runs.add_argument("--checkpoint-every", type=non_negative_int, default=0, metavar="K",
+                           help="also save every K steps (default 0: only at the end and when stopped)")
+    long_runs.add_argument("--resume", action="store_true", help="continue from --checkpoint")
     return parser
+
+
+def default_args(*argv):
+    """The arguments main.py would use for `argv`, for benchmarks and tests that call the
+    training code directly."""
+    args = build_parser().parse_args(list(argv))
+    args.steps = args.steps or 200
+    return args
 
 
 def main(argv=None):

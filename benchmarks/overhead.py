@@ -58,6 +58,7 @@ def main():
     import torch
 
     import models
+    from main import default_args
     from utils import precision
     from utils.bench import Data
     from utils.loaders import DeviceLoader, synthetic_images
@@ -74,8 +75,8 @@ def main():
     data = Data("synthetic", images, labels, None, None, {})
     loader = DeviceLoader(images, labels, options.batch_size, device, seed=0)
     batches = [next(loader) for _ in range(options.steps)]
-    run_args = argparse.Namespace(steps=options.steps, warmup=0, batch_size=options.batch_size, lr=0.01,
-                                  seed=0, no_progress=True, no_eval=True)
+    run_args = default_args("-n", str(options.steps), "--warmup", "0", "-b", str(options.batch_size),
+                            "--lr", "0.01", "--no-progress", "--no-eval")
 
     ours, bare = [], []
     for round_ in range(options.rounds):

@@ -1,4 +1,5 @@
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -37,3 +38,12 @@ def assert_user_error(result, *phrases):
     assert "Traceback" not in result.stderr
     for phrase in phrases:
         assert phrase in result.stderr, result.stderr
+
+
+def copy_subset(subset, tmp_path):
+    """A writable copy of the subset's batch folder, for tests that damage a file."""
+    folder = tmp_path / "cifar-10-batches-py"
+    shutil.copytree(subset, folder)
+    for path in folder.iterdir():
+        path.chmod(0o644)
+    return folder

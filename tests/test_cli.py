@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from conftest import FAST, ROOT, assert_user_error, run_cli
-from main import build_parser
+from main import build_parser, default_args
 
 SEED_FLAGS = ["--lr", "--steps", "-n", "--gpu", "-p", "--fp16", "--loss_scaling", "-s", "--model", "-m"]
 
@@ -38,7 +38,8 @@ def test_classic_flags_parse_as_typed():
 
 def test_defaults():
     args = build_parser().parse_args([])
-    assert (args.lr, args.steps, args.batch_size, args.model, args.warmup) == (0.1, 200, 128, "resnet50", 10)
+    assert (args.lr, args.steps, args.batch_size, args.model, args.warmup) == (0.1, None, 128, "resnet50", 10)
+    assert default_args().steps == 200  # applied once the data's size is known (--epochs needs it)
     assert (args.gpu, args.fp16, args.bf16, args.tf32, args.stem, args.data) == (False, False, False, False,
                                                                                   "cifar", "auto")
 
@@ -64,7 +65,7 @@ def test_bad_flag_values_exit_2(argv, phrase):
 
 @pytest.mark.parametrize("argv, phrase", [
     (["--fp16", "--bf16"], "--fp16 and --bf16 exclude each other"),
-    (["-n", "5"], "--warmup (10) must be smaller than --steps (5)"),
+    (["-n", "5"], "--warmup (10) must be smaller than the 5 steps to run"),
     (["--model", "resnet5O"], "unknown model 'resnet5O': did you mean resnet50"),
     (["--model", "vit_b_16", "--data", "synthetic"], "cannot take 32x32"),
     (["--data", "cifar10", "--data-dir", "/no/such/folder"], "CIFAR-10 not found in /no/such/folder"),

@@ -158,7 +158,7 @@ def test_fp16_master_keeps_fp32_masters_and_batchnorm_and_updates_weights():
     before = model.conv1.weight.detach().clone()
     master_before = params[0].detach().clone()
     x, y = torch.randn(4, 3, 32, 32), torch.randint(0, 10, (4,))
-    loss = train_step(model, x, y, nn.CrossEntropyLoss(), optimizer, scaler, mode, torch.device("cpu"))
+    loss = train_step(model, [(x, y)], nn.CrossEntropyLoss(), optimizer, scaler, mode, torch.device("cpu"))
     assert loss.dtype == torch.float32
     assert not torch.equal(model.conv1.weight, before) and not torch.equal(params[0], master_before)
     assert torch.equal(model.conv1.weight, params[0].half())
@@ -171,7 +171,7 @@ def test_fp16_master_skips_a_step_whose_gradients_overflow():
     params, scaler = precision.prepare(model, mode, torch.device("cpu"), 1e30)  # overflows FP16 at once
     optimizer = make_optimizer(params, 0.1)
     before = copy.deepcopy(params[0].detach())
-    train_step(model, torch.randn(2, 4), torch.tensor([1, 2]), nn.CrossEntropyLoss(), optimizer, scaler, mode,
+    train_step(model, [(torch.randn(2, 4), torch.tensor([1, 2]))], nn.CrossEntropyLoss(), optimizer, scaler, mode,
                torch.device("cpu"))
     assert torch.equal(params[0], before)
 

@@ -1,11 +1,10 @@
 import os
 import pickle
-import shutil
 
-import numpy as np
 import pytest
 import torch
 
+from conftest import copy_subset
 from utils import cifar10
 from utils.errors import UserError
 from utils.loaders import MEAN, STD, DeviceLoader, Normalize, random_crop_flip, synthetic_images, eval_batches
@@ -50,14 +49,6 @@ def test_failed_download_is_a_user_error(tmp_path, monkeypatch):
 class RunsCode:
     def __reduce__(self):
         return (os.system, ("touch /tmp/ampbench-pwned",))
-
-
-def copy_subset(subset, tmp_path):
-    folder = tmp_path / "cifar-10-batches-py"
-    shutil.copytree(subset, folder)
-    for path in folder.iterdir():
-        path.chmod(0o644)
-    return folder
 
 
 def test_pickle_that_runs_code_is_refused_and_nothing_runs(subset, tmp_path):

@@ -59,12 +59,12 @@ def test_grad_scaler_skips_the_step_when_a_gradient_is_inf():
     optimizer = make_optimizer(params, 0.1)
     counter = StepCounter(optimizer)
     x, y = torch.randn(8, 4), torch.randint(0, 10, (8,))
-    train_step(model, x, y, nn.CrossEntropyLoss(), optimizer, scaler, mode, CPU)
+    train_step(model, [(x, y)], nn.CrossEntropyLoss(), optimizer, scaler, mode, CPU)
     assert counter.count == 1
     before = model.linear.weight.detach().clone()
     scale = scaler.get_scale()
     model.poison = True
-    train_step(model, x, y, nn.CrossEntropyLoss(), optimizer, scaler, mode, CPU)
+    train_step(model, [(x, y)], nn.CrossEntropyLoss(), optimizer, scaler, mode, CPU)
     assert counter.count == 1, "the poisoned step must be skipped"
     assert torch.equal(model.linear.weight, before)
     assert scaler.get_scale() == scale / 2
@@ -77,7 +77,7 @@ def test_fp32_step_changes_weights_and_counts():
     optimizer = make_optimizer(params, 0.1)
     counter = StepCounter(optimizer)
     before = model.weight.detach().clone()
-    loss = train_step(model, torch.randn(8, 4), torch.randint(0, 10, (8,)), nn.CrossEntropyLoss(), optimizer,
+    loss = train_step(model, [(torch.randn(8, 4), torch.randint(0, 10, (8,)))], nn.CrossEntropyLoss(), optimizer,
                       scaler, mode, CPU)
     assert counter.count == 1 and not torch.equal(model.weight, before) and not loss.requires_grad
 

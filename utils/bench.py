@@ -1,5 +1,7 @@
 """What `python main.py` does once its arguments are parsed: check them, set up the device
 and data, run the benchmark, report it and write the results."""
+import math
+import shlex
 import sys
 from dataclasses import dataclass
 from typing import Optional
@@ -7,12 +9,15 @@ from typing import Optional
 import torch
 
 import models
-from utils import cifar10, envinfo, flops, plot, precision, report
+from utils import checkpoint, cifar10, envinfo, flops, plot, precision, report
 from utils.compare import compare_modes
 from utils.errors import UserError
 from utils.fileio import ensure_writable
 from utils.loaders import synthetic_images
-from utils.train import run_mode
+from utils.preemption import StopRequest
+from utils.train import Diverged, ModeRun
+
+DEFAULT_STEPS = 200
 
 SYNTHETIC_TRAIN_IMAGES = 50_000  # as many as CIFAR-10, so the data's memory footprint matches
 
@@ -38,9 +43,18 @@ def check_arguments(args):
     if (args.compare or args.modes) and (args.fp16 or args.bf16 or args.tf32 or args.loss_scaling):
         raise UserError("--compare runs the modes listed in --modes; drop --fp16/--bf16/--tf32/-s and name "
                         "the modes instead, e.g. --modes fp32,amp-fp16,amp-bf16.")
-    if args.warmup >= args.steps:
-        raise UserError(f"--warmup ({args.warmup}) must be smaller than --steps ({args.steps}) so that some "
-                        "steps are timed; lower --warmup or raise --steps.")
+    if args.steps and args.epochs:
+        raise UserError("give either --steps/-n or --epochs, not both.")
+    if args.nesterov and args.momentum == 0:
+        raise UserError("--nesterov needs a non-zero --momentum.")
+    if args.resume and not args.checkpoint:
+        raise UserError("--resume needs --checkpoint PATH, the checkpoint to continue from.")
+    if args.checkpoint and (args.compare or args.modes or args.repeats > 1):
+        raise UserError("--checkpoint works with one precision mode and no --repeats; run each mode as a job "
+                        "of its own and merge the results with python -m utils.report.")
+    if args.compile and args.warmup == 0:
+        raise UserError("--compile needs --warmup 1 or more: the first step compiles, and it must stay out "
+                        "of the step statistics.")
     if args.loss_scaling and args.bf16:
         warn("-s/--loss_scaling is ignored with --bf16: bfloat16 has FP32's exponent range, "
              "so gradients do not underflow and need no loss scaling.")
@@ -48,13 +62,13 @@ def check_arguments(args):
         warn("-s/--loss_scaling is ignored without --fp16: FP32 gradients need no loss scaling.")
 
 
-def pick_device(use_gpu):
+def pick_device(use_gpu, cudnn_benchmark):
     if not use_gpu:
         return torch.device("cpu")
     if not torch.cuda.is_available():
         raise UserError("CUDA is not available: run without -p/--gpu to train on the CPU, or run on a "
                         "GPU node with a CUDA build of torch (in a container: singularity exec --nv).")
-    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.benchmark = cudnn_benchmark
     return torch.device("cuda")
 
 
@@ -86,6 +100,28 @@ def load_data(args, device):
                  "train_images": len(dataset.train_images), "test_images": len(dataset.test_images)})
 
 
+def resolve_steps(args, train_images):
+    """Optimizer steps to run: --steps, or --epochs worth of (micro-batch) epochs."""
+    if args.epochs:
+        per_epoch = (math.ceil if args.loader == "device" else math.floor)(train_images / args.batch_size)
+        args.steps = max(1, math.ceil(args.epochs * per_epoch / args.accum_steps))
+    args.steps = args.steps or DEFAULT_STEPS
+    if args.warmup >= args.steps:
+        raise UserError(f"--warmup ({args.warmup}) must be smaller than the {args.steps} steps to run so that "
+                        "some steps are timed; lower --warmup or raise --steps.")
+    if args.warmup_lr_steps >= args.steps:
+        raise UserError(f"--warmup-lr-steps ({args.warmup_lr_steps}) must be smaller than the {args.steps} "
+                        "steps to run.")
+
+
+def resume_line(args, stop, completed_steps):
+    where = f"interrupted by {stop.signal_name} after step {completed_steps} of {args.steps}"
+    if not args.checkpoint:
+        return f"main.py: {where}; no --checkpoint was given, so a rerun starts over."
+    command = shlex.join(["python", "main.py"] + [a for a in sys.argv[1:] if a != "--resume"] + ["--resume"])
+    return f"main.py: {where}; checkpoint saved to {args.checkpoint}; resume with: {command}"
+
+
 def selected_modes(args):
     if args.modes:
         return precision.parse_modes(args.modes)
@@ -96,7 +132,8 @@ def selected_modes(args):
 
 def check_outputs(args):
     """Every output path is checked before training starts, not after an hour of it."""
-    for path, flag in [(args.json, "--json"), (args.csv, "--csv"), (args.plot, "--plot")]:
+    for path, flag in [(args.json, "--json"), (args.csv, "--csv"), (args.plot, "--plot"),
+                       (args.checkpoint, "--checkpoint")]:
         if path:
             ensure_writable(path, flag)
     if args.csv:
@@ -110,35 +147,77 @@ def run(args):
         print("\n".join(models.model_names()))
         return 0
     check_arguments(args)
-    device = pick_device(args.gpu)
+    device = pick_device(args.gpu, not args.no_cudnn_benchmark)
     modes = selected_modes(args)
     for mode in modes:
         precision.check_supported(mode, device)
     check_outputs(args)
-    torch.manual_seed(args.seed)
-    model = models.build_model(args.model, args.stem)
-    data = load_data(args, device)
-    device_name = envinfo.device_name(device)
-    flops_per_step = flops.training_flops_per_step(model, args.batch_size)
+    if not args.epochs:  # --epochs needs the dataset's size first
+        resolve_steps(args, None)
+    saved = checkpoint.load(args.checkpoint, device) if args.resume else None
+    with StopRequest() as stop:
+        torch.manual_seed(args.seed)
+        model = models.build_model(args.model, args.stem)
+        data = load_data(args, device)
+        if args.epochs:
+            resolve_steps(args, len(data.train_images))
+        resume_warning = None
+        if saved is not None:
+            resume_warning = checkpoint.check_compatible(saved, args, modes[0], args.checkpoint)
+            if saved["step"] >= args.steps:
+                raise UserError(f"{args.checkpoint} is at step {saved['step']}, which already reaches the "
+                                f"{args.steps} steps asked for; raise --steps/--epochs to train further.")
+            if resume_warning:
+                warn(resume_warning)
+        device_name = envinfo.device_name(device)
+        flops_per_step = flops.training_flops_per_step(model, args.batch_size) * args.accum_steps
 
-    runs = []
-    for repeat in range(args.repeats):
-        for mode in modes if repeat % 2 == 0 else modes[::-1]:  # alternate the order to expose drift
-            result = run_mode(model, mode, data, args, device)
-            result["repeat"] = repeat
-            result.update(flops.utilisation(flops_per_step, result["step_time_ms"]["median"], device_name, mode,
-                                            device.type == "cuda"))
-            runs.append(result)
-    document = {"schema": report.SCHEMA, "env": envinfo.collect(device), "config": vars(args),
-                "data": data.info, "runs": runs, "comparison": compare_modes(runs)}
+        runs, failure = [], None
+        for repeat in range(args.repeats):
+            for mode in modes if repeat % 2 == 0 else modes[::-1]:  # alternate the order to expose drift
+                mode_run = ModeRun(model, mode, data, args, device)
+                if saved is not None:
+                    mode_run.resume(saved, resume_warning)
+                try:
+                    result = mode_run.run(stop)
+                except Diverged as diverged:
+                    result, failure = diverged.result, diverged
+                except checkpoint.NonFiniteWeights:
+                    print("main.py: error: the weights became inf/NaN, so no checkpoint was written (the previous "
+                          "one is kept); rerun with -s, a lower --lr or --clip-grad.", file=sys.stderr)
+                    return 1
+                result["repeat"] = repeat
+                if result["step_time_ms"] is not None:
+                    result.update(flops.utilisation(flops_per_step, result["step_time_ms"]["median"],
+                                                    device_name, mode, device.type == "cuda"))
+                runs.append(result)
+                if failure or result["incomplete"]:
+                    break
+            if failure or runs[-1]["incomplete"]:
+                break
+    document = {"schema": report.SCHEMA, "env": envinfo.collect(device, args), "config": vars(args),
+                "data": data.info, "incomplete": bool(failure) or runs[-1]["incomplete"],
+                "runs": runs, "comparison": compare_modes(runs)}
     print(report.summary(document))
+    write_outputs(args, document)
+    if failure:
+        print(f"main.py: error: training diverged: the loss became {failure.value} at step {failure.step} of "
+              f"{args.steps} in mode {runs[-1]['mode']}, which has no loss scaler; rerun with -s/--loss_scaling "
+              "(for --fp16), a lower --lr or --clip-grad, or skip such steps with --on-nan skip.", file=sys.stderr)
+        return 1
+    if document["incomplete"]:
+        print(resume_line(args, stop, runs[-1]["completed_steps"]), file=sys.stderr)
+        return 128 + stop.signal_number
+    return 0
+
+
+def write_outputs(args, document):
     if args.json:
         report.write_json(args.json, document)
         print(f"results written to {args.json}")
-    if args.csv:
+    if args.csv and document["comparison"]:
         report.append_csv(args.csv, document)
         print(f"rows appended to {args.csv}")
-    if args.plot:
+    if args.plot and document["comparison"]:
         plot.draw(args.plot, document)
         print(f"plot written to {args.plot}")
-    return 0

@@ -8,9 +8,11 @@ BASELINE = "fp32"
 
 
 def group_by_mode(runs):
+    """Runs with timed steps, by mode in order of appearance (an interrupted run may have none)."""
     groups = {}
     for run in runs:
-        groups.setdefault(run["mode"], []).append(run)
+        if run["step_time_ms"] is not None:
+            groups.setdefault(run["mode"], []).append(run)
     return groups
 
 
@@ -22,7 +24,7 @@ def median_of(group, key):
 def mode_figures(group):
     medians = [run["step_time_ms"]["median"] for run in group]
     median = statistics.median(medians)
-    batch = group[0]["batch_size"]
+    batch = group[0]["effective_batch_size"]
     tflops = [run["tflops"] for run in group if run.get("tflops") is not None]
     mfu = [run["mfu_pct"] for run in group if run.get("mfu_pct") is not None]
     return {

@@ -38,7 +38,7 @@ def device_name(device):
     return torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name()
 
 
-def collect(device):
+def collect(device, args):
     cuda = device.type == "cuda"
     return {
         "python": platform.python_version(),
@@ -54,7 +54,11 @@ def collect(device):
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "tf32": precision.tf32_flags(),
-        "cudnn_benchmark": torch.backends.cudnn.benchmark,
+        "cudnn_benchmark": torch.backends.cudnn.benchmark if cuda else None,
+        "channels_last": args.channels_last,
+        "compile": args.compile,
+        "compile_mode": args.compile_mode if args.compile else None,
+        "loader": args.loader,
         "hostname": socket.gethostname(),
         "platform": platform.platform(),
         "git_commit": command_output(["git", "describe", "--always", "--dirty", "--abbrev=40"]),

@@ -1,11 +1,16 @@
-"""Training and test batches, made on the training device from uint8 tensors held there.
+"""Training and test batches.
 
-CIFAR-10 is 150 MB as uint8, so it fits on any GPU. Keeping it there and augmenting whole
-batches with tensor ops (as airbench and hlb-CIFAR10 do) means the input pipeline never
-hides the speedup that mixed precision brings.
+The default loader ("device") makes batches on the training device from uint8 tensors held
+there: CIFAR-10 is 150 MB as uint8, so it fits on any GPU, and augmenting whole batches with
+tensor ops (as airbench and hlb-CIFAR10 do) means the input pipeline never hides the speedup
+that mixed precision brings. The "torchvision" loader is the classic per-image path (PIL
+transforms in DataLoader workers) that most training scripts use, kept as the reference.
 """
 import torch
 import torch.nn.functional as F
+from PIL import Image
+from torch.utils.data import DataLoader, Dataset
+from torchvision import transforms
 
 MEAN = (0.4914, 0.4822, 0.4465)  # CIFAR-10 training-set channel means and standard deviations
 STD = (0.2470, 0.2435, 0.2616)
@@ -27,7 +32,7 @@ class Normalize:
 def random_crop_flip(images, generator, padding=PADDING):
     """Per image: a random 32x32 crop of the zero-padded image (offsets uniform in 0..2*padding)
     and a horizontal flip with probability 1/2, as torchvision's RandomCrop(32, padding=4) and
-    RandomHorizontalFlip do, done for the whole batch as one gather."""
+    RandomHorizontalFlip do, done for the whole batch as one gather of flat pixel indices."""
     n, c, h, w = images.shape
     device = images.device
     padded = F.pad(images, (padding, padding, padding, padding))
@@ -35,11 +40,10 @@ def random_crop_flip(images, generator, padding=PADDING):
     dx = torch.randint(0, 2 * padding + 1, (n, 1), device=device, generator=generator)
     flip = torch.randint(0, 2, (n, 1), device=device, generator=generator).bool()
     columns = torch.arange(w, device=device)
-    rows = dy + torch.arange(h, device=device)  # n x h
-    cols = dx + torch.where(flip, columns.flip(0), columns)  # n x w
-    batch_index = torch.arange(n, device=device).view(n, 1, 1, 1)
-    channel_index = torch.arange(c, device=device).view(1, c, 1, 1)
-    return padded[batch_index, channel_index, rows.view(n, 1, h, 1), cols.view(n, 1, 1, w)]
+    rows = dy + torch.arange(h, device=device)  # n x h, rows of the padded image
+    cols = dx + torch.where(flip, columns.flip(0), columns)  # n x w, columns, reversed when flipped
+    pixel = (rows.unsqueeze(2) * (w + 2 * padding) + cols.unsqueeze(1)).view(n, 1, h * w)
+    return padded.view(n, c, -1).gather(2, pixel.expand(n, c, h * w)).view(n, c, h, w)
 
 
 class DeviceLoader:
@@ -50,7 +54,7 @@ class DeviceLoader:
     per epoch (an epoch's last partial batch is completed from the next permutation).
     """
 
-    def __init__(self, images, labels, batch_size, device, seed):
+    def __init__(self, images, labels, batch_size, device, seed, channels_last=False):
         self.images = images.to(device)
         self.labels = labels.to(device)
         self.batch_size = batch_size
@@ -61,6 +65,7 @@ class DeviceLoader:
         self.order = torch.empty(0, dtype=torch.long, device=device)
         self.position = 0
         self.epoch = 0
+        self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
 
     def __len__(self):
         """Batches per epoch, rounded up."""
@@ -82,18 +87,111 @@ class DeviceLoader:
     def __iter__(self):
         return self
 
+    def state_dict(self):
+        return {"generator": self.generator.get_state(), "order": self.order, "position": self.position,
+                "epoch": self.epoch}
+
+    def load_state_dict(self, state):
+        self.generator.set_state(state["generator"].cpu())
+        self.order = state["order"].to(self.device)
+        self.position, self.epoch = state["position"], state["epoch"]
+
     def __next__(self):
         index = self.next_indices()
         images = random_crop_flip(self.images[index], self.generator)
-        return self.normalize(images), self.labels[index]
+        return self.normalize(images).contiguous(memory_format=self.memory_format), self.labels[index]
 
 
-def eval_batches(images, labels, batch_size, device):
-    """The test set in order, unaugmented and normalised, one batch at a time."""
+class CifarImages(Dataset):
+    """CIFAR-10 the way torchvision.datasets.CIFAR10 serves it: one PIL image at a time
+    through a transform (torchvision's class itself insists on the official checksums)."""
+
+    def __init__(self, images, labels, transform):
+        self.images = images.permute(0, 2, 3, 1).cpu().numpy()  # N x 32 x 32 x 3, as PIL wants
+        self.labels = labels.cpu().tolist()
+        self.transform = transform
+
+    def __len__(self):
+        return len(self.labels)
+
+    def __getitem__(self, index):
+        return self.transform(Image.fromarray(self.images[index])), self.labels[index]
+
+
+def standard_transform():
+    """The usual CIFAR-10 training transforms: the same augmentation as random_crop_flip."""
+    return transforms.Compose([transforms.RandomCrop(32, padding=PADDING), transforms.RandomHorizontalFlip(),
+                               transforms.ToTensor(), transforms.Normalize(MEAN, STD)])
+
+
+class TorchvisionLoader:
+    """The classic path: a CIFAR10-style Dataset with standard transforms in a DataLoader
+    (shuffled, `workers` processes, pinned memory on CUDA, persistent workers), batches
+    copied to the device without blocking; an endless stream like DeviceLoader's."""
+
+    def __init__(self, images, labels, batch_size, device, seed, workers, channels_last=False):
+        self.generator = torch.Generator()
+        self.generator.manual_seed(seed)
+        self.loader = DataLoader(CifarImages(images, labels, standard_transform()), batch_size=batch_size,
+                                 shuffle=True, drop_last=True, num_workers=workers, generator=self.generator,
+                                 pin_memory=device.type == "cuda", persistent_workers=workers > 0)
+        self.device = device
+        self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
+        self.epoch = 0
+        self.start_epoch()
+
+    def start_epoch(self):
+        """The epoch's order and worker seeds are drawn from the generator here, so its state
+        now is all that is needed to replay the epoch."""
+        self.epoch_start_state = self.generator.get_state()
+        self.batches = iter(self.loader)
+        self.position = 0
+        self.epoch += 1
+
+    def state_dict(self):
+        return {"epoch_start_state": self.epoch_start_state, "position": self.position, "epoch": self.epoch}
+
+    def load_state_dict(self, state):
+        """Replay the saved epoch's order and skip the batches already trained on."""
+        self.generator.set_state(state["epoch_start_state"].cpu())
+        self.epoch = state["epoch"] - 1
+        self.start_epoch()
+        for _ in range(state["position"]):
+            next(self.batches)
+        self.position = state["position"]
+
+    def __len__(self):
+        return len(self.loader)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        try:
+            images, labels = next(self.batches)
+        except StopIteration:
+            self.start_epoch()
+            images, labels = next(self.batches)
+        self.position += 1
+        images = images.to(self.device, non_blocking=True, memory_format=self.memory_format)
+        return images, labels.to(self.device, non_blocking=True)
+
+
+def make_train_loader(kind, images, labels, batch_size, device, seed, workers, channels_last):
+    if kind == "torchvision":
+        return TorchvisionLoader(images, labels, batch_size, device, seed, workers, channels_last)
+    return DeviceLoader(images, labels, batch_size, device, seed, channels_last)
+
+
+def eval_batches(images, labels, batch_size, device, channels_last=False):
+    """The test set in order, unaugmented and normalised, one batch at a time (for either
+    loader: evaluation is not timed)."""
     normalize = Normalize(device)
+    memory_format = torch.channels_last if channels_last else torch.contiguous_format
     images, labels = images.to(device), labels.to(device)
     for start in range(0, len(images), batch_size):
-        yield normalize(images[start:start + batch_size]), labels[start:start + batch_size]
+        batch = normalize(images[start:start + batch_size]).contiguous(memory_format=memory_format)
+        yield batch, labels[start:start + batch_size]
 
 
 def synthetic_images(count, device, seed):

@@ -7,22 +7,23 @@ between refreshes. The bar is off when stderr is not a terminal (batch jobs) or 
 import sys
 import time
 
-import torch
 from tqdm import tqdm
+
+from utils.hostcopy import HostCopy
 
 REFRESH_S = 0.5
 
 
 class Progress:
-    def __init__(self, total, label, batch_size, enabled=True):
+    def __init__(self, total, label, batch_size, enabled=True, initial=0):
         self.enabled = enabled and sys.stderr.isatty()
-        self.bar = tqdm(total=total, desc=label, file=sys.stderr, disable=not self.enabled,
+        self.bar = tqdm(total=total, initial=initial, desc=label, file=sys.stderr, disable=not self.enabled,
                         dynamic_ncols=True, leave=False)
         self.batch_size = batch_size
         self.last_time = time.perf_counter()
         self.last_step = 0
         self.step = 0
-        self.host_loss = None  # (pinned tensor, event) of a copy in flight, on CUDA
+        self.host_loss = None  # HostCopy of a recent loss, on CUDA
 
     def update(self, loss):
         self.step += 1
@@ -41,14 +42,10 @@ class Progress:
         if loss.device.type != "cuda":
             return f"{loss.item():.3f}"
         shown = "..."
-        if self.host_loss is not None and self.host_loss[1].query():
-            shown = f"{self.host_loss[0].item():.3f}"
-        if self.host_loss is None or self.host_loss[1].query():
-            pinned = torch.empty((), dtype=loss.dtype, pin_memory=True)
-            pinned.copy_(loss, non_blocking=True)
-            event = torch.cuda.Event()
-            event.record()
-            self.host_loss = (pinned, event)
+        if self.host_loss is not None and self.host_loss.done():
+            shown = f"{self.host_loss.value():.3f}"
+        if self.host_loss is None or self.host_loss.done():
+            self.host_loss = HostCopy(loss)
         return shown
 
     def close(self):

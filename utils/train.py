@@ -1,55 +1,126 @@
 """The training step and the timed run of one precision mode.
 
 The step is PyTorch's AMP recipe: autocast around forward and loss, then GradScaler's
-scale(loss).backward(), step(optimizer), update(). Every mode runs this same code; the mode
-only switches autocast and the scaler on or off and picks the dtype.
+scale(loss).backward(), step(optimizer), update(), with gradient accumulation and clipping
+as in PyTorch's AMP examples. Every mode runs this same code; the mode only switches autocast
+and the scaler on or off and picks the dtype.
 """
 import copy
 import hashlib
+import math
 import time
 
 import torch
 from torch import nn
 
-from utils import memory, precision
-from utils.loaders import DeviceLoader, eval_batches
+from utils import checkpoint, memory, precision
+from utils.hostcopy import HostCopy
+from utils.loaders import eval_batches, make_train_loader
 from utils.progress import Progress
 from utils.timing import StepTimer, summarize
 
 
-def train_step(model, images, labels, criterion, optimizer, scaler, mode, device):
-    """One optimizer step; returns the loss as a device tensor (no host sync)."""
-    with precision.autocast(mode, device):
-        loss = criterion(model(images).float(), labels)  # the loss is always computed in FP32
-    scaler.scale(loss).backward()
-    scaler.step(optimizer)  # skipped by GradScaler when a gradient is inf/NaN
+def train_step(model, batches, criterion, optimizer, scaler, mode, device, clip_grad=None, skip_nonfinite=False):
+    """One optimizer step over one or more micro-batches; returns the loss of the whole
+    effective batch as a device tensor (no host sync, unless `skip_nonfinite`)."""
+    total = None
+    for images, labels in batches:
+        with precision.autocast(mode, device):
+            loss = criterion(model(images).float(), labels) / len(batches)  # the loss is always FP32
+        scaler.scale(loss).backward()
+        total = loss.detach() if total is None else total + loss.detach()
+    if skip_nonfinite and not torch.isfinite(total).item():  # --on-nan skip, without a scaler
+        model.zero_grad(set_to_none=True)
+        optimizer.zero_grad(set_to_none=True)
+        return total
+    if clip_grad is not None:
+        scaler.unscale_(optimizer)  # clip the true gradients, not the scaled ones
+        nn.utils.clip_grad_norm_([p for group in optimizer.param_groups for p in group["params"]], clip_grad)
+    scaler.step(optimizer)  # skipped by the scaler when a gradient is inf/NaN
     scaler.update()
     optimizer.zero_grad(set_to_none=True)
-    return loss.detach()
+    return total
 
 
-def make_optimizer(params, lr):
-    return torch.optim.SGD(params, lr=lr, momentum=0.9, weight_decay=5e-4)
+def make_optimizer(params, lr, momentum=0.9, weight_decay=5e-4, nesterov=False):
+    return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay, nesterov=nesterov)
+
+
+def make_scheduler(optimizer, schedule, steps, warmup_steps):
+    """LR per optimizer step: a linear warm-up over `warmup_steps`, then constant or cosine to
+    zero; or torch's OneCycleLR (its ramp-up takes the warm-up steps, else 30%)."""
+    if schedule == "onecycle":
+        return torch.optim.lr_scheduler.OneCycleLR(
+            optimizer, max_lr=[group["lr"] for group in optimizer.param_groups], total_steps=steps,
+            pct_start=warmup_steps / steps if warmup_steps else 0.3)
+
+    def factor(step):
+        if step < warmup_steps:
+            return (step + 1) / warmup_steps
+        if schedule == "cosine":
+            return 0.5 * (1 + math.cos(math.pi * (step - warmup_steps) / max(1, steps - warmup_steps)))
+        return 1.0
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
 class StepCounter:
-    """Counts the optimizer steps that really ran: GradScaler skips optimizer.step() on
+    """Counts the optimizer steps that really ran: the scalers skip optimizer.step() on
     overflow, so skipped steps = steps - count, known without any host-device sync."""
 
-    def __init__(self, optimizer):
-        self.count = 0
+    def __init__(self, optimizer, count=0):
+        self.count = count
         optimizer.register_step_post_hook(self.hook)
 
     def hook(self, optimizer, args, kwargs):
         self.count += 1
 
 
+class DivergenceWatch:
+    """Notices a non-finite loss without a host sync per step: a device flag gathers
+    `not isfinite(loss)`; on CUDA it is copied to the host without blocking every CHECK_EVERY
+    steps and read once the copy has landed (so it is noticed a few dozen steps late)."""
+    CHECK_EVERY = 20
+
+    def __init__(self, device):
+        self.cuda = device.type == "cuda"
+        self.flag = torch.zeros((), dtype=torch.bool, device=device)
+        self.copy = None
+        self.steps = 0
+
+    def diverged(self, loss):
+        self.flag |= ~torch.isfinite(loss)
+        if not self.cuda:
+            return bool(self.flag)
+        self.steps += 1
+        if self.copy is not None and self.copy.done():
+            if self.copy.value():
+                return True
+            self.copy = None
+        if self.copy is None and self.steps % self.CHECK_EVERY == 0:
+            self.copy = HostCopy(self.flag)
+        return False
+
+
+class Diverged(Exception):
+    """Training produced a non-finite loss without a loss scaler (--on-nan stop)."""
+
+    def __init__(self, step, value, result):
+        super().__init__(step, value)
+        self.step, self.value, self.result = step, value, result
+
+
+def synchronize(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 @torch.no_grad()
-def evaluate(model, mode, data, batch_size, device):
+def evaluate(model, mode, data, batch_size, device, channels_last):
     """Top-1 accuracy on the test set, under the same autocast as training."""
     model.eval()
     correct = torch.zeros((), dtype=torch.long, device=device)
-    for images, labels in eval_batches(data.test_images, data.test_labels, batch_size, device):
+    for images, labels in eval_batches(data.test_images, data.test_labels, batch_size, device, channels_last):
         with precision.autocast(mode, device):
             correct += (model(images).argmax(dim=1) == labels).sum()
     model.train()
@@ -64,69 +135,194 @@ def digest(tensors):
     return sha.hexdigest()[:16]
 
 
-def run_mode(initial_model, mode, data, args, device):
+class ModeRun:
+    """Everything one mode's training holds: model, optimizer, schedule, scaler, loader,
+    and the statistics gathered so far (also across a checkpoint and resume)."""
+
+    def __init__(self, initial_model, mode, data, args, device):
+        self.mode, self.data, self.args, self.device = mode, data, args, device
+        precision.set_tf32(mode.tf32)
+        self.model = copy.deepcopy(initial_model).to(device)
+        self.initial_weights = digest(self.model.state_dict().values())
+        if args.channels_last:
+            self.model = self.model.to(memory_format=torch.channels_last)
+        self.params, self.scaler = precision.prepare(self.model, mode, device, args.loss_scale)
+        self.trained = torch.compile(self.model, mode=args.compile_mode) if args.compile else self.model
+        self.loader = make_train_loader(args.loader, data.train_images, data.train_labels, args.batch_size,
+                                        device, args.seed, args.workers, args.channels_last)
+        self.criterion = nn.CrossEntropyLoss(label_smoothing=args.label_smoothing)
+        self.optimizer = make_optimizer(self.params, args.lr, args.momentum, args.weight_decay, args.nesterov)
+        self.scheduler = make_scheduler(self.optimizer, args.lr_schedule, args.steps, args.warmup_lr_steps)
+        self.counter = StepCounter(self.optimizer)
+        self.scaled = mode.loss_scaling or mode.master_weights  # the scaler already handles inf/NaN
+        # statistics of earlier processes (from a checkpoint), warm-up already removed
+        self.start_step = 0
+        self.earlier = {"step_ms": [], "data_ms": [], "losses": [], "wall_time_s": 0.0, "peak_memory_bytes": 0,
+                        "segments": 0}
+
+    def resume(self, state, warning):
+        """Continue from a checkpoint (checked compatible by checkpoint.check_compatible)."""
+        self.model.load_state_dict(state["model"])
+        if self.mode.master_weights:
+            with torch.no_grad():
+                for param, saved in zip(self.params, state["masters"]):
+                    param.copy_(saved)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        if state["scaler"] is not None and self.scaler.is_enabled() and state["mode"] == self.mode.name:
+            self.scaler.load_state_dict(state["scaler"])
+        torch.set_rng_state(state["rng"]["torch"].cpu())
+        if self.device.type == "cuda" and state["rng"]["cuda"] is not None:
+            torch.cuda.set_rng_state_all([s.cpu() for s in state["rng"]["cuda"]])
+        self.loader.load_state_dict(state["rng"]["loader"])
+        self.start_step = state["step"]
+        self.counter.count = state["stats"]["optimizer_steps"]
+        if warning is None:  # same mode: the statistics go on
+            self.earlier = state["stats"]
+
+    def state(self, step, stats):
+        return {
+            "config": vars(self.args), "mode": self.mode.name, "step": step,
+            "model": self.model.state_dict(),
+            "masters": [p.detach() for p in self.params] if self.mode.master_weights else None,
+            "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+            "scaler": self.scaler.state_dict() if self.scaler.is_enabled() else None,
+            "rng": {"torch": torch.get_rng_state(),
+                    "cuda": torch.cuda.get_rng_state_all() if self.device.type == "cuda" else None,
+                    "loader": self.loader.state_dict()},
+            "stats": {**stats, "optimizer_steps": self.counter.count},
+        }
+
+    def run(self, stop=None):
+        """Train from self.start_step to args.steps; return the result record. `stop` (a
+        StopRequest) ends the run early after the current step, marked incomplete."""
+        args, device, mode = self.args, self.device, self.mode
+        timer = StepTimer(device)
+        watch = None if self.scaled else DivergenceWatch(device)
+        progress = Progress(args.steps, mode.name, args.batch_size * args.accum_steps,
+                            enabled=not args.no_progress, initial=self.start_step)
+        step_ms, data_ms, losses = [], [], []  # this process's, warm-up included
+        first_step_s = first_batch = None
+        step = self.start_step
+        stopped_by = None
+
+        memory.reset_peak(device)
+        started = time.perf_counter()
+        while step < args.steps:
+            if stop is not None and stop.signal_name:
+                stopped_by = stop.signal_name
+                break
+            timer.start_step()
+            batches = [next(self.loader) for _ in range(args.accum_steps)]
+            timer.batch_ready()
+            if first_batch is None:  # a device-side copy now, hashed after the timed loop
+                first_batch = (batches[0][0].clone(), batches[0][1].clone())
+            optimizer_steps = self.counter.count
+            loss = train_step(self.trained, batches, self.criterion, self.optimizer, self.scaler, mode, device,
+                              args.clip_grad, skip_nonfinite=not self.scaled and args.on_nan == "skip")
+            if self.counter.count != optimizer_steps:  # the LR schedule follows real optimizer steps
+                self.scheduler.step()
+            step += 1
+            losses.append(loss)
+            if step == self.start_step + 1 and args.warmup > 0:  # a warm-up step: waiting costs nothing
+                synchronize(device)
+                first_step_s = time.perf_counter() - started
+            progress.update(loss)
+            if watch is not None and args.on_nan == "stop" and watch.diverged(loss):
+                break
+            if args.checkpoint and args.checkpoint_every and step % args.checkpoint_every == 0 and step < args.steps:
+                self.collect(timer, step_ms, data_ms)
+                checkpoint.save(args.checkpoint, self.state(step, self.stats(step_ms, data_ms, losses, started)),
+                                self.model)
+                timer = StepTimer(device)
+        self.collect(timer, step_ms, data_ms)
+        progress.close()
+        stats = self.stats(step_ms, data_ms, losses, started)
+        result = self.result(stats, step, first_step_s, first_batch, stopped_by)
+        curve = stats["losses"]
+        bad = next((i for i, value in enumerate(curve) if not math.isfinite(value)), None)
+        if bad is not None and not self.scaled and args.on_nan == "stop":
+            raise Diverged(bad + 1, curve[bad], result)
+        if args.checkpoint and step > self.start_step:
+            checkpoint.save(args.checkpoint, self.state(step, stats), self.model)
+        return result
+
+    def collect(self, timer, step_ms, data_ms):
+        """Close the timer's steps (one synchronize) and add their times to the lists."""
+        timer.stop()
+        step_ms += timer.step_ms()
+        data_ms += timer.data_ms()
+
+    def stats(self, step_ms, data_ms, losses, started):
+        """All statistics so far: earlier processes' plus this one's after its warm-up."""
+        peak, _ = memory.peak_bytes(self.device)
+        earlier = self.earlier
+        return {"step_ms": earlier["step_ms"] + step_ms[self.args.warmup:],
+                "data_ms": earlier["data_ms"] + data_ms[self.args.warmup:],
+                "losses": earlier["losses"] + (torch.stack(losses).float().cpu().tolist() if losses else []),
+                "wall_time_s": earlier["wall_time_s"] + time.perf_counter() - started,
+                "peak_memory_bytes": max(earlier["peak_memory_bytes"], peak),
+                "segments": earlier["segments"] + 1}
+
+    def result(self, stats, step, first_step_s, first_batch, stopped_by):
+        args, mode = self.args, self.mode
+        timed = bool(stats["step_ms"])
+        step_stats = summarize(stats["step_ms"]) if timed else None
+        effective_batch = args.batch_size * args.accum_steps
+        curve = stats["losses"]
+        evaluated = not (args.no_eval or self.data.test_images is None or stopped_by or not curve
+                         or not math.isfinite(curve[-1]))
+        return {
+            "mode": mode.name,
+            "description": mode.description,
+            "device": str(self.device),
+            "tf32": precision.tf32_flags(),
+            "data": self.data.name,
+            "loader": args.loader,
+            "channels_last": args.channels_last,
+            "compiled": args.compile,
+            "compile_mode": args.compile_mode if args.compile else None,
+            "batch_size": args.batch_size,
+            "accum_steps": args.accum_steps,
+            "effective_batch_size": effective_batch,
+            "timing_unit": "optimizer_step",
+            "steps": args.steps,
+            "completed_steps": step,
+            "incomplete": step < args.steps,
+            "stopped_by": stopped_by,
+            "resumed_from_step": self.start_step or None,
+            "segments": stats["segments"],
+            "warmup": args.warmup,
+            "timed_steps": len(stats["step_ms"]),
+            "step_time_ms": step_stats,
+            "step_times_ms": stats["step_ms"],
+            "images_per_sec": effective_batch * 1000.0 / step_stats["median"] if timed else None,
+            "data_time_ms": summarize(stats["data_ms"]) if timed else None,
+            "compute_time_ms": summarize([s - d for s, d in zip(stats["step_ms"], stats["data_ms"])])
+            if timed else None,
+            "peak_memory_bytes": stats["peak_memory_bytes"],
+            "peak_memory_kind": memory.peak_bytes(self.device)[1],
+            "final_loss": curve[-1] if curve else None,
+            "loss_curve": curve,
+            "skipped_steps": step - self.counter.count,
+            "final_loss_scale": self.scaler.get_scale() if self.scaler.is_enabled() else None,
+            "final_lr": self.optimizer.param_groups[0]["lr"],
+            "test_accuracy": evaluate(self.model, mode, self.data, args.batch_size, self.device,
+                                      args.channels_last) if evaluated else None,
+            "epochs_seen": step * effective_batch / len(self.data.train_images),
+            "wall_time_s": stats["wall_time_s"],
+            "first_step_s": first_step_s,
+            "compile_time_s": first_step_s if args.compile else None,
+            "initial_weights_sha256": self.initial_weights,
+            "first_batch_sha256": digest(first_batch) if first_batch is not None else None,
+        }
+
+
+def run_mode(initial_model, mode, data, args, device, stop=None):
     """Train a copy of `initial_model` for args.steps steps in `mode`; return its result record.
 
     Each call starts from the same weights and the same data order (the loader is seeded with
-    args.seed), so runs of different modes differ by precision alone.
+    args.seed), so runs of different modes differ by precision alone. With --compile, the
+    first step (always a warm-up step) compiles; its wall time is reported as compile time.
     """
-    precision.set_tf32(mode.tf32)
-    model = copy.deepcopy(initial_model).to(device)
-    initial_weights = digest(model.state_dict().values())
-    loader = DeviceLoader(data.train_images, data.train_labels, args.batch_size, device, args.seed)
-    criterion = nn.CrossEntropyLoss()
-    params, scaler = precision.prepare(model, mode, device, args.loss_scale)
-    optimizer = make_optimizer(params, args.lr)
-    optimizer_steps = StepCounter(optimizer)
-    timer = StepTimer(device)
-    progress = Progress(args.steps, mode.name, args.batch_size, enabled=not args.no_progress)
-    losses = []
-
-    memory.reset_peak(device)
-    started = time.perf_counter()
-    for step in range(args.steps):
-        timer.start_step()
-        images, labels = next(loader)
-        timer.batch_ready()
-        if step == 0:  # a device-side copy now, hashed after the timed loop
-            first_batch = (images.clone(), labels.clone())
-        loss = train_step(model, images, labels, criterion, optimizer, scaler, mode, device)
-        losses.append(loss)
-        progress.update(loss)
-    timer.stop()
-    wall_time = time.perf_counter() - started
-    progress.close()
-    peak, peak_kind = memory.peak_bytes(device)
-
-    step_ms = timer.step_ms()[args.warmup:]
-    data_ms = timer.data_ms()[args.warmup:]
-    loss_curve = torch.stack(losses).cpu().tolist()
-    step_stats = summarize(step_ms)
-    return {
-        "mode": mode.name,
-        "description": mode.description,
-        "device": str(device),
-        "tf32": precision.tf32_flags(),
-        "data": data.name,
-        "batch_size": args.batch_size,
-        "steps": args.steps,
-        "warmup": args.warmup,
-        "timed_steps": len(step_ms),
-        "step_time_ms": step_stats,
-        "step_times_ms": step_ms,
-        "images_per_sec": args.batch_size * 1000.0 / step_stats["median"],
-        "data_time_ms": summarize(data_ms),
-        "compute_time_ms": summarize([s - d for s, d in zip(step_ms, data_ms)]),
-        "peak_memory_bytes": peak,
-        "peak_memory_kind": peak_kind,
-        "final_loss": loss_curve[-1],
-        "loss_curve": loss_curve,
-        "skipped_steps": args.steps - optimizer_steps.count,
-        "final_loss_scale": scaler.get_scale() if scaler.is_enabled() else None,
-        "test_accuracy": None if args.no_eval or data.test_images is None
-        else evaluate(model, mode, data, args.batch_size, device),
-        "epochs_seen": args.steps * args.batch_size / len(data.train_images),
-        "wall_time_s": wall_time,
-        "initial_weights_sha256": initial_weights,
-        "first_batch_sha256": digest(first_batch),
-    }
+    return ModeRun(initial_model, mode, data, args, device).run(stop)

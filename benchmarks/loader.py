@@ -1,0 +1,95 @@
+"""How fast does each input pipeline deliver augmented, normalised CIFAR-10 training batches?
+
+  device:      ampbench's default: data on the training device, whole-batch crop/flip/normalise
+  torchvision: the classic path: PIL transforms per image in DataLoader workers
+
+Prints both rates and the ratio last (target on a 2-core CPU: device >= 10x torchvision).
+With -p it also times AMP (float16) training steps of resnet50 and resnet18 and prints each
+loader's share of the step time (target: device loader under 2%).
+
+    python benchmarks/loader.py [--data-dir DIR] [-p]
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+SUBSET = os.path.join(os.path.dirname(ROOT), "shared", "data", "cifar10-subset", "cifar-10-batches-py")
+
+
+def batches_per_second(loader, batches, device, rounds=5):
+    """Median rate over `rounds` timed blocks of `batches` batches, after two warm-up batches."""
+    import torch
+
+    for _ in range(2):
+        next(loader)
+    rates = []
+    for _ in range(rounds):
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        started = time.perf_counter()
+        for _ in range(batches):
+            images, labels = next(loader)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        rates.append(batches / (time.perf_counter() - started))
+    return statistics.median(rates)
+
+
+def amp_step_ms(model_name, data, batch_size, device):
+    import models
+    from main import default_args
+    from utils import precision
+    from utils.train import run_mode
+
+    args = default_args("-n", "60", "-b", str(batch_size), "--lr", "0.01", "--channels-last", "--no-progress",
+                        "--no-eval")
+    result = run_mode(models.build_model(model_name), precision.MODES["amp-fp16"], data, args, device)
+    return result["step_time_ms"]["median"]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data-dir", default=os.environ.get("CIFAR10_DIR", SUBSET))
+    parser.add_argument("-p", "--gpu", action="store_true")
+    parser.add_argument("-b", "--batch-size", type=int, default=128)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--batches", type=int, default=20, help="batches per timed block")
+    options = parser.parse_args()
+
+    import torch
+
+    from utils import cifar10
+    from utils.bench import Data
+    from utils.loaders import DeviceLoader, TorchvisionLoader
+
+    device = torch.device("cuda" if options.gpu else "cpu")
+    torch.backends.cudnn.benchmark = True
+    dataset = cifar10.load(options.data_dir, allow_unverified=True)
+    print(f"{len(dataset.train_images)} training images from {dataset.folder} "
+          f"({'verified' if dataset.verified else 'unverified copy'}), batch {options.batch_size}, "
+          f"{torch.cuda.get_device_name() if options.gpu else 'CPU'}")
+    images, labels = dataset.train_images.to(device), dataset.train_labels.to(device)
+
+    device_rate = batches_per_second(DeviceLoader(images, labels, options.batch_size, device, seed=0),
+                                     options.batches, device)
+    classic = TorchvisionLoader(images, labels, options.batch_size, device, 0, options.workers)
+    classic_rate = batches_per_second(classic, options.batches, device)
+    print(f"torchvision DataLoader ({options.workers} workers): {classic_rate * options.batch_size:10.0f} img/s")
+    print(f"device loader:                        {device_rate * options.batch_size:10.0f} img/s")
+
+    if options.gpu:
+        data = Data("cifar10", images, labels, None, None, {})
+        for name in ("resnet50", "resnet18"):
+            step_ms = amp_step_ms(name, data, options.batch_size, device)
+            print(f"{name} amp-fp16 channels_last step {step_ms:.2f} ms: device loader share "
+                  f"{100 * 1000 / device_rate / step_ms:.2f}%, torchvision loader share "
+                  f"{100 * 1000 / classic_rate / step_ms:.1f}%")
+    print(f"throughput ratio device/torchvision: {device_rate / classic_rate:.1f}")
+
+
+if __name__ == "__main__":
+    main()

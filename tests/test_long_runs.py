@@ -1,0 +1,290 @@
+"""Issue 5: checkpoints, preemption, divergence, clipping, accumulation and bad inputs."""
+import argparse
+import errno
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+from conftest import ROOT, assert_user_error, copy_subset, run_cli
+from main import default_args
+from utils import checkpoint, precision
+from utils.bench import Data
+from utils.train import ModeRun, make_optimizer, train_step
+
+CPU = torch.device("cpu")
+QUICK = ["--model", "squeezenet1_1", "-b", "16", "--warmup", "2", "--no-progress", "--lr", "0.02"]
+
+
+def real_data(subset):
+    return ["--data-dir", subset, "--allow-unverified"]
+
+
+def start_cli(*args):
+    return subprocess.Popen([sys.executable, str(ROOT / "main.py"), *map(str, args)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for(path, process, timeout=120):
+    deadline = time.time() + timeout
+    while not os.path.exists(path):
+        assert process.poll() is None, process.communicate()
+        assert time.time() < deadline, "no checkpoint appeared"
+        time.sleep(0.05)
+
+
+def test_sigterm_then_resume_ends_with_the_same_weights_as_an_uninterrupted_run(subset, tmp_path):
+    common = [*QUICK, *real_data(subset), "-n", "30", "--lr-schedule", "cosine", "--warmup-lr-steps", "3"]
+    full = run_cli(*common, "--checkpoint", tmp_path / "full.pt")
+    assert full.returncode == 0, full.stderr
+
+    resumable = [*common, "--checkpoint", tmp_path / "run.pt", "--checkpoint-every", "5", "--json", tmp_path / "r.json"]
+    process = start_cli(*resumable)
+    wait_for(tmp_path / "run.pt", process)
+    process.send_signal(signal.SIGTERM)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 143, err
+    assert "resume with: python main.py" in err and err.strip().endswith("--resume")
+    partial = json.loads((tmp_path / "r.json").read_text())
+    assert partial["incomplete"] and partial["runs"][0]["stopped_by"] == "SIGTERM"
+    stopped_at = partial["runs"][0]["completed_steps"]
+    assert 5 <= stopped_at < 30
+
+    resumed = run_cli(*resumable, "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    a = torch.load(tmp_path / "full.pt", weights_only=True)
+    b = torch.load(tmp_path / "run.pt", weights_only=True)
+    assert a["step"] == b["step"] == 30
+    for name in a["model"]:
+        assert torch.equal(a["model"][name], b["model"][name]), name  # bitwise, on the CPU
+    run = json.loads((tmp_path / "r.json").read_text())["runs"][0]
+    assert not run["incomplete"] and run["resumed_from_step"] == stopped_at and run["segments"] == 2
+    assert len(run["loss_curve"]) == 30
+
+
+def test_sigint_writes_partial_results_and_exits_130(tmp_path):
+    process = start_cli(*QUICK, "--data", "synthetic", "-n", "100000", "--json", tmp_path / "r.json")
+    time.sleep(8)  # torch import, data, first steps
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 130, err
+    assert "Traceback" not in err and "no --checkpoint was given, so a rerun starts over" in err
+    document = json.loads((tmp_path / "r.json").read_text())
+    assert document["incomplete"] and document["runs"][0]["stopped_by"] == "SIGINT"
+
+
+def test_a_failed_save_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
+    path = tmp_path / "c.pt"
+    model = nn.Linear(2, 2)
+    checkpoint.save(path, {"step": 1}, model)
+
+    def disk_full(obj, f):
+        f.write(b"partial bytes")
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(torch, "save", disk_full)
+    with pytest.raises(OSError):
+        checkpoint.save(path, {"step": 2}, model)
+    monkeypatch.undo()
+    assert checkpoint.load(path, CPU)["step"] == 1
+    assert os.listdir(tmp_path) == ["c.pt"]
+
+
+def test_a_checkpoint_never_holds_non_finite_weights(tmp_path):
+    model = nn.Linear(2, 2)
+    with torch.no_grad():
+        model.weight[0, 0] = float("nan")
+    with pytest.raises(checkpoint.NonFiniteWeights):
+        checkpoint.save(tmp_path / "c.pt", {"step": 1}, model)
+    assert not (tmp_path / "c.pt").exists()
+
+
+def test_divergence_stops_with_the_step_and_writes_no_checkpoint(tmp_path):
+    result = run_cli(*QUICK, "--data", "synthetic", "-n", "20", "--lr", "1e4", "--checkpoint", tmp_path / "c.pt",
+                     "--json", tmp_path / "r.json")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "training diverged: the loss became nan at step" in result.stderr and "-s/--loss_scaling" in result.stderr
+    assert not (tmp_path / "c.pt").exists()
+    assert json.loads((tmp_path / "r.json").read_text())["incomplete"]
+
+
+def test_on_nan_skip_skips_the_steps():
+    result = run_cli(*QUICK, "--data", "synthetic", "-n", "6", "--lr", "1e4", "--on-nan", "skip")
+    assert result.returncode == 0, result.stderr
+
+
+def test_clipping_sees_unscaled_gradients(monkeypatch):
+    seen = []
+    real_clip = nn.utils.clip_grad_norm_
+
+    def recording_clip(params, max_norm):
+        params = list(params)
+        seen.append(torch.norm(torch.stack([p.grad.norm() for p in params])).item())
+        return real_clip(params, max_norm)
+    monkeypatch.setattr(nn.utils, "clip_grad_norm_", recording_clip)
+    torch.manual_seed(0)
+    model, x, y = nn.Linear(8, 10), torch.randn(16, 8), torch.randint(0, 10, (16,))
+    reference = model.weight.detach().clone()
+    nn.functional.cross_entropy(model(x), y).backward()
+    true_norm = torch.norm(torch.stack([p.grad.norm() for p in model.parameters()])).item()
+    model.zero_grad()
+
+    mode = precision.MODES["amp-fp16"]
+    params, scaler = precision.prepare(model, mode, CPU, 128)
+    optimizer = make_optimizer(params, 0.1, momentum=0.0, weight_decay=0.0)
+    train_step(model, [(x, y)], nn.CrossEntropyLoss(), optimizer, scaler, mode, CPU, clip_grad=1e-3)
+    assert scaler.get_scale() > 1000  # the loss really was scaled
+    assert seen and seen[0] == pytest.approx(true_norm, rel=2e-2)
+    assert (model.weight - reference).norm().item() <= 0.1 * 1e-3 * 1.01  # lr x clipped norm
+
+
+def test_accumulation_matches_one_big_batch_in_fp32():
+    torch.manual_seed(0)
+    big = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 10))
+    small = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 10))
+    small.load_state_dict(big.state_dict())
+    x, y = torch.randn(32, 8), torch.randint(0, 10, (32,))
+    mode = precision.MODES["fp32"]
+    for model, batches in ((big, [(x, y)]), (small, [(x[i:i + 8], y[i:i + 8]) for i in range(0, 32, 8)])):
+        params, scaler = precision.prepare(model, mode, CPU, 128)
+        optimizer = make_optimizer(params, 0.1)
+        loss = train_step(model, batches, nn.CrossEntropyLoss(), optimizer, scaler, mode, CPU)
+        if model is big:
+            big_loss = loss
+    assert loss.item() == pytest.approx(big_loss.item(), abs=1e-6)
+    for a, b in zip(big.parameters(), small.parameters()):
+        assert torch.allclose(a, b, atol=1e-6)
+
+
+class PoisonOnce(nn.Module):
+    """A small conv net whose second forward pass produces an inf loss (and inf gradients)."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Conv2d(3, 4, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 10))
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        out = self.net(x)
+        return out * float("inf") if self.calls == 2 else out
+
+
+def test_the_lr_schedule_does_not_advance_on_skipped_steps():
+    images, labels = torch.randint(0, 256, (64, 3, 32, 32), dtype=torch.uint8), torch.randint(0, 10, (64,))
+    data = Data("synthetic", images, labels, None, None, {})
+    args = default_args("-n", "4", "--warmup", "1", "-b", "8", "--lr", "0.1", "--lr-schedule", "cosine",
+                        "--no-progress", "--no-eval")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # e.g. "lr_scheduler.step() before optimizer.step()"
+        result = ModeRun(PoisonOnce(), precision.MODES["amp-fp16"], data, args, CPU).run()
+    assert result["skipped_steps"] == 1
+    assert result["final_lr"] == pytest.approx(0.1 * 0.5 * (1 + math.cos(math.pi * 3 / 4)))
+
+
+def test_epochs_set_the_number_of_steps(subset, tmp_path):
+    result = run_cli(*QUICK, *real_data(subset), "--epochs", "0.05", "--no-eval", "--json", tmp_path / "r.json")
+    assert result.returncode == 0, result.stderr
+    run = json.loads((tmp_path / "r.json").read_text())["runs"][0]
+    assert run["steps"] == math.ceil(0.05 * math.ceil(5438 / 16)) and run["epochs_seen"] >= 0.05
+
+
+def test_amp_resume_of_an_fp32_checkpoint_starts_a_fresh_scaler_and_the_reverse_ignores_it(tmp_path):
+    common = ["--model", "squeezenet1_1", "-b", "4", "--warmup", "1", "--no-progress", "--data", "synthetic",
+              "--checkpoint", tmp_path / "c.pt"]
+    assert run_cli(*common, "-n", "3").returncode == 0
+    amp = run_cli(*common, "-n", "5", "--fp16", "-s", "--resume", "--json", tmp_path / "amp.json")
+    assert amp.returncode == 0, amp.stderr
+    assert "written in mode fp32; continuing in amp-fp16: a fresh GradScaler starts" in amp.stderr
+    assert json.loads((tmp_path / "amp.json").read_text())["runs"][0]["final_loss_scale"] is not None
+    back = run_cli(*common, "-n", "7", "--resume")
+    assert back.returncode == 0, back.stderr
+    assert "its GradScaler state is ignored" in back.stderr
+
+
+@pytest.fixture(scope="module")
+def small_checkpoint(tmp_path_factory):
+    path = tmp_path_factory.mktemp("ckpt") / "c.pt"
+    result = run_cli("--model", "squeezenet1_1", "-b", "4", "-n", "3", "--warmup", "1", "--data", "synthetic",
+                     "--no-progress", "--checkpoint", path)
+    assert result.returncode == 0, result.stderr
+    return path
+
+
+def catalogue_case(name, tmp_path, subset, small_checkpoint):
+    """argv and expected phrase of each entry of the bad-input catalogue."""
+    synthetic = ["--data", "synthetic", "-n", "3", "--warmup", "1", "--model", "squeezenet1_1", "-b", "4"]
+    if name == "epochs":
+        return ["--epochs", "0"], "--epochs: must be a positive number"
+    if name == "steps-and-epochs":
+        return ["-n", "5", "--epochs", "1"], "either --steps/-n or --epochs"
+    if name == "corrupted-batch":
+        folder = copy_subset(subset, tmp_path)
+        (folder / "data_batch_2").write_bytes(os.urandom(5000))
+        return ["--data-dir", folder, "--allow-unverified", "--data", "cifar10"], "data_batch_2 is not a readable"
+    if name == "code-pickle":
+        folder = copy_subset(subset, tmp_path)
+        (folder / "test_batch").write_bytes(b"cos\nsystem\n(S'touch /tmp/ampbench-catalogue'\ntR.")
+        return ["--data-dir", folder, "--allow-unverified", "--data", "cifar10"], "refusing to load 'os.system'"
+    if name == "truncated-checkpoint":
+        broken = tmp_path / "broken.pt"
+        broken.write_bytes(small_checkpoint.read_bytes()[:3000])
+        return [*synthetic, "-n", "6", "--checkpoint", broken, "--resume"], "is not a readable ampbench checkpoint"
+    if name == "not-a-checkpoint":
+        other = tmp_path / "notes.pt"
+        other.write_text("just some text\n")
+        return [*synthetic, "--checkpoint", other, "--resume"], "is not a readable ampbench checkpoint"
+    if name == "foreign-torch-file":
+        other = tmp_path / "weights.pt"
+        torch.save({"weight": torch.zeros(2)}, other)
+        return [*synthetic, "--checkpoint", other, "--resume"], "is not an ampbench checkpoint"
+    if name == "other-model":
+        copy = tmp_path / "c.pt"
+        shutil.copy(small_checkpoint, copy)
+        return [*synthetic, "-n", "6", "--model", "resnet18", "--checkpoint", copy, "--resume"], \
+            "holds a run with --model squeezenet1_1, not resnet18"
+    if name == "other-weights-mode":
+        return [*synthetic, "-n", "6", "--modes", "fp16-master", "--checkpoint", small_checkpoint, "--resume"], \
+            "--checkpoint works with one precision mode"
+    if name == "resume-without-file":
+        return [*synthetic, "--checkpoint", tmp_path / "none.pt", "--resume"], "--resume: no checkpoint at"
+    if name == "resume-without-checkpoint":
+        return [*synthetic, "--resume"], "--resume needs --checkpoint"
+    if name == "already-complete":
+        return [*synthetic, "--checkpoint", small_checkpoint, "--resume"], "already reaches the 3 steps"
+    if name == "unwritable-checkpoint":
+        return [*synthetic, "--checkpoint", "/proc/nope/c.pt"], "cannot write --checkpoint"
+    if name == "checkpoint-is-a-folder":
+        return [*synthetic, "--checkpoint", tmp_path], "is a folder"
+    if name == "nesterov":
+        return [*synthetic, "--nesterov", "--momentum", "0"], "--nesterov needs a non-zero --momentum"
+    raise KeyError(name)
+
+
+@pytest.mark.parametrize("name", [
+    "epochs", "steps-and-epochs", "corrupted-batch", "code-pickle", "truncated-checkpoint", "not-a-checkpoint",
+    "foreign-torch-file", "other-model", "other-weights-mode", "resume-without-file", "resume-without-checkpoint",
+    "already-complete", "unwritable-checkpoint", "checkpoint-is-a-folder", "nesterov"])
+def test_bad_input_catalogue(name, tmp_path, subset, small_checkpoint):
+    argv, phrase = catalogue_case(name, tmp_path, subset, small_checkpoint)
+    before = small_checkpoint.read_bytes()
+    result = run_cli(*argv)
+    assert_user_error(result, phrase)
+    assert small_checkpoint.read_bytes() == before, "a refused run must not touch an existing checkpoint"
+    assert not os.path.exists("/tmp/ampbench-catalogue")
+
+
+def test_fp16_master_checkpoint_cannot_continue_in_fp32():
+    state = {"config": {"model": "m", "stem": "cifar", "batch_size": 4, "accum_steps": 1}, "mode": "fp16-master",
+             "scaler": {"scale": 128.0}}
+    args = argparse.Namespace(model="m", stem="cifar", batch_size=4, accum_steps=1)
+    with pytest.raises(Exception, match="whose weights cannot continue in mode fp32"):
+        checkpoint.check_compatible(state, args, precision.MODES["fp32"], "c.pt")

@@ -1,0 +1,94 @@
+"""Issue 4: the classic loader as reference, channels_last, torch.compile, cuDNN autotuning."""
+import argparse
+import json
+
+import pytest
+import torch
+
+import models
+from conftest import assert_user_error, run_cli
+from main import default_args
+from utils import cifar10, precision
+from utils.bench import Data
+from utils.loaders import DeviceLoader, TorchvisionLoader
+from utils.train import run_mode
+
+CPU = torch.device("cpu")
+
+
+@pytest.fixture(scope="module")
+def dataset():
+    from conftest import SUBSET
+    return cifar10.load(SUBSET, allow_unverified=True)
+
+
+def run_args(**overrides):
+    args = default_args("-n", "3", "--warmup", "1", "-b", "8", "--lr", "0.01", "--no-progress", "--no-eval",
+                        "--workers", "0")
+    return argparse.Namespace(**{**vars(args), **overrides})
+
+
+def test_both_loaders_give_the_same_kind_of_batches(dataset):
+    device_batch = next(DeviceLoader(dataset.train_images, dataset.train_labels, 512, CPU, seed=0))
+    classic_batch = next(TorchvisionLoader(dataset.train_images, dataset.train_labels, 512, CPU, 0, workers=0))
+    for (images, labels) in (device_batch, classic_batch):
+        assert images.shape == (512, 3, 32, 32) and images.dtype == torch.float32
+        assert labels.shape == (512,) and labels.dtype == torch.int64
+    # same normalisation: per-channel statistics of two random 512-image batches agree closely
+    assert torch.allclose(device_batch[0].mean(dim=(0, 2, 3)), classic_batch[0].mean(dim=(0, 2, 3)), atol=0.1)
+    assert torch.allclose(device_batch[0].std(dim=(0, 2, 3)), classic_batch[0].std(dim=(0, 2, 3)), atol=0.1)
+    # zero padding maps to the same value in both: (0 - mean) / std
+    assert torch.isclose(device_batch[0].min(), classic_batch[0].min(), atol=1e-5)
+
+
+def test_torchvision_loader_is_endless_and_seeded():
+    images = torch.randint(0, 256, (20, 3, 32, 32), dtype=torch.uint8)
+    labels = torch.arange(20)
+    loader = TorchvisionLoader(images, labels, 8, CPU, seed=1, workers=0)
+    seen = [next(loader)[1] for _ in range(5)]  # 2 full batches per epoch: this crosses 2 epochs
+    assert loader.epoch == 3 and all(len(batch) == 8 for batch in seen)
+    again = TorchvisionLoader(images, labels, 8, CPU, seed=1, workers=0)
+    assert torch.equal(next(again)[1], seen[0])
+
+
+def test_channels_last_reaches_the_model_and_its_inputs():
+    seen = []
+    model = models.build_model("resnet18", "imagenet")
+    model.register_forward_pre_hook(lambda module, inputs: seen.append(
+        (inputs[0].is_contiguous(memory_format=torch.channels_last),
+         module.conv1.weight.is_contiguous(memory_format=torch.channels_last))))
+    images, labels = torch.randint(0, 256, (64, 3, 32, 32), dtype=torch.uint8), torch.randint(0, 10, (64,))
+    data = Data("synthetic", images, labels, None, None, {})
+    for loader in ("device", "torchvision"):
+        seen.clear()
+        result = run_mode(model, precision.MODES["fp32"], data, run_args(channels_last=True, loader=loader), CPU)
+        assert seen and all(inputs and weights for inputs, weights in seen), loader
+        assert result["channels_last"] and result["loader"] == loader
+
+
+def test_compile_runs_and_reports_compile_time_apart(tmp_path):
+    out = tmp_path / "r.json"
+    result = run_cli("--model", "squeezenet1_1", "-b", "4", "-n", "3", "--warmup", "1", "--data", "synthetic",
+                     "--compile", "--no-progress", "--json", out, timeout=600)
+    assert result.returncode == 0, result.stderr
+    document = json.loads(out.read_text())
+    (run,) = document["runs"]
+    assert run["compiled"] and run["compile_mode"] == "default" and document["env"]["compile"]
+    assert run["compile_time_s"] > 0 and run["compile_time_s"] == run["first_step_s"]
+    assert len(run["step_times_ms"]) == 2  # the compiling step is not among them
+    assert max(run["step_times_ms"]) < 1000 * run["compile_time_s"]
+
+
+def test_compile_needs_a_warmup_step():
+    assert_user_error(run_cli("--compile", "--warmup", "0", "--data", "synthetic"), "--compile needs --warmup 1")
+
+
+def test_torchvision_loader_from_the_cli(tmp_path, subset):
+    out = tmp_path / "r.json"
+    result = run_cli("--model", "squeezenet1_1", "-b", "16", "-n", "4", "--warmup", "1", "--data-dir", subset,
+                     "--allow-unverified", "--loader", "torchvision", "--workers", "2", "--no-progress",
+                     "--json", out)
+    assert result.returncode == 0, result.stderr
+    document = json.loads(out.read_text())
+    assert document["runs"][0]["loader"] == "torchvision" and document["config"]["workers"] == 2
+    assert document["runs"][0]["data_time_ms"]["median"] > 0
