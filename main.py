@@ -63,6 +63,8 @@ def build_parser():
     train.add_argument("--stem", choices=["cifar", "imagenet"], default="cifar",
                        help="cifar: 3x3 stride-1 first conv and no max-pool for ResNet-family models "
                        "(default); imagenet: torchvision's layout unchanged")
+    train.add_argument("--dropout", type=fraction, metavar="P",
+                       help="dropout probability for models that have one (default: the model's own)")
     train.add_argument("--seed", type=int, default=0, help="seed for weights, data order and augmentation")
     train.add_argument("--momentum", type=non_negative_float, default=0.9, help="SGD momentum (default 0.9)")
     train.add_argument("--weight-decay", type=non_negative_float, default=5e-4, help="weight decay (default 5e-4)")
@@ -136,6 +138,10 @@ def build_parser():
                          help="draw step-time distributions and speedups (needs matplotlib)")
     measure.add_argument("--no-progress", action="store_true", help="no progress bar")
 
+    cluster = parser.add_argument_group("distributed (launch with torchrun or mpirun; -b is per process)")
+    cluster.add_argument("--dist-timeout", type=positive_int, default=600, metavar="S",
+                         help="seconds a collective may wait for the other ranks before the job fails (default 600)")
+
     long_runs = parser.add_argument_group("checkpoints")
     long_runs.add_argument("--checkpoint", metavar="PATH",
                            help="save a checkpoint here at the end, when stopped, and every --checkpoint-every steps")
@@ -148,8 +154,10 @@ def build_parser():
 def default_args(*argv):
     """The arguments main.py would use for `argv`, for benchmarks and tests that call the
     training code directly."""
+    from utils.bench import DEFAULT_STEPS
+
     args = build_parser().parse_args(list(argv))
-    args.steps = args.steps or 200
+    args.steps = args.steps or DEFAULT_STEPS
     return args
 
 

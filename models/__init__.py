@@ -24,8 +24,9 @@ def uses_resnet_stem(name):
     return name.startswith(RESNET_FAMILY)
 
 
-def build_model(name, stem="cifar"):
-    """A randomly initialised model with a 10-class head.
+def build_model(name, stem="cifar", dropout=None):
+    """A randomly initialised model with a 10-class head (and the given dropout probability,
+    for models that have one).
 
     With stem="cifar", ResNet-family models get the usual CIFAR stem: the first conv becomes
     3x3 stride 1 (same output channels, no bias) and the max-pool is removed, so 32x32 inputs
@@ -36,7 +37,11 @@ def build_model(name, stem="cifar"):
         close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
         hint = f"did you mean {', '.join(close)}?" if close else "run with --list-models to see them all."
         raise UserError(f"unknown model '{name}': {hint}")
-    model = tvm.get_model(name, weights=None, num_classes=NUM_CLASSES, **AUX_LOGIT_MODELS.get(name, {}))
+    options = dict(AUX_LOGIT_MODELS.get(name, {}), **({} if dropout is None else {"dropout": dropout}))
+    try:
+        model = tvm.get_model(name, weights=None, num_classes=NUM_CLASSES, **options)
+    except TypeError:
+        raise UserError(f"model '{name}' has no dropout setting; drop --dropout.") from None
     if stem == "cifar" and uses_resnet_stem(name):
         model.conv1 = nn.Conv2d(3, model.conv1.out_channels, kernel_size=3, stride=1, padding=1, bias=False)
         nn.init.kaiming_normal_(model.conv1.weight, mode="fan_out", nonlinearity="relu")

@@ -2,6 +2,7 @@
 and data, run the benchmark, report it and write the results."""
 import math
 import shlex
+import signal
 import sys
 from dataclasses import dataclass
 from typing import Optional
@@ -9,7 +10,7 @@ from typing import Optional
 import torch
 
 import models
-from utils import checkpoint, cifar10, envinfo, flops, plot, precision, report
+from utils import checkpoint, cifar10, distributed, envinfo, flops, plot, precision, report
 from utils.compare import compare_modes
 from utils.errors import UserError
 from utils.fileio import ensure_writable
@@ -34,7 +35,8 @@ class Data:
 
 
 def warn(message):
-    print(f"main.py: warning: {message}", file=sys.stderr)
+    if distributed.detect().is_main:  # once per job, not once per rank
+        print(f"main.py: warning: {message}", file=sys.stderr)
 
 
 def check_arguments(args):
@@ -114,8 +116,8 @@ def resolve_steps(args, train_images):
                         "steps to run.")
 
 
-def resume_line(args, stop, completed_steps):
-    where = f"interrupted by {stop.signal_name} after step {completed_steps} of {args.steps}"
+def resume_line(args, stopped_by, completed_steps):
+    where = f"interrupted by {stopped_by} after step {completed_steps} of {args.steps}"
     if not args.checkpoint:
         return f"main.py: {where}; no --checkpoint was given, so a rerun starts over."
     command = shlex.join(["python", "main.py"] + [a for a in sys.argv[1:] if a != "--resume"] + ["--resume"])
@@ -148,6 +150,16 @@ def run(args):
         return 0
     check_arguments(args)
     device = pick_device(args.gpu, not args.no_cudnn_benchmark)
+    world = distributed.detect()
+    if world.distributed:
+        device = distributed.init(world, args.gpu, args.dist_timeout)
+    try:
+        return benchmark(args, device, world)
+    finally:
+        distributed.shutdown(world)
+
+
+def benchmark(args, device, world):
     modes = selected_modes(args)
     for mode in modes:
         precision.check_supported(mode, device)
@@ -157,7 +169,7 @@ def run(args):
     saved = checkpoint.load(args.checkpoint, device) if args.resume else None
     with StopRequest() as stop:
         torch.manual_seed(args.seed)
-        model = models.build_model(args.model, args.stem)
+        model = models.build_model(args.model, args.stem, args.dropout)
         data = load_data(args, device)
         if args.epochs:
             resolve_steps(args, len(data.train_images))
@@ -170,12 +182,12 @@ def run(args):
             if resume_warning:
                 warn(resume_warning)
         device_name = envinfo.device_name(device)
-        flops_per_step = flops.training_flops_per_step(model, args.batch_size) * args.accum_steps
+        flops_per_step = flops.training_flops_per_step(model, args.batch_size) * args.accum_steps * world.size
 
         runs, failure = [], None
         for repeat in range(args.repeats):
             for mode in modes if repeat % 2 == 0 else modes[::-1]:  # alternate the order to expose drift
-                mode_run = ModeRun(model, mode, data, args, device)
+                mode_run = ModeRun(model, mode, data, args, device, world)
                 if saved is not None:
                     mode_run.resume(saved, resume_warning)
                 try:
@@ -189,14 +201,19 @@ def run(args):
                 result["repeat"] = repeat
                 if result["step_time_ms"] is not None:
                     result.update(flops.utilisation(flops_per_step, result["step_time_ms"]["median"],
-                                                    device_name, mode, device.type == "cuda"))
+                                                    device_name, mode, device.type == "cuda", world.size))
                 runs.append(result)
                 if failure or result["incomplete"]:
                     break
             if failure or runs[-1]["incomplete"]:
                 break
-    document = {"schema": report.SCHEMA, "env": envinfo.collect(device, args), "config": vars(args),
-                "data": data.info, "incomplete": bool(failure) or runs[-1]["incomplete"],
+    env = {**envinfo.collect(device, args), **distributed_env(world, args)}
+    interrupted = runs[-1]["incomplete"] and not failure
+    status = 1 if failure else 128 + (stop.signal_number or signal.SIGTERM) if interrupted else 0
+    if not world.is_main:  # rank 0 alone prints and writes; every rank exits with the same status
+        return status
+    document = {"schema": report.SCHEMA, "env": env, "config": vars(args),
+                "data": data.info, "incomplete": bool(failure) or interrupted,
                 "runs": runs, "comparison": compare_modes(runs)}
     print(report.summary(document))
     write_outputs(args, document)
@@ -204,11 +221,16 @@ def run(args):
         print(f"main.py: error: training diverged: the loss became {failure.value} at step {failure.step} of "
               f"{args.steps} in mode {runs[-1]['mode']}, which has no loss scaler; rerun with -s/--loss_scaling "
               "(for --fp16), a lower --lr or --clip-grad, or skip such steps with --on-nan skip.", file=sys.stderr)
-        return 1
-    if document["incomplete"]:
-        print(resume_line(args, stop, runs[-1]["completed_steps"]), file=sys.stderr)
-        return 128 + stop.signal_number
-    return 0
+    elif interrupted:
+        print(resume_line(args, runs[-1]["stopped_by"], runs[-1]["completed_steps"]), file=sys.stderr)
+    return status
+
+
+def distributed_env(world, args):
+    names = distributed.hostnames(world)  # a collective: every rank takes part
+    return {"world_size": world.size, "launcher": world.launcher,
+            "backend": ("nccl" if args.gpu else "gloo") if world.distributed else None,
+            "nodes": sorted(set(names)), "global_batch_size": args.batch_size * args.accum_steps * world.size}
 
 
 def write_outputs(args, document):

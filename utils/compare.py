@@ -24,7 +24,7 @@ def median_of(group, key):
 def mode_figures(group):
     medians = [run["step_time_ms"]["median"] for run in group]
     median = statistics.median(medians)
-    batch = group[0]["effective_batch_size"]
+    batch = group[0]["global_batch_size"]
     tflops = [run["tflops"] for run in group if run.get("tflops") is not None]
     mfu = [run["mfu_pct"] for run in group if run.get("mfu_pct") is not None]
     return {

@@ -47,9 +47,11 @@ def peak_tflops(device_name, mode):
     return None, f"dense peak of '{device_name}' unknown"
 
 
-def utilisation(flops_per_step, median_step_ms, device_name, mode, on_gpu):
-    """Achieved TFLOP/s at the median step time, and MFU % against the dense peak."""
+def utilisation(flops_per_step, median_step_ms, device_name, mode, on_gpu, devices=1):
+    """Achieved TFLOP/s at the median step time, and MFU % against the dense peak of all
+    `devices` (flops_per_step is the whole job's)."""
     achieved = flops_per_step / (median_step_ms / 1000.0) / 1e12
     peak, why = peak_tflops(device_name, mode) if on_gpu else (None, "no peak figures for CPUs")
+    peak = peak * devices if peak is not None else None
     return {"train_flops_per_step": flops_per_step, "tflops": achieved, "peak_tflops": peak,
             "mfu_pct": None if peak is None else 100.0 * achieved / peak, "mfu_note": why}

@@ -1,19 +1,26 @@
-"""Reading a CUDA scalar on the host without making the host wait for the GPU."""
+"""Reading device values on the host without making the host wait for the GPU."""
 import torch
 
 
 class HostCopy:
-    """Starts a non-blocking copy of a device scalar into pinned host memory; `done()` says,
-    without blocking, whether it has arrived, and `value()` reads it then."""
+    """Starts a non-blocking copy of a small device tensor into pinned host memory; `done()`
+    says, without blocking, whether it has arrived; `value()` waits for it (briefly, if it was
+    started long enough ago) and returns it as a number or a list. CPU tensors are simply copied."""
 
     def __init__(self, tensor):
-        self.host = torch.empty((), dtype=tensor.dtype, pin_memory=True)
+        self.ready = None
+        if tensor.device.type != "cuda":
+            self.host = tensor.detach().clone()
+            return
+        self.host = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=True)
         self.host.copy_(tensor, non_blocking=True)
         self.ready = torch.cuda.Event()
         self.ready.record()
 
     def done(self):
-        return self.ready.query()
+        return self.ready is None or self.ready.query()
 
     def value(self):
-        return self.host.item()
+        if self.ready is not None:
+            self.ready.synchronize()
+        return self.host.tolist() if self.host.dim() else self.host.item()

@@ -9,7 +9,7 @@ transforms in DataLoader workers) that most training scripts use, kept as the re
 import torch
 import torch.nn.functional as F
 from PIL import Image
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, DistributedSampler
 from torchvision import transforms
 
 MEAN = (0.4914, 0.4822, 0.4465)  # CIFAR-10 training-set channel means and standard deviations
@@ -29,16 +29,21 @@ class Normalize:
         return images.float().mul_(self.scale).sub_(self.shift)
 
 
-def random_crop_flip(images, generator, padding=PADDING):
+def random_crop_flip(images, generator, padding=PADDING, shard=(0, 1)):
     """Per image: a random 32x32 crop of the zero-padded image (offsets uniform in 0..2*padding)
     and a horizontal flip with probability 1/2, as torchvision's RandomCrop(32, padding=4) and
-    RandomHorizontalFlip do, done for the whole batch as one gather of flat pixel indices."""
+    RandomHorizontalFlip do, done for the whole batch as one gather of flat pixel indices.
+
+    `images` is shard (rank, ranks) of a global batch: the draws are made for the whole global
+    batch and sliced, so the ranks together augment exactly as one process would."""
     n, c, h, w = images.shape
     device = images.device
+    rank, ranks = shard
     padded = F.pad(images, (padding, padding, padding, padding))
-    dy = torch.randint(0, 2 * padding + 1, (n, 1), device=device, generator=generator)
-    dx = torch.randint(0, 2 * padding + 1, (n, 1), device=device, generator=generator)
-    flip = torch.randint(0, 2, (n, 1), device=device, generator=generator).bool()
+    mine = slice(rank * n, (rank + 1) * n)
+    dy = torch.randint(0, 2 * padding + 1, (n * ranks, 1), device=device, generator=generator)[mine]
+    dx = torch.randint(0, 2 * padding + 1, (n * ranks, 1), device=device, generator=generator)[mine]
+    flip = torch.randint(0, 2, (n * ranks, 1), device=device, generator=generator)[mine].bool()
     columns = torch.arange(w, device=device)
     rows = dy + torch.arange(h, device=device)  # n x h, rows of the padded image
     cols = dx + torch.where(flip, columns.flip(0), columns)  # n x w, columns, reversed when flipped
@@ -52,9 +57,11 @@ class DeviceLoader:
     Each epoch is a fresh permutation drawn on the device; batches are consecutive slices of
     the stream of permutations, so every batch is full and every image appears exactly once
     per epoch (an epoch's last partial batch is completed from the next permutation).
+    With several ranks, all draw the same stream (same seed) and each takes its slice of every
+    global batch, so the ranks' batches are disjoint and together form one process's batch.
     """
 
-    def __init__(self, images, labels, batch_size, device, seed, channels_last=False):
+    def __init__(self, images, labels, batch_size, device, seed, channels_last=False, shard=(0, 1)):
         self.images = images.to(device)
         self.labels = labels.to(device)
         self.batch_size = batch_size
@@ -66,13 +73,15 @@ class DeviceLoader:
         self.position = 0
         self.epoch = 0
         self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
+        self.shard = shard
 
     def __len__(self):
-        """Batches per epoch, rounded up."""
-        return -(-len(self.images) // self.batch_size)
+        """Global batches per epoch, rounded up."""
+        return -(-len(self.images) // (self.batch_size * self.shard[1]))
 
     def next_indices(self):
-        parts, wanted = [], self.batch_size
+        """This rank's slice of the next global batch of the stream."""
+        parts, wanted = [], self.batch_size * self.shard[1]
         while wanted:
             if self.position == len(self.order):
                 self.order = torch.randperm(len(self.images), device=self.device, generator=self.generator)
@@ -82,7 +91,9 @@ class DeviceLoader:
             parts.append(self.order[self.position:self.position + take])
             self.position += take
             wanted -= take
-        return parts[0] if len(parts) == 1 else torch.cat(parts)
+        batch = parts[0] if len(parts) == 1 else torch.cat(parts)
+        rank = self.shard[0]
+        return batch[rank * self.batch_size:(rank + 1) * self.batch_size]
 
     def __iter__(self):
         return self
@@ -98,7 +109,7 @@ class DeviceLoader:
 
     def __next__(self):
         index = self.next_indices()
-        images = random_crop_flip(self.images[index], self.generator)
+        images = random_crop_flip(self.images[index], self.generator, shard=self.shard)
         return self.normalize(images).contiguous(memory_format=self.memory_format), self.labels[index]
 
 
@@ -127,13 +138,19 @@ def standard_transform():
 class TorchvisionLoader:
     """The classic path: a CIFAR10-style Dataset with standard transforms in a DataLoader
     (shuffled, `workers` processes, pinned memory on CUDA, persistent workers), batches
-    copied to the device without blocking; an endless stream like DeviceLoader's."""
+    copied to the device without blocking; an endless stream like DeviceLoader's. With several
+    ranks a DistributedSampler gives each its share of every epoch (set_epoch each epoch)."""
 
-    def __init__(self, images, labels, batch_size, device, seed, workers, channels_last=False):
+    def __init__(self, images, labels, batch_size, device, seed, workers, channels_last=False, shard=(0, 1)):
         self.generator = torch.Generator()
         self.generator.manual_seed(seed)
-        self.loader = DataLoader(CifarImages(images, labels, standard_transform()), batch_size=batch_size,
-                                 shuffle=True, drop_last=True, num_workers=workers, generator=self.generator,
+        dataset = CifarImages(images, labels, standard_transform())
+        self.sampler = None
+        if shard[1] > 1:
+            self.sampler = DistributedSampler(dataset, num_replicas=shard[1], rank=shard[0], shuffle=True, seed=seed,
+                                              drop_last=True)
+        self.loader = DataLoader(dataset, batch_size=batch_size, shuffle=self.sampler is None, sampler=self.sampler,
+                                 drop_last=True, num_workers=workers, generator=self.generator,
                                  pin_memory=device.type == "cuda", persistent_workers=workers > 0)
         self.device = device
         self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
@@ -144,9 +161,11 @@ class TorchvisionLoader:
         """The epoch's order and worker seeds are drawn from the generator here, so its state
         now is all that is needed to replay the epoch."""
         self.epoch_start_state = self.generator.get_state()
+        self.epoch += 1
+        if self.sampler is not None:
+            self.sampler.set_epoch(self.epoch)
         self.batches = iter(self.loader)
         self.position = 0
-        self.epoch += 1
 
     def state_dict(self):
         return {"epoch_start_state": self.epoch_start_state, "position": self.position, "epoch": self.epoch}
@@ -177,18 +196,20 @@ class TorchvisionLoader:
         return images, labels.to(self.device, non_blocking=True)
 
 
-def make_train_loader(kind, images, labels, batch_size, device, seed, workers, channels_last):
+def make_train_loader(kind, images, labels, batch_size, device, seed, workers, channels_last, shard=(0, 1)):
     if kind == "torchvision":
-        return TorchvisionLoader(images, labels, batch_size, device, seed, workers, channels_last)
-    return DeviceLoader(images, labels, batch_size, device, seed, channels_last)
+        return TorchvisionLoader(images, labels, batch_size, device, seed, workers, channels_last, shard)
+    return DeviceLoader(images, labels, batch_size, device, seed, channels_last, shard)
 
 
-def eval_batches(images, labels, batch_size, device, channels_last=False):
-    """The test set in order, unaugmented and normalised, one batch at a time (for either
-    loader: evaluation is not timed)."""
+def eval_batches(images, labels, batch_size, device, channels_last=False, shard=(0, 1)):
+    """This rank's contiguous share of the test set, in order, unaugmented and normalised, one
+    batch at a time (for either loader: evaluation is not timed)."""
     normalize = Normalize(device)
     memory_format = torch.channels_last if channels_last else torch.contiguous_format
-    images, labels = images.to(device), labels.to(device)
+    rank, ranks = shard
+    share = slice(rank * len(images) // ranks, (rank + 1) * len(images) // ranks)
+    images, labels = images[share].to(device), labels[share].to(device)
     for start in range(0, len(images), batch_size):
         batch = normalize(images[start:start + batch_size]).contiguous(memory_format=memory_format)
         yield batch, labels[start:start + batch_size]

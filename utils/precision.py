@@ -80,17 +80,26 @@ def mode_from_flags(fp16, bf16, loss_scaling, tf32):
     return MODES["tf32" if tf32 else "fp32"]
 
 
+NEW_TF32_API = hasattr(torch.backends.cuda.matmul, "fp32_precision")  # torch >= 2.9
+
+
 def set_tf32(enabled):
     """TF32 for FP32 matmuls (cuBLAS) and convolutions (cuDNN). PyTorch allows it for cuDNN
-    convolutions by default, so FP32 runs must switch it off explicitly."""
-    precision = "tf32" if enabled else "ieee"
-    torch.backends.cuda.matmul.fp32_precision = precision
-    torch.backends.cudnn.conv.fp32_precision = precision
+    convolutions by default, so FP32 runs must switch it off explicitly. Older torch (as in
+    some NGC containers) has only the allow_tf32 switches."""
+    if NEW_TF32_API:
+        torch.backends.cuda.matmul.fp32_precision = "tf32" if enabled else "ieee"
+        torch.backends.cudnn.conv.fp32_precision = "tf32" if enabled else "ieee"
+    else:
+        torch.backends.cuda.matmul.allow_tf32 = enabled
+        torch.backends.cudnn.allow_tf32 = enabled
 
 
 def tf32_flags():
-    return {"matmul": torch.backends.cuda.matmul.fp32_precision == "tf32",
-            "cudnn_conv": torch.backends.cudnn.conv.fp32_precision == "tf32"}
+    if NEW_TF32_API:
+        return {"matmul": torch.backends.cuda.matmul.fp32_precision == "tf32",
+                "cudnn_conv": torch.backends.cudnn.conv.fp32_precision == "tf32"}
+    return {"matmul": torch.backends.cuda.matmul.allow_tf32, "cudnn_conv": torch.backends.cudnn.allow_tf32}
 
 
 def prepare(model, mode, device, static_loss_scale):

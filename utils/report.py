@@ -16,7 +16,8 @@ from utils.errors import UserError
 from utils.fileio import atomic_write
 
 SCHEMA = "ampbench.result/1"
-CSV_COLUMNS = ["timestamp_utc", "hostname", "device", "model", "stem", "batch_size", "steps", "data", "mode",
+CSV_COLUMNS = ["timestamp_utc", "hostname", "device", "model", "stem", "batch_size", "world_size", "steps", "data",
+               "mode",
                "runs", "median_step_ms", "p90_step_ms", "spread_pct", "images_per_sec", "speedup_vs_fp32",
                "peak_memory_bytes", "memory_ratio_vs_fp32", "final_loss", "test_accuracy",
                "accuracy_delta_vs_fp32", "skipped_steps", "final_loss_scale", "tflops", "mfu_pct", "git_commit"]
@@ -44,12 +45,14 @@ def setup_of(document):
     """What must match for runs to be compared: model, stem, batch, device and data."""
     config, env = document["config"], document["env"]
     return {"model": config["model"], "stem": config["stem"], "batch_size": config["batch_size"],
-            "steps": config["steps"], "warmup": config["warmup"], "device": env["device"],
-            "data": document["data"]["name"]}
+            "world_size": env.get("world_size", 1), "steps": config["steps"], "warmup": config["warmup"],
+            "device": env["device"], "data": document["data"]["name"]}
 
 
 def describe(setup, env):
-    return (f"{setup['model']} (stem {setup['stem']}), batch {setup['batch_size']}, {setup['steps']} steps "
+    ranks = setup["world_size"]
+    batch = f"batch {setup['batch_size']}" + (f" per process x {ranks} processes" if ranks > 1 else "")
+    return (f"{setup['model']} (stem {setup['stem']}), {batch}, {setup['steps']} steps "
             f"({setup['warmup']} warm-up), data {setup['data']} | {setup['device']} | torch {env['torch']}"
             f" | TF32 off except in mode tf32")
 

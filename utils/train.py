@@ -5,6 +5,7 @@ scale(loss).backward(), step(optimizer), update(), with gradient accumulation an
 as in PyTorch's AMP examples. Every mode runs this same code; the mode only switches autocast
 and the scaler on or off and picks the dtype.
 """
+import contextlib
 import copy
 import hashlib
 import math
@@ -12,8 +13,9 @@ import time
 
 import torch
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 
-from utils import checkpoint, memory, precision
+from utils import checkpoint, distributed, memory, precision
 from utils.hostcopy import HostCopy
 from utils.loaders import eval_batches, make_train_loader
 from utils.progress import Progress
@@ -24,10 +26,12 @@ def train_step(model, batches, criterion, optimizer, scaler, mode, device, clip_
     """One optimizer step over one or more micro-batches; returns the loss of the whole
     effective batch as a device tensor (no host sync, unless `skip_nonfinite`)."""
     total = None
-    for images, labels in batches:
-        with precision.autocast(mode, device):
-            loss = criterion(model(images).float(), labels) / len(batches)  # the loss is always FP32
-        scaler.scale(loss).backward()
+    for index, (images, labels) in enumerate(batches):
+        last = index == len(batches) - 1
+        with gradient_sync(model, last):
+            with precision.autocast(mode, device):
+                loss = criterion(model(images).float(), labels) / len(batches)  # the loss is always FP32
+            scaler.scale(loss).backward()
         total = loss.detach() if total is None else total + loss.detach()
     if skip_nonfinite and not torch.isfinite(total).item():  # --on-nan skip, without a scaler
         model.zero_grad(set_to_none=True)
@@ -40,6 +44,14 @@ def train_step(model, batches, criterion, optimizer, scaler, mode, device, clip_
     scaler.update()
     optimizer.zero_grad(set_to_none=True)
     return total
+
+
+def gradient_sync(model, enabled):
+    """DDP all-reduces gradients in backward; while accumulating, only the last micro-batch
+    needs to (the others run under no_sync)."""
+    if enabled or not hasattr(model, "no_sync"):
+        return contextlib.nullcontext()
+    return model.no_sync()
 
 
 def make_optimizer(params, lr, momentum=0.9, weight_decay=5e-4, nesterov=False):
@@ -76,30 +88,34 @@ class StepCounter:
         self.count += 1
 
 
-class DivergenceWatch:
-    """Notices a non-finite loss without a host sync per step: a device flag gathers
-    `not isfinite(loss)`; on CUDA it is copied to the host without blocking every CHECK_EVERY
-    steps and read once the copy has landed (so it is noticed a few dozen steps late)."""
+class RankAgreement:
+    """Lets every rank decide at the same step whether any rank saw a non-finite loss or a
+    stop signal, without a host-device sync per step: every `every` steps the flags are
+    max-reduced across ranks on the device and copied to the host without blocking; the copy
+    is read at the next check, `every` steps later, long after it has landed. So a problem is
+    acted on one to two checks late, identically on every rank (a hang otherwise)."""
     CHECK_EVERY = 20
 
-    def __init__(self, device):
-        self.cuda = device.type == "cuda"
-        self.flag = torch.zeros((), dtype=torch.bool, device=device)
-        self.copy = None
-        self.steps = 0
+    def __init__(self, device, world):
+        self.device = device
+        self.every = self.CHECK_EVERY if device.type == "cuda" or world.distributed else 1
+        self.nonfinite = torch.zeros((), dtype=torch.uint8, device=device)
+        self.pending = None
 
-    def diverged(self, loss):
-        self.flag |= ~torch.isfinite(loss)
-        if not self.cuda:
-            return bool(self.flag)
-        self.steps += 1
-        if self.copy is not None and self.copy.done():
-            if self.copy.value():
-                return True
-            self.copy = None
-        if self.copy is None and self.steps % self.CHECK_EVERY == 0:
-            self.copy = HostCopy(self.flag)
-        return False
+    def note_loss(self, loss):
+        self.nonfinite |= (~torch.isfinite(loss)).to(torch.uint8)
+
+    def check(self, step, stop_requested):
+        """(diverged, stop) as agreed by all ranks; (False, False) between checks."""
+        if step % self.every:
+            return False, False
+        agreed = (False, False)
+        if self.pending is not None:
+            diverged, stop = self.pending.value()
+            agreed = (bool(diverged), bool(stop))
+        stop_flag = torch.tensor(int(stop_requested), dtype=torch.uint8).to(self.device, non_blocking=True)
+        self.pending = HostCopy(distributed.all_reduce(torch.stack([self.nonfinite, stop_flag]), "max"))
+        return agreed
 
 
 class Diverged(Exception):
@@ -116,15 +132,20 @@ def synchronize(device):
 
 
 @torch.no_grad()
-def evaluate(model, mode, data, batch_size, device, channels_last):
-    """Top-1 accuracy on the test set, under the same autocast as training."""
+def evaluate(model, mode, data, batch_size, device, channels_last, world=None):
+    """Top-1 accuracy on the test set, under the same autocast as training; with several
+    ranks each scores its shard of the test set and the counts are summed."""
+    world = world or distributed.World()
     model.eval()
-    correct = torch.zeros((), dtype=torch.long, device=device)
-    for images, labels in eval_batches(data.test_images, data.test_labels, batch_size, device, channels_last):
+    counts = torch.zeros(2, dtype=torch.long, device=device)  # correct, seen
+    for images, labels in eval_batches(data.test_images, data.test_labels, batch_size, device, channels_last,
+                                       (world.rank, world.size)):
         with precision.autocast(mode, device):
-            correct += (model(images).argmax(dim=1) == labels).sum()
+            counts[0] += (model(images).argmax(dim=1) == labels).sum()
+        counts[1] += len(labels)
     model.train()
-    return correct.item() / len(data.test_labels)
+    correct, seen = distributed.all_reduce(counts, "sum").tolist()
+    return correct / seen
 
 
 def digest(tensors):
@@ -139,17 +160,24 @@ class ModeRun:
     """Everything one mode's training holds: model, optimizer, schedule, scaler, loader,
     and the statistics gathered so far (also across a checkpoint and resume)."""
 
-    def __init__(self, initial_model, mode, data, args, device):
+    def __init__(self, initial_model, mode, data, args, device, world=None):
         self.mode, self.data, self.args, self.device = mode, data, args, device
+        self.world = world or distributed.World()
         precision.set_tf32(mode.tf32)
         self.model = copy.deepcopy(initial_model).to(device)
         self.initial_weights = digest(self.model.state_dict().values())
         if args.channels_last:
             self.model = self.model.to(memory_format=torch.channels_last)
         self.params, self.scaler = precision.prepare(self.model, mode, device, args.loss_scale)
-        self.trained = torch.compile(self.model, mode=args.compile_mode) if args.compile else self.model
+        self.trained = self.model  # what the step calls: possibly wrapped in DDP, then compiled
+        if self.world.distributed:  # broadcasts rank 0's weights, all-reduces gradients in backward
+            self.trained = DistributedDataParallel(self.model, device_ids=[device.index] if device.index is not None
+                                                   else None)
+        if args.compile:
+            self.trained = torch.compile(self.trained, mode=args.compile_mode)
         self.loader = make_train_loader(args.loader, data.train_images, data.train_labels, args.batch_size,
-                                        device, args.seed, args.workers, args.channels_last)
+                                        device, args.seed, args.workers, args.channels_last,
+                                        (self.world.rank, self.world.size))
         self.criterion = nn.CrossEntropyLoss(label_smoothing=args.label_smoothing)
         self.optimizer = make_optimizer(self.params, args.lr, args.momentum, args.weight_decay, args.nesterov)
         self.scheduler = make_scheduler(self.optimizer, args.lr_schedule, args.steps, args.warmup_lr_steps)
@@ -198,9 +226,10 @@ class ModeRun:
         StopRequest) ends the run early after the current step, marked incomplete."""
         args, device, mode = self.args, self.device, self.mode
         timer = StepTimer(device)
-        watch = None if self.scaled else DivergenceWatch(device)
-        progress = Progress(args.steps, mode.name, args.batch_size * args.accum_steps,
-                            enabled=not args.no_progress, initial=self.start_step)
+        watch_divergence = not self.scaled and args.on_nan == "stop"
+        agreement = RankAgreement(device, self.world)
+        progress = Progress(args.steps, mode.name, args.batch_size * args.accum_steps * self.world.size,
+                            enabled=not args.no_progress and self.world.is_main, initial=self.start_step)
         step_ms, data_ms, losses = [], [], []  # this process's, warm-up included
         first_step_s = first_batch = None
         step = self.start_step
@@ -209,8 +238,12 @@ class ModeRun:
         memory.reset_peak(device)
         started = time.perf_counter()
         while step < args.steps:
-            if stop is not None and stop.signal_name:
-                stopped_by = stop.signal_name
+            signalled = stop is not None and stop.signal_name is not None
+            diverged, stopping = agreement.check(step, signalled)
+            if stopping or (signalled and not self.world.distributed):
+                stopped_by = stop.signal_name if signalled else "signal to another rank"
+                break
+            if diverged and watch_divergence:
                 break
             timer.start_step()
             batches = [next(self.loader) for _ in range(args.accum_steps)]
@@ -228,12 +261,11 @@ class ModeRun:
                 synchronize(device)
                 first_step_s = time.perf_counter() - started
             progress.update(loss)
-            if watch is not None and args.on_nan == "stop" and watch.diverged(loss):
-                break
+            if watch_divergence:
+                agreement.note_loss(loss)
             if args.checkpoint and args.checkpoint_every and step % args.checkpoint_every == 0 and step < args.steps:
                 self.collect(timer, step_ms, data_ms)
-                checkpoint.save(args.checkpoint, self.state(step, self.stats(step_ms, data_ms, losses, started)),
-                                self.model)
+                self.save(step, self.stats(step_ms, data_ms, losses, started))
                 timer = StepTimer(device)
         self.collect(timer, step_ms, data_ms)
         progress.close()
@@ -244,8 +276,13 @@ class ModeRun:
         if bad is not None and not self.scaled and args.on_nan == "stop":
             raise Diverged(bad + 1, curve[bad], result)
         if args.checkpoint and step > self.start_step:
-            checkpoint.save(args.checkpoint, self.state(step, stats), self.model)
+            self.save(step, stats)
         return result
+
+    def save(self, step, stats):
+        """Rank 0 writes the checkpoint (every rank holds the same weights)."""
+        if self.world.is_main:
+            checkpoint.save(self.args.checkpoint, self.state(step, stats), self.model)
 
     def collect(self, timer, step_ms, data_ms):
         """Close the timer's steps (one synchronize) and add their times to the lists."""
@@ -254,12 +291,20 @@ class ModeRun:
         data_ms += timer.data_ms()
 
     def stats(self, step_ms, data_ms, losses, started):
-        """All statistics so far: earlier processes' plus this one's after its warm-up."""
+        """All statistics so far: earlier processes' plus this one's after its warm-up. Across
+        ranks a step lasts as long as its slowest rank, and the loss is the ranks' mean."""
         peak, _ = memory.peak_bytes(self.device)
-        earlier = self.earlier
-        return {"step_ms": earlier["step_ms"] + step_ms[self.args.warmup:],
-                "data_ms": earlier["data_ms"] + data_ms[self.args.warmup:],
-                "losses": earlier["losses"] + (torch.stack(losses).float().cpu().tolist() if losses else []),
+        earlier, world, device = self.earlier, self.world, self.device
+        step_ms, data_ms = step_ms[self.args.warmup:], data_ms[self.args.warmup:]
+        curve = torch.stack(losses).float() if losses else torch.zeros(0, device=device)
+        if world.distributed:
+            step_ms = distributed.all_reduce(torch.tensor(step_ms, dtype=torch.float64, device=device), "max").tolist()
+            data_ms = distributed.all_reduce(torch.tensor(data_ms, dtype=torch.float64, device=device), "max").tolist()
+            curve = distributed.all_reduce(curve, "sum") / world.size
+            peak = int(distributed.all_reduce(torch.tensor(peak, device=device), "max").item())
+        return {"step_ms": earlier["step_ms"] + step_ms,
+                "data_ms": earlier["data_ms"] + data_ms,
+                "losses": earlier["losses"] + curve.cpu().tolist(),
                 "wall_time_s": earlier["wall_time_s"] + time.perf_counter() - started,
                 "peak_memory_bytes": max(earlier["peak_memory_bytes"], peak),
                 "segments": earlier["segments"] + 1}
@@ -269,6 +314,7 @@ class ModeRun:
         timed = bool(stats["step_ms"])
         step_stats = summarize(stats["step_ms"]) if timed else None
         effective_batch = args.batch_size * args.accum_steps
+        global_batch = effective_batch * self.world.size
         curve = stats["losses"]
         evaluated = not (args.no_eval or self.data.test_images is None or stopped_by or not curve
                          or not math.isfinite(curve[-1]))
@@ -285,6 +331,8 @@ class ModeRun:
             "batch_size": args.batch_size,
             "accum_steps": args.accum_steps,
             "effective_batch_size": effective_batch,
+            "world_size": self.world.size,
+            "global_batch_size": global_batch,
             "timing_unit": "optimizer_step",
             "steps": args.steps,
             "completed_steps": step,
@@ -296,7 +344,7 @@ class ModeRun:
             "timed_steps": len(stats["step_ms"]),
             "step_time_ms": step_stats,
             "step_times_ms": stats["step_ms"],
-            "images_per_sec": effective_batch * 1000.0 / step_stats["median"] if timed else None,
+            "images_per_sec": global_batch * 1000.0 / step_stats["median"] if timed else None,
             "data_time_ms": summarize(stats["data_ms"]) if timed else None,
             "compute_time_ms": summarize([s - d for s, d in zip(stats["step_ms"], stats["data_ms"])])
             if timed else None,
@@ -308,8 +356,8 @@ class ModeRun:
             "final_loss_scale": self.scaler.get_scale() if self.scaler.is_enabled() else None,
             "final_lr": self.optimizer.param_groups[0]["lr"],
             "test_accuracy": evaluate(self.model, mode, self.data, args.batch_size, self.device,
-                                      args.channels_last) if evaluated else None,
-            "epochs_seen": step * effective_batch / len(self.data.train_images),
+                                      args.channels_last, self.world) if evaluated else None,
+            "epochs_seen": step * global_batch / len(self.data.train_images),
             "wall_time_s": stats["wall_time_s"],
             "first_step_s": first_step_s,
             "compile_time_s": first_step_s if args.compile else None,
