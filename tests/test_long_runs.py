@@ -253,7 +253,9 @@ def catalogue_case(name, tmp_path, subset, small_checkpoint):
             "holds a run with --model squeezenet1_1, not resnet18"
     if name == "other-weights-mode":
         return [*synthetic, "-n", "6", "--modes", "fp16-master", "--checkpoint", small_checkpoint, "--resume"], \
-            "--checkpoint works with one precision mode"
+            "was written in mode fp32, whose weights cannot continue in mode fp16-master"
+    if name == "checkpoint-with-compare":
+        return [*synthetic, "--compare", "--checkpoint", tmp_path / "c.pt"], "--checkpoint works with one precision"
     if name == "resume-without-file":
         return [*synthetic, "--checkpoint", tmp_path / "none.pt", "--resume"], "--resume: no checkpoint at"
     if name == "resume-without-checkpoint":
@@ -272,7 +274,7 @@ def catalogue_case(name, tmp_path, subset, small_checkpoint):
 @pytest.mark.parametrize("name", [
     "epochs", "steps-and-epochs", "corrupted-batch", "code-pickle", "truncated-checkpoint", "not-a-checkpoint",
     "foreign-torch-file", "other-model", "other-weights-mode", "resume-without-file", "resume-without-checkpoint",
-    "already-complete", "unwritable-checkpoint", "checkpoint-is-a-folder", "nesterov"])
+    "already-complete", "unwritable-checkpoint", "checkpoint-is-a-folder", "nesterov", "checkpoint-with-compare"])
 def test_bad_input_catalogue(name, tmp_path, subset, small_checkpoint):
     argv, phrase = catalogue_case(name, tmp_path, subset, small_checkpoint)
     before = small_checkpoint.read_bytes()

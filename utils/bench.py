@@ -51,9 +51,6 @@ def check_arguments(args):
         raise UserError("--nesterov needs a non-zero --momentum.")
     if args.resume and not args.checkpoint:
         raise UserError("--resume needs --checkpoint PATH, the checkpoint to continue from.")
-    if args.checkpoint and (args.compare or args.modes or args.repeats > 1):
-        raise UserError("--checkpoint works with one precision mode and no --repeats; run each mode as a job "
-                        "of its own and merge the results with python -m utils.report.")
     if args.compile and args.warmup == 0:
         raise UserError("--compile needs --warmup 1 or more: the first step compiles, and it must stay out "
                         "of the step statistics.")
@@ -161,6 +158,9 @@ def run(args):
 
 def benchmark(args, device, world):
     modes = selected_modes(args)
+    if args.checkpoint and (len(modes) > 1 or args.repeats > 1):
+        raise UserError("--checkpoint works with one precision mode and no --repeats; run each mode as a job "
+                        "of its own and merge the results with python -m utils.report.")
     for mode in modes:
         precision.check_supported(mode, device)
     check_outputs(args)

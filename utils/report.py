@@ -77,7 +77,7 @@ def summary(document):
     notes = {run["mfu_note"] for run in document["runs"] if run.get("mfu_note")}
     if notes:
         lines.append("MFU not shown: " + "; ".join(sorted(notes)) + ".")
-    if document["comparison"] and "fp32" not in document["comparison"]:
+    if len(document["comparison"]) > 1 and "fp32" not in document["comparison"]:
         lines.append("No fp32 run: speedup, memory ratio and accuracy difference need one (--modes fp32,...).")
     return "\n".join(lines)
 

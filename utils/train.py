@@ -227,7 +227,7 @@ class ModeRun:
         args, device, mode = self.args, self.device, self.mode
         timer = StepTimer(device)
         watch_divergence = not self.scaled and args.on_nan == "stop"
-        agreement = RankAgreement(device, self.world)
+        agreement = RankAgreement(device, self.world) if watch_divergence or self.world.distributed else None
         progress = Progress(args.steps, mode.name, args.batch_size * args.accum_steps * self.world.size,
                             enabled=not args.no_progress and self.world.is_main, initial=self.start_step)
         step_ms, data_ms, losses = [], [], []  # this process's, warm-up included
@@ -239,7 +239,7 @@ class ModeRun:
         started = time.perf_counter()
         while step < args.steps:
             signalled = stop is not None and stop.signal_name is not None
-            diverged, stopping = agreement.check(step, signalled)
+            diverged, stopping = agreement.check(step, signalled) if agreement else (False, False)
             if stopping or (signalled and not self.world.distributed):
                 stopped_by = stop.signal_name if signalled else "signal to another rank"
                 break
