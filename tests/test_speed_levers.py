@@ -9,8 +9,8 @@ import models
 from conftest import assert_user_error, run_cli
 from main import default_args
 from utils import cifar10, precision
-from utils.bench import Data
-from utils.loaders import DeviceLoader, TorchvisionLoader
+from utils.bench import Data, resolve_steps
+from utils.loaders import DeviceLoader, TorchvisionLoader, batches_per_epoch
 from utils.train import run_mode
 
 CPU = torch.device("cpu")
@@ -49,6 +49,22 @@ def test_torchvision_loader_is_endless_and_seeded():
     assert loader.epoch == 3 and all(len(batch) == 8 for batch in seen)
     again = TorchvisionLoader(images, labels, 8, CPU, seed=1, workers=0)
     assert torch.equal(next(again)[1], seen[0])
+
+
+def test_batches_per_epoch_matches_both_loaders_and_counts_ranks():
+    images, labels = torch.randint(0, 256, (100, 3, 32, 32), dtype=torch.uint8), torch.arange(100)
+    assert len(DeviceLoader(images, labels, 8, CPU, seed=0)) == batches_per_epoch("device", 100, 8, 1) == 13
+    assert len(DeviceLoader(images, labels, 8, CPU, seed=0, shard=(1, 2))) == batches_per_epoch("device", 100, 8, 2) == 7
+    for ranks in (1, 2):
+        loader = TorchvisionLoader(images, labels, 8, CPU, 0, workers=0, shard=(0, ranks))
+        assert len(loader) == batches_per_epoch("torchvision", 100, 8, ranks) == (12 if ranks == 1 else 6)
+
+
+def test_epochs_count_global_batches_across_ranks():
+    args = default_args("--epochs", "1", "-b", "8", "--warmup", "1")
+    args.steps = None
+    resolve_steps(args, 100, ranks=2)
+    assert args.steps == 7
 
 
 def test_channels_last_reaches_the_model_and_its_inputs():

@@ -14,7 +14,7 @@ from utils import checkpoint, cifar10, distributed, envinfo, flops, plot, precis
 from utils.compare import compare_modes
 from utils.errors import UserError
 from utils.fileio import ensure_writable
-from utils.loaders import synthetic_images
+from utils.loaders import batches_per_epoch, synthetic_images
 from utils.preemption import StopRequest
 from utils.train import Diverged, ModeRun
 
@@ -99,10 +99,10 @@ def load_data(args, device):
                  "train_images": len(dataset.train_images), "test_images": len(dataset.test_images)})
 
 
-def resolve_steps(args, train_images):
-    """Optimizer steps to run: --steps, or --epochs worth of (micro-batch) epochs."""
+def resolve_steps(args, train_images, ranks=1):
+    """Optimizer steps to run: --steps, or --epochs worth of global (micro-)batches."""
     if args.epochs:
-        per_epoch = (math.ceil if args.loader == "device" else math.floor)(train_images / args.batch_size)
+        per_epoch = batches_per_epoch(args.loader, train_images, args.batch_size, ranks)
         args.steps = max(1, math.ceil(args.epochs * per_epoch / args.accum_steps))
     args.steps = args.steps or DEFAULT_STEPS
     if args.warmup >= args.steps:
@@ -172,7 +172,7 @@ def benchmark(args, device, world):
         model = models.build_model(args.model, args.stem, args.dropout)
         data = load_data(args, device)
         if args.epochs:
-            resolve_steps(args, len(data.train_images))
+            resolve_steps(args, len(data.train_images), world.size)
         resume_warning = None
         if saved is not None:
             resume_warning = checkpoint.check_compatible(saved, args, modes[0], args.checkpoint)

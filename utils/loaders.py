@@ -51,6 +51,15 @@ def random_crop_flip(images, generator, padding=PADDING, shard=(0, 1)):
     return padded.view(n, c, -1).gather(2, pixel.expand(n, c, h * w)).view(n, c, h, w)
 
 
+def batches_per_epoch(kind, images, batch_size, ranks):
+    """Global batches in one epoch: the device loader completes the last partial batch from
+    the next epoch (rounds up); the DataLoader path drops it, after DistributedSampler has
+    dropped the images that do not divide among the ranks (rounds down)."""
+    if kind == "torchvision":
+        return images // ranks // batch_size
+    return -(-images // (batch_size * ranks))
+
+
 class DeviceLoader:
     """An endless stream of augmented, normalised training batches.
 
@@ -71,13 +80,11 @@ class DeviceLoader:
         self.generator.manual_seed(seed)
         self.order = torch.empty(0, dtype=torch.long, device=device)
         self.position = 0
-        self.epoch = 0
         self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
         self.shard = shard
 
     def __len__(self):
-        """Global batches per epoch, rounded up."""
-        return -(-len(self.images) // (self.batch_size * self.shard[1]))
+        return batches_per_epoch("device", len(self.images), self.batch_size, self.shard[1])
 
     def next_indices(self):
         """This rank's slice of the next global batch of the stream."""
@@ -86,7 +93,6 @@ class DeviceLoader:
             if self.position == len(self.order):
                 self.order = torch.randperm(len(self.images), device=self.device, generator=self.generator)
                 self.position = 0
-                self.epoch += 1
             take = min(wanted, len(self.order) - self.position)
             parts.append(self.order[self.position:self.position + take])
             self.position += take
@@ -99,13 +105,12 @@ class DeviceLoader:
         return self
 
     def state_dict(self):
-        return {"generator": self.generator.get_state(), "order": self.order, "position": self.position,
-                "epoch": self.epoch}
+        return {"generator": self.generator.get_state(), "order": self.order, "position": self.position}
 
     def load_state_dict(self, state):
         self.generator.set_state(state["generator"].cpu())
         self.order = state["order"].to(self.device)
-        self.position, self.epoch = state["position"], state["epoch"]
+        self.position = state["position"]
 
     def __next__(self):
         index = self.next_indices()

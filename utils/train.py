@@ -80,8 +80,8 @@ class StepCounter:
     """Counts the optimizer steps that really ran: the scalers skip optimizer.step() on
     overflow, so skipped steps = steps - count, known without any host-device sync."""
 
-    def __init__(self, optimizer, count=0):
-        self.count = count
+    def __init__(self, optimizer):
+        self.count = 0
         optimizer.register_step_post_hook(self.hook)
 
     def hook(self, optimizer, args, kwargs):
