@@ -5,8 +5,9 @@
 Only argument parsing lives here, so that `-h` answers at once; torch is imported after it.
 """
 import argparse
-import os
 import sys
+
+from utils import config
 
 
 def positive_int(text):
@@ -52,33 +53,33 @@ def build_parser():
         epilog="Example: python main.py -n 200 -p --fp16 -s --model resnet50",
     )
     train = parser.add_argument_group("training")
-    train.add_argument("--lr", type=positive_float, default=0.1, help="learning rate (default 0.1)")
+    train.add_argument("--lr", type=positive_float, help="learning rate (default %(default)s)")
     train.add_argument("--steps", "-n", type=positive_int,
                        help="optimizer steps to run (default 200; the 2022 ThetaGPU tutorial counted epochs)")
     train.add_argument("--epochs", type=positive_float,
                        help="train this many epochs instead of --steps (fractions allowed)")
-    train.add_argument("--batch-size", "-b", type=positive_int, default=128, help="batch size (default 128)")
-    train.add_argument("--model", "-m", default="resnet50",
+    train.add_argument("--batch-size", "-b", type=positive_int, help="batch size (default %(default)s)")
+    train.add_argument("--model", "-m",
                        help="torchvision classification model (default resnet50; see --list-models)")
-    train.add_argument("--stem", choices=["cifar", "imagenet"], default="cifar",
+    train.add_argument("--stem", choices=["cifar", "imagenet"],
                        help="cifar: 3x3 stride-1 first conv and no max-pool for ResNet-family models "
                        "(default); imagenet: torchvision's layout unchanged")
     train.add_argument("--dropout", type=fraction, metavar="P",
                        help="dropout probability for models that have one (default: the model's own)")
-    train.add_argument("--seed", type=int, default=0, help="seed for weights, data order and augmentation")
-    train.add_argument("--momentum", type=non_negative_float, default=0.9, help="SGD momentum (default 0.9)")
-    train.add_argument("--weight-decay", type=non_negative_float, default=5e-4, help="weight decay (default 5e-4)")
+    train.add_argument("--seed", type=int, help="seed for weights, data order and augmentation")
+    train.add_argument("--momentum", type=non_negative_float, help="SGD momentum (default %(default)s)")
+    train.add_argument("--weight-decay", type=non_negative_float, help="weight decay (default %(default)s)")
     train.add_argument("--nesterov", action="store_true", help="Nesterov momentum")
-    train.add_argument("--label-smoothing", type=fraction, default=0.0, help="label smoothing (default 0)")
-    train.add_argument("--lr-schedule", choices=["constant", "cosine", "onecycle"], default="constant",
-                       help="learning-rate schedule over the run (default constant)")
-    train.add_argument("--warmup-lr-steps", type=non_negative_int, default=0,
-                       help="linear learning-rate warm-up steps (default 0)")
+    train.add_argument("--label-smoothing", type=fraction, help="label smoothing (default %(default)s)")
+    train.add_argument("--lr-schedule", choices=["constant", "cosine", "onecycle"],
+                       help="learning-rate schedule over the run (default %(default)s)")
+    train.add_argument("--warmup-lr-steps", type=non_negative_int,
+                       help="linear learning-rate warm-up steps (default %(default)s)")
     train.add_argument("--clip-grad", type=positive_float, metavar="NORM",
                        help="clip the gradient norm (of the unscaled gradients) to NORM")
-    train.add_argument("--accum-steps", type=positive_int, default=1, metavar="K",
+    train.add_argument("--accum-steps", type=positive_int, metavar="K",
                        help="accumulate gradients over K micro-batches of --batch-size per optimizer step")
-    train.add_argument("--on-nan", choices=["stop", "skip"], default="stop",
+    train.add_argument("--on-nan", choices=["stop", "skip"],
                        help="without a loss scaler, a non-finite loss stops the run (default) or skips the step")
     train.add_argument("--no-eval", action="store_true", help="skip the test-set accuracy pass")
     train.add_argument("--list-models", action="store_true", help="print every usable model name and exit")
@@ -98,40 +99,40 @@ def build_parser():
     precision.add_argument("--modes", metavar="LIST",
                            help="comma list for --compare from fp32, tf32, amp-fp16, amp-fp16-noscale, "
                            "amp-bf16, fp16-master (implies --compare)")
-    precision.add_argument("--repeats", type=positive_int, default=1,
-                           help="run the whole set of modes R times, in alternating order (default 1)")
-    precision.add_argument("--loss-scale", type=positive_float, default=128.0,
-                           help="static loss scale of the fp16-master mode (default 128)")
+    precision.add_argument("--repeats", type=positive_int,
+                           help="run the whole set of modes R times, in alternating order (default %(default)s)")
+    precision.add_argument("--loss-scale", type=positive_float,
+                           help="static loss scale of the fp16-master mode (default %(default)s)")
 
     data = parser.add_argument_group("data")
-    data.add_argument("--data", choices=["auto", "cifar10", "synthetic"], default="auto",
+    data.add_argument("--data", choices=["auto", "cifar10", "synthetic"],
                       help="auto (default): CIFAR-10 if a verified copy is present, else synthetic with a warning")
-    data.add_argument("--data-dir", default=os.environ.get("CIFAR10_DIR", "./data"),
+    data.add_argument("--data-dir",
                       help="folder holding cifar-10-batches-py, or that folder itself "
                       "(default $CIFAR10_DIR, else ./data)")
     data.add_argument("--download", action="store_true", help="allow downloading the official archive")
     data.add_argument("--allow-unverified", action="store_true",
                       help="use a CIFAR-10 copy whose md5 sums differ from the official ones")
-    data.add_argument("--loader", choices=["device", "torchvision"], default="device",
+    data.add_argument("--loader", choices=["device", "torchvision"],
                       help="device (default): dataset on the training device, whole-batch augmentation; "
                       "torchvision: the classic per-image DataLoader path")
-    data.add_argument("--workers", type=non_negative_int, default=min(8, os.cpu_count() or 1),
-                      help="DataLoader worker processes for --loader torchvision (default: min(8, CPUs))")
+    data.add_argument("--workers", type=non_negative_int,
+                      help="DataLoader worker processes for --loader torchvision (default: min(8, CPUs) = %(default)s)")
 
     speed = parser.add_argument_group("speed levers")
     speed.add_argument("--channels-last", action="store_true",
                        help="model and inputs in channels_last memory format (tensor cores for convolutions)")
     speed.add_argument("--compile", action="store_true",
                        help="torch.compile the model; compile time is reported apart from step times")
-    speed.add_argument("--compile-mode", default="default",
+    speed.add_argument("--compile-mode",
                        choices=["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"],
                        help="torch.compile mode (default: default)")
     speed.add_argument("--no-cudnn-benchmark", action="store_true",
                        help="turn off cuDNN autotuning (on by default on CUDA)")
 
     measure = parser.add_argument_group("measurement and output")
-    measure.add_argument("--warmup", type=non_negative_int, default=10,
-                         help="steps excluded from timing statistics (default 10)")
+    measure.add_argument("--warmup", type=non_negative_int,
+                         help="steps excluded from timing statistics (default %(default)s)")
     measure.add_argument("--json", metavar="PATH", help="write the results as one JSON document")
     measure.add_argument("--csv", metavar="PATH", help="append one row per mode to a CSV file (header once)")
     measure.add_argument("--plot", metavar="PATH.png",
@@ -139,26 +140,17 @@ def build_parser():
     measure.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     cluster = parser.add_argument_group("distributed (launch with torchrun or mpirun; -b is per process)")
-    cluster.add_argument("--dist-timeout", type=positive_int, default=600, metavar="S",
-                         help="seconds a collective may wait for the other ranks before the job fails (default 600)")
+    cluster.add_argument("--dist-timeout", type=positive_int, metavar="S",
+                         help="seconds a collective may wait for the other ranks before the job fails (default %(default)s)")
 
     long_runs = parser.add_argument_group("checkpoints")
     long_runs.add_argument("--checkpoint", metavar="PATH",
                            help="save a checkpoint here at the end, when stopped, and every --checkpoint-every steps")
-    long_runs.add_argument("--checkpoint-every", type=non_negative_int, default=0, metavar="K",
+    long_runs.add_argument("--checkpoint-every", type=non_negative_int, metavar="K",
                            help="also save every K steps (default 0: only at the end and when stopped)")
     long_runs.add_argument("--resume", action="store_true", help="continue from --checkpoint")
+    parser.set_defaults(**config.defaults())
     return parser
-
-
-def default_args(*argv):
-    """The arguments main.py would use for `argv`, for benchmarks and tests that call the
-    training code directly."""
-    from utils.bench import DEFAULT_STEPS
-
-    args = build_parser().parse_args(list(argv))
-    args.steps = args.steps or DEFAULT_STEPS
-    return args
 
 
 def main(argv=None):
@@ -166,9 +158,9 @@ def main(argv=None):
     from utils.errors import UserError
 
     try:
-        from utils.bench import run
+        from utils.app import run
 
-        return run(args)
+        return run(config.RunConfig.from_args(args))
     except UserError as error:
         print(f"main.py: error: {error}", file=sys.stderr)
         return 2

@@ -41,14 +41,14 @@ def batches_per_second(loader, batches, device, rounds=5):
 
 def amp_step_ms(model_name, data, batch_size, device):
     import models
-    from main import default_args
-    from utils import precision
-    from utils.train import run_mode
+    from utils.app import run_mode
+    from utils.config import RunConfig
+    from utils.training import precision
 
-    args = default_args("-n", "60", "-b", str(batch_size), "--lr", "0.01", "--channels-last", "--no-progress",
-                        "--no-eval")
-    result = run_mode(models.build_model(model_name), precision.MODES["amp-fp16"], data, args, device)
-    return result["step_time_ms"]["median"]
+    config = RunConfig.build(steps=60, batch_size=batch_size, lr=0.01, channels_last=True, no_progress=True,
+                             no_eval=True)
+    result, _ = run_mode(models.build_model(model_name), precision.MODES["amp-fp16"], data, config, device)
+    return result.step_time_ms["median"]
 
 
 def main():
@@ -62,9 +62,9 @@ def main():
 
     import torch
 
-    from utils import cifar10
-    from utils.bench import Data
-    from utils.loaders import DeviceLoader, TorchvisionLoader
+    from utils.data import cifar10
+    from utils.data.dataset import Data
+    from utils.data.loaders import DeviceLoader, TorchvisionLoader
 
     device = torch.device("cuda" if options.gpu else "cpu")
     torch.backends.cudnn.benchmark = True

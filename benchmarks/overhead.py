@@ -1,6 +1,6 @@
 """Does ampbench's measuring machinery cost throughput? Times, in one process and interleaved:
 
-  (a) ampbench: utils.train.run_mode, the code main.py runs (loader with on-device
+  (a) ampbench: utils.app.run_mode, the code main.py runs (loader with on-device
       augmentation, step timer, loss recording, skip counting), and
   (b) bare: a loop written like PyTorch's AMP recipe over pre-made batches on the device,
 
@@ -58,11 +58,11 @@ def main():
     import torch
 
     import models
-    from main import default_args
-    from utils import precision
-    from utils.bench import Data
-    from utils.loaders import DeviceLoader, synthetic_images
-    from utils.train import run_mode
+    from utils.app import run_mode
+    from utils.config import RunConfig
+    from utils.data.dataset import synthetic
+    from utils.data.loaders import DeviceLoader
+    from utils.training import precision
 
     device = torch.device("cuda" if options.gpu else "cpu")
     if options.gpu:
@@ -71,22 +71,21 @@ def main():
     precision.set_tf32(mode.tf32)
     torch.manual_seed(0)
     model = models.build_model(options.model)
-    images, labels = synthetic_images(50_000, device, seed=0)
-    data = Data("synthetic", images, labels, None, None, {})
-    loader = DeviceLoader(images, labels, options.batch_size, device, seed=0)
+    data = synthetic(device, seed=0)
+    loader = DeviceLoader(data.train_images, data.train_labels, options.batch_size, device, seed=0)
     batches = [next(loader) for _ in range(options.steps)]
-    run_args = default_args("-n", str(options.steps), "--warmup", "0", "-b", str(options.batch_size),
-                            "--lr", "0.01", "--no-progress", "--no-eval")
+    config = RunConfig.build(steps=options.steps, warmup=0, batch_size=options.batch_size, lr=0.01,
+                             no_progress=True, no_eval=True)
 
     ours, bare = [], []
     for round_ in range(options.rounds):
         order = ["ours", "bare"] if round_ % 2 == 0 else ["bare", "ours"]
         for which in order:
             if which == "ours":
-                seconds = run_mode(model, mode, data, run_args, device)["wall_time_s"]
+                seconds = run_mode(model, mode, data, config, device)[0].wall_time_s
                 (ours if round_ else []).append(seconds / options.steps)
             else:
-                seconds = bare_loop(model, batches, mode, run_args.lr, device)
+                seconds = bare_loop(model, batches, mode, config.lr, device)
                 (bare if round_ else []).append(seconds / options.steps)
     name = torch.cuda.get_device_name() if options.gpu else "CPU"
     print(f"{options.model}, batch {options.batch_size}, {mode.name}, {name}, "

@@ -6,11 +6,11 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import main  # noqa: E402
-from utils import train  # noqa: E402
+from utils.training import loop  # noqa: E402
 
 if os.environ.get("RANK", os.environ.get("OMPI_COMM_WORLD_RANK")) == "1":
     def broken_step(*args, **kwargs):
         raise RuntimeError("injected failure on rank 1")
-    train.train_step = broken_step
+    loop.train_step = broken_step
 
 sys.exit(main.main())

@@ -1,149 +1,13 @@
-"""Results people read and keep: the comparison table, the JSON document, CSV rows, and the
-merging of result files from several jobs.
+"""Merge ampbench result files of several jobs into one comparison table:
 
-    python -m utils.report fp32.json amp.json [--plot both.png] [--csv all.csv]
+    python -m utils.report fp32.json amp.json [--plot both.png] [--csv all.csv] [--json merged.json]
 """
 import argparse
-import csv
-import fcntl
-import io
-import json
-import os
 import sys
 
-from utils.compare import compare_modes
 from utils.errors import UserError
-from utils.fileio import atomic_write
-
-SCHEMA = "ampbench.result/1"
-CSV_COLUMNS = ["timestamp_utc", "hostname", "device", "model", "stem", "batch_size", "world_size", "steps", "data",
-               "mode",
-               "runs", "median_step_ms", "p90_step_ms", "spread_pct", "images_per_sec", "speedup_vs_fp32",
-               "peak_memory_bytes", "memory_ratio_vs_fp32", "final_loss", "test_accuracy",
-               "accuracy_delta_vs_fp32", "skipped_steps", "final_loss_scale", "tflops", "mfu_pct", "git_commit"]
-
-
-def human_bytes(count):
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if count < 1024 or unit == "GiB":
-            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
-        count /= 1024
-
-
-def fmt(value, spec, scale=1.0, suffix=""):
-    return "-" if value is None else f"{value * scale:{spec}}{suffix}"
-
-
-def format_table(header, rows):
-    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows)]
-    lines = ["  ".join(str(cell).rjust(width) for cell, width in zip(row, widths)) for row in [header] + rows]
-    lines.insert(1, "  ".join("-" * width for width in widths))
-    return "\n".join(lines)
-
-
-def setup_of(document):
-    """What must match for runs to be compared: model, stem, batch, device and data."""
-    config, env = document["config"], document["env"]
-    return {"model": config["model"], "stem": config["stem"], "batch_size": config["batch_size"],
-            "world_size": env.get("world_size", 1), "steps": config["steps"], "warmup": config["warmup"],
-            "device": env["device"], "data": document["data"]["name"]}
-
-
-def describe(setup, env):
-    ranks = setup["world_size"]
-    batch = f"batch {setup['batch_size']}" + (f" per process x {ranks} processes" if ranks > 1 else "")
-    return (f"{setup['model']} (stem {setup['stem']}), {batch}, {setup['steps']} steps "
-            f"({setup['warmup']} warm-up), data {setup['data']} | {setup['device']} | torch {env['torch']}"
-            f" | TF32 off except in mode tf32")
-
-
-def comparison_table(comparison):
-    header = ["mode", "median ms", "p90 ms", "spread", "img/s", "speedup", "data ms", "peak mem", "mem ratio",
-              "final loss", "test acc", "acc diff", "skipped", "loss scale", "TFLOP/s", "MFU"]
-    rows = [[mode, fmt(row["median_step_ms"], ".2f"), fmt(row["p90_step_ms"], ".2f"),
-             fmt(row["spread_pct"], ".1f", suffix="%") if row["runs"] > 1 else "-",
-             fmt(row["images_per_sec"], ".0f"), fmt(row["speedup_vs_fp32"], ".2f", suffix="x"),
-             fmt(row["data_time_ms"], ".2f"), human_bytes(row["peak_memory_bytes"]),
-             fmt(row["memory_ratio_vs_fp32"], ".2f"), fmt(row["final_loss"], ".4f"),
-             fmt(row["test_accuracy"], ".2f", 100, "%"), fmt(row["accuracy_delta_vs_fp32"], "+.2f", 100, " pt"),
-             row["skipped_steps"], fmt(row["final_loss_scale"], "g"), fmt(row["tflops"], ".3g"),
-             fmt(row["mfu_pct"], ".1f", suffix="%")] for mode, row in comparison.items()]
-    return format_table(header, rows)
-
-
-def summary(document):
-    """The text printed at the end of a run: setup line, then one row per mode."""
-    lines = [describe(setup_of(document), document["env"]), comparison_table(document["comparison"])]
-    notes = {run["mfu_note"] for run in document["runs"] if run.get("mfu_note")}
-    if notes:
-        lines.append("MFU not shown: " + "; ".join(sorted(notes)) + ".")
-    if len(document["comparison"]) > 1 and "fp32" not in document["comparison"]:
-        lines.append("No fp32 run: speedup, memory ratio and accuracy difference need one (--modes fp32,...).")
-    return "\n".join(lines)
-
-
-def write_json(path, document):
-    atomic_write(path, lambda f: f.write(json.dumps(document, indent=2).encode() + b"\n"))
-
-
-def csv_rows(document):
-    setup, env = setup_of(document), document["env"]
-    for mode, row in document["comparison"].items():
-        values = {**setup, **row, "mode": mode, "timestamp_utc": env["timestamp_utc"],
-                  "hostname": env["hostname"], "git_commit": env["git_commit"]}
-        yield [values.get(column) for column in CSV_COLUMNS]
-
-
-def append_csv(path, document):
-    """Append one row per mode; the header is written once, when the file is new or empty.
-    An exclusive lock makes concurrent batch jobs sharing the file append whole rows."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer)
-    with open(path, "a", newline="") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        if f.tell() == 0:
-            writer.writerow(CSV_COLUMNS)
-        writer.writerows(csv_rows(document))
-        f.write(buffer.getvalue())
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def check_csv_header(path):
-    """Refuse, before training, to append to a CSV whose header is not ours."""
-    if os.path.isfile(path) and os.path.getsize(path) > 0:
-        with open(path, newline="") as f:
-            header = next(csv.reader(f), [])
-        if header != CSV_COLUMNS:
-            raise UserError(f"--csv {path} has other columns than ampbench writes; give a new file name.")
-
-
-def load_result(path):
-    try:
-        with open(path) as f:
-            document = json.load(f)
-    except (OSError, ValueError) as error:
-        raise UserError(f"cannot read result file {path} ({error}).") from None
-    if not isinstance(document, dict) or document.get("schema") != SCHEMA or not document.get("runs"):
-        raise UserError(f"{path} is not an ampbench result file (schema {SCHEMA}).")
-    return document
-
-
-def merge(documents):
-    """Pool the runs of several result files into one document per setup (model, batch,
-    device, data), with a comparison across all of them: e.g. the FP32 and the AMP job of a
-    batch submission become one table with speedups."""
-    groups = {}
-    for document in documents:
-        key = json.dumps(setup_of(document), sort_keys=True)
-        if key not in groups:
-            groups[key] = {**document, "runs": [], "sources": []}
-        groups[key]["runs"] += document["runs"]
-        groups[key]["sources"].append(document["env"]["hostname"] + " " + document["env"]["timestamp_utc"])
-    merged = list(groups.values())
-    for document in merged:
-        document["comparison"] = compare_modes(document["runs"])
-    return merged
+from utils.results import plot
+from utils.results.report import append_csv, load_result, merge, summary, write_json
 
 
 def main(argv=None):
@@ -155,7 +19,6 @@ def main(argv=None):
     parser.add_argument("--json", metavar="PATH", help="also write the merged document(s) as a JSON list")
     args = parser.parse_args(argv)
     try:
-        from utils import plot
         if args.plot:
             plot.check_available()
         merged = merge([load_result(path) for path in args.files])
@@ -170,7 +33,7 @@ def main(argv=None):
             plot.draw(args.plot, merged[0])
             print(f"plot written to {args.plot}")
         if args.json:
-            atomic_write(args.json, lambda f: f.write(json.dumps(merged, indent=2).encode() + b"\n"))
+            write_json(args.json, merged)
     except UserError as error:
         print(f"utils.report: error: {error}", file=sys.stderr)
         return 2

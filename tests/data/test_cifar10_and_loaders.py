@@ -5,9 +5,9 @@ import pytest
 import torch
 
 from conftest import copy_subset
-from utils import cifar10
+from utils.data import cifar10
 from utils.errors import UserError
-from utils.loaders import MEAN, STD, DeviceLoader, Normalize, random_crop_flip, synthetic_images, eval_batches
+from utils.data.loaders import MEAN, STD, DeviceLoader, Normalize, random_crop_flip, synthetic_images, eval_batches
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,4 @@
 """Issue 5: checkpoints, preemption, divergence, clipping, accumulation and bad inputs."""
-import argparse
 import errno
 import json
 import math
@@ -16,10 +15,12 @@ import torch
 from torch import nn
 
 from conftest import ROOT, assert_user_error, copy_subset, run_cli
-from main import default_args
-from utils import checkpoint, precision
-from utils.bench import Data
-from utils.train import ModeRun, make_optimizer, train_step
+from utils.app import run_mode
+from utils.config import RunConfig
+from utils.data.dataset import Data
+from utils.errors import UserError
+from utils.training import checkpoint, precision
+from utils.training.step import make_optimizer, train_step
 
 CPU = torch.device("cpu")
 QUICK = ["--model", "squeezenet1_1", "-b", "16", "--warmup", "2", "--no-progress", "--lr", "0.02"]
@@ -72,8 +73,10 @@ def test_sigterm_then_resume_ends_with_the_same_weights_as_an_uninterrupted_run(
 
 
 def test_sigint_writes_partial_results_and_exits_130(tmp_path):
-    process = start_cli(*QUICK, "--data", "synthetic", "-n", "100000", "--json", tmp_path / "r.json")
-    time.sleep(8)  # torch import, data, first steps
+    # --data auto without a copy of CIFAR-10 prints its warning while loading the data, once the
+    # stop handlers are in place: the signal arrives then, not after a guessed sleep
+    process = start_cli(*QUICK, "--data-dir", tmp_path / "none", "-n", "100000", "--json", tmp_path / "r.json")
+    assert "USING SYNTHETIC DATA" in process.stderr.readline()
     process.send_signal(signal.SIGINT)
     out, err = process.communicate(timeout=120)
     assert process.returncode == 130, err
@@ -116,9 +119,15 @@ def test_divergence_stops_with_the_step_and_writes_no_checkpoint(tmp_path):
     assert json.loads((tmp_path / "r.json").read_text())["incomplete"]
 
 
-def test_on_nan_skip_skips_the_steps():
-    result = run_cli(*QUICK, "--data", "synthetic", "-n", "6", "--lr", "1e4", "--on-nan", "skip")
+def test_on_nan_skip_skips_the_steps(tmp_path):
+    result = run_cli(*QUICK, "--data", "synthetic", "-n", "6", "--lr", "1e4", "--on-nan", "skip",
+                     "--json", tmp_path / "r.json", "--checkpoint", tmp_path / "c.pt")
     assert result.returncode == 0, result.stderr
+    run = json.loads((tmp_path / "r.json").read_text())["runs"][0]
+    non_finite = sum(not math.isfinite(loss) for loss in run["loss_curve"])
+    assert non_finite >= 1 and run["skipped_steps"] == non_finite  # each such step skipped, no other
+    weights = torch.load(tmp_path / "c.pt", weights_only=True)["model"]
+    assert all(torch.isfinite(tensor).all() for tensor in weights.values() if tensor.is_floating_point())
 
 
 def test_clipping_sees_unscaled_gradients(monkeypatch):
@@ -181,13 +190,13 @@ class PoisonOnce(nn.Module):
 def test_the_lr_schedule_does_not_advance_on_skipped_steps():
     images, labels = torch.randint(0, 256, (64, 3, 32, 32), dtype=torch.uint8), torch.randint(0, 10, (64,))
     data = Data("synthetic", images, labels, None, None, {})
-    args = default_args("-n", "4", "--warmup", "1", "-b", "8", "--lr", "0.1", "--lr-schedule", "cosine",
-                        "--no-progress", "--no-eval")
+    config = RunConfig.build(steps=4, warmup=1, batch_size=8, lr=0.1, lr_schedule="cosine", no_progress=True,
+                             no_eval=True)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # e.g. "lr_scheduler.step() before optimizer.step()"
-        result = ModeRun(PoisonOnce(), precision.MODES["amp-fp16"], data, args, CPU).run()
-    assert result["skipped_steps"] == 1
-    assert result["final_lr"] == pytest.approx(0.1 * 0.5 * (1 + math.cos(math.pi * 3 / 4)))
+        result, _ = run_mode(PoisonOnce(), precision.MODES["amp-fp16"], data, config, CPU)
+    assert result.skipped_steps == 1
+    assert result.final_lr == pytest.approx(0.1 * 0.5 * (1 + math.cos(math.pi * 3 / 4)))
 
 
 def test_epochs_set_the_number_of_steps(subset, tmp_path):
@@ -287,6 +296,6 @@ def test_bad_input_catalogue(name, tmp_path, subset, small_checkpoint):
 def test_fp16_master_checkpoint_cannot_continue_in_fp32():
     state = {"config": {"model": "m", "stem": "cifar", "batch_size": 4, "accum_steps": 1}, "mode": "fp16-master",
              "scaler": {"scale": 128.0}}
-    args = argparse.Namespace(model="m", stem="cifar", batch_size=4, accum_steps=1)
-    with pytest.raises(Exception, match="whose weights cannot continue in mode fp32"):
-        checkpoint.check_compatible(state, args, precision.MODES["fp32"], "c.pt")
+    config = RunConfig.build(model="m", stem="cifar", batch_size=4, accum_steps=1)
+    with pytest.raises(UserError, match="whose weights cannot continue in mode fp32"):
+        checkpoint.check_compatible(state, config, precision.MODES["fp32"], "c.pt")

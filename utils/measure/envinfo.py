@@ -10,9 +10,7 @@ import sys
 import torch
 import torchvision
 
-from utils import precision
-
-PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def command_output(command):
@@ -38,7 +36,12 @@ def device_name(device):
     return torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name()
 
 
-def collect(device, args):
+def tf32_flags():
+    """Whether FP32 matmuls (cuBLAS) and convolutions (cuDNN) may use TF32 tensor cores now."""
+    return {"matmul": torch.backends.cuda.matmul.allow_tf32, "cudnn_conv": torch.backends.cudnn.allow_tf32}
+
+
+def collect(device, channels_last, compiled, compile_mode, loader):
     cuda = device.type == "cuda"
     return {
         "python": platform.python_version(),
@@ -53,12 +56,12 @@ def collect(device, args):
         if cuda else None,
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
-        "tf32": precision.tf32_flags(),
+        "tf32": tf32_flags(),
         "cudnn_benchmark": torch.backends.cudnn.benchmark if cuda else None,
-        "channels_last": args.channels_last,
-        "compile": args.compile,
-        "compile_mode": args.compile_mode if args.compile else None,
-        "loader": args.loader,
+        "channels_last": channels_last,
+        "compile": compiled,
+        "compile_mode": compile_mode if compiled else None,
+        "loader": loader,
         "hostname": socket.gethostname(),
         "platform": platform.platform(),
         "git_commit": command_output(["git", "describe", "--always", "--dirty", "--abbrev=40"]),

@@ -1,5 +1,4 @@
 """Issue 4: the classic loader as reference, channels_last, torch.compile, cuDNN autotuning."""
-import argparse
 import json
 
 import pytest
@@ -7,11 +6,12 @@ import torch
 
 import models
 from conftest import assert_user_error, run_cli
-from main import default_args
-from utils import cifar10, precision
-from utils.bench import Data, resolve_steps
-from utils.loaders import DeviceLoader, TorchvisionLoader, batches_per_epoch
-from utils.train import run_mode
+from utils.app import run_mode
+from utils.config import RunConfig
+from utils.data import cifar10
+from utils.data.dataset import Data
+from utils.data.loaders import DeviceLoader, TorchvisionLoader, batches_per_epoch
+from utils.training import precision
 
 CPU = torch.device("cpu")
 
@@ -22,10 +22,9 @@ def dataset():
     return cifar10.load(SUBSET, allow_unverified=True)
 
 
-def run_args(**overrides):
-    args = default_args("-n", "3", "--warmup", "1", "-b", "8", "--lr", "0.01", "--no-progress", "--no-eval",
-                        "--workers", "0")
-    return argparse.Namespace(**{**vars(args), **overrides})
+def run_config(**overrides):
+    return RunConfig.build(**{"steps": 3, "warmup": 1, "batch_size": 8, "lr": 0.01, "no_progress": True,
+                              "no_eval": True, "workers": 0, **overrides})
 
 
 def test_both_loaders_give_the_same_kind_of_batches(dataset):
@@ -61,10 +60,9 @@ def test_batches_per_epoch_matches_both_loaders_and_counts_ranks():
 
 
 def test_epochs_count_global_batches_across_ranks():
-    args = default_args("--epochs", "1", "-b", "8", "--warmup", "1")
-    args.steps = None
-    resolve_steps(args, 100, ranks=2)
-    assert args.steps == 7
+    config = RunConfig.build(epochs=1, batch_size=8, warmup=1)
+    assert config.steps is None  # until the dataset's size is known
+    assert config.for_dataset(100, ranks=2).steps == 7
 
 
 def test_channels_last_reaches_the_model_and_its_inputs():
@@ -77,9 +75,10 @@ def test_channels_last_reaches_the_model_and_its_inputs():
     data = Data("synthetic", images, labels, None, None, {})
     for loader in ("device", "torchvision"):
         seen.clear()
-        result = run_mode(model, precision.MODES["fp32"], data, run_args(channels_last=True, loader=loader), CPU)
+        result, _ = run_mode(model, precision.MODES["fp32"], data, run_config(channels_last=True, loader=loader),
+                             CPU)
         assert seen and all(inputs and weights for inputs, weights in seen), loader
-        assert result["channels_last"] and result["loader"] == loader
+        assert result.channels_last and result.loader == loader
 
 
 def test_compile_runs_and_reports_compile_time_apart(tmp_path):

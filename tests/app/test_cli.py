@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from conftest import FAST, ROOT, assert_user_error, run_cli
-from main import build_parser, default_args
+from main import build_parser
+from utils.config import RunConfig
 
 SEED_FLAGS = ["--lr", "--steps", "-n", "--gpu", "-p", "--fp16", "--loss_scaling", "-s", "--model", "-m"]
 
@@ -39,7 +40,7 @@ def test_classic_flags_parse_as_typed():
 def test_defaults():
     args = build_parser().parse_args([])
     assert (args.lr, args.steps, args.batch_size, args.model, args.warmup) == (0.1, None, 128, "resnet50", 10)
-    assert default_args().steps == 200  # applied once the data's size is known (--epochs needs it)
+    assert RunConfig.from_args(args).steps == 200  # applied by the config (--epochs needs the data's size)
     assert (args.gpu, args.fp16, args.bf16, args.tf32, args.stem, args.data) == (False, False, False, False,
                                                                                   "cifar", "auto")
 

@@ -17,6 +17,11 @@ STD = (0.2470, 0.2435, 0.2616)
 PADDING = 4
 
 
+def memory_format(channels_last):
+    """The memory format of models and batches: channels_last (NHWC) or the default NCHW."""
+    return torch.channels_last if channels_last else torch.contiguous_format
+
+
 class Normalize:
     """uint8 images -> float32 (x / 255 - mean) / std, in one multiply and one subtract."""
 
@@ -80,7 +85,7 @@ class DeviceLoader:
         self.generator.manual_seed(seed)
         self.order = torch.empty(0, dtype=torch.long, device=device)
         self.position = 0
-        self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
+        self.memory_format = memory_format(channels_last)
         self.shard = shard
 
     def __len__(self):
@@ -158,7 +163,7 @@ class TorchvisionLoader:
                                  drop_last=True, num_workers=workers, generator=self.generator,
                                  pin_memory=device.type == "cuda", persistent_workers=workers > 0)
         self.device = device
-        self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
+        self.memory_format = memory_format(channels_last)
         self.epoch = 0
         self.start_epoch()
 
@@ -211,12 +216,12 @@ def eval_batches(images, labels, batch_size, device, channels_last=False, shard=
     """This rank's contiguous share of the test set, in order, unaugmented and normalised, one
     batch at a time (for either loader: evaluation is not timed)."""
     normalize = Normalize(device)
-    memory_format = torch.channels_last if channels_last else torch.contiguous_format
+    layout = memory_format(channels_last)
     rank, ranks = shard
     share = slice(rank * len(images) // ranks, (rank + 1) * len(images) // ranks)
     images, labels = images[share].to(device), labels[share].to(device)
     for start in range(0, len(images), batch_size):
-        batch = normalize(images[start:start + batch_size]).contiguous(memory_format=memory_format)
+        batch = normalize(images[start:start + batch_size]).contiguous(memory_format=layout)
         yield batch, labels[start:start + batch_size]
 
 

@@ -1,6 +1,6 @@
 """Precision modes: what autocast, GradScaler and the TF32 switches do in each.
 
-Every mode runs the same training step (utils/train.py); a mode only chooses the autocast
+Every mode runs the same training step (utils/training/step.py); a mode only chooses the autocast
 dtype and whether it is enabled, whether GradScaler is enabled, and whether FP32 matmuls
 and convolutions may use TF32 tensor cores. The classic FP16-weights recipe (`fp16-master`)
 fits the same step: its static loss scaler has GradScaler's interface.
@@ -22,6 +22,16 @@ class Mode:
     tf32: bool  # TF32 allowed for FP32 matmuls and convolutions
     description: str
     master_weights: bool = False  # FP16 model, FP32 master weights, static loss scale
+
+    @property
+    def fp32_weights(self):
+        """The model's own weights are FP32, so checkpoints of such modes can continue each other."""
+        return not self.master_weights
+
+    @property
+    def scaled(self):
+        """A loss scaler watches for inf/NaN gradients and skips those steps by itself."""
+        return self.loss_scaling or self.master_weights
 
 
 MODES = {
@@ -57,8 +67,9 @@ def check_supported(mode, device):
         if mode.tf32 and capability < (8, 0):
             raise UserError(f"mode tf32 needs an Ampere or newer GPU (compute capability 8.0); this GPU has "
                             f"{capability[0]}.{capability[1]}: use fp32.")
-        if mode.autocast_dtype == torch.bfloat16 and not torch.cuda.is_bf16_supported():
-            raise UserError("mode amp-bf16 needs a GPU with bfloat16 support (Ampere or newer): use amp-fp16.")
+        if mode.autocast_dtype == torch.bfloat16 and capability < (8, 0):  # is_bf16_supported() counts emulation
+            raise UserError(f"mode amp-bf16 needs native bfloat16 (Ampere or newer, compute capability 8.0); this "
+                            f"GPU has {capability[0]}.{capability[1]} and would only emulate it: use amp-fp16.")
         return
     if mode.tf32:
         raise UserError("mode tf32 (--tf32) only applies to CUDA GPUs: on the CPU run fp32, or add -p on a GPU node.")
@@ -80,26 +91,15 @@ def mode_from_flags(fp16, bf16, loss_scaling, tf32):
     return MODES["tf32" if tf32 else "fp32"]
 
 
-NEW_TF32_API = hasattr(torch.backends.cuda.matmul, "fp32_precision")  # torch >= 2.9
-
-
 def set_tf32(enabled):
     """TF32 for FP32 matmuls (cuBLAS) and convolutions (cuDNN). PyTorch allows it for cuDNN
-    convolutions by default, so FP32 runs must switch it off explicitly. Older torch (as in
-    some NGC containers) has only the allow_tf32 switches."""
-    if NEW_TF32_API:
-        torch.backends.cuda.matmul.fp32_precision = "tf32" if enabled else "ieee"
-        torch.backends.cudnn.conv.fp32_precision = "tf32" if enabled else "ieee"
-    else:
-        torch.backends.cuda.matmul.allow_tf32 = enabled
-        torch.backends.cudnn.allow_tf32 = enabled
+    convolutions by default, so FP32 runs must switch it off explicitly.
 
-
-def tf32_flags():
-    if NEW_TF32_API:
-        return {"matmul": torch.backends.cuda.matmul.fp32_precision == "tf32",
-                "cudnn_conv": torch.backends.cudnn.conv.fp32_precision == "tf32"}
-    return {"matmul": torch.backends.cuda.matmul.allow_tf32, "cudnn_conv": torch.backends.cudnn.allow_tf32}
+    Through the allow_tf32 switches, which every torch since 1.7 has: torch 2.9's
+    fp32_precision setters would make the legacy getters raise (torch.backends.cudnn.allow_tf32
+    then refuses to answer), and Inductor's max-autotune reads them."""
+    torch.backends.cuda.matmul.allow_tf32 = enabled
+    torch.backends.cudnn.allow_tf32 = enabled
 
 
 def prepare(model, mode, device, static_loss_scale):
@@ -152,7 +152,8 @@ class MasterWeights:
 class StaticLossScaler:
     """GradScaler's interface around a fixed loss scale, for the fp16-master recipe: gradients
     of the scaled FP16 loss are unscaled into the FP32 masters; a step whose gradients
-    overflow is skipped (as Apex does), otherwise the optimizer steps and the masters are
+    overflow is skipped (safer than Apex's static-scale mode, which steps anyway; Apex skips
+    only with a dynamic scale), otherwise the optimizer steps and the masters are
     copied back into the FP16 model."""
 
     def __init__(self, masters, scale):

@@ -9,8 +9,10 @@ from torch import nn
 
 import models
 from conftest import ROOT, assert_user_error, run_cli
-from utils import flops, precision, report
-from utils.train import make_optimizer, train_step
+from utils.measure import flops
+from utils.results import report
+from utils.training import precision
+from utils.training.step import make_optimizer, train_step
 
 SMALL = ["--model", "squeezenet1_1", "-b", "8", "-n", "4", "--warmup", "1", "--no-progress"]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

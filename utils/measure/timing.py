@@ -14,8 +14,10 @@ import torch
 class StepTimer:
     def __init__(self, device):
         self.cuda = device.type == "cuda"
-        self.boundaries = []  # one per step start, plus the end of the last step
+        self.boundaries = []  # marks of the open segment: one per step start
         self.data_ready = []  # one per step, when its batch is ready
+        self.step_ms = []  # closed steps, in milliseconds
+        self.data_ms = []
 
     def now(self):
         if self.cuda:
@@ -30,20 +32,20 @@ class StepTimer:
     def batch_ready(self):
         self.data_ready.append(self.now())
 
-    def stop(self):
-        """Close the last step and wait for the device; call once, after the timed loop."""
+    def close(self):
+        """End the open segment: close its last step, wait for the device (the one sync) and
+        turn its marks into milliseconds. Call after the timed loop, and before a pause in it
+        (a checkpoint), which the next start_step() then leaves out of every step."""
         self.boundaries.append(self.now())
         if self.cuda:
             torch.cuda.synchronize()
+        marks, ready = self.boundaries, self.data_ready
+        self.step_ms += [self.elapsed_ms(a, b) for a, b in zip(marks, marks[1:])]
+        self.data_ms += [self.elapsed_ms(a, b) for a, b in zip(marks, ready)]
+        self.boundaries, self.data_ready = [], []
 
     def elapsed_ms(self, start, end):
         return start.elapsed_time(end) if self.cuda else (end - start) * 1000.0
-
-    def step_ms(self):
-        return [self.elapsed_ms(a, b) for a, b in zip(self.boundaries, self.boundaries[1:])]
-
-    def data_ms(self):
-        return [self.elapsed_ms(a, b) for a, b in zip(self.boundaries, self.data_ready)]
 
 
 def summarize(values_ms):

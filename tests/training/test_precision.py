@@ -3,9 +3,10 @@ import pytest
 import torch
 from torch import nn
 
-from utils import precision
-from utils.timing import summarize
-from utils.train import StepCounter, make_optimizer, train_step
+from utils.measure.envinfo import tf32_flags
+from utils.measure.timing import summarize
+from utils.training import precision
+from utils.training.step import StepCounter, make_optimizer, train_step
 
 CPU = torch.device("cpu")
 
@@ -33,9 +34,13 @@ def test_flags_map_to_modes():
 
 def test_fp32_switches_tf32_off_explicitly():
     precision.set_tf32(True)
-    assert precision.tf32_flags() == {"matmul": True, "cudnn_conv": True}
+    assert tf32_flags() == {"matmul": True, "cudnn_conv": True}
     precision.set_tf32(False)
-    assert precision.tf32_flags() == {"matmul": False, "cudnn_conv": False}
+    assert tf32_flags() == {"matmul": False, "cudnn_conv": False}
+    # every TF32 getter stays usable (torch 2.9's fp32_precision setters break the legacy ones,
+    # and Inductor's max-autotune reads them)
+    assert torch.get_float32_matmul_precision() == "highest"
+    assert torch.backends.cudnn.allow_tf32 is False and torch.backends.cuda.matmul.allow_tf32 is False
 
 
 class InfGradient(nn.Module):

@@ -9,7 +9,7 @@ import time
 
 from tqdm import tqdm
 
-from utils.hostcopy import HostCopy
+from utils.measure.hostcopy import HostCopy
 
 REFRESH_S = 0.5
 

@@ -1,6 +1,8 @@
 """A picture of a comparison: step-time distributions per mode and the speedup over FP32.
 matplotlib is optional: only --plot needs it."""
 from utils.errors import UserError
+from utils.fileio import atomic_write
+from utils.results.record import setup_of
 
 
 def check_available():
@@ -14,9 +16,6 @@ def draw(path, document):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from utils.fileio import atomic_write
-    from utils.report import setup_of
 
     comparison = document["comparison"]
     modes = list(comparison)

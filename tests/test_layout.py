@@ -1,0 +1,90 @@
+"""The shape of the code: one package per pipeline stage, no import cycle, no module importing
+from a layer above its own, and no argparse namespace below utils/config.py."""
+import ast
+import subprocess
+import sys
+
+from conftest import ROOT
+
+# Lower layers never import higher ones; a module may import its own layer and those below.
+LAYERS = [
+    ("utils.errors", 0), ("utils.fileio", 0),
+    ("models", 1), ("utils.data", 1), ("utils.measure", 1),
+    ("utils.training", 2),
+    ("utils.results", 3),
+    ("utils.config", 4),
+    ("utils.app", 5), ("utils.report", 5),
+]
+STAGES = ("utils/data", "utils/training", "utils/measure", "utils/results")
+
+
+def module_name(path):
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def project_modules():
+    return {module_name(path): path for folder in ("utils", "models") for path in (ROOT / folder).rglob("*.py")}
+
+
+def imports_of(path, modules):
+    """Project modules that `path` imports anywhere in it (top level or inside a function)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [f"{node.module}.{alias.name}" for alias in node.names] + [node.module]
+        else:
+            continue
+        found |= {name for name in names if name in modules}
+    return found
+
+
+def layer(module):
+    matches = [(prefix, number) for prefix, number in LAYERS if module == prefix or module.startswith(prefix + ".")]
+    assert matches, f"{module} belongs to no layer: add it to LAYERS"
+    return max(matches, key=lambda match: len(match[0]))[1]
+
+
+def dependency_order():
+    """Modules in an order where each comes after everything it imports; fails on a cycle."""
+    modules = project_modules()
+    graph = {name: imports_of(path, modules) - {name} for name, path in modules.items()}
+    order, done, visiting = [], set(), []
+
+    def visit(name):
+        if name in done:
+            return
+        assert name not in visiting, "import cycle: " + " -> ".join(visiting[visiting.index(name):] + [name])
+        visiting.append(name)
+        for dependency in sorted(graph[name]):
+            visit(dependency)
+        visiting.pop()
+        done.add(name)
+        order.append(name)
+
+    for name in sorted(graph):
+        visit(name)
+    return order, graph
+
+
+def test_no_module_imports_from_a_layer_above_it():
+    _, graph = dependency_order()
+    upward = [f"{name} imports {dependency}" for name, dependencies in graph.items() for dependency in dependencies
+              if layer(dependency) > layer(name)]
+    assert not upward, upward
+
+
+def test_every_module_imports_in_dependency_order_in_a_fresh_interpreter():
+    order, _ = dependency_order()
+    code = "import importlib, sys\nfor name in sys.argv[1:]:\n    importlib.import_module(name)\n"
+    result = subprocess.run([sys.executable, "-c", code, *order], cwd=ROOT, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+
+
+def test_no_argparse_namespace_below_the_config():
+    offenders = [f"{path.relative_to(ROOT)}:{number}" for stage in STAGES for path in (ROOT / stage).rglob("*.py")
+                 for number, line in enumerate(path.read_text().splitlines(), 1) if "args." in line]
+    assert not offenders, offenders

@@ -1,0 +1,185 @@
+"""What `python main.py` runs once its arguments are a RunConfig: set up the device and the
+data, run every mode (x repeats), assemble the results document, print and write it, and
+choose the exit status."""
+import dataclasses
+import shlex
+import signal
+import sys
+
+import torch
+
+import models
+from utils.data import dataset
+from utils.errors import UserError
+from utils.fileio import ensure_writable
+from utils.measure import envinfo, flops, memory
+from utils.results import plot, record, report
+from utils.results.compare import compare_modes
+from utils.training import checkpoint, distributed, loop, precision
+from utils.training.guard import StopRequest
+from utils.training.setup import build_trainer
+from utils.training.step import evaluate
+
+
+def warn(message):
+    if distributed.detect().is_main:  # once per job, not once per rank
+        print(f"main.py: warning: {message}", file=sys.stderr)
+
+
+def pick_device(use_gpu, cudnn_benchmark):
+    if not use_gpu:
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise UserError("CUDA is not available: run without -p/--gpu to train on the CPU, or run on a "
+                        "GPU node with a CUDA build of torch (in a container: singularity exec --nv).")
+    torch.backends.cudnn.benchmark = cudnn_benchmark
+    return torch.device("cuda")
+
+
+def check_outputs(config):
+    """Every output path is checked before training starts, not after an hour of it."""
+    for path, flag in [(config.json, "--json"), (config.csv, "--csv"), (config.plot, "--plot"),
+                       (config.checkpoint, "--checkpoint")]:
+        if path:
+            ensure_writable(path, flag)
+    if config.csv:
+        report.check_csv_header(config.csv)
+    if config.plot:
+        plot.check_available()
+
+
+def resume_line(config, stopped_by, completed_steps):
+    where = f"interrupted by {stopped_by} after step {completed_steps} of {config.steps}"
+    if not config.checkpoint:
+        return f"main.py: {where}; no --checkpoint was given, so a rerun starts over."
+    command = shlex.join(["python", "main.py"] + [a for a in sys.argv[1:] if a != "--resume"] + ["--resume"])
+    return f"main.py: {where}; checkpoint saved to {config.checkpoint}; resume with: {command}"
+
+
+def run(config):
+    if config.list_models:
+        print("\n".join(models.model_names()))
+        return 0
+    for message in config.warnings():
+        warn(message)
+    device = pick_device(config.gpu, not config.no_cudnn_benchmark)
+    world = distributed.detect()
+    if world.distributed:
+        device = distributed.init(world, config.gpu, config.dist_timeout)
+    try:
+        return benchmark(config, device, world)
+    finally:
+        distributed.shutdown(world)
+
+
+def run_mode(initial_model, mode, data, config, device, world=None, stop=None, saved=None, repeat=0):
+    """Train a copy of `initial_model` for config.steps steps in `mode` (continuing `saved`, a
+    checkpoint, if given); returns (its RunRecord, the loop's outcome).
+
+    Each call starts from the same weights and the same data order (the loader is seeded with
+    config.seed), so runs of different modes differ by precision alone. With --compile, the
+    first step (always a warm-up step) compiles; its wall time is reported as compile time.
+    """
+    world = world or distributed.World()
+    trainer = build_trainer(initial_model, mode, data, config, device, world)
+    start_step, earlier = checkpoint.restore(trainer, saved, device) if saved is not None else (0, None)
+
+    def save(step, stats):  # rank 0 writes the checkpoint (every rank holds the same weights)
+        if world.is_main:
+            checkpoint.save(config.checkpoint, checkpoint.capture(trainer, config, step, stats, device),
+                            trainer.model)
+
+    outcome = loop.run(trainer, config, device, world, start_step, earlier, stop,
+                       save if config.checkpoint else None)
+    if config.checkpoint and outcome.diverged_at is None and outcome.completed_steps > start_step:
+        save(outcome.completed_steps, outcome.stats)
+    accuracy = None
+    if record.should_evaluate(config, data, outcome):
+        accuracy = evaluate(trainer.model, mode, data, config.batch_size, device, config.channels_last, world)
+    result = record.build(config, trainer, outcome, data, world, device, memory.peak_bytes(device)[1], accuracy,
+                          repeat)
+    return result, outcome
+
+
+def benchmark(config, device, world):
+    modes = config.precision_modes
+    for mode in modes:
+        precision.check_supported(mode, device)
+    check_outputs(config)
+    saved = checkpoint.load(config.checkpoint, device) if config.resume else None
+    with StopRequest() as stop:
+        torch.manual_seed(config.seed)
+        model = models.build_model(config.model, config.stem, config.dropout)
+        data, data_warnings = dataset.load(config.data, config.data_dir, config.download, config.allow_unverified,
+                                           device, config.seed)
+        for message in data_warnings:
+            warn(message)
+        config = config.for_dataset(len(data.train_images), world.size)
+        if saved is not None:
+            resume_warning = checkpoint.check_compatible(saved, config, modes[0], config.checkpoint)
+            if saved["step"] >= config.steps:
+                raise UserError(f"{config.checkpoint} is at step {saved['step']}, which already reaches the "
+                                f"{config.steps} steps asked for; raise --steps/--epochs to train further.")
+            if resume_warning:
+                warn(resume_warning)
+        device_name = envinfo.device_name(device)
+        flops_per_step = flops.training_flops_per_step(model, config.batch_size) * config.accum_steps * world.size
+
+        runs, diverged = [], None
+        for repeat in range(config.repeats):
+            for mode in modes if repeat % 2 == 0 else modes[::-1]:  # alternate the order to expose drift
+                try:
+                    result, outcome = run_mode(model, mode, data, config, device, world, stop, saved, repeat)
+                except checkpoint.NonFiniteWeights:
+                    print("main.py: error: the weights became inf/NaN, so no checkpoint was written (the previous "
+                          "one is kept); rerun with -s, a lower --lr or --clip-grad.", file=sys.stderr)
+                    return 1
+                if result.step_time_ms is not None:
+                    result = dataclasses.replace(result, **flops.utilisation(
+                        flops_per_step, result.step_time_ms["median"], device_name, mode, device.type == "cuda",
+                        world.size))
+                runs.append(result)
+                if outcome.diverged_at is not None:
+                    diverged = outcome.diverged_at
+                if diverged or result.incomplete:
+                    break
+            if diverged or runs[-1].incomplete:
+                break
+    env = {**envinfo.collect(device, config.channels_last, config.compile, config.compile_mode, config.loader),
+           **distributed_env(world, config)}
+    interrupted = runs[-1].incomplete and not diverged
+    status = 1 if diverged else 128 + (stop.signal_number or signal.SIGTERM) if interrupted else 0
+    if not world.is_main:  # rank 0 alone prints and writes; every rank exits with the same status
+        return status
+    run_dicts = [run.to_dict() for run in runs]
+    document = record.make_document(env, config.to_dict(), data.info, bool(diverged) or interrupted, run_dicts,
+                                    compare_modes(run_dicts))
+    print(report.summary(document))
+    write_outputs(config, document)
+    if diverged:
+        print(f"main.py: error: training diverged: the loss became {runs[-1].loss_curve[diverged - 1]} at step "
+              f"{diverged} of {config.steps} in mode {runs[-1].mode}, which has no loss scaler; rerun with "
+              "-s/--loss_scaling (for --fp16), a lower --lr or --clip-grad, or skip such steps with --on-nan skip.",
+              file=sys.stderr)
+    elif interrupted:
+        print(resume_line(config, runs[-1].stopped_by, runs[-1].completed_steps), file=sys.stderr)
+    return status
+
+
+def distributed_env(world, config):
+    names = distributed.hostnames(world)  # a collective: every rank takes part
+    return {"world_size": world.size, "launcher": world.launcher,
+            "backend": ("nccl" if config.gpu else "gloo") if world.distributed else None,
+            "nodes": sorted(set(names)), "global_batch_size": config.global_batch_size(world.size)}
+
+
+def write_outputs(config, document):
+    if config.json:
+        report.write_json(config.json, document)
+        print(f"results written to {config.json}")
+    if config.csv and document["comparison"]:
+        report.append_csv(config.csv, document)
+        print(f"rows appended to {config.csv}")
+    if config.plot and document["comparison"]:
+        plot.draw(config.plot, document)
+        print(f"plot written to {config.plot}")

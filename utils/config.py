@@ -1,0 +1,176 @@
+"""RunConfig: what the user asked for, built and validated once from the parsed arguments.
+
+main.py parses the command line; `RunConfig.from_args` turns the result into this frozen
+object, applying defaults and every rule that involves more than one flag. Below this module
+nothing sees argparse: the pipeline receives the config, or the values it needs. Tests and
+benchmarks build one with `RunConfig.build(steps=3, ...)`.
+
+torch is not imported here at module level, so that main.py can take its defaults from
+`defaults()` and still answer `-h` at once.
+"""
+import math
+import os
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
+from typing import Optional
+
+from utils.errors import UserError
+
+DEFAULT_STEPS = 200
+
+
+def default_data_dir():
+    return os.environ.get("CIFAR10_DIR", "./data")
+
+
+def default_workers():
+    return min(8, os.cpu_count() or 1)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Field names are main.py's argument names, so the JSON results' `config` lists them."""
+    # training
+    lr: float = 0.1
+    steps: Optional[int] = None  # set by build(): --steps, --epochs worth of batches, or DEFAULT_STEPS
+    epochs: Optional[float] = None
+    batch_size: int = 128
+    model: str = "resnet50"
+    stem: str = "cifar"
+    dropout: Optional[float] = None
+    seed: int = 0
+    momentum: float = 0.9
+    weight_decay: float = 5e-4
+    nesterov: bool = False
+    label_smoothing: float = 0.0
+    lr_schedule: str = "constant"
+    warmup_lr_steps: int = 0
+    clip_grad: Optional[float] = None
+    accum_steps: int = 1
+    on_nan: str = "stop"
+    no_eval: bool = False
+    list_models: bool = False
+    # precision
+    gpu: bool = False
+    fp16: bool = False
+    bf16: bool = False
+    loss_scaling: bool = False
+    tf32: bool = False
+    compare: bool = False
+    modes: Optional[str] = None
+    repeats: int = 1
+    loss_scale: float = 128.0
+    # data
+    data: str = "auto"
+    data_dir: str = field(default_factory=default_data_dir)
+    download: bool = False
+    allow_unverified: bool = False
+    loader: str = "device"
+    workers: int = field(default_factory=default_workers)
+    # speed levers
+    channels_last: bool = False
+    compile: bool = False
+    compile_mode: str = "default"
+    no_cudnn_benchmark: bool = False
+    # measurement and output
+    warmup: int = 10
+    json: Optional[str] = None
+    csv: Optional[str] = None
+    plot: Optional[str] = None
+    no_progress: bool = False
+    # distributed
+    dist_timeout: int = 600
+    # checkpoints
+    checkpoint: Optional[str] = None
+    checkpoint_every: int = 0
+    resume: bool = False
+
+    @classmethod
+    def from_args(cls, namespace):
+        """The config for main.py's parsed arguments."""
+        return cls.build(**vars(namespace))
+
+    @classmethod
+    def build(cls, **values):
+        """A validated config: defaults for what is not given, every cross-flag rule checked,
+        and the steps fixed unless --epochs must wait for the dataset's size."""
+        config = cls(**values)
+        config.check()
+        if config.epochs is None:
+            config = replace(config, steps=config.steps or DEFAULT_STEPS)
+            config.check_steps()
+        return config
+
+    def check(self):
+        if self.fp16 and self.bf16:
+            raise UserError("--fp16 and --bf16 exclude each other; choose one autocast dtype.")
+        if (self.compare or self.modes) and (self.fp16 or self.bf16 or self.tf32 or self.loss_scaling):
+            raise UserError("--compare runs the modes listed in --modes; drop --fp16/--bf16/--tf32/-s and name "
+                            "the modes instead, e.g. --modes fp32,amp-fp16,amp-bf16.")
+        if self.steps and self.epochs:
+            raise UserError("give either --steps/-n or --epochs, not both.")
+        if self.nesterov and self.momentum == 0:
+            raise UserError("--nesterov needs a non-zero --momentum.")
+        if self.resume and not self.checkpoint:
+            raise UserError("--resume needs --checkpoint PATH, the checkpoint to continue from.")
+        if self.compile and self.warmup == 0:
+            raise UserError("--compile needs --warmup 1 or more: the first step compiles, and it must stay out "
+                            "of the step statistics.")
+        if self.checkpoint and (len(self.precision_modes) > 1 or self.repeats > 1):
+            raise UserError("--checkpoint works with one precision mode and no --repeats; run each mode as a job "
+                            "of its own and merge the results with python -m utils.report.")
+
+    def check_steps(self):
+        if self.warmup >= self.steps:
+            raise UserError(f"--warmup ({self.warmup}) must be smaller than the {self.steps} steps to run so that "
+                            "some steps are timed; lower --warmup or raise --steps.")
+        if self.warmup_lr_steps >= self.steps:
+            raise UserError(f"--warmup-lr-steps ({self.warmup_lr_steps}) must be smaller than the {self.steps} "
+                            "steps to run.")
+
+    def for_dataset(self, train_images, ranks):
+        """With --epochs: the config with its steps, once the dataset's size is known."""
+        if self.epochs is None:
+            return self
+        from utils.data.loaders import batches_per_epoch
+
+        per_epoch = batches_per_epoch(self.loader, train_images, self.batch_size, ranks)
+        config = replace(self, steps=max(1, math.ceil(self.epochs * per_epoch / self.accum_steps)))
+        config.check_steps()
+        return config
+
+    @property
+    def precision_modes(self):
+        """The precision modes to run, in order."""
+        from utils.training import precision
+
+        if self.modes:
+            return precision.parse_modes(self.modes)
+        if self.compare:
+            return [precision.MODES[name] for name in precision.DEFAULT_COMPARE]
+        return [precision.mode_from_flags(self.fp16, self.bf16, self.loss_scaling, self.tf32)]
+
+    @property
+    def effective_batch_size(self):
+        """Images per optimizer step in one process."""
+        return self.batch_size * self.accum_steps
+
+    def global_batch_size(self, world_size):
+        """Images per optimizer step across all processes."""
+        return self.effective_batch_size * world_size
+
+    def warnings(self):
+        """Flags that are accepted but have no effect, as sentences to print once."""
+        if self.loss_scaling and self.bf16:
+            return ["-s/--loss_scaling is ignored with --bf16: bfloat16 has FP32's exponent range, "
+                    "so gradients do not underflow and need no loss scaling."]
+        if self.loss_scaling and not self.fp16:
+            return ["-s/--loss_scaling is ignored without --fp16: FP32 gradients need no loss scaling."]
+        return []
+
+    def to_dict(self):
+        return asdict(self)
+
+
+def defaults():
+    """{argument name: default}, for main.py's parser: one definition of every default."""
+    return {f.name: f.default_factory() if f.default_factory is not MISSING else f.default for f in fields(RunConfig)}

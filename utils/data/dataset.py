@@ -1,0 +1,54 @@
+"""The images a run trains on: CIFAR-10 when a usable copy is there, else synthetic images."""
+from dataclasses import dataclass
+from typing import List, Optional, Tuple
+
+import torch
+
+from utils.data import cifar10
+from utils.data.loaders import synthetic_images
+
+SYNTHETIC_TRAIN_IMAGES = 50_000  # as many as CIFAR-10, so the data's memory footprint matches
+
+
+@dataclass
+class Data:
+    """The images a run trains on, held on the training device."""
+    name: str  # "cifar10" or "synthetic"
+    train_images: torch.Tensor
+    train_labels: torch.Tensor
+    test_images: Optional[torch.Tensor]  # None for synthetic data: accuracy would mean nothing
+    test_labels: Optional[torch.Tensor]
+    info: dict
+
+
+def synthetic(device, seed, count=SYNTHETIC_TRAIN_IMAGES):
+    images, labels = synthetic_images(count, device, seed)
+    return Data("synthetic", images, labels, None, None,
+                {"name": "synthetic", "train_images": len(images), "test_images": 0})
+
+
+def load(choice, data_dir, download, allow_unverified, device, seed) -> Tuple[Data, List[str]]:
+    """(data moved to the device once, warnings). `choice` auto takes CIFAR-10 when a usable
+    copy is there (or may be downloaded), else synthetic data with a loud warning."""
+    warnings = []
+    if choice == "auto":
+        present = cifar10.is_present(data_dir)
+        usable = present and (allow_unverified or not cifar10.mismatched_files(data_dir))
+        if usable or (not present and download):
+            choice = "cifar10"
+        else:
+            why = ("its files do not match the official md5 sums (pass --allow-unverified to use it)"
+                   if present else "it was not found (pass --download, or set --data-dir / $CIFAR10_DIR)")
+            warnings.append(f"USING SYNTHETIC DATA: CIFAR-10 in {cifar10.batches_folder(data_dir)} is not usable: "
+                            f"{why}. Step times are valid, loss and accuracy are meaningless.")
+            choice = "synthetic"
+    if choice == "synthetic":
+        return synthetic(device, seed), warnings
+    dataset = cifar10.load(data_dir, download, allow_unverified)
+    if not dataset.verified:
+        warnings.append(f"using CIFAR-10 from {dataset.folder} although its md5 sums are not the official ones.")
+    data = Data("cifar10", dataset.train_images.to(device), dataset.train_labels.to(device),
+                dataset.test_images.to(device), dataset.test_labels.to(device),
+                {"name": "cifar10", "folder": dataset.folder, "verified": dataset.verified,
+                 "train_images": len(dataset.train_images), "test_images": len(dataset.test_images)})
+    return data, warnings

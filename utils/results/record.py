@@ -1,0 +1,127 @@
+"""The result record: the one definition of what a results file holds (schema ampbench.result/1).
+
+A results document is {"schema", "env", "config", "data", "incomplete", "runs", "comparison"};
+each entry of "runs" is a RunRecord, one precision mode's run, field for field as below. The
+comparison, table, CSV and plot read these fields back from JSON, so their names are the
+contract README's "Results file" documents.
+"""
+import math
+from dataclasses import MISSING, asdict, dataclass, fields
+from typing import Dict, List, Optional
+
+from utils.measure.envinfo import tf32_flags
+from utils.measure.timing import summarize
+
+SCHEMA = "ampbench.result/1"
+
+
+@dataclass
+class RunRecord:
+    mode: str
+    description: str
+    device: str
+    tf32: Dict[str, bool]
+    data: str
+    loader: str
+    channels_last: bool
+    compiled: bool
+    compile_mode: Optional[str]
+    batch_size: int
+    accum_steps: int
+    effective_batch_size: int
+    world_size: int
+    global_batch_size: int
+    timing_unit: str  # what one timed step is: one optimizer step, all micro-batches included
+    steps: int
+    completed_steps: int
+    incomplete: bool
+    stopped_by: Optional[str]
+    resumed_from_step: Optional[int]
+    segments: int
+    warmup: int
+    timed_steps: int
+    step_time_ms: Optional[Dict[str, float]]  # summarize(): median, mean, p10, p90, min, max
+    step_times_ms: List[float]
+    images_per_sec: Optional[float]
+    data_time_ms: Optional[Dict[str, float]]
+    compute_time_ms: Optional[Dict[str, float]]
+    peak_memory_bytes: int
+    peak_memory_kind: str
+    final_loss: Optional[float]
+    loss_curve: List[float]
+    skipped_steps: int
+    final_loss_scale: Optional[float]
+    final_lr: float
+    test_accuracy: Optional[float]
+    epochs_seen: float
+    wall_time_s: float
+    first_step_s: Optional[float]
+    compile_time_s: Optional[float]
+    initial_weights_sha256: str
+    first_batch_sha256: Optional[str]
+    repeat: int = 0
+    # flops.utilisation() at the median step time (null for a run with no timed step)
+    train_flops_per_step: Optional[int] = None
+    tflops: Optional[float] = None
+    peak_tflops: Optional[float] = None
+    mfu_pct: Optional[float] = None
+    mfu_note: Optional[str] = None
+
+    def to_dict(self):
+        return asdict(self)
+
+
+# what every run of a /1 file holds (the others were added later or are set only for timed runs)
+REQUIRED_RUN_FIELDS = [f.name for f in fields(RunRecord) if f.default is MISSING]
+
+
+def should_evaluate(config, data, outcome):
+    """Test accuracy is measured for a run that finished with a finite loss on real data."""
+    curve = outcome.stats.losses
+    return not (config.no_eval or data.test_images is None or outcome.stopped_by or not curve
+                or not math.isfinite(curve[-1]))
+
+
+def build(config, trainer, outcome, data, world, device, peak_memory_kind, test_accuracy, repeat=0):
+    """The record of one mode's run, from what its loop measured."""
+    stats, mode = outcome.stats, trainer.mode
+    timed = bool(stats.step_ms)
+    step_stats = summarize(stats.step_ms) if timed else None
+    global_batch = config.global_batch_size(world.size)
+    curve = stats.losses
+    return RunRecord(
+        mode=mode.name, description=mode.description, device=str(device), tf32=tf32_flags(),
+        data=data.name, loader=config.loader, channels_last=config.channels_last, compiled=config.compile,
+        compile_mode=config.compile_mode if config.compile else None, batch_size=config.batch_size,
+        accum_steps=config.accum_steps, effective_batch_size=config.effective_batch_size, world_size=world.size,
+        global_batch_size=global_batch, timing_unit="optimizer_step", steps=config.steps,
+        completed_steps=outcome.completed_steps, incomplete=outcome.completed_steps < config.steps,
+        stopped_by=outcome.stopped_by, resumed_from_step=outcome.start_step or None, segments=stats.segments,
+        warmup=config.warmup, timed_steps=len(stats.step_ms), step_time_ms=step_stats, step_times_ms=stats.step_ms,
+        images_per_sec=global_batch * 1000.0 / step_stats["median"] if timed else None,
+        data_time_ms=summarize(stats.data_ms) if timed else None,
+        compute_time_ms=summarize([s - d for s, d in zip(stats.step_ms, stats.data_ms)]) if timed else None,
+        peak_memory_bytes=stats.peak_memory_bytes, peak_memory_kind=peak_memory_kind,
+        final_loss=curve[-1] if curve else None, loss_curve=curve,
+        skipped_steps=outcome.completed_steps - outcome.optimizer_steps,
+        final_loss_scale=trainer.scaler.get_scale() if trainer.scaler.is_enabled() else None,
+        final_lr=trainer.optimizer.param_groups[0]["lr"], test_accuracy=test_accuracy,
+        epochs_seen=outcome.completed_steps * global_batch / len(data.train_images),
+        wall_time_s=stats.wall_time_s, first_step_s=outcome.first_step_s,
+        compile_time_s=outcome.first_step_s if config.compile else None,
+        initial_weights_sha256=trainer.initial_weights_sha256, first_batch_sha256=outcome.first_batch_sha256,
+        repeat=repeat)
+
+
+def make_document(env, config, data_info, incomplete, runs, comparison):
+    """The whole results file."""
+    return {"schema": SCHEMA, "env": env, "config": config, "data": data_info, "incomplete": incomplete,
+            "runs": runs, "comparison": comparison}
+
+
+def setup_of(document):
+    """What must match for runs to be compared: model, stem, batch, device and data."""
+    config, env = document["config"], document["env"]
+    return {"model": config["model"], "stem": config["stem"], "batch_size": config["batch_size"],
+            "world_size": env.get("world_size", 1), "steps": config["steps"], "warmup": config["warmup"],
+            "device": env["device"], "data": document["data"]["name"]}

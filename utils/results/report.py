@@ -1,0 +1,134 @@
+"""Results people read and keep: the comparison table, the JSON document, CSV rows, and the
+merging of result files from several jobs (the command for that is utils/report.py)."""
+import csv
+import fcntl
+import io
+import json
+import os
+
+from utils.errors import UserError
+from utils.fileio import atomic_write
+from utils.results.compare import compare_modes
+from utils.results.record import REQUIRED_RUN_FIELDS, SCHEMA, setup_of
+CSV_COLUMNS = ["timestamp_utc", "hostname", "device", "model", "stem", "batch_size", "world_size", "steps", "data",
+               "mode",
+               "runs", "median_step_ms", "p90_step_ms", "spread_pct", "images_per_sec", "speedup_vs_fp32",
+               "peak_memory_bytes", "memory_ratio_vs_fp32", "final_loss", "test_accuracy",
+               "accuracy_delta_vs_fp32", "skipped_steps", "final_loss_scale", "tflops", "mfu_pct", "git_commit"]
+
+
+def human_bytes(count):
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if count < 1024 or unit == "GiB":
+            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1024
+
+
+def fmt(value, spec, scale=1.0, suffix=""):
+    return "-" if value is None else f"{value * scale:{spec}}{suffix}"
+
+
+def format_table(header, rows):
+    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows)]
+    lines = ["  ".join(str(cell).rjust(width) for cell, width in zip(row, widths)) for row in [header] + rows]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    return "\n".join(lines)
+
+
+def describe(setup, env):
+    ranks = setup["world_size"]
+    batch = f"batch {setup['batch_size']}" + (f" per process x {ranks} processes" if ranks > 1 else "")
+    return (f"{setup['model']} (stem {setup['stem']}), {batch}, {setup['steps']} steps "
+            f"({setup['warmup']} warm-up), data {setup['data']} | {setup['device']} | torch {env['torch']}"
+            f" | TF32 off except in mode tf32")
+
+
+def comparison_table(comparison):
+    header = ["mode", "median ms", "p90 ms", "spread", "img/s", "speedup", "data ms", "peak mem", "mem ratio",
+              "final loss", "test acc", "acc diff", "skipped", "loss scale", "TFLOP/s", "MFU"]
+    rows = [[mode, fmt(row["median_step_ms"], ".2f"), fmt(row["p90_step_ms"], ".2f"),
+             fmt(row["spread_pct"], ".1f", suffix="%") if row["runs"] > 1 else "-",
+             fmt(row["images_per_sec"], ".0f"), fmt(row["speedup_vs_fp32"], ".2f", suffix="x"),
+             fmt(row["data_time_ms"], ".2f"), human_bytes(row["peak_memory_bytes"]),
+             fmt(row["memory_ratio_vs_fp32"], ".2f"), fmt(row["final_loss"], ".4f"),
+             fmt(row["test_accuracy"], ".2f", 100, "%"), fmt(row["accuracy_delta_vs_fp32"], "+.2f", 100, " pt"),
+             row["skipped_steps"], fmt(row["final_loss_scale"], "g"), fmt(row["tflops"], ".3g"),
+             fmt(row["mfu_pct"], ".1f", suffix="%")] for mode, row in comparison.items()]
+    return format_table(header, rows)
+
+
+def summary(document):
+    """The text printed at the end of a run: setup line, then one row per mode."""
+    lines = [describe(setup_of(document), document["env"]), comparison_table(document["comparison"])]
+    notes = {run["mfu_note"] for run in document["runs"] if run.get("mfu_note")}
+    if notes:
+        lines.append("MFU not shown: " + "; ".join(sorted(notes)) + ".")
+    if len(document["comparison"]) > 1 and "fp32" not in document["comparison"]:
+        lines.append("No fp32 run: speedup, memory ratio and accuracy difference need one (--modes fp32,...).")
+    return "\n".join(lines)
+
+
+def write_json(path, content):
+    atomic_write(path, lambda f: f.write(json.dumps(content, indent=2).encode() + b"\n"))
+
+
+def csv_rows(document):
+    setup, env = setup_of(document), document["env"]
+    for mode, row in document["comparison"].items():
+        values = {**setup, **row, "mode": mode, "timestamp_utc": env["timestamp_utc"],
+                  "hostname": env["hostname"], "git_commit": env["git_commit"]}
+        yield [values.get(column) for column in CSV_COLUMNS]
+
+
+def append_csv(path, document):
+    """Append one row per mode; the header is written once, when the file is new or empty.
+    An exclusive lock makes concurrent batch jobs sharing the file append whole rows."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    with open(path, "a", newline="") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        if f.tell() == 0:
+            writer.writerow(CSV_COLUMNS)
+        writer.writerows(csv_rows(document))
+        f.write(buffer.getvalue())
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def check_csv_header(path):
+    """Refuse, before training, to append to a CSV whose header is not ours."""
+    if os.path.isfile(path) and os.path.getsize(path) > 0:
+        with open(path, newline="") as f:
+            header = next(csv.reader(f), [])
+        if header != CSV_COLUMNS:
+            raise UserError(f"--csv {path} has other columns than ampbench writes; give a new file name.")
+
+
+def load_result(path):
+    try:
+        with open(path) as f:
+            document = json.load(f)
+    except (OSError, ValueError) as error:
+        raise UserError(f"cannot read result file {path} ({error}).") from None
+    runs = document.get("runs") if isinstance(document, dict) else None
+    if not isinstance(runs, list) or not runs or document.get("schema") != SCHEMA or \
+            not all(isinstance(run, dict) and set(REQUIRED_RUN_FIELDS) <= set(run) for run in runs):
+        raise UserError(f"{path} is not an ampbench result file (schema {SCHEMA}).")
+    return document
+
+
+def merge(documents):
+    """Pool the runs of several result files into one document per setup (model, batch,
+    device, data), with a comparison across all of them: e.g. the FP32 and the AMP job of a
+    batch submission become one table with speedups."""
+    groups = {}
+    for document in documents:
+        key = json.dumps(setup_of(document), sort_keys=True)
+        if key not in groups:
+            groups[key] = {**document, "runs": [], "sources": []}
+        groups[key]["runs"] += document["runs"]
+        groups[key]["sources"].append(document["env"]["hostname"] + " " + document["env"]["timestamp_utc"])
+    merged = list(groups.values())
+    for document in merged:
+        document["comparison"] = compare_modes(document["runs"])
+    return merged

@@ -1,0 +1,128 @@
+"""The timed run of one precision mode: a trainer and the config in, statistics out.
+
+The loop does training and timing only. Step boundaries are recorded by StepTimer (CUDA
+events, read after the loop), losses stay on the device, and stop signals and divergence are
+agreed across ranks without a per-step host sync. What happens around it (building the
+trainer, restoring and writing checkpoints, evaluation, the result record) lives beside it.
+"""
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable, List, Optional
+
+import torch
+
+from utils.measure import memory
+from utils.measure.progress import Progress
+from utils.measure.timing import StepTimer
+from utils.training import distributed
+from utils.training.guard import RankAgreement
+from utils.training.setup import digest
+from utils.training.step import train_step
+
+
+@dataclass
+class Statistics:
+    """A mode's measurements so far, over every process that trained it (checkpoint segments);
+    warm-up steps removed. Across ranks a step lasts as long as its slowest rank, and the loss
+    is the ranks' mean."""
+    step_ms: List[float] = field(default_factory=list)
+    data_ms: List[float] = field(default_factory=list)
+    losses: List[float] = field(default_factory=list)
+    wall_time_s: float = 0.0
+    peak_memory_bytes: int = 0
+    segments: int = 0
+
+
+@dataclass
+class LoopOutcome:
+    stats: Statistics
+    start_step: int
+    completed_steps: int
+    optimizer_steps: int  # steps the optimizer really took: the scalers skip overflowing ones
+    first_step_s: Optional[float]  # wall time of the first step (the compile, with --compile)
+    first_batch_sha256: Optional[str]
+    stopped_by: Optional[str]  # the signal that ended the run early, if any
+    diverged_at: Optional[int]  # 1-based step of the first non-finite loss, when that ends the run
+
+
+def nonfinite_policy(mode, on_nan):
+    """What a non-finite loss does: "scaler" (the mode's loss scaler skips such steps),
+    "stop" (the run ends, --on-nan stop) or "skip" (the step is skipped, --on-nan skip)."""
+    return "scaler" if mode.scaled else on_nan
+
+
+def synchronize(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def run(trainer, config, device, world, start_step=0, earlier=None, stop=None,
+        save: Optional[Callable[[int, Statistics], None]] = None):
+    """Train from `start_step` to config.steps. `stop` (a StopRequest) ends the run early after
+    the current step; `save(step, stats)` is called every --checkpoint-every steps."""
+    earlier = earlier or Statistics()
+    policy = nonfinite_policy(trainer.mode, config.on_nan)
+    timer = StepTimer(device)
+    agreement = RankAgreement(device, world) if policy == "stop" or world.distributed else None
+    progress = Progress(config.steps, trainer.mode.name, config.global_batch_size(world.size),
+                        enabled=not config.no_progress and world.is_main, initial=start_step)
+    losses = []  # this process's, warm-up included (so are the timer's steps)
+    first_step_s = first_batch = stopped_by = None
+    step = start_step
+
+    memory.reset_peak(device)
+    started = time.perf_counter()
+    while step < config.steps:
+        signalled = stop is not None and stop.signal_name is not None
+        diverged, stopping = agreement.check(step, signalled) if agreement else (False, False)
+        if stopping or (signalled and not world.distributed):
+            stopped_by = stop.signal_name if signalled else "signal to another rank"
+            break
+        if diverged and policy == "stop":
+            break
+        timer.start_step()
+        batches = [next(trainer.loader) for _ in range(config.accum_steps)]
+        timer.batch_ready()
+        if first_batch is None:  # a device-side copy now, hashed after the timed loop
+            first_batch = (batches[0][0].clone(), batches[0][1].clone())
+        optimizer_steps = trainer.counter.count
+        loss = train_step(trainer.trained, batches, trainer.criterion, trainer.optimizer, trainer.scaler,
+                          trainer.mode, device, config.clip_grad, skip_nonfinite=policy == "skip")
+        if trainer.counter.count != optimizer_steps:  # the LR schedule follows real optimizer steps
+            trainer.scheduler.step()
+        step += 1
+        losses.append(loss)
+        if step == start_step + 1 and config.warmup > 0:  # a warm-up step: waiting costs nothing
+            synchronize(device)
+            first_step_s = time.perf_counter() - started
+        progress.update(loss)
+        if policy == "stop":
+            agreement.note_loss(loss)
+        if save and config.checkpoint_every and step % config.checkpoint_every == 0 and step < config.steps:
+            timer.close()
+            save(step, statistics(earlier, timer, losses, started, config.warmup, device, world))
+    timer.close()
+    progress.close()
+    stats = statistics(earlier, timer, losses, started, config.warmup, device, world)
+    bad = next((i for i, value in enumerate(stats.losses) if not math.isfinite(value)), None)
+    return LoopOutcome(stats=stats, start_step=start_step, completed_steps=step,
+                       optimizer_steps=trainer.counter.count, first_step_s=first_step_s,
+                       first_batch_sha256=digest(first_batch) if first_batch is not None else None,
+                       stopped_by=stopped_by, diverged_at=bad + 1 if bad is not None and policy == "stop" else None)
+
+
+def statistics(earlier, timer, losses, started, warmup, device, world):
+    """All statistics so far: earlier processes' plus this one's after its warm-up."""
+    peak, _ = memory.peak_bytes(device)
+    step_ms, data_ms = timer.step_ms[warmup:], timer.data_ms[warmup:]
+    curve = torch.stack(losses).float() if losses else torch.zeros(0, device=device)
+    if world.distributed:
+        step_ms = distributed.all_reduce(torch.tensor(step_ms, dtype=torch.float64, device=device), "max").tolist()
+        data_ms = distributed.all_reduce(torch.tensor(data_ms, dtype=torch.float64, device=device), "max").tolist()
+        curve = distributed.all_reduce(curve, "sum") / world.size
+        peak = int(distributed.all_reduce(torch.tensor(peak, device=device), "max").item())
+    return Statistics(step_ms=earlier.step_ms + step_ms, data_ms=earlier.data_ms + data_ms,
+                      losses=earlier.losses + curve.cpu().tolist(),
+                      wall_time_s=earlier.wall_time_s + time.perf_counter() - started,
+                      peak_memory_bytes=max(earlier.peak_memory_bytes, peak), segments=earlier.segments + 1)

@@ -1,0 +1,61 @@
+"""Everything one precision mode trains with, built before the timed loop starts: the model
+(copied, laid out, cast, wrapped in DDP, compiled), optimizer, schedule, scaler and loader."""
+import copy
+import hashlib
+from dataclasses import dataclass
+from typing import Any, List
+
+import torch
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+from utils.data.loaders import make_train_loader, memory_format
+from utils.training import precision
+from utils.training.step import StepCounter, make_optimizer, make_scheduler
+
+
+@dataclass
+class Trainer:
+    """A mode's training state, handed from setup to the loop, checkpoints and evaluation."""
+    mode: precision.Mode
+    model: nn.Module  # the weights: checkpoints and evaluation use these
+    trained: nn.Module  # what the step calls: the model, possibly wrapped in DDP, then compiled
+    params: List[torch.Tensor]  # what the optimizer updates (FP32 masters in fp16-master)
+    scaler: Any  # GradScaler, or fp16-master's StaticLossScaler
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    counter: StepCounter
+    criterion: nn.Module
+    loader: Any  # an endless iterator of (images, labels) with state_dict/load_state_dict
+    initial_weights_sha256: str
+
+
+def build_trainer(initial_model, mode, data, config, device, world):
+    """A copy of `initial_model` set up for `mode`: every mode starts from the same weights,
+    and the loader, seeded with config.seed, gives every mode the same batches."""
+    precision.set_tf32(mode.tf32)
+    model = copy.deepcopy(initial_model).to(device)
+    initial_weights = digest(model.state_dict().values())
+    if config.channels_last:
+        model = model.to(memory_format=memory_format(True))
+    params, scaler = precision.prepare(model, mode, device, config.loss_scale)
+    trained = model
+    if world.distributed:  # broadcasts rank 0's weights, all-reduces gradients in backward
+        trained = DistributedDataParallel(model, device_ids=[device.index] if device.index is not None else None)
+    if config.compile:
+        trained = torch.compile(trained, mode=config.compile_mode)
+    loader = make_train_loader(config.loader, data.train_images, data.train_labels, config.batch_size, device,
+                               config.seed, config.workers, config.channels_last, (world.rank, world.size))
+    optimizer = make_optimizer(params, config.lr, config.momentum, config.weight_decay, config.nesterov)
+    return Trainer(mode=mode, model=model, trained=trained, params=params, scaler=scaler, optimizer=optimizer,
+                   scheduler=make_scheduler(optimizer, config.lr_schedule, config.steps, config.warmup_lr_steps),
+                   counter=StepCounter(optimizer), criterion=nn.CrossEntropyLoss(label_smoothing=config.label_smoothing),
+                   loader=loader, initial_weights_sha256=initial_weights)
+
+
+def digest(tensors):
+    """A short sha256 of tensors' bytes: equal digests mean bitwise-equal starting points."""
+    sha = hashlib.sha256()
+    for tensor in tensors:
+        sha.update(tensor.detach().cpu().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return sha.hexdigest()[:16]
