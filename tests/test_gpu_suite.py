@@ -1,0 +1,47 @@
+"""benchmarks/gpu_suite.py --quick: the GPU suite's plumbing keeps working while no GPU is around."""
+import json
+import re
+import subprocess
+import sys
+
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from gpu_suite import BEGIN, END  # noqa: E402
+
+
+def outside_section(text):
+    return text[:text.index(BEGIN)] + text[text.index(END) + len(END):] if BEGIN in text else text
+
+
+def test_quick_suite_runs_every_step_and_renders_a_well_formed_readme_section(tmp_path):
+    readme = tmp_path / "README.md"
+    original = (ROOT / "README.md").read_text()
+    readme.write_text(original)
+    suite = [sys.executable, str(ROOT / "benchmarks" / "gpu_suite.py"), "--results-root", str(tmp_path / "results"),
+             "--readme", str(readme)]
+    result = subprocess.run([*suite, "--quick"], cwd=ROOT, capture_output=True, text=True, timeout=1200)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+    (out,) = (tmp_path / "results").glob("CPU*/*")
+    summary = json.loads((out / "suite.json").read_text())
+    ran = {step["name"]: step for step in summary["steps_run"]}
+    assert all(step.get("rc") in (None, 0, 143) for step in ran.values()), ran
+    assert ran["resume-stopped"]["rc"] == 143 and "only applies to CUDA GPUs" in ran["mode tf32"]["skipped"]
+    weights = json.loads((out / "resume-weights.json").read_text())
+    assert weights["resumed_vs_uninterrupted"]["bitwise_equal"]  # on the CPU a resume is exact
+
+    text = readme.read_text()
+    assert text.count(BEGIN) == 1 and text.count(END) == 1 and text.index(BEGIN) < text.index(END)
+    assert outside_section(text) == outside_section(original), "only the generated section may change"
+    section = text[text.index(BEGIN):text.index(END)]
+    assert "(CPU, --quick" in section  # clearly labelled: never mistaken for GPU figures
+    assert "| resnet18 | no |" in section and "| resnet18 | yes |" in section
+    assert "`python main.py -n 3 --fp16 -s --model resnet50" in section
+    assert "FAILED" not in section and "`mode tf32`: skipped" in section
+    images = re.findall(r"!\[[^]]*\]\(([^)]+)\)", section)
+    assert len(images) == 2 and all((readme.parent / image).is_file() for image in images)
+
+    rendered = subprocess.run([*suite, "--render", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert rendered.returncode == 0, rendered.stderr
+    assert readme.read_text() == text  # rendering is a function of the saved results alone
