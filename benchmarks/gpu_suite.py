@@ -283,7 +283,7 @@ def render(out, link_base):
     lines = [BEGIN, "",
              f"**{suite['device']}** ({kind}); driver {env.get('driver') or '-'}, torch {env.get('torch')}, "
              f"CUDA {env.get('cuda') or '-'}, cuDNN {env.get('cudnn') or '-'}, Python {env.get('python')}; "
-             f"commit `{(env.get('git_commit') or suite.get('commit') or '-')[:12]}`; {suite['date']}; the whole suite took "
+             f"commit `{(suite.get('commit') or env.get('git_commit') or '-')[:12]}`; {suite['date']}; the whole suite took "
              f"{suite['elapsed_s'] / 60:.1f} min (`python benchmarks/gpu_suite.py`).",
              "",
              f"Data: {describe_data(data)}. Each comparison: batch {suite['batch']}, {suite['steps']} steps "
@@ -391,7 +391,9 @@ def extras(out):
                      f"{'bitwise equal' if resumed['bitwise_equal'] else 'not bitwise equal'}, largest difference "
                      f"{resumed['max_abs_diff']:.3g} (largest weight {resumed['max_abs_weight']:.3g}); two uninterrupted "
                      f"runs differ by {itself['max_abs_diff']:.3g} "
-                     f"({'bitwise equal' if itself['bitwise_equal'] else 'not bitwise equal'}).")
+                     f"({'bitwise equal' if itself['bitwise_equal'] else 'not bitwise equal'})" +
+                     (": the resume stays within the run-to-run difference of this device's arithmetic."
+                      if resumed["max_abs_diff"] <= itself["max_abs_diff"] and not itself["bitwise_equal"] else "."))
     return lines + [""] if lines else []
 
 
@@ -414,7 +416,8 @@ def main():
     parser.add_argument("--data-dir", help="CIFAR-10 folder passed to every run (with --allow-unverified)")
     parser.add_argument("--results-root", default=str(ROOT / "results"), help="where results/<device>/<date>/ goes")
     parser.add_argument("--readme", default=str(ROOT / "README.md"), help="README whose Results section to regenerate")
-    parser.add_argument("--commit", help="the code's commit, for a copy of the tree without .git (a compute node)")
+    parser.add_argument("--commit", help="the commit of the code that runs, when the copy on the machine has no "
+                        "(or a stale) .git; recorded instead of git describe")
     parser.add_argument("--render", metavar="RESULTS_DIR", help="only regenerate README's section from saved results")
     options = parser.parse_args()
     if options.render:
