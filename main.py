@@ -158,9 +158,10 @@ def main(argv=None):
     from utils.errors import UserError
 
     try:
+        run_config = config.RunConfig.from_args(args)  # refuses bad combinations before torch is imported
         from utils.app import run
 
-        return run(config.RunConfig.from_args(args))
+        return run(run_config)
     except UserError as error:
         print(f"main.py: error: {error}", file=sys.stderr)
         return 2

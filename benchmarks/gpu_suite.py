@@ -1,6 +1,6 @@
 """GPU evidence in one command: run ampbench's whole GPU check and regenerate README's Results.
 
-    python benchmarks/gpu_suite.py --data-dir DIR          # on a GPU: about 8 minutes on an H100
+    python benchmarks/gpu_suite.py --data-dir DIR          # on a GPU: 6.6 minutes on an H100
     python benchmarks/gpu_suite.py --quick                 # CPU, tiny step counts: checks the suite
     python benchmarks/gpu_suite.py --render results/GPU/DATE   # README's Results from saved results
 
@@ -35,7 +35,7 @@ PYTHON = sys.executable
 
 
 class Plan:
-    """Step counts and sizes: the GPU plan fits in about 8 minutes on an H100 (measured there:
+    """Step counts and sizes: the GPU plan took 6.6 minutes on an H100 (measured there:
     a resnet50 FP32 step at batch 256 takes 90 ms, the five modes 240 ms together, and each
     process spends 15-20 s starting); --quick shrinks everything for a CPU."""
 
@@ -46,7 +46,7 @@ class Plan:
         self.batch = 16 if quick else 256
         self.steps = 4 if quick else 50
         self.warmup = 1 if quick else 10
-        self.repeats = 2  # 3 overran a 10-minute GPU call on an H100 (each repeat re-evaluates and re-tunes)
+        self.repeats = 2  # with 3, the first attempt (a cold H100) passed 9 minutes before its last step
         self.stem = ["--stem", "imagenet"] if quick else []  # 32x32 at full resolution is slow on a CPU
         self.models = ["resnet18"] if quick else ["resnet50", "resnet18"]
         self.resume_steps = 6 if quick else 40

@@ -4,6 +4,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -14,6 +16,7 @@ def outside_section(text):
     return text[:text.index(BEGIN)] + text[text.index(END) + len(END):] if BEGIN in text else text
 
 
+@pytest.mark.gpu_suite
 def test_quick_suite_runs_every_step_and_renders_a_well_formed_readme_section(tmp_path):
     readme = tmp_path / "README.md"
     original = (ROOT / "README.md").read_text()

@@ -5,8 +5,8 @@ object, applying defaults and every rule that involves more than one flag. Below
 nothing sees argparse: the pipeline receives the config, or the values it needs. Tests and
 benchmarks build one with `RunConfig.build(steps=3, ...)`.
 
-torch is not imported here at module level, so that main.py can take its defaults from
-`defaults()` and still answer `-h` at once.
+Nothing here imports torch: main.py takes its defaults from `defaults()` and still answers
+`-h` at once, and a config that breaks a rule is refused before the slow imports.
 """
 import math
 import os
@@ -101,6 +101,7 @@ class RunConfig:
         return config
 
     def check(self):
+        modes = self.precision_modes  # refuses unknown or repeated --modes
         if self.fp16 and self.bf16:
             raise UserError("--fp16 and --bf16 exclude each other; choose one autocast dtype.")
         if (self.compare or self.modes) and (self.fp16 or self.bf16 or self.tf32 or self.loss_scaling):
@@ -115,7 +116,7 @@ class RunConfig:
         if self.compile and self.warmup == 0:
             raise UserError("--compile needs --warmup 1 or more: the first step compiles, and it must stay out "
                             "of the step statistics.")
-        if self.checkpoint and (len(self.precision_modes) > 1 or self.repeats > 1):
+        if self.checkpoint and (len(modes) > 1 or self.repeats > 1):
             raise UserError("--checkpoint works with one precision mode and no --repeats; run each mode as a job "
                             "of its own and merge the results with python -m utils.report.")
 
@@ -141,13 +142,13 @@ class RunConfig:
     @property
     def precision_modes(self):
         """The precision modes to run, in order."""
-        from utils.training import precision
+        from utils.training import modes
 
         if self.modes:
-            return precision.parse_modes(self.modes)
+            return modes.parse_modes(self.modes)
         if self.compare:
-            return [precision.MODES[name] for name in precision.DEFAULT_COMPARE]
-        return [precision.mode_from_flags(self.fp16, self.bf16, self.loss_scaling, self.tf32)]
+            return [modes.MODES[name] for name in modes.DEFAULT_COMPARE]
+        return [modes.mode_from_flags(self.fp16, self.bf16, self.loss_scaling, self.tf32)]
 
     @property
     def effective_batch_size(self):

@@ -5,59 +5,11 @@ dtype and whether it is enabled, whether GradScaler is enabled, and whether FP32
 and convolutions may use TF32 tensor cores. The classic FP16-weights recipe (`fp16-master`)
 fits the same step: its static loss scaler has GradScaler's interface.
 """
-from dataclasses import dataclass
-from typing import Optional
-
 import torch
 from torch import nn
 
 from utils.errors import UserError
-
-
-@dataclass(frozen=True)
-class Mode:
-    name: str
-    autocast_dtype: Optional[torch.dtype]  # None: autocast disabled
-    loss_scaling: bool  # dynamic loss scaling with torch.amp.GradScaler
-    tf32: bool  # TF32 allowed for FP32 matmuls and convolutions
-    description: str
-    master_weights: bool = False  # FP16 model, FP32 master weights, static loss scale
-
-    @property
-    def fp32_weights(self):
-        """The model's own weights are FP32, so checkpoints of such modes can continue each other."""
-        return not self.master_weights
-
-    @property
-    def scaled(self):
-        """A loss scaler watches for inf/NaN gradients and skips those steps by itself."""
-        return self.loss_scaling or self.master_weights
-
-
-MODES = {
-    "fp32": Mode("fp32", None, False, False, "FP32, TF32 off"),
-    "tf32": Mode("tf32", None, False, True, "FP32 with TF32 tensor cores for matmul and conv"),
-    "amp-fp16": Mode("amp-fp16", torch.float16, True, False, "autocast float16 + GradScaler"),
-    "amp-fp16-noscale": Mode("amp-fp16-noscale", torch.float16, False, False,
-                             "autocast float16 without loss scaling (small gradients may underflow)"),
-    "amp-bf16": Mode("amp-bf16", torch.bfloat16, False, False, "autocast bfloat16"),
-    "fp16-master": Mode("fp16-master", None, False, False,
-                        "FP16 model (BatchNorm FP32), FP32 master weights, static loss scale",
-                        master_weights=True),
-}
-DEFAULT_COMPARE = ("fp32", "amp-fp16")
-
-
-def parse_modes(text):
-    """A comma list of mode names, e.g. "fp32,amp-bf16"."""
-    names = [name.strip() for name in text.split(",") if name.strip()]
-    unknown = [name for name in names if name not in MODES]
-    if unknown or not names:
-        raise UserError(f"unknown precision mode '{unknown[0] if unknown else text}' in --modes; "
-                        f"choose from {', '.join(MODES)}.")
-    if len(set(names)) != len(names):
-        raise UserError(f"--modes lists a mode twice ({text}); use --repeats to run modes again.")
-    return [MODES[name] for name in names]
+from utils.training.modes import DEFAULT_COMPARE, MODES, Mode, mode_from_flags, parse_modes  # noqa: F401
 
 
 def check_supported(mode, device):
@@ -80,15 +32,6 @@ def check_supported(mode, device):
         except RuntimeError:
             raise UserError("mode fp16-master needs float16 convolutions, which this CPU build of torch "
                             "lacks: run it on a GPU (-p).") from None
-
-
-def mode_from_flags(fp16, bf16, loss_scaling, tf32):
-    """The mode the seed flags ask for (--fp16 [-s] / --bf16 / --tf32 / none)."""
-    if fp16:
-        return MODES["amp-fp16" if loss_scaling else "amp-fp16-noscale"]
-    if bf16:
-        return MODES["amp-bf16"]
-    return MODES["tf32" if tf32 else "fp32"]
 
 
 def set_tf32(enabled):

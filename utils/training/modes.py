@@ -1,0 +1,74 @@
+"""The precision modes by name: what each asks of autocast, GradScaler and TF32.
+
+A table without torch, so that RunConfig checks --modes and the precision flags before the
+slow imports (a mistyped mode is refused in a second); utils/training/precision.py turns a
+mode into autocast, a scaler and TF32 switches.
+"""
+from dataclasses import dataclass
+from typing import Optional
+
+from utils.errors import UserError
+
+
+@dataclass(frozen=True)
+class Mode:
+    name: str
+    autocast: Optional[str]  # torch dtype name for autocast ("float16", "bfloat16"); None: autocast off
+    loss_scaling: bool  # dynamic loss scaling with torch.amp.GradScaler
+    tf32: bool  # TF32 allowed for FP32 matmuls and convolutions
+    description: str
+    master_weights: bool = False  # FP16 model, FP32 master weights, static loss scale
+
+    @property
+    def autocast_dtype(self):
+        """The torch dtype autocast casts to, or None."""
+        if self.autocast is None:
+            return None
+        import torch  # only once training needs it: this table is read before torch is imported
+
+        return getattr(torch, self.autocast)
+
+    @property
+    def fp32_weights(self):
+        """The model's own weights are FP32, so checkpoints of such modes can continue each other."""
+        return not self.master_weights
+
+    @property
+    def scaled(self):
+        """A loss scaler watches for inf/NaN gradients and skips those steps by itself."""
+        return self.loss_scaling or self.master_weights
+
+
+MODES = {
+    "fp32": Mode("fp32", None, False, False, "FP32, TF32 off"),
+    "tf32": Mode("tf32", None, False, True, "FP32 with TF32 tensor cores for matmul and conv"),
+    "amp-fp16": Mode("amp-fp16", "float16", True, False, "autocast float16 + GradScaler"),
+    "amp-fp16-noscale": Mode("amp-fp16-noscale", "float16", False, False,
+                             "autocast float16 without loss scaling (small gradients may underflow)"),
+    "amp-bf16": Mode("amp-bf16", "bfloat16", False, False, "autocast bfloat16"),
+    "fp16-master": Mode("fp16-master", None, False, False,
+                        "FP16 model (BatchNorm FP32), FP32 master weights, static loss scale",
+                        master_weights=True),
+}
+DEFAULT_COMPARE = ("fp32", "amp-fp16")
+
+
+def parse_modes(text):
+    """A comma list of mode names, e.g. "fp32,amp-bf16"."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in MODES]
+    if unknown or not names:
+        raise UserError(f"unknown precision mode '{unknown[0] if unknown else text}' in --modes; "
+                        f"choose from {', '.join(MODES)}.")
+    if len(set(names)) != len(names):
+        raise UserError(f"--modes lists a mode twice ({text}); use --repeats to run modes again.")
+    return [MODES[name] for name in names]
+
+
+def mode_from_flags(fp16, bf16, loss_scaling, tf32):
+    """The mode the seed flags ask for (--fp16 [-s] / --bf16 / --tf32 / none)."""
+    if fp16:
+        return MODES["amp-fp16" if loss_scaling else "amp-fp16-noscale"]
+    if bf16:
+        return MODES["amp-bf16"]
+    return MODES["tf32" if tf32 else "fp32"]
