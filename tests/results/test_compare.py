@@ -190,6 +190,10 @@ def test_flops_are_counted_per_step_and_scale_with_batch():
     ("NVIDIA A100-SXM4-40GB", "tf32", 156.0), ("NVIDIA H100 80GB HBM3", "amp-bf16", 989.4),
     ("NVIDIA H200", "fp16-master", 989.4), ("Tesla V100-SXM2-32GB", "amp-fp16", 125.0),
     ("Tesla V100-SXM2-32GB", "amp-bf16", None), ("NVIDIA GeForce GTX 1080", "fp32", None),
+    ("NVIDIA A100 80GB PCIe", "amp-bf16", 312.0), ("Tesla V100-PCIE-16GB", "fp32", 14.0),
+    ("NVIDIA H100 PCIe", "tf32", 378.0),
+    # near names of other products: no MFU rather than a wrong one
+    ("NVIDIA H200 NVL", "amp-bf16", None), ("NVIDIA RTX A1000", "fp32", None), ("NVIDIA GH200 480GB", "fp32", None),
 ])
 def test_mfu_uses_the_dense_peak_of_known_gpus(name, mode, peak):
     figures = flops.utilisation(1e12, 10.0, name, precision.MODES[mode], on_gpu=True)

@@ -5,17 +5,27 @@ import copy
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-# Dense (non-sparse) peak TFLOP/s per GPU from NVIDIA's datasheets, by the arithmetic each
-# mode's convolutions and matmuls use. Matched against torch.cuda.get_device_name(), in order.
-PEAK_TFLOPS = [
-    ("H200", {"fp32": 67.0, "tf32": 494.7, "fp16": 989.4, "bf16": 989.4}),
-    ("H100 PCIe", {"fp32": 51.0, "tf32": 378.0, "fp16": 756.0, "bf16": 756.0}),
-    ("H100 80GB HBM3", {"fp32": 67.0, "tf32": 494.7, "fp16": 989.4, "bf16": 989.4}),  # H100 SXM
-    ("H100 SXM", {"fp32": 67.0, "tf32": 494.7, "fp16": 989.4, "bf16": 989.4}),
-    ("A100", {"fp32": 19.5, "tf32": 156.0, "fp16": 312.0, "bf16": 312.0}),
-    ("V100-SXM", {"fp32": 15.7, "fp16": 125.0}),
-    ("V100-PCIE", {"fp32": 14.0, "fp16": 112.0}),
-]
+# Dense (non-sparse) peak TFLOP/s from NVIDIA's datasheets, by the arithmetic each mode's
+# convolutions and matmuls use, keyed by the exact torch.cuda.get_device_name() of each card:
+# a near name is another product (an H200 NVL is not an H200 SXM, an RTX A1000 no A100), so
+# any other name gets no MFU rather than a wrong one.
+H100_SXM = {"fp32": 67.0, "tf32": 494.7, "fp16": 989.4, "bf16": 989.4}
+A100 = {"fp32": 19.5, "tf32": 156.0, "fp16": 312.0, "bf16": 312.0}
+V100_SXM2 = {"fp32": 15.7, "fp16": 125.0}
+V100_PCIE = {"fp32": 14.0, "fp16": 112.0}
+PEAK_TFLOPS = {
+    "NVIDIA H200": H100_SXM,  # the SXM card: the H100 SXM's compute with more memory
+    "NVIDIA H100 80GB HBM3": H100_SXM,
+    "NVIDIA H100 PCIe": {"fp32": 51.0, "tf32": 378.0, "fp16": 756.0, "bf16": 756.0},
+    "NVIDIA A100-SXM4-40GB": A100,
+    "NVIDIA A100-SXM4-80GB": A100,
+    "NVIDIA A100-PCIE-40GB": A100,
+    "NVIDIA A100 80GB PCIe": A100,
+    "Tesla V100-SXM2-16GB": V100_SXM2,
+    "Tesla V100-SXM2-32GB": V100_SXM2,
+    "Tesla V100-PCIE-16GB": V100_PCIE,
+    "Tesla V100-PCIE-32GB": V100_PCIE,
+}
 COUNT_BATCH = 2  # conv and matmul FLOPs are linear in the batch: count 2 images, scale up
 
 
@@ -38,13 +48,13 @@ def arithmetic(mode):
 
 def peak_tflops(device_name, mode):
     """(peak TFLOP/s or None, why none)."""
-    for key, peaks in PEAK_TFLOPS:
-        if key in device_name:
-            kind = arithmetic(mode)
-            if kind in peaks:
-                return peaks[kind], None
-            return None, f"{key} has no {kind} tensor cores"
-    return None, f"dense peak of '{device_name}' unknown"
+    peaks = PEAK_TFLOPS.get(device_name)
+    if peaks is None:
+        return None, f"dense peak of '{device_name}' unknown"
+    kind = arithmetic(mode)
+    if kind not in peaks:
+        return None, f"{device_name} has no {kind} tensor cores"
+    return peaks[kind], None
 
 
 def utilisation(flops_per_step, median_step_ms, device_name, mode, on_gpu, devices=1):
