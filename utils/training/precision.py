@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from utils.errors import UserError
-from utils.training.modes import DEFAULT_COMPARE, MODES, Mode, mode_from_flags, parse_modes  # noqa: F401
+from utils.training.modes import MODES, mode_from_flags  # noqa: F401 (looked up here by training code and tests)
 
 
 def check_supported(mode, device):

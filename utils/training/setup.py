@@ -11,13 +11,14 @@ from torch.nn.parallel import DistributedDataParallel
 
 from utils.data.loaders import make_train_loader, memory_format
 from utils.training import precision
+from utils.training.modes import Mode
 from utils.training.step import StepCounter, make_optimizer, make_scheduler
 
 
 @dataclass
 class Trainer:
     """A mode's training state, handed from setup to the loop, checkpoints and evaluation."""
-    mode: precision.Mode
+    mode: Mode
     model: nn.Module  # the weights: checkpoints and evaluation use these
     trained: nn.Module  # what the step calls: the model, possibly wrapped in DDP, then compiled
     params: List[torch.Tensor]  # what the optimizer updates (FP32 masters in fp16-master)
