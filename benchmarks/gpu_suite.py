@@ -51,6 +51,7 @@ class Plan:
         self.models = ["resnet18"] if quick else ["resnet50", "resnet18"]
         self.resume_steps = 6 if quick else 40
         self.resume_every = 2 if quick else 10
+        self.amp = ["--bf16"] if quick else ["--fp16", "-s"]  # a CPU has no fast float16
 
 
 def main_py(*argv):
@@ -67,6 +68,7 @@ def device_facts(quick):
     """(device label, modes this device cannot run with the reason)."""
     import torch
 
+    from utils.errors import UserError
     from utils.training import precision
 
     device = torch.device("cpu" if quick else "cuda")
@@ -76,7 +78,7 @@ def device_facts(quick):
     for name in MODES:
         try:
             precision.check_supported(precision.MODES[name], device)
-        except Exception as error:  # UserError: the sentence says why
+        except UserError as error:  # the sentence says why
             refused[name] = str(error)
     if device.type == "cuda":
         return torch.cuda.get_device_name(), refused
@@ -162,8 +164,7 @@ def run_scripts(suite):
 def run_torchrun(suite):
     plan = suite.plan
     common = [*plan.gpu, "-m", "resnet18", *plan.stem, "-b", plan.batch, "-n", plan.steps,
-              "--warmup", plan.warmup, "--fp16" if not plan.quick else "--bf16", *(["-s"] if not plan.quick else []),
-              *suite.data_flags, "--no-progress", "--no-eval"]
+              "--warmup", plan.warmup, *plan.amp, *suite.data_flags, "--no-progress", "--no-eval"]
     suite.run("plain-1", main_py(*common, "--json", suite.out / "plain-1.json"))
     torchrun = [PYTHON, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1", str(ROOT / "main.py")]
     suite.run("torchrun-1", torchrun + [str(a) for a in common] + ["--json", str(suite.out / "torchrun-1.json")])
@@ -174,8 +175,7 @@ def run_resume(suite):
     against itself: the second pair is the noise floor of this device's arithmetic."""
     plan = suite.plan
     common = [*plan.gpu, "-m", "resnet18", *plan.stem, "-b", plan.batch, "-n", plan.resume_steps, "--warmup",
-              plan.warmup if plan.resume_steps > plan.warmup else 1, "--fp16" if not plan.quick else "--bf16",
-              *(["-s"] if not plan.quick else []), *suite.data_flags, "--no-progress", "--no-eval"]
+              plan.warmup, *plan.amp, *suite.data_flags, "--no-progress", "--no-eval"]
     work = Path(tempfile.mkdtemp(prefix="ampbench-resume-"))  # checkpoints are large: never in the results
     for name in ("full-a", "full-b"):
         suite.run(f"resume-{name}", main_py(*common, "--checkpoint", work / f"{name}.pt"))

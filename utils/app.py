@@ -12,7 +12,7 @@ import models
 from utils.data import dataset
 from utils.errors import UserError
 from utils.fileio import ensure_writable
-from utils.measure import envinfo, flops, memory
+from utils.measure import envinfo, flops
 from utils.results import plot, record, report
 from utils.results.compare import compare_modes
 from utils.training import checkpoint, distributed, loop, precision
@@ -96,8 +96,7 @@ def run_mode(initial_model, mode, data, config, device, world=None, stop=None, s
     accuracy = None
     if record.should_evaluate(config, data, outcome):
         accuracy = evaluate(trainer.model, mode, data, config.batch_size, device, config.channels_last, world)
-    result = record.build(config, trainer, outcome, data, world, device, memory.peak_bytes(device)[1], accuracy,
-                          repeat)
+    result = record.build(config, trainer, outcome, data, world, device, accuracy, repeat)
     return result, outcome
 
 

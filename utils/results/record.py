@@ -9,6 +9,7 @@ import math
 from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Dict, List, Optional
 
+from utils.measure import memory
 from utils.measure.envinfo import tf32_flags
 from utils.measure.timing import summarize
 
@@ -82,7 +83,7 @@ def should_evaluate(config, data, outcome):
                 or not math.isfinite(curve[-1]))
 
 
-def build(config, trainer, outcome, data, world, device, peak_memory_kind, test_accuracy, repeat=0):
+def build(config, trainer, outcome, data, world, device, test_accuracy, repeat=0):
     """The record of one mode's run, from what its loop measured."""
     stats, mode = outcome.stats, trainer.mode
     timed = bool(stats.step_ms)
@@ -101,7 +102,7 @@ def build(config, trainer, outcome, data, world, device, peak_memory_kind, test_
         images_per_sec=global_batch * 1000.0 / step_stats["median"] if timed else None,
         data_time_ms=summarize(stats.data_ms) if timed else None,
         compute_time_ms=summarize([s - d for s, d in zip(stats.step_ms, stats.data_ms)]) if timed else None,
-        peak_memory_bytes=stats.peak_memory_bytes, peak_memory_kind=peak_memory_kind,
+        peak_memory_bytes=stats.peak_memory_bytes, peak_memory_kind=memory.peak_bytes(device)[1],
         final_loss=curve[-1] if curve else None, loss_curve=curve,
         skipped_steps=outcome.completed_steps - outcome.optimizer_steps,
         final_loss_scale=trainer.scaler.get_scale() if trainer.scaler.is_enabled() else None,
