@@ -159,6 +159,8 @@ def main(argv=None):
 
     try:
         run_config = config.RunConfig.from_args(args)  # refuses bad combinations before torch is imported
+        from utils import compat
+        compat.check_versions()  # before importing code that needs the supported torch
         from utils.app import run
 
         return run(run_config)

@@ -1,10 +1,12 @@
 """torchvision classification models, built for 10 classes and 32x32 CIFAR images."""
 import difflib
+import inspect
 
 import torch
 import torchvision.models as tvm
 from torch import nn
 
+from utils import compat
 from utils.errors import UserError
 
 NUM_CLASSES = 10
@@ -16,8 +18,11 @@ AUX_LOGIT_MODELS = {"googlenet": dict(aux_logits=False, init_weights=True),
 
 
 def model_names():
-    """Every torchvision classification model name, sorted."""
-    return tvm.list_models(module=tvm)
+    """Every torchvision classification model name, sorted (before torchvision 0.14's registry:
+    the public functions of torchvision.models, which are its model builders then)."""
+    if compat.has_model_registry():
+        return tvm.list_models(module=tvm)
+    return sorted(name for name, obj in vars(tvm).items() if inspect.isfunction(obj) and not name.startswith("_"))
 
 
 def uses_resnet_stem(name):
@@ -39,7 +44,7 @@ def build_model(name, stem="cifar", dropout=None):
         raise UserError(f"unknown model '{name}': {hint}")
     options = dict(AUX_LOGIT_MODELS.get(name, {}), **({} if dropout is None else {"dropout": dropout}))
     try:
-        model = tvm.get_model(name, weights=None, num_classes=NUM_CLASSES, **options)
+        model = getattr(tvm, name)(num_classes=NUM_CLASSES, **options)  # no weights: random initialisation
     except TypeError:
         raise UserError(f"model '{name}' has no dropout setting; drop --dropout.") from None
     if stem == "cifar" and uses_resnet_stem(name):

@@ -8,7 +8,7 @@ from conftest import ROOT
 
 # Lower layers never import higher ones; a module may import its own layer and those below.
 LAYERS = [
-    ("utils.errors", 0), ("utils.fileio", 0),
+    ("utils.errors", 0), ("utils.fileio", 0), ("utils.compat", 0), ("utils.safepickle", 0),
     ("models", 1), ("utils.data", 1), ("utils.measure", 1),
     ("utils.training", 2),
     ("utils.results", 3),
@@ -34,7 +34,9 @@ def imports_of(path, modules):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module:
-            names = [f"{node.module}.{alias.name}" for alias in node.names] + [node.module]
+            names = [f"{node.module}.{alias.name}" for alias in node.names]
+            if not any(name in modules for name in names):  # `from utils import compat` imports utils.compat
+                names.append(node.module)
         else:
             continue
         found |= {name for name in names if name in modules}

@@ -9,6 +9,7 @@ import sys
 import torch
 
 import models
+from utils import compat
 from utils.data import dataset
 from utils.errors import UserError
 from utils.fileio import ensure_writable
@@ -104,6 +105,8 @@ def benchmark(config, device, world):
     modes = config.precision_modes
     for mode in modes:
         precision.check_supported(mode, device)
+    if config.compile and not compat.has_compile():
+        raise UserError(f"--compile needs torch 2.0 or newer, and this is torch {torch.__version__}: drop --compile.")
     check_outputs(config)
     saved = checkpoint.load(config.checkpoint, device) if config.resume else None
     with StopRequest() as stop:

@@ -26,6 +26,7 @@ def atomic_write(path, write):
     os.makedirs(folder, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
     try:
+        os.fchmod(fd, creation_mode())  # mkstemp's 0600 would hide results from the project's group
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
@@ -34,3 +35,10 @@ def atomic_write(path, write):
     except BaseException:
         os.unlink(tmp)
         raise
+
+
+def creation_mode():
+    """The mode open() gives a new file: 0666 less the process's umask."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask

@@ -95,6 +95,7 @@ def test_plot_is_a_png(compared):
     assert data.startswith(PNG_MAGIC) and len(data) > 10_000
 
 
+@pytest.mark.compat
 def test_report_merges_separate_jobs_into_one_comparison(tmp_path):
     for mode_flag, name in [([], "fp32"), (["--bf16"], "bf16")]:
         result = run_cli(*SMALL, "--data", "synthetic", *mode_flag, "--json", tmp_path / f"{name}.json")

@@ -43,6 +43,7 @@ def wait_for(path, process, timeout=120):
         time.sleep(0.05)
 
 
+@pytest.mark.compat
 def test_sigterm_then_resume_ends_with_the_same_weights_as_an_uninterrupted_run(subset, tmp_path):
     common = [*QUICK, *real_data(subset), "-n", "30", "--lr-schedule", "cosine", "--warmup-lr-steps", "3"]
     full = run_cli(*common, "--checkpoint", tmp_path / "full.pt")
@@ -62,8 +63,8 @@ def test_sigterm_then_resume_ends_with_the_same_weights_as_an_uninterrupted_run(
 
     resumed = run_cli(*resumable, "--resume")
     assert resumed.returncode == 0, resumed.stderr
-    a = torch.load(tmp_path / "full.pt", weights_only=True)
-    b = torch.load(tmp_path / "run.pt", weights_only=True)
+    a = checkpoint.read(tmp_path / "full.pt", "cpu")
+    b = checkpoint.read(tmp_path / "run.pt", "cpu")
     assert a["step"] == b["step"] == 30
     for name in a["model"]:
         assert torch.equal(a["model"][name], b["model"][name]), name  # bitwise, on the CPU
@@ -83,6 +84,18 @@ def test_sigint_writes_partial_results_and_exits_130(tmp_path):
     assert "Traceback" not in err and "no --checkpoint was given, so a rerun starts over" in err
     document = json.loads((tmp_path / "r.json").read_text())
     assert document["incomplete"] and document["runs"][0]["stopped_by"] == "SIGINT"
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o007, 0o660)])
+def test_written_files_respect_the_umask(umask, mode, tmp_path):
+    """Colleagues on a shared project filesystem can read results and checkpoints as the umask allows."""
+    from utils.fileio import atomic_write
+    previous = os.umask(umask)
+    try:
+        atomic_write(tmp_path / "r.json", lambda f: f.write(b"{}"))
+    finally:
+        os.umask(previous)
+    assert (tmp_path / "r.json").stat().st_mode & 0o777 == mode
 
 
 def test_a_failed_save_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
@@ -207,8 +220,9 @@ def test_epochs_set_the_number_of_steps(subset, tmp_path):
 
 
 def test_amp_resume_of_an_fp32_checkpoint_starts_a_fresh_scaler_and_the_reverse_ignores_it(tmp_path):
+    # A gentle --lr: at 0.1 the FP32 continuation of these FP16 steps diverges under torch 2.3.1.
     common = ["--model", "squeezenet1_1", "-b", "4", "--warmup", "1", "--no-progress", "--data", "synthetic",
-              "--checkpoint", tmp_path / "c.pt"]
+              "--lr", "0.01", "--checkpoint", tmp_path / "c.pt"]
     assert run_cli(*common, "-n", "3").returncode == 0
     amp = run_cli(*common, "-n", "5", "--fp16", "-s", "--resume", "--json", tmp_path / "amp.json")
     assert amp.returncode == 0, amp.stderr

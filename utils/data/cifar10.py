@@ -14,6 +14,7 @@ import torch
 from torchvision.datasets import CIFAR10
 from torchvision.datasets.utils import check_integrity, download_and_extract_archive
 
+from utils import safepickle
 from utils.errors import UserError
 
 FOLDER = CIFAR10.base_folder  # "cifar-10-batches-py"
@@ -83,21 +84,11 @@ SAFE_GLOBALS = {
 }
 
 
-class RestrictedUnpickler(pickle.Unpickler):
-    """Rebuilds only numpy arrays and builtin containers; any other global is refused,
-    so a crafted file cannot run code while it is read."""
-
-    def find_class(self, module, name):
-        if (module, name) in SAFE_GLOBALS:
-            return SAFE_GLOBALS[(module, name)]
-        raise pickle.UnpicklingError(f"refusing to load '{module}.{name}'")
-
-
 def read_batch(path):
     """One CIFAR batch file as (uint8 images N x 3 x 32 x 32, int64 labels N)."""
     try:
         with open(path, "rb") as f:
-            batch = RestrictedUnpickler(f, encoding="latin1").load()
+            batch = safepickle.unpickler(SAFE_GLOBALS)(f, encoding="latin1").load()  # never runs code
         data = np.asarray(batch["data"], dtype=np.uint8)
         labels = np.asarray(batch.get("labels", batch.get("fine_labels")), dtype=np.int64)
         images = data.reshape(-1, 3, 32, 32)

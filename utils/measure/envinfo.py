@@ -10,6 +10,8 @@ import sys
 import torch
 import torchvision
 
+from utils import compat
+
 PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -57,6 +59,7 @@ def collect(device, channels_last, compiled, compile_mode, loader):
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "tf32": tf32_flags(),
+        "degraded": compat.degraded(),  # paths taken because this torch lacks a newer API
         "cudnn_benchmark": torch.backends.cudnn.benchmark if cuda else None,
         "channels_last": channels_last,
         "compile": compiled,

@@ -1,9 +1,12 @@
 """Training FLOPs per step, achieved TFLOP/s, and model FLOPs utilisation (MFU) where the GPU's
 dense peak is known."""
 import copy
+import math
 
 import torch
-from torch.utils.flop_counter import FlopCounterMode
+from torch import nn
+
+from utils import compat
 
 # Dense (non-sparse) peak TFLOP/s from NVIDIA's datasheets, by the arithmetic each mode's
 # convolutions and matmuls use, keyed by the exact torch.cuda.get_device_name() of each card:
@@ -30,12 +33,52 @@ COUNT_BATCH = 2  # conv and matmul FLOPs are linear in the batch: count 2 images
 
 
 def training_flops_per_step(model, batch_size):
-    """FLOPs of one forward and backward pass (convolutions and matmuls, as
-    torch.utils.flop_counter counts them), counted on the meta device at no compute cost."""
+    """FLOPs of one forward and backward pass (convolutions and matmuls), counted on the meta
+    device at no compute cost: by torch.utils.flop_counter where this torch has it (torch 2.1),
+    with grouped convolutions' weight gradients counted once, not `groups` times as it does."""
+    if not compat.has_flop_counter():
+        compat.degrade("flops", "FLOPs counted from nn.Conv2d and nn.Linear layers (no torch.utils.flop_counter "
+                                "before torch 2.1): matmuls outside such layers are left out")
+        return layer_flops_per_step(model, batch_size)
+    from torch.utils.flop_counter import FlopCounterMode
     twin = copy.deepcopy(model).to("meta")
-    with FlopCounterMode(display=False) as counter:
+    with FlopCounterMode(display=False, custom_mapping={torch.ops.aten.convolution_backward: conv_backward_flops}) \
+            as counter:
         twin(torch.empty(COUNT_BATCH, 3, 32, 32, device="meta")).float().sum().backward()
     return counter.get_total_flops() * batch_size // COUNT_BATCH
+
+
+def conv_backward_flops(grad_out_shape, x_shape, w_shape, bias, stride, padding, dilation, transposed,
+                        output_padding, groups, output_mask, **shapes):
+    """A convolution's backward: its input gradient and its weight gradient each cost as much
+    as its forward, 2 x output elements x (input channels / groups) x kernel size."""
+    forward = 2 * math.prod(x_shape if transposed else grad_out_shape) * math.prod(w_shape[1:])
+    return forward * (bool(output_mask[0]) + bool(output_mask[1]))
+
+
+def layer_flops_per_step(model, batch_size):
+    """The same count without FlopCounterMode: each Conv2d and Linear does 2 x (multiply-adds)
+    forward, as much again for the gradient of its input (unless that input needs none, as the
+    images don't) and for the gradient of its weight; read from one forward pass of two images
+    on the CPU (torch 1.x cannot run convolutions on the meta device)."""
+    twin = copy.deepcopy(model).to("cpu", torch.float32).eval()  # eval: the same shapes, no state changes
+    total = []
+
+    def count(module, inputs, output):
+        if isinstance(module, nn.Conv2d):
+            kernel = module.in_channels // module.groups * module.kernel_size[0] * module.kernel_size[1]
+            forward = 2 * output.numel() * kernel
+        else:
+            forward = 2 * output.numel() * module.in_features
+        total.append(forward * (1 + inputs[0].requires_grad + module.weight.requires_grad))
+
+    hooks = [m.register_forward_hook(count) for m in twin.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
+    try:
+        twin(torch.zeros(COUNT_BATCH, 3, 32, 32))
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return sum(total) * batch_size // COUNT_BATCH
 
 
 def arithmetic(mode):

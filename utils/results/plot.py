@@ -1,5 +1,6 @@
 """A picture of a comparison: step-time distributions per mode and the speedup over FP32.
 matplotlib is optional: only --plot needs it."""
+from utils.compat import release
 from utils.errors import UserError
 from utils.fileio import atomic_write
 from utils.results.record import setup_of
@@ -26,7 +27,8 @@ def draw(path, document):
     figure.suptitle(f"{setup['model']}, batch {setup['batch_size']}, {setup['device']} "
                     f"({setup['data']} data, {setup['steps']} steps)", fontsize=12)
 
-    left.boxplot(step_times, tick_labels=modes, showfliers=True, whis=(10, 90))
+    labels = "tick_labels" if release(matplotlib.__version__) >= (3, 9) else "labels"  # renamed in 3.9
+    left.boxplot(step_times, showfliers=True, whis=(10, 90), **{labels: modes})
     left.set_ylabel("step time (ms)")
     left.set_title("step time per mode (box: quartiles, whiskers: p10-p90)", fontsize=10)
     medians = [comparison[mode]["median_step_ms"] for mode in modes]

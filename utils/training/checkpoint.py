@@ -1,11 +1,13 @@
 """Checkpoints that survive crashes: a trainer's whole state captured and restored, written
 atomically, read with weights_only=True, and checked against the run before anything trains
 from them."""
+import collections
 import os
 from dataclasses import asdict
 
 import torch
 
+from utils import compat, safepickle
 from utils.errors import UserError
 from utils.fileio import atomic_write
 from utils.training import precision
@@ -30,7 +32,7 @@ def load(path, device):
         raise UserError(f"--resume: no checkpoint at {path}; run once with --checkpoint {path} first, "
                         "or drop --resume.")
     try:
-        state = torch.load(path, map_location=device, weights_only=True)
+        state = read(path, device)
     except Exception as error:  # whatever a truncated, foreign or crafted file makes the loader raise
         reason = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise UserError(f"{path} is not a readable ampbench checkpoint ({reason[:200]}); "
@@ -38,6 +40,27 @@ def load(path, device):
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise UserError(f"{path} is not an ampbench checkpoint; delete it or point --checkpoint elsewhere.")
     return state
+
+
+def read(path, device):
+    """torch.load that never runs code from the file: weights_only=True (torch 1.13), before it
+    the same restriction through our own unpickler."""
+    if compat.has_weights_only_load():
+        return torch.load(path, map_location=device, weights_only=True)
+    compat.degrade("checkpoint", "checkpoint read through ampbench's restricted unpickler (torch.load has "
+                                 "no weights_only before torch 1.13)")
+    return torch.load(path, map_location=device, pickle_module=safepickle.pickle_module(checkpoint_globals()))
+
+
+def checkpoint_globals():
+    """What a checkpoint's pickle may name: tensors, their storages and ordered dicts."""
+    allowed = {("collections", "OrderedDict"): collections.OrderedDict,
+               ("torch._utils", "_rebuild_tensor_v2"): torch._utils._rebuild_tensor_v2,
+               ("torch._utils", "_rebuild_parameter"): torch._utils._rebuild_parameter}
+    for name in dir(torch):
+        if name.endswith("Storage") and isinstance(getattr(torch, name), type):
+            allowed[("torch", name)] = getattr(torch, name)
+    return allowed
 
 
 def capture(trainer, config, step, stats, device):

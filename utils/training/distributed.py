@@ -3,18 +3,23 @@ DistributedDataParallel over NCCL on CUDA and gloo on the CPU.
 
 Launchers, detected from the environment:
   torchrun --nproc_per_node=N main.py ...        RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT
-  mpirun -n N python main.py ...                 OMPI_COMM_WORLD_RANK / _SIZE / _LOCAL_RANK;
-                                                 MASTER_ADDR/PORT taken from the environment,
-                                                 else 127.0.0.1:29500 when all ranks share a node
+  mpirun -n N python main.py ...                 OMPI_COMM_WORLD_RANK / _SIZE / _LOCAL_RANK (Open MPI)
+  mpiexec -n N python main.py ...                PMI_RANK / _SIZE / _LOCAL_RANK (MPICH, HPE PALS)
+  srun -n N python main.py ...                   SLURM_PROCID / _STEP_NUM_TASKS / _LOCALID
+With the MPI launchers and srun, MASTER_ADDR/PORT come from the environment, else
+127.0.0.1:29500 when all ranks share a node.
 """
 import datetime
 import os
+import re
 import socket
+import time
 from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 
+from utils import compat
 from utils.errors import UserError
 
 DEFAULT_PORT = "29500"
@@ -26,7 +31,7 @@ class World:
     size: int = 1
     local_rank: int = 0
     local_size: int = 1
-    launcher: str = None  # "torchrun", "mpirun" or None
+    launcher: str = None  # "torchrun", "mpirun", "mpiexec", "srun" or None
 
     @property
     def distributed(self):
@@ -40,24 +45,32 @@ class World:
 def detect():
     """The process's place in the job, from the launcher's environment variables."""
     env = os.environ
-    if "OMPI_COMM_WORLD_SIZE" in env and "RANK" not in env:
-        return World(int(env["OMPI_COMM_WORLD_RANK"]), int(env["OMPI_COMM_WORLD_SIZE"]),
-                     int(env.get("OMPI_COMM_WORLD_LOCAL_RANK", 0)), int(env.get("OMPI_COMM_WORLD_LOCAL_SIZE", 1)),
-                     "mpirun")
     if "WORLD_SIZE" in env and "RANK" in env:
         return World(int(env["RANK"]), int(env["WORLD_SIZE"]), int(env.get("LOCAL_RANK", 0)),
                      int(env.get("LOCAL_WORLD_SIZE", 1)), "torchrun")
+    if "OMPI_COMM_WORLD_SIZE" in env:
+        return World(int(env["OMPI_COMM_WORLD_RANK"]), int(env["OMPI_COMM_WORLD_SIZE"]),
+                     int(env.get("OMPI_COMM_WORLD_LOCAL_RANK", 0)), int(env.get("OMPI_COMM_WORLD_LOCAL_SIZE", 1)),
+                     "mpirun")
+    if "PMI_SIZE" in env and "PMI_RANK" in env:  # MPICH's Hydra, and HPE PALS (Polaris's mpiexec)
+        local_rank = env.get("PMI_LOCAL_RANK", env.get("MPI_LOCALRANKID", 0))
+        local_size = env.get("PMI_LOCAL_SIZE", env.get("MPI_LOCALNRANKS", 1))
+        return World(int(env["PMI_RANK"]), int(env["PMI_SIZE"]), int(local_rank), int(local_size), "mpiexec")
+    if "SLURM_STEP_NUM_TASKS" in env and "SLURM_PROCID" in env:  # a task of srun (not the batch script itself)
+        per_node = re.match(r"\d+", env.get("SLURM_STEP_TASKS_PER_NODE", "1"))
+        return World(int(env["SLURM_PROCID"]), int(env["SLURM_STEP_NUM_TASKS"]), int(env.get("SLURM_LOCALID", 0)),
+                     int(per_node.group()) if per_node else 1, "srun")
     return World()
 
 
 def init(world, use_gpu, timeout_s):
     """Join the process group; returns this rank's device. A collective that waits longer than
     `timeout_s` raises instead of hanging, so a failing rank brings the job down."""
-    if world.launcher == "mpirun":
+    if world.launcher in ("mpirun", "mpiexec", "srun"):
         if "MASTER_ADDR" not in os.environ:
             if world.local_size != world.size:
-                raise UserError("mpirun across nodes needs MASTER_ADDR (the first node's hostname) and "
-                                "MASTER_PORT in the environment; run_thetagpu.sh exports them.")
+                raise UserError(f"{world.launcher} across nodes needs MASTER_ADDR (the first node's hostname) and "
+                                "MASTER_PORT in the environment; the run_*.sh scripts export them.")
             os.environ["MASTER_ADDR"] = "127.0.0.1"
         os.environ.setdefault("MASTER_PORT", DEFAULT_PORT)
     if use_gpu:
@@ -69,14 +82,28 @@ def init(world, use_gpu, timeout_s):
     else:
         device = torch.device("cpu")
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // world.local_size))  # no oversubscription
+    bound = {}  # binding the process group to the GPU (torch 2.3) lets NCCL connect eagerly
+    if use_gpu and compat.has_ddp_device_id():
+        bound = {"device_id": device}
+    elif use_gpu:
+        compat.degrade("ddp", "process group not bound to its GPU (init_process_group has no device_id "
+                              "before torch 2.3): NCCL connects lazily, at the first collective")
     dist.init_process_group("nccl" if use_gpu else "gloo", init_method="env://", rank=world.rank,
-                            world_size=world.size, timeout=datetime.timedelta(seconds=timeout_s),
-                            device_id=device if use_gpu else None)
+                            world_size=world.size, timeout=datetime.timedelta(seconds=timeout_s), **bound)
     return device
 
 
 def shutdown(world):
+    """Leave the process group once every rank is done with it.
+
+    Before torch 2.8 (pytorch/pytorch#154976) a gloo group's destructor holds the GIL while it
+    joins its worker threads, and a worker that drops the last reference to a finished
+    collective's Python tensors needs the GIL: a deadlock, seen here with torch 2.3.1 in one
+    run of three. A short sleep after the barrier (the GIL released) lets the workers finish."""
     if world.distributed and dist.is_initialized():
+        dist.barrier()
+        if dist.get_backend() == "gloo" and compat.torch_release() < (2, 8):
+            time.sleep(0.2)
         dist.destroy_process_group()
 
 

@@ -5,9 +5,12 @@ dtype and whether it is enabled, whether GradScaler is enabled, and whether FP32
 and convolutions may use TF32 tensor cores. The classic FP16-weights recipe (`fp16-master`)
 fits the same step: its static loss scaler has GradScaler's interface.
 """
+import warnings
+
 import torch
 from torch import nn
 
+from utils import compat
 from utils.errors import UserError
 from utils.training.modes import MODES, mode_from_flags  # noqa: F401 (looked up here by training code and tests)
 
@@ -25,6 +28,13 @@ def check_supported(mode, device):
         return
     if mode.tf32:
         raise UserError("mode tf32 (--tf32) only applies to CUDA GPUs: on the CPU run fp32, or add -p on a GPU node.")
+    if mode.autocast_dtype == torch.float16 and not cpu_autocasts_to_half():
+        raise UserError(f"mode {mode.name} needs float16 autocast on the CPU, which torch {torch.__version__} lacks "
+                        "(it would silently train in FP32): run it on a GPU (-p), or use amp-bf16 on the CPU "
+                        "(--bf16, or --modes fp32,amp-bf16).")
+    if mode.loss_scaling and not mode.master_weights and not compat.has_device_grad_scaler():
+        raise UserError(f"mode {mode.name} needs a GradScaler on the CPU, which torch {torch.__version__} lacks "
+                        "(torch 2.3 has one): run it on a GPU (-p).")
     if mode.master_weights:
         try:
             conv, norm = nn.Conv2d(3, 2, 3).half(), nn.BatchNorm2d(2)
@@ -32,6 +42,19 @@ def check_supported(mode, device):
         except RuntimeError:
             raise UserError("mode fp16-master needs float16 convolutions, which this CPU build of torch "
                             "lacks: run it on a GPU (-p).") from None
+
+
+def cpu_autocasts_to_half():
+    """Whether CPU autocast really runs convolutions in float16: older torch raises, or warns and
+    runs them in FP32."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with torch.autocast("cpu", dtype=torch.float16):
+                out = nn.functional.conv2d(torch.zeros(1, 3, 4, 4), torch.zeros(2, 3, 3, 3))
+    except RuntimeError:
+        return False
+    return out.dtype == torch.float16
 
 
 def set_tf32(enabled):
@@ -53,7 +76,7 @@ def prepare(model, mode, device, static_loss_scale):
     FP32 master copies through a StaticLossScaler.
     """
     if not mode.master_weights:
-        return list(model.parameters()), torch.amp.GradScaler(device.type, enabled=mode.loss_scaling)
+        return list(model.parameters()), grad_scaler(device, mode.loss_scaling)
     model.half()
     for module in model.modules():
         if isinstance(module, nn.modules.batchnorm._BatchNorm):
@@ -61,6 +84,14 @@ def prepare(model, mode, device, static_loss_scale):
     model.register_forward_pre_hook(cast_inputs_to_half)
     masters = MasterWeights(model)
     return masters.params, StaticLossScaler(masters, static_loss_scale)
+
+
+def grad_scaler(device, enabled):
+    """torch.amp.GradScaler for this device (torch 2.3); before, the CUDA-only one
+    (check_supported has refused loss scaling on the CPU there)."""
+    if compat.has_device_grad_scaler():
+        return torch.amp.GradScaler(device.type, enabled=enabled)
+    return torch.cuda.amp.GradScaler(enabled=enabled)
 
 
 def cast_inputs_to_half(module, inputs):
@@ -135,5 +166,6 @@ class StaticLossScaler:
 
 
 def autocast(mode, device):
-    return torch.amp.autocast(device.type, dtype=mode.autocast_dtype or torch.float32,
-                              enabled=mode.autocast_dtype is not None)
+    """The mode's autocast, on or off; off, it keeps the device's default dtype (torch before 2.1
+    warns at every step about any other dtype on the CPU, even when disabled)."""
+    return torch.autocast(device.type, dtype=mode.autocast_dtype, enabled=mode.autocast_dtype is not None)

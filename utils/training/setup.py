@@ -48,9 +48,10 @@ def build_trainer(initial_model, mode, data, config, device, world):
     loader = make_train_loader(config.loader, data.train_images, data.train_labels, config.batch_size, device,
                                config.seed, config.workers, config.channels_last, (world.rank, world.size))
     optimizer = make_optimizer(params, config.lr, config.momentum, config.weight_decay, config.nesterov)
+    counter = StepCounter(optimizer)  # before the scheduler, which wraps optimizer.step in old torch
     return Trainer(mode=mode, model=model, trained=trained, params=params, scaler=scaler, optimizer=optimizer,
                    scheduler=make_scheduler(optimizer, config.lr_schedule, config.steps, config.warmup_lr_steps),
-                   counter=StepCounter(optimizer), criterion=nn.CrossEntropyLoss(label_smoothing=config.label_smoothing),
+                   counter=counter, criterion=nn.CrossEntropyLoss(label_smoothing=config.label_smoothing),
                    loader=loader, initial_weights_sha256=initial_weights)
 
 

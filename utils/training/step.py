@@ -7,10 +7,12 @@ and the scaler on or off and picks the dtype.
 """
 import contextlib
 import math
+import types
 
 import torch
 from torch import nn
 
+from utils import compat
 from utils.data.loaders import eval_batches
 from utils.training import distributed, precision
 
@@ -71,11 +73,24 @@ def make_scheduler(optimizer, schedule, steps, warmup_steps):
 
 class StepCounter:
     """Counts the optimizer steps that really ran: the scalers skip optimizer.step() on
-    overflow, so skipped steps = steps - count, known without any host-device sync."""
+    overflow, so skipped steps = steps - count, known without any host-device sync.
+
+    Before torch 2.0 (no step hooks) it wraps the optimizer's own step method, which GradScaler
+    and the LR scheduler call through the same attribute; build it before the scheduler."""
 
     def __init__(self, optimizer):
         self.count = 0
-        optimizer.register_step_post_hook(self.hook)
+        if compat.has_step_hooks():
+            optimizer.register_step_post_hook(self.hook)
+            return
+        step = optimizer.step
+
+        def counted_step(optimizer, *args, **kwargs):
+            result = step(*args, **kwargs)
+            self.count += 1
+            return result
+
+        optimizer.step = types.MethodType(counted_step, optimizer)  # a bound method, as the scheduler expects
 
     def hook(self, optimizer, args, kwargs):
         self.count += 1

@@ -1,0 +1,115 @@
+"""The torch and torchvision releases ampbench runs on, and which later APIs this one has.
+
+Every version check lives here, so that the code runs from torch 1.11 (NVIDIA's NGC 22.01
+container) to the newest. Where this torch lacks an API, the caller takes a degraded path and
+records it with `degrade`; a run's results list those notes (env.degraded).
+"""
+import re
+
+from utils.errors import UserError
+
+MIN_TORCH = (1, 11)
+MIN_TORCHVISION = (0, 12)
+_degraded = {}
+
+
+def release(version):
+    """(major, minor) of a version string such as '2.3.1+cu121' or NGC's '1.11.0a0+17540c5'."""
+    match = re.match(r"(\d+)\.(\d+)", version)
+    return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
+
+
+def check_versions():
+    """Refuse a torch or torchvision older than the oldest release ampbench is tested on."""
+    try:
+        import torch
+        import torchvision
+    except ImportError as error:
+        raise UserError(f"{error.name or 'torch'} is not installed in this Python: pip install -r requirements.txt "
+                        "(or run inside a PyTorch container).") from None
+    for name, module, minimum in (("torch", torch, MIN_TORCH), ("torchvision", torchvision, MIN_TORCHVISION)):
+        if release(module.__version__) < minimum:
+            raise UserError(f"{name} {module.__version__} is too old: ampbench needs {name} "
+                            f"{minimum[0]}.{minimum[1]} or newer (an NGC PyTorch container from 22.01 on).")
+
+
+def torch_release():
+    import torch
+    return release(torch.__version__)
+
+
+def torchvision_release():
+    import torchvision
+    return release(torchvision.__version__)
+
+
+def has_flop_counter():
+    return torch_release() >= (2, 1)  # torch.utils.flop_counter
+
+
+def has_step_hooks():
+    return torch_release() >= (2, 0)  # Optimizer.register_step_post_hook
+
+
+def has_compile():
+    return torch_release() >= (2, 0)  # torch.compile
+
+
+def has_weights_only_load():
+    return torch_release() >= (1, 13)  # torch.load(weights_only=True)
+
+
+def has_device_grad_scaler():
+    return torch_release() >= (2, 3)  # torch.amp.GradScaler(device_type), CPU included
+
+
+def has_ddp_device_id():
+    return torch_release() >= (2, 3)  # init_process_group(device_id=)
+
+
+def has_model_registry():
+    return torchvision_release() >= (0, 14)  # torchvision.models.list_models / get_model
+
+
+def degrade(key, note):
+    """Record that this run took a degraded path (`note` says which, and what it costs)."""
+    _degraded[key] = note
+
+
+def degraded():
+    """The degraded paths taken so far, as {key: note}."""
+    return dict(_degraded)
+
+
+def describe():
+    """One line on this Python, torch and its GPUs (what the cluster scripts print before training),
+    and the number of GPUs this process sees."""
+    import platform
+
+    import torch
+    import torchvision
+
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    names = sorted({torch.cuda.get_device_name(i) for i in range(gpus)})
+    cuda = f"CUDA {torch.version.cuda}" if torch.version.cuda else "no CUDA"
+    seen = f"{gpus} GPU(s): {', '.join(names)}" if gpus else "no GPU visible"
+    return (f"Python {platform.python_version()}, torch {torch.__version__} ({cuda}), torchvision "
+            f"{torchvision.__version__}, {seen}"), gpus
+
+
+def main():
+    """python -m utils.compat: check this torch, describe it, end with a line `gpus=N`; exit 2 if too old."""
+    import sys
+    try:
+        check_versions()
+    except UserError as error:
+        print(f"ampbench: error: {error}", file=sys.stderr)
+        return 2
+    line, gpus = describe()
+    print(line)
+    print(f"gpus={gpus}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
