@@ -1,4 +1,4 @@
-"""Issue 6: DDP through torchrun and mpirun (gloo on the CPU), and run_thetagpu.sh."""
+"""DDP through torchrun and mpirun (gloo on the CPU)."""
 import json
 import os
 import shutil
@@ -52,6 +52,7 @@ def single_process(tmp_path_factory, subset_path=None):
     return json.loads(out.read_text())["runs"][0]
 
 
+@pytest.mark.compat
 @pytest.mark.parametrize("launcher", ["torchrun", "mpirun"])
 def test_two_process_run_matches_one_process_with_the_same_global_batch(launcher, tmp_path, subset, single_process):
     result = launch(launcher, "main.py", *EXACT, "-b", "8", "--data-dir", subset, "--allow-unverified",
@@ -93,37 +94,3 @@ def test_torchrun_with_the_classic_loader_and_a_checkpoint(tmp_path, subset):
     assert second.returncode == 0, second.stderr
     run = json.loads((tmp_path / "r.json").read_text())["runs"][0]
     assert run["resumed_from_step"] == 4 and run["completed_steps"] == 6 and run["world_size"] == 2
-
-
-def test_run_thetagpu_is_valid_bash_and_shellcheck_clean():
-    assert subprocess.run(["bash", "-n", "run_thetagpu.sh"], cwd=ROOT).returncode == 0
-    needs("shellcheck")
-    result = subprocess.run(["shellcheck", "run_thetagpu.sh"], cwd=ROOT, capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout
-
-
-def test_run_thetagpu_starts_with_cobalt_directives():
-    lines = (ROOT / "run_thetagpu.sh").read_text().splitlines()
-    assert lines[0] == "#!/bin/bash"
-    directives = [line for line in lines[1:8] if line.startswith("#COBALT")]
-    for option in ["-n ", "-t ", "-q full-node", "-A ", "--attrs filesystems=home,theta-fs0,grand"]:
-        assert any(option in line for line in directives), option
-
-
-def test_run_thetagpu_dry_run_prints_the_commands(tmp_path):
-    nodefile = tmp_path / "nodes"
-    nodefile.write_text("thetagpu01\nthetagpu01\nthetagpu02\n")
-    env = {**os.environ, "DRY_RUN": "1", "COBALT_NODEFILE": str(nodefile), "COBALT_JOBID": "4242",
-           "MODEL": "resnet18", "STEPS": "100", "CONTAINER": "/lus/images/pytorch.sif"}
-    result = subprocess.run(["bash", "run_thetagpu.sh"], cwd=ROOT, capture_output=True, text=True, env=env)
-    assert result.returncode == 0, result.stderr
-    commands = [line[2:] for line in result.stdout.splitlines() if line.startswith("+ ")]
-    container = "singularity exec --nv -B /lus /lus/images/pytorch.sif"
-    single, node, nodes, merge = commands[1:]
-    assert single.startswith(f"{container} python main.py -n 100 -p --model resnet18")
-    assert "--json" in single and single.endswith("-4242/1gpu.json")
-    assert node.startswith(f"{container} python -m torch.distributed.run --standalone --nproc_per_node=8 main.py")
-    assert nodes.startswith(f"mpirun -n 16 -npernode 8 -hostfile {nodefile} -x MASTER_ADDR")
-    assert f"{container} python main.py" in nodes and nodes.endswith("/2nodes.json")
-    assert merge.startswith(f"{container} python -m utils.report") and "2nodes.json" in merge
-    assert not list(ROOT.glob("results/*-4242")), "a dry run creates nothing"

@@ -1,0 +1,45 @@
+#!/bin/bash -l
+#SBATCH --job-name=ampbench
+#SBATCH --nodes=1
+#SBATCH --ntasks-per-node=1
+#SBATCH --gpus-per-node=4
+#SBATCH --cpus-per-task=32
+#SBATCH --time=01:00:00
+#SBATCH --requeue
+#SBATCH --output=ampbench-%j.out
+#
+# ampbench on a Slurm cluster: FP32 vs mixed precision on 1 GPU, on all GPUs of a node
+# (torchrun) and across nodes (srun, one task per GPU), inside an NVIDIA NGC PyTorch container
+# run with `apptainer exec --nv` (or singularity). The stages live in cluster/stages.sh.
+#
+# Submit from the ampbench folder (add your site's --account/--partition):
+#   sbatch --export=ALL,CIFAR10_DIR=$HOME/data/cifar10,CONTAINER=$HOME/pytorch_24.04-py3.sif run_slurm.sh
+#   # two nodes:  sbatch --nodes=2 ... run_slurm.sh
+# With --requeue, a preempted job that Slurm requeues finds its results folder, skips the runs
+# that finished and resumes the cut one from its checkpoint.
+# Print every command instead of running it:  NODES=2 DRY_RUN=1 CIFAR10_DIR=... ./run_slurm.sh
+set -euo pipefail
+
+SCHEDULER=Slurm
+JOB_ID=${SLURM_JOB_ID:-}
+# Slurm runs a copy of this script: ampbench is the folder the job was submitted from.
+AMPBENCH_DIR=${AMPBENCH_DIR:-${SLURM_SUBMIT_DIR:-$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")" && pwd)}}
+CONTAINER_RUNTIME=${CONTAINER_RUNTIME:-$(command -v apptainer >/dev/null && echo apptainer || echo singularity)}
+CONTAINER=${CONTAINER:-}  # e.g. apptainer build pytorch_24.04-py3.sif docker://nvcr.io/nvidia/pytorch:24.04-py3
+BIND=${BIND:-${HOME}}
+NOMINAL_GPUS=${SLURM_GPUS_ON_NODE:-4}
+if [[ -n "${SLURM_JOB_NODELIST:-}" ]]; then
+    NODE_NAMES=$(scontrol show hostnames "${SLURM_JOB_NODELIST}" | tr '\n' ' ')
+fi
+# The batch script runs on the first node; srun gives the one-node stages their GPUs and CPUs.
+on_one_node=()
+if [[ -n "${SLURM_JOB_ID:-}" ]]; then
+    on_one_node=(srun --nodes=1 --ntasks=1 --exact)
+fi
+
+across_nodes() {
+    launch=(srun --nodes="${NODES}" --ntasks="$1" --ntasks-per-node="$2" --export=ALL)
+}
+
+# shellcheck source=cluster/stages.sh
+source "${AMPBENCH_DIR}/cluster/stages.sh"

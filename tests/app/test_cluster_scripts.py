@@ -1,0 +1,152 @@
+"""The scheduler scripts (run_thetagpu.sh, run_pbs.sh, run_slurm.sh) run end to end on the CPU:
+stand-ins for the container runtime and the launchers (tests/standins) run the commands here
+with the rank variables the real ones set, the scheduler's variables are faked (a node file
+with two names for this machine), and USE_GPU=0 drops -p, so each stage runs 2 gloo processes."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT, SUBSET
+from test_cluster import free_port, needs
+
+SCRIPTS = ["run_thetagpu.sh", "run_pbs.sh", "run_slurm.sh"]
+STANDINS = ROOT / "tests" / "standins"
+# Tiny runs: what is tested is the script, not the benchmark.
+SMALL = {"MODEL": "squeezenet1_1", "STEPS": "4", "BATCH": "8", "CHECKPOINT_EVERY": "2",
+         "EXTRA_ARGS": "--allow-unverified --warmup 1 --no-eval --dropout 0"}
+
+
+def standin_bin(tmp_path, python):
+    """A folder for PATH holding the stand-ins under their real names, and `python`."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    for name, target in [("singularity", "container"), ("apptainer", "container"), ("mpirun", "launcher"),
+                         ("mpiexec", "launcher"), ("srun", "launcher"), ("scontrol", "scontrol")]:
+        (folder / name).symlink_to(STANDINS / target)
+    (folder / "python").write_text(f'#!/bin/sh\nexec "{python}" "$@"\n')  # the venv's, as the container's
+    (folder / "python").chmod(0o755)
+    return folder
+
+
+def job_env(script, tmp_path, job_id="4242", **extra):
+    """What the scheduler would give a 2-node job, two ranks per node."""
+    image = tmp_path / "pytorch.sif"
+    image.touch()
+    nodes = tmp_path / "nodes"
+    nodes.write_text("localhost\n127.0.0.1\n")
+    env = {**os.environ, **SMALL, "USE_GPU": "0", "GPUS_PER_NODE": "2", "CONTAINER": str(image),
+           "CIFAR10_DIR": str(SUBSET), "RESULTS_ROOT": str(tmp_path / "results"), "MASTER_PORT": free_port(),
+           "OMP_NUM_THREADS": "1", "STANDIN_LOG": str(tmp_path / "calls.log"),
+           "PATH": f"{standin_bin(tmp_path, sys.executable)}:{os.environ['PATH']}"}
+    env.update({"run_thetagpu.sh": {"COBALT_NODEFILE": str(nodes), "COBALT_JOBID": job_id},
+                "run_pbs.sh": {"PBS_NODEFILE": str(nodes), "PBS_JOBID": f"{job_id}.polaris-pbs-01",
+                               "PBS_O_WORKDIR": str(ROOT)},
+                "run_slurm.sh": {"SLURM_JOB_ID": job_id, "SLURM_JOB_NODELIST": "localhost,127.0.0.1",
+                                 "SLURM_SUBMIT_DIR": str(ROOT)}}[script])
+    env.update(extra)
+    return env
+
+
+def start(script, env):
+    return subprocess.Popen(["bash", script], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_a_two_node_job_runs_every_stage_and_merges_them(script, tmp_path, subset):
+    env = job_env(script, tmp_path, MODES="fp32,amp-bf16" if script == "run_thetagpu.sh" else "fp32")
+    out, err = start(script, env).communicate(timeout=600)
+    assert "Traceback" not in err, err
+    folders = list((tmp_path / "results").iterdir())
+    assert [f.name for f in folders] == [f"{time.strftime('%Y-%m-%d')}-4242"], "one dated folder per job"
+    modes = env["MODES"].split(",")
+    expected = {f"{stage}-{mode}.json" for stage in ("1gpu", "1node", "2nodes") for mode in modes}
+    written = {path.name for path in folders[0].glob("*-*.json")}
+    assert written == expected, err
+    for name in expected:
+        document = json.loads((folders[0] / name).read_text())
+        stage = name.split("-")[0]
+        launcher = {"run_thetagpu.sh": "mpirun", "run_pbs.sh": "mpiexec", "run_slurm.sh": "srun"}[script]
+        assert (document["env"]["world_size"], document["env"]["launcher"]) == \
+            {"1gpu": (1, "srun" if script == "run_slurm.sh" else None),  # Slurm starts even one task with srun
+             "1node": (2, "torchrun"), "2nodes": (4, launcher)}[stage], name
+        assert not document["incomplete"], name
+    merged = json.loads((folders[0] / "merged.json").read_text())
+    assert len(merged) == 3, "one comparison per stage"
+    assert (folders[0] / "report.txt").read_text().count("median ms") == 3
+    assert "Python " in out and "no GPU visible" in out, "the container's versions are printed first"
+    calls = (tmp_path / "calls.log").read_text()
+    assert "--nv" not in calls and " -p " not in calls
+
+
+@pytest.mark.parametrize("script", ["run_pbs.sh"])
+def test_a_rerun_job_resumes_from_its_checkpoint(script, tmp_path, subset):
+    """A preempted job (SIGTERM) that the scheduler reruns skips what finished and resumes the cut run."""
+    env = job_env(script, tmp_path, NODES="1", MODES="fp32", STEPS="400", CHECKPOINT_EVERY="2")
+    job = start(script, env)
+    checkpoint = None
+    deadline = time.time() + 240
+    while checkpoint is None and time.time() < deadline:
+        found = list((tmp_path / "results").glob("*/1gpu-fp32.pt"))
+        checkpoint = found[0] if found else None
+        time.sleep(0.5)
+    assert checkpoint is not None, job.communicate()
+    os.killpg(job.pid, signal.SIGTERM)
+    _, err = job.communicate(timeout=120)
+    assert job.returncode == 143 and "resubmit" in err, err
+    assert json.loads(checkpoint.with_suffix(".json").read_text())["incomplete"]
+
+    rerun = start(script, {**env, "STEPS": "20"})  # the rerun finds the same folder through the job id
+    out, err = rerun.communicate(timeout=600)
+    assert rerun.returncode == 0, err
+    assert "resumes from" in out
+    run = json.loads(checkpoint.with_suffix(".json").read_text())["runs"][0]
+    assert run["resumed_from_step"] and run["completed_steps"] == 20
+    assert len(list((tmp_path / "results").iterdir())) == 1
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_shellcheck_clean(script):
+    assert subprocess.run(["bash", "-n", script], cwd=ROOT).returncode == 0
+    needs("shellcheck")
+    result = subprocess.run(["shellcheck", "-x", script, "cluster/stages.sh", "tests/standins/container",
+                             "tests/standins/launcher"], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout
+
+
+@pytest.mark.parametrize("script, directive", [("run_thetagpu.sh", "#COBALT -q full-node"),
+                                               ("run_pbs.sh", "#PBS -r y"), ("run_slurm.sh", "#SBATCH --requeue")])
+def test_scripts_start_as_their_site_expects(script, directive):
+    lines = (ROOT / script).read_text().splitlines()
+    assert lines[0] == "#!/bin/bash -l", "a login shell, so that `module` works"
+    assert directive in lines[:12]
+
+
+@pytest.mark.parametrize("script, nodes, per_node, launcher", [
+    ("run_thetagpu.sh", 1, 8, None), ("run_thetagpu.sh", 2, 8, "mpirun -n 16 -npernode 8"),
+    ("run_pbs.sh", 2, 4, "mpiexec -n 8 --ppn 4"), ("run_slurm.sh", 2, 4, "srun --nodes=2 --ntasks=8"),
+    ("run_thetagpu.sh", 1, 1, None)])
+def test_dry_runs_print_every_stage_and_create_nothing(script, nodes, per_node, launcher, tmp_path):
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("COBALT_", "PBS_", "SLURM_"))}
+    env.update({"DRY_RUN": "1", "NODES": str(nodes), "CONTAINER": "/lus/images/pytorch.sif", "CIFAR10_DIR": "/data",
+                "RESULTS_ROOT": str(tmp_path / "results"), "MODES": "fp32,amp-bf16"})
+    if per_node == 1:
+        env["GPUS_PER_NODE"] = "1"  # what a single-gpu queue's job has
+    result = subprocess.run(["bash", script], cwd=ROOT, capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr
+    commands = [line[2:] for line in result.stdout.splitlines() if line.startswith("+ ")]
+    assert commands[1].endswith("python -m utils.compat"), "the container is checked first"
+    runs = [c for c in commands if " main.py " in c]
+    assert len(runs) == 2 * (3 if nodes > 1 else 2)
+    assert all(" -p " in c and "--nv" in c and "--checkpoint " in c for c in runs)
+    assert f"--nproc_per_node={per_node} main.py" in runs[2]
+    if launcher:
+        assert runs[4].startswith(launcher) and "2nodes-fp32.json" in runs[4]
+    assert "python -m utils.report" in commands[-1] and commands[-1].endswith("/merged.json")
+    assert not (tmp_path / "results").exists(), "a dry run creates nothing"
