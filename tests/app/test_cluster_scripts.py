@@ -57,6 +57,7 @@ def start(script, env):
                             text=True, start_new_session=True)
 
 
+@pytest.mark.job_scripts
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_a_two_node_job_runs_every_stage_and_merges_them(script, tmp_path, subset):
     env = job_env(script, tmp_path, MODES="fp32,amp-bf16" if script == "run_thetagpu.sh" else "fp32")
@@ -84,6 +85,7 @@ def test_a_two_node_job_runs_every_stage_and_merges_them(script, tmp_path, subse
     assert "--nv" not in calls and " -p " not in calls
 
 
+@pytest.mark.job_scripts
 @pytest.mark.parametrize("script", ["run_pbs.sh"])
 def test_a_rerun_job_resumes_from_its_checkpoint(script, tmp_path, subset):
     """A preempted job (SIGTERM) that the scheduler reruns skips what finished and resumes the cut run."""
