@@ -63,6 +63,63 @@ def test_pickle_that_runs_code_is_refused_and_nothing_runs(subset, tmp_path):
     assert not os.path.exists(marker)
 
 
+class Forged:
+    """Pickles as `callable(*args)` followed by BUILD(state): how numpy pickles dtypes and arrays."""
+
+    def __init__(self, call, args, state):
+        self.call, self.args, self.state = call, args, state
+
+    def __reduce__(self):
+        return self.call, self.args, self.state
+
+
+def forged_batch(code, dtype_state, raw, shape=(1,)):
+    """A batch file whose images array claims dtype `code` with the given dtype state."""
+    import numpy as np
+    reconstruct = np.array(0).__reduce__()[0]  # numpy's _reconstruct, under numpy 1 or 2
+    dtype = Forged(np.dtype, (code, False, True), dtype_state)
+    array = Forged(reconstruct, (np.ndarray, (0,), b"b"), (1, shape, dtype, False, raw))
+    return pickle.dumps({"data": array, "labels": [0] * shape[0]}, protocol=2)
+
+
+# Forged dtypes that make numpy read raw bytes as object pointers (a segfault before this was
+# refused), and arrays whose metadata does not match their bytes.
+HOSTILE_ARRAYS = {
+    "object dtype hidden by its state": ("O8", (3, "|", None, None, None, 8, 8, 0), b"\x41" * 8),
+    "object dtype": ("O8", (3, "|", None, None, None, -1, -1, 63), b"\x41" * 8),
+    "structured dtype": ("V8", (3, "|", None, ("a",), {"a": (object, 0)}, 8, 1, 16), b"\x41" * 8),
+    "forged integer state": ("u1", (3, "|", None, ("a",), {"a": (object, 0)}, 1, 1, 0), b"\x41"),
+    "too few bytes": ("u1", (3, "|", None, None, None, -1, -1, 0), b"\x41" * 3),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_ARRAYS))
+def test_forged_arrays_are_refused_without_a_crash(case, tmp_path):
+    """Run in a subprocess: a memory corruption fails the test instead of killing pytest."""
+    import subprocess
+    import sys
+    from conftest import ROOT
+    code, state, raw = HOSTILE_ARRAYS[case]
+    path = tmp_path / "data_batch_1"
+    path.write_bytes(forged_batch(code, state, raw, shape=(3072,) if case == "too few bytes" else (1,)))
+    probe = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); from utils.data import cifar10; "
+             f"from utils.errors import UserError\ntry:\n    cifar10.read_batch({str(path)!r})\n"
+             "except UserError as e:\n    print('refused:', e)")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, f"exit {result.returncode}: {result.stderr[-500:]}"
+    assert result.stdout.startswith("refused:") and "is not a readable CIFAR-10 batch" in result.stdout, result.stdout
+
+
+def test_genuine_batches_read_as_plain_pickle_does(subset):
+    import numpy as np
+    path = os.path.join(subset, "data_batch_1")
+    with open(path, "rb") as f:
+        reference = pickle.load(f, encoding="latin1")  # the subset is trusted: compare with plain pickle
+    images, labels = cifar10.read_batch(path)
+    assert np.array_equal(images.numpy().reshape(len(images), -1), reference["data"])
+    assert labels.tolist() == reference["labels"]
+
+
 def test_truncated_batch_is_a_user_error(subset, tmp_path):
     folder = copy_subset(subset, tmp_path)
     data = (folder / "test_batch").read_bytes()

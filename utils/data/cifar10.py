@@ -65,23 +65,84 @@ def download(data_dir):
             "without internet, download it elsewhere and copy cifar-10-batches-py into --data-dir.") from None
 
 
-def numpy_reconstruct():
-    try:  # numpy >= 2
-        from numpy._core.multiarray import _reconstruct
-    except ImportError:
-        from numpy.core.multiarray import _reconstruct
-    return _reconstruct
+# The plain integer dtypes a CIFAR batch stores (images uint8; labels, when arrays, integers),
+# and the one state numpy pickles for each: (version, byte order, subarray, names, fields,
+# element size, alignment, flags). Nothing else is built, so a forged dtype (an object or
+# structured type, or a state that hides objects) is refused instead of turning bytes into
+# pointers.
+INTEGER_CODES = ("u1", "i1", "u2", "i2", "u4", "i4", "u8", "i8")
+
+
+class PickledDtype:
+    """What the pickle's numpy.dtype(code, align, copy) + BUILD(state) describes, checked."""
+
+    def __init__(self, code, align=False, copy=True):
+        code = code.decode("latin1") if isinstance(code, bytes) else code
+        if not isinstance(code, str) or code.lstrip("<>|=") not in INTEGER_CODES:
+            raise pickle.UnpicklingError(f"refusing dtype {code!r}: CIFAR batches hold plain integers")
+        self.dtype = np.dtype(code.lstrip("<>|="))
+
+    def __setstate__(self, state):
+        if not (isinstance(state, tuple) and len(state) in (8, 9) and state[0] == 3 and state[1] in "<>|="
+                and state[2:8] == (None, None, None, -1, -1, 0)):
+            raise pickle.UnpicklingError(f"refusing a forged dtype state {state!r:.80}")
+        if state[1] == ">":
+            self.dtype = self.dtype.newbyteorder(">")
+
+
+class PickledArray:
+    """What numpy's _reconstruct(ndarray, (0,), b) + BUILD(state) describes, built from the raw
+    bytes by np.frombuffer once its dtype, shape and length are checked."""
+
+    def __init__(self, cls, shape, code):
+        if cls is not PickledArray or shape != (0,):
+            raise pickle.UnpicklingError("refusing an array rebuilt from anything but numpy.ndarray")
+        self.array = None
+
+    def __setstate__(self, state):
+        if not (isinstance(state, tuple) and len(state) == 5 and isinstance(state[2], PickledDtype)):
+            raise pickle.UnpicklingError("refusing an array state that is not (version, shape, dtype, order, bytes)")
+        _, shape, dtype, fortran, raw = state
+        raw = raw.encode("latin1") if isinstance(raw, str) else raw
+        if not (isinstance(shape, tuple) and 1 <= len(shape) <= 2 and all(isinstance(n, int) and n >= 0 for n in shape)
+                and fortran is False and isinstance(raw, bytes)):
+            raise pickle.UnpicklingError(f"refusing an array of shape {shape!r:.40} or order {fortran!r:.10}")
+        if len(raw) != int(np.prod(shape)) * dtype.dtype.itemsize:
+            raise pickle.UnpicklingError(f"an array of shape {shape} has {len(raw)} bytes of data")
+        self.array = np.frombuffer(raw, dtype=dtype.dtype).reshape(shape)
+
+
+def latin1_encode(text, encoding):
+    """_codecs.encode, as Python 3 pickles bytes for protocol 2: only str to latin-1 bytes."""
+    if not isinstance(text, str) or encoding not in ("latin1", "latin-1"):
+        raise pickle.UnpicklingError("refusing _codecs.encode of anything but text to latin-1")
+    return codecs.encode(text, "latin1")
 
 
 # Everything a CIFAR batch pickle may name: numpy array rebuilding (under numpy 1 and 2 module
-# names) and the latin-1 bytes encoding that Python 3 uses for protocol-2 pickles.
+# names), each rebuilt by the checked stand-ins above, and the latin-1 bytes encoding.
 SAFE_GLOBALS = {
-    ("numpy.core.multiarray", "_reconstruct"): numpy_reconstruct(),
-    ("numpy._core.multiarray", "_reconstruct"): numpy_reconstruct(),
-    ("numpy", "ndarray"): np.ndarray,
-    ("numpy", "dtype"): np.dtype,
-    ("_codecs", "encode"): codecs.encode,
+    ("numpy.core.multiarray", "_reconstruct"): PickledArray,
+    ("numpy._core.multiarray", "_reconstruct"): PickledArray,
+    ("numpy", "ndarray"): PickledArray,
+    ("numpy", "dtype"): PickledDtype,
+    ("_codecs", "encode"): latin1_encode,
 }
+
+
+def as_array(value, dtype):
+    """A batch entry (a checked pickled array, or a list) as a numpy array of `dtype`."""
+    if isinstance(value, PickledArray):
+        if value.array is None:
+            raise ValueError("an array without its data")
+        value = value.array
+    elif not isinstance(value, list) or not all(type(item) is int for item in value):
+        raise TypeError(f"a {type(value).__name__} where an array or a list of integers belongs")
+    wide = np.asarray(value, dtype=np.int64)
+    limits = np.iinfo(dtype)
+    if wide.size and (wide.min() < limits.min or wide.max() > limits.max):
+        raise ValueError(f"values outside the range of {np.dtype(dtype).name}")
+    return wide.astype(dtype)
 
 
 def read_batch(path):
@@ -89,11 +150,13 @@ def read_batch(path):
     try:
         with open(path, "rb") as f:
             batch = safepickle.unpickler(SAFE_GLOBALS)(f, encoding="latin1").load()  # never runs code
-        data = np.asarray(batch["data"], dtype=np.uint8)
-        labels = np.asarray(batch.get("labels", batch.get("fine_labels")), dtype=np.int64)
+        if not isinstance(batch, dict):
+            raise TypeError(f"a {type(batch).__name__}, not a dict")
+        data = as_array(batch["data"], np.uint8)
+        labels = as_array(batch["labels"] if "labels" in batch else batch["fine_labels"], np.int64)
         images = data.reshape(-1, 3, 32, 32)
     except (pickle.UnpicklingError, EOFError, KeyError, ValueError, TypeError, AttributeError,
-            IndexError, MemoryError) as error:
+            IndexError, MemoryError, OverflowError) as error:
         raise UserError(f"{path} is not a readable CIFAR-10 batch ({error}); "
                         "delete the folder and download the dataset again.") from None
     if len(labels) != len(images) or labels.min() < 0 or labels.max() >= len(CLASSES):
