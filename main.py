@@ -136,7 +136,7 @@ def build_parser():
     measure.add_argument("--json", metavar="PATH", help="write the results as one JSON document")
     measure.add_argument("--csv", metavar="PATH", help="append one row per mode to a CSV file (header once)")
     measure.add_argument("--plot", metavar="PATH.png",
-                         help="draw step-time distributions and speedups (needs matplotlib)")
+                         help="draw step-time distributions and speedups as .png, .pdf or .svg (needs matplotlib)")
     measure.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     cluster = parser.add_argument_group("distributed (launch with torchrun or mpirun; -b is per process)")

@@ -2,6 +2,7 @@
 data, run every mode (x repeats), assemble the results document, print and write it, and
 choose the exit status."""
 import dataclasses
+import os
 import shlex
 import signal
 import sys
@@ -10,7 +11,7 @@ import torch
 
 import models
 from utils import compat
-from utils.data import dataset
+from utils.data import cifar10, dataset
 from utils.errors import UserError
 from utils.fileio import ensure_writable
 from utils.measure import envinfo, flops
@@ -38,15 +39,23 @@ def pick_device(use_gpu, cudnn_benchmark):
 
 
 def check_outputs(config):
-    """Every output path is checked before training starts, not after an hour of it."""
-    for path, flag in [(config.json, "--json"), (config.csv, "--csv"), (config.plot, "--plot"),
-                       (config.checkpoint, "--checkpoint")]:
-        if path:
-            ensure_writable(path, flag)
+    """Every output path is checked before training starts, not after an hour of it: writable,
+    and no two outputs (symlinks followed) nor an output and a data file are one file."""
+    outputs = [(path, flag) for path, flag in [(config.json, "--json"), (config.csv, "--csv"),
+                                                (config.plot, "--plot"), (config.checkpoint, "--checkpoint")] if path]
+    seen = {}
+    for path, flag in outputs:
+        ensure_writable(path, flag)
+        real = os.path.realpath(path)
+        if real in seen:
+            raise UserError(f"{seen[real]} and {flag} name the same file {path}; give each output its own file.")
+        seen[real] = flag
+        if os.path.dirname(real) == os.path.realpath(cifar10.batches_folder(config.data_dir)):
+            raise UserError(f"{flag} {path} is in the CIFAR-10 folder; write results elsewhere.")
     if config.csv:
         report.check_csv_header(config.csv)
     if config.plot:
-        plot.check_available()
+        plot.check_available(config.plot)
 
 
 def resume_line(config, stopped_by, completed_steps):

@@ -21,8 +21,10 @@ def ensure_writable(path, flag):
 
 def atomic_write(path, write):
     """Call write(file) on a temporary file in the same folder, fsync it, then rename it over
-    `path`: readers see the old file or the new one, never a partial one."""
-    folder = os.path.dirname(os.path.abspath(path))
+    `path`: readers see the old file or the new one, never a partial one. A symlink is
+    followed: its target is replaced, the link stays."""
+    path = os.path.realpath(path)
+    folder = os.path.dirname(path)
     os.makedirs(folder, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
     try:

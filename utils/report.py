@@ -20,7 +20,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     try:
         if args.plot:
-            plot.check_available()
+            plot.check_available(args.plot)
         merged = merge([load_result(path) for path in args.files])
         if args.plot and len(merged) > 1:
             raise UserError("these files hold different setups (model, batch, device or data); "

@@ -204,3 +204,70 @@ def test_mfu_uses_the_dense_peak_of_known_gpus(name, mode, peak):
         assert figures["mfu_pct"] == pytest.approx(100.0 * 100.0 / peak)
     else:
         assert figures["mfu_pct"] is None and figures["mfu_note"]
+
+
+# Issue 11, findings 2 to 4: outputs that collide, appends that are not all-or-nothing.
+@pytest.mark.parametrize("outputs", [["--json", "X", "--checkpoint", "X"], ["--json", "X", "--csv", "X"],
+                                     ["--plot", "X.png", "--json", "X.png"], ["--json", "X", "--csv", "LINK"]])
+def test_outputs_that_are_one_file_are_refused_before_training(outputs, tmp_path):
+    (tmp_path / "LINK").symlink_to(tmp_path / "X")
+    argv = [str(tmp_path / a) if a in ("X", "X.png", "LINK") else a for a in outputs]
+    result = run_cli(*SMALL, "--data", "synthetic", *argv)
+    assert_user_error(result, "name the same file")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["LINK"], "nothing was written"
+
+
+def test_plot_suffix_picks_the_format_or_is_refused(compared, tmp_path):
+    from utils.results import plot
+    document = json.loads((compared[1] / "r.json").read_text())
+    plot.draw(tmp_path / "r.pdf", document)
+    plot.draw(tmp_path / "r.svg", document)
+    assert (tmp_path / "r.pdf").read_bytes().startswith(b"%PDF")
+    assert b"<svg" in (tmp_path / "r.svg").read_bytes()[:500]
+    assert_user_error(run_cli(*SMALL, "--data", "synthetic", "--plot", tmp_path / "r.txt"), "must end in .png")
+
+
+def test_writes_through_a_symlink_replace_its_target_and_keep_the_link(tmp_path):
+    from utils.fileio import atomic_write
+    (tmp_path / "target.json").write_text("old")
+    (tmp_path / "link.json").symlink_to(tmp_path / "target.json")
+    atomic_write(tmp_path / "link.json", lambda f: f.write(b"new"))
+    assert (tmp_path / "link.json").is_symlink() and (tmp_path / "target.json").read_text() == "new"
+
+
+def append_from_a_process(path, document, start):
+    start.wait()
+    report.append_csv(path, document)
+
+
+def test_concurrent_appends_to_a_new_csv_write_one_header(compared, tmp_path):
+    import multiprocessing
+    document = json.loads((compared[1] / "r.json").read_text())
+    path = tmp_path / "shared.csv"
+    start = multiprocessing.Barrier(4)
+    workers = [multiprocessing.Process(target=append_from_a_process, args=(path, document, start)) for _ in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(60)
+    rows = list(csv.reader(path.open()))
+    assert rows.count(report.CSV_COLUMNS) == 1 and rows[0] == report.CSV_COLUMNS
+    assert len(rows) == 1 + 4 * len(document["comparison"])
+
+
+def test_a_full_disk_during_an_append_keeps_the_csv_whole(compared, tmp_path, monkeypatch):
+    import errno
+    import os
+    document = json.loads((compared[1] / "r.json").read_text())
+    path = tmp_path / "r.csv"
+    report.append_csv(path, document)
+    before = path.read_bytes()
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(OSError):
+        report.append_csv(path, document)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []

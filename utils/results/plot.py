@@ -1,16 +1,27 @@
 """A picture of a comparison: step-time distributions per mode and the speedup over FP32.
 matplotlib is optional: only --plot needs it."""
+import os
+
 from utils.compat import release
 from utils.errors import UserError
 from utils.fileio import atomic_write
 from utils.results.record import setup_of
 
+FORMATS = ("png", "pdf", "svg")
 
-def check_available():
+
+def check_available(path):
+    """Before training: matplotlib is installed and the file's suffix names a format it writes."""
     try:
         import matplotlib  # noqa: F401
     except ImportError:
         raise UserError("--plot needs matplotlib, which is not installed: pip install matplotlib") from None
+    if file_format(path) not in FORMATS:
+        raise UserError(f"--plot {path}: the file name must end in .png, .pdf or .svg, the format written.")
+
+
+def file_format(path):
+    return os.path.splitext(str(path))[1].lower().lstrip(".")
 
 
 def draw(path, document):
@@ -52,5 +63,5 @@ def draw(path, document):
     for axis in (left, right):
         axis.tick_params(axis="x", labelrotation=20)
     figure.tight_layout()
-    atomic_write(path, lambda f: figure.savefig(f, format="png", dpi=120))
+    atomic_write(path, lambda f: figure.savefig(f, format=file_format(path), dpi=120))
     plt.close(figure)

@@ -81,18 +81,25 @@ def csv_rows(document):
 
 
 def append_csv(path, document):
-    """Append one row per mode; the header is written once, when the file is new or empty.
-    An exclusive lock makes concurrent batch jobs sharing the file append whole rows."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer)
-    with open(path, "a", newline="") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        if f.tell() == 0:
+    """Append one row per mode, all or nothing: under an exclusive lock (concurrent batch jobs
+    may share the file) the old rows plus the new ones are written to a temporary file that
+    replaces it, so a full disk or a crash leaves the old file whole. The header is written
+    when the file is new or empty, decided under the lock."""
+    path = os.path.realpath(path)
+    lock_path = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.lock")
+    with open(lock_path, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            with open(path, "rb") as f:
+                old = f.read()
+        except FileNotFoundError:
+            old = b""
+        buffer = io.StringIO()
+        writer = csv.writer(buffer)
+        if not old:
             writer.writerow(CSV_COLUMNS)
         writer.writerows(csv_rows(document))
-        f.write(buffer.getvalue())
-        f.flush()
-        os.fsync(f.fileno())
+        atomic_write(path, lambda f: f.write(old + buffer.getvalue().encode("utf-8")))
 
 
 def check_csv_header(path):
