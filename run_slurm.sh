@@ -1,9 +1,9 @@
 #!/bin/bash -l
 #SBATCH --job-name=ampbench
 #SBATCH --nodes=1
-#SBATCH --ntasks-per-node=1
+#SBATCH --ntasks-per-node=4
 #SBATCH --gpus-per-node=4
-#SBATCH --cpus-per-task=32
+#SBATCH --cpus-per-task=8
 #SBATCH --time=01:00:00
 #SBATCH --requeue
 #SBATCH --output=ampbench-%j.out
@@ -15,6 +15,7 @@
 # Submit from the ampbench folder (add your site's --account/--partition):
 #   sbatch --export=ALL,CIFAR10_DIR=$HOME/data/cifar10,CONTAINER=$HOME/pytorch_24.04-py3.sif run_slurm.sh
 #   # two nodes:  sbatch --nodes=2 ... run_slurm.sh
+#   # other GPUs per node: match --ntasks-per-node and --gpus-per-node (and --cpus-per-task)
 # With --requeue, a preempted job that Slurm requeues finds its results folder, skips the runs
 # that finished and resumes the cut one from its checkpoint.
 # Print every command instead of running it:  NODES=2 DRY_RUN=1 CIFAR10_DIR=... ./run_slurm.sh
@@ -31,10 +32,11 @@ NOMINAL_GPUS=${SLURM_GPUS_ON_NODE:-4}
 if [[ -n "${SLURM_JOB_NODELIST:-}" ]]; then
     NODE_NAMES=$(scontrol show hostnames "${SLURM_JOB_NODELIST}" | tr '\n' ' ')
 fi
-# The batch script runs on the first node; srun gives the one-node stages their GPUs and CPUs.
+# The job has one task per GPU (the multi-node stage's layout). The one-node stages run as one
+# task given the whole first node (its CPUs; a step gets all the job's GPUs there by default).
 on_one_node=()
 if [[ -n "${SLURM_JOB_ID:-}" ]]; then
-    on_one_node=(srun --nodes=1 --ntasks=1 --exact)
+    on_one_node=(srun --nodes=1 --ntasks=1 --cpus-per-task="${SLURM_CPUS_ON_NODE:-1}")
 fi
 
 across_nodes() {
