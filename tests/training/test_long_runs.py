@@ -313,3 +313,20 @@ def test_fp16_master_checkpoint_cannot_continue_in_fp32():
     config = RunConfig.build(model="m", stem="cifar", batch_size=4, accum_steps=1)
     with pytest.raises(UserError, match="whose weights cannot continue in mode fp32"):
         checkpoint.check_compatible(state, config, precision.MODES["fp32"], "c.pt")
+
+
+def test_the_torchvision_loader_resumes_exactly_with_workers_0(subset, tmp_path):
+    """Issue 11, finding 5: replaying the cut epoch runs the transforms in this process, which
+    drew from the global RNG just restored; the loader is now restored before the RNG."""
+    common = [*QUICK, *real_data(subset), "--loader", "torchvision", "--workers", "0", "--no-eval"]
+    full = run_cli(*common, "-n", "8", "--checkpoint", tmp_path / "full.pt", "--json", tmp_path / "full.json")
+    assert full.returncode == 0, full.stderr
+    first = run_cli(*common, "-n", "4", "--checkpoint", tmp_path / "cut.pt")
+    assert first.returncode == 0, first.stderr
+    resumed = run_cli(*common, "-n", "8", "--checkpoint", tmp_path / "cut.pt", "--resume",
+                      "--json", tmp_path / "cut.json")
+    assert resumed.returncode == 0, resumed.stderr
+    curve = json.loads((tmp_path / "full.json").read_text())["runs"][0]["loss_curve"]
+    assert json.loads((tmp_path / "cut.json").read_text())["runs"][0]["loss_curve"] == curve
+    a, b = checkpoint.read(tmp_path / "full.pt", "cpu"), checkpoint.read(tmp_path / "cut.pt", "cpu")
+    assert all(torch.equal(a["model"][name], b["model"][name]) for name in a["model"])

@@ -92,10 +92,10 @@ def restore(trainer, state, device):
     trainer.scheduler.load_state_dict(state["scheduler"])
     if state["scaler"] is not None and trainer.scaler.is_enabled() and same_mode:
         trainer.scaler.load_state_dict(state["scaler"])
+    trainer.loader.load_state_dict(state["rng"]["loader"])  # first: its replay may draw from the global RNG
     torch.set_rng_state(state["rng"]["torch"].cpu())
     if device.type == "cuda" and state["rng"]["cuda"] is not None:
         torch.cuda.set_rng_state_all([s.cpu() for s in state["rng"]["cuda"]])
-    trainer.loader.load_state_dict(state["rng"]["loader"])
     trainer.counter.count = state["stats"]["optimizer_steps"]
     earlier = {key: value for key, value in state["stats"].items() if key != "optimizer_steps"}
     return state["step"], Statistics(**earlier) if same_mode else None
