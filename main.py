@@ -10,24 +10,41 @@ import sys
 from utils import config
 
 
-def positive_int(text):
+# Numbers beyond what torch's int64 counters and float32 tensors hold are refused here, with
+# the limit, instead of failing deep inside torch.
+LARGEST_COUNT = config.LARGEST_COUNT
+LARGEST_FLOAT = 3.4028234663852886e38  # float32's largest finite value
+LARGEST_SEED = 2 ** 63 - 1
+MOST_WORKERS = 256
+
+
+def integer(text, low, high, wording):
     value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    if not low <= value <= high:
+        raise argparse.ArgumentTypeError(f"must be {wording}, got {text}")
     return value
+
+
+def positive_int(text):
+    return integer(text, 1, LARGEST_COUNT, f"a positive integer up to {LARGEST_COUNT}")
 
 
 def non_negative_int(text):
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be zero or a positive integer, got {text}")
-    return value
+    return integer(text, 0, LARGEST_COUNT, f"zero or a positive integer up to {LARGEST_COUNT}")
+
+
+def seed(text):
+    return integer(text, 0, LARGEST_SEED, "an integer from 0 to 2**63-1")
+
+
+def worker_count(text):
+    return integer(text, 0, MOST_WORKERS, f"from 0 to {MOST_WORKERS}")
 
 
 def non_negative_float(text):
     value = float(text)
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be zero or a positive number, got {text}")
+    if not 0 <= value <= LARGEST_FLOAT:
+        raise argparse.ArgumentTypeError(f"must be zero or a positive number up to {LARGEST_FLOAT:.4g}, got {text}")
     return value
 
 
@@ -40,8 +57,8 @@ def fraction(text):
 
 def positive_float(text):
     value = float(text)
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    if not 0 < value <= LARGEST_FLOAT:
+        raise argparse.ArgumentTypeError(f"must be a positive number up to {LARGEST_FLOAT:.4g}, got {text}")
     return value
 
 
@@ -66,7 +83,7 @@ def build_parser():
                        "(default); imagenet: torchvision's layout unchanged")
     train.add_argument("--dropout", type=fraction, metavar="P",
                        help="dropout probability for models that have one (default: the model's own)")
-    train.add_argument("--seed", type=int, help="seed for weights, data order and augmentation")
+    train.add_argument("--seed", type=seed, help="seed for weights, data order and augmentation")
     train.add_argument("--momentum", type=non_negative_float, help="SGD momentum (default %(default)s)")
     train.add_argument("--weight-decay", type=non_negative_float, help="weight decay (default %(default)s)")
     train.add_argument("--nesterov", action="store_true", help="Nesterov momentum")
@@ -116,7 +133,7 @@ def build_parser():
     data.add_argument("--loader", choices=["device", "torchvision"],
                       help="device (default): dataset on the training device, whole-batch augmentation; "
                       "torchvision: the classic per-image DataLoader path")
-    data.add_argument("--workers", type=non_negative_int,
+    data.add_argument("--workers", type=worker_count,
                       help="DataLoader worker processes for --loader torchvision (default: min(8, CPUs) = %(default)s)")
 
     speed = parser.add_argument_group("speed levers")
@@ -155,18 +172,23 @@ def build_parser():
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    from utils.errors import UserError
+    from utils.errors import UserError, WriteFailed
+    from utils.stop import StopRequest
 
-    try:
-        run_config = config.RunConfig.from_args(args)  # refuses bad combinations before torch is imported
-        from utils import compat
-        compat.check_versions()  # before importing code that needs the supported torch
-        from utils.app import run
+    with StopRequest() as stop:  # a signal from here on stops the run cleanly, even during `import torch`
+        try:
+            run_config = config.RunConfig.from_args(args)  # refuses bad combinations before torch is imported
+            from utils import compat
+            compat.check_versions()  # before importing code that needs the supported torch
+            from utils.app import run
 
-        return run(run_config)
-    except UserError as error:
-        print(f"main.py: error: {error}", file=sys.stderr)
-        return 2
+            return run(run_config, stop)
+        except UserError as error:
+            print(f"main.py: error: {error}", file=sys.stderr)
+            return 2
+        except WriteFailed as error:  # after training: not the user's flags, but nothing to retry in-process
+            print(f"main.py: error: {error}", file=sys.stderr)
+            return 1
 
 
 if __name__ == "__main__":

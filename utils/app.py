@@ -14,11 +14,10 @@ from utils import compat
 from utils.data import cifar10, dataset
 from utils.errors import UserError
 from utils.fileio import ensure_writable
-from utils.measure import envinfo, flops
+from utils.measure import envinfo, flops, memory
 from utils.results import plot, record, report
 from utils.results.compare import compare_modes
 from utils.training import checkpoint, distributed, loop, precision
-from utils.training.guard import StopRequest
 from utils.training.setup import build_trainer
 from utils.training.step import evaluate
 
@@ -58,15 +57,23 @@ def check_outputs(config):
         plot.check_available(config.plot)
 
 
-def resume_line(config, stopped_by, completed_steps):
-    where = f"interrupted by {stopped_by} after step {completed_steps} of {config.steps}"
+def resume_line(config, last, checkpoint_holds):
+    """What the user can do after a signal cut the run `last` short; `checkpoint_holds` is the
+    step that --checkpoint holds for it, or None when nothing was written (and none resumed)."""
+    if last.completed_steps == last.steps:
+        return (f"main.py: interrupted by {last.stopped_by} during the test-set evaluation, after all "
+                f"{last.steps} steps: the timings are complete, the accuracy was not measured.")
+    where = f"interrupted by {last.stopped_by} after step {last.completed_steps} of {last.steps}"
     if not config.checkpoint:
         return f"main.py: {where}; no --checkpoint was given, so a rerun starts over."
+    if checkpoint_holds is None:
+        return f"main.py: {where}; no step was trained, so no checkpoint was written: rerun the same command."
     command = shlex.join(["python", "main.py"] + [a for a in sys.argv[1:] if a != "--resume"] + ["--resume"])
-    return f"main.py: {where}; checkpoint saved to {config.checkpoint}; resume with: {command}"
+    return f"main.py: {where}; {config.checkpoint} holds step {checkpoint_holds}; resume with: {command}"
 
 
-def run(config):
+def run(config, stop):
+    """`stop` is main.py's utils.stop.StopRequest, installed before torch was imported."""
     if config.list_models:
         print("\n".join(models.model_names()))
         return 0
@@ -77,7 +84,11 @@ def run(config):
     if world.distributed:
         device = distributed.init(world, config.gpu, config.dist_timeout)
     try:
-        return benchmark(config, device, world)
+        return benchmark(config, device, world, stop)
+    except (RuntimeError, MemoryError) as error:  # out of memory in any phase: the batch is what to lower
+        if not memory.is_out_of_memory(error):
+            raise
+        raise UserError(memory.out_of_memory_advice(device, config.batch_size)) from None
     finally:
         distributed.shutdown(world)
 
@@ -89,10 +100,13 @@ def run_mode(initial_model, mode, data, config, device, world=None, stop=None, s
     Each call starts from the same weights and the same data order (the loader is seeded with
     config.seed), so runs of different modes differ by precision alone. With --compile, the
     first step (always a warm-up step) compiles; its wall time is reported as compile time.
+    A stop signal during the evaluation leaves the accuracy unmeasured and the run incomplete.
     """
     world = world or distributed.World()
     trainer = build_trainer(initial_model, mode, data, config, device, world)
-    start_step, earlier = checkpoint.restore(trainer, saved, device) if saved is not None else (0, None)
+    start_step, earlier = 0, None
+    if saved is not None:
+        start_step, earlier = checkpoint.restore(trainer, saved, device, config.checkpoint)
 
     def save(step, stats):  # rank 0 writes the checkpoint (every rank holds the same weights)
         if world.is_main:
@@ -105,12 +119,14 @@ def run_mode(initial_model, mode, data, config, device, world=None, stop=None, s
         save(outcome.completed_steps, outcome.stats)
     accuracy = None
     if record.should_evaluate(config, data, outcome):
-        accuracy = evaluate(trainer.model, mode, data, config.batch_size, device, config.channels_last, world)
+        accuracy = evaluate(trainer.model, mode, data, config.batch_size, device, config.channels_last, world, stop)
+        if accuracy is None:
+            outcome = dataclasses.replace(outcome, stopped_by=stop.signal_name or "signal to another rank")
     result = record.build(config, trainer, outcome, data, world, device, accuracy, repeat)
     return result, outcome
 
 
-def benchmark(config, device, world):
+def benchmark(config, device, world, stop):
     modes = config.precision_modes
     for mode in modes:
         precision.check_supported(mode, device)
@@ -118,50 +134,52 @@ def benchmark(config, device, world):
         raise UserError(f"--compile needs torch 2.0 or newer, and this is torch {torch.__version__}: drop --compile.")
     check_outputs(config)
     saved = checkpoint.load(config.checkpoint, device) if config.resume else None
-    with StopRequest() as stop:
-        torch.manual_seed(config.seed)
-        model = models.build_model(config.model, config.stem, config.dropout)
-        data, data_warnings = dataset.load(config.data, config.data_dir, config.download, config.allow_unverified,
-                                           device, config.seed)
-        for message in data_warnings:
-            warn(message)
-        config = config.for_dataset(len(data.train_images), world.size)
-        if saved is not None:
-            resume_warning = checkpoint.check_compatible(saved, config, modes[0], config.checkpoint)
-            if saved["step"] >= config.steps:
-                raise UserError(f"{config.checkpoint} is at step {saved['step']}, which already reaches the "
-                                f"{config.steps} steps asked for; raise --steps/--epochs to train further.")
-            if resume_warning:
-                warn(resume_warning)
-        device_name = envinfo.device_name(device)
-        flops_per_step = flops.training_flops_per_step(model, config.batch_size) * config.accum_steps * world.size
+    torch.manual_seed(config.seed)
+    model = models.build_model(config.model, config.stem, config.dropout, config.batch_size)
+    data, data_warnings = dataset.load(config.data, config.data_dir, config.download, config.allow_unverified,
+                                       device, config.seed)
+    for message in data_warnings:
+        warn(message)
+    config = config.for_dataset(len(data.train_images), world.size)
+    if saved is not None:
+        resume_warning = checkpoint.check_compatible(saved, config, modes[0], config.checkpoint)
+        if saved["step"] >= config.steps:
+            raise UserError(f"{config.checkpoint} is at step {saved['step']}, which already reaches the "
+                            f"{config.steps} steps asked for; raise --steps/--epochs to train further.")
+        if resume_warning:
+            warn(resume_warning)
+    device_name = envinfo.device_name(device)
+    flops_per_step = flops.training_flops_per_step(model, config.batch_size) * config.accum_steps * world.size
 
-        runs, diverged = [], None
-        for repeat in range(config.repeats):
-            for mode in modes if repeat % 2 == 0 else modes[::-1]:  # alternate the order to expose drift
-                try:
-                    result, outcome = run_mode(model, mode, data, config, device, world, stop, saved, repeat)
-                except checkpoint.NonFiniteWeights:
-                    print("main.py: error: the weights became inf/NaN, so no checkpoint was written (the previous "
-                          "one is kept); rerun with -s, a lower --lr or --clip-grad.", file=sys.stderr)
-                    return 1
-                if result.step_time_ms is not None:
-                    result = dataclasses.replace(result, **flops.utilisation(
-                        flops_per_step, result.step_time_ms["median"], device_name, mode, device.type == "cuda",
-                        world.size))
-                runs.append(result)
-                if outcome.diverged_at is not None:
-                    diverged = outcome.diverged_at
-                if diverged or result.incomplete:
-                    break
-            if diverged or runs[-1].incomplete:
+    runs, diverged = [], None
+    for repeat in range(config.repeats):
+        for mode in modes if repeat % 2 == 0 else modes[::-1]:  # alternate the order to expose drift
+            try:
+                result, outcome = run_mode(model, mode, data, config, device, world, stop, saved, repeat)
+            except checkpoint.NonFiniteWeights:
+                print("main.py: error: the weights became inf/NaN, so no checkpoint was written (the previous "
+                      "one is kept); rerun with -s, a lower --lr or --clip-grad.", file=sys.stderr)
+                return 1
+            if result.step_time_ms is not None:
+                result = dataclasses.replace(result, **flops.utilisation(
+                    flops_per_step, result.step_time_ms["median"], device_name, mode, device.type == "cuda",
+                    world.size))
+            runs.append(result)
+            if outcome.diverged_at is not None:
+                diverged = outcome.diverged_at
+            if diverged or result.incomplete:
                 break
+        if diverged or runs[-1].incomplete:
+            break
     env = {**envinfo.collect(device, config.channels_last, config.compile, config.compile_mode, config.loader),
            **distributed_env(world, config)}
     interrupted = runs[-1].incomplete and not diverged
-    status = 1 if diverged else 128 + (stop.signal_number or signal.SIGTERM) if interrupted else 0
+
+    def status():  # read when returning: a signal may still arrive while the results are written
+        return 1 if diverged else 128 + (stop.signal_number or signal.SIGTERM) if interrupted or stop.requested else 0
+
     if not world.is_main:  # rank 0 alone prints and writes; every rank exits with the same status
-        return status
+        return status()
     run_dicts = [run.to_dict() for run in runs]
     document = record.make_document(env, config.to_dict(), data.info, bool(diverged) or interrupted, run_dicts,
                                     compare_modes(run_dicts))
@@ -173,8 +191,13 @@ def benchmark(config, device, world):
               "-s/--loss_scaling (for --fp16), a lower --lr or --clip-grad, or skip such steps with --on-nan skip.",
               file=sys.stderr)
     elif interrupted:
-        print(resume_line(config, runs[-1].stopped_by, runs[-1].completed_steps), file=sys.stderr)
-    return status
+        trained = outcome.completed_steps > outcome.start_step  # then run_mode saved that step
+        holds = outcome.completed_steps if trained else saved["step"] if saved is not None else None
+        print(resume_line(config, runs[-1], holds), file=sys.stderr)
+    elif stop.requested:
+        print(f"main.py: {stop.signal_name} arrived after the last step and evaluation; the results above are "
+              "complete.", file=sys.stderr)
+    return status()
 
 
 def distributed_env(world, config):

@@ -16,6 +16,7 @@ from typing import Optional
 from utils.errors import UserError
 
 DEFAULT_STEPS = 200
+LARGEST_COUNT = 2 ** 31 - 1  # the most steps, images or seconds a flag may ask for
 
 
 def default_data_dir():
@@ -129,13 +130,20 @@ class RunConfig:
                             "steps to run.")
 
     def for_dataset(self, train_images, ranks):
-        """With --epochs: the config with its steps, once the dataset's size is known."""
+        """The config checked against the dataset's size; with --epochs, its steps set."""
+        if self.batch_size * ranks > train_images:
+            raise UserError(f"a batch of {self.batch_size} images{f' on each of {ranks} ranks' if ranks > 1 else ''} "
+                            f"is more than the {train_images} training images hold; lower --batch-size/-b.")
         if self.epochs is None:
             return self
         from utils.data.loaders import batches_per_epoch
 
         per_epoch = batches_per_epoch(self.loader, train_images, self.batch_size, ranks)
-        config = replace(self, steps=max(1, math.ceil(self.epochs * per_epoch / self.accum_steps)))
+        steps = math.ceil(self.epochs * per_epoch / self.accum_steps)
+        if steps > LARGEST_COUNT:
+            raise UserError(f"--epochs {self.epochs:g} is {steps} steps, more than the {LARGEST_COUNT} a run can "
+                            "count; lower --epochs.")
+        config = replace(self, steps=max(1, steps))
         config.check_steps()
         return config
 

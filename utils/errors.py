@@ -1,5 +1,10 @@
-"""The one exception type that means "the user asked for something we cannot do"."""
+"""The exceptions main.py turns into one sentence instead of a traceback."""
 
 
 class UserError(Exception):
     """A bad flag, missing data or an unusable file: main.py prints the message and exits 2."""
+
+
+class WriteFailed(Exception):
+    """An output (results, CSV, plot, checkpoint) could not be written: the disk is full, the
+    file is immutable, ... The previous file is kept; main.py prints the message and exits 1."""

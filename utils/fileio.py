@@ -2,7 +2,7 @@
 import os
 import tempfile
 
-from utils.errors import UserError
+from utils.errors import UserError, WriteFailed
 
 
 def ensure_writable(path, flag):
@@ -23,10 +23,13 @@ def atomic_write(path, write):
     """Call write(file) on a temporary file in the same folder, fsync it, then rename it over
     `path`: readers see the old file or the new one, never a partial one. A symlink is
     followed: its target is replaced, the link stays."""
-    path = os.path.realpath(path)
+    shown, path = path, os.path.realpath(path)
     folder = os.path.dirname(path)
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    try:
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    except OSError as error:
+        raise WriteFailed(f"could not write {shown} ({error.strerror or error}); nothing was changed there.") from None
     try:
         os.fchmod(fd, creation_mode())  # mkstemp's 0600 would hide results from the project's group
         with os.fdopen(fd, "wb") as f:
@@ -34,8 +37,11 @@ def atomic_write(path, write):
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as error:
         os.unlink(tmp)
+        if isinstance(error, OSError):
+            raise WriteFailed(f"could not write {shown} ({error.strerror or error}); "
+                              "the file there before, if any, is kept as it was.") from None
         raise
 
 

@@ -59,6 +59,13 @@ def test_data_dir_defaults_to_environment(monkeypatch):
     (["--lr", "nan"], "--lr: must be a positive number"),
     (["--warmup", "-1"], "--warmup: must be zero or a positive integer"),
     (["--data", "imagenet"], "invalid choice"),
+    # issue 11, finding 8: numbers beyond what torch holds are refused with the limit
+    (["--lr", "1e308"], "--lr: must be a positive number up to 3.403e+38"),
+    (["--weight-decay", "1e300"], "--weight-decay: must be zero or a positive number up to 3.403e+38"),
+    (["--momentum", "inf"], "--momentum: must be zero or a positive number up to"),
+    (["--seed", str(2 ** 64)], "--seed: must be an integer from 0 to 2**63-1"),
+    (["-n", str(2 ** 31)], "--steps/-n: must be a positive integer up to 2147483647"),
+    (["--workers", "100000"], "--workers: must be from 0 to 256"),
 ])
 def test_bad_flag_values_exit_2(argv, phrase):
     assert_user_error(run_cli(*argv), phrase)

@@ -192,3 +192,39 @@ def test_synthetic_data_is_fixed_and_cifar_shaped():
 def test_real_batches_are_normalized(dataset):
     batch, _ = next(eval_batches(dataset.test_images, dataset.test_labels, 1017, torch.device("cpu")))
     assert abs(batch.mean().item()) < 0.15 and 0.85 < batch.std().item() < 1.15
+
+
+def malformed(case):
+    """Batch contents as numpy itself pickles them, each wrong in one way (issue 11, findings 8-9)."""
+    import numpy as np
+    images = np.zeros((2, 3072), dtype=np.uint8)
+    return {
+        "empty batch": ({"data": np.zeros((0, 3072), dtype=np.uint8), "labels": []}, "holds no images"),
+        "one label for two images": ({"data": images, "labels": [1]}, "has 2 images but 1 labels"),
+        "label 10": ({"data": images, "labels": [0, 10]}, "has labels outside 0..9 (from 0 to 10)"),
+        "negative label": ({"data": images, "labels": [-1, 3]}, "has labels outside 0..9 (from -1 to 3)"),
+        "labels as text": ({"data": images, "labels": ["cat", "dog"]}, "a list where an array or a list of integers"),
+        "pixels above 255": ({"data": images.astype(np.int16) + 300, "labels": [0, 1]},
+                             "values outside the range of uint8"),
+        "images of 31 x 31": ({"data": np.zeros((2, 3 * 31 * 31), dtype=np.uint8), "labels": [0, 1]},
+                              "holds data of shape (2, 2883), not N x 3072"),
+        "flat data": ({"data": np.zeros(3072, dtype=np.uint8), "labels": [0]}, "holds data of shape (3072,)"),
+        "no labels": ({"data": images}, "it has no 'fine_labels' entry"),
+        "a list, not a dict": ([images, [0, 1]], "a list, not a dict"),
+        "float data": ({"data": images.astype(np.float32), "labels": [0, 1]}, "refusing dtype"),
+        "2-D labels": ({"data": images, "labels": np.zeros((2, 1), dtype=np.int64)}, "has 2 images but 2 labels"),
+    }[case]
+
+
+@pytest.mark.parametrize("case", ["empty batch", "one label for two images", "label 10", "negative label",
+                                  "labels as text", "pixels above 255", "images of 31 x 31", "flat data",
+                                  "no labels", "a list, not a dict", "float data", "2-D labels"])
+@pytest.mark.parametrize("protocol", [2, 4])
+def test_malformed_batches_are_refused_with_the_problem(case, protocol, tmp_path):
+    content, phrase = malformed(case)
+    path = tmp_path / "data_batch_1"
+    path.write_bytes(pickle.dumps(content, protocol=protocol))
+    with pytest.raises(UserError) as refused:
+        cifar10.read_batch(str(path))
+    message = str(refused.value)
+    assert str(path) in message and phrase in message and " ();" not in message, message

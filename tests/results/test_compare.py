@@ -9,6 +9,7 @@ from torch import nn
 
 import models
 from conftest import ROOT, assert_user_error, run_cli
+from utils.errors import WriteFailed
 from utils.measure import flops
 from utils.results import report
 from utils.training import precision
@@ -267,7 +268,7 @@ def test_a_full_disk_during_an_append_keeps_the_csv_whole(compared, tmp_path, mo
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(os, "fsync", full)
-    with pytest.raises(OSError):
+    with pytest.raises(WriteFailed, match="No space left on device"):
         report.append_csv(path, document)
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []

@@ -14,11 +14,12 @@ import pytest
 import torch
 from torch import nn
 
+import main
 from conftest import ROOT, assert_user_error, copy_subset, run_cli
 from utils.app import run_mode
 from utils.config import RunConfig
 from utils.data.dataset import Data
-from utils.errors import UserError
+from utils.errors import UserError, WriteFailed
 from utils.training import checkpoint, precision
 from utils.training.step import make_optimizer, train_step
 
@@ -107,10 +108,10 @@ def test_a_failed_save_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
         f.write(b"partial bytes")
         raise OSError(errno.ENOSPC, "No space left on device")
     monkeypatch.setattr(torch, "save", disk_full)
-    with pytest.raises(OSError):
+    with pytest.raises(WriteFailed, match="No space left on device"):
         checkpoint.save(path, {"step": 2}, model)
     monkeypatch.undo()
-    assert checkpoint.load(path, CPU)["step"] == 1
+    assert checkpoint.read(path, CPU)["step"] == 1
     assert os.listdir(tmp_path) == ["c.pt"]
 
 
@@ -184,6 +185,34 @@ def test_accumulation_matches_one_big_batch_in_fp32():
     assert loss.item() == pytest.approx(big_loss.item(), abs=1e-6)
     for a, b in zip(big.parameters(), small.parameters()):
         assert torch.allclose(a, b, atol=1e-6)
+
+
+def test_accumulation_holds_one_micro_batch_at_a_time():
+    """Issue 11, finding 10: --accum-steps K drew all K micro-batches before the step, so memory
+    grew with K; now each is drawn when the step reaches it."""
+    import weakref
+    from utils.training.loop import MicroBatches
+    alive, most = [0], [0]
+
+    def gone():
+        alive[0] -= 1
+
+    def loader():
+        while True:
+            images = torch.randn(8, 8)
+            alive[0] += 1
+            most[0] = max(most[0], alive[0])
+            weakref.finalize(images, gone)
+            yield images, torch.randint(0, 10, (8,))
+            del images
+
+    stream = loader()
+    model = nn.Sequential(nn.Linear(8, 10))
+    mode = precision.MODES["fp32"]
+    params, scaler = precision.prepare(model, mode, CPU, 128)
+    optimizer = make_optimizer(params, 0.1)
+    train_step(model, MicroBatches(next(stream), stream, 16), nn.CrossEntropyLoss(), optimizer, scaler, mode, CPU)
+    assert most[0] == 1, f"{most[0]} micro-batches were held at once"
 
 
 class PoisonOnce(nn.Module):
@@ -269,6 +298,34 @@ def catalogue_case(name, tmp_path, subset, small_checkpoint):
         other = tmp_path / "weights.pt"
         torch.save({"weight": torch.zeros(2)}, other)
         return [*synthetic, "--checkpoint", other, "--resume"], "is not an ampbench checkpoint"
+    if name == "flipped-bytes":  # finding 6: 64 flipped bytes inside a weight tensor's record
+        return [*synthetic, "-n", "6", "--checkpoint", flipped(small_checkpoint, tmp_path), "--resume"], \
+            "fails its CRC-32 check"
+    if name == "crafted-checkpoint":  # finding 9: the forbidden name, never torch's weights_only=False hint
+        crafted = tmp_path / "crafted.pt"
+        torch.save({"format": checkpoint.FORMAT, "evil": Crafted()}, crafted)
+        return [*synthetic, "-n", "6", "--checkpoint", crafted, "--resume"], "which a checkpoint never holds"
+    if name == "empty-checkpoint":
+        (tmp_path / "empty.pt").write_bytes(b"")
+        return [*synthetic, "-n", "6", "--checkpoint", tmp_path / "empty.pt", "--resume"], "not a complete zip"
+    if name == "wrong-entry-type":
+        return [*synthetic, "-n", "6", "--checkpoint", tampered(small_checkpoint, tmp_path, step="3"), "--resume"], \
+            "its entry 'step' is a str"
+    if name == "missing-entry":
+        return [*synthetic, "-n", "6", "--checkpoint", tampered(small_checkpoint, tmp_path, optimizer=None),
+                "--resume"], "it has no entry 'optimizer'"
+    if name == "wrong-shape":
+        path = tampered(small_checkpoint, tmp_path, model=lambda m: {**m, "classifier.1.weight": torch.zeros(3, 3)})
+        return [*synthetic, "-n", "6", "--checkpoint", path, "--resume"], "does not fit this run"
+    if name == "other-schedule":
+        return [*synthetic, "-n", "6", "--lr-schedule", "cosine", "--checkpoint", small_checkpoint, "--resume"], \
+            "holds a run with --lr-schedule constant, not cosine"
+    if name == "other-loader":
+        return [*synthetic, "-n", "6", "--loader", "torchvision", "--checkpoint", small_checkpoint, "--resume"], \
+            "holds a run with --loader device, not torchvision"
+    if name == "other-data":
+        return [*synthetic[2:], "--data-dir", subset, "--allow-unverified", "-n", "6", "--checkpoint",
+                small_checkpoint, "--resume"], "does not fit this run: its data order is for"
     if name == "other-model":
         copy = tmp_path / "c.pt"
         shutil.copy(small_checkpoint, copy)
@@ -294,21 +351,62 @@ def catalogue_case(name, tmp_path, subset, small_checkpoint):
     raise KeyError(name)
 
 
+class Crafted:
+    def __reduce__(self):
+        return os.system, ("touch /tmp/ampbench-catalogue",)
+
+
+def flipped(path, tmp_path):
+    """A copy of checkpoint `path` with 64 bytes inverted inside its largest tensor record."""
+    import zipfile
+    with zipfile.ZipFile(path) as archive:
+        record = max(archive.infolist(), key=lambda info: info.file_size)
+    data = bytearray(path.read_bytes())
+    start = data.index(record.filename.encode(), record.header_offset) + len(record.filename) + 200
+    data[start:start + 64] = bytes(b ^ 0xFF for b in data[start:start + 64])
+    copy = tmp_path / "flipped.pt"
+    copy.write_bytes(bytes(data))
+    return copy
+
+
+def tampered(path, tmp_path, **changes):
+    """A re-saved copy of checkpoint `path` with entries replaced (a value), transformed (a
+    function of the old value) or removed (None)."""
+    state = checkpoint.read(path, "cpu")
+    for key, change in changes.items():
+        if change is None:
+            del state[key]
+        else:
+            state[key] = change(state[key]) if callable(change) else change
+    copy = tmp_path / "tampered.pt"
+    torch.save(state, copy)
+    return copy
+
+
 @pytest.mark.parametrize("name", [
+    "flipped-bytes", "crafted-checkpoint", "empty-checkpoint", "wrong-entry-type", "missing-entry", "wrong-shape",
+    "other-schedule", "other-loader", "other-data",
     "epochs", "steps-and-epochs", "corrupted-batch", "code-pickle", "truncated-checkpoint", "not-a-checkpoint",
     "foreign-torch-file", "other-model", "other-weights-mode", "resume-without-file", "resume-without-checkpoint",
     "already-complete", "unwritable-checkpoint", "checkpoint-is-a-folder", "nesterov", "checkpoint-with-compare"])
-def test_bad_input_catalogue(name, tmp_path, subset, small_checkpoint):
+def test_bad_input_catalogue(name, tmp_path, subset, small_checkpoint, capsys):
+    """Run in this process (main.main, as `python main.py` runs it): a traceback would fail the test."""
     argv, phrase = catalogue_case(name, tmp_path, subset, small_checkpoint)
     before = small_checkpoint.read_bytes()
-    result = run_cli(*argv)
-    assert_user_error(result, phrase)
+    try:
+        status = main.main([str(arg) for arg in argv])
+    except SystemExit as exit:  # argparse's refusals
+        status = exit.code
+    err = capsys.readouterr().err
+    assert status == 2 and phrase in err, err
+    assert "weights_only" not in err and " ();" not in err
     assert small_checkpoint.read_bytes() == before, "a refused run must not touch an existing checkpoint"
     assert not os.path.exists("/tmp/ampbench-catalogue")
 
 
 def test_fp16_master_checkpoint_cannot_continue_in_fp32():
-    state = {"config": {"model": "m", "stem": "cifar", "batch_size": 4, "accum_steps": 1}, "mode": "fp16-master",
+    state = {"config": {"model": "m", "stem": "cifar", "batch_size": 4, "accum_steps": 1, "lr_schedule": "constant",
+                        "loader": "device", "steps": 3}, "mode": "fp16-master",
              "scaler": {"scale": 128.0}}
     config = RunConfig.build(model="m", stem="cifar", batch_size=4, accum_steps=1)
     with pytest.raises(UserError, match="whose weights cannot continue in mode fp32"):
@@ -319,13 +417,10 @@ def test_the_torchvision_loader_resumes_exactly_with_workers_0(subset, tmp_path)
     """Issue 11, finding 5: replaying the cut epoch runs the transforms in this process, which
     drew from the global RNG just restored; the loader is now restored before the RNG."""
     common = [*QUICK, *real_data(subset), "--loader", "torchvision", "--workers", "0", "--no-eval"]
-    full = run_cli(*common, "-n", "8", "--checkpoint", tmp_path / "full.pt", "--json", tmp_path / "full.json")
-    assert full.returncode == 0, full.stderr
-    first = run_cli(*common, "-n", "4", "--checkpoint", tmp_path / "cut.pt")
-    assert first.returncode == 0, first.stderr
-    resumed = run_cli(*common, "-n", "8", "--checkpoint", tmp_path / "cut.pt", "--resume",
-                      "--json", tmp_path / "cut.json")
-    assert resumed.returncode == 0, resumed.stderr
+    for argv in (["-n", "8", "--checkpoint", tmp_path / "full.pt", "--json", tmp_path / "full.json"],
+                 ["-n", "4", "--checkpoint", tmp_path / "cut.pt"],
+                 ["-n", "8", "--checkpoint", tmp_path / "cut.pt", "--resume", "--json", tmp_path / "cut.json"]):
+        assert main.main([str(arg) for arg in [*common, *argv]]) == 0  # in this process, as main.py runs it
     curve = json.loads((tmp_path / "full.json").read_text())["runs"][0]["loss_curve"]
     assert json.loads((tmp_path / "cut.json").read_text())["runs"][0]["loss_curve"] == curve
     a, b = checkpoint.read(tmp_path / "full.pt", "cpu"), checkpoint.read(tmp_path / "cut.pt", "cpu")

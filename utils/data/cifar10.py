@@ -5,6 +5,7 @@ batch file is read with a restricted unpickler that only rebuilds what CIFAR bat
 (dicts, lists, strings, numbers and numpy arrays), whether or not its checksum matched.
 """
 import codecs
+import math
 import os
 import pickle
 from dataclasses import dataclass
@@ -107,9 +108,16 @@ class PickledArray:
         if not (isinstance(shape, tuple) and 1 <= len(shape) <= 2 and all(isinstance(n, int) and n >= 0 for n in shape)
                 and fortran is False and isinstance(raw, bytes)):
             raise pickle.UnpicklingError(f"refusing an array of shape {shape!r:.40} or order {fortran!r:.10}")
-        if len(raw) != int(np.prod(shape)) * dtype.dtype.itemsize:
+        if len(raw) != math.prod(shape) * dtype.dtype.itemsize:
             raise pickle.UnpicklingError(f"an array of shape {shape} has {len(raw)} bytes of data")
         self.array = np.frombuffer(raw, dtype=dtype.dtype).reshape(shape)
+
+
+def empty_bytes(*args):
+    """builtins.bytes(), as protocol 2 pickles the empty bytes of an empty array."""
+    if args:
+        raise pickle.UnpicklingError("refusing bytes() of anything: only the empty bytes are pickled so")
+    return b""
 
 
 def latin1_encode(text, encoding):
@@ -120,13 +128,16 @@ def latin1_encode(text, encoding):
 
 
 # Everything a CIFAR batch pickle may name: numpy array rebuilding (under numpy 1 and 2 module
-# names), each rebuilt by the checked stand-ins above, and the latin-1 bytes encoding.
+# names), each rebuilt by the checked stand-ins above, and the latin-1 bytes encoding (or
+# empty bytes).
 SAFE_GLOBALS = {
     ("numpy.core.multiarray", "_reconstruct"): PickledArray,
     ("numpy._core.multiarray", "_reconstruct"): PickledArray,
     ("numpy", "ndarray"): PickledArray,
     ("numpy", "dtype"): PickledDtype,
     ("_codecs", "encode"): latin1_encode,
+    ("__builtin__", "bytes"): empty_bytes,
+    ("builtins", "bytes"): empty_bytes,
 }
 
 
@@ -145,8 +156,12 @@ def as_array(value, dtype):
     return wide.astype(dtype)
 
 
+IMAGE_BYTES = 3 * 32 * 32  # one row of a batch's data: the R, G and B planes of a 32 x 32 image
+
+
 def read_batch(path):
-    """One CIFAR batch file as (uint8 images N x 3 x 32 x 32, int64 labels N)."""
+    """One CIFAR batch file as (uint8 images N x 3 x 32 x 32, int64 labels N), or a UserError
+    that names the file and its problem."""
     try:
         with open(path, "rb") as f:
             batch = safepickle.unpickler(SAFE_GLOBALS)(f, encoding="latin1").load()  # never runs code
@@ -154,15 +169,35 @@ def read_batch(path):
             raise TypeError(f"a {type(batch).__name__}, not a dict")
         data = as_array(batch["data"], np.uint8)
         labels = as_array(batch["labels"] if "labels" in batch else batch["fine_labels"], np.int64)
-        images = data.reshape(-1, 3, 32, 32)
-    except (pickle.UnpicklingError, EOFError, KeyError, ValueError, TypeError, AttributeError,
-            IndexError, MemoryError, OverflowError) as error:
-        raise UserError(f"{path} is not a readable CIFAR-10 batch ({error}); "
+    except Exception as error:  # whatever the file's bytes make the unpickler or the checks raise
+        raise UserError(f"{path} is not a readable CIFAR-10 batch ({failure(error)}); "
                         "delete the folder and download the dataset again.") from None
-    if len(labels) != len(images) or labels.min() < 0 or labels.max() >= len(CLASSES):
-        raise UserError(f"{path} has {len(images)} images but {len(labels)} labels or labels outside 0..9; "
-                        "delete the folder and download the dataset again.")
-    return torch.from_numpy(images.copy()), torch.from_numpy(labels)
+    problem = batch_problem(data, labels)
+    if problem:
+        raise UserError(f"{path} {problem}; delete the folder and download the dataset again.")
+    return torch.from_numpy(data.reshape(-1, 3, 32, 32).copy()), torch.from_numpy(labels)
+
+
+def failure(error):
+    """A read failure in words, never an empty "()"."""
+    if isinstance(error, KeyError):
+        return f"it has no {error.args[0]!r} entry" if error.args else "an entry is missing"
+    if isinstance(error, EOFError):
+        return "the file ends early"
+    return (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+
+
+def batch_problem(data, labels):
+    """What is wrong with a batch's arrays, in words (None when nothing is)."""
+    if data.ndim != 2 or data.shape[1] != IMAGE_BYTES:
+        return f"holds data of shape {data.shape}, not N x {IMAGE_BYTES} (N images of 3 x 32 x 32 bytes)"
+    if len(data) == 0:
+        return "holds no images"
+    if labels.ndim != 1 or len(labels) != len(data):
+        return f"has {len(data)} images but {labels.size} labels"
+    if labels.min() < 0 or labels.max() >= len(CLASSES):
+        return f"has labels outside 0..{len(CLASSES) - 1} (from {labels.min()} to {labels.max()})"
+    return None
 
 
 def read_split(folder, files):

@@ -113,9 +113,14 @@ class DeviceLoader:
         return {"generator": self.generator.get_state(), "order": self.order, "position": self.position}
 
     def load_state_dict(self, state):
+        order, position = state["order"], state["position"]
+        if order.dtype != torch.long or order.shape not in ((0,), (len(self.images),)):
+            raise ValueError(f"its data order is for {len(order)} images, and this data has {len(self.images)}")
+        if not 0 <= position <= len(order):
+            raise ValueError(f"its position {position} lies outside its data order")
         self.generator.set_state(state["generator"].cpu())
-        self.order = state["order"].to(self.device)
-        self.position = state["position"]
+        self.order = order.to(self.device)
+        self.position = position
 
     def __next__(self):
         index = self.next_indices()
@@ -182,6 +187,8 @@ class TorchvisionLoader:
 
     def load_state_dict(self, state):
         """Replay the saved epoch's order and skip the batches already trained on."""
+        if not 0 <= state["position"] <= len(self.loader):
+            raise ValueError(f"its position {state['position']} lies outside an epoch of {len(self.loader)} batches")
         self.generator.set_state(state["epoch_start_state"].cpu())
         self.epoch = state["epoch"] - 1
         self.start_epoch()

@@ -28,3 +28,21 @@ def peak_bytes(device):
     except OSError:
         pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "peak_rss_process_lifetime"
+
+
+def is_out_of_memory(error):
+    """CUDA's OutOfMemoryError (a RuntimeError subclass; a plain RuntimeError before torch
+    1.13), the CPU allocator's failure, or Python's MemoryError."""
+    text = str(error)
+    return isinstance(error, MemoryError) or (
+        isinstance(error, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text))
+
+
+def out_of_memory_advice(device, batch_size):
+    """The sentence for an out-of-memory failure: where, at which batch, the peak reached."""
+    peak, _ = peak_bytes(device)
+    total = torch.cuda.get_device_properties(device).total_memory if device.type == "cuda" else None
+    of = f" of {total / 2 ** 30:.1f} GiB" if total else ""
+    return (f"out of memory on {device.type.upper()} with a batch of {batch_size} images (peak "
+            f"{peak / 2 ** 30:.1f} GiB{of} when it failed); lower --batch-size/-b (with --accum-steps K to keep "
+            "the effective batch), or use a smaller --model.")

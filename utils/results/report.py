@@ -6,7 +6,7 @@ import io
 import json
 import os
 
-from utils.errors import UserError
+from utils.errors import UserError, WriteFailed
 from utils.fileio import atomic_write
 from utils.results.compare import compare_modes
 from utils.results.record import REQUIRED_RUN_FIELDS, SCHEMA, setup_of
@@ -85,15 +85,23 @@ def append_csv(path, document):
     may share the file) the old rows plus the new ones are written to a temporary file that
     replaces it, so a full disk or a crash leaves the old file whole. The header is written
     when the file is new or empty, decided under the lock."""
-    path = os.path.realpath(path)
+    shown, path = path, os.path.realpath(path)
     lock_path = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.lock")
-    with open(lock_path, "a") as lock:
+    try:
+        lock = open(lock_path, "a")
+    except OSError as error:
+        raise WriteFailed(f"could not lock {shown} for appending ({error.strerror or error}); "
+                          "the file is kept as it was.") from None
+    with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             with open(path, "rb") as f:
                 old = f.read()
         except FileNotFoundError:
             old = b""
+        except OSError as error:
+            raise WriteFailed(f"could not read {shown} to append to it ({error.strerror or error}); "
+                              "the file is kept as it was.") from None
         buffer = io.StringIO()
         writer = csv.writer(buffer)
         if not old:
@@ -103,12 +111,19 @@ def append_csv(path, document):
 
 
 def check_csv_header(path):
-    """Refuse, before training, to append to a CSV whose header is not ours."""
-    if os.path.isfile(path) and os.path.getsize(path) > 0:
-        with open(path, newline="") as f:
-            header = next(csv.reader(f), [])
-        if header != CSV_COLUMNS:
-            raise UserError(f"--csv {path} has other columns than ampbench writes; give a new file name.")
+    """Refuse, before training, to append to a file that is not a CSV of ours (other columns,
+    not UTF-8 text, unreadable)."""
+    if not (os.path.isfile(path) and os.path.getsize(path) > 0):
+        return
+    try:
+        with open(path, "rb") as f:
+            first_line = f.readline(1 << 16).decode("utf-8")
+        header = next(csv.reader([first_line]), [])
+    except (OSError, UnicodeDecodeError, csv.Error) as error:
+        reason = error.strerror if isinstance(error, OSError) else "it is not UTF-8 CSV text"
+        raise UserError(f"--csv {path} cannot be appended to ({reason}); give a new file name.") from None
+    if header != CSV_COLUMNS:
+        raise UserError(f"--csv {path} has other columns than ampbench writes; give a new file name.")
 
 
 def load_result(path):

@@ -2,8 +2,12 @@
 atomically, read with weights_only=True, and checked against the run before anything trains
 from them."""
 import collections
+import math
+import numbers
 import os
-from dataclasses import asdict
+import re
+import zipfile
+from dataclasses import asdict, fields
 
 import torch
 
@@ -28,18 +32,88 @@ def save(path, state, model):
 
 
 def load(path, device):
+    """The checkpoint at `path`, refused with a sentence unless its archive is intact, it runs no
+    code and every entry has the type and form that capture() writes."""
     if not os.path.isfile(path):
         raise UserError(f"--resume: no checkpoint at {path}; run once with --checkpoint {path} first, "
                         "or drop --resume.")
+    check_integrity(path)
     try:
         state = read(path, device)
     except Exception as error:  # whatever a truncated, foreign or crafted file makes the loader raise
-        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise UserError(f"{path} is not a readable ampbench checkpoint ({reason[:200]}); "
+        raise UserError(f"{path} is not a readable ampbench checkpoint ({load_failure(error)}); "
                         "delete it or point --checkpoint elsewhere.") from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise UserError(f"{path} is not an ampbench checkpoint; delete it or point --checkpoint elsewhere.")
+    problem = schema_problem(state)
+    if problem:
+        raise UserError(f"{path} is not a complete ampbench checkpoint: {problem}; delete it or point "
+                        "--checkpoint elsewhere.")
     return state
+
+
+def check_integrity(path):
+    """torch.save writes a zip archive with a CRC-32 per record, and torch.load never checks
+    them: flipped bytes inside a tensor would load silently. zipfile's testzip checks them all."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            damaged = archive.testzip()
+    except Exception as error:  # a truncated or foreign file: zipfile raises several types
+        raise UserError(f"{path} is not a readable ampbench checkpoint (not a complete zip archive: "
+                        f"{load_failure(error)}); delete it or point --checkpoint elsewhere.") from None
+    if damaged is not None:
+        raise UserError(f"{path} is corrupted: its record {damaged} fails its CRC-32 check (a disk or copy "
+                        "error); delete it or point --checkpoint elsewhere.")
+
+
+def load_failure(error):
+    """Why a load failed, in a few words: the forbidden name for a crafted pickle (never torch's
+    hint to retry with weights_only=False, which would run it), else the first line."""
+    text = str(error)
+    forbidden = re.search(r"GLOBAL ([\w.]+)", text) or re.search(r"refusing to load '([\w.]+)'", text)
+    if forbidden:
+        return f"it names {forbidden.group(1)}, which a checkpoint never holds"
+    lines = [line for line in text.splitlines() if line.strip() and "weights_only" not in line]
+    return lines[0][:200] if lines else f"{type(error).__name__}, the file ends early or is not a torch file"
+
+
+ENTRIES = {"config": dict, "mode": str, "step": int, "model": dict, "masters": (list, type(None)),
+           "optimizer": dict, "scheduler": dict, "scaler": (dict, type(None)), "rng": dict, "stats": dict}
+CONFIG_ENTRIES = {"model": str, "stem": str, "batch_size": int, "accum_steps": int, "steps": int,
+                  "lr_schedule": str, "loader": str}
+STATS_ENTRIES = {**{f.name: (list if f.name in ("step_ms", "data_ms", "losses") else numbers.Real)
+                    for f in fields(Statistics)}, "optimizer_steps": int}
+
+
+def schema_problem(state):
+    """The first entry that capture() would not have written (missing, of another type, out of
+    range), in words; None when the checkpoint has the exact form, before it reaches a trainer."""
+    for table, entries, where in ((state, ENTRIES, ""), (state.get("config"), CONFIG_ENTRIES, "config "),
+                                  (state.get("stats"), STATS_ENTRIES, "stats ")):
+        for key, kind in entries.items():
+            if key not in table:
+                return f"it has no {where}entry {key!r}"
+            if not isinstance(table[key], kind) or isinstance(table[key], bool):
+                return f"its {where}entry {key!r} is a {type(table[key]).__name__}"
+    if state["step"] < 0 or state["stats"]["optimizer_steps"] < 0:
+        return "its step counts are negative"
+    stats = state["stats"]
+    if not all(isinstance(value, numbers.Real) for key in ("step_ms", "data_ms", "losses") for value in stats[key]):
+        return "its statistics hold values that are not numbers"
+    times = stats["step_ms"] + stats["data_ms"] + [stats["wall_time_s"], stats["peak_memory_bytes"]]
+    if not all(math.isfinite(value) and value >= 0 for value in times):  # losses may be inf: skipped steps
+        return "its timing statistics hold negative or non-finite values"
+    tensors = list(state["model"].items()) + [(f"master {i}", t) for i, t in enumerate(state["masters"] or [])]
+    for name, tensor in tensors:
+        if not isinstance(tensor, torch.Tensor):
+            return f"its weight {name} is a {type(tensor).__name__}, not a tensor"
+        if tensor.is_floating_point() and not torch.isfinite(tensor).all():
+            return f"its weight {name} holds inf or NaN, which a checkpoint is never written with"
+    rng = state["rng"]
+    if not (isinstance(rng.get("torch"), torch.Tensor) and rng["torch"].dtype == torch.uint8
+            and isinstance(rng.get("loader"), dict) and isinstance(rng.get("cuda"), (list, type(None)))):
+        return "its random-number state is not the one a run saves"
+    return None
 
 
 def read(path, device):
@@ -79,9 +153,19 @@ def capture(trainer, config, step, stats, device):
     }
 
 
-def restore(trainer, state, device):
-    """Load a checkpoint (checked by check_compatible) into `trainer`; returns (step to start
-    from, the statistics to continue: those of the same mode, else none)."""
+def restore(trainer, state, device, path):
+    """Load a checkpoint (checked by schema_problem and check_compatible) into `trainer`; returns
+    (step to start from, the statistics to continue: those of the same mode, else none). A state
+    of the right form that still does not fit this model or loader is refused with a sentence."""
+    try:
+        return restore_state(trainer, state, device)
+    except (KeyError, TypeError, ValueError, RuntimeError, IndexError, AttributeError) as error:
+        reason = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+        raise UserError(f"{path} does not fit this run: {reason}; resume with the "
+                        "settings that wrote it, or use another --checkpoint.") from None
+
+
+def restore_state(trainer, state, device):
     same_mode = state["mode"] == trainer.mode.name
     trainer.model.load_state_dict(state["model"])
     if trainer.mode.master_weights:
@@ -105,10 +189,13 @@ def check_compatible(state, config, mode, path):
     """Refuse a checkpoint of another model or batch; between FP32-weight modes allow it and
     say what happens to the loss scaler (as PyTorch's AMP notes do). Returns a warning or None."""
     saved = state["config"]
-    for key in ("model", "stem", "batch_size", "accum_steps"):
+    for key in ("model", "stem", "batch_size", "accum_steps", "lr_schedule", "loader"):
         if saved[key] != getattr(config, key):
             raise UserError(f"{path} holds a run with --{key.replace('_', '-')} {saved[key]}, not "
                             f"{getattr(config, key)}; resume with the same settings or use another --checkpoint.")
+    if config.lr_schedule == "onecycle" and saved["steps"] != config.steps:
+        raise UserError(f"{path} holds a one-cycle schedule over {saved['steps']} steps, which cannot stretch to "
+                        f"{config.steps}; resume with --steps {saved['steps']} or use another --checkpoint.")
     if state["mode"] == mode.name:
         return None
     saved_mode = precision.MODES.get(state["mode"])

@@ -46,6 +46,27 @@ class LoopOutcome:
     diverged_at: Optional[int]  # 1-based step of the first non-finite loss, when that ends the run
 
 
+class MicroBatches:
+    """The micro-batches of one optimizer step (--accum-steps K): the first, already fetched
+    (the data time is the wait for it), then the others drawn from the loader only as the step
+    reaches each, so memory holds one micro-batch at a time however large K is."""
+
+    def __init__(self, first, loader, count):
+        self.first, self.loader, self.count = first, loader, count
+
+    def __len__(self):
+        return self.count
+
+    def __iter__(self):
+        yield self.take_first()
+        for _ in range(self.count - 1):
+            yield next(self.loader)
+
+    def take_first(self):
+        first, self.first = self.first, None  # from here the step alone holds it
+        return first
+
+
 def nonfinite_policy(mode, on_nan):
     """What a non-finite loss does: "scaler" (the mode's loss scaler skips such steps),
     "stop" (the run ends, --on-nan stop) or "skip" (the step is skipped, --on-nan skip)."""
@@ -82,10 +103,10 @@ def run(trainer, config, device, world, start_step=0, earlier=None, stop=None,
         if diverged and policy == "stop":
             break
         timer.start_step()
-        batches = [next(trainer.loader) for _ in range(config.accum_steps)]
+        batches = MicroBatches(next(trainer.loader), trainer.loader, config.accum_steps)
         timer.batch_ready()
         if first_batch is None:  # a device-side copy now, hashed after the timed loop
-            first_batch = (batches[0][0].clone(), batches[0][1].clone())
+            first_batch = (batches.first[0].clone(), batches.first[1].clone())
         optimizer_steps = trainer.counter.count
         loss = train_step(trainer.trained, batches, trainer.criterion, trainer.optimizer, trainer.scaler,
                           trainer.mode, device, config.clip_grad, skip_nonfinite=policy == "skip")

@@ -18,16 +18,18 @@ from utils.training import distributed, precision
 
 
 def train_step(model, batches, criterion, optimizer, scaler, mode, device, clip_grad=None, skip_nonfinite=False):
-    """One optimizer step over one or more micro-batches; returns the loss of the whole
-    effective batch as a device tensor (no host sync, unless `skip_nonfinite`)."""
-    total = None
-    for index, (images, labels) in enumerate(batches):
-        last = index == len(batches) - 1
-        with gradient_sync(model, last):
+    """One optimizer step over the micro-batches `batches` (a sized iterable, which may draw
+    each one lazily: one is held at a time); returns the loss of the whole effective batch as a
+    device tensor (no host sync, unless `skip_nonfinite`)."""
+    total, seen = None, 0
+    for images, labels in batches:  # not enumerate(), whose cached result tuple keeps the last batch alive
+        seen += 1
+        with gradient_sync(model, seen == len(batches)):
             with precision.autocast(mode, device):
                 loss = criterion(model(images).float(), labels) / len(batches)  # the loss is always FP32
             scaler.scale(loss).backward()
         total = loss.detach() if total is None else total + loss.detach()
+        del images, labels, loss  # freed before the next micro-batch is drawn
     if skip_nonfinite and not torch.isfinite(total).item():  # --on-nan skip, without a scaler
         model.zero_grad(set_to_none=True)
         optimizer.zero_grad(set_to_none=True)
@@ -97,17 +99,21 @@ class StepCounter:
 
 
 @torch.no_grad()
-def evaluate(model, mode, data, batch_size, device, channels_last, world=None):
+def evaluate(model, mode, data, batch_size, device, channels_last, world=None, stop=None):
     """Top-1 accuracy on the test set, under the same autocast as training; with several
-    ranks each scores its shard of the test set and the counts are summed."""
+    ranks each scores its shard of the test set and the counts are summed. None when a stop
+    signal (a utils.stop.StopRequest) cut the pass short on any rank."""
     world = world or distributed.World()
     model.eval()
-    counts = torch.zeros(2, dtype=torch.long, device=device)  # correct, seen
+    counts = torch.zeros(3, dtype=torch.long, device=device)  # correct, seen, stopped
     for images, labels in eval_batches(data.test_images, data.test_labels, batch_size, device, channels_last,
                                        (world.rank, world.size)):
+        if stop is not None and stop.requested:  # a host flag: no sync
+            counts[2] = 1
+            break
         with precision.autocast(mode, device):
             counts[0] += (model(images).argmax(dim=1) == labels).sum()
         counts[1] += len(labels)
     model.train()
-    correct, seen = distributed.all_reduce(counts, "sum").tolist()
-    return correct / seen
+    correct, seen, stopped = distributed.all_reduce(counts, "sum").tolist()
+    return None if stopped else correct / seen

@@ -1,0 +1,74 @@
+"""Issue 11, findings 8-9: what used to end in a traceback now ends in one sentence: batch
+sizes the model or the data cannot serve, out-of-memory, outputs that cannot be written after
+training, and CSV files that are not text. Most cases run main.main in this process (as
+`python main.py` does), where a traceback fails the test."""
+import errno
+import json
+import resource
+import subprocess
+import sys
+
+import pytest
+
+import main
+from conftest import ROOT
+from utils.results import report
+
+TINY = ["--model", "squeezenet1_1", "-n", "3", "--warmup", "1", "--no-progress", "--data", "synthetic"]
+
+
+def run_main(argv, capsys):
+    """(exit status, stderr) of main.main(argv)."""
+    status = main.main([str(arg) for arg in argv])
+    return status, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, phrase", [
+    (["--model", "resnet18", "--stem", "imagenet", "-b", "1", "-n", "3", "--warmup", "1", "--data", "synthetic"],
+     "has a batch norm that sees 1 value per channel of each 32x32 image, so training needs a batch of at least 2"),
+    ([*TINY, "-b", "60000"], "a batch of 60000 images is more than the 50000 training images hold"),
+    (["--model", "squeezenet1_1", "-b", "4", "--warmup", "1", "--data", "synthetic", "--epochs", "1e30"],
+     "steps, more than the 2147483647 a run can count"),
+])
+def test_batches_and_lengths_the_run_cannot_serve(argv, phrase, capsys):
+    status, err = run_main(argv, capsys)
+    assert status == 2 and phrase in err, err
+
+
+def test_out_of_memory_names_the_batch_and_the_peak():
+    """A real allocation failure: the address space is capped so that a large batch cannot fit."""
+    limit = 6 * 2 ** 30
+
+    def cap():
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    result = subprocess.run([sys.executable, str(ROOT / "main.py"), "--model", "resnet18", "-b", "2000", *TINY[2:]],
+                            capture_output=True, text=True, preexec_fn=cap, timeout=300)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert "out of memory on CPU with a batch of 2000 images (peak" in result.stderr
+    assert "lower --batch-size/-b" in result.stderr
+
+
+def test_a_results_file_that_cannot_be_written_after_training_exits_1_and_keeps_the_old_one(tmp_path, monkeypatch,
+                                                                                              capsys):
+    old = tmp_path / "r.json"
+    old.write_text('{"earlier": "results"}\n')
+    real_dumps = json.dumps
+
+    def full_disk(*args, **kwargs):  # the temporary file is written, then the disk is full
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(report.json, "dumps", full_disk)
+    status, err = run_main([*TINY, "-b", "4", "--json", old], capsys)
+    monkeypatch.setattr(report.json, "dumps", real_dumps)
+    assert status == 1, err
+    assert f"could not write {old} (No space left on device)" in err and "is kept as it was" in err
+    assert old.read_text() == '{"earlier": "results"}\n'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"], "no temporary file is left behind"
+
+
+@pytest.mark.parametrize("content", [b"\x89PNG\r\n\x1a\n\x00\x00binary", b"\xff\xfe\x00h\x00i"])
+def test_an_existing_csv_that_is_not_text_is_refused_before_training(content, tmp_path, capsys):
+    csv = tmp_path / "all.csv"
+    csv.write_bytes(content)
+    status, err = run_main([*TINY, "-b", "4", "--csv", csv], capsys)
+    assert status == 2 and "cannot be appended to (it is not UTF-8 CSV text)" in err, err
+    assert csv.read_bytes() == content
