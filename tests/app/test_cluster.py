@@ -72,6 +72,7 @@ def test_two_process_run_matches_one_process_with_the_same_global_batch(launcher
     assert run["test_accuracy"] == single_process["test_accuracy"]  # the ranks' shards add up to the test set
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("launcher", ["torchrun", "mpirun"])
 def test_a_failing_rank_ends_the_job_quickly_with_its_error(launcher):
     started = time.perf_counter()
