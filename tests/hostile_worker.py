@@ -29,13 +29,14 @@ def check_batch(path):
 
 
 def checkpoint_checker():
-    """load, check_compatible and restore into a fresh trainer of the run that the genuine
-    checkpoint came from: every step a --resume takes before training."""
+    """load, check_compatible, restore into a fresh trainer of the run that the genuine
+    checkpoint came from, and one training step: what a --resume does."""
     import models
     from utils.config import RunConfig
     from utils.data import dataset
     from utils.training import checkpoint, distributed
     from utils.training.setup import build_trainer
+    from utils.training.step import train_step
     cpu = torch.device("cpu")
     config = RunConfig.build(model="squeezenet1_1", batch_size=4, steps=6, warmup=1, data="synthetic")
     model = models.build_model(config.model, config.stem)
@@ -47,6 +48,9 @@ def checkpoint_checker():
         checkpoint.check_compatible(state, config, mode, path)
         trainer = build_trainer(model, mode, data, config, cpu, distributed.World())
         checkpoint.restore(trainer, state, cpu, path)
+        train_step(trainer.trained, [next(trainer.loader)], trainer.criterion, trainer.optimizer, trainer.scaler,
+                   mode, cpu)  # and one step of training from it, as --resume goes on
+        trainer.scheduler.step()
         return "valid"
     return check
 

@@ -317,6 +317,12 @@ def catalogue_case(name, tmp_path, subset, small_checkpoint):
     if name == "wrong-shape":
         path = tampered(small_checkpoint, tmp_path, model=lambda m: {**m, "classifier.1.weight": torch.zeros(3, 3)})
         return [*synthetic, "-n", "6", "--checkpoint", path, "--resume"], "does not fit this run"
+    if name == "wrong-optimizer-state":  # found by the CLI campaign: it loaded, then training crashed
+        def spoil(optimizer):
+            optimizer["state"][0]["momentum_buffer"] = "abc"
+            return optimizer
+        return [*synthetic, "-n", "6", "--checkpoint", tampered(small_checkpoint, tmp_path, optimizer=spoil),
+                "--resume"], "its optimizer momentum_buffer of parameter 0 is not a tensor of the parameter's shape"
     if name == "other-schedule":
         return [*synthetic, "-n", "6", "--lr-schedule", "cosine", "--checkpoint", small_checkpoint, "--resume"], \
             "holds a run with --lr-schedule constant, not cosine"
@@ -385,7 +391,7 @@ def tampered(path, tmp_path, **changes):
 
 @pytest.mark.parametrize("name", [
     "flipped-bytes", "crafted-checkpoint", "empty-checkpoint", "wrong-entry-type", "missing-entry", "wrong-shape",
-    "other-schedule", "other-loader", "other-data",
+    "wrong-optimizer-state", "other-schedule", "other-loader", "other-data",
     "epochs", "steps-and-epochs", "corrupted-batch", "code-pickle", "truncated-checkpoint", "not-a-checkpoint",
     "foreign-torch-file", "other-model", "other-weights-mode", "resume-without-file", "resume-without-checkpoint",
     "already-complete", "unwritable-checkpoint", "checkpoint-is-a-folder", "nesterov", "checkpoint-with-compare"])

@@ -167,6 +167,9 @@ def restore(trainer, state, device, path):
 
 def restore_state(trainer, state, device):
     same_mode = state["mode"] == trainer.mode.name
+    problem = trainer_state_problem(trainer, state, same_mode)
+    if problem:
+        raise ValueError(problem)
     trainer.model.load_state_dict(state["model"])
     if trainer.mode.master_weights:
         with torch.no_grad():
@@ -183,6 +186,67 @@ def restore_state(trainer, state, device):
     trainer.counter.count = state["stats"]["optimizer_steps"]
     earlier = {key: value for key, value in state["stats"].items() if key != "optimizer_steps"}
     return state["step"], Statistics(**earlier) if same_mode else None
+
+
+def trainer_state_problem(trainer, state, same_mode):
+    """Where the saved optimizer, schedule, scaler and FP32 master weights differ in form from
+    `trainer`'s own (torch would load them and fail, or train wrongly, at the next step)."""
+    params = [p for group in trainer.optimizer.param_groups for p in group["params"]]
+    own = trainer.optimizer.state_dict()
+    saved = state["optimizer"]
+    if [group.get("params") for group in saved.get("param_groups", [])] != [g["params"] for g in own["param_groups"]]:
+        return "its optimizer holds other parameters than this model's"
+    missing = {key for key in ("lr", "initial_lr", "momentum", "dampening", "weight_decay")  # no default in SGD
+               for group, own_group in zip(saved["param_groups"], own["param_groups"])
+               if key in own_group and not (isinstance(group, dict) and key in group)}
+    if missing:
+        return f"its optimizer settings lack {', '.join(sorted(missing))}"
+    problem = form_problem(saved["param_groups"], own["param_groups"], "its optimizer settings")
+    if problem or not isinstance(saved.get("state"), dict):
+        return problem or "its optimizer has no per-parameter state"
+    for index, entry in saved["state"].items():
+        if not (isinstance(index, int) and 0 <= index < len(params) and isinstance(entry, dict)):
+            return f"its optimizer state names parameter {index!r:.20}, which this model does not have"
+        for key, value in entry.items():  # SGD keeps one momentum buffer per parameter
+            if value is not None and not (isinstance(value, torch.Tensor) and value.shape == params[index].shape):
+                return f"its optimizer {key} of parameter {index} is not a tensor of the parameter's shape"
+            if value is not None and value.is_floating_point() and not torch.isfinite(value).all():
+                return f"its optimizer {key} of parameter {index} holds inf or NaN"
+    if state["scheduler"].get("last_epoch") != state["stats"]["optimizer_steps"]:
+        return "its learning-rate schedule is not at the step its optimizer reached"
+    checks = [(state["scheduler"], trainer.scheduler.state_dict(), "its learning-rate schedule")]
+    if trainer.mode.master_weights:
+        checks.append((state["masters"], [p.detach() for p in trainer.params], "its FP32 master weights"))
+    if state["scaler"] is not None and trainer.scaler.is_enabled() and same_mode:
+        checks.append((state["scaler"], trainer.scaler.state_dict(), "its loss scaler"))
+    return next((p for p in (form_problem(*check) for check in checks) if p), None)
+
+
+def form_problem(saved, reference, where):
+    """Where `saved` differs in form from `reference` (a state of the same kind that this run
+    built): types, list lengths, tensor shapes, finite numbers. Keys `reference` has and `saved`
+    lacks are allowed (another torch release), and None in `reference` accepts a plain value."""
+    if isinstance(reference, dict):
+        if not isinstance(saved, dict):
+            return f"{where} is a {type(saved).__name__}"
+        return next((p for p in (form_problem(saved[key], value, f"{where} {key}")
+                                 for key, value in reference.items() if key in saved) if p), None)
+    if isinstance(reference, (list, tuple)):
+        if not isinstance(saved, (list, tuple)) or len(saved) != len(reference):
+            return f"{where} is not a list of {len(reference)}"
+        return next((p for p in (form_problem(s, r, where) for s, r in zip(saved, reference)) if p), None)
+    if isinstance(reference, torch.Tensor):
+        fits = isinstance(saved, torch.Tensor) and saved.shape == reference.shape
+    elif isinstance(reference, bool):
+        fits = isinstance(saved, bool)
+    elif isinstance(reference, numbers.Real):
+        fits = isinstance(saved, numbers.Real) and not isinstance(saved, bool) and math.isfinite(saved)
+    elif isinstance(reference, str):
+        fits = isinstance(saved, str)
+    else:  # None: an unset option, which a plain value may set
+        fits = saved is None or isinstance(saved, (bool, str)) or (
+            isinstance(saved, numbers.Real) and math.isfinite(saved))
+    return None if fits else f"{where} is {saved!r:.40}, where this run has a {type(reference).__name__}"
 
 
 def check_compatible(state, config, mode, path):
