@@ -5,9 +5,9 @@
 import argparse
 import sys
 
-from utils.errors import UserError
+from utils.errors import UserError, WriteFailed
 from utils.results import plot
-from utils.results.report import append_csv, load_result, merge, summary, write_json
+from utils.results.report import append_csv, load_result, merge, setup_differences, summary, write_json
 
 
 def main(argv=None):
@@ -23,9 +23,12 @@ def main(argv=None):
             plot.check_available(args.plot)
         merged = merge([load_result(path) for path in args.files])
         if args.plot and len(merged) > 1:
-            raise UserError("these files hold different setups (model, batch, device or data); "
-                            "plot them separately.")
-        for document in merged:
+            raise UserError(f"these files hold {len(merged)} setups that differ in more than the precision mode "
+                            "(model, batch, speed levers, optimizer, device, torch or data); plot them separately.")
+        differences = setup_differences(merged)
+        for document, difference in zip(merged, differences):
+            if len(merged) > 1:
+                print(f"setup: {difference}")
             print(summary(document) + "\n")
             if args.csv:
                 append_csv(args.csv, document)
@@ -37,6 +40,9 @@ def main(argv=None):
     except UserError as error:
         print(f"utils.report: error: {error}", file=sys.stderr)
         return 2
+    except WriteFailed as error:
+        print(f"utils.report: error: {error}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -272,3 +272,30 @@ def test_a_full_disk_during_an_append_keeps_the_csv_whole(compared, tmp_path, mo
         report.append_csv(path, document)
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_merging_never_pools_runs_of_different_setups(compared):
+    """Issue 12, finding 1: a channels_last run and a plain one were merged into one row."""
+    document = json.loads((compared[1] / "r.json").read_text())
+    variants = []
+    for change in [{}, {"channels_last": True}, {"compile": True, "compile_mode": "max-autotune"},
+                   {"loader": "torchvision", "workers": 4}, {"lr": 0.2}, {"accum_steps": 2}]:
+        variant = copy.deepcopy(document)
+        variant["config"].update(change)
+        variants.append(variant)
+    same_setup_other_mode = copy.deepcopy(document)
+    same_setup_other_mode["config"].update(fp16=True, loss_scaling=True)  # precision flags never split a setup
+    merged = report.merge(variants + [same_setup_other_mode])
+    assert len(merged) == 6 and len(merged[0]["runs"]) == 2 * len(document["runs"])
+    headers = [report.summary(group).splitlines()[0] for group in merged]
+    assert "channels_last" in headers[1] and "compile (max-autotune)" in headers[2]
+    assert "loader torchvision (4 workers)" in headers[3] and "accum 2" in headers[5]
+    differences = report.setup_differences(merged)  # what utils.report prints above each table
+    assert len(set(differences)) == 6 and "lr 0.2" in differences[4] and "channels_last True" in differences[1]
+
+
+def test_report_that_cannot_write_its_json_exits_1_with_a_sentence(compared, capsys):
+    from utils import report as report_cli
+    status = report_cli.main([str(compared[1] / "r.json"), "--json", "/proc/no/such/merged.json"])
+    err = capsys.readouterr().err
+    assert status == 1 and "utils.report: error: could not write /proc/no/such/merged.json" in err, err

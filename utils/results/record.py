@@ -121,9 +121,20 @@ def make_document(env, config, data_info, incomplete, runs, comparison):
             "runs": runs, "comparison": comparison}
 
 
+# The settings that change a run's numbers besides its precision mode: runs are merged into one
+# comparison only when all of these, the device, the torch release, the ranks and the data match.
+SETUP_CONFIG_KEYS = ("model", "stem", "batch_size", "accum_steps", "steps", "warmup", "loader", "channels_last",
+                     "compile", "lr", "lr_schedule", "warmup_lr_steps", "momentum", "weight_decay", "label_smoothing",
+                     "clip_grad")
+
+
 def setup_of(document):
-    """What must match for runs to be compared: model, stem, batch, device and data."""
+    """What must match for runs to be compared: everything but the precision mode that can
+    change step times, memory or accuracy (a channels_last run never pools with a plain one)."""
     config, env = document["config"], document["env"]
-    return {"model": config["model"], "stem": config["stem"], "batch_size": config["batch_size"],
-            "world_size": env.get("world_size", 1), "steps": config["steps"], "warmup": config["warmup"],
-            "device": env["device"], "data": document["data"]["name"]}
+    setup = {key: config.get(key) for key in SETUP_CONFIG_KEYS}
+    setup.update(workers=config.get("workers") if config.get("loader") == "torchvision" else None,
+                 compile_mode=config.get("compile_mode") if config.get("compile") else None,
+                 world_size=env.get("world_size", 1), device=env["device"], torch=env.get("torch"),
+                 data=document["data"]["name"])
+    return setup

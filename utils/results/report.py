@@ -38,7 +38,12 @@ def format_table(header, rows):
 def describe(setup, env):
     ranks = setup["world_size"]
     batch = f"batch {setup['batch_size']}" + (f" per process x {ranks} processes" if ranks > 1 else "")
-    return (f"{setup['model']} (stem {setup['stem']}), {batch}, {setup['steps']} steps "
+    levers = [f"accum {setup['accum_steps']}" if (setup.get("accum_steps") or 1) > 1 else None,
+              "channels_last" if setup.get("channels_last") else None,
+              f"compile ({setup.get('compile_mode') or 'default'})" if setup.get("compile") else None,
+              f"loader torchvision ({setup.get('workers')} workers)" if setup.get("loader") == "torchvision" else None]
+    levers = "".join(f", {lever}" for lever in levers if lever)
+    return (f"{setup['model']} (stem {setup['stem']}), {batch}{levers}, {setup['steps']} steps "
             f"({setup['warmup']} warm-up), data {setup['data']} | {setup['device']} | torch {env['torch']}"
             f" | TF32 off except in mode tf32")
 
@@ -139,10 +144,19 @@ def load_result(path):
     return document
 
 
+def setup_differences(documents):
+    """For each of several merged documents, the setup fields that are not the same in all of
+    them, as "name value" text: what tells their tables apart."""
+    setups = [setup_of(document) for document in documents]
+    varying = [key for key in setups[0] if len({json.dumps(setup.get(key)) for setup in setups}) > 1]
+    return [", ".join(f"{key} {setup.get(key)}" for key in varying) for setup in setups]
+
+
 def merge(documents):
-    """Pool the runs of several result files into one document per setup (model, batch,
-    device, data), with a comparison across all of them: e.g. the FP32 and the AMP job of a
-    batch submission become one table with speedups."""
+    """Pool the runs of several result files into one document per setup (record.setup_of:
+    everything but the precision mode), with a comparison across all of them: e.g. the FP32 and
+    the AMP job of a batch submission become one table with speedups, while a channels_last
+    run and a plain one stay two tables."""
     groups = {}
     for document in documents:
         key = json.dumps(setup_of(document), sort_keys=True)
