@@ -7,7 +7,8 @@ import sys
 
 from utils.errors import UserError, WriteFailed
 from utils.results import plot
-from utils.results.report import append_csv, load_result, merge, setup_differences, summary, write_json
+from utils.results.report import (append_csv, check_csv_header, load_result, merge, setup_differences, summary,
+                                  write_json)
 
 
 def main(argv=None):
@@ -16,12 +17,16 @@ def main(argv=None):
     parser.add_argument("files", nargs="+", help="result files written with --json")
     parser.add_argument("--plot", metavar="PATH.png", help="also draw the step-time distributions and speedups")
     parser.add_argument("--csv", metavar="PATH", help="also append the merged rows to a CSV file")
-    parser.add_argument("--json", metavar="PATH", help="also write the merged document(s) as a JSON list")
+    parser.add_argument("--json", metavar="PATH",
+                        help="also write the merged document(s) as a JSON list, which this command reads back")
+    parser.add_argument("--wide", action="store_true", help="one wide table instead of blocks of 80 columns")
     args = parser.parse_args(argv)
     try:
         if args.plot:
             plot.check_available(args.plot)
-        merged = merge([load_result(path) for path in args.files])
+        if args.csv:
+            check_csv_header(args.csv)
+        merged = merge([document for path in args.files for document in load_result(path)])
         if args.plot and len(merged) > 1:
             raise UserError(f"these files hold {len(merged)} setups that differ in more than the precision mode "
                             "(model, batch, speed levers, optimizer, device, torch or data); plot them separately.")
@@ -29,9 +34,12 @@ def main(argv=None):
         for document, difference in zip(merged, differences):
             if len(merged) > 1:
                 print(f"setup: {difference}")
-            print(summary(document) + "\n")
+            print(summary(document, args.wide) + "\n")
             if args.csv:
-                append_csv(args.csv, document)
+                added = append_csv(args.csv, document)
+                print(f"{added} of {len(document['comparison'])} rows appended to {args.csv} (the others were "
+                      "there already)\n" if added < len(document["comparison"]) else
+                      f"{added} rows appended to {args.csv}\n")
         if args.plot:
             plot.draw(args.plot, merged[0])
             print(f"plot written to {args.plot}")

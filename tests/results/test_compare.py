@@ -34,7 +34,7 @@ def test_compare_prints_one_row_per_mode(compared):
     assert result.returncode == 0, result.stderr
     rows = [line.split()[0] for line in result.stdout.splitlines()
             if line.strip().startswith(("fp32 ", "amp-bf16 ", "fp16-master "))]
-    assert rows == ["fp32", "amp-bf16", "fp16-master"]
+    assert rows == ["fp32", "amp-bf16", "fp16-master"] * 3  # three blocks of 80 columns
     assert "speedup" in result.stdout and "MFU not shown: no peak figures for CPUs." in result.stdout
 
 
@@ -57,14 +57,17 @@ def test_comparison_figures_are_consistent(compared):
     assert list(comparison) == ["fp32", "amp-bf16", "fp16-master"]
     base = comparison["fp32"]
     assert base["speedup_vs_fp32"] == 1.0 and base["memory_ratio_vs_fp32"] == 1.0
-    assert base["accuracy_delta_vs_fp32"] == 0.0
+    assert base["accuracy_delta_vs_fp32"] == (0.0 if base["learned"] else None)  # 4 steps: at chance
     for mode, row in comparison.items():
         runs = [run for run in document["runs"] if run["mode"] == mode]
         assert row["runs"] == 2 and row["repeat_medians_ms"] == [run["step_time_ms"]["median"] for run in runs]
         assert row["speedup_vs_fp32"] == pytest.approx(base["median_step_ms"] / row["median_step_ms"])
         assert row["images_per_sec"] == pytest.approx(8000 / row["median_step_ms"])
         assert row["tflops"] > 0 and row["mfu_pct"] is None
-        assert row["accuracy_delta_vs_fp32"] == pytest.approx(row["test_accuracy"] - base["test_accuracy"])
+        if row["learned"] and base["learned"]:
+            assert row["accuracy_delta_vs_fp32"] == pytest.approx(row["test_accuracy"] - base["test_accuracy"])
+        else:
+            assert row["accuracy_delta_vs_fp32"] is None
     assert comparison["fp16-master"]["final_loss_scale"] == 128.0
     assert comparison["amp-bf16"]["final_loss_scale"] is None
     for run in document["runs"]:
@@ -80,15 +83,37 @@ def test_env_records_what_results_depend_on(compared):
     assert "--modes fp32,amp-bf16,fp16-master" in env["command"]
 
 
-def test_csv_has_one_row_per_mode_and_one_header_when_appended(compared, tmp_path):
+def other_runs(document, tag):
+    """The same document as if its runs had been measured again (another end time)."""
+    document = copy.deepcopy(document)
+    for run in document["runs"]:
+        run["finished_utc"] = f"{run['finished_utc']}-{tag}"
+    return document
+
+
+def test_csv_has_one_row_per_mode_one_header_and_no_row_twice(compared, tmp_path):
+    """Issue 12, findings 2 and 9: rows carry a run id (appending the same runs adds nothing),
+    their runs' own time and the setup columns a reader filters on."""
     path = compared[1] / "r.csv"
     rows = list(csv.reader(path.open()))
     assert rows[0] == report.CSV_COLUMNS and len(rows) == 4
     document = json.loads((compared[1] / "r.json").read_text())
-    report.append_csv(path, document)
+    assert report.append_csv(path, document) == 0 and len(list(csv.reader(path.open()))) == 4
+    assert report.append_csv(path, other_runs(document, "again")) == 3
     rows = list(csv.reader(path.open()))
     assert len(rows) == 7 and rows.count(report.CSV_COLUMNS) == 1
-    assert [row[rows[0].index("mode")] for row in rows[1:]] == ["fp32", "amp-bf16", "fp16-master"] * 2
+    table = [dict(zip(rows[0], row)) for row in rows[1:]]
+    assert [row["mode"] for row in table] == ["fp32", "amp-bf16", "fp16-master"] * 2
+    assert len({row["run_id"] for row in table}) == 6
+    first = table[0]
+    assert (first["channels_last"], first["compile"], first["loader"], first["lr"], first["warmup_lr_steps"],
+            first["tf32"], first["world_size"]) == ("False", "False", "device", "0.0025", "0", "False", "1")
+    assert first["torch"] == torch.__version__ and first["model"] == "squeezenet1_1"
+    runs = [run for run in document["runs"] if run["mode"] == "fp32"]
+    assert first["timestamp_utc"] == max(run["finished_utc"] for run in runs)
+    bf16 = table[1]
+    assert float(bf16["speedup_ci95_low"]) <= float(bf16["speedup_vs_fp32"]) <= float(bf16["speedup_ci95_high"])
+    assert bf16["speedup_significant"] in ("True", "False")
 
 
 def test_plot_is_a_png(compared):
@@ -135,13 +160,17 @@ def test_bad_modes_exit_2(argv, phrase):
     assert_user_error(run_cli(*argv, "--data", "synthetic"), phrase)
 
 
-def test_plot_without_matplotlib_says_how_to_install(tmp_path):
+@pytest.mark.parametrize("module, phrase", [
+    ("raise ImportError('no matplotlib here')", "pip install matplotlib"),
+    ("__version__ = '3.3.4'", "--plot needs matplotlib 3.5 or newer, and this is 3.3.4"),  # NGC ships 3.5 and up
+])
+def test_plot_without_a_usable_matplotlib_is_refused_before_training(module, phrase, tmp_path):
     fake = tmp_path / "fake" / "matplotlib"
     fake.mkdir(parents=True)
-    (fake / "__init__.py").write_text("raise ImportError('no matplotlib here')\n")
+    (fake / "__init__.py").write_text(module + "\n")
     result = run_cli(*SMALL, "--data", "synthetic", "--plot", tmp_path / "p.png",
                      env={"PYTHONPATH": str(tmp_path / "fake")})
-    assert_user_error(result, "pip install matplotlib")
+    assert_user_error(result, phrase)
 
 
 def test_existing_csv_with_other_columns_is_refused_before_training(tmp_path):
@@ -246,7 +275,8 @@ def test_concurrent_appends_to_a_new_csv_write_one_header(compared, tmp_path):
     document = json.loads((compared[1] / "r.json").read_text())
     path = tmp_path / "shared.csv"
     start = multiprocessing.Barrier(4)
-    workers = [multiprocessing.Process(target=append_from_a_process, args=(path, document, start)) for _ in range(4)]
+    workers = [multiprocessing.Process(target=append_from_a_process, args=(path, other_runs(document, i), start))
+               for i in range(4)]
     for worker in workers:
         worker.start()
     for worker in workers:
@@ -269,7 +299,7 @@ def test_a_full_disk_during_an_append_keeps_the_csv_whole(compared, tmp_path, mo
 
     monkeypatch.setattr(os, "fsync", full)
     with pytest.raises(WriteFailed, match="No space left on device"):
-        report.append_csv(path, document)
+        report.append_csv(path, other_runs(document, "new"))
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
 
@@ -280,7 +310,7 @@ def test_merging_never_pools_runs_of_different_setups(compared):
     variants = []
     for change in [{}, {"channels_last": True}, {"compile": True, "compile_mode": "max-autotune"},
                    {"loader": "torchvision", "workers": 4}, {"lr": 0.2}, {"accum_steps": 2}]:
-        variant = copy.deepcopy(document)
+        variant = other_runs(document, "other")
         variant["config"].update(change)
         variants.append(variant)
     same_setup_other_mode = copy.deepcopy(document)
@@ -299,3 +329,70 @@ def test_report_that_cannot_write_its_json_exits_1_with_a_sentence(compared, cap
     status = report_cli.main([str(compared[1] / "r.json"), "--json", "/proc/no/such/merged.json"])
     err = capsys.readouterr().err
     assert status == 1 and "utils.report: error: could not write /proc/no/such/merged.json" in err, err
+
+
+def test_report_reads_its_own_merged_json_and_merging_again_adds_nothing(compared, tmp_path):
+    """Issue 12, finding 2: utils.report refused the list it wrote, and a repeated merge doubled rows."""
+    source = compared[1] / "r.json"
+    first = run_cli_module("utils.report", source, "--json", tmp_path / "m.json", "--csv", tmp_path / "m.csv")
+    assert first.returncode == 0, first.stderr
+    again = run_cli_module("utils.report", tmp_path / "m.json", source, "--json", tmp_path / "m2.json",
+                           "--csv", tmp_path / "m.csv")
+    assert again.returncode == 0, again.stderr
+    assert "0 of 3 rows appended" in again.stdout
+    (merged,) = json.loads((tmp_path / "m2.json").read_text())
+    assert len(merged["runs"]) == 6 and len(merged["sources"]) == 1
+    assert merged["comparison"] == json.loads(source.read_text())["comparison"]
+    assert len(list(csv.reader((tmp_path / "m.csv").open()))) == 4
+
+
+def test_bootstrap_interval_holds_one_for_equal_samples_and_excludes_it_for_half_speed():
+    """Issue 12, finding 3."""
+    import numpy as np
+    from utils.results import compare
+    steps = list(np.random.default_rng(1).normal(100.0, 8.0, 200))
+    low, high = compare.bootstrap_ratio(steps, list(steps))
+    assert low < 1.0 < high
+    low, high = compare.bootstrap_ratio([2 * value for value in steps], steps)
+    assert 1.8 < low < 2.0 < high < 2.2
+
+
+def fake_run(mode, step_ms, losses, accuracy, repeat=0):
+    return {"mode": mode, "data": "cifar10", "repeat": repeat, "step_time_ms": {"median": step_ms, "p90": step_ms},
+            "step_times_ms": [step_ms * (1 + 0.01 * (i % 5)) for i in range(40)], "global_batch_size": 8,
+            "data_time_ms": {"median": 0.1}, "peak_memory_bytes": 1 << 20, "final_loss": losses[-1],
+            "loss_curve": losses, "test_accuracy": accuracy, "skipped_steps": 0, "final_loss_scale": None}
+
+
+def test_a_run_that_did_not_learn_is_flagged_and_its_accuracy_not_compared():
+    """Issue 12, finding 8: squeezenet stayed at ln 10 and 10% with no remark, and its acc diff was shown."""
+    from utils.results import compare
+    stuck = [2.3026 + 0.001 * (i % 3) for i in range(30)]
+    runs = [fake_run("fp32", 100.0, [2.3 - 0.03 * i for i in range(30)], 0.41),
+            fake_run("amp-bf16", 60.0, stuck, 0.103)]
+    comparison = compare.compare_modes(runs)
+    assert compare.learned(runs[0]) is True and compare.learned(runs[1]) is False
+    assert comparison["amp-bf16"]["learned"] is False and comparison["amp-bf16"]["accuracy_delta_vs_fp32"] is None
+    assert comparison["fp32"]["accuracy_delta_vs_fp32"] == 0.0
+    assert comparison["amp-bf16"]["speedup_significant"] is True
+    chance_accuracy = fake_run("fp32", 100.0, [1.5] * 20, 0.115)
+    assert compare.learned(chance_accuracy) is False and compare.learned(dict(chance_accuracy, data="synthetic")) is None
+    document = {"env": {"torch": "x", "device_type": "cpu"}, "runs": [dict(run, steps=30) for run in runs],
+                "comparison": comparison}
+    text = "\n".join(report.notes(document))
+    assert "warning: amp-bf16 did not learn" in text and "fp32 did not learn" not in text
+
+
+def test_the_table_fits_80_columns_and_the_header_says_only_what_applies(compared):
+    """Issue 12, findings 5 and 6: 150-160 columns; "stem cifar" for squeezenet, TF32 on a CPU."""
+    result, folder = compared
+    document = json.loads((folder / "r.json").read_text())
+    assert max(len(line) for line in result.stdout.splitlines()) <= 80
+    assert "speedup [95% CI]" in result.stdout and "95% CI: bootstrap over the repeats' medians." in result.stdout
+    first_line = result.stdout.splitlines()[0]
+    assert first_line.startswith("squeezenet1_1, batch 8") and "stem" not in first_line and "TF32" not in result.stdout
+    assert document["env"]["cuda"] is None
+    wide = report.summary(document, wide=True).splitlines()
+    assert sum(line.lstrip().startswith("mode ") for line in wide) == 1 and max(map(len, wide)) > 80
+    assert sum(line.lstrip().startswith("mode ") for line in report.summary(document).splitlines()) == 3
+

@@ -43,13 +43,17 @@ def tf32_flags():
     return {"matmul": torch.backends.cuda.matmul.allow_tf32, "cudnn_conv": torch.backends.cudnn.allow_tf32}
 
 
+def now_utc():
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
 def collect(device, channels_last, compiled, compile_mode, loader):
     cuda = device.type == "cuda"
     return {
         "python": platform.python_version(),
         "torch": torch.__version__,
         "torchvision": torchvision.__version__,
-        "cuda": torch.version.cuda,
+        "cuda": torch.version.cuda if cuda else None,
         "cudnn": torch.backends.cudnn.version() if cuda else None,
         "device": device_name(device),
         "device_type": device.type,
@@ -69,5 +73,5 @@ def collect(device, channels_last, compiled, compile_mode, loader):
         "platform": platform.platform(),
         "git_commit": command_output(["git", "describe", "--always", "--dirty", "--abbrev=40"]),
         "command": shlex.join([sys.executable] + sys.argv),
-        "timestamp_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "timestamp_utc": now_utc(),
     }

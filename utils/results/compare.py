@@ -1,10 +1,59 @@
-"""Side-by-side figures per precision mode, relative to the fp32 baseline.
+"""Side-by-side figures per precision mode, relative to the fp32 baseline, with 95% intervals.
 
 Runs of one mode repeated with --repeats are pooled: step time is the median of the
-repeats' medians, and the spread between repeats shows clock drift or noise."""
+repeats' medians, and the spread between repeats shows clock drift or noise. Every speedup
+comes with a percentile-bootstrap 95% interval: over the repeats' medians when each mode ran
+several times (repeats are what vary between reruns), else over the timed steps of the one run
+(which treats steps as independent: drift within a run makes that interval optimistic, and
+--repeats is the remedy). A speedup whose interval holds 1.0 is not significant.
+"""
+import math
 import statistics
 
+import numpy as np
+
 BASELINE = "fp32"
+RESAMPLES = 2000
+CONFIDENCE = 95.0
+CHANCE_ACCURACY = 0.1  # ten classes
+CHANCE_LOSS = math.log(10)  # cross-entropy of a uniform guess over ten classes
+LOSS_TOLERANCE = 0.02  # a final loss within 2% of ln(10) ...
+ACCURACY_TOLERANCE = 0.02  # ... or an accuracy within 2 points of chance: the run did not learn
+FINAL_LOSSES = 10  # the "final loss" judged is the mean of the last ten steps' losses, not one batch's
+
+
+def learned(run):
+    """Whether a run learned: False when its final loss is within 2% of ln(10) or its test
+    accuracy within 2 points of chance; None when nothing tells (synthetic data, no loss)."""
+    if run["data"] != "cifar10" or not run["loss_curve"]:
+        return None
+    tail = run["loss_curve"][-FINAL_LOSSES:]
+    final = sum(tail) / len(tail)
+    if not math.isfinite(final) or abs(final - CHANCE_LOSS) <= LOSS_TOLERANCE * CHANCE_LOSS:
+        return False
+    accuracy = run["test_accuracy"]
+    return not (accuracy is not None and abs(accuracy - CHANCE_ACCURACY) <= ACCURACY_TOLERANCE)
+
+
+def bootstrap_ratio(numerators, denominators, statistic=np.median, seed=0):
+    """The 95% percentile-bootstrap interval of statistic(numerators) / statistic(denominators),
+    resampling each sample independently (a fixed seed: the same files give the same interval)."""
+    rng = np.random.default_rng(seed)
+    tops, bottoms = np.asarray(numerators, np.float64), np.asarray(denominators, np.float64)
+    ratios = []
+    for _ in range(0, RESAMPLES, 250):  # in chunks: 250 x 10,000 steps is 20 MB, not 160
+        top = statistic(tops[rng.integers(0, len(tops), (250, len(tops)))], axis=1)
+        bottom = statistic(bottoms[rng.integers(0, len(bottoms), (250, len(bottoms)))], axis=1)
+        ratios.append(top / bottom)
+    low, high = np.percentile(np.concatenate(ratios), [(100 - CONFIDENCE) / 2, (100 + CONFIDENCE) / 2])
+    return [float(low), float(high)]
+
+
+def speedup_samples(group):
+    """What a mode's speedup interval resamples: the repeats' medians, or the one run's steps."""
+    if len(group) > 1:
+        return [run["step_time_ms"]["median"] for run in group]
+    return group[0]["step_times_ms"]
 
 
 def group_by_mode(runs):
@@ -27,6 +76,7 @@ def mode_figures(group):
     batch = group[0]["global_batch_size"]
     tflops = [run["tflops"] for run in group if run.get("tflops") is not None]
     mfu = [run["mfu_pct"] for run in group if run.get("mfu_pct") is not None]
+    verdicts = [learned(run) for run in group]
     return {
         "runs": len(group),
         "median_step_ms": median,
@@ -38,6 +88,7 @@ def mode_figures(group):
         "peak_memory_bytes": max(run["peak_memory_bytes"] for run in group),
         "final_loss": median_of(group, "final_loss"),
         "test_accuracy": median_of(group, "test_accuracy"),
+        "learned": None if None in verdicts else all(verdicts),
         "skipped_steps": max(run["skipped_steps"] for run in group),
         "final_loss_scale": group[-1]["final_loss_scale"],
         "tflops": statistics.median(tflops) if tflops else None,
@@ -46,13 +97,24 @@ def mode_figures(group):
 
 
 def compare_modes(runs):
-    """{mode: figures} with speedup, memory ratio and accuracy difference against fp32
-    (null when fp32 was not run)."""
-    figures = {mode: mode_figures(group) for mode, group in group_by_mode(runs).items()}
+    """{mode: figures} with speedup (and its 95% interval), memory ratio (with its interval over
+    repeats, when there are several) and accuracy difference against fp32: null when fp32 was
+    not run, and no accuracy difference against a run that did not learn."""
+    groups = group_by_mode(runs)
+    figures = {mode: mode_figures(group) for mode, group in groups.items()}
     base = figures.get(BASELINE)
-    for row in figures.values():
+    for mode, row in figures.items():
         row["speedup_vs_fp32"] = base["median_step_ms"] / row["median_step_ms"] if base else None
+        row["speedup_ci95"] = row["speedup_significant"] = row["memory_ratio_ci95"] = None
+        if base and mode != BASELINE:
+            interval = bootstrap_ratio(speedup_samples(groups[BASELINE]), speedup_samples(groups[mode]))
+            row["speedup_ci95"], row["speedup_significant"] = interval, not interval[0] <= 1.0 <= interval[1]
+            if len(groups[mode]) > 1 and len(groups[BASELINE]) > 1:
+                row["memory_ratio_ci95"] = bootstrap_ratio(
+                    [run["peak_memory_bytes"] for run in groups[mode]],
+                    [run["peak_memory_bytes"] for run in groups[BASELINE]], np.max)
         row["memory_ratio_vs_fp32"] = row["peak_memory_bytes"] / base["peak_memory_bytes"] if base else None
         both = base and row["test_accuracy"] is not None and base["test_accuracy"] is not None
+        both = both and row["learned"] is not False and base["learned"] is not False
         row["accuracy_delta_vs_fp32"] = row["test_accuracy"] - base["test_accuracy"] if both else None
     return figures

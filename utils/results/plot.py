@@ -1,21 +1,31 @@
-"""A picture of a comparison: step-time distributions per mode and the speedup over FP32.
-matplotlib is optional: only --plot needs it."""
+"""A picture of a comparison, four panels: every timed step per mode and repeat; the speedup
+over FP32 with its 95% interval; peak memory; test accuracy against chance. matplotlib is
+optional (only --plot needs it); the releases NGC containers ship, 3.5 and up, draw it."""
 import os
+import textwrap
 
 from utils.compat import release
-from utils.errors import UserError
+from utils.errors import UserError, WriteFailed
 from utils.fileio import atomic_write
+from utils.results.compare import BASELINE, CHANCE_ACCURACY
 from utils.results.record import setup_of
+from utils.results.report import describe
 
 FORMATS = ("png", "pdf", "svg")
+OLDEST_MATPLOTLIB = (3, 5)
+REPEAT_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
 
 
 def check_available(path):
-    """Before training: matplotlib is installed and the file's suffix names a format it writes."""
+    """Before training: a matplotlib that can draw the figure, and a file suffix naming a format
+    it writes."""
     try:
-        import matplotlib  # noqa: F401
+        import matplotlib
     except ImportError:
         raise UserError("--plot needs matplotlib, which is not installed: pip install matplotlib") from None
+    if release(matplotlib.__version__) < OLDEST_MATPLOTLIB:
+        raise UserError(f"--plot needs matplotlib 3.5 or newer, and this is {matplotlib.__version__}: "
+                        "pip install 'matplotlib>=3.5', or drop --plot.")
     if file_format(path) not in FORMATS:
         raise UserError(f"--plot {path}: the file name must end in .png, .pdf or .svg, the format written.")
 
@@ -25,43 +35,110 @@ def file_format(path):
 
 
 def draw(path, document):
+    """Write the figure of `document` to `path`, all or nothing, titled with its setup."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    comparison = document["comparison"]
-    modes = list(comparison)
-    step_times = [[ms for run in document["runs"] if run["mode"] == mode for ms in run["step_times_ms"]]
-                  for mode in modes]
-    setup = setup_of(document)
-    figure, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8), gridspec_kw={"width_ratios": [3, 2]})
-    figure.suptitle(f"{setup['model']}, batch {setup['batch_size']}, {setup['device']} "
-                    f"({setup['data']} data, {setup['steps']} steps)", fontsize=12)
+    figure, axes = plt.subplots(2, 2, figsize=(12, 8.5))
+    title = describe(setup_of(document), document["env"])
+    figure.suptitle("\n".join(textwrap.wrap(title, 110)), fontsize=11)
+    try:
+        comparison = document["comparison"]
+        modes = list(comparison)
+        draw_step_times(axes[0][0], document, modes)
+        draw_speedups(axes[0][1], comparison, modes)
+        draw_memory(axes[1][0], comparison, modes)
+        draw_accuracy(axes[1][1], comparison, modes)
+        for axis in axes.flat:
+            axis.tick_params(axis="x", labelrotation=20)
+        figure.tight_layout()
+        atomic_write(path, lambda f: figure.savefig(f, format=file_format(path), dpi=120))
+    except WriteFailed:
+        raise
+    except Exception as error:  # a matplotlib failure after training: the other outputs are already written
+        raise WriteFailed(f"could not draw {path} with matplotlib {matplotlib.__version__} "
+                          f"({type(error).__name__}: {error}); the JSON and CSV outputs are written.") from None
+    finally:
+        plt.close(figure)
 
-    labels = "tick_labels" if release(matplotlib.__version__) >= (3, 9) else "labels"  # renamed in 3.9
-    left.boxplot(step_times, showfliers=True, whis=(10, 90), **{labels: modes})
-    left.set_ylabel("step time (ms)")
-    left.set_title("step time per mode (box: quartiles, whiskers: p10-p90)", fontsize=10)
-    medians = [comparison[mode]["median_step_ms"] for mode in modes]
-    if max(medians) > 10 * min(medians):  # keep every mode's box readable
-        left.set_yscale("log")
-        left.set_ylabel("step time (ms, log scale)")
+
+def draw_step_times(axis, document, modes):
+    """Every timed step as a point, one colour per repeat, its median as a bar across it."""
+    repeats = sorted({run["repeat"] for run in document["runs"]})
+    for x, mode in enumerate(modes):
+        for run in document["runs"]:
+            if run["mode"] != mode or not run["step_times_ms"]:
+                continue
+            colour = REPEAT_COLOURS[repeats.index(run["repeat"]) % len(REPEAT_COLOURS)]
+            times = run["step_times_ms"]
+            offset = (repeats.index(run["repeat"]) + 0.5) / len(repeats) * 0.6 - 0.3
+            spread = [offset + 0.12 * ((i * 0.618) % 1 - 0.5) for i in range(len(times))]
+            axis.scatter([x + s for s in spread], times, s=6, alpha=0.5, color=colour, linewidths=0)
+            axis.hlines(run["step_time_ms"]["median"], x + offset - 0.09, x + offset + 0.09, color="black")
+    axis.set_xticks(range(len(modes)))
+    axis.set_xticklabels(modes)
+    axis.set_ylabel("step time (ms)")
+    note = f"{len(repeats)} repeats, one colour each; " if len(repeats) > 1 else ""
+    axis.set_title(f"every timed step ({note}black: median)", fontsize=10)
+    medians = [row["median_step_ms"] for row in (document["comparison"][mode] for mode in modes)]
+    if max(medians) > 10 * min(medians):  # keep every mode readable
+        axis.set_yscale("log")
+        axis.set_ylabel("step time (ms, log scale)")
     else:
-        left.set_ylim(bottom=0)
-    left.grid(axis="y", alpha=0.3)
+        axis.set_ylim(bottom=0)
+    axis.grid(axis="y", alpha=0.3)
 
+
+def draw_speedups(axis, comparison, modes):
     speedups = [comparison[mode]["speedup_vs_fp32"] for mode in modes]
-    if all(value is not None for value in speedups):
-        values, label, text = speedups, "speedup vs fp32 (ratio of median step times)", "{:.2f}x"
-        right.axhline(1.0, color="grey", linewidth=0.8)
-    else:
-        values, label, text = [comparison[m]["images_per_sec"] for m in modes], "images/s (no fp32 run)", "{:.0f}"
-    bars = right.bar(modes, values, color=["#888888" if m == "fp32" else "#1f77b4" for m in modes])
-    right.bar_label(bars, labels=[text.format(v) for v in values])
-    right.set_title(label, fontsize=10)
-    right.set_ylim(0, max(values) * 1.15)
-    for axis in (left, right):
-        axis.tick_params(axis="x", labelrotation=20)
-    figure.tight_layout()
-    atomic_write(path, lambda f: figure.savefig(f, format=file_format(path), dpi=120))
-    plt.close(figure)
+    if None in speedups:
+        values = [comparison[mode]["images_per_sec"] for mode in modes]
+        bars = axis.bar(modes, values, color="#1f77b4")
+        axis.bar_label(bars, labels=[f"{value:.0f}" for value in values])
+        axis.set_title("images/s (no fp32 run to compare with)", fontsize=10)
+        axis.set_ylim(0, max(values) * 1.15)
+        return
+    intervals = [comparison[mode].get("speedup_ci95") or [value, value] for mode, value in zip(modes, speedups)]
+    errors = [[value - low for value, (low, _) in zip(speedups, intervals)],
+              [high - value for value, (_, high) in zip(speedups, intervals)]]
+    bars = axis.bar(modes, speedups, yerr=errors, capsize=6,
+                    color=["#888888" if mode == BASELINE else "#1f77b4" for mode in modes])
+    labels = [f"{value:.2f}x" + (" n.s." if comparison[mode].get("speedup_significant") is False else "")
+              for mode, value in zip(modes, speedups)]
+    axis.bar_label(bars, labels=labels, padding=8)
+    axis.axhline(1.0, color="grey", linewidth=0.8)
+    axis.set_title("speedup vs fp32 (error bars: 95% CI; n.s.: holds 1.0)", fontsize=10)
+    axis.set_ylim(0, max(high for _, high in intervals) * 1.2)
+
+
+def draw_memory(axis, comparison, modes):
+    values = [comparison[mode]["peak_memory_bytes"] / 2 ** 20 for mode in modes]
+    ratios = [comparison[mode]["memory_ratio_vs_fp32"] for mode in modes]
+    bars = axis.bar(modes, values, color=["#888888" if mode == BASELINE else "#2ca02c" for mode in modes])
+    axis.bar_label(bars, labels=[f"{value:.0f} MiB" + (f"\n{ratio:.2f}x" if ratio is not None else "")
+                                 for value, ratio in zip(values, ratios)])
+    axis.set_ylabel("MiB")
+    axis.set_title("peak memory (label: ratio to fp32)", fontsize=10)
+    axis.set_ylim(0, max(values) * 1.25)
+
+
+def draw_accuracy(axis, comparison, modes):
+    accuracies = [comparison[mode]["test_accuracy"] for mode in modes]
+    if all(value is None for value in accuracies):
+        axis.text(0.5, 0.5, "no test accuracy\n(synthetic data, --no-eval or a cut run)", ha="center",
+                  va="center", transform=axis.transAxes)
+        axis.set_xticks([])
+        axis.set_yticks([])
+        axis.set_title("test accuracy", fontsize=10)
+        return
+    values = [100.0 * (value or 0.0) for value in accuracies]
+    colours = ["#d62728" if comparison[mode].get("learned") is False else "#9467bd" for mode in modes]
+    bars = axis.bar(modes, values, color=colours)
+    axis.bar_label(bars, labels=["-" if value is None else f"{100 * value:.1f}%" +
+                                 (" (did not learn)" if comparison[mode].get("learned") is False else "")
+                                 for mode, value in zip(modes, accuracies)])
+    axis.axhline(100 * CHANCE_ACCURACY, color="grey", linestyle="--", linewidth=0.8)
+    axis.set_ylabel("test accuracy (%)")
+    axis.set_title("test accuracy (dashed: chance, 10%)", fontsize=10)
+    axis.set_ylim(0, max(max(values) * 1.2, 15))

@@ -10,8 +10,9 @@ from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Dict, List, Optional
 
 from utils.measure import memory
-from utils.measure.envinfo import tf32_flags
+from utils.measure.envinfo import now_utc, tf32_flags
 from utils.measure.timing import summarize
+from utils.results.compare import learned
 
 SCHEMA = "ampbench.result/1"
 
@@ -67,6 +68,8 @@ class RunRecord:
     peak_tflops: Optional[float] = None
     mfu_pct: Optional[float] = None
     mfu_note: Optional[str] = None
+    learned: Optional[bool] = None  # compare.learned(): False when the loss or accuracy stayed at chance
+    finished_utc: Optional[str] = None  # when the run's evaluation ended: each CSV row's timestamp
 
     def to_dict(self):
         return asdict(self)
@@ -90,7 +93,7 @@ def build(config, trainer, outcome, data, world, device, test_accuracy, repeat=0
     step_stats = summarize(stats.step_ms) if timed else None
     global_batch = config.global_batch_size(world.size)
     curve = stats.losses
-    return RunRecord(
+    record = RunRecord(
         mode=mode.name, description=mode.description, device=str(device), tf32=tf32_flags(),
         data=data.name, loader=config.loader, channels_last=config.channels_last, compiled=config.compile,
         compile_mode=config.compile_mode if config.compile else None, batch_size=config.batch_size,
@@ -112,7 +115,9 @@ def build(config, trainer, outcome, data, world, device, test_accuracy, repeat=0
         wall_time_s=stats.wall_time_s, first_step_s=outcome.first_step_s,
         compile_time_s=outcome.first_step_s if config.compile else None,
         initial_weights_sha256=trainer.initial_weights_sha256, first_batch_sha256=outcome.first_batch_sha256,
-        repeat=repeat)
+        repeat=repeat, finished_utc=now_utc())
+    record.learned = learned(asdict(record))
+    return record
 
 
 def make_document(env, config, data_info, incomplete, runs, comparison):

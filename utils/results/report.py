@@ -2,19 +2,28 @@
 merging of result files from several jobs (the command for that is utils/report.py)."""
 import csv
 import fcntl
+import hashlib
 import io
 import json
 import os
+import textwrap
 
+from models import RESNET_FAMILY
 from utils.errors import UserError, WriteFailed
 from utils.fileio import atomic_write
-from utils.results.compare import compare_modes
+from utils.results.compare import CHANCE_LOSS, compare_modes
 from utils.results.record import REQUIRED_RUN_FIELDS, SCHEMA, setup_of
-CSV_COLUMNS = ["timestamp_utc", "hostname", "device", "model", "stem", "batch_size", "world_size", "steps", "data",
-               "mode",
-               "runs", "median_step_ms", "p90_step_ms", "spread_pct", "images_per_sec", "speedup_vs_fp32",
-               "peak_memory_bytes", "memory_ratio_vs_fp32", "final_loss", "test_accuracy",
-               "accuracy_delta_vs_fp32", "skipped_steps", "final_loss_scale", "tflops", "mfu_pct", "git_commit"]
+# The columns a reader filters on first (the setup), then the figures; run_id tells rows apart,
+# so that appending the same runs again (a merge repeated) adds nothing.
+CSV_COLUMNS = ["run_id", "timestamp_utc", "hostname", "device", "torch", "world_size", "model", "stem", "batch_size",
+               "accum_steps", "steps", "warmup", "data", "loader", "workers", "channels_last", "compile",
+               "compile_mode", "lr", "lr_schedule", "warmup_lr_steps", "tf32", "mode", "runs", "median_step_ms",
+               "p90_step_ms", "spread_pct", "images_per_sec", "speedup_vs_fp32", "speedup_ci95_low",
+               "speedup_ci95_high", "speedup_significant", "peak_memory_bytes", "memory_ratio_vs_fp32",
+               "memory_ratio_ci95_low", "memory_ratio_ci95_high", "final_loss", "test_accuracy",
+               "accuracy_delta_vs_fp32", "learned", "skipped_steps", "final_loss_scale", "tflops", "mfu_pct",
+               "git_commit"]
+TABLE_WIDTH = 80
 
 
 def human_bytes(count):
@@ -28,14 +37,28 @@ def fmt(value, spec, scale=1.0, suffix=""):
     return "-" if value is None else f"{value * scale:{spec}}{suffix}"
 
 
+def with_interval(value, interval, spec, suffix=""):
+    """"1.27x [1.21, 1.33]": a ratio and its 95% interval, when it has one."""
+    if value is None:
+        return "-"
+    text = f"{value:{spec}}{suffix}"
+    return text if interval is None else f"{text} [{interval[0]:{spec}}, {interval[1]:{spec}}]"
+
+
+def speedup_cell(row):
+    cell = with_interval(row["speedup_vs_fp32"], row.get("speedup_ci95"), ".2f", "x")
+    return cell + " n.s." if row.get("speedup_significant") is False else cell
+
+
 def format_table(header, rows):
     widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows)]
     lines = ["  ".join(str(cell).rjust(width) for cell, width in zip(row, widths)) for row in [header] + rows]
     lines.insert(1, "  ".join("-" * width for width in widths))
-    return "\n".join(lines)
+    return "\n".join(line.rstrip() for line in lines)
 
 
 def describe(setup, env):
+    """The setup line above a table: only what applies to these runs."""
     ranks = setup["world_size"]
     batch = f"batch {setup['batch_size']}" + (f" per process x {ranks} processes" if ranks > 1 else "")
     levers = [f"accum {setup['accum_steps']}" if (setup.get("accum_steps") or 1) > 1 else None,
@@ -43,53 +66,131 @@ def describe(setup, env):
               f"compile ({setup.get('compile_mode') or 'default'})" if setup.get("compile") else None,
               f"loader torchvision ({setup.get('workers')} workers)" if setup.get("loader") == "torchvision" else None]
     levers = "".join(f", {lever}" for lever in levers if lever)
-    return (f"{setup['model']} (stem {setup['stem']}), {batch}{levers}, {setup['steps']} steps "
-            f"({setup['warmup']} warm-up), data {setup['data']} | {setup['device']} | torch {env['torch']}"
-            f" | TF32 off except in mode tf32")
+    stem = f" (stem {setup['stem']})" if setup["model"].startswith(RESNET_FAMILY) else ""
+    tf32 = " | TF32 off except in mode tf32" if env.get("device_type") == "cuda" else ""
+    return (f"{setup['model']}{stem}, {batch}{levers}, {setup['steps']} steps ({setup['warmup']} warm-up), "
+            f"data {setup['data']} | {setup['device']} | torch {env['torch']}{tf32}")
 
 
-def comparison_table(comparison):
-    header = ["mode", "median ms", "p90 ms", "spread", "img/s", "speedup", "data ms", "peak mem", "mem ratio",
-              "final loss", "test acc", "acc diff", "skipped", "loss scale", "TFLOP/s", "MFU"]
-    rows = [[mode, fmt(row["median_step_ms"], ".2f"), fmt(row["p90_step_ms"], ".2f"),
-             fmt(row["spread_pct"], ".1f", suffix="%") if row["runs"] > 1 else "-",
-             fmt(row["images_per_sec"], ".0f"), fmt(row["speedup_vs_fp32"], ".2f", suffix="x"),
-             fmt(row["data_time_ms"], ".2f"), human_bytes(row["peak_memory_bytes"]),
-             fmt(row["memory_ratio_vs_fp32"], ".2f"), fmt(row["final_loss"], ".4f"),
-             fmt(row["test_accuracy"], ".2f", 100, "%"), fmt(row["accuracy_delta_vs_fp32"], "+.2f", 100, " pt"),
-             row["skipped_steps"], fmt(row["final_loss_scale"], "g"), fmt(row["tflops"], ".3g"),
-             fmt(row["mfu_pct"], ".1f", suffix="%")] for mode, row in comparison.items()]
-    return format_table(header, rows)
+# (header, cell) per column after "mode", in three blocks: speed; data wait, memory and compute;
+# learning. Without --wide each block is a table of its own (split again should one exceed
+# TABLE_WIDTH characters); --wide prints them all as one table.
+BLOCKS = [
+    [("median ms", lambda row: fmt(row["median_step_ms"], ".2f")),
+     ("p90 ms", lambda row: fmt(row["p90_step_ms"], ".2f")),
+     ("spread", lambda row: fmt(row["spread_pct"], ".1f", suffix="%") if row["runs"] > 1 else "-"),
+     ("img/s", lambda row: fmt(row["images_per_sec"], ".0f")),
+     ("speedup [95% CI]", speedup_cell)],
+    [("data ms", lambda row: fmt(row["data_time_ms"], ".2f")),
+     ("peak mem", lambda row: human_bytes(row["peak_memory_bytes"])),
+     ("mem ratio", lambda row: with_interval(row["memory_ratio_vs_fp32"], row.get("memory_ratio_ci95"), ".2f")),
+     ("TFLOP/s", lambda row: fmt(row["tflops"], ".3g")),
+     ("MFU", lambda row: fmt(row["mfu_pct"], ".1f", suffix="%"))],
+    [("final loss", lambda row: fmt(row["final_loss"], ".4f")),
+     ("test acc", lambda row: fmt(row["test_accuracy"], ".2f", 100, "%")),
+     ("acc diff", lambda row: fmt(row["accuracy_delta_vs_fp32"], "+.2f", 100, " pt")),
+     ("skipped", lambda row: str(row["skipped_steps"])),
+     ("loss scale", lambda row: fmt(row["final_loss_scale"], "g"))],
+]
 
 
-def summary(document):
-    """The text printed at the end of a run: setup line, then one row per mode."""
-    lines = [describe(setup_of(document), document["env"]), comparison_table(document["comparison"])]
-    notes = {run["mfu_note"] for run in document["runs"] if run.get("mfu_note")}
-    if notes:
-        lines.append("MFU not shown: " + "; ".join(sorted(notes)) + ".")
-    if len(document["comparison"]) > 1 and "fp32" not in document["comparison"]:
+def comparison_table(comparison, wide=False):
+    """One row per mode: one table with `wide`, else one per block, each within TABLE_WIDTH."""
+    modes = list(comparison)
+    mode_width = max(len(text) for text in ["mode"] + modes)
+    tables = []
+    for block in [[column for block in BLOCKS for column in block]] if wide else BLOCKS:
+        columns = [(header, [cell(comparison[mode]) for mode in modes]) for header, cell in block]
+        while columns:
+            width, count = mode_width, 0
+            for header, cells in columns:
+                width += 2 + max(len(text) for text in [header] + cells)
+                if count and width > TABLE_WIDTH and not wide:
+                    break
+                count += 1
+            shown, columns = columns[:count], columns[count:]
+            tables.append(format_table(["mode"] + [header for header, _ in shown],
+                                       [[mode] + [cells[r] for _, cells in shown] for r, mode in enumerate(modes)]))
+    return "\n\n".join(tables)
+
+
+def notes(document):
+    """The lines under the table: what the marks mean and what cannot be compared."""
+    comparison, lines = document["comparison"], []
+    unclear = [mode for mode, row in comparison.items() if row.get("speedup_significant") is False]
+    if unclear:
+        lines.append(f"n.s.: not significant, the 95% interval of {', '.join(unclear)} holds 1.00x; "
+                     "run more steps or --repeats.")
+    if any(row["speedup_ci95"] for row in comparison.values()):
+        basis = ("the repeats' medians" if all(row["runs"] > 1 for row in comparison.values())
+                 else "the timed steps (add --repeats to include run-to-run variation)")
+        lines.append(f"95% CI: bootstrap over {basis}.")
+    for mode, row in comparison.items():
+        if row.get("learned") is False:
+            lines.append(f"warning: {mode} did not learn (final loss {fmt(row['final_loss'], '.4f')}, ln 10 = "
+                         f"{CHANCE_LOSS:.4f}; accuracy {fmt(row['test_accuracy'], '.1f', 100, '%')}, chance 10%): "
+                         "its accuracy is not compared; lower --lr or train longer.")
+    if any(row["accuracy_delta_vs_fp32"] is not None for row in comparison.values()):
+        runs = min(row["runs"] for row in comparison.values())
+        steps = document["runs"][0]["steps"]
+        lines.append(f"acc diff: from {runs} run{'s' if runs > 1 else ''} of {steps} steps per mode, indicative "
+                     "only: differences of a point or two are within run-to-run noise.")
+    found = {run["mfu_note"] for run in document["runs"] if run.get("mfu_note")}
+    if found:
+        lines.append("MFU not shown: " + "; ".join(sorted(found)) + ".")
+    if len(comparison) > 1 and "fp32" not in comparison:
         lines.append("No fp32 run: speedup, memory ratio and accuracy difference need one (--modes fp32,...).")
-    return "\n".join(lines)
+    return lines
+
+
+def summary(document, wide=False):
+    """The text printed at the end of a run: setup line, the table, then its notes; without
+    `wide`, every line within TABLE_WIDTH characters."""
+    header, notes_ = describe(setup_of(document), document["env"]), notes(document)
+    if not wide:
+        if len(header) > TABLE_WIDTH:  # the device and torch on a line of their own
+            header = "\n".join(textwrap.fill(part, TABLE_WIDTH, break_on_hyphens=False)
+                               for part in [header.split(" | ", 1)[0], header.split(" | ", 1)[1]])
+        notes_ = [textwrap.fill(note, TABLE_WIDTH, subsequent_indent="  ", break_on_hyphens=False) for note in notes_]
+    return "\n".join([header, comparison_table(document["comparison"], wide)] + notes_)
 
 
 def write_json(path, content):
     atomic_write(path, lambda f: f.write(json.dumps(content, indent=2).encode() + b"\n"))
 
 
+def run_key(run):
+    """What tells one run from every other: its mode, repeat, end time and measured steps."""
+    return json.dumps([run["mode"], run["repeat"], run.get("finished_utc"), run["initial_weights_sha256"],
+                       run["step_times_ms"]])
+
+
+def run_id(runs):
+    """A row's stable id: the same runs give the same id, in whichever file they are merged."""
+    return hashlib.sha256("\n".join(sorted(run_key(run) for run in runs)).encode()).hexdigest()[:16]
+
+
 def csv_rows(document):
     setup, env = setup_of(document), document["env"]
     for mode, row in document["comparison"].items():
-        values = {**setup, **row, "mode": mode, "timestamp_utc": env["timestamp_utc"],
-                  "hostname": env["hostname"], "git_commit": env["git_commit"]}
+        runs = [run for run in document["runs"] if run["mode"] == mode and run["step_time_ms"] is not None]
+        finished = [run["finished_utc"] for run in runs if run.get("finished_utc")]
+        speedup_ci, memory_ci = row.get("speedup_ci95") or [None, None], row.get("memory_ratio_ci95") or [None, None]
+        values = {**setup, **row, "mode": mode, "run_id": run_id(runs),
+                  "timestamp_utc": max(finished) if finished else env["timestamp_utc"],
+                  "hostname": env["hostname"], "git_commit": env["git_commit"],
+                  "tf32": any(any(run["tf32"].values()) for run in runs),
+                  "speedup_ci95_low": speedup_ci[0], "speedup_ci95_high": speedup_ci[1],
+                  "memory_ratio_ci95_low": memory_ci[0], "memory_ratio_ci95_high": memory_ci[1]}
         yield [values.get(column) for column in CSV_COLUMNS]
 
 
 def append_csv(path, document):
-    """Append one row per mode, all or nothing: under an exclusive lock (concurrent batch jobs
-    may share the file) the old rows plus the new ones are written to a temporary file that
-    replaces it, so a full disk or a crash leaves the old file whole. The header is written
-    when the file is new or empty, decided under the lock."""
+    """Append one row per mode, all or nothing, and return how many rows were new: a row whose
+    run_id the file already holds is not appended again. Under an exclusive lock (concurrent
+    batch jobs may share the file) the old rows plus the new ones are written to a temporary
+    file that replaces it, so a full disk or a crash leaves the old file whole. The header is
+    written when the file is new or empty, decided under the lock."""
     shown, path = path, os.path.realpath(path)
     lock_path = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.lock")
     try:
@@ -107,12 +208,16 @@ def append_csv(path, document):
         except OSError as error:
             raise WriteFailed(f"could not read {shown} to append to it ({error.strerror or error}); "
                               "the file is kept as it was.") from None
+        present = {row[0] for row in csv.reader(io.StringIO(old.decode("utf-8"))) if row}
+        rows = [row for row in csv_rows(document) if row[0] not in present]
         buffer = io.StringIO()
         writer = csv.writer(buffer)
         if not old:
             writer.writerow(CSV_COLUMNS)
-        writer.writerows(csv_rows(document))
-        atomic_write(path, lambda f: f.write(old + buffer.getvalue().encode("utf-8")))
+        writer.writerows(rows)
+        if rows:
+            atomic_write(path, lambda f: f.write(old + buffer.getvalue().encode("utf-8")))
+        return len(rows)
 
 
 def check_csv_header(path):
@@ -132,16 +237,20 @@ def check_csv_header(path):
 
 
 def load_result(path):
+    """The result documents in a file: the one a run wrote with --json, or the list that
+    utils.report --json wrote."""
     try:
         with open(path) as f:
-            document = json.load(f)
+            content = json.load(f)
     except (OSError, ValueError) as error:
         raise UserError(f"cannot read result file {path} ({error}).") from None
-    runs = document.get("runs") if isinstance(document, dict) else None
-    if not isinstance(runs, list) or not runs or document.get("schema") != SCHEMA or \
-            not all(isinstance(run, dict) and set(REQUIRED_RUN_FIELDS) <= set(run) for run in runs):
-        raise UserError(f"{path} is not an ampbench result file (schema {SCHEMA}).")
-    return document
+    documents = content if isinstance(content, list) and content else [content]
+    for document in documents:
+        runs = document.get("runs") if isinstance(document, dict) else None
+        if not isinstance(runs, list) or not runs or document.get("schema") != SCHEMA or \
+                not all(isinstance(run, dict) and set(REQUIRED_RUN_FIELDS) <= set(run) for run in runs):
+            raise UserError(f"{path} is not an ampbench result file (schema {SCHEMA}).")
+    return documents
 
 
 def setup_differences(documents):
@@ -156,14 +265,20 @@ def merge(documents):
     """Pool the runs of several result files into one document per setup (record.setup_of:
     everything but the precision mode), with a comparison across all of them: e.g. the FP32 and
     the AMP job of a batch submission become one table with speedups, while a channels_last
-    run and a plain one stay two tables."""
-    groups = {}
+    run and a plain one stay two tables. A run met twice (a merged file merged again) counts once."""
+    groups, seen = {}, set()
     for document in documents:
         key = json.dumps(setup_of(document), sort_keys=True)
         if key not in groups:
             groups[key] = {**document, "runs": [], "sources": []}
-        groups[key]["runs"] += document["runs"]
-        groups[key]["sources"].append(document["env"]["hostname"] + " " + document["env"]["timestamp_utc"])
+        group = groups[key]
+        for run in document["runs"]:
+            run = dict(run, finished_utc=run.get("finished_utc") or document["env"]["timestamp_utc"])
+            if run_key(run) not in seen:
+                seen.add(run_key(run))
+                group["runs"].append(run)
+        sources = document.get("sources") or [document["env"]["hostname"] + " " + document["env"]["timestamp_utc"]]
+        group["sources"] += [source for source in sources if source not in group["sources"]]
     merged = list(groups.values())
     for document in merged:
         document["comparison"] = compare_modes(document["runs"])
