@@ -1,52 +1,126 @@
-"""A tqdm progress bar on stderr (loss, step ms, img/s) that never makes the host wait for the GPU.
+"""Progress on stderr that never makes the host wait for the GPU: a tqdm bar in a terminal,
+plain timestamped lines otherwise (a batch job's redirected output, where a bar's carriage
+returns make an unreadable log), nothing with --no-progress or on ranks other than 0.
 
-On CUDA the shown loss is copied to pinned host memory without blocking and displayed at a
-later refresh, once its copy has finished; step ms and img/s are host wall-clock rates
-between refreshes. The bar is off when stderr is not a terminal (batch jobs) or on request.
+On CUDA, the loss and loss scale shown are copied to pinned host memory without blocking and
+shown once their copy has finished; step times here are host wall-clock intervals (the
+reported statistics come from StepTimer's CUDA events after the loop).
 """
+import datetime
+import shutil
+import statistics
 import sys
 import time
 
+import torch
 from tqdm import tqdm
 
 from utils.measure.hostcopy import HostCopy
 
-REFRESH_S = 0.5
+REFRESH_S = 0.5  # the bar's postfix
+LOG_INTERVAL_S = 30.0  # a log line this often when --log-every is not given
+BAR_COLUMNS = 80
 
 
-class Progress:
-    def __init__(self, total, label, batch_size, enabled=True, initial=0):
-        self.enabled = enabled and sys.stderr.isatty()
-        self.bar = tqdm(total=total, initial=initial, desc=label, file=sys.stderr, disable=not self.enabled,
-                        dynamic_ncols=True, leave=False)
-        self.batch_size = batch_size
-        self.last_time = time.perf_counter()
-        self.last_step = 0
-        self.step = 0
-        self.host_loss = None  # HostCopy of a recent loss, on CUDA
+class Reporter:
+    """How one run shows its progress: chosen once, from the terminal and the flags."""
+
+    def __init__(self, enabled, log_every=None):
+        terminal = sys.stderr.isatty()
+        self.bars = enabled and terminal
+        self.lines = enabled and not terminal
+        self.log_every = log_every
+
+    def phase(self, text):
+        """One line per phase (model built, data loaded, evaluation) in a batch job's log."""
+        if self.lines:
+            print(f"[{datetime.datetime.now():%H:%M:%S}] {text}", file=sys.stderr, flush=True)
+
+    def training(self, total, label, batch_size, initial=0, scaler=None):
+        return TrainingProgress(self, total, label, batch_size, initial, scaler)
+
+    def evaluation(self, batches, total, label):
+        """`batches`, shown as a bar in a terminal."""
+        if not self.bars:
+            return batches
+        return tqdm(batches, total=total, desc=f"{label} eval", unit="batch", file=sys.stderr, leave=False,
+                    ncols=bar_columns())
+
+
+def bar_columns():
+    return min(BAR_COLUMNS, shutil.get_terminal_size((BAR_COLUMNS, 24)).columns)
+
+
+def scale_of(scaler):
+    """The loss scale as a device tensor or a number (None without a scaler). GradScaler keeps
+    it in `_scale` on the device; its get_scale() would make the host wait for the GPU."""
+    if scaler is None or not scaler.is_enabled():
+        return None
+    scale = getattr(scaler, "_scale", None)
+    return scale if isinstance(scale, torch.Tensor) else scaler.get_scale()
+
+
+class TrainingProgress:
+    def __init__(self, reporter, total, label, batch_size, initial, scaler):
+        self.reporter, self.total, self.label, self.batch_size = reporter, total, label, batch_size
+        self.scaler = scaler
+        self.step = initial
+        self.step_ms = []  # host wall-clock per step: what the log's median and ETA use
+        self.last_time = self.last_shown = self.started = time.perf_counter()
+        self.pending = None  # (step, HostCopy of the loss, HostCopy or number of the scale)
+        self.bar = tqdm(total=total, initial=initial, desc=label, file=sys.stderr, disable=not reporter.bars,
+                        ncols=bar_columns(), leave=False,
+                        bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}"
+                                   "{postfix}]")
+        self.bar_loss = None  # HostCopy of a recent loss, for the bar
 
     def update(self, loss):
         self.step += 1
-        if not self.enabled:
-            return
-        self.bar.update(1)
         now = time.perf_counter()
-        if now - self.last_time < REFRESH_S:
-            return
-        step_ms = (now - self.last_time) * 1000.0 / (self.step - self.last_step)
-        self.last_time, self.last_step = now, self.step
-        self.bar.set_postfix(loss=self.read_loss(loss), step_ms=f"{step_ms:.1f}",
-                             img_s=f"{self.batch_size * 1000.0 / step_ms:.0f}", refresh=False)
+        self.step_ms.append((now - self.last_time) * 1000.0)
+        self.last_time = now
+        if self.reporter.bars:
+            self.update_bar(loss, now)
+        elif self.reporter.lines:
+            self.update_log(loss, now)
 
-    def read_loss(self, loss):
-        if loss.device.type != "cuda":
-            return f"{loss.item():.3f}"
-        shown = "..."
-        if self.host_loss is not None and self.host_loss.done():
-            shown = f"{self.host_loss.value():.3f}"
-        if self.host_loss is None or self.host_loss.done():
-            self.host_loss = HostCopy(loss)
-        return shown
+    def update_bar(self, loss, now):
+        self.bar.update(1)
+        if now - self.last_shown < REFRESH_S:
+            return
+        self.last_shown = now
+        if self.bar_loss is None or self.bar_loss.done():
+            shown = self.bar_loss.value() if self.bar_loss is not None else None
+            self.bar_loss = HostCopy(loss.detach().float())
+            if shown is not None:
+                self.bar.set_postfix_str(f"loss {shown:.3f}, {self.images_per_sec():.0f} img/s", refresh=False)
+
+    def update_log(self, loss, now):
+        every = self.reporter.log_every
+        due = self.step % every == 0 if every else now - self.last_shown >= LOG_INTERVAL_S
+        if self.pending is None and (due or self.step == self.total):
+            scale = scale_of(self.scaler)
+            self.pending = (self.step, HostCopy(loss.detach().float()),
+                            HostCopy(scale) if isinstance(scale, torch.Tensor) else scale)
+            self.last_shown = now
+        if self.pending is not None and self.pending[1].done():
+            self.print_line()
+
+    def print_line(self):
+        step, loss, scale = self.pending
+        self.pending = None
+        median = statistics.median(self.step_ms)
+        scale = scale.value() if isinstance(scale, HostCopy) else scale
+        remaining = datetime.timedelta(seconds=round(median * (self.total - step) / 1000.0))
+        parts = [f"{self.label} step {step}/{self.total}", f"loss {loss.value():.4f}",
+                 f"step {median:.1f} ms (median so far)", f"{self.images_per_sec():.0f} img/s"]
+        parts += [f"loss scale {scale:g}"] if scale is not None else []
+        self.reporter.phase("  ".join(parts + [f"ETA {remaining}"]))
+
+    def images_per_sec(self):
+        return self.batch_size * 1000.0 / statistics.median(self.step_ms[-50:])
 
     def close(self):
+        if self.pending is not None:
+            self.print_line()  # the last step's line: the loop has synchronized by now
         self.bar.close()

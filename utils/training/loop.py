@@ -13,7 +13,7 @@ from typing import Callable, List, Optional
 import torch
 
 from utils.measure import memory
-from utils.measure.progress import Progress
+from utils.measure.progress import Reporter
 from utils.measure.timing import StepTimer
 from utils.training import distributed
 from utils.training.guard import RankAgreement
@@ -79,15 +79,16 @@ def synchronize(device):
 
 
 def run(trainer, config, device, world, start_step=0, earlier=None, stop=None,
-        save: Optional[Callable[[int, Statistics], None]] = None):
+        save: Optional[Callable[[int, Statistics], None]] = None, reporter=None):
     """Train from `start_step` to config.steps. `stop` (a StopRequest) ends the run early after
-    the current step; `save(step, stats)` is called every --checkpoint-every steps."""
+    the current step; `save(step, stats)` is called every --checkpoint-every steps; `reporter`
+    (a progress.Reporter) shows the progress."""
     earlier = earlier or Statistics()
     policy = nonfinite_policy(trainer.mode, config.on_nan)
     timer = StepTimer(device)
     agreement = RankAgreement(device, world) if policy == "stop" or world.distributed else None
-    progress = Progress(config.steps, trainer.mode.name, config.global_batch_size(world.size),
-                        enabled=not config.no_progress and world.is_main, initial=start_step)
+    progress = (reporter or Reporter(False)).training(config.steps, trainer.mode.name,
+                                                      config.global_batch_size(world.size), start_step, trainer.scaler)
     losses = []  # this process's, warm-up included (so are the timer's steps)
     first_step_s = first_batch = stopped_by = None
     step = start_step
@@ -123,7 +124,7 @@ def run(trainer, config, device, world, start_step=0, earlier=None, stop=None,
         if save and config.checkpoint_every and step % config.checkpoint_every == 0 and step < config.steps:
             timer.close()
             save(step, statistics(earlier, timer, losses, started, config.warmup, device, world))
-    timer.close()
+    timer.close()  # synchronizes: the progress's last line reads its copies without waiting
     progress.close()
     stats = statistics(earlier, timer, losses, started, config.warmup, device, world)
     bad = next((i for i, value in enumerate(stats.losses) if not math.isfinite(value)), None)

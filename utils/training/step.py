@@ -99,15 +99,20 @@ class StepCounter:
 
 
 @torch.no_grad()
-def evaluate(model, mode, data, batch_size, device, channels_last, world=None, stop=None):
+def evaluate(model, mode, data, batch_size, device, channels_last, world=None, stop=None, reporter=None):
     """Top-1 accuracy on the test set, under the same autocast as training; with several
     ranks each scores its shard of the test set and the counts are summed. None when a stop
-    signal (a utils.stop.StopRequest) cut the pass short on any rank."""
+    signal (a utils.stop.StopRequest) cut the pass short on any rank. `reporter` (a
+    progress.Reporter) shows a bar in a terminal."""
     world = world or distributed.World()
     model.eval()
     counts = torch.zeros(3, dtype=torch.long, device=device)  # correct, seen, stopped
-    for images, labels in eval_batches(data.test_images, data.test_labels, batch_size, device, channels_last,
-                                       (world.rank, world.size)):
+    batches = eval_batches(data.test_images, data.test_labels, batch_size, device, channels_last,
+                           (world.rank, world.size))
+    if reporter is not None:
+        shard = -(-len(data.test_labels) // world.size)
+        batches = reporter.evaluation(batches, -(-shard // batch_size), mode.name)
+    for images, labels in batches:
         if stop is not None and stop.requested:  # a host flag: no sync
             counts[2] = 1
             break
