@@ -70,7 +70,10 @@ def build_parser():
         epilog="Example: python main.py -n 200 -p --fp16 -s --model resnet50",
     )
     train = parser.add_argument_group("training")
-    train.add_argument("--lr", type=positive_float, help="learning rate (default %(default)s)")
+    train.add_argument("--lr", type=positive_float,
+                       help=f"peak learning rate (default: {config.BASE_LR} x global batch / {config.BASE_BATCH}, "
+                       f"{config.BASE_LR_WITHOUT_BATCH_NORM} x global batch / {config.BASE_BATCH} for models "
+                       "without batch norm)")
     train.add_argument("--steps", "-n", type=positive_int,
                        help="optimizer steps to run (default 200; the 2022 ThetaGPU tutorial counted epochs)")
     train.add_argument("--epochs", type=positive_float,
@@ -91,7 +94,8 @@ def build_parser():
     train.add_argument("--lr-schedule", choices=["constant", "cosine", "onecycle"],
                        help="learning-rate schedule over the run (default %(default)s)")
     train.add_argument("--warmup-lr-steps", type=non_negative_int,
-                       help="linear learning-rate warm-up steps (default %(default)s)")
+                       help="linear learning-rate warm-up steps (default: 5%% of the steps; one-cycle ramps up by "
+                       "itself)")
     train.add_argument("--clip-grad", type=positive_float, metavar="NORM",
                        help="clip the gradient norm (of the unscaled gradients) to NORM")
     train.add_argument("--accum-steps", type=positive_int, metavar="K",
@@ -123,11 +127,15 @@ def build_parser():
 
     data = parser.add_argument_group("data")
     data.add_argument("--data", choices=["auto", "cifar10", "synthetic"],
-                      help="auto (default): CIFAR-10 if a verified copy is present, else synthetic with a warning")
+                      help="auto (default): CIFAR-10 if a verified copy is present or can be downloaded "
+                      "(10 s connection timeout), else synthetic with a warning")
     data.add_argument("--data-dir",
                       help="folder holding cifar-10-batches-py, or that folder itself "
                       "(default $CIFAR10_DIR, else ./data)")
-    data.add_argument("--download", action="store_true", help="allow downloading the official archive")
+    data.add_argument("--download", action="store_true",
+                      help="fetch the official archive when no copy is there (the default; kept for old scripts)")
+    data.add_argument("--no-download", dest="download", action="store_false",
+                      help="never try the network: without a copy on disk, --data auto uses synthetic data")
     data.add_argument("--allow-unverified", action="store_true",
                       help="use a CIFAR-10 copy whose md5 sums differ from the official ones")
     data.add_argument("--loader", choices=["device", "torchvision"],
@@ -154,7 +162,12 @@ def build_parser():
     measure.add_argument("--csv", metavar="PATH", help="append one row per mode to a CSV file (header once)")
     measure.add_argument("--plot", metavar="PATH.png",
                          help="draw step-time distributions and speedups as .png, .pdf or .svg (needs matplotlib)")
-    measure.add_argument("--no-progress", action="store_true", help="no progress bar")
+    measure.add_argument("--wide", action="store_true", help="print the results as one wide table instead of "
+                         "blocks that fit 80 columns")
+    measure.add_argument("--no-progress", action="store_true", help="no progress bar and no progress lines")
+    measure.add_argument("--log-every", type=positive_int, metavar="N",
+                         help="when stderr is not a terminal (batch jobs), a progress line every N steps "
+                         "(default: about every 30 s)")
 
     cluster = parser.add_argument_group("distributed (launch with torchrun or mpirun; -b is per process)")
     cluster.add_argument("--dist-timeout", type=positive_int, metavar="S",

@@ -17,6 +17,22 @@ AUX_LOGIT_MODELS = {"googlenet": dict(aux_logits=False, init_weights=True),
                     "inception_v3": dict(aux_logits=False, init_weights=True)}
 
 
+# torchvision models that cannot take 32x32 images, with the reason: --list-models leaves them
+# out (tests/test_models.py builds every model to keep this table true).
+REFUSED_AT_32 = {
+    "alexnet": "its feature maps shrink to nothing",
+    "inception_v3": "it needs images of at least 75x75",
+    "maxvit_t": "its attention windows need 224x224 images",
+    "vit_": "vision transformers are built for one image size, 224x224",
+}
+
+
+def refusal_at_32(name):
+    """Why `name` cannot take 32x32 images, or None."""
+    return next((reason for prefix, reason in REFUSED_AT_32.items() if name == prefix or
+                 (prefix.endswith("_") and name.startswith(prefix))), None)
+
+
 def model_names():
     """Every torchvision classification model name, sorted (before torchvision 0.14's registry:
     the public functions of torchvision.models, which are its model builders then)."""
@@ -54,6 +70,10 @@ def build_model(name, stem="cifar", dropout=None, batch_size=None):
         model.maxpool = nn.Identity()
     check_accepts_cifar_images(model, name, batch_size)
     return model
+
+
+def has_batch_norm(model):
+    return any(isinstance(module, nn.modules.batchnorm._BatchNorm) for module in model.modules())
 
 
 def check_accepts_cifar_images(model, name, batch_size=None):

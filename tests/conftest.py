@@ -14,6 +14,10 @@ sys.path.insert(0, str(ROOT))
 SUBSET = Path(os.environ.get("AMPBENCH_SUBSET",
                              ROOT.parent / "shared" / "data" / "cifar10-subset" / "cifar-10-batches-py"))
 
+# No test may download CIFAR-10 (170 MB): a first run tries to (issue 12), so the network is a
+# proxy that refuses every connection, in this process and the ones it starts.
+os.environ["http_proxy"] = os.environ["https_proxy"] = "http://127.0.0.1:9"
+
 # A small model and batch that make CLI runs take seconds on a 2-core CPU.
 FAST = ["--model", "resnet18", "--stem", "imagenet", "-b", "16", "--warmup", "2", "--no-progress"]
 

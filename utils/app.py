@@ -15,6 +15,7 @@ from utils.data import cifar10, dataset
 from utils.errors import UserError
 from utils.fileio import ensure_writable
 from utils.measure import envinfo, flops, memory
+from utils.measure.progress import Reporter
 from utils.results import plot, record, report
 from utils.results.compare import compare_modes
 from utils.training import checkpoint, distributed, loop, precision
@@ -75,7 +76,11 @@ def resume_line(config, last, checkpoint_holds):
 def run(config, stop):
     """`stop` is main.py's utils.stop.StopRequest, installed before torch was imported."""
     if config.list_models:
-        print("\n".join(models.model_names()))
+        names = models.model_names()
+        print("\n".join(name for name in names if models.refusal_at_32(name) is None))
+        left_out = [f"{name} ({models.refusal_at_32(name)})" for name in names if models.refusal_at_32(name)]
+        print(f"{len(names) - len(left_out)} models; {len(left_out)} more in torchvision cannot take 32x32 CIFAR-10 "
+              f"images: {', '.join(left_out)}.", file=sys.stderr)
         return 0
     for message in config.warnings():
         warn(message)
@@ -93,7 +98,8 @@ def run(config, stop):
         distributed.shutdown(world)
 
 
-def run_mode(initial_model, mode, data, config, device, world=None, stop=None, saved=None, repeat=0):
+def run_mode(initial_model, mode, data, config, device, world=None, stop=None, saved=None, repeat=0,
+             reporter=None):
     """Train a copy of `initial_model` for config.steps steps in `mode` (continuing `saved`, a
     checkpoint, if given); returns (its RunRecord, the loop's outcome).
 
@@ -103,6 +109,7 @@ def run_mode(initial_model, mode, data, config, device, world=None, stop=None, s
     A stop signal during the evaluation leaves the accuracy unmeasured and the run incomplete.
     """
     world = world or distributed.World()
+    reporter = reporter or Reporter(False)
     trainer = build_trainer(initial_model, mode, data, config, device, world)
     start_step, earlier = 0, None
     if saved is not None:
@@ -113,13 +120,18 @@ def run_mode(initial_model, mode, data, config, device, world=None, stop=None, s
             checkpoint.save(config.checkpoint, checkpoint.capture(trainer, config, step, stats, device),
                             trainer.model)
 
+    reporter.phase(f"{mode.name}: training steps {start_step + 1} to {config.steps}")
     outcome = loop.run(trainer, config, device, world, start_step, earlier, stop,
-                       save if config.checkpoint else None)
+                       save if config.checkpoint else None, reporter)
     if config.checkpoint and outcome.diverged_at is None and outcome.completed_steps > start_step:
         save(outcome.completed_steps, outcome.stats)
     accuracy = None
     if record.should_evaluate(config, data, outcome):
-        accuracy = evaluate(trainer.model, mode, data, config.batch_size, device, config.channels_last, world, stop)
+        reporter.phase(f"{mode.name}: evaluating on {len(data.test_labels)} test images")
+        accuracy = evaluate(trainer.model, mode, data, config.batch_size, device, config.channels_last, world, stop,
+                            reporter)
+        if accuracy is not None:
+            reporter.phase(f"{mode.name}: test accuracy {100 * accuracy:.2f}%")
         if accuracy is None:
             outcome = dataclasses.replace(outcome, stopped_by=stop.signal_name or "signal to another rank")
     result = record.build(config, trainer, outcome, data, world, device, accuracy, repeat)
@@ -134,13 +146,18 @@ def benchmark(config, device, world, stop):
         raise UserError(f"--compile needs torch 2.0 or newer, and this is torch {torch.__version__}: drop --compile.")
     check_outputs(config)
     saved = checkpoint.load(config.checkpoint, device) if config.resume else None
+    reporter = Reporter(not config.no_progress and world.is_main, config.log_every)
     torch.manual_seed(config.seed)
     model = models.build_model(config.model, config.stem, config.dropout, config.batch_size)
+    reporter.phase(f"model {config.model} built: {sum(p.numel() for p in model.parameters()) / 1e6:.1f} M parameters")
     data, data_warnings = dataset.load(config.data, config.data_dir, config.download, config.allow_unverified,
                                        device, config.seed)
     for message in data_warnings:
         warn(message)
-    config = config.for_dataset(len(data.train_images), world.size)
+    reporter.phase(f"data loaded: {data.name}, {len(data.train_images)} training images"
+                   + (f", {len(data.test_images)} test images" if data.test_images is not None else "")
+                   + f", on {device}")
+    config = config.for_dataset(len(data.train_images), world.size).with_recipe(models.has_batch_norm(model), world.size)
     if saved is not None:
         resume_warning = checkpoint.check_compatible(saved, config, modes[0], config.checkpoint)
         if saved["step"] >= config.steps:
@@ -155,7 +172,7 @@ def benchmark(config, device, world, stop):
     for repeat in range(config.repeats):
         for mode in modes if repeat % 2 == 0 else modes[::-1]:  # alternate the order to expose drift
             try:
-                result, outcome = run_mode(model, mode, data, config, device, world, stop, saved, repeat)
+                result, outcome = run_mode(model, mode, data, config, device, world, stop, saved, repeat, reporter)
             except checkpoint.NonFiniteWeights:
                 print("main.py: error: the weights became inf/NaN, so no checkpoint was written (the previous "
                       "one is kept); rerun with -s, a lower --lr or --clip-grad.", file=sys.stderr)
@@ -183,7 +200,7 @@ def benchmark(config, device, world, stop):
     run_dicts = [run.to_dict() for run in runs]
     document = record.make_document(env, config.to_dict(), data.info, bool(diverged) or interrupted, run_dicts,
                                     compare_modes(run_dicts))
-    print(report.summary(document))
+    print(report.summary(document, config.wide))
     write_outputs(config, document)
     if diverged:
         print(f"main.py: error: training diverged: the loss became {runs[-1].loss_curve[diverged - 1]} at step "
@@ -212,8 +229,7 @@ def write_outputs(config, document):
         report.write_json(config.json, document)
         print(f"results written to {config.json}")
     if config.csv and document["comparison"]:
-        report.append_csv(config.csv, document)
-        print(f"rows appended to {config.csv}")
+        print(f"{report.append_csv(config.csv, document)} rows appended to {config.csv}")
     if config.plot and document["comparison"]:
         plot.draw(config.plot, document)
         print(f"plot written to {config.plot}")

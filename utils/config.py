@@ -16,6 +16,14 @@ from typing import Optional
 from utils.errors import UserError
 
 DEFAULT_STEPS = 200
+# The default recipe, tuned so that every model learns within a default-length run: SGD at an
+# lr of BASE_LR x global batch / 128 (linear scaling; less for models without batch norm,
+# e.g. squeezenet, which stall at 0.1 and learn at 0.03 to 0.04 on the subset), a linear
+# warm-up over 5% of the steps, then cosine decay to zero.
+BASE_LR = 0.1
+BASE_LR_WITHOUT_BATCH_NORM = 0.04
+BASE_BATCH = 128
+WARMUP_LR_SHARE = 0.05
 LARGEST_COUNT = 2 ** 31 - 1  # the most steps, images or seconds a flag may ask for
 
 
@@ -31,7 +39,7 @@ def default_workers():
 class RunConfig:
     """Field names are main.py's argument names, so the JSON results' `config` lists them."""
     # training
-    lr: float = 0.1
+    lr: Optional[float] = None  # set by with_recipe(): --lr, or the default recipe's
     steps: Optional[int] = None  # set by build(): --steps, --epochs worth of batches, or DEFAULT_STEPS
     epochs: Optional[float] = None
     batch_size: int = 128
@@ -43,8 +51,8 @@ class RunConfig:
     weight_decay: float = 5e-4
     nesterov: bool = False
     label_smoothing: float = 0.0
-    lr_schedule: str = "constant"
-    warmup_lr_steps: int = 0
+    lr_schedule: str = "cosine"
+    warmup_lr_steps: Optional[int] = None  # set by with_recipe(): --warmup-lr-steps, or 5% of the steps
     clip_grad: Optional[float] = None
     accum_steps: int = 1
     on_nan: str = "stop"
@@ -63,7 +71,7 @@ class RunConfig:
     # data
     data: str = "auto"
     data_dir: str = field(default_factory=default_data_dir)
-    download: bool = False
+    download: bool = True  # --no-download: never fetch CIFAR-10
     allow_unverified: bool = False
     loader: str = "device"
     workers: int = field(default_factory=default_workers)
@@ -77,7 +85,9 @@ class RunConfig:
     json: Optional[str] = None
     csv: Optional[str] = None
     plot: Optional[str] = None
+    wide: bool = False
     no_progress: bool = False
+    log_every: Optional[int] = None
     # distributed
     dist_timeout: int = 600
     # checkpoints
@@ -125,7 +135,7 @@ class RunConfig:
         if self.warmup >= self.steps:
             raise UserError(f"--warmup ({self.warmup}) must be smaller than the {self.steps} steps to run so that "
                             "some steps are timed; lower --warmup or raise --steps.")
-        if self.warmup_lr_steps >= self.steps:
+        if self.warmup_lr_steps is not None and self.warmup_lr_steps >= self.steps:
             raise UserError(f"--warmup-lr-steps ({self.warmup_lr_steps}) must be smaller than the {self.steps} "
                             "steps to run.")
 
@@ -146,6 +156,18 @@ class RunConfig:
         config = replace(self, steps=max(1, steps))
         config.check_steps()
         return config
+
+    def with_recipe(self, batch_norm, world_size):
+        """The config with the default recipe's lr and warm-up where the flags left them unset:
+        `batch_norm` says whether the model has batch norms; the lr scales with the global batch."""
+        lr = self.lr
+        if lr is None:
+            base = BASE_LR if batch_norm else BASE_LR_WITHOUT_BATCH_NORM
+            lr = base * self.global_batch_size(world_size) / BASE_BATCH
+        warmup = self.warmup_lr_steps
+        if warmup is None:  # one-cycle ramps up by itself (30% of the steps)
+            warmup = 0 if self.lr_schedule == "onecycle" else round(WARMUP_LR_SHARE * self.steps)
+        return replace(self, lr=lr, warmup_lr_steps=warmup)
 
     @property
     def precision_modes(self):

@@ -1,5 +1,6 @@
 """main.py as users run it: flags, exit codes, files written, and a run that really learns."""
 import json
+import re
 import subprocess
 import sys
 import time
@@ -39,8 +40,13 @@ def test_classic_flags_parse_as_typed():
 
 def test_defaults():
     args = build_parser().parse_args([])
-    assert (args.lr, args.steps, args.batch_size, args.model, args.warmup) == (0.1, None, 128, "resnet50", 10)
-    assert RunConfig.from_args(args).steps == 200  # applied by the config (--epochs needs the data's size)
+    assert (args.lr, args.steps, args.batch_size, args.model, args.warmup) == (None, None, 128, "resnet50", 10)
+    config = RunConfig.from_args(args)
+    assert config.steps == 200  # applied by the config (--epochs needs the data's size)
+    assert (args.lr_schedule, args.warmup_lr_steps, args.download) == ("cosine", None, True)
+    recipe = config.with_recipe(batch_norm=True, world_size=2)  # the default recipe: lr for the global batch
+    assert (recipe.lr, recipe.warmup_lr_steps) == (0.2, 10)
+    assert config.with_recipe(batch_norm=False, world_size=1).lr == 0.04
     assert (args.gpu, args.fp16, args.bf16, args.tf32, args.stem, args.data) == (False, False, False, False,
                                                                                   "cifar", "auto")
 
@@ -76,13 +82,15 @@ def test_bad_flag_values_exit_2(argv, phrase):
     (["-n", "5"], "--warmup (10) must be smaller than the 5 steps to run"),
     (["--model", "resnet5O"], "unknown model 'resnet5O': did you mean resnet50"),
     (["--model", "vit_b_16", "--data", "synthetic"], "cannot take 32x32"),
-    (["--data", "cifar10", "--data-dir", "/no/such/folder"], "CIFAR-10 not found in /no/such/folder"),
+    (["--data", "cifar10", "--data-dir", "/no/such/folder", "--no-download"], "CIFAR-10 not found in /no/such/folder"),
+    (["--data", "cifar10", "--data-dir", "/no/such/folder"], "could not download CIFAR-10 from https://"),
     (["--json", "/proc/forbidden/result.json"], "cannot write --json"),
 ])
 def test_user_errors_exit_2_with_one_sentence(argv, phrase):
     result = run_cli(*argv)
     assert_user_error(result, phrase)
-    assert len(result.stderr.strip().splitlines()) == 1
+    progress = re.compile(r"\[\d\d:\d\d:\d\d\] ")  # a batch job's phase lines ("model resnet50 built")
+    assert len([line for line in result.stderr.strip().splitlines() if not progress.match(line)]) == 1
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
@@ -165,6 +173,8 @@ def test_list_models():
     assert result.returncode == 0
     names = result.stdout.split()
     assert "resnet50" in names and "mobilenet_v3_small" in names and len(names) > 50
+    assert "alexnet" not in names and "vit_b_16" not in names  # issue 12, finding 7: they were listed, then refused
+    assert "more in torchvision cannot take 32x32 CIFAR-10 images: alexnet (its feature maps shrink" in result.stderr
 
 
 def test_run_on_the_real_subset_learns(subset, tmp_path):

@@ -34,7 +34,7 @@ def test_parent_folder_is_accepted(subset):
 
 
 def test_missing_data_names_the_folder_and_the_fix(tmp_path):
-    with pytest.raises(UserError, match=f"not found in {tmp_path}.*--download"):
+    with pytest.raises(UserError, match=f"not found in {tmp_path}.*drop --no-download"):
         cifar10.load(tmp_path)
 
 
@@ -44,6 +44,41 @@ def test_failed_download_is_a_user_error(tmp_path, monkeypatch):
     monkeypatch.setattr(cifar10, "download_and_extract_archive", no_network)
     with pytest.raises(UserError, match="could not download CIFAR-10.*Network is unreachable"):
         cifar10.load(tmp_path, allow_download=True)
+
+
+def test_a_first_run_tries_the_download_and_falls_back_to_synthetic_data_in_seconds(tmp_path):
+    """Issue 12, finding 10: with no copy on disk, --data auto now tries the official download
+    (here the network is a proxy that refuses connections, set in conftest.py) and, failing,
+    trains on synthetic data with the reason; --no-download never tries."""
+    import time
+    from conftest import run_cli
+    empty = tmp_path / "data"
+    started = time.perf_counter()
+    result = run_cli("-m", "squeezenet1_1", "-b", "8", "-n", "2", "--warmup", "1", "--no-progress", "--data-dir", empty)
+    assert result.returncode == 0, result.stderr
+    assert time.perf_counter() - started < 60
+    assert "USING SYNTHETIC DATA" in result.stderr and "could not download CIFAR-10 from https://" in result.stderr
+    result = run_cli("-m", "squeezenet1_1", "-b", "8", "-n", "2", "--warmup", "1", "--no-progress", "--data-dir", empty,
+                     "--no-download")
+    assert result.returncode == 0 and "--no-download forbids fetching it" in result.stderr
+    assert "could not download" not in result.stderr
+
+
+def test_the_download_gives_up_on_a_silent_network(tmp_path, monkeypatch):
+    """A server that accepts the connection and never answers: the timeout, not a hang."""
+    import socket
+    import threading
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    held = []  # the accepted connection stays open, silent
+    threading.Thread(target=lambda: held.append(server.accept()), daemon=True).start()
+    monkeypatch.setattr(cifar10, "DOWNLOAD_TIMEOUT_S", 1)
+    monkeypatch.setattr(cifar10.CIFAR10, "url", f"http://127.0.0.1:{server.getsockname()[1]}/cifar-10-python.tar.gz")
+    monkeypatch.delenv("http_proxy", raising=False)
+    with pytest.raises(UserError, match="could not download CIFAR-10.*timed out"):
+        cifar10.load(tmp_path, allow_download=True)
+    server.close()
 
 
 class RunsCode:

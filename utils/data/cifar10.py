@@ -8,6 +8,7 @@ import codecs
 import math
 import os
 import pickle
+import socket
 from dataclasses import dataclass
 
 import numpy as np
@@ -55,15 +56,23 @@ def mismatched_files(data_dir):
             if not check_integrity(os.path.join(folder, name), md5)]
 
 
+DOWNLOAD_TIMEOUT_S = 10  # per connection attempt and read: a compute node without internet fails fast
+
+
 def download(data_dir):
-    """Fetch and unpack the official archive with torchvision's own md5-checked download."""
+    """Fetch and unpack the official archive with torchvision's own md5-checked download; a
+    network that does not answer within DOWNLOAD_TIMEOUT_S fails instead of hanging."""
     root = os.path.dirname(os.path.normpath(batches_folder(data_dir))) or "."
+    previous = socket.getdefaulttimeout()
+    socket.setdefaulttimeout(DOWNLOAD_TIMEOUT_S)  # urllib, which torchvision uses, takes no timeout there
     try:
         download_and_extract_archive(CIFAR10.url, root, filename=CIFAR10.filename, md5=CIFAR10.tgz_md5)
     except Exception as error:  # URLError, HTTPError, OSError, RuntimeError (bad md5), ...
         raise UserError(
             f"could not download CIFAR-10 from {CIFAR10.url} into {root} ({error}); on a machine "
             "without internet, download it elsewhere and copy cifar-10-batches-py into --data-dir.") from None
+    finally:
+        socket.setdefaulttimeout(previous)
 
 
 # The plain integer dtypes a CIFAR batch stores (images uint8; labels, when arrays, integers),
@@ -213,7 +222,7 @@ def load(data_dir, allow_download=False, allow_unverified=False):
     folder = batches_folder(data_dir)
     if not is_present(data_dir):
         if not allow_download:
-            raise UserError(f"CIFAR-10 not found in {folder}; pass --download to fetch it, or point "
+            raise UserError(f"CIFAR-10 not found in {folder}; drop --no-download to fetch it, or point "
                             "--data-dir (or $CIFAR10_DIR) at a folder holding cifar-10-batches-py.")
         download(data_dir)
     bad = mismatched_files(data_dir)

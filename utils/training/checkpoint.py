@@ -260,8 +260,12 @@ def check_compatible(state, config, mode, path):
     if config.lr_schedule == "onecycle" and saved["steps"] != config.steps:
         raise UserError(f"{path} holds a one-cycle schedule over {saved['steps']} steps, which cannot stretch to "
                         f"{config.steps}; resume with --steps {saved['steps']} or use another --checkpoint.")
+    stretched = None
+    if config.lr_schedule == "cosine" and saved["steps"] != config.steps:
+        stretched = (f"{path} holds a cosine schedule over {saved['steps']} steps; it now decays over {config.steps}, "
+                     "so the learning rate from here differs from that of one uninterrupted run.")
     if state["mode"] == mode.name:
-        return None
+        return stretched
     saved_mode = precision.MODES.get(state["mode"])
     if saved_mode is None or not saved_mode.fp32_weights or not mode.fp32_weights:
         raise UserError(f"{path} was written in mode {state['mode']}, whose weights cannot continue in mode "
@@ -269,5 +273,5 @@ def check_compatible(state, config, mode, path):
     scaler_note = ("a fresh GradScaler starts" if mode.loss_scaling and state["scaler"] is None
                    else "its GradScaler state is ignored" if state["scaler"] is not None and not mode.loss_scaling
                    else "the scaler state carries over")
-    return (f"{path} was written in mode {state['mode']}; continuing in {mode.name}: {scaler_note}, and the "
-            "timing statistics restart for the new mode.")
+    return " ".join(filter(None, [stretched, f"{path} was written in mode {state['mode']}; continuing in {mode.name}: "
+                                  f"{scaler_note}, and the timing statistics restart for the new mode."]))

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+import models
 from utils.data.loaders import make_train_loader, memory_format
 from utils.training import precision
 from utils.training.modes import Mode
@@ -35,6 +36,7 @@ def build_trainer(initial_model, mode, data, config, device, world):
     """A copy of `initial_model` set up for `mode`: every mode starts from the same weights,
     and the loader, seeded with config.seed, gives every mode the same batches."""
     precision.set_tf32(mode.tf32)
+    config = config.with_recipe(models.has_batch_norm(initial_model), world.size)  # unchanged when app.py did it
     model = copy.deepcopy(initial_model).to(device)
     initial_weights = digest(model.state_dict().values())
     if config.channels_last:
