@@ -256,8 +256,17 @@ def run_suite(options):
 
 
 def load(out, name):
+    """A saved document; for a results document, its comparison recomputed from its runs by this version's
+    statistics (intervals, the learned flag), as utils.report does when it merges."""
+    from utils.results.compare import compare_modes
+
     path = out / f"{name}.json"
-    return json.loads(path.read_text()) if path.exists() else None
+    if not path.exists():
+        return None
+    document = json.loads(path.read_text())
+    if "runs" in document:  # resume-weights.json is a record of its own
+        document["comparison"] = compare_modes(document["runs"])
+    return document
 
 
 def last_line(out, name, prefix):

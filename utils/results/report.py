@@ -121,7 +121,7 @@ def notes(document):
     if unclear:
         lines.append(f"n.s.: not significant, the 95% interval of {', '.join(unclear)} holds 1.00x; "
                      "run more steps or --repeats.")
-    if any(row["speedup_ci95"] for row in comparison.values()):
+    if any(row.get("speedup_ci95") for row in comparison.values()):
         basis = ("the repeats' medians" if all(row["runs"] > 1 for row in comparison.values())
                  else "the timed steps (add --repeats to include run-to-run variation)")
         lines.append(f"95% CI: bootstrap over {basis}.")
