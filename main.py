@@ -162,6 +162,9 @@ def build_parser():
     measure.add_argument("--csv", metavar="PATH", help="append one row per mode to a CSV file (header once)")
     measure.add_argument("--plot", metavar="PATH.png",
                          help="draw step-time distributions and speedups as .png, .pdf or .svg (needs matplotlib)")
+    measure.add_argument("--tensorboard", metavar="DIR",
+                         help="also write each run's loss, lr, loss scale, step ms and img/s, and the comparison, "
+                         "as TensorBoard logs under DIR (needs the tensorboard package)")
     measure.add_argument("--wide", action="store_true", help="print the results as one wide table instead of "
                          "blocks that fit 80 columns")
     measure.add_argument("--no-progress", action="store_true", help="no progress bar and no progress lines")

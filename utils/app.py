@@ -16,7 +16,7 @@ from utils.errors import UserError
 from utils.fileio import ensure_writable
 from utils.measure import envinfo, flops, memory
 from utils.measure.progress import Reporter
-from utils.results import plot, record, report
+from utils.results import plot, record, report, tensorboard
 from utils.results.compare import compare_modes
 from utils.training import checkpoint, distributed, loop, precision
 from utils.training.setup import build_trainer
@@ -56,6 +56,8 @@ def check_outputs(config):
         report.check_csv_header(config.csv)
     if config.plot:
         plot.check_available(config.plot)
+    if config.tensorboard:
+        tensorboard.check_available(config.tensorboard)
 
 
 def resume_line(config, last, checkpoint_holds):
@@ -233,3 +235,5 @@ def write_outputs(config, document):
     if config.plot and document["comparison"]:
         plot.draw(config.plot, document)
         print(f"plot written to {config.plot}")
+    if config.tensorboard:
+        print(f"TensorBoard logs written to {tensorboard.write(config.tensorboard, document)}")

@@ -85,6 +85,7 @@ class RunConfig:
     json: Optional[str] = None
     csv: Optional[str] = None
     plot: Optional[str] = None
+    tensorboard: Optional[str] = None
     wide: bool = False
     no_progress: bool = False
     log_every: Optional[int] = None

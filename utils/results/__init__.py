@@ -1,2 +1,2 @@
-"""Results stage: the result record (the JSON schema), the comparison across modes, and the
-table, JSON, CSV and plot made from it."""
+"""Results stage: the result record (the JSON schema), the comparison across modes with its
+intervals, and the table, JSON, CSV, plot and TensorBoard logs made from it."""

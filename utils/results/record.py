@@ -69,6 +69,8 @@ class RunRecord:
     mfu_pct: Optional[float] = None
     mfu_note: Optional[str] = None
     learned: Optional[bool] = None  # compare.learned(): False when the loss or accuracy stayed at chance
+    lr_curve: Optional[List[float]] = None  # every step's learning rate
+    loss_scale_curve: Optional[List[float]] = None  # the loss scale after every step (null without a scaler)
     finished_utc: Optional[str] = None  # when the run's evaluation ended: each CSV row's timestamp
 
     def to_dict(self):
@@ -107,7 +109,8 @@ def build(config, trainer, outcome, data, world, device, test_accuracy, repeat=0
         data_time_ms=summarize(stats.data_ms) if timed else None,
         compute_time_ms=summarize([s - d for s, d in zip(stats.step_ms, stats.data_ms)]) if timed else None,
         peak_memory_bytes=stats.peak_memory_bytes, peak_memory_kind=memory.peak_bytes(device)[1],
-        final_loss=curve[-1] if curve else None, loss_curve=curve,
+        final_loss=curve[-1] if curve else None, loss_curve=curve, lr_curve=stats.lrs,
+        loss_scale_curve=stats.loss_scales if trainer.scaler.is_enabled() else None,
         skipped_steps=outcome.completed_steps - outcome.optimizer_steps,
         final_loss_scale=trainer.scaler.get_scale() if trainer.scaler.is_enabled() else None,
         final_lr=trainer.optimizer.param_groups[0]["lr"], test_accuracy=test_accuracy,

@@ -81,8 +81,9 @@ ENTRIES = {"config": dict, "mode": str, "step": int, "model": dict, "masters": (
            "optimizer": dict, "scheduler": dict, "scaler": (dict, type(None)), "rng": dict, "stats": dict}
 CONFIG_ENTRIES = {"model": str, "stem": str, "batch_size": int, "accum_steps": int, "steps": int,
                   "lr_schedule": str, "loader": str}
-STATS_ENTRIES = {**{f.name: (list if f.name in ("step_ms", "data_ms", "losses") else numbers.Real)
-                    for f in fields(Statistics)}, "optimizer_steps": int}
+CURVES = ("step_ms", "data_ms", "losses", "lrs", "loss_scales")
+STATS_ENTRIES = {**{f.name: (list if f.name in CURVES else numbers.Real) for f in fields(Statistics)},
+                 "optimizer_steps": int}
 
 
 def schema_problem(state):
@@ -98,7 +99,7 @@ def schema_problem(state):
     if state["step"] < 0 or state["stats"]["optimizer_steps"] < 0:
         return "its step counts are negative"
     stats = state["stats"]
-    if not all(isinstance(value, numbers.Real) for key in ("step_ms", "data_ms", "losses") for value in stats[key]):
+    if not all(isinstance(value, numbers.Real) for key in CURVES for value in stats[key]):
         return "its statistics hold values that are not numbers"
     times = stats["step_ms"] + stats["data_ms"] + [stats["wall_time_s"], stats["peak_memory_bytes"]]
     if not all(math.isfinite(value) and value >= 0 for value in times):  # losses may be inf: skipped steps

@@ -13,7 +13,7 @@ from typing import Callable, List, Optional
 import torch
 
 from utils.measure import memory
-from utils.measure.progress import Reporter
+from utils.measure.progress import Reporter, scale_of
 from utils.measure.timing import StepTimer
 from utils.training import distributed
 from utils.training.guard import RankAgreement
@@ -29,6 +29,8 @@ class Statistics:
     step_ms: List[float] = field(default_factory=list)
     data_ms: List[float] = field(default_factory=list)
     losses: List[float] = field(default_factory=list)
+    lrs: List[float] = field(default_factory=list)  # the learning rate each step used
+    loss_scales: List[float] = field(default_factory=list)  # the loss scale after each step (scaled modes)
     wall_time_s: float = 0.0
     peak_memory_bytes: int = 0
     segments: int = 0
@@ -89,7 +91,7 @@ def run(trainer, config, device, world, start_step=0, earlier=None, stop=None,
     agreement = RankAgreement(device, world) if policy == "stop" or world.distributed else None
     progress = (reporter or Reporter(False)).training(config.steps, trainer.mode.name,
                                                       config.global_batch_size(world.size), start_step, trainer.scaler)
-    losses = []  # this process's, warm-up included (so are the timer's steps)
+    losses, lrs, scales = [], [], []  # this process's, warm-up included (so are the timer's steps)
     first_step_s = first_batch = stopped_by = None
     step = start_step
 
@@ -109,12 +111,16 @@ def run(trainer, config, device, world, start_step=0, earlier=None, stop=None,
         if first_batch is None:  # a device-side copy now, hashed after the timed loop
             first_batch = (batches.first[0].clone(), batches.first[1].clone())
         optimizer_steps = trainer.counter.count
+        lrs.append(trainer.optimizer.param_groups[0]["lr"])  # a host float: no sync
         loss = train_step(trainer.trained, batches, trainer.criterion, trainer.optimizer, trainer.scaler,
                           trainer.mode, device, config.clip_grad, skip_nonfinite=policy == "skip")
         if trainer.counter.count != optimizer_steps:  # the LR schedule follows real optimizer steps
             trainer.scheduler.step()
         step += 1
         losses.append(loss)
+        scale = scale_of(trainer.scaler)
+        if scale is not None:  # GradScaler's is a device tensor it updates in place: copied on the device
+            scales.append(scale.detach().clone() if isinstance(scale, torch.Tensor) else scale)
         if step == start_step + 1 and config.warmup > 0:  # a warm-up step: waiting costs nothing
             synchronize(device)
             first_step_s = time.perf_counter() - started
@@ -123,10 +129,10 @@ def run(trainer, config, device, world, start_step=0, earlier=None, stop=None,
             agreement.note_loss(loss)
         if save and config.checkpoint_every and step % config.checkpoint_every == 0 and step < config.steps:
             timer.close()
-            save(step, statistics(earlier, timer, losses, started, config.warmup, device, world))
+            save(step, statistics(earlier, timer, losses, lrs, scales, started, config.warmup, device, world))
     timer.close()  # synchronizes: the progress's last line reads its copies without waiting
     progress.close()
-    stats = statistics(earlier, timer, losses, started, config.warmup, device, world)
+    stats = statistics(earlier, timer, losses, lrs, scales, started, config.warmup, device, world)
     bad = next((i for i, value in enumerate(stats.losses) if not math.isfinite(value)), None)
     return LoopOutcome(stats=stats, start_step=start_step, completed_steps=step,
                        optimizer_steps=trainer.counter.count, first_step_s=first_step_s,
@@ -134,8 +140,15 @@ def run(trainer, config, device, world, start_step=0, earlier=None, stop=None,
                        stopped_by=stopped_by, diverged_at=bad + 1 if bad is not None and policy == "stop" else None)
 
 
-def statistics(earlier, timer, losses, started, warmup, device, world):
-    """All statistics so far: earlier processes' plus this one's after its warm-up."""
+def host_values(values):
+    """Numbers, or device tensors copied to the host in one transfer."""
+    if values and isinstance(values[0], torch.Tensor):
+        return torch.cat([value.reshape(1).float() for value in values]).cpu().tolist()
+    return [float(value) for value in values]
+
+
+def statistics(earlier, timer, losses, lrs, scales, started, warmup, device, world):
+    """All statistics so far: earlier processes' plus this one's (timings after its warm-up)."""
     peak, _ = memory.peak_bytes(device)
     step_ms, data_ms = timer.step_ms[warmup:], timer.data_ms[warmup:]
     curve = torch.stack(losses).float() if losses else torch.zeros(0, device=device)
@@ -145,6 +158,7 @@ def statistics(earlier, timer, losses, started, warmup, device, world):
         curve = distributed.all_reduce(curve, "sum") / world.size
         peak = int(distributed.all_reduce(torch.tensor(peak, device=device), "max").item())
     return Statistics(step_ms=earlier.step_ms + step_ms, data_ms=earlier.data_ms + data_ms,
-                      losses=earlier.losses + curve.cpu().tolist(),
+                      losses=earlier.losses + curve.cpu().tolist(), lrs=earlier.lrs + lrs,
+                      loss_scales=earlier.loss_scales + host_values(scales),
                       wall_time_s=earlier.wall_time_s + time.perf_counter() - started,
                       peak_memory_bytes=max(earlier.peak_memory_bytes, peak), segments=earlier.segments + 1)
