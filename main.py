@@ -199,12 +199,9 @@ def main(argv=None):
             from utils.app import run
 
             return run(run_config, stop)
-        except UserError as error:
+        except (UserError, WriteFailed) as error:  # WriteFailed: after training, nothing to retry in-process
             print(f"main.py: error: {error}", file=sys.stderr)
-            return 2
-        except WriteFailed as error:  # after training: not the user's flags, but nothing to retry in-process
-            print(f"main.py: error: {error}", file=sys.stderr)
-            return 1
+            return 2 if isinstance(error, UserError) else 1
 
 
 if __name__ == "__main__":

@@ -135,7 +135,7 @@ def run_mode(initial_model, mode, data, config, device, world=None, stop=None, s
         if accuracy is not None:
             reporter.phase(f"{mode.name}: test accuracy {100 * accuracy:.2f}%")
         if accuracy is None:
-            outcome = dataclasses.replace(outcome, stopped_by=stop.signal_name or "signal to another rank")
+            outcome = dataclasses.replace(outcome, stopped_by=stop.signal_name or loop.STOPPED_BY_ANOTHER_RANK)
     result = record.build(config, trainer, outcome, data, world, device, accuracy, repeat)
     return result, outcome
 

@@ -45,12 +45,9 @@ def main(argv=None):
             print(f"plot written to {args.plot}")
         if args.json:
             write_json(args.json, merged)
-    except UserError as error:
+    except (UserError, WriteFailed) as error:
         print(f"utils.report: error: {error}", file=sys.stderr)
-        return 2
-    except WriteFailed as error:
-        print(f"utils.report: error: {error}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(error, UserError) else 1
     return 0
 
 

@@ -21,6 +21,9 @@ from utils.training.setup import digest
 from utils.training.step import train_step
 
 
+STOPPED_BY_ANOTHER_RANK = "signal to another rank"  # what stopped_by says on ranks that got no signal
+
+
 @dataclass
 class Statistics:
     """A mode's measurements so far, over every process that trained it (checkpoint segments);
@@ -101,7 +104,7 @@ def run(trainer, config, device, world, start_step=0, earlier=None, stop=None,
         signalled = stop is not None and stop.signal_name is not None
         diverged, stopping = agreement.check(step, signalled) if agreement else (False, False)
         if stopping or (signalled and not world.distributed):
-            stopped_by = stop.signal_name if signalled else "signal to another rank"
+            stopped_by = stop.signal_name if signalled else STOPPED_BY_ANOTHER_RANK
             break
         if diverged and policy == "stop":
             break
