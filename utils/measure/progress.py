@@ -66,7 +66,7 @@ class TrainingProgress:
         self.scaler = scaler
         self.step = initial
         self.step_ms = []  # host wall-clock per step: what the log's median and ETA use
-        self.last_time = self.last_shown = self.started = time.perf_counter()
+        self.last_time = self.last_shown = time.perf_counter()
         self.pending = None  # (step, HostCopy of the loss, HostCopy or number of the scale)
         self.bar = tqdm(total=total, initial=initial, desc=label, file=sys.stderr, disable=not reporter.bars,
                         ncols=bar_columns(), leave=False,
@@ -76,6 +76,8 @@ class TrainingProgress:
 
     def update(self, loss):
         self.step += 1
+        if not (self.reporter.bars or self.reporter.lines):  # --no-progress, other ranks: nothing to do
+            return
         now = time.perf_counter()
         self.step_ms.append((now - self.last_time) * 1000.0)
         self.last_time = now
