@@ -165,6 +165,14 @@ def build_parser():
     measure.add_argument("--tensorboard", metavar="DIR",
                          help="also write each run's loss, lr, loss scale, step ms and img/s, and the comparison, "
                          "as TensorBoard logs under DIR (needs the tensorboard package)")
+    measure.add_argument("--explain", action="store_true",
+                         help="after each mode's timed steps, profile a few more (torch.profiler) and report where "
+                         "the step time goes by category, against fp32, with a diagnosis")
+    measure.add_argument("--explain-steps", type=positive_int, metavar="N",
+                         help="steps --explain profiles per mode, besides one warm-up (default %(default)s)")
+    measure.add_argument("--trace-dir", metavar="DIR",
+                         help="write each mode's profiled steps as a Chrome/Perfetto trace under DIR, to open in "
+                         "ui.perfetto.dev or TensorBoard (implies --explain)")
     measure.add_argument("--wide", action="store_true", help="print the results as one wide table instead of "
                          "blocks that fit 80 columns")
     measure.add_argument("--no-progress", action="store_true", help="no progress bar and no progress lines")

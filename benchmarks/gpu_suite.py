@@ -52,6 +52,7 @@ class Plan:
         self.resume_steps = 6 if quick else 40
         self.resume_every = 2 if quick else 10
         self.amp = ["--bf16"] if quick else ["--fp16", "-s"]  # a CPU has no fast float16
+        self.explain_steps = 1 if quick else 5  # float16 steps take seconds on a CPU
 
 
 def main_py(*argv):
@@ -127,6 +128,8 @@ def run_classics(suite):
 def run_comparisons(suite, modes, flags):
     plan, data = suite.plan, suite.data_flags
     extra = [flag for flag in ("--explain", "--numerics") if flag in flags]
+    if "--explain" in extra:
+        extra += ["--explain-steps", plan.explain_steps]
     for model in plan.models:
         for layout in ("", "-cl"):
             name = f"{model}{layout}"

@@ -11,11 +11,12 @@ LAYERS = [
     ("utils.errors", 0), ("utils.fileio", 0), ("utils.compat", 0), ("utils.safepickle", 0), ("utils.stop", 0),
     ("models", 1), ("utils.data", 1), ("utils.measure", 1),
     ("utils.training", 2),
-    ("utils.results", 3),
-    ("utils.config", 4),
-    ("utils.app", 5), ("utils.report", 5),
+    ("utils.explain", 3),
+    ("utils.results", 4),
+    ("utils.config", 5),
+    ("utils.app", 6), ("utils.report", 6),
 ]
-STAGES = ("utils/data", "utils/training", "utils/measure", "utils/results")
+STAGES = ("utils/data", "utils/training", "utils/measure", "utils/explain", "utils/results")
 
 
 def module_name(path):

@@ -13,6 +13,7 @@ import models
 from utils import compat
 from utils.data import cifar10, dataset
 from utils.errors import UserError
+from utils.explain import diagnose, profiler
 from utils.fileio import ensure_writable
 from utils.measure import envinfo, flops, memory
 from utils.measure.progress import Reporter
@@ -58,6 +59,8 @@ def check_outputs(config):
         plot.check_available(config.plot)
     if config.tensorboard:
         tensorboard.check_available(config.tensorboard)
+    if config.trace_dir:
+        ensure_writable(os.path.join(config.trace_dir, "trace.json"), "--trace-dir")
 
 
 def resume_line(config, last, checkpoint_holds):
@@ -136,8 +139,32 @@ def run_mode(initial_model, mode, data, config, device, world=None, stop=None, s
             reporter.phase(f"{mode.name}: test accuracy {100 * accuracy:.2f}%")
         if accuracy is None:
             outcome = dataclasses.replace(outcome, stopped_by=stop.signal_name or loop.STOPPED_BY_ANOTHER_RANK)
-    result = record.build(config, trainer, outcome, data, world, device, accuracy, repeat)
+    profile = None
+    if config.explain and outcome.completed_steps == config.steps and not outcome.stopped_by \
+            and outcome.diverged_at is None:
+        profile = explain(trainer, config, device, world, stop, repeat, reporter)
+    result = record.build(config, trainer, outcome, data, world, device, accuracy, repeat, profile)
     return result, outcome
+
+
+def explain(trainer, config, device, world, stop, repeat, reporter):
+    """--explain: profile a few steps after the timed ones and the evaluation (so neither
+    changes), writing the trace with --trace-dir. None when a signal cut the profiling short;
+    with several ranks every rank takes all the steps, as DDP's all-reduce needs."""
+    reporter.phase(f"{trainer.mode.name}: profiling {config.explain_steps} more steps (--explain)")
+    trace = None
+    if config.trace_dir:
+        name = f"{config.model}-{trainer.mode.name}" + (f"-r{repeat}" if config.repeats > 1 else "") + \
+            (f"-rank{world.rank}" if world.distributed else "")
+        trace = os.path.join(config.trace_dir, f"{name}.pt.trace.json")  # the name TensorBoard's plugin looks for
+    profile = profiler.profile_steps(trainer, config, device, config.explain_steps,
+                                     None if world.distributed else stop, trace)
+    if profile is not None:
+        profile["unaligned_layers"] = diagnose.unaligned_layers(trainer.model, config.batch_size)
+        profile["cpu_fast_half_flags"] = diagnose.cpu_flags() if device.type == "cpu" else None
+        if trace:
+            reporter.phase(f"{trainer.mode.name}: trace written to {trace}")
+    return profile
 
 
 def benchmark(config, device, world, stop):

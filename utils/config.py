@@ -89,6 +89,9 @@ class RunConfig:
     wide: bool = False
     no_progress: bool = False
     log_every: Optional[int] = None
+    explain: bool = False  # also set by --trace-dir
+    explain_steps: int = 5
+    trace_dir: Optional[str] = None
     # distributed
     dist_timeout: int = 600
     # checkpoints
@@ -106,6 +109,8 @@ class RunConfig:
         """A validated config: defaults for what is not given, every cross-flag rule checked,
         and the steps fixed unless --epochs must wait for the dataset's size."""
         config = cls(**values)
+        if config.trace_dir:  # a trace is a profile's: --trace-dir implies --explain
+            config = replace(config, explain=True)
         config.check()
         if config.epochs is None:
             config = replace(config, steps=config.steps or DEFAULT_STEPS)

@@ -12,6 +12,9 @@ import statistics
 
 import numpy as np
 
+from utils.explain import diagnose
+from utils.explain.categories import NAMES as CATEGORIES
+
 BASELINE = "fp32"
 RESAMPLES = 2000
 CONFIDENCE = 95.0
@@ -70,6 +73,15 @@ def median_of(group, key):
     return statistics.median(values) if values else None
 
 
+def profile_ms(group):
+    """--explain: the median over the mode's profiled runs of each category's ms per step."""
+    profiles = [run["profile"] for run in group if run.get("profile")]
+    if not profiles:
+        return None
+    return {name: statistics.median(profile["categories"][name]["ms"] for profile in profiles)
+            for name in CATEGORIES}
+
+
 def mode_figures(group):
     medians = [run["step_time_ms"]["median"] for run in group]
     median = statistics.median(medians)
@@ -93,6 +105,7 @@ def mode_figures(group):
         "final_loss_scale": group[-1]["final_loss_scale"],
         "tflops": statistics.median(tflops) if tflops else None,
         "mfu_pct": statistics.median(mfu) if mfu else None,
+        "profile_ms": profile_ms(group),
     }
 
 
@@ -117,4 +130,17 @@ def compare_modes(runs):
         both = base and row["test_accuracy"] is not None and base["test_accuracy"] is not None
         both = both and row["learned"] is not False and base["learned"] is not False
         row["accuracy_delta_vs_fp32"] = row["test_accuracy"] - base["test_accuracy"] if both else None
+    for mode, row in figures.items():  # --explain: per category against fp32, after every speedup is known
+        row["profile_speedup"] = row["amdahl"] = row["diagnosis"] = None
+        if row["profile_ms"] is None or not base or base["profile_ms"] is None:
+            continue
+        row["profile_speedup"] = diagnose.profile_speedup(base["profile_ms"], row["profile_ms"])
+        if mode == BASELINE:
+            continue
+        row["amdahl"] = diagnose.amdahl(base["profile_ms"], row["profile_ms"], row["speedup_vs_fp32"])
+        profiled = next(run for run in groups[mode] if run.get("profile"))
+        row["diagnosis"] = diagnose.diagnose_comparison(
+            mode, base["profile_ms"], row["profile_ms"], "cuda" if profiled["device"].startswith("cuda") else "cpu",
+            profiled["profile"].get("cpu_fast_half_flags"), row["speedup_vs_fp32"],
+            figures["tf32"]["speedup_vs_fp32"] if "tf32" in figures else None)
     return figures

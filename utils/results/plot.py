@@ -6,6 +6,7 @@ import textwrap
 
 from utils.compat import release
 from utils.errors import UserError, WriteFailed
+from utils.explain.categories import NAMES as CATEGORIES
 from utils.fileio import atomic_write
 from utils.results.compare import BASELINE, CHANCE_ACCURACY
 from utils.results.record import setup_of
@@ -14,6 +15,10 @@ from utils.results.report import describe
 FORMATS = ("png", "pdf", "svg")
 OLDEST_MATPLOTLIB = (3, 5)
 REPEAT_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
+CATEGORY_COLOURS = dict(zip(CATEGORIES, ["#d62728", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#bcbd22",
+                                         "#17becf", "#2ca02c", "#1f77b4", "#7f7f7f", "#c7c7c7", "#dbdb8d"]))
+SHOWN_SHARE = 0.02  # the speedup panel leaves out categories below 2% of every mode's step
+SHARES_ABOVE = 8  # when the slowest mode's step is this many times the fastest's, stack shares, not ms
 
 
 def check_available(path):
@@ -40,7 +45,8 @@ def draw(path, document):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(2, 2, figsize=(12, 8.5))
+    explained = [mode for mode, row in document["comparison"].items() if row.get("profile_ms")]
+    figure, axes = plt.subplots(3 if explained else 2, 2, figsize=(12, 12.5 if explained else 8.5))
     title = describe(setup_of(document), document["env"])
     figure.suptitle("\n".join(textwrap.wrap(title, 110)), fontsize=11)
     try:
@@ -50,6 +56,9 @@ def draw(path, document):
         draw_speedups(axes[0][1], comparison, modes)
         draw_memory(axes[1][0], comparison, modes)
         draw_accuracy(axes[1][1], comparison, modes)
+        if explained:
+            draw_time_by_category(axes[2][0], comparison, explained)
+            draw_category_speedups(axes[2][1], comparison, explained)
         for axis in axes.flat:
             axis.tick_params(axis="x", labelrotation=20)
         figure.tight_layout()
@@ -142,3 +151,54 @@ def draw_accuracy(axis, comparison, modes):
     axis.set_ylabel("test accuracy (%)")
     axis.set_title("test accuracy (dashed: chance, 10%)", fontsize=10)
     axis.set_ylim(0, max(max(values) * 1.2, 15))
+
+
+def draw_time_by_category(axis, comparison, modes):
+    """--explain: each mode's profiled step stacked by category, in ms (or in shares of the step
+    when one mode is many times slower, which would flatten the others)."""
+    totals = [sum(comparison[mode]["profile_ms"].values()) for mode in modes]
+    as_shares = max(totals) > SHARES_ABOVE * min(totals)
+    bottoms = [0.0] * len(modes)
+    for name in CATEGORIES:
+        values = [comparison[mode]["profile_ms"][name] for mode in modes]
+        if not any(values):
+            continue
+        if as_shares:
+            values = [100.0 * value / total for value, total in zip(values, totals)]
+        axis.bar(modes, values, bottom=bottoms, color=CATEGORY_COLOURS[name], label=name, width=0.6)
+        bottoms = [bottom + value for bottom, value in zip(bottoms, values)]
+    for x, total in enumerate(totals):
+        axis.text(x, bottoms[x], f"{total:.0f} ms" if total >= 10 else f"{total:.2f} ms", ha="center", va="bottom")
+    axis.set_ylabel("share of the step (%)" if as_shares else "ms per step")
+    axis.set_title("where the time goes (--explain)" + (": shares; labels: ms per step" if as_shares else ""),
+                   fontsize=10)
+    axis.set_ylim(0, max(bottoms) * 1.12)
+    axis.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))
+
+
+def draw_category_speedups(axis, comparison, modes):
+    """--explain: each category's speedup against fp32, per mode (log scale; 1 = as fast)."""
+    others = [mode for mode in modes if mode != BASELINE and comparison[mode].get("profile_speedup")]
+    if not others:
+        axis.text(0.5, 0.5, "no fp32 profile to compare with", ha="center", va="center", transform=axis.transAxes)
+        axis.set_xticks([])
+        axis.set_yticks([])
+        return
+    names = [name for name in CATEGORIES if all(name in comparison[mode]["profile_speedup"] for mode in others)
+             and max(comparison[mode]["profile_ms"][name] / sum(comparison[mode]["profile_ms"].values())
+                     for mode in modes) >= SHOWN_SHARE] + ["total"]
+    height = 0.8 / len(others)
+    for index, mode in enumerate(others):  # a stem from 1.0 (as fast) to each category's speedup
+        values = [comparison[mode]["profile_speedup"][name] for name in names]
+        rows = [y + index * height for y in range(len(names))]
+        colour = REPEAT_COLOURS[index % len(REPEAT_COLOURS)]
+        axis.hlines(rows, 1.0, values, color=colour, linewidth=3)
+        axis.scatter(values, rows, color=colour, label=mode, zorder=3)
+    axis.set_yticks([y + 0.4 - height / 2 for y in range(len(names))])
+    axis.set_yticklabels(names)
+    axis.invert_yaxis()
+    axis.set_xscale("log")
+    axis.axvline(1.0, color="grey", linewidth=0.8)
+    axis.set_xlabel("times as fast as in fp32 (log scale)")
+    axis.set_title("speed of each category against fp32 (--explain)", fontsize=10)
+    axis.legend(fontsize=8)

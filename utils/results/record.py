@@ -6,9 +6,11 @@ comparison, table, CSV and plot read these fields back from JSON, so their names
 contract README's "Results file" documents.
 """
 import math
+import os
 from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Dict, List, Optional
 
+from utils.explain.diagnose import diagnose_run
 from utils.measure import memory
 from utils.measure.envinfo import now_utc, tf32_flags
 from utils.measure.timing import summarize
@@ -72,6 +74,7 @@ class RunRecord:
     lr_curve: Optional[List[float]] = None  # every step's learning rate
     loss_scale_curve: Optional[List[float]] = None  # the loss scale after every step (null without a scaler)
     finished_utc: Optional[str] = None  # when the run's evaluation ended: each CSV row's timestamp
+    profile: Optional[Dict] = None  # --explain: utils.explain.profiler's profile, with this run's diagnosis
 
     def to_dict(self):
         return asdict(self)
@@ -88,8 +91,8 @@ def should_evaluate(config, data, outcome):
                 or not math.isfinite(curve[-1]))
 
 
-def build(config, trainer, outcome, data, world, device, test_accuracy, repeat=0):
-    """The record of one mode's run, from what its loop measured."""
+def build(config, trainer, outcome, data, world, device, test_accuracy, repeat=0, profile=None):
+    """The record of one mode's run, from what its loop measured (and --explain profiled)."""
     stats, mode = outcome.stats, trainer.mode
     timed = bool(stats.step_ms)
     step_stats = summarize(stats.step_ms) if timed else None
@@ -120,6 +123,9 @@ def build(config, trainer, outcome, data, world, device, test_accuracy, repeat=0
         initial_weights_sha256=trainer.initial_weights_sha256, first_batch_sha256=outcome.first_batch_sha256,
         repeat=repeat, finished_utc=now_utc())
     record.learned = learned(asdict(record))
+    if profile is not None:
+        record.profile = dict(profile, diagnosis=diagnose_run(asdict(record), profile, config.workers,
+                                                              os.cpu_count() or 1))
     return record
 
 

@@ -11,7 +11,9 @@ import textwrap
 from models import RESNET_FAMILY
 from utils.errors import UserError, WriteFailed
 from utils.fileio import atomic_write
-from utils.results.compare import CHANCE_LOSS, compare_modes
+from utils.explain.categories import NAMES as CATEGORIES
+from utils.explain.diagnose import amdahl_line, ranked, times
+from utils.results.compare import BASELINE, CHANCE_LOSS, compare_modes
 from utils.results.record import REQUIRED_RUN_FIELDS, SCHEMA, setup_of
 # The columns a reader filters on first (the setup), then the figures; run_id tells rows apart,
 # so that appending the same runs again (a merge repeated) adds nothing.
@@ -94,24 +96,77 @@ BLOCKS = [
 ]
 
 
+def fit_tables(label_header, labels, columns, wide=False):
+    """Tables of one row per label and the (header, cells) `columns`: one table with `wide`,
+    else as many as it takes to keep each within TABLE_WIDTH."""
+    label_width = max(len(text) for text in [label_header] + labels)
+    tables = []
+    while columns:
+        width, count = label_width, 0
+        for header, cells in columns:
+            width += 2 + max(len(text) for text in [header] + cells)
+            if count and width > TABLE_WIDTH and not wide:
+                break
+            count += 1
+        shown, columns = columns[:count], columns[count:]
+        tables.append(format_table([label_header] + [header for header, _ in shown],
+                                   [[label] + [cells[r] for _, cells in shown] for r, label in enumerate(labels)]))
+    return tables
+
+
 def comparison_table(comparison, wide=False):
     """One row per mode: one table with `wide`, else one per block, each within TABLE_WIDTH."""
     modes = list(comparison)
-    mode_width = max(len(text) for text in ["mode"] + modes)
     tables = []
     for block in [[column for block in BLOCKS for column in block]] if wide else BLOCKS:
-        columns = [(header, [cell(comparison[mode]) for mode in modes]) for header, cell in block]
-        while columns:
-            width, count = mode_width, 0
-            for header, cells in columns:
-                width += 2 + max(len(text) for text in [header] + cells)
-                if count and width > TABLE_WIDTH and not wide:
-                    break
-                count += 1
-            shown, columns = columns[:count], columns[count:]
-            tables.append(format_table(["mode"] + [header for header, _ in shown],
-                                       [[mode] + [cells[r] for _, cells in shown] for r, mode in enumerate(modes)]))
+        tables += fit_tables("mode", modes, [(header, [cell(comparison[mode]) for mode in modes])
+                                             for header, cell in block], wide)
     return "\n\n".join(tables)
+
+
+def milliseconds(value):
+    return f"{value:.0f}" if value >= 100 else f"{value:.1f}" if value >= 10 else f"{value:.2f}"
+
+
+def explanation(document, wide=False):
+    """--explain's block: ms per step and share by category per mode (and each category's
+    speedup against fp32), the Amdahl lines, then the diagnosis, largest stake first."""
+    comparison = document["comparison"]
+    modes = [mode for mode, row in comparison.items() if row.get("profile_ms")]
+    if not modes:
+        return []
+    shown = [name for name in CATEGORIES if any(comparison[mode]["profile_ms"][name] > 0 for mode in modes)]
+    columns = []
+    for mode in modes:
+        row = comparison[mode]
+        total = sum(row["profile_ms"].values())
+        speedups = row.get("profile_speedup") if mode != BASELINE else None
+        cells = []
+        for name in shown + ["total"]:
+            value = total if name == "total" else row["profile_ms"][name]
+            cell = milliseconds(value) + ("" if name == "total" else f" {100 * value / total:3.0f}%")
+            if speedups is not None:
+                cell += f" {times(speedups[name]):>7}" if name in speedups else " " * 8
+            cells.append(cell)
+        columns.append((mode, cells + [milliseconds(row["median_step_ms"])]))
+    steps = next(run["profile"]["steps"] for run in document["runs"] if run.get("profile"))
+    lines = [f"Where the time goes: ms per step by category, share of the step and speed against fp32 "
+             f"({steps} profiled steps per mode after the timed ones; categories: README)",
+             "\n\n".join(fit_tables("category", shown + ["total", "timed median"], columns, wide))]
+    lines += [amdahl_line(mode, comparison[mode]["amdahl"]) for mode in modes if comparison[mode].get("amdahl")]
+    found, seen = [], set()
+    for run in document["runs"]:
+        found += (run.get("profile") or {}).get("diagnosis") or []
+    for mode in modes:
+        found += comparison[mode].get("diagnosis") or []
+    found = [item for item in ranked(found) if (item["mode"], item["rule"]) not in seen
+             and not seen.add((item["mode"], item["rule"]))]
+    if found:
+        lines.append("Diagnosis, largest stake first:")
+        lines += [f"{number}. {item['text']}" for number, item in enumerate(found, 1)]
+    else:
+        lines.append("Diagnosis: no rule fired (README lists them).")
+    return lines
 
 
 def notes(document):
@@ -147,12 +202,17 @@ def summary(document, wide=False):
     """The text printed at the end of a run: setup line, the table, then its notes; without
     `wide`, every line within TABLE_WIDTH characters."""
     header, notes_ = describe(setup_of(document), document["env"]), notes(document)
+    explained = explanation(document, wide)
     if not wide:
         if len(header) > TABLE_WIDTH:  # the device and torch on a line of their own
             header = "\n".join(textwrap.fill(part, TABLE_WIDTH, break_on_hyphens=False)
                                for part in [header.split(" | ", 1)[0], header.split(" | ", 1)[1]])
         notes_ = [textwrap.fill(note, TABLE_WIDTH, subsequent_indent="  ", break_on_hyphens=False) for note in notes_]
-    return "\n".join([header, comparison_table(document["comparison"], wide)] + notes_)
+        explained = [line if "\n" in line else textwrap.fill(line, TABLE_WIDTH, break_on_hyphens=False,
+                                                             subsequent_indent="   " if line[0].isdigit() else "  ")
+                     for line in explained]
+    return "\n".join([header, comparison_table(document["comparison"], wide)] + notes_
+                     + ([""] + explained if explained else []))
 
 
 def write_json(path, content):

@@ -1,0 +1,199 @@
+"""--explain: where each precision's step time goes, and why a mode is (not) faster (issue 13)."""
+import json
+
+import pytest
+import torch
+
+import models
+from conftest import ROOT, run_cli
+from utils.config import RunConfig
+from utils.data.dataset import synthetic
+from utils.explain import diagnose
+from utils.explain.categories import CATEGORIES, NAMES, WHAT, category_of, core_name
+from utils.explain.profiler import profile_steps
+from utils.training import distributed
+from utils.training.modes import MODES
+from utils.training.setup import build_trainer
+
+CPU = torch.device("cpu")
+
+
+@pytest.mark.parametrize("chain, category", [
+    (["ProfilerStep#3", "aten::conv2d", "aten::convolution", "aten::mkldnn_convolution"], "conv"),
+    (["ProfilerStep#3", "aten::conv2d", "aten::empty"], "conv"),  # a convolution's helpers are its time
+    (["ProfilerStep#3", "aten::conv2d", "aten::_to_copy", "aten::copy_"], "cast"),  # autocast's cast of the weight
+    (["ProfilerStep#3", "aten::copy_"], "elementwise"),
+    (["autograd::engine::evaluate_function: ConvolutionBackward0", "ConvolutionBackward0",
+      "aten::convolution_backward"], "conv"),
+    (["autograd::engine::evaluate_function: ToCopyBackward0", "ToCopyBackward0", "aten::_to_copy"], "cast"),
+    (["autograd::engine::evaluate_function: NativeBatchNormBackward0"], "norm"),
+    (["autograd::engine::evaluate_function: AddmmBackward0", "AddmmBackward0", "aten::mm"], "matmul"),
+    (["ProfilerStep#3", "aten::linear", "aten::t"], "matmul"),
+    (["ProfilerStep#3", "aten::cross_entropy_loss", "aten::log_softmax", "aten::_to_copy"], "loss"),
+    (["ProfilerStep#3", "ampbench.scaler", "Optimizer.step#SGD.step", "aten::add_"], "optimizer"),
+    (["ProfilerStep#3", "ampbench.scaler", "aten::_amp_foreach_non_finite_check_and_unscale_"], "scaler"),
+    (["ProfilerStep#3", "ampbench.data", "aten::_to_copy"], "data"),  # the loader's own conversions
+    (["ProfilerStep#3", "nccl:all_reduce"], "comm"),
+    (["ProfilerStep#3", "aten::max_pool2d", "aten::max_pool2d_with_indices"], "elementwise"),
+    (["ProfilerStep#3"], "other"),
+    (["ProfilerStep#3", "aten::view"], "other"),
+])
+def test_each_op_is_attributed_by_its_chain_of_enclosing_ops(chain, category):
+    assert category_of(chain) == category
+
+
+def test_readme_documents_every_category():
+    readme = (ROOT / "README.md").read_text()
+    for name, what in WHAT.items():
+        assert f"| {name} | {what} |" in readme, name
+
+
+def test_core_names_and_one_table():
+    assert core_name("autograd::engine::evaluate_function: ConvolutionBackward0") == "convolution"
+    assert core_name("aten::_to_copy") == "to_copy"
+    assert NAMES == [name for name, _, _ in CATEGORIES] + ["idle", "other"]
+
+
+def trainer_for(model_name, mode, stem="cifar", batch=16):
+    torch.manual_seed(0)
+    model = models.build_model(model_name, stem, None, batch)
+    config = RunConfig.build(steps=10, warmup=1, batch_size=batch, no_progress=True).with_recipe(True, 1)
+    return build_trainer(model, MODES[mode], synthetic(CPU, seed=0), config, CPU, distributed.World()), config
+
+
+@pytest.mark.compat  # the profiler's event names and tree under the oldest torch too
+@pytest.mark.parametrize("model_name, stem", [("resnet18", "imagenet"), ("squeezenet1_1", "cifar")])
+def test_categories_add_up_to_the_measured_step_time(model_name, stem):
+    trainer, config = trainer_for(model_name, "fp32", stem)
+    profile_steps(trainer, config, CPU, 1)  # the first steps allocate
+    profile = profile_steps(trainer, config, CPU, 3)
+    total = sum(entry["ms"] for entry in profile["categories"].values())
+    assert total == pytest.approx(profile["total_ms"])
+    assert abs(total - profile["wall_ms"]) <= 0.10 * profile["wall_ms"], (total, profile["wall_ms"])
+    assert profile["idle_ms"] is None and profile["activities"] == ["cpu"]
+    assert len(profile["top_ops"]) == 15
+
+
+@pytest.mark.compat
+def test_resnet18_fp32_is_mostly_convolution_and_bf16_adds_casts():
+    profiles = {}
+    for mode in ("fp32", "amp-bf16"):
+        trainer, config = trainer_for("resnet18", mode, "imagenet")
+        profile_steps(trainer, config, CPU, 1)
+        profiles[mode] = profile_steps(trainer, config, CPU, 2)
+    fp32 = {name: entry["ms"] for name, entry in profiles["fp32"]["categories"].items()}
+    assert max(fp32, key=fp32.get) == "conv"
+    assert fp32["conv"] + fp32["matmul"] > 0.5 * sum(fp32.values())
+    bf16_cast = profiles["amp-bf16"]["categories"]["cast"]["ms"]
+    assert bf16_cast > 1.0 and fp32["cast"] < 0.1 * bf16_cast, (fp32["cast"], bf16_cast)
+    top = profiles["amp-bf16"]["top_ops"]
+    assert any(op["category"] == "cast" for op in top) and all(op["calls"] > 0 for op in top)
+
+
+def profile_of(**ms):
+    """A profile with these ms per step (the others 0)."""
+    values = {name: ms.get(name, 0.0) for name in NAMES}
+    total = sum(values.values())
+    return {"total_ms": total, "idle_ms": values["idle"], "host_ms": {}, "unaligned_layers": [],
+            "categories": {name: {"ms": value, "share": value / total} for name, value in values.items()}}
+
+
+def run_of(mode="fp32", device="cpu", loader="device", channels_last=False):
+    return {"mode": mode, "device": device, "loader": loader, "channels_last": channels_last}
+
+
+def rules(found):
+    return [item["rule"] for item in found]
+
+
+def test_the_rules_fire_at_their_thresholds_and_not_below():
+    assert rules(diagnose.diagnose_run(run_of(loader="torchvision"), profile_of(data=25, conv=75), 0, 8)) == \
+        ["input-bound"]
+    assert rules(diagnose.diagnose_run(run_of(loader="torchvision"), profile_of(data=15, conv=85), 0, 8)) == []
+    found = diagnose.diagnose_run(run_of(device="cuda:0"), profile_of(idle=40, conv=60), 8, 8)
+    assert rules(found) == ["host-bound"] and "reduce-overhead" in found[0]["remedy"]
+    assert rules(diagnose.diagnose_run(run_of(), profile_of(idle=40, conv=60), 8, 8)) == []  # no idle on a CPU
+    found = diagnose.diagnose_run(run_of(channels_last=True), profile_of(norm=20, elementwise=20, conv=60), 8, 8)
+    assert rules(found) == ["memory-bound"] and "--channels-last" not in found[0]["remedy"]
+    assert rules(diagnose.diagnose_run(run_of("amp-bf16"), profile_of(cast=12, conv=88), 8, 8)) == ["cast overhead"]
+    unaligned = dict(profile_of(conv=100), unaligned_layers=["conv1 (3->64)", "fc (512->10)"])
+    found = diagnose.diagnose_run(run_of("amp-fp16", device="cuda:0"), unaligned, 8, 8)
+    assert rules(found) == ["tensor-core shapes"] and "conv1 (3->64), fc (512->10)" in found[0]["text"]
+    assert rules(diagnose.diagnose_run(run_of("fp32", device="cuda:0"), unaligned, 8, 8)) == []
+
+
+def test_tensor_core_shapes_are_named_from_the_model():
+    model = models.build_model("resnet18", "cifar", None, 12)
+    assert diagnose.unaligned_layers(model, 12) == ["the batch (12)", "conv1 (3->64)", "fc (512->10)"]
+    assert diagnose.unaligned_layers(model, 16) == ["conv1 (3->64)", "fc (512->10)"]
+
+
+def test_amdahl_line_from_the_shares_and_the_measured_speedup():
+    base = {name: 0.0 for name in NAMES}
+    base.update(conv=62.0, elementwise=38.0)
+    mode = dict(base, conv=15.5)  # conv+matmul 4x faster, the rest unchanged
+    figures = diagnose.amdahl(base, mode, 1.71)
+    assert figures["share"] == pytest.approx(0.62) and figures["speedup"] == pytest.approx(4.0)
+    assert figures["predicted"] == pytest.approx(1 / (0.38 + 0.62 / 4)) and figures["limit"] == pytest.approx(1 / 0.38)
+    assert diagnose.amdahl_line("amp-fp16", figures) == (
+        "amp-fp16: conv+matmul are 62% of the fp32 step and ran 4.00x as fast; with the rest unchanged the step "
+        "would be 1.87x as fast (2.63x were they free); measured 1.71x.")
+
+
+def test_slower_half_arithmetic_is_diagnosed_with_the_cpu_flags_as_evidence():
+    base = {name: 0.0 for name in NAMES}
+    base.update(conv=80.0, elementwise=20.0)
+    found = diagnose.diagnose_comparison("amp-fp16", base, dict(base, conv=1600.0), "cpu", ["avx512_bf16"], 0.06, None)
+    assert rules(found) == ["no fast float16 arithmetic on this device"]
+    assert "20.0x as long" in found[0]["evidence"] and "neither avx512_fp16 nor amx_fp16" in found[0]["evidence"]
+    assert diagnose.diagnose_comparison("amp-fp16", base, dict(base, conv=20.0), "cuda", None, 2.5, None) == []
+    assert diagnose.diagnose_comparison("fp32", base, base, "cpu", [], 1.0, None) == []
+    tf32 = diagnose.diagnose_comparison("amp-bf16", base, dict(base, conv=20.0), "cuda", None, 2.4, 1.6)
+    assert rules(tf32) == ["TF32 already uses tensor cores"] and "1.50x over it" in tf32[0]["text"]
+
+
+def test_explain_from_the_command_line(subset, tmp_path):
+    """Three modes on the torchvision loader with no workers: the table, the Amdahl lines, the
+    float16 and input-bound diagnoses, the JSON, the traces and the figure; the timed steps are
+    the same steps as without --explain (the profile comes after them)."""
+    out, traces, picture = tmp_path / "r.json", tmp_path / "traces", tmp_path / "r.png"
+    result = run_cli("-m", "squeezenet1_1", "-b", "16", "-n", "4", "--warmup", "1", "--no-progress",
+                     "--modes", "fp32,amp-bf16,amp-fp16", "--explain-steps", "2", "--loader", "torchvision",
+                     "--workers", "0", "--data-dir", subset, "--allow-unverified", "--json", out,
+                     "--trace-dir", traces, "--plot", picture)
+    assert result.returncode == 0, result.stderr
+    text = " ".join(result.stdout.split())  # the lines are wrapped at 80 columns
+    assert "Where the time goes" in text and "timed median" in text
+    assert "amp-fp16: conv+matmul are" in text and "were they free); measured" in text
+    assert "amp-fp16: no fast float16 arithmetic on this device" in text
+    assert "fp32: input-bound: the input pipeline takes" in text and "--loader device" in text
+    printed = result.stdout.split("results written to")[0]  # the lines after it hold tmp_path
+    assert max(len(line) for line in printed.splitlines()) <= 80
+    document = json.loads(out.read_text())
+    for run in document["runs"]:
+        profile = run["profile"]
+        assert profile["steps"] == 2 and set(profile["categories"]) == set(NAMES)
+        assert len(profile["top_ops"]) == 15 and isinstance(profile["diagnosis"], list)
+        assert run["timed_steps"] == 3  # 4 steps, 1 warm-up: the profiled steps are not among them
+    comparison = document["comparison"]
+    assert comparison["amp-fp16"]["profile_speedup"]["conv"] < 0.5
+    assert comparison["fp32"]["profile_speedup"]["total"] == pytest.approx(1.0)
+    assert [item["rule"] for item in comparison["amp-fp16"]["diagnosis"]] == \
+        ["no fast float16 arithmetic on this device"]
+    assert sorted(path.name for path in traces.iterdir()) == [f"squeezenet1_1-{mode}.pt.trace.json"
+                                                              for mode in ("amp-bf16", "amp-fp16", "fp32")]
+    trace = json.loads((traces / "squeezenet1_1-fp32.pt.trace.json").read_text())
+    assert any(event.get("name") == "ampbench.data" for event in trace["traceEvents"])
+    from matplotlib import image
+    assert image.imread(str(picture)).shape[0] == 1500  # three rows of panels: the explain panels drawn
+
+
+def test_the_device_loader_is_not_input_bound(subset, tmp_path):
+    out = tmp_path / "r.json"
+    result = run_cli("-m", "squeezenet1_1", "-b", "16", "-n", "3", "--warmup", "1", "--no-progress", "--no-eval",
+                     "--explain", "--explain-steps", "2", "--data-dir", subset, "--allow-unverified", "--json", out)
+    assert result.returncode == 0, result.stderr
+    run = json.loads(out.read_text())["runs"][0]
+    assert run["profile"]["categories"]["data"]["share"] < 0.1
+    assert "input-bound" not in [item["rule"] for item in run["profile"]["diagnosis"]]
+    assert "Diagnosis" in result.stdout

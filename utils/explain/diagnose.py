@@ -1,0 +1,186 @@
+"""From profiles to reasons: how each category's time changed against fp32, the Amdahl line,
+and a ranked diagnosis from the documented rules below (README, "Why is it (not) faster?").
+
+Each finding names its evidence (measured ms and shares) and a remedy ampbench can test; the
+findings are ranked by the milliseconds per step at stake. Findings that one run's profile
+shows are kept with that run (runs[].profile.diagnosis); those that need the fp32 run are the
+comparison's (comparison[mode].diagnosis).
+"""
+from utils.explain.categories import MEMORY_BOUND, NAMES, TENSOR_CORE_WORK
+from utils.training.modes import MODES
+
+BASELINE = "fp32"
+# The rules' thresholds, as shares of a profiled step.
+INPUT_BOUND_SHARE = 0.20  # the input pipeline
+LAUNCH_BOUND_SHARE = 0.30  # CUDA: the GPU idle, waiting for the host
+MEMORY_BOUND_SHARE = 0.35  # normalisation and elementwise ops
+CAST_SHARE = 0.10  # dtype conversions
+TENSOR_CORE_MULTIPLE = 8  # FP16/BF16 tensor cores want channels, features and batch in multiples of 8
+# CPU instruction sets that make float16 / bfloat16 arithmetic faster than FP32 (/proc/cpuinfo flags)
+FAST_CPU_FLAGS = {"float16": ("avx512_fp16", "amx_fp16"), "bfloat16": ("avx512_bf16", "amx_bf16")}
+
+
+def cpu_flags():
+    """Which of FAST_CPU_FLAGS this CPU lists in /proc/cpuinfo (the evidence for "no fast
+    float16 arithmetic"); None where the file is missing."""
+    wanted = [flag for flags in FAST_CPU_FLAGS.values() for flag in flags]
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    present = set(line.split(":", 1)[1].split())
+                    return [flag for flag in wanted if flag in present]
+    except OSError:
+        pass
+    return None
+
+
+def low_precision_dtype(mode_name):
+    """"float16" or "bfloat16" for a mode that computes in it, else None."""
+    mode = MODES.get(mode_name)
+    if mode is None:
+        return None
+    return "float16" if mode.master_weights else mode.autocast
+
+
+def share(profile, categories):
+    return sum(profile["categories"][name]["share"] for name in categories)
+
+
+def ms(profile, categories):
+    return sum(profile["categories"][name]["ms"] for name in categories)
+
+
+def finding(rule, mode, at_stake_ms, evidence, remedy):
+    return {"rule": rule, "mode": mode, "at_stake_ms": at_stake_ms, "evidence": evidence, "remedy": remedy,
+            "text": f"{mode}: {rule}: {evidence}; try {remedy}."}
+
+
+def diagnose_run(run, profile, workers, cpu_count):
+    """The findings one run's profile shows by itself. `run` is its RunRecord (a dict)."""
+    found, mode, cuda = [], run["mode"], run["device"].startswith("cuda")
+    step = profile["total_ms"]
+    data_ms = profile["host_ms"].get("data", 0.0) if cuda else profile["categories"]["data"]["ms"]
+    if data_ms >= INPUT_BOUND_SHARE * step:
+        if run["loader"] == "torchvision":
+            remedy = "--loader device (the dataset on the device, augmented a whole batch at a time)"
+            if workers < cpu_count:
+                remedy += f", or more --workers than {workers}"
+        else:
+            remedy = "a larger -b, which spreads each batch's fixed cost over more images"
+        found.append(finding("input-bound", mode, data_ms,
+                             f"the input pipeline takes {data_ms:.1f} ms, {100 * data_ms / step:.0f}% of the step",
+                             remedy))
+    idle = profile.get("idle_ms") or 0.0
+    if cuda and idle >= LAUNCH_BOUND_SHARE * step:
+        found.append(finding("host-bound", mode, idle,
+                             f"the GPU waits for the host {idle:.1f} ms, {100 * idle / step:.0f}% of the step",
+                             "a larger -b, or --compile --compile-mode reduce-overhead (CUDA graphs launch the "
+                             "whole step at once)"))
+    bound = share(profile, MEMORY_BOUND)
+    if bound >= MEMORY_BOUND_SHARE:
+        remedy = "--compile, which fuses them" if run["channels_last"] else "--channels-last and --compile (fusion)"
+        found.append(finding("memory-bound", mode, ms(profile, MEMORY_BOUND),
+                             f"normalisation and elementwise ops take {ms(profile, MEMORY_BOUND):.1f} ms, "
+                             f"{100 * bound:.0f}% of the step: they move data, and lower precision speeds them "
+                             "up by 2x at most", remedy))
+    cast = profile["categories"]["cast"]
+    if cast["share"] >= CAST_SHARE:
+        found.append(finding("cast overhead", mode, cast["ms"],
+                             f"dtype conversions take {cast['ms']:.1f} ms, {100 * cast['share']:.0f}% of the step "
+                             "(autocast casts the weights at every forward and the gradients back)",
+                             "--compile, which fuses the casts into their neighbours"))
+    unaligned = profile.get("unaligned_layers") or []
+    if cuda and low_precision_dtype(mode) and unaligned:
+        shown = ", ".join(unaligned[:4]) + (f" and {len(unaligned) - 4} more" if len(unaligned) > 4 else "")
+        found.append(finding("tensor-core shapes", mode, 0.0,
+                             f"{shown} {'has' if len(unaligned) == 1 else 'have'} sizes that are not multiples of "
+                             f"{TENSOR_CORE_MULTIPLE}, which FP16/BF16 tensor cores need",
+                             f"-b a multiple of {TENSOR_CORE_MULTIPLE}; a layer's widths are the model's "
+                             "(CIFAR-10's 3-channel input and 10-class head are inherent)"))
+    return found
+
+
+def unaligned_layers(model, batch_size):
+    """Convolutions and linear layers whose channels or features, and the batch, when it is not
+    a multiple of TENSOR_CORE_MULTIPLE."""
+    from torch import nn
+
+    names = [] if batch_size % TENSOR_CORE_MULTIPLE == 0 else [f"the batch ({batch_size})"]
+    for name, module in model.named_modules():
+        if isinstance(module, nn.Conv2d):
+            sizes = (module.in_channels // module.groups, module.out_channels)
+        elif isinstance(module, nn.Linear):
+            sizes = (module.in_features, module.out_features)
+        else:
+            continue
+        if any(size % TENSOR_CORE_MULTIPLE for size in sizes):
+            names.append(f"{name} ({sizes[0]}->{sizes[1]})")
+    return names
+
+
+def profile_speedup(base, profile):
+    """Per category, how many times faster it ran than in `base` (fp32); "total" for the step.
+    Categories with no time in either are left out."""
+    speedups = {name: base[name] / profile[name] for name in NAMES if base[name] > 0 and profile[name] > 0}
+    speedups["total"] = sum(base.values()) / sum(profile.values())
+    return speedups
+
+
+def amdahl(base, profile, measured):
+    """The Amdahl line's figures: the share p of fp32's step in conv+matmul, the speedup s they
+    got in this mode, the step's speedup were everything else unchanged, 1/((1-p) + p/s), its
+    limit were they free, 1/(1-p), and the measured speedup (the timed steps')."""
+    base_total = sum(base.values())
+    work = sum(base[name] for name in TENSOR_CORE_WORK)
+    now = sum(profile[name] for name in TENSOR_CORE_WORK)
+    if not work or not now:
+        return None
+    p, s = work / base_total, work / now
+    return {"share": p, "speedup": s, "predicted": 1.0 / ((1.0 - p) + p / s),
+            "limit": 1.0 / (1.0 - p) if p < 1 else None, "measured": measured}
+
+
+def times(value):
+    """"1.87x", or two significant digits below 0.1 ("0.0089x", where "0.01x" would hide it)."""
+    return f"{value:.2f}x" if value >= 0.1 else f"{value:.2g}x"
+
+
+def amdahl_line(mode, figures):
+    limit = times(figures["limit"]) if figures["limit"] else "unbounded"
+    return (f"{mode}: conv+matmul are {100 * figures['share']:.0f}% of the fp32 step and ran "
+            f"{times(figures['speedup'])} as fast; with the rest unchanged the step would be "
+            f"{times(figures['predicted'])} as fast ({limit} were they free); measured "
+            + (f"{times(figures['measured'])}." if figures["measured"] is not None else "-."))
+
+
+def diagnose_comparison(mode, base, profile, device_type, cpu_flags, speedup, tf32_speedup):
+    """The findings that need the fp32 profile `base` ({category: ms}) beside this mode's:
+    `speedup` is this mode's measured one, `tf32_speedup` the tf32 mode's, if it ran."""
+    found, dtype = [], low_precision_dtype(mode)
+    work_base = sum(base[name] for name in TENSOR_CORE_WORK)
+    work = sum(profile[name] for name in TENSOR_CORE_WORK)
+    if dtype and work_base and work > work_base:
+        evidence = (f"conv+matmul take {work / work_base:.1f}x as long as in fp32 ({work:.1f} vs {work_base:.1f} ms "
+                    "per step)")
+        if device_type == "cpu":
+            wanted = FAST_CPU_FLAGS[dtype]
+            if cpu_flags is not None and not set(wanted) & set(cpu_flags):
+                evidence += f", and this CPU has neither {' nor '.join(wanted)}"
+            remedy = (f"running it on a GPU (-p); on a CPU, {dtype} pays off only with {' or '.join(wanted)}, "
+                      "so keep fp32 here")
+        else:
+            remedy = f"fp32 or tf32 on this GPU, or a GPU with {dtype} tensor cores"
+        found.append(finding(f"no fast {dtype} arithmetic on this device", mode, work - work_base, evidence, remedy))
+    if dtype and tf32_speedup is not None and speedup is not None:
+        found.append(finding("TF32 already uses tensor cores", mode, 0.0,
+                             f"tf32 is already {tf32_speedup:.2f}x faster than fp32, so {mode} gains "
+                             f"{speedup / tf32_speedup:.2f}x over it",
+                             "reading the speedup over tf32: most FP32 code on Ampere and newer GPUs runs "
+                             "convolutions in TF32 by default"))
+    return found
+
+
+def ranked(findings):
+    """Largest stake first; equal stakes in the order found."""
+    return sorted(findings, key=lambda found: -found["at_stake_ms"])

@@ -1,0 +1,168 @@
+"""Profile a few training steps of a mode, after its timed steps, and attribute their time
+to categories (utils/explain/categories.py).
+
+The profiled steps are the timed loop's training step (utils/training/step.py), run under
+torch.profiler with the input pipeline and the loss scaler labelled; they come after the
+timed steps and the evaluation, so they change neither the step statistics nor the accuracy.
+torch.profiler's first profiled step is a warm-up that is left out. On the CPU each
+category holds the ops' own (self) time on the training thread; on CUDA the GPU time of the
+kernels each op launched, and "idle" the rest of the step: the GPU waiting for the host.
+"""
+import collections
+import os
+import time
+
+import torch
+from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+from utils.errors import WriteFailed
+from utils.explain.categories import NAMES, PYTHON, STEP_MARK, category_of
+from utils.training.loop import MicroBatches, synchronize
+from utils.training.step import train_step
+
+DATA_LABEL = "ampbench.data"
+SCALER_LABEL = "ampbench.scaler"
+TOP_OPS = 15
+
+
+class LabelledLoader:
+    """The trainer's loader, each batch drawn inside a profiler label."""
+
+    def __init__(self, loader):
+        self.loader = loader
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        with record_function(DATA_LABEL):
+            return next(self.loader)
+
+
+class LabelledScaler:
+    """The trainer's loss scaler, each call inside a profiler label (GradScaler.step calls the
+    optimizer's step, which keeps its own label inside this one)."""
+
+    def __init__(self, scaler):
+        self.scaler = scaler
+
+    def is_enabled(self):
+        return self.scaler.is_enabled()
+
+    def scale(self, loss):
+        with record_function(SCALER_LABEL):
+            return self.scaler.scale(loss)
+
+    def unscale_(self, optimizer):
+        with record_function(SCALER_LABEL):
+            return self.scaler.unscale_(optimizer)
+
+    def step(self, optimizer):
+        with record_function(SCALER_LABEL):
+            return self.scaler.step(optimizer)
+
+    def update(self):
+        with record_function(SCALER_LABEL):
+            return self.scaler.update()
+
+
+def profile_steps(trainer, config, device, steps, stop=None, trace_path=None):
+    """Run `steps` profiled training steps (plus the profiler's warm-up step) and return the
+    profile: ms per step by category, the top ops, and on CUDA the idle time; None when a stop
+    signal cut the profiling short. With `trace_path`, also write the Chrome/Perfetto trace."""
+    loader, scaler = LabelledLoader(trainer.loader), LabelledScaler(trainer.scaler)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    started = wall_ms = None
+    with profile(activities=activities, schedule=schedule(wait=0, warmup=1, active=steps, repeat=1)) as profiler:
+        for step in range(steps + 1):
+            if stop is not None and stop.requested:
+                return None
+            if step == 1:  # the warm-up step is over: time the profiled ones
+                synchronize(device)
+                started = time.perf_counter()
+            batches = MicroBatches(next(loader), loader, config.accum_steps)
+            train_step(trainer.trained, batches, trainer.criterion, trainer.optimizer, scaler, trainer.mode, device,
+                       config.clip_grad)
+            if step == steps:  # before the last profiler.step(), which stops the recording
+                synchronize(device)
+                wall_ms = 1000.0 * (time.perf_counter() - started) / steps
+            profiler.step()
+    if trace_path:
+        write_trace(profiler, trace_path)
+    return summarize(profiler.events(), steps, wall_ms, device.type == "cuda")
+
+
+def write_trace(profiler, path):
+    """torch.profiler's Chrome trace (opens in Perfetto and TensorBoard), all or nothing."""
+    tmp = f"{path}.tmp-{os.getpid()}.json"
+    try:
+        profiler.export_chrome_trace(tmp)
+        os.replace(tmp, path)
+    except OSError as error:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise WriteFailed(f"could not write the trace {path} ({error.strerror or error}).") from None
+
+
+def chain_of(event):
+    """The names of the ops enclosing `event`, from the outermost in, `event` last."""
+    names = []
+    while event is not None:
+        names.append(event.name)
+        event = event.cpu_parent
+    return names[::-1]
+
+
+def under_a_step(event):
+    while event.cpu_parent is not None:
+        event = event.cpu_parent
+    return event.name.startswith(STEP_MARK)
+
+
+def device_us(event, own):
+    """An event's device time in µs: its kernels' (own) or its whole span (a kernel's own event)."""
+    if hasattr(event, "self_device_time_total"):  # torch 2.4; before, the cuda_ names
+        return event.self_device_time_total if own else event.device_time_total
+    return event.self_cuda_time_total if own else event.cuda_time_total
+
+
+def summarize(events, steps, wall_ms, cuda):
+    """The profile of `events`, recorded over `steps` steps that took `wall_ms` each."""
+    by_category = collections.Counter()
+    host = collections.Counter()
+    ops = collections.defaultdict(lambda: [0, 0.0])  # (name, category) -> [calls, µs]
+    device_busy_us = 0.0
+    for event in events:
+        if getattr(event, "is_async", False):
+            continue
+        if event.device_type != torch.autograd.DeviceType.CPU:  # a kernel, memcpy or memset on the GPU
+            device_busy_us += device_us(event, own=False)
+            continue
+        category = category_of(chain_of(event))
+        own_us = device_us(event, own=True) if cuda else event.self_cpu_time_total
+        if under_a_step(event):
+            host[category] += event.self_cpu_time_total
+        if not cuda and not under_a_step(event):  # another thread's time is not the step's
+            continue
+        name = PYTHON if event.name.startswith(STEP_MARK) else event.name
+        ops[(name, category)][0] += 1
+        ops[(name, category)][1] += own_us
+        by_category[category] += own_us
+    if cuda:  # kernels no op claimed (e.g. launched by a library's own thread) are "other"
+        by_category["other"] += max(0.0, device_busy_us - sum(by_category.values()))
+        by_category["idle"] = max(0.0, 1000.0 * wall_ms * steps - device_busy_us)
+    per_step = {name: by_category[name] / 1000.0 / steps for name in NAMES}
+    total = sum(per_step.values())
+    top = sorted(ops.items(), key=lambda item: -item[1][1])[:TOP_OPS]
+    return {
+        "steps": steps,
+        "activities": ["cpu", "cuda"] if cuda else ["cpu"],
+        "wall_ms": wall_ms,
+        "total_ms": total,
+        "categories": {name: {"ms": per_step[name], "share": per_step[name] / total if total else 0.0}
+                       for name in NAMES},
+        "idle_ms": per_step["idle"] if cuda else None,
+        "host_ms": {name: host[name] / 1000.0 / steps for name in NAMES if host[name]},
+        "top_ops": [{"name": name, "calls": calls / steps, "self_ms": us / 1000.0 / steps, "category": category}
+                    for (name, category), (calls, us) in top],
+    }
