@@ -173,6 +173,16 @@ def build_parser():
     measure.add_argument("--trace-dir", metavar="DIR",
                          help="write each mode's profiled steps as a Chrome/Perfetto trace under DIR, to open in "
                          "ui.perfetto.dev or TensorBoard (implies --explain)")
+    measure.add_argument("--numerics", action="store_true",
+                         help="on sampled steps, compare each layer's low-precision gradients with an FP32 backward "
+                         "of the same batch (underflow, subnormals, overflow: why FP16 needs loss scaling) and "
+                         "measure where the step's memory goes")
+    measure.add_argument("--numerics-every", type=positive_int, metavar="N",
+                         help="--numerics samples every N steps and the last (default %(default)s); the samples are "
+                         "left out of the step times")
+    measure.add_argument("--max-batch", action="store_true",
+                         help="CUDA: after each mode's run, find the largest batch it trains in this GPU's memory "
+                         "(doubling, then bisection)")
     measure.add_argument("--wide", action="store_true", help="print the results as one wide table instead of "
                          "blocks that fit 80 columns")
     measure.add_argument("--no-progress", action="store_true", help="no progress bar and no progress lines")

@@ -133,11 +133,14 @@ def run_comparisons(suite, modes, flags):
     for model in plan.models:
         for layout in ("", "-cl"):
             name = f"{model}{layout}"
+            # the largest batch per mode: once, for the first model's plain layout, on a GPU
+            largest = not plan.quick and "--max-batch" in flags and model == plan.models[0] and not layout
             suite.run(name, main_py(*plan.gpu, "-m", model, *plan.stem, "-b", plan.batch, "-n", plan.steps,
                                     "--warmup", plan.warmup, "--modes", ",".join(modes), "--repeats", plan.repeats,
-                                    *(["--channels-last"] if layout else []), *extra, *data, "--no-progress",
+                                    *(["--channels-last"] if layout else []), *extra,
+                                    *(["--max-batch"] if largest else []), *data, "--no-progress",
                                     "--json", suite.out / f"{name}.json", "--plot", suite.out / f"{name}.png",
-                                    "--csv", suite.out / "all.csv"), timeout=420)
+                                    "--csv", suite.out / "all.csv"), timeout=900 if largest else 420)
 
 
 def run_compile(suite):

@@ -13,7 +13,7 @@ import models
 from utils import compat
 from utils.data import cifar10, dataset
 from utils.errors import UserError
-from utils.explain import diagnose, profiler
+from utils.explain import capacity, diagnose, numerics, profiler
 from utils.fileio import ensure_writable
 from utils.measure import envinfo, flops, memory
 from utils.measure.progress import Reporter
@@ -125,9 +125,10 @@ def run_mode(initial_model, mode, data, config, device, world=None, stop=None, s
             checkpoint.save(config.checkpoint, checkpoint.capture(trainer, config, step, stats, device),
                             trainer.model)
 
+    census = numerics.Census(mode, device, config.steps, config.numerics_every) if config.numerics else None
     reporter.phase(f"{mode.name}: training steps {start_step + 1} to {config.steps}")
     outcome = loop.run(trainer, config, device, world, start_step, earlier, stop,
-                       save if config.checkpoint else None, reporter)
+                       save if config.checkpoint else None, reporter, census)
     if config.checkpoint and outcome.diverged_at is None and outcome.completed_steps > start_step:
         save(outcome.completed_steps, outcome.stats)
     accuracy = None
@@ -143,7 +144,8 @@ def run_mode(initial_model, mode, data, config, device, world=None, stop=None, s
     if config.explain and outcome.completed_steps == config.steps and not outcome.stopped_by \
             and outcome.diverged_at is None:
         profile = explain(trainer, config, device, world, stop, repeat, reporter)
-    result = record.build(config, trainer, outcome, data, world, device, accuracy, repeat, profile)
+    result = record.build(config, trainer, outcome, data, world, device, accuracy, repeat, profile,
+                          census.result() if census is not None else None)
     return result, outcome
 
 
@@ -206,6 +208,10 @@ def benchmark(config, device, world, stop):
                 print("main.py: error: the weights became inf/NaN, so no checkpoint was written (the previous "
                       "one is kept); rerun with -s, a lower --lr or --clip-grad.", file=sys.stderr)
                 return 1
+            if config.max_batch and repeat == 0 and not result.incomplete:
+                reporter.phase(f"{mode.name}: finding the largest batch that fits (--max-batch)")
+                result = dataclasses.replace(result, max_batch=capacity.max_batch(model, mode, config, device))
+                reporter.phase(f"{mode.name}: the largest batch that fits is {result.max_batch}")
             if result.step_time_ms is not None:
                 result = dataclasses.replace(result, **flops.utilisation(
                     flops_per_step, result.step_time_ms["median"], device_name, mode, device.type == "cuda",

@@ -92,6 +92,9 @@ class RunConfig:
     explain: bool = False  # also set by --trace-dir
     explain_steps: int = 5
     trace_dir: Optional[str] = None
+    numerics: bool = False
+    numerics_every: int = 50
+    max_batch: bool = False
     # distributed
     dist_timeout: int = 600
     # checkpoints
@@ -133,6 +136,8 @@ class RunConfig:
         if self.compile and self.warmup == 0:
             raise UserError("--compile needs --warmup 1 or more: the first step compiles, and it must stay out "
                             "of the step statistics.")
+        if self.max_batch and not self.gpu:
+            raise UserError("--max-batch measures how large a batch fits in GPU memory: add -p/--gpu on a GPU node.")
         if self.checkpoint and (len(modes) > 1 or self.repeats > 1):
             raise UserError("--checkpoint works with one precision mode and no --repeats; run each mode as a job "
                             "of its own and merge the results with python -m utils.report.")

@@ -14,6 +14,7 @@ import numpy as np
 
 from utils.explain import diagnose
 from utils.explain.categories import NAMES as CATEGORIES
+from utils.training.modes import INITIAL_LOSS_SCALE, MODES
 
 BASELINE = "fp32"
 RESAMPLES = 2000
@@ -59,6 +60,21 @@ def speedup_samples(group):
     return group[0]["step_times_ms"]
 
 
+def scale_drops(run):
+    """How many times the run's loss scale fell: a dynamic GradScaler halves it at each step it
+    skips (from INITIAL_LOSS_SCALE on); a static scale never falls. None without a scaler."""
+    curve = run.get("loss_scale_curve")
+    if not curve:
+        return None
+    mode = MODES.get(run["mode"])
+    previous = INITIAL_LOSS_SCALE if mode is not None and mode.loss_scaling else curve[0]
+    drops = 0
+    for scale in curve:
+        drops += scale < previous
+        previous = scale
+    return drops
+
+
 def group_by_mode(runs):
     """Runs with timed steps, by mode in order of appearance (an interrupted run may have none)."""
     groups = {}
@@ -102,10 +118,12 @@ def mode_figures(group):
         "test_accuracy": median_of(group, "test_accuracy"),
         "learned": None if None in verdicts else all(verdicts),
         "skipped_steps": max(run["skipped_steps"] for run in group),
+        "scale_drops": max((scale_drops(run) for run in group), key=lambda drops: drops or 0),
         "final_loss_scale": group[-1]["final_loss_scale"],
         "tflops": statistics.median(tflops) if tflops else None,
         "mfu_pct": statistics.median(mfu) if mfu else None,
         "profile_ms": profile_ms(group),
+        "max_batch": max((run["max_batch"] for run in group if run.get("max_batch") is not None), default=None),
     }
 
 
@@ -130,6 +148,8 @@ def compare_modes(runs):
         both = base and row["test_accuracy"] is not None and base["test_accuracy"] is not None
         both = both and row["learned"] is not False and base["learned"] is not False
         row["accuracy_delta_vs_fp32"] = row["test_accuracy"] - base["test_accuracy"] if both else None
+        row["max_batch_ratio_vs_fp32"] = row["max_batch"] / base["max_batch"] \
+            if base and row["max_batch"] and base["max_batch"] else None
     for mode, row in figures.items():  # --explain: per category against fp32, after every speedup is known
         row["profile_speedup"] = row["amdahl"] = row["diagnosis"] = None
         if row["profile_ms"] is None or not base or base["profile_ms"] is None:

@@ -1,6 +1,7 @@
 """A picture of a comparison, four panels: every timed step per mode and repeat; the speedup
 over FP32 with its 95% interval; peak memory; test accuracy against chance. matplotlib is
 optional (only --plot needs it); the releases NGC containers ship, 3.5 and up, draw it."""
+import math
 import os
 import textwrap
 
@@ -8,9 +9,11 @@ from utils.compat import release
 from utils.errors import UserError, WriteFailed
 from utils.explain.categories import NAMES as CATEGORIES
 from utils.fileio import atomic_write
-from utils.results.compare import BASELINE, CHANCE_ACCURACY
+from utils.results.compare import BASELINE, CHANCE_ACCURACY, scale_drops
+from utils.explain.numerics import FP16_MAX, FP16_MIN_NORMAL, FP16_MIN_SUBNORMAL
+from utils.training.modes import INITIAL_LOSS_SCALE
 from utils.results.record import setup_of
-from utils.results.report import describe
+from utils.results.report import describe, first_numerics
 
 FORMATS = ("png", "pdf", "svg")
 OLDEST_MATPLOTLIB = (3, 5)
@@ -45,20 +48,32 @@ def draw(path, document):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    explained = [mode for mode, row in document["comparison"].items() if row.get("profile_ms")]
-    figure, axes = plt.subplots(3 if explained else 2, 2, figsize=(12, 12.5 if explained else 8.5))
+    comparison = document["comparison"]
+    modes = list(comparison)
+    extra = []  # (draw, arguments) of the panels after the first four, two to a row
+    explained = [mode for mode, row in comparison.items() if row.get("profile_ms")]
+    if explained:
+        extra += [(draw_time_by_category, (comparison, explained)), (draw_category_speedups, (comparison, explained))]
+    if any(run.get("loss_scale_curve") for run in document["runs"]):
+        extra.append((draw_loss_scales, (document["runs"],)))
+    censused = first_numerics(document)
+    if censused:
+        extra.append((draw_gradient_histogram, (censused,)))
+        if any(numerics.get("footprint") for numerics in censused.values()):
+            extra.append((draw_footprint, (censused,)))
+    rows = 2 + (len(extra) + 1) // 2
+    figure, axes = plt.subplots(rows, 2, figsize=(12, 4.0 * rows + 0.5))
     title = describe(setup_of(document), document["env"])
     figure.suptitle("\n".join(textwrap.wrap(title, 110)), fontsize=11)
     try:
-        comparison = document["comparison"]
-        modes = list(comparison)
         draw_step_times(axes[0][0], document, modes)
         draw_speedups(axes[0][1], comparison, modes)
         draw_memory(axes[1][0], comparison, modes)
         draw_accuracy(axes[1][1], comparison, modes)
-        if explained:
-            draw_time_by_category(axes[2][0], comparison, explained)
-            draw_category_speedups(axes[2][1], comparison, explained)
+        for index, (draw_panel, arguments) in enumerate(extra):
+            draw_panel(axes[2 + index // 2][index % 2], *arguments)
+        if len(extra) % 2:
+            axes[-1][1].set_visible(False)
         for axis in axes.flat:
             axis.tick_params(axis="x", labelrotation=20)
         figure.tight_layout()
@@ -202,3 +217,75 @@ def draw_category_speedups(axis, comparison, modes):
     axis.set_xlabel("times as fast as in fp32 (log scale)")
     axis.set_title("speed of each category against fp32 (--explain)", fontsize=10)
     axis.legend(fontsize=8)
+
+
+def draw_loss_scales(axis, runs):
+    """The loss scale after every step of each scaled run (log 2 scale), a cross at each drop:
+    a dynamic scaler halves the scale at each step it skips."""
+    shown = [run for run in runs if run.get("loss_scale_curve")]
+    for index, run in enumerate(shown):
+        curve = run["loss_scale_curve"]
+        label = run["mode"] + (f" (repeat {run['repeat']})" if any(other["repeat"] for other in shown) else "")
+        colour = REPEAT_COLOURS[index % len(REPEAT_COLOURS)]
+        steps = range(1, len(curve) + 1)
+        drops = scale_drops(run)
+        axis.step(steps, curve, where="post", color=colour,
+                  label=f"{label}: {drops} drop{'' if drops == 1 else 's'}, {run['skipped_steps']} skipped")
+        fell = [step for step, scale, previous in zip(steps, curve, [INITIAL_LOSS_SCALE] + curve) if scale < previous]
+        axis.scatter(fell, [curve[step - 1] for step in fell], marker="x", color=colour, zorder=3)
+    axis.set_yscale("log", base=2)
+    axis.set_xlabel("step")
+    axis.set_ylabel("loss scale")
+    axis.set_title("loss scale after each step (x: a drop, the scaler skipped that step)", fontsize=10)
+    axis.legend(fontsize=8)
+
+
+def draw_gradient_histogram(axis, censused):
+    """--numerics: the FP32 activation gradients' log2 histogram (Micikevicius et al. 2018,
+    Figure 3), and the same values times each float16 mode's loss scale, against float16's
+    range: left of its smallest subnormal a value flushes to zero, right of 65504 it overflows."""
+    histogram = next(iter(censused.values()))["histogram"]  # the first mode's FP32 reference
+    low, counts = histogram["log2_low"], histogram["counts"]
+    total = sum(counts) + histogram["zeros"]
+    exponents = [low + index for index in range(len(counts))]
+    shares = [100.0 * count / total for count in counts]
+    axis.bar(exponents, shares, width=1.0, align="edge", color="#7f7f7f", alpha=0.6, label="FP32 gradients")
+    scales = sorted({numerics["passes"]["scaled"]["scale"] for numerics in censused.values()
+                     if "scaled" in numerics["passes"]})
+    for index, scale in enumerate(scales):
+        shift = math.log2(scale)
+        axis.step([exponent + shift for exponent in exponents] + [exponents[-1] + shift + 1], shares + [shares[-1]],
+                  where="post", color=REPEAT_COLOURS[index % len(REPEAT_COLOURS)], label=f"x loss scale {scale:g}")
+    for value, text in ((FP16_MIN_SUBNORMAL, "fp16 smallest subnormal"), (FP16_MIN_NORMAL, "smallest normal"),
+                        (FP16_MAX, "largest")):
+        axis.axvline(math.log2(value), color="#d62728", linestyle="--", linewidth=0.9)
+        axis.text(math.log2(value), axis.get_ylim()[1] * 0.97, f" {text}", rotation=90, va="top", fontsize=7,
+                  color="#d62728")
+    occupied = [exponent for exponent, count in zip(exponents, counts) if count]
+    if occupied:
+        axis.set_xlim(min(occupied[0], -26) - 2, max(occupied[-1] + (math.log2(scales[-1]) if scales else 0), 17) + 3)
+    axis.set_xlabel("log2 |activation gradient|")
+    axis.set_ylabel("% of values")
+    axis.set_title(f"FP32 activation gradients and float16's range (--numerics; "
+                   f"{100.0 * histogram['zeros'] / total:.0f}% are 0)", fontsize=10)
+    axis.legend(fontsize=8, loc="upper left")
+
+
+def draw_footprint(axis, censused):
+    """--numerics: one step's memory per mode, stacked: parameters, gradients, optimizer
+    state, saved activations, autocast's weight copies."""
+    parts = [("parameters", "parameters_bytes", "#1f77b4"), ("gradients", "gradients_bytes", "#ff7f0e"),
+             ("optimizer", "optimizer_bytes", "#2ca02c"), ("activations", "activations_bytes", "#d62728"),
+             ("weight copies", "weight_copies_bytes", "#9467bd")]
+    modes = [mode for mode, numerics in censused.items() if numerics.get("footprint")]
+    bottoms = [0.0] * len(modes)
+    for label, key, colour in parts:
+        values = [censused[mode]["footprint"][key] / 2 ** 20 for mode in modes]
+        axis.bar(modes, values, bottom=bottoms, color=colour, label=label, width=0.6)
+        bottoms = [bottom + value for bottom, value in zip(bottoms, values)]
+    for x, total in enumerate(bottoms):
+        axis.text(x, total, f"{total:.0f} MiB", ha="center", va="bottom")
+    axis.set_ylabel("MiB")
+    axis.set_ylim(0, max(bottoms) * 1.15)
+    axis.set_title("where one step's memory goes (--numerics)", fontsize=10)
+    axis.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))

@@ -92,7 +92,8 @@ BLOCKS = [
      ("test acc", lambda row: fmt(row["test_accuracy"], ".2f", 100, "%")),
      ("acc diff", lambda row: fmt(row["accuracy_delta_vs_fp32"], "+.2f", 100, " pt")),
      ("skipped", lambda row: str(row["skipped_steps"])),
-     ("loss scale", lambda row: fmt(row["final_loss_scale"], "g"))],
+     ("loss scale", lambda row: fmt(row["final_loss_scale"], "g")),
+     ("scale drops", lambda row: fmt(row.get("scale_drops"), ".0f"))],
 ]
 
 
@@ -169,6 +170,72 @@ def explanation(document, wide=False):
     return lines
 
 
+def first_numerics(document):
+    """{mode: the numerics of its first run that has them}, in the comparison's order."""
+    found = {}
+    for run in document["runs"]:
+        if run.get("numerics") and run["mode"] not in found:
+            found[run["mode"]] = run["numerics"]
+    return {mode: found[mode] for mode in document["comparison"] if mode in found}
+
+
+def percent(share):
+    return f"{100 * share:.2g}%" if 0 < share < 0.001 else f"{100 * share:.1f}%"
+
+
+def census_line(mode, numerics):
+    """One sentence per mode: what the gradient census found."""
+    passes, dtype = numerics["passes"], numerics["dtype"]
+    plain = passes["unscaled"]
+    if dtype == "float32":
+        return f"{mode}: FP32 is the reference: nothing flushes (flushed {percent(plain['flushed_share'])})."
+    worst = f" ({plain['worst_layer']} worst, {percent(plain['worst_flushed_share'])})" \
+        if plain["worst_flushed_share"] else ""
+    if dtype == "bfloat16":
+        return (f"{mode}: bfloat16 has FP32's range: {percent(plain['flushed_share'])} of activation-gradient values "
+                f"flush to zero{worst}; the price of its 8-bit significand (float16 has 11) is precision: its "
+                f"gradients differ from FP32's by {percent(plain['relative_error'] or 0)} (relative L2, the forward's "
+                "rounding included).")
+    line = (f"{mode}: without loss scaling {percent(plain['flushed_share'])} of activation-gradient values flush to "
+            f"zero in float16{worst} and {percent(plain['subnormal_share'])} are subnormal (below 2^-14)")
+    scaled = passes.get("scaled")
+    if scaled:
+        line += (f"; with the scale at {scaled['scale']:g}: {percent(scaled['flushed_share'])} flush, "
+                 f"{percent(scaled['subnormal_share'])} subnormal, {percent(scaled['overflow_share'])} overflow")
+    top = numerics["activation_max"]
+    return line + (f". Largest activation {top['value']:.4g} ({top['layer']}), {percent(top['share_of_fp16_max'])} of "
+                   "float16's 65504.")
+
+
+MEMORY_COLUMNS = [("params", "parameters_bytes"), ("grads", "gradients_bytes"), ("optimizer", "optimizer_bytes"),
+                  ("activations", "activations_bytes"), ("weight copies", "weight_copies_bytes"),
+                  ("CUDA allocated", "cuda_peak_allocated_bytes"), ("CUDA reserved", "cuda_peak_reserved_bytes")]
+
+
+def numerics_block(document, wide=False):
+    """--numerics: the census sentences, then where one step's memory goes per mode."""
+    found = first_numerics(document)
+    if not found:
+        return []
+    steps = sorted({step for numerics in found.values() for step in numerics["sampled_steps"]})
+    lines = [f"Gradient census (--numerics; sampled at step {', '.join(map(str, steps))}): each layer's output "
+             "gradient against an FP32 backward of the same batch"]
+    lines += [census_line(mode, numerics) for mode, numerics in found.items()]
+    footprints = {mode: numerics["footprint"] for mode, numerics in found.items() if numerics.get("footprint")}
+    if footprints:
+        modes = list(footprints)
+        columns = [(header, [human_bytes(footprints[mode][key]) for mode in modes]) for header, key in MEMORY_COLUMNS
+                   if any(footprints[mode].get(key) is not None for mode in modes)]
+        base = footprints.get(BASELINE)
+        if base and base["activations_bytes"]:
+            columns.insert(4, ("act. ratio", [f"{footprints[mode]['activations_bytes'] / base['activations_bytes']:.2f}"
+                                              for mode in modes]))
+        lines.append("Where the memory of a step goes (activations: what autograd saves for backward; weight "
+                     "copies: autocast's low-precision casts of the weights, saved too)")
+        lines.append("\n\n".join(fit_tables("mode", modes, columns, wide)))
+    return lines
+
+
 def notes(document):
     """The lines under the table: what the marks mean and what cannot be compared."""
     comparison, lines = document["comparison"], []
@@ -190,6 +257,12 @@ def notes(document):
         steps = document["runs"][0]["steps"]
         lines.append(f"acc diff: from {runs} run{'s' if runs > 1 else ''} of {steps} steps per mode, indicative "
                      "only: differences of a point or two are within run-to-run noise.")
+    largest = {mode: row for mode, row in comparison.items() if row.get("max_batch") is not None}
+    if largest:
+        lines.append("Largest batch in this GPU's memory (--max-batch): " + ", ".join(
+            f"{mode} {row['max_batch']}" + (f" ({row['max_batch_ratio_vs_fp32']:.2f}x fp32's)"
+                                            if row.get("max_batch_ratio_vs_fp32") and mode != BASELINE else "")
+            for mode, row in largest.items()) + ".")
     found = {run["mfu_note"] for run in document["runs"] if run.get("mfu_note")}
     if found:
         lines.append("MFU not shown: " + "; ".join(sorted(found)) + ".")
@@ -202,7 +275,7 @@ def summary(document, wide=False):
     """The text printed at the end of a run: setup line, the table, then its notes; without
     `wide`, every line within TABLE_WIDTH characters."""
     header, notes_ = describe(setup_of(document), document["env"]), notes(document)
-    explained = explanation(document, wide)
+    explained = explanation(document, wide) + numerics_block(document, wide)
     if not wide:
         if len(header) > TABLE_WIDTH:  # the device and torch on a line of their own
             header = "\n".join(textwrap.fill(part, TABLE_WIDTH, break_on_hyphens=False)

@@ -84,10 +84,11 @@ def synchronize(device):
 
 
 def run(trainer, config, device, world, start_step=0, earlier=None, stop=None,
-        save: Optional[Callable[[int, Statistics], None]] = None, reporter=None):
+        save: Optional[Callable[[int, Statistics], None]] = None, reporter=None, census=None):
     """Train from `start_step` to config.steps. `stop` (a StopRequest) ends the run early after
     the current step; `save(step, stats)` is called every --checkpoint-every steps; `reporter`
-    (a progress.Reporter) shows the progress."""
+    (a progress.Reporter) shows the progress; `census` (--numerics) examines the steps it
+    wants, after them and outside their timing, on their first micro-batch."""
     earlier = earlier or Statistics()
     policy = nonfinite_policy(trainer.mode, config.on_nan)
     timer = StepTimer(device)
@@ -113,6 +114,7 @@ def run(trainer, config, device, world, start_step=0, earlier=None, stop=None,
         timer.batch_ready()
         if first_batch is None:  # a device-side copy now, hashed after the timed loop
             first_batch = (batches.first[0].clone(), batches.first[1].clone())
+        sample = batches.first if census is not None and census.wants(step + 1) else None
         optimizer_steps = trainer.counter.count
         lrs.append(trainer.optimizer.param_groups[0]["lr"])  # a host float: no sync
         loss = train_step(trainer.trained, batches, trainer.criterion, trainer.optimizer, trainer.scaler,
@@ -130,6 +132,10 @@ def run(trainer, config, device, world, start_step=0, earlier=None, stop=None,
         progress.update(loss)
         if policy == "stop":
             agreement.note_loss(loss)
+        if sample is not None:  # a pause, like a checkpoint's: the next start_step() leaves it out
+            timer.close()
+            census.take(trainer, sample[0], sample[1], step)
+            sample = None
         if save and config.checkpoint_every and step % config.checkpoint_every == 0 and step < config.steps:
             timer.close()
             save(step, statistics(earlier, timer, losses, lrs, scales, started, config.warmup, device, world))

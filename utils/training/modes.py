@@ -51,6 +51,7 @@ MODES = {
                         master_weights=True),
 }
 DEFAULT_COMPARE = ("fp32", "amp-fp16")
+INITIAL_LOSS_SCALE = 2.0 ** 16  # where GradScaler's dynamic scale starts (its default, named here)
 
 
 def parse_modes(text):

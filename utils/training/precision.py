@@ -12,7 +12,7 @@ from torch import nn
 
 from utils import compat
 from utils.errors import UserError
-from utils.training.modes import MODES, mode_from_flags  # noqa: F401 (looked up here by training code and tests)
+from utils.training.modes import INITIAL_LOSS_SCALE, MODES, mode_from_flags  # noqa: F401 (MODES: looked up here)
 
 
 def check_supported(mode, device):
@@ -90,8 +90,8 @@ def grad_scaler(device, enabled):
     """torch.amp.GradScaler for this device (torch 2.3); before, the CUDA-only one
     (check_supported has refused loss scaling on the CPU there)."""
     if compat.has_device_grad_scaler():
-        return torch.amp.GradScaler(device.type, enabled=enabled)
-    return torch.cuda.amp.GradScaler(enabled=enabled)
+        return torch.amp.GradScaler(device.type, init_scale=INITIAL_LOSS_SCALE, enabled=enabled)
+    return torch.cuda.amp.GradScaler(init_scale=INITIAL_LOSS_SCALE, enabled=enabled)
 
 
 def cast_inputs_to_half(module, inputs):

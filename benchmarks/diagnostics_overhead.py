@@ -1,11 +1,13 @@
-"""Does --explain change the timed steps? It should not: its profiled steps come after them.
-Times, in one process and interleaved, the same mode run by utils.app.run_mode (the code
-main.py runs) without and with --explain, and prints the median step time of each, their
-ratio with its 95% bootstrap interval over the rounds, and whether they agree within noise
-(the interval holds 1.0).
+"""Do --explain and --numerics change the timed steps? They should not: --explain profiles
+steps after the timed ones, and --numerics examines sampled steps in pauses left out of the
+step times. Times, in one process and interleaved, the same mode run by utils.app.run_mode
+(the code main.py runs) without and with the flag, and prints the median step time of each,
+their ratio with its 95% bootstrap interval over the rounds, and whether they agree within
+noise (the interval holds 1.0).
 
-    python benchmarks/explain_overhead.py                  # CPU, resnet18 (ImageNet stem), batch 32, fp32
-    python benchmarks/explain_overhead.py -p --mode amp-fp16 --model resnet50 -b 256
+    python benchmarks/diagnostics_overhead.py                      # --explain; CPU, resnet18 (ImageNet stem), batch 32, fp32
+    python benchmarks/diagnostics_overhead.py --flag numerics --numerics-every 4
+    python benchmarks/diagnostics_overhead.py -p --mode amp-fp16 --model resnet50 -b 256
 """
 import argparse
 import os
@@ -25,6 +27,8 @@ def main():
     parser.add_argument("--steps", type=int, default=12, help="steps per run, warm-up included")
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=5, help="runs of each kind, alternating which goes first")
+    parser.add_argument("--flag", choices=["explain", "numerics"], default="explain")
+    parser.add_argument("--numerics-every", type=int, default=50)
     options = parser.parse_args()
 
     import torch
@@ -45,23 +49,25 @@ def main():
     data = synthetic(device, seed=0)
     plain = RunConfig.build(model=options.model, stem=options.stem, steps=options.steps, warmup=options.warmup,
                             batch_size=options.batch_size, no_progress=True, no_eval=True)
-    explained = RunConfig.build(**dict(plain.to_dict(), explain=True))
+    flagged = RunConfig.build(**dict(plain.to_dict(), **{options.flag: True},
+                                     numerics_every=options.numerics_every))
     medians = {"without": [], "with": []}
     for round_ in range(options.rounds):
         for kind in ("without", "with") if round_ % 2 == 0 else ("with", "without"):
-            result, _ = run_mode(model, mode, data, explained if kind == "with" else plain, device)
-            assert (result.profile is not None) == (kind == "with")
+            result, _ = run_mode(model, mode, data, flagged if kind == "with" else plain, device)
+            assert (getattr(result, "profile" if options.flag == "explain" else "numerics") is not None) == \
+                (kind == "with")
             medians[kind].append(result.step_time_ms["median"])
     name = torch.cuda.get_device_name() if options.gpu else "CPU"
     print(f"{options.model} (stem {options.stem}), batch {options.batch_size}, {mode.name}, {name}, "
           f"{options.rounds} rounds x {options.steps - options.warmup} timed steps")
     for kind, values in medians.items():
-        print(f"{kind:>7} --explain: median step {statistics.median(values):.2f} ms "
+        print(f"{kind:>7} --{options.flag}: median step {statistics.median(values):.2f} ms "
               f"(rounds: {', '.join(f'{value:.1f}' for value in values)})")
     ratio = statistics.median(medians["with"]) / statistics.median(medians["without"])
     low, high = bootstrap_ratio(medians["with"], medians["without"])
     verdict = "agree within noise" if low <= 1.0 <= high else "DIFFER"
-    print(f"step time ratio with/without --explain: {ratio:.3f} [95% CI {low:.3f}, {high:.3f}]: {verdict}")
+    print(f"step time ratio with/without --{options.flag}: {ratio:.3f} [95% CI {low:.3f}, {high:.3f}]: {verdict}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,75 @@
+"""--max-batch (CUDA): the largest batch each precision mode trains in this GPU's memory, so
+that the report can say how much larger a batch mixed precision fits.
+
+Each try trains two steps (the second holds the optimizer's state) of a fresh copy of the
+model on random images of that batch; out of memory is caught and the allocator's cache
+emptied before the next try. The batch doubles from --batch-size until a try fails, then
+bisection finds the largest that fits.
+"""
+import copy
+import gc
+
+import torch
+from torch import nn
+
+from utils.measure import memory
+from utils.training import precision
+from utils.training.loop import MicroBatches
+from utils.training.step import make_optimizer, train_step
+
+LARGEST_TRY = 1 << 20  # a million images a step: beyond any GPU today
+
+
+def largest_batch(fits, start, limit=LARGEST_TRY):
+    """The largest batch for which fits(batch) holds, assuming every smaller one fits: doubling
+    from `start`, then bisection; 0 when even `start` does not fit."""
+    good, bad, batch = 0, None, start
+    while batch <= limit:
+        if not fits(batch):
+            bad = batch
+            break
+        good, batch = batch, batch * 2
+    if bad is None:
+        return good
+    low = good if good else 0
+    while bad - low > 1:
+        middle = (low + bad) // 2
+        if fits(middle):
+            low = middle
+        else:
+            bad = middle
+    return low
+
+
+def fits_on_gpu(initial_model, mode, config, device):
+    """fits(batch) for largest_batch: two training steps of a fresh copy in `mode`."""
+    def attempt(batch):
+        model = copy.deepcopy(initial_model).to(device)
+        params, scaler = precision.prepare(model, mode, device, config.loss_scale)
+        optimizer = make_optimizer(params, 0.01, config.momentum, config.weight_decay, config.nesterov)
+        images = torch.randn(batch, 3, 32, 32, device=device)
+        labels = torch.randint(0, 10, (batch,), device=device)
+        batches = iter(lambda: (images, labels), None)
+        for _ in range(2):
+            train_step(model, MicroBatches(next(batches), batches, 1), nn.CrossEntropyLoss(), optimizer, scaler,
+                       mode, device)
+        torch.cuda.synchronize(device)
+
+    def fits(batch):
+        try:
+            attempt(batch)
+            fitted = True
+        except (RuntimeError, MemoryError) as error:
+            if not memory.is_out_of_memory(error):
+                raise
+            fitted = False
+        gc.collect()  # the attempt's tensors are unreachable once it has returned
+        torch.cuda.empty_cache()
+        return fitted
+    return fits
+
+
+def max_batch(initial_model, mode, config, device):
+    """The largest batch `mode` trains on `device` (CUDA)."""
+    precision.set_tf32(mode.tf32)
+    return largest_batch(fits_on_gpu(initial_model, mode, config, device), config.batch_size)

@@ -1,0 +1,192 @@
+"""--numerics: why FP16 needs loss scaling, measured on this model (Micikevicius et al., "Mixed
+Precision Training", ICLR 2018, Figure 3), and where the memory of a step goes.
+
+On sampled steps (every --numerics-every steps and the last; paused out of the step timing),
+on that step's batch and weights, the census runs backward passes without updating anything:
+an FP32 reference (autocast off), the mode's own low-precision one without a loss scale, and
+for float16 one with the scale (the scaler's, or GradScaler's initial 65536 for the mode
+without a scaler). A hook on every leaf layer's output compares its gradient with the
+reference: the share of elements that are zero in low precision but not in FP32 and small enough
+to underflow (flushed to zero: below the dtype's smallest normal number once scaled; a ReLU that
+cuts differently in low precision is not underflow), in FP16's subnormal range, or not finite
+(overflowed), and the relative error. The
+reference gradients' log2 histogram is the figure's, with FP16's limits drawn. Batch-norm
+statistics and the random state are restored after each pass, so training continues as if the
+census had not run. The first sample also measures the step's memory (footprint).
+"""
+import collections
+import math
+
+import torch
+
+from utils.explain.footprint import Footprint
+from utils.training.modes import INITIAL_LOSS_SCALE
+
+FP16_MAX = 65504.0
+FP16_MIN_NORMAL = 2.0 ** -14
+FP16_MIN_SUBNORMAL = 2.0 ** -24
+LOG2_LOW, LOG2_HIGH = -80, 24  # the histogram's bins: [e, e+1) for e in this range, the ends open
+DEFAULT_EVERY = 50
+
+
+def census_dtype(mode):
+    """The dtype a mode's census examines, or None for a mode it cannot examine (fp16-master
+    holds FP16 weights, so it has no FP32 reference to compare with)."""
+    if mode.master_weights:
+        return None
+    return mode.autocast or "float32"
+
+
+class Census:
+    """The gradient census of one run: `wants(step)` says which steps it samples; `take`
+    examines one; `result()` is runs[].numerics."""
+
+    def __init__(self, mode, device, steps, every):
+        self.mode, self.device, self.steps, self.every = mode, device, steps, every
+        self.dtype = census_dtype(mode)
+        self.samples = []
+        self.passes = {}  # name -> {"scale", "counts": {layer: [elements, flushed, subnormal, overflow]}, "error"}
+        self.histogram = torch.zeros(LOG2_HIGH - LOG2_LOW, dtype=torch.long)
+        self.zeros = 0
+        self.activation_max = (0.0, None)
+        self.footprint = None
+
+    def wants(self, step):
+        return self.dtype is not None and (step % self.every == 0 or step == self.steps)
+
+    def take(self, trainer, images, labels, step):
+        model, criterion = trainer.model, trainer.criterion
+        saved = snapshot(model, self.device)
+        reference = {}
+        backward(model, criterion, images, labels, None, 1.0, saved, self.device,
+                 on_gradient=lambda name, grad: reference.__setitem__(name, grad.float().clone()))  # autograd reuses it
+        for grad in reference.values():
+            self.count_exponents(grad)
+        scaled = None
+        if self.dtype == "float16":
+            scaled = trainer.scaler.get_scale() if self.mode.loss_scaling else INITIAL_LOSS_SCALE
+        passes = [("unscaled", 1.0)] + ([("scaled", scaled)] if scaled else [])
+        for index, (name, scale) in enumerate(passes):
+            entry = self.passes.setdefault(name, {"scale": scale, "counts": {}, "error": [0.0, 0.0]})
+            entry["scale"] = scale
+            footprint = Footprint(model, trainer.optimizer, self.device) if self.footprint is None and index == 0 \
+                else None
+
+            def compare(layer, grad, entry=entry, scale=scale):
+                self.compare(entry, layer, grad, reference.get(layer), scale)
+
+            backward(model, criterion, images, labels, self.mode.autocast_dtype, scale, saved, self.device,
+                     on_gradient=compare, on_activation=self.note_activation, footprint=footprint)
+            if footprint is not None:
+                self.footprint = footprint.result()
+        self.samples.append(step)
+
+    def count_exponents(self, grad):
+        values = grad.abs().flatten()
+        nonzero = values[values > 0]
+        self.zeros += int(values.numel() - nonzero.numel())
+        exponents = torch.floor(torch.log2(nonzero)).clamp(LOG2_LOW, LOG2_HIGH - 1).long() - LOG2_LOW
+        self.histogram += torch.bincount(exponents, minlength=LOG2_HIGH - LOG2_LOW).cpu()
+
+    def compare(self, entry, layer, grad, reference, scale):
+        if reference is None or reference.shape != grad.shape:
+            return
+        counts = entry["counts"].setdefault(layer, [0, 0, 0, 0])
+        magnitude = grad.abs()
+        underflows = (reference * scale).abs() < torch.finfo(grad.dtype).tiny  # below the dtype's normal range
+        counts[0] += grad.numel()
+        counts[1] += int(((grad == 0) & (reference != 0) & underflows).sum())
+        counts[2] += int(((magnitude > 0) & (magnitude < FP16_MIN_NORMAL)).sum()) if grad.dtype == torch.float16 else 0
+        counts[3] += int((~torch.isfinite(grad)).sum())
+        finite = torch.isfinite(grad)
+        difference = torch.where(finite, grad.float() / scale - reference, torch.zeros_like(reference))
+        entry["error"][0] += float(difference.pow(2).sum())
+        entry["error"][1] += float(reference.pow(2).sum())
+
+    def note_activation(self, layer, value):
+        if value > self.activation_max[0]:
+            self.activation_max = (value, layer)
+
+    def result(self):
+        """runs[].numerics: what the samples found, per pass and per layer, and the histogram."""
+        if not self.samples:
+            return None
+        passes = {}
+        for name, entry in self.passes.items():
+            totals = [sum(counts[i] for counts in entry["counts"].values()) for i in range(4)]
+            layers = {layer: {"elements": counts[0], "flushed_share": counts[1] / counts[0],
+                              "subnormal_share": counts[2] / counts[0], "overflow_share": counts[3] / counts[0]}
+                      for layer, counts in entry["counts"].items() if counts[0]}
+            worst = max(layers, key=lambda layer: layers[layer]["flushed_share"]) if layers else None
+            passes[name] = {
+                "scale": entry["scale"], "elements": totals[0],
+                "flushed_share": totals[1] / totals[0] if totals[0] else 0.0,
+                "subnormal_share": totals[2] / totals[0] if totals[0] else 0.0,
+                "overflow_share": totals[3] / totals[0] if totals[0] else 0.0,
+                "relative_error": math.sqrt(entry["error"][0] / entry["error"][1]) if entry["error"][1] else None,
+                "worst_layer": worst, "worst_flushed_share": layers[worst]["flushed_share"] if worst else None,
+                "layers": layers}
+        value, layer = self.activation_max
+        return {"dtype": self.dtype, "sampled_steps": self.samples, "passes": passes,
+                "activation_max": {"value": value, "layer": layer, "share_of_fp16_max": value / FP16_MAX},
+                "histogram": {"log2_low": LOG2_LOW, "counts": self.histogram.tolist(), "zeros": self.zeros},
+                "footprint": self.footprint}
+
+
+def leaf_layers(model):
+    return [(name, module) for name, module in model.named_modules() if name and not list(module.children())]
+
+
+def snapshot(model, device):
+    """The buffers (batch-norm statistics) and random state that a forward pass changes."""
+    cuda = device.type == "cuda"
+    return ({name: buffer.detach().clone() for name, buffer in model.named_buffers()}, torch.get_rng_state(),
+            torch.cuda.get_rng_state(device) if cuda else None)
+
+
+def restore(model, saved, device):
+    buffers, cpu_state, cuda_state = saved
+    with torch.no_grad():
+        for name, buffer in model.named_buffers():
+            buffer.copy_(buffers[name])
+    torch.set_rng_state(cpu_state)
+    if cuda_state is not None:
+        torch.cuda.set_rng_state(cuda_state, device)
+
+
+def backward(model, criterion, images, labels, dtype, scale, saved, device, on_gradient, on_activation=None,
+             footprint=None):
+    """One forward and backward of `images` under autocast to `dtype` (None: off), of the loss
+    times `scale`, with `on_gradient(layer, gradient)` called for each leaf layer's output
+    gradient; the weights' gradients are dropped and the buffers and random state restored."""
+    restore(model, saved, device)
+    handles, calls = [], collections.Counter()
+
+    def watch(name):
+        def hook(module, inputs, output):
+            if isinstance(output, torch.Tensor) and output.requires_grad:
+                calls[name] += 1  # a module used twice (ResNet's ReLU) has two outputs
+                key = name if calls[name] == 1 else f"{name}#{calls[name]}"
+                if on_activation is not None and output.is_floating_point():
+                    on_activation(key, float(output.detach().abs().max()))
+                output.register_hook(lambda grad: on_gradient(key, grad.detach()))
+        return hook
+
+    for name, module in leaf_layers(model):
+        handles.append(module.register_forward_hook(watch(name)))
+    try:
+        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+            if footprint is not None:
+                with footprint.saving():
+                    loss = criterion(model(images).float(), labels)
+            else:
+                loss = criterion(model(images).float(), labels)
+        (loss * scale).backward()
+        if footprint is not None:
+            footprint.note_gradients()
+    finally:
+        for handle in handles:
+            handle.remove()
+        for param in model.parameters():
+            param.grad = None
+        restore(model, saved, device)
