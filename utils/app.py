@@ -145,7 +145,8 @@ def run_mode(initial_model, mode, data, config, device, world=None, stop=None, s
             and outcome.diverged_at is None:
         profile = explain(trainer, config, device, world, stop, repeat, reporter)
     result = record.build(config, trainer, outcome, data, world, device, accuracy, repeat, profile,
-                          census.result() if census is not None else None)
+                          census.result() if census is not None else None,
+                          census.footprint if census is not None else None)
     return result, outcome
 
 

@@ -50,7 +50,7 @@ def census_of(mode, model_name="squeezenet1_1", stem="cifar", criterion=None, tr
     after = trainer.model.state_dict()
     assert all(torch.equal(before[name], after[name]) for name in before)  # batch-norm statistics restored
     assert all(param.grad is None for param in trainer.model.parameters())
-    return census.result()
+    return dict(census.result(), memory=census.footprint)
 
 
 def test_tiny_gradients_flush_to_zero_without_a_scale_and_not_with_gradscalers():
@@ -67,7 +67,7 @@ def test_tiny_gradients_flush_to_zero_without_a_scale_and_not_with_gradscalers()
 
 
 def test_bfloat16_halves_the_activations_and_keeps_fp32_weights():
-    footprints = {mode: census_of(mode, "resnet18", "imagenet", train_first=True)["footprint"]
+    footprints = {mode: census_of(mode, "resnet18", "imagenet", train_first=True)["memory"]
                   for mode in ("fp32", "amp-bf16")}
     fp32, bf16 = footprints["fp32"], footprints["amp-bf16"]
     for key in ("parameters_bytes", "gradients_bytes", "optimizer_bytes"):
@@ -101,7 +101,7 @@ def test_numerics_from_the_command_line(tmp_path):
     assert "Where the memory of a step goes" in text and "weight copies" in text
     document = json.loads(out.read_text())
     for run in document["runs"]:
-        assert run["numerics"]["sampled_steps"] == [3, 6]
+        assert run["numerics"]["sampled_steps"] == [3, 6] and run["memory"]["parameters_bytes"] > 0
         assert run["timed_steps"] == 5  # the samples are pauses, not steps
     fp16 = document["comparison"]["amp-fp16"]
     assert fp16["scale_drops"] == fp16["skipped_steps"] >= 1

@@ -12,7 +12,8 @@ cuts differently in low precision is not underflow), in FP16's subnormal range, 
 (overflowed), and the relative error. The
 reference gradients' log2 histogram is the figure's, with FP16's limits drawn. Batch-norm
 statistics and the random state are restored after each pass, so training continues as if the
-census had not run. The first sample also measures the step's memory (footprint).
+census had not run. The first sample also measures the step's memory (`footprint`, which the
+result record keeps as runs[].memory).
 """
 import collections
 import math
@@ -39,7 +40,7 @@ def census_dtype(mode):
 
 class Census:
     """The gradient census of one run: `wants(step)` says which steps it samples; `take`
-    examines one; `result()` is runs[].numerics."""
+    examines one; `result()` is runs[].numerics and `footprint` (after a sample) runs[].memory."""
 
     def __init__(self, mode, device, steps, every):
         self.mode, self.device, self.steps, self.every = mode, device, steps, every
@@ -129,8 +130,7 @@ class Census:
         value, layer = self.activation_max
         return {"dtype": self.dtype, "sampled_steps": self.samples, "passes": passes,
                 "activation_max": {"value": value, "layer": layer, "share_of_fp16_max": value / FP16_MAX},
-                "histogram": {"log2_low": LOG2_LOW, "counts": self.histogram.tolist(), "zeros": self.zeros},
-                "footprint": self.footprint}
+                "histogram": {"log2_low": LOG2_LOW, "counts": self.histogram.tolist(), "zeros": self.zeros}}
 
 
 def leaf_layers(model):

@@ -13,7 +13,7 @@ from utils.results.compare import BASELINE, CHANCE_ACCURACY, scale_drops
 from utils.explain.numerics import FP16_MAX, FP16_MIN_NORMAL, FP16_MIN_SUBNORMAL
 from utils.training.modes import INITIAL_LOSS_SCALE
 from utils.results.record import setup_of
-from utils.results.report import describe, first_numerics
+from utils.results.report import describe, first_of
 
 FORMATS = ("png", "pdf", "svg")
 OLDEST_MATPLOTLIB = (3, 5)
@@ -56,11 +56,11 @@ def draw(path, document):
         extra += [(draw_time_by_category, (comparison, explained)), (draw_category_speedups, (comparison, explained))]
     if any(run.get("loss_scale_curve") for run in document["runs"]):
         extra.append((draw_loss_scales, (document["runs"],)))
-    censused = first_numerics(document)
+    censused, footprints = first_of(document, "numerics"), first_of(document, "memory")
     if censused:
         extra.append((draw_gradient_histogram, (censused,)))
-        if any(numerics.get("footprint") for numerics in censused.values()):
-            extra.append((draw_footprint, (censused,)))
+    if footprints:
+        extra.append((draw_footprint, (footprints,)))
     rows = 2 + (len(extra) + 1) // 2
     figure, axes = plt.subplots(rows, 2, figsize=(12, 4.0 * rows + 0.5))
     title = describe(setup_of(document), document["env"])
@@ -271,16 +271,16 @@ def draw_gradient_histogram(axis, censused):
     axis.legend(fontsize=8, loc="upper left")
 
 
-def draw_footprint(axis, censused):
+def draw_footprint(axis, footprints):
     """--numerics: one step's memory per mode, stacked: parameters, gradients, optimizer
     state, saved activations, autocast's weight copies."""
     parts = [("parameters", "parameters_bytes", "#1f77b4"), ("gradients", "gradients_bytes", "#ff7f0e"),
              ("optimizer", "optimizer_bytes", "#2ca02c"), ("activations", "activations_bytes", "#d62728"),
              ("weight copies", "weight_copies_bytes", "#9467bd")]
-    modes = [mode for mode, numerics in censused.items() if numerics.get("footprint")]
+    modes = list(footprints)
     bottoms = [0.0] * len(modes)
     for label, key, colour in parts:
-        values = [censused[mode]["footprint"][key] / 2 ** 20 for mode in modes]
+        values = [footprints[mode][key] / 2 ** 20 for mode in modes]
         axis.bar(modes, values, bottom=bottoms, color=colour, label=label, width=0.6)
         bottoms = [bottom + value for bottom, value in zip(bottoms, values)]
     for x, total in enumerate(bottoms):

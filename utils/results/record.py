@@ -75,7 +75,8 @@ class RunRecord:
     loss_scale_curve: Optional[List[float]] = None  # the loss scale after every step (null without a scaler)
     finished_utc: Optional[str] = None  # when the run's evaluation ended: each CSV row's timestamp
     profile: Optional[Dict] = None  # --explain: utils.explain.profiler's profile, with this run's diagnosis
-    numerics: Optional[Dict] = None  # --numerics: utils.explain.numerics' gradient census and memory footprint
+    numerics: Optional[Dict] = None  # --numerics: utils.explain.numerics' gradient census
+    memory: Optional[Dict] = None  # --numerics: utils.explain.footprint's breakdown of one step's memory
     max_batch: Optional[int] = None  # --max-batch (CUDA): the largest batch this mode trains in the GPU's memory
 
     def to_dict(self):
@@ -93,7 +94,8 @@ def should_evaluate(config, data, outcome):
                 or not math.isfinite(curve[-1]))
 
 
-def build(config, trainer, outcome, data, world, device, test_accuracy, repeat=0, profile=None, numerics=None):
+def build(config, trainer, outcome, data, world, device, test_accuracy, repeat=0, profile=None, numerics=None,
+          memory_breakdown=None):
     """The record of one mode's run, from what its loop measured (and --explain profiled, and
     --numerics found)."""
     stats, mode = outcome.stats, trainer.mode
@@ -124,7 +126,7 @@ def build(config, trainer, outcome, data, world, device, test_accuracy, repeat=0
         wall_time_s=stats.wall_time_s, first_step_s=outcome.first_step_s,
         compile_time_s=outcome.first_step_s if config.compile else None,
         initial_weights_sha256=trainer.initial_weights_sha256, first_batch_sha256=outcome.first_batch_sha256,
-        repeat=repeat, finished_utc=now_utc(), numerics=numerics)
+        repeat=repeat, finished_utc=now_utc(), numerics=numerics, memory=memory_breakdown)
     record.learned = learned(asdict(record))
     if profile is not None:
         record.profile = dict(profile, diagnosis=diagnose_run(asdict(record), profile, config.workers,

@@ -170,12 +170,12 @@ def explanation(document, wide=False):
     return lines
 
 
-def first_numerics(document):
-    """{mode: the numerics of its first run that has them}, in the comparison's order."""
+def first_of(document, key):
+    """{mode: run[key] of its first run that has one}, in the comparison's order."""
     found = {}
     for run in document["runs"]:
-        if run.get("numerics") and run["mode"] not in found:
-            found[run["mode"]] = run["numerics"]
+        if run.get(key) and run["mode"] not in found:
+            found[run["mode"]] = run[key]
     return {mode: found[mode] for mode in document["comparison"] if mode in found}
 
 
@@ -214,14 +214,14 @@ MEMORY_COLUMNS = [("params", "parameters_bytes"), ("grads", "gradients_bytes"), 
 
 def numerics_block(document, wide=False):
     """--numerics: the census sentences, then where one step's memory goes per mode."""
-    found = first_numerics(document)
+    found = first_of(document, "numerics")
     if not found:
         return []
     steps = sorted({step for numerics in found.values() for step in numerics["sampled_steps"]})
     lines = [f"Gradient census (--numerics; sampled at step {', '.join(map(str, steps))}): each layer's output "
              "gradient against an FP32 backward of the same batch"]
     lines += [census_line(mode, numerics) for mode, numerics in found.items()]
-    footprints = {mode: numerics["footprint"] for mode, numerics in found.items() if numerics.get("footprint")}
+    footprints = first_of(document, "memory")
     if footprints:
         modes = list(footprints)
         columns = [(header, [human_bytes(footprints[mode][key]) for mode in modes]) for header, key in MEMORY_COLUMNS
