@@ -23,16 +23,12 @@ FAST_CPU_FLAGS = {"float16": ("avx512_fp16", "amx_fp16"), "bfloat16": ("avx512_b
 def cpu_flags():
     """Which of FAST_CPU_FLAGS this CPU lists in /proc/cpuinfo (the evidence for "no fast
     float16 arithmetic"); None where the file is missing."""
-    wanted = [flag for flags in FAST_CPU_FLAGS.values() for flag in flags]
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    present = set(line.split(":", 1)[1].split())
-                    return [flag for flag in wanted if flag in present]
-    except OSError:
-        pass
-    return None
+    from utils.measure.envinfo import cpuinfo  # imports torch: only when a CPU run is explained
+
+    present = cpuinfo("flags")
+    if present is None:
+        return None
+    return [flag for flags in FAST_CPU_FLAGS.values() for flag in flags if flag in present.split()]
 
 
 def low_precision_dtype(mode_name):

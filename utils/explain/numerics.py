@@ -16,6 +16,7 @@ census had not run. The first sample also measures the step's memory (`footprint
 result record keeps as runs[].memory).
 """
 import collections
+import contextlib
 import math
 
 import torch
@@ -175,12 +176,9 @@ def backward(model, criterion, images, labels, dtype, scale, saved, device, on_g
     for name, module in leaf_layers(model):
         handles.append(module.register_forward_hook(watch(name)))
     try:
-        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
-            if footprint is not None:
-                with footprint.saving():
-                    loss = criterion(model(images).float(), labels)
-            else:
-                loss = criterion(model(images).float(), labels)
+        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None), \
+                footprint.saving() if footprint is not None else contextlib.nullcontext():
+            loss = criterion(model(images).float(), labels)
         (loss * scale).backward()
         if footprint is not None:
             footprint.note_gradients()

@@ -113,12 +113,6 @@ def chain_of(event):
     return names[::-1]
 
 
-def under_a_step(event):
-    while event.cpu_parent is not None:
-        event = event.cpu_parent
-    return event.name.startswith(STEP_MARK)
-
-
 def device_us(event, own):
     """An event's device time in µs: its kernels' (own) or its whole span (a kernel's own event)."""
     if hasattr(event, "self_device_time_total"):  # torch 2.4; before, the cuda_ names
@@ -138,11 +132,12 @@ def summarize(events, steps, wall_ms, cuda):
         if event.device_type != torch.autograd.DeviceType.CPU:  # a kernel, memcpy or memset on the GPU
             device_busy_us += device_us(event, own=False)
             continue
-        category = category_of(chain_of(event))
+        chain = chain_of(event)
+        category, in_step = category_of(chain), chain[0].startswith(STEP_MARK)
         own_us = device_us(event, own=True) if cuda else event.self_cpu_time_total
-        if under_a_step(event):
+        if in_step:
             host[category] += event.self_cpu_time_total
-        if not cuda and not under_a_step(event):  # another thread's time is not the step's
+        elif not cuda:  # another thread's time is not the step's
             continue
         name = PYTHON if event.name.startswith(STEP_MARK) else event.name
         ops[(name, category)][0] += 1

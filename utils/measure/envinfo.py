@@ -23,15 +23,20 @@ def command_output(command):
     return done.stdout.strip() or None if done.returncode == 0 else None
 
 
-def cpu_name():
+def cpuinfo(field):
+    """The first value of `field` in /proc/cpuinfo ("model name", "flags"), or None."""
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
-                if line.startswith("model name"):
+                if line.startswith(field):
                     return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    return None
+
+
+def cpu_name():
+    return cpuinfo("model name") or platform.processor() or platform.machine()
 
 
 def device_name(device):
