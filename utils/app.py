@@ -162,6 +162,9 @@ def explain(trainer, config, device, world, stop, repeat, reporter):
         trace = os.path.join(config.trace_dir, f"{name}.pt.trace.json")  # the name TensorBoard's plugin looks for
     profile = profiler.profile_steps(trainer, config, device, config.explain_steps,
                                      None if world.distributed else stop, trace)
+    if profile is not None and profile["gpu_kernels_missing"]:
+        warn(f"{trainer.mode.name}: torch.profiler recorded no GPU kernel (CUPTI unusable here, e.g. another "
+             "profiler holds it), so --explain shows the host's time per op, not the GPU's.")
     if profile is not None:
         profile["unaligned_layers"] = diagnose.unaligned_layers(trainer.model, config.batch_size)
         profile["cpu_fast_half_flags"] = diagnose.cpu_flags() if device.type == "cpu" else None

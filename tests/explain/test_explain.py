@@ -161,6 +161,7 @@ def test_explain_from_the_command_line(subset, tmp_path):
                      "--modes", "fp32,amp-bf16,amp-fp16", "--explain-steps", "2", "--data-dir", subset,
                      "--allow-unverified", "--json", out, "--trace-dir", traces, "--plot", picture)
     assert result.returncode == 0, result.stderr
+    assert "USDT" not in result.stderr and "gpuGetDeviceCount" not in result.stderr  # kineto's own log, quiet
     text = " ".join(result.stdout.split())  # the lines are wrapped at 80 columns
     assert "Where the time goes" in text and "timed median" in text
     assert "amp-fp16: conv+matmul are" in text and "were they free); measured" in text
@@ -186,19 +187,24 @@ def test_explain_from_the_command_line(subset, tmp_path):
     assert image.imread(str(picture)).shape[0] == 1980  # four rows: the explain panels and the loss scale
 
 
-@pytest.mark.parametrize("loader, bound", [("torchvision", True), ("device", False)])
-def test_a_small_model_fed_by_the_torchvision_loader_without_workers_is_input_bound(subset, tmp_path, loader, bound):
-    """squeezenet at batch 64: the per-image DataLoader with no worker takes a third of the
-    step on the 2-core CPU; the device loader, a few percent."""
-    out = tmp_path / "r.json"
-    result = run_cli("-m", "squeezenet1_1", "-b", "64", "-n", "3", "--warmup", "1", "--no-progress", "--no-eval",
-                     "--explain", "--explain-steps", "2", "--loader", loader, "--workers", "0", "--data-dir", subset,
-                     "--allow-unverified", "--json", out)
-    assert result.returncode == 0, result.stderr
-    run = json.loads(out.read_text())["runs"][0]
-    rules = [item["rule"] for item in run["profile"]["diagnosis"]]
-    assert ("input-bound" in rules) == bound, run["profile"]["categories"]["data"]
-    if bound:
-        assert "--loader device" in " ".join(result.stdout.split())
-    else:
-        assert run["profile"]["categories"]["data"]["share"] < 0.1
+def test_a_small_model_fed_by_the_torchvision_loader_without_workers_is_input_bound(subset, tmp_path):
+    """squeezenet at batch 64: the per-image DataLoader with no worker takes over a third of
+    the step on the 2-core CPU (37% measured here over 8 profiled steps; over 2, a step slowed
+    by a noisy neighbour brought it to 21%) and is diagnosed input-bound, with the device
+    loader as the remedy; the device loader run of the same model is not input-bound, and its
+    data share is a fraction of the DataLoader's (2% here, 16% once on the CI machine: many
+    tiny ops, so the share depends on the machine, the ratio between the loaders much less)."""
+    runs = {}
+    for loader in ("torchvision", "device"):
+        out = tmp_path / f"{loader}.json"
+        result = run_cli("-m", "squeezenet1_1", "-b", "64", "-n", "3", "--warmup", "1", "--no-progress", "--no-eval",
+                         "--explain", "--explain-steps", "8", "--loader", loader, "--workers", "0",
+                         "--data-dir", subset, "--allow-unverified", "--json", out)
+        assert result.returncode == 0, result.stderr
+        profile = json.loads(out.read_text())["runs"][0]["profile"]
+        runs[loader] = (profile, [item["rule"] for item in profile["diagnosis"]], " ".join(result.stdout.split()))
+    (slow, slow_rules, slow_out), (fast, fast_rules, _) = runs["torchvision"], runs["device"]
+    assert "input-bound" in slow_rules, slow["categories"]["data"]
+    assert "--loader device" in slow_out
+    assert "input-bound" not in fast_rules, fast["categories"]["data"]
+    assert fast["categories"]["data"]["share"] < slow["categories"]["data"]["share"] / 2

@@ -70,6 +70,10 @@ def profile_steps(trainer, config, device, steps, stop=None, trace_path=None):
     """Run `steps` profiled training steps (plus the profiler's warm-up step) and return the
     profile: ms per step by category, the top ops, and on CUDA the idle time; None when a stop
     signal cut the profiling short. With `trace_path`, also write the Chrome/Perfetto trace."""
+    # kineto, torch.profiler's engine, writes its stages and, without a GPU, an "ERROR ...
+    # gpuGetDeviceCount" line to stderr: quiet unless the user set its level. Its one message a
+    # user needs on a GPU, that no kernel could be recorded, is checked below instead.
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     loader, scaler = LabelledLoader(trainer.loader), LabelledScaler(trainer.scaler)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     started = wall_ms = None
@@ -89,7 +93,12 @@ def profile_steps(trainer, config, device, steps, stop=None, trace_path=None):
             profiler.step()
     if trace_path:
         write_trace(profiler, trace_path)
-    return summarize(profiler.events(), steps, wall_ms, device.type == "cuda")
+    events = profiler.events()
+    cuda = device.type == "cuda"
+    kernels = cuda and any(event.device_type != torch.autograd.DeviceType.CPU for event in events)
+    summary = summarize(events, steps, wall_ms, kernels)
+    summary["gpu_kernels_missing"] = cuda and not kernels
+    return summary
 
 
 def write_trace(profiler, path):
