@@ -1,3 +1,5 @@
+import contextlib
+import io
 import os
 import shutil
 import subprocess
@@ -34,6 +36,20 @@ def run_cli(*args, timeout=300, env=None):
     return subprocess.run([sys.executable, str(ROOT / "main.py"), *map(str, args)], cwd=ROOT,
                           capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, **(env or {})})
+
+
+def run_main(*args):
+    """main.main(args) in this process, the code `python main.py` runs, without the seconds a
+    new process spends importing torch and torchvision: for refusals, where any traceback
+    fails the test. Returns a CompletedProcess, as run_cli does."""
+    import main
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            status = main.main([str(arg) for arg in args])
+        except SystemExit as exit:  # argparse's own refusals
+            status = exit.code
+    return subprocess.CompletedProcess(["main.py", *map(str, args)], status, out.getvalue(), err.getvalue())
 
 
 def assert_user_error(result, *phrases):

@@ -8,7 +8,7 @@ import time
 import pytest
 import torch
 
-from conftest import FAST, ROOT, assert_user_error, run_cli
+from conftest import FAST, ROOT, assert_user_error, run_cli, run_main
 from main import build_parser
 from utils.config import RunConfig
 
@@ -87,7 +87,7 @@ def test_bad_flag_values_exit_2(argv, phrase):
     (["--json", "/proc/forbidden/result.json"], "cannot write --json"),
 ])
 def test_user_errors_exit_2_with_one_sentence(argv, phrase):
-    result = run_cli(*argv)
+    result = run_main(*argv)
     assert_user_error(result, phrase)
     progress = re.compile(r"\[\d\d:\d\d:\d\d\] ")  # a batch job's phase lines ("model resnet50 built")
     assert len([line for line in result.stderr.strip().splitlines() if not progress.match(line)]) == 1
@@ -95,18 +95,19 @@ def test_user_errors_exit_2_with_one_sentence(argv, phrase):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
 def test_gpu_flag_without_cuda_exits_2():
+    """The classic call as typed, in a process of its own: exit status 2, no traceback."""
     assert_user_error(run_cli(*"-n 200 -p --fp16 -s --model resnet50".split()), "CUDA is not available")
-    assert_user_error(run_cli(*"-n 200 -p --model resnet50".split()), "CUDA is not available")
+    assert_user_error(run_main(*"-n 200 -p --model resnet50".split()), "CUDA is not available")
 
 
 def test_subset_refused_without_allow_unverified(subset):
-    result = run_cli("--data", "cifar10", "--data-dir", subset, *FAST, "-n", "3")
+    result = run_main("--data", "cifar10", "--data-dir", subset, *FAST, "-n", "3")
     assert_user_error(result, "data_batch_1 does not match the official CIFAR-10 md5 sum", "--allow-unverified")
 
 
 def test_auto_falls_back_to_synthetic_loudly(subset, tmp_path):
     out = tmp_path / "r.json"
-    result = run_cli("--data-dir", subset, *FAST, "-n", "3", "--json", out)
+    result = run_main("--data-dir", subset, *FAST, "-n", "3", "--json", out)
     assert result.returncode == 0, result.stderr
     assert "USING SYNTHETIC DATA" in result.stderr and "--allow-unverified" in result.stderr
     document = json.loads(out.read_text())
@@ -161,15 +162,15 @@ def test_precision_flags_pick_the_mode(tmp_path, flags, mode, scale):
 
 def test_loss_scaling_with_bf16_warns_and_is_ignored(tmp_path):
     out = tmp_path / "r.json"
-    result = run_cli("-n", "2", "--warmup", "1", "--model", "squeezenet1_1", "-b", "4", "--data", "synthetic",
-                     "--bf16", "-s", "--json", out)
+    result = run_main("-n", "2", "--warmup", "1", "--model", "squeezenet1_1", "-b", "4", "--data", "synthetic",
+                      "--bf16", "-s", "--json", out)
     assert result.returncode == 0
     assert "-s/--loss_scaling is ignored with --bf16" in result.stderr
     assert json.loads(out.read_text())["runs"][0]["final_loss_scale"] is None
 
 
 def test_list_models():
-    result = run_cli("--list-models")
+    result = run_main("--list-models")
     assert result.returncode == 0
     names = result.stdout.split()
     assert "resnet50" in names and "mobilenet_v3_small" in names and len(names) > 50

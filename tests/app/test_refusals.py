@@ -10,17 +10,10 @@ import sys
 
 import pytest
 
-import main
-from conftest import ROOT
+from conftest import ROOT, run_main
 from utils.results import report
 
 TINY = ["--model", "squeezenet1_1", "-n", "3", "--warmup", "1", "--no-progress", "--data", "synthetic"]
-
-
-def run_main(argv, capsys):
-    """(exit status, stderr) of main.main(argv)."""
-    status = main.main([str(arg) for arg in argv])
-    return status, capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv, phrase", [
@@ -30,8 +23,9 @@ def run_main(argv, capsys):
     (["--model", "squeezenet1_1", "-b", "4", "--warmup", "1", "--data", "synthetic", "--epochs", "1e30"],
      "steps, more than the 2147483647 a run can count"),
 ])
-def test_batches_and_lengths_the_run_cannot_serve(argv, phrase, capsys):
-    status, err = run_main(argv, capsys)
+def test_batches_and_lengths_the_run_cannot_serve(argv, phrase):
+    result = run_main(*argv)
+    status, err = result.returncode, result.stderr
     assert status == 2 and phrase in err, err
 
 
@@ -48,8 +42,7 @@ def test_out_of_memory_names_the_batch_and_the_peak():
     assert "lower --batch-size/-b" in result.stderr
 
 
-def test_a_results_file_that_cannot_be_written_after_training_exits_1_and_keeps_the_old_one(tmp_path, monkeypatch,
-                                                                                              capsys):
+def test_a_results_file_that_cannot_be_written_after_training_exits_1_and_keeps_the_old_one(tmp_path, monkeypatch):
     old = tmp_path / "r.json"
     old.write_text('{"earlier": "results"}\n')
     real_dumps = json.dumps
@@ -57,7 +50,8 @@ def test_a_results_file_that_cannot_be_written_after_training_exits_1_and_keeps_
     def full_disk(*args, **kwargs):  # the temporary file is written, then the disk is full
         raise OSError(errno.ENOSPC, "No space left on device")
     monkeypatch.setattr(report.json, "dumps", full_disk)
-    status, err = run_main([*TINY, "-b", "4", "--json", old], capsys)
+    result = run_main(*TINY, "-b", "4", "--json", old)
+    status, err = result.returncode, result.stderr
     monkeypatch.setattr(report.json, "dumps", real_dumps)
     assert status == 1, err
     assert f"could not write {old} (No space left on device)" in err and "is kept as it was" in err
@@ -66,9 +60,10 @@ def test_a_results_file_that_cannot_be_written_after_training_exits_1_and_keeps_
 
 
 @pytest.mark.parametrize("content", [b"\x89PNG\r\n\x1a\n\x00\x00binary", b"\xff\xfe\x00h\x00i"])
-def test_an_existing_csv_that_is_not_text_is_refused_before_training(content, tmp_path, capsys):
+def test_an_existing_csv_that_is_not_text_is_refused_before_training(content, tmp_path):
     csv = tmp_path / "all.csv"
     csv.write_bytes(content)
-    status, err = run_main([*TINY, "-b", "4", "--csv", csv], capsys)
+    result = run_main(*TINY, "-b", "4", "--csv", csv)
+    status, err = result.returncode, result.stderr
     assert status == 2 and "cannot be appended to (it is not UTF-8 CSV text)" in err, err
     assert csv.read_bytes() == content

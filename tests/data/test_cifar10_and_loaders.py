@@ -68,6 +68,7 @@ def test_the_download_gives_up_on_a_silent_network(tmp_path, monkeypatch):
     """A server that accepts the connection and never answers: the timeout, not a hang."""
     import socket
     import threading
+    import urllib.request
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(1)
@@ -76,9 +77,15 @@ def test_the_download_gives_up_on_a_silent_network(tmp_path, monkeypatch):
     monkeypatch.setattr(cifar10, "DOWNLOAD_TIMEOUT_S", 1)
     monkeypatch.setattr(cifar10.CIFAR10, "url", f"http://127.0.0.1:{server.getsockname()[1]}/cifar-10-python.tar.gz")
     monkeypatch.delenv("http_proxy", raising=False)
-    with pytest.raises(UserError, match="could not download CIFAR-10.*timed out"):
-        cifar10.load(tmp_path, allow_download=True)
-    server.close()
+    # urlopen keeps the proxies of its first call (an earlier test's main.main may have made it,
+    # through the refusing proxy): drop its opener now, and after, so that the next is built anew.
+    urllib.request.install_opener(None)
+    try:
+        with pytest.raises(UserError, match="could not download CIFAR-10.*timed out"):
+            cifar10.load(tmp_path, allow_download=True)
+    finally:
+        urllib.request.install_opener(None)
+        server.close()
 
 
 class RunsCode:
@@ -128,21 +135,33 @@ HOSTILE_ARRAYS = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(HOSTILE_ARRAYS))
-def test_forged_arrays_are_refused_without_a_crash(case, tmp_path):
-    """Run in a subprocess: a memory corruption fails the test instead of killing pytest."""
+@pytest.fixture(scope="module")
+def forged_verdicts(tmp_path_factory):
+    """Every forged batch read in one subprocess (importing torch once, not once per case): a
+    memory corruption fails the tests instead of killing pytest. {case: what the reader said}."""
+    import json
     import subprocess
     import sys
     from conftest import ROOT
-    code, state, raw = HOSTILE_ARRAYS[case]
-    path = tmp_path / "data_batch_1"
-    path.write_bytes(forged_batch(code, state, raw, shape=(3072,) if case == "too few bytes" else (1,)))
-    probe = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); from utils.data import cifar10; "
-             f"from utils.errors import UserError\ntry:\n    cifar10.read_batch({str(path)!r})\n"
-             "except UserError as e:\n    print('refused:', e)")
-    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    folder = tmp_path_factory.mktemp("forged")
+    paths = {}
+    for number, (case, (code, state, raw)) in enumerate(sorted(HOSTILE_ARRAYS.items())):
+        paths[case] = str(folder / f"data_batch_{number}")
+        with open(paths[case], "wb") as f:
+            f.write(forged_batch(code, state, raw, shape=(3072,) if case == "too few bytes" else (1,)))
+    probe = (f"import json, sys; sys.path.insert(0, {str(ROOT)!r}); from utils.data import cifar10; "
+             f"from utils.errors import UserError\nverdicts = {{}}\nfor case, path in {paths!r}.items():\n"
+             "    try:\n        cifar10.read_batch(path)\n        verdicts[case] = 'read'\n"
+             "    except UserError as e:\n        verdicts[case] = 'refused: ' + str(e)\nprint(json.dumps(verdicts))")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, f"exit {result.returncode}: {result.stderr[-500:]}"
-    assert result.stdout.startswith("refused:") and "is not a readable CIFAR-10 batch" in result.stdout, result.stdout
+    return json.loads(result.stdout)
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_ARRAYS))
+def test_forged_arrays_are_refused_without_a_crash(case, forged_verdicts):
+    verdict = forged_verdicts[case]
+    assert verdict.startswith("refused:") and "is not a readable CIFAR-10 batch" in verdict, verdict
 
 
 def test_genuine_batches_read_as_plain_pickle_does(subset):

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 import models
-from conftest import run_cli
+from conftest import assert_user_error, run_cli, run_main
 from utils.config import RunConfig
 from utils.data.dataset import synthetic
 from utils.explain.numerics import Census
@@ -125,6 +125,4 @@ def test_the_largest_batch_is_found_by_doubling_then_bisection():
 
 
 def test_max_batch_needs_a_gpu():
-    from conftest import assert_user_error
-
-    assert_user_error(run_cli("--max-batch", "-n", "2", "--data", "synthetic"), "--max-batch", "add -p/--gpu")
+    assert_user_error(run_main("--max-batch", "-n", "2", "--data", "synthetic"), "--max-batch", "add -p/--gpu")

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 import models
-from conftest import ROOT, assert_user_error, run_cli
+from conftest import ROOT, assert_user_error, run_cli, run_main
 from utils.errors import WriteFailed
 from utils.measure import flops
 from utils.results import report
@@ -124,7 +124,7 @@ def test_plot_is_a_png(compared):
 @pytest.mark.compat
 def test_report_merges_separate_jobs_into_one_comparison(tmp_path):
     for mode_flag, name in [([], "fp32"), (["--bf16"], "bf16")]:
-        result = run_cli(*SMALL, "--data", "synthetic", *mode_flag, "--json", tmp_path / f"{name}.json")
+        result = run_main(*SMALL, "--data", "synthetic", *mode_flag, "--json", tmp_path / f"{name}.json")
         assert result.returncode == 0, result.stderr
     merged = tmp_path / "merged.json"
     result = run_cli_module("utils.report", tmp_path / "fp32.json", tmp_path / "bf16.json", "--json", merged,
@@ -157,7 +157,7 @@ def run_cli_module(module, *args):
     (["--tf32"], "mode tf32 (--tf32) only applies to CUDA GPUs"),
 ])
 def test_bad_modes_exit_2(argv, phrase):
-    assert_user_error(run_cli(*argv, "--data", "synthetic"), phrase)
+    assert_user_error(run_main(*argv, "--data", "synthetic"), phrase)
 
 
 @pytest.mark.parametrize("module, phrase", [
@@ -176,7 +176,7 @@ def test_plot_without_a_usable_matplotlib_is_refused_before_training(module, phr
 def test_existing_csv_with_other_columns_is_refused_before_training(tmp_path):
     path = tmp_path / "other.csv"
     path.write_text("a,b\n1,2\n")
-    assert_user_error(run_cli(*SMALL, "--data", "synthetic", "--csv", path), "has other columns")
+    assert_user_error(run_main(*SMALL, "--data", "synthetic", "--csv", path), "has other columns")
     assert path.read_text() == "a,b\n1,2\n"
 
 
@@ -242,7 +242,7 @@ def test_mfu_uses_the_dense_peak_of_known_gpus(name, mode, peak):
 def test_outputs_that_are_one_file_are_refused_before_training(outputs, tmp_path):
     (tmp_path / "LINK").symlink_to(tmp_path / "X")
     argv = [str(tmp_path / a) if a in ("X", "X.png", "LINK") else a for a in outputs]
-    result = run_cli(*SMALL, "--data", "synthetic", *argv)
+    result = run_main(*SMALL, "--data", "synthetic", *argv)
     assert_user_error(result, "name the same file")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["LINK"], "nothing was written"
 
@@ -254,7 +254,7 @@ def test_plot_suffix_picks_the_format_or_is_refused(compared, tmp_path):
     plot.draw(tmp_path / "r.svg", document)
     assert (tmp_path / "r.pdf").read_bytes().startswith(b"%PDF")
     assert b"<svg" in (tmp_path / "r.svg").read_bytes()[:500]
-    assert_user_error(run_cli(*SMALL, "--data", "synthetic", "--plot", tmp_path / "r.txt"), "must end in .png")
+    assert_user_error(run_main(*SMALL, "--data", "synthetic", "--plot", tmp_path / "r.txt"), "must end in .png")
 
 
 def test_writes_through_a_symlink_replace_its_target_and_keep_the_link(tmp_path):

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 import main
-from conftest import ROOT, assert_user_error, copy_subset, run_cli
+from conftest import ROOT, copy_subset, run_cli, run_main
 from utils.app import run_mode
 from utils.config import RunConfig
 from utils.data.dataset import Data
@@ -125,7 +125,7 @@ def test_a_checkpoint_never_holds_non_finite_weights(tmp_path):
 
 
 def test_divergence_stops_with_the_step_and_writes_no_checkpoint(tmp_path):
-    result = run_cli(*QUICK, "--data", "synthetic", "-n", "20", "--lr", "1e4", "--checkpoint", tmp_path / "c.pt",
+    result = run_main(*QUICK, "--data", "synthetic", "-n", "20", "--lr", "1e4", "--checkpoint", tmp_path / "c.pt",
                      "--json", tmp_path / "r.json")
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert "training diverged: the loss became nan at step" in result.stderr and "-s/--loss_scaling" in result.stderr
@@ -134,7 +134,7 @@ def test_divergence_stops_with_the_step_and_writes_no_checkpoint(tmp_path):
 
 
 def test_on_nan_skip_skips_the_steps(tmp_path):
-    result = run_cli(*QUICK, "--data", "synthetic", "-n", "6", "--lr", "1e4", "--on-nan", "skip",
+    result = run_main(*QUICK, "--data", "synthetic", "-n", "6", "--lr", "1e4", "--on-nan", "skip",
                      "--json", tmp_path / "r.json", "--checkpoint", tmp_path / "c.pt")
     assert result.returncode == 0, result.stderr
     run = json.loads((tmp_path / "r.json").read_text())["runs"][0]
@@ -242,7 +242,7 @@ def test_the_lr_schedule_does_not_advance_on_skipped_steps():
 
 
 def test_epochs_set_the_number_of_steps(subset, tmp_path):
-    result = run_cli(*QUICK, *real_data(subset), "--epochs", "0.05", "--no-eval", "--json", tmp_path / "r.json")
+    result = run_main(*QUICK, *real_data(subset), "--epochs", "0.05", "--no-eval", "--json", tmp_path / "r.json")
     assert result.returncode == 0, result.stderr
     run = json.loads((tmp_path / "r.json").read_text())["runs"][0]
     assert run["steps"] == math.ceil(0.05 * math.ceil(5438 / 16)) and run["epochs_seen"] >= 0.05
@@ -252,12 +252,12 @@ def test_amp_resume_of_an_fp32_checkpoint_starts_a_fresh_scaler_and_the_reverse_
     # A gentle --lr: at 0.1 the FP32 continuation of these FP16 steps diverges under torch 2.3.1.
     common = ["--model", "squeezenet1_1", "-b", "4", "--warmup", "1", "--no-progress", "--data", "synthetic",
               "--lr", "0.01", "--checkpoint", tmp_path / "c.pt"]
-    assert run_cli(*common, "-n", "3").returncode == 0
-    amp = run_cli(*common, "-n", "5", "--fp16", "-s", "--resume", "--json", tmp_path / "amp.json")
+    assert run_main(*common, "-n", "3").returncode == 0
+    amp = run_main(*common, "-n", "5", "--fp16", "-s", "--resume", "--json", tmp_path / "amp.json")
     assert amp.returncode == 0, amp.stderr
     assert "written in mode fp32; continuing in amp-fp16: a fresh GradScaler starts" in amp.stderr
     assert json.loads((tmp_path / "amp.json").read_text())["runs"][0]["final_loss_scale"] is not None
-    back = run_cli(*common, "-n", "7", "--resume")
+    back = run_main(*common, "-n", "7", "--resume")
     assert back.returncode == 0, back.stderr
     assert "its GradScaler state is ignored" in back.stderr
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import models
-from conftest import assert_user_error, run_cli
+from conftest import assert_user_error, run_cli, run_main
 from utils.app import run_mode
 from utils.config import RunConfig
 from utils.data import cifar10
@@ -95,7 +95,7 @@ def test_compile_runs_and_reports_compile_time_apart(tmp_path):
 
 
 def test_compile_needs_a_warmup_step():
-    assert_user_error(run_cli("--compile", "--warmup", "0", "--data", "synthetic"), "--compile needs --warmup 1")
+    assert_user_error(run_main("--compile", "--warmup", "0", "--data", "synthetic"), "--compile needs --warmup 1")
 
 
 def test_torchvision_loader_from_the_cli(tmp_path, subset):
