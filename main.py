@@ -169,7 +169,8 @@ def build_parser():
                          help="after each mode's timed steps, profile a few more (torch.profiler) and report where "
                          "the step time goes by category, against fp32, with a diagnosis")
     measure.add_argument("--explain-steps", type=positive_int, metavar="N",
-                         help="steps --explain profiles per mode, besides one warm-up (default %(default)s)")
+                         help=f"steps --explain profiles per mode, besides one warm-up (default "
+                         f"{config.EXPLAIN_STEPS}; implies --explain)")
     measure.add_argument("--trace-dir", metavar="DIR",
                          help="write each mode's profiled steps as a Chrome/Perfetto trace under DIR, to open in "
                          "ui.perfetto.dev or TensorBoard (implies --explain)")
@@ -178,8 +179,8 @@ def build_parser():
                          "of the same batch (underflow, subnormals, overflow: why FP16 needs loss scaling) and "
                          "measure where the step's memory goes")
     measure.add_argument("--numerics-every", type=positive_int, metavar="N",
-                         help="--numerics samples every N steps and the last (default %(default)s); the samples are "
-                         "left out of the step times")
+                         help=f"--numerics samples every N steps and the last (default {config.NUMERICS_EVERY}; "
+                         "implies --numerics); the samples are left out of the step times")
     measure.add_argument("--max-batch", action="store_true",
                          help="CUDA: after each mode's run, find the largest batch it trains in this GPU's memory "
                          "(doubling, then bisection)")

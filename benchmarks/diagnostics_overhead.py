@@ -10,6 +10,7 @@ noise (the interval holds 1.0).
     python benchmarks/diagnostics_overhead.py -p --mode amp-fp16 --model resnet50 -b 256
 """
 import argparse
+import dataclasses
 import os
 import statistics
 import sys
@@ -49,8 +50,7 @@ def main():
     data = synthetic(device, seed=0)
     plain = RunConfig.build(model=options.model, stem=options.stem, steps=options.steps, warmup=options.warmup,
                             batch_size=options.batch_size, no_progress=True, no_eval=True)
-    flagged = RunConfig.build(**dict(plain.to_dict(), **{options.flag: True},
-                                     numerics_every=options.numerics_every))
+    flagged = dataclasses.replace(plain, **{options.flag: True}, numerics_every=options.numerics_every)
     medians = {"without": [], "with": []}
     for round_ in range(options.rounds):
         for kind in ("without", "with") if round_ % 2 == 0 else ("with", "without"):

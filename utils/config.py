@@ -25,6 +25,8 @@ BASE_LR_WITHOUT_BATCH_NORM = 0.04
 BASE_BATCH = 128
 WARMUP_LR_SHARE = 0.05
 LARGEST_COUNT = 2 ** 31 - 1  # the most steps, images or seconds a flag may ask for
+EXPLAIN_STEPS = 5  # steps --explain profiles per mode
+NUMERICS_EVERY = 50  # --numerics samples every this many steps, and the last
 
 
 def default_data_dir():
@@ -89,11 +91,11 @@ class RunConfig:
     wide: bool = False
     no_progress: bool = False
     log_every: Optional[int] = None
-    explain: bool = False  # also set by --trace-dir
-    explain_steps: int = 5
+    explain: bool = False  # also set by --explain-steps and --trace-dir
+    explain_steps: Optional[int] = None  # EXPLAIN_STEPS unless given
     trace_dir: Optional[str] = None
-    numerics: bool = False
-    numerics_every: int = 50
+    numerics: bool = False  # also set by --numerics-every
+    numerics_every: Optional[int] = None  # NUMERICS_EVERY unless given
     max_batch: bool = False
     # distributed
     dist_timeout: int = 600
@@ -112,8 +114,12 @@ class RunConfig:
         """A validated config: defaults for what is not given, every cross-flag rule checked,
         and the steps fixed unless --epochs must wait for the dataset's size."""
         config = cls(**values)
-        if config.trace_dir:  # a trace is a profile's: --trace-dir implies --explain
-            config = replace(config, explain=True)
+        # The flags that tune a measurement ask for it: --explain-steps and --trace-dir imply
+        # --explain, --numerics-every implies --numerics (never silently ignored).
+        config = replace(config, explain=config.explain or config.explain_steps is not None or bool(config.trace_dir),
+                         numerics=config.numerics or config.numerics_every is not None,
+                         explain_steps=config.explain_steps or EXPLAIN_STEPS,
+                         numerics_every=config.numerics_every or NUMERICS_EVERY)
         config.check()
         if config.epochs is None:
             config = replace(config, steps=config.steps or DEFAULT_STEPS)

@@ -51,6 +51,19 @@ def test_defaults():
                                                                                   "cifar", "auto")
 
 
+def test_the_flags_that_tune_a_measurement_ask_for_it():
+    """--explain-steps and --trace-dir imply --explain, --numerics-every implies --numerics:
+    none of them is silently ignored."""
+    def parse(line):
+        return RunConfig.from_args(build_parser().parse_args(line.split()))
+    plain = parse("")
+    assert (plain.explain, plain.explain_steps, plain.numerics, plain.numerics_every) == (False, 5, False, 50)
+    assert (parse("--explain-steps 3").explain, parse("--explain-steps 3").explain_steps) == (True, 3)
+    assert parse("--trace-dir traces").explain and not parse("--trace-dir traces").numerics
+    assert (parse("--numerics-every 7").numerics, parse("--numerics-every 7").numerics_every) == (True, 7)
+    assert not parse("--numerics-every 7").explain and not parse("--explain").numerics
+
+
 def test_data_dir_defaults_to_environment(monkeypatch):
     monkeypatch.setenv("CIFAR10_DIR", "/somewhere/cifar")
     assert build_parser().parse_args([]).data_dir == "/somewhere/cifar"
