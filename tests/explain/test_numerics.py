@@ -11,7 +11,7 @@ from conftest import assert_user_error, run_cli, run_main
 from utils.config import RunConfig
 from utils.data.dataset import synthetic
 from utils.explain.numerics import Census
-from utils.results.compare import scale_drops
+from utils.results.compare import scale_drop_steps, scale_drops
 from utils.training import distributed
 from utils.training.loop import MicroBatches
 from utils.training.modes import MODES
@@ -83,6 +83,9 @@ def test_bfloat16_halves_the_activations_and_keeps_fp32_weights():
 def test_scale_drops_count_each_fall_from_gradscalers_start():
     assert scale_drops({"mode": "amp-fp16", "loss_scale_curve": [32768.0, 32768.0, 16384.0, 32768.0]}) == 2
     assert scale_drops({"mode": "fp16-master", "loss_scale_curve": [128.0, 128.0]}) == 0
+    # the figure's crosses are these steps: none for a static scale below GradScaler's start
+    assert scale_drop_steps({"mode": "amp-fp16", "loss_scale_curve": [32768.0, 32768.0, 16384.0, 32768.0]}) == [1, 3]
+    assert scale_drop_steps({"mode": "fp16-master", "loss_scale_curve": [128.0, 128.0]}) == []
     assert scale_drops({"mode": "fp32", "loss_scale_curve": None}) is None
 
 

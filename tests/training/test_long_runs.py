@@ -395,15 +395,12 @@ def tampered(path, tmp_path, **changes):
     "epochs", "steps-and-epochs", "corrupted-batch", "code-pickle", "truncated-checkpoint", "not-a-checkpoint",
     "foreign-torch-file", "other-model", "other-weights-mode", "resume-without-file", "resume-without-checkpoint",
     "already-complete", "unwritable-checkpoint", "checkpoint-is-a-folder", "nesterov", "checkpoint-with-compare"])
-def test_bad_input_catalogue(name, tmp_path, subset, small_checkpoint, capsys):
+def test_bad_input_catalogue(name, tmp_path, subset, small_checkpoint):
     """Run in this process (main.main, as `python main.py` runs it): a traceback would fail the test."""
     argv, phrase = catalogue_case(name, tmp_path, subset, small_checkpoint)
     before = small_checkpoint.read_bytes()
-    try:
-        status = main.main([str(arg) for arg in argv])
-    except SystemExit as exit:  # argparse's refusals
-        status = exit.code
-    err = capsys.readouterr().err
+    result = run_main(*argv)
+    status, err = result.returncode, result.stderr
     assert status == 2 and phrase in err, err
     assert "weights_only" not in err and " ();" not in err
     assert small_checkpoint.read_bytes() == before, "a refused run must not touch an existing checkpoint"

@@ -9,7 +9,6 @@ comparison's (comparison[mode].diagnosis).
 from utils.explain.categories import MEMORY_BOUND, NAMES, TENSOR_CORE_WORK
 from utils.training.modes import MODES
 
-BASELINE = "fp32"
 # The rules' thresholds, as shares of a profiled step.
 INPUT_BOUND_SHARE = 0.20  # the input pipeline
 LAUNCH_BOUND_SHARE = 0.30  # CUDA: the GPU idle, waiting for the host

@@ -28,7 +28,6 @@ FP16_MAX = 65504.0
 FP16_MIN_NORMAL = 2.0 ** -14
 FP16_MIN_SUBNORMAL = 2.0 ** -24
 LOG2_LOW, LOG2_HIGH = -80, 24  # the histogram's bins: [e, e+1) for e in this range, the ends open
-DEFAULT_EVERY = 50
 
 
 def census_dtype(mode):

@@ -60,19 +60,23 @@ def speedup_samples(group):
     return group[0]["step_times_ms"]
 
 
-def scale_drops(run):
-    """How many times the run's loss scale fell: a dynamic GradScaler halves it at each step it
-    skips (from INITIAL_LOSS_SCALE on); a static scale never falls. None without a scaler."""
-    curve = run.get("loss_scale_curve")
-    if not curve:
-        return None
+def scale_drop_steps(run):
+    """The steps (from 1) at which the run's loss scale fell: a dynamic GradScaler halves it at
+    each step it skips (from INITIAL_LOSS_SCALE on); a static scale never falls."""
+    curve = run.get("loss_scale_curve") or []
     mode = MODES.get(run["mode"])
-    previous = INITIAL_LOSS_SCALE if mode is not None and mode.loss_scaling else curve[0]
-    drops = 0
-    for scale in curve:
-        drops += scale < previous
+    previous = INITIAL_LOSS_SCALE if mode is not None and mode.loss_scaling else curve[0] if curve else None
+    steps = []
+    for step, scale in enumerate(curve, 1):
+        if scale < previous:
+            steps.append(step)
         previous = scale
-    return drops
+    return steps
+
+
+def scale_drops(run):
+    """How many times the run's loss scale fell; None without a scaler."""
+    return len(scale_drop_steps(run)) if run.get("loss_scale_curve") else None
 
 
 def group_by_mode(runs):

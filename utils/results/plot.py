@@ -9,9 +9,8 @@ from utils.compat import release
 from utils.errors import UserError, WriteFailed
 from utils.explain.categories import NAMES as CATEGORIES
 from utils.fileio import atomic_write
-from utils.results.compare import BASELINE, CHANCE_ACCURACY, scale_drops
+from utils.results.compare import BASELINE, CHANCE_ACCURACY, scale_drop_steps
 from utils.explain.numerics import FP16_MAX, FP16_MIN_NORMAL, FP16_MIN_SUBNORMAL
-from utils.training.modes import INITIAL_LOSS_SCALE
 from utils.results.record import setup_of
 from utils.results.report import describe, first_of
 
@@ -228,10 +227,9 @@ def draw_loss_scales(axis, runs):
         label = run["mode"] + (f" (repeat {run['repeat']})" if any(other["repeat"] for other in shown) else "")
         colour = REPEAT_COLOURS[index % len(REPEAT_COLOURS)]
         steps = range(1, len(curve) + 1)
-        drops = scale_drops(run)
+        fell = scale_drop_steps(run)
         axis.step(steps, curve, where="post", color=colour,
-                  label=f"{label}: {drops} drop{'' if drops == 1 else 's'}, {run['skipped_steps']} skipped")
-        fell = [step for step, scale, previous in zip(steps, curve, [INITIAL_LOSS_SCALE] + curve) if scale < previous]
+                  label=f"{label}: {len(fell)} drop{'' if len(fell) == 1 else 's'}, {run['skipped_steps']} skipped")
         axis.scatter(fell, [curve[step - 1] for step in fell], marker="x", color=colour, zorder=3)
     axis.set_yscale("log", base=2)
     axis.set_xlabel("step")

@@ -135,7 +135,6 @@ def run(trainer, config, device, world, start_step=0, earlier=None, stop=None,
         if sample is not None:  # a pause, like a checkpoint's: the next start_step() leaves it out
             timer.close()
             census.take(trainer, sample[0], sample[1], step)
-            sample = None
         if save and config.checkpoint_every and step % config.checkpoint_every == 0 and step < config.steps:
             timer.close()
             save(step, statistics(earlier, timer, losses, lrs, scales, started, config.warmup, device, world))
