@@ -73,6 +73,7 @@ class TrainingProgress:
                         bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}"
                                    "{postfix}]")
         self.bar_loss = None  # HostCopy of a recent loss, for the bar
+        self.bar_shown = False  # whether the bar has shown a loss yet
 
     def update(self, loss):
         self.step += 1
@@ -87,15 +88,19 @@ class TrainingProgress:
             self.update_log(loss, now)
 
     def update_bar(self, loss, now):
+        """The postfix shows the first loss as soon as its copy has arrived (however short the
+        run), then a newer one every REFRESH_S."""
         self.bar.update(1)
-        if now - self.last_shown < REFRESH_S:
+        first = not self.bar_shown
+        if not first and now - self.last_shown < REFRESH_S:
             return
-        self.last_shown = now
         if self.bar_loss is None or self.bar_loss.done():
             shown = self.bar_loss.value() if self.bar_loss is not None else None
             self.bar_loss = HostCopy(loss.detach().float())
             if shown is not None:
-                self.bar.set_postfix_str(f"loss {shown:.3f}, {self.images_per_sec():.0f} img/s", refresh=False)
+                self.last_shown = now
+                self.bar.set_postfix_str(f"loss {shown:.3f}, {self.images_per_sec():.0f} img/s", refresh=first)
+                self.bar_shown = True
 
     def update_log(self, loss, now):
         every = self.reporter.log_every
