@@ -1,14 +1,19 @@
 """Does ampbench's measuring machinery cost throughput? Times, in one process and interleaved:
 
-  (a) ampbench: utils.app.run_mode, the code main.py runs (loader with on-device
-      augmentation, step timer, loss recording, skip counting), and
-  (b) bare: a loop written like PyTorch's AMP recipe over pre-made batches on the device,
+  (a) ampbench: utils.app.run_mode, the code main.py runs (its trainer, loop, step timer, loss
+      and loss-scale records, stop and divergence checks), and
+  (b) bare: PyTorch's AMP recipe written out by hand doing the same work: the same model copy,
+      the same device loader and augmentation with the same seed, the same SGD implementation,
+      LR schedule, loss scaler and loss,
 
-with the same model, batch, precision and data. Prints both medians and the ratio last
-(ampbench throughput / bare throughput; target >= 0.97).
+so that the difference is what ampbench adds per step and nothing else. Each round runs both
+(alternating which goes first) and times their steps after the same warm-up; the ratio is
+ampbench's throughput over the bare loop's, from the rounds' medians, with a 95% bootstrap
+interval over the rounds. Target: >= 0.98.
 
-    python benchmarks/overhead.py                       # CPU, resnet18, batch 64, fp32
-    python benchmarks/overhead.py -p --mode amp-fp16    # GPU
+    python benchmarks/overhead.py                            # CPU, resnet18, batch 64, fp32
+    python benchmarks/overhead.py --mode amp-bf16
+    python benchmarks/overhead.py -p --mode amp-fp16         # GPU
 """
 import argparse
 import copy
@@ -20,29 +25,49 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def bare_loop(initial_model, batches, mode, lr, device):
-    """PyTorch's AMP recipe, nothing else; returns seconds for len(batches) steps."""
+def bare_loop(initial_model, data, mode, config, device):
+    """The AMP recipe by hand over the same batches; returns seconds per timed step."""
     import torch
     from torch import nn
 
+    from utils.data.loaders import make_train_loader
+    from utils.training import precision
+    from utils.training.step import make_optimizer, make_scheduler
+
+    precision.set_tf32(mode.tf32)
     model = copy.deepcopy(initial_model).to(device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9, weight_decay=5e-4)
-    scaler = torch.amp.GradScaler(device.type, enabled=mode.loss_scaling)
+    params, scaler = precision.prepare(model, mode, device, config.loss_scale)
+    optimizer, _ = make_optimizer(params, config.lr, config.momentum, config.weight_decay, config.nesterov,
+                                  config.optimizer_impl)
+    scheduler = make_scheduler(optimizer, config.lr_schedule, config.steps, config.warmup_lr_steps)
+    loader = make_train_loader(config.loader, data.train_images, data.train_labels, config.batch_size, device,
+                               config.seed, config.workers, config.channels_last)
     criterion = nn.CrossEntropyLoss()
-    dtype = mode.autocast_dtype or torch.float32
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    started = time.perf_counter()
-    for images, labels in batches:
-        with torch.amp.autocast(device.type, dtype=dtype, enabled=mode.autocast_dtype is not None):
-            loss = criterion(model(images), labels)
+    started = None
+    for step in range(config.steps):
+        if step == config.warmup:
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            started = time.perf_counter()
+        images, labels = next(loader)
+        with precision.autocast(mode, device):
+            loss = criterion(model(images).float(), labels)
         scaler.scale(loss).backward()
         scaler.step(optimizer)
         scaler.update()
         optimizer.zero_grad(set_to_none=True)
+        scheduler.step()
     if device.type == "cuda":
         torch.cuda.synchronize()
-    return time.perf_counter() - started
+    return (time.perf_counter() - started) / (config.steps - config.warmup)
+
+
+def ampbench_loop(initial_model, data, mode, config, device):
+    """run_mode, as main.py runs it; seconds per timed step, from its own step timer."""
+    from utils.app import run_mode
+
+    record, _ = run_mode(initial_model, mode, data, config, device)
+    return sum(record.step_times_ms) / 1000.0 / len(record.step_times_ms)
 
 
 def main():
@@ -51,49 +76,48 @@ def main():
     parser.add_argument("--model", default="resnet18")
     parser.add_argument("-b", "--batch-size", type=int, default=64)
     parser.add_argument("--mode", default="fp32")
-    parser.add_argument("--steps", type=int, default=5, help="steps per timed block")
-    parser.add_argument("--rounds", type=int, default=7, help="blocks of each kind; the first is warm-up")
+    parser.add_argument("--optimizer-impl", default="fused", choices=["fused", "foreach"])
+    parser.add_argument("--steps", type=int, default=8, help="timed steps per run")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed steps at the start of each run")
+    parser.add_argument("--rounds", type=int, default=9, help="runs of each kind, interleaved")
     options = parser.parse_args()
 
+    import numpy as np
     import torch
 
     import models
-    from utils.app import run_mode
     from utils.config import RunConfig
     from utils.data.dataset import synthetic
-    from utils.data.loaders import DeviceLoader
+    from utils.results.compare import bootstrap_ratio
     from utils.training import precision
 
     device = torch.device("cuda" if options.gpu else "cpu")
     if options.gpu:
         torch.backends.cudnn.benchmark = True
     mode = precision.MODES[options.mode]
-    precision.set_tf32(mode.tf32)
     torch.manual_seed(0)
     model = models.build_model(options.model)
     data = synthetic(device, seed=0)
-    loader = DeviceLoader(data.train_images, data.train_labels, options.batch_size, device, seed=0)
-    batches = [next(loader) for _ in range(options.steps)]
-    config = RunConfig.build(steps=options.steps, warmup=0, batch_size=options.batch_size, lr=0.01,
-                             no_progress=True, no_eval=True)
+    config = RunConfig.build(steps=options.warmup + options.steps, warmup=options.warmup, batch_size=options.batch_size,
+                             no_progress=True, no_eval=True, optimizer_impl=options.optimizer_impl, gpu=options.gpu)
+    config = config.with_recipe(models.has_batch_norm(model), 1)
 
-    ours, bare = [], []
+    times = {"ampbench": [], "bare": []}
+    loops = {"ampbench": ampbench_loop, "bare": bare_loop}
     for round_ in range(options.rounds):
-        order = ["ours", "bare"] if round_ % 2 == 0 else ["bare", "ours"]
-        for which in order:
-            if which == "ours":
-                seconds = run_mode(model, mode, data, config, device)[0].wall_time_s
-                (ours if round_ else []).append(seconds / options.steps)
-            else:
-                seconds = bare_loop(model, batches, mode, config.lr, device)
-                (bare if round_ else []).append(seconds / options.steps)
+        for which in (["ampbench", "bare"] if round_ % 2 == 0 else ["bare", "ampbench"]):
+            times[which].append(loops[which](model, data, mode, config, device))
     name = torch.cuda.get_device_name() if options.gpu else "CPU"
-    print(f"{options.model}, batch {options.batch_size}, {mode.name}, {name}, "
-          f"{options.rounds - 1} rounds x {options.steps} steps")
-    ours_ms, bare_ms = 1000 * statistics.median(ours), 1000 * statistics.median(bare)
-    print(f"bare AMP-recipe loop: median {bare_ms:.2f} ms/step, {options.batch_size * 1000 / bare_ms:.1f} img/s")
-    print(f"ampbench run_mode:    median {ours_ms:.2f} ms/step, {options.batch_size * 1000 / ours_ms:.1f} img/s")
-    print(f"throughput ratio ampbench/bare: {bare_ms / ours_ms:.3f}")
+    print(f"{options.model}, batch {options.batch_size}, {mode.name}, {options.optimizer_impl} SGD, {name}, "
+          f"{options.rounds} rounds x {options.steps} timed steps ({options.warmup} warm-up)")
+    for which in ("bare", "ampbench"):
+        ms = 1000 * statistics.median(times[which])
+        spread = 100 * (max(times[which]) - min(times[which])) / statistics.median(times[which])
+        print(f"{which:>8}: median {ms:.2f} ms/step ({options.batch_size * 1000 / ms:.1f} img/s), "
+              f"rounds spread {spread:.0f}%")
+    ratio = statistics.median(times["bare"]) / statistics.median(times["ampbench"])
+    low, high = bootstrap_ratio(times["bare"], times["ampbench"], np.median)
+    print(f"throughput ratio ampbench/bare: {ratio:.3f} [95% CI {low:.3f}, {high:.3f}] (target >= 0.98)")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,6 @@ import os
 import pickle
 import subprocess
 import sys
-import warnings
 
 import pytest
 import torch
@@ -19,7 +18,7 @@ from utils.errors import UserError
 from utils.measure import flops
 from utils.training import checkpoint, precision
 from utils.training.modes import MODES
-from utils.training.step import StepCounter, make_optimizer, make_scheduler
+from utils.training.step import fused_sgd_works, make_optimizer
 
 pytestmark = pytest.mark.compat
 TORCH = compat.torch_release()
@@ -59,7 +58,8 @@ def test_compare_writes_json_and_csv_and_records_its_degraded_paths(tmp_path):
     assert list(document["comparison"]) == ["fp32", "amp-bf16"]
     assert len((tmp_path / "r.csv").read_text().splitlines()) == 3
     assert document["env"]["torch"] == torch.__version__
-    assert set(document["env"]["degraded"]) == ({"flops"} if TORCH < (2, 1) else set())
+    expected = ({"flops"} if TORCH < (2, 1) else set()) | (set() if fused_sgd_works("cpu") else {"optimizer"})
+    assert set(document["env"]["degraded"]) == expected
 
 
 FLOP_MODELS = ["resnet18", "resnet50", "resnext50_32x4d", "mobilenet_v2", "vgg11", "densenet121"]
@@ -90,23 +90,12 @@ def test_without_the_flop_counter_the_count_is_by_layers_and_recorded(monkeypatc
     assert "torch.utils.flop_counter" in compat.degraded()["flops"]
 
 
-@pytest.mark.parametrize("hooks", [True, False])
-def test_the_step_counter_misses_exactly_the_skipped_steps(hooks, monkeypatch):
-    if hooks and not compat.has_step_hooks():
-        pytest.skip("optimizer step hooks arrived in torch 2.0")
-    monkeypatch.setattr(compat, "has_step_hooks", lambda: hooks)
-    weight = nn.Parameter(torch.ones(3))
-    optimizer = make_optimizer([weight], 0.1)
-    counter = StepCounter(optimizer)
-    scheduler = make_scheduler(optimizer, "cosine", 10, 0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # the scheduler must not see a replaced optimizer.step
-        for gradient in [1.0, float("inf"), 1.0]:
-            weight.grad = torch.full((3,), gradient)
-            if torch.isfinite(weight.grad).all():
-                optimizer.step()
-            scheduler.step()
-    assert counter.count == 2
+def test_without_fused_sgd_the_foreach_sgd_runs_and_is_recorded(monkeypatch):
+    monkeypatch.setattr(compat, "has_fused_sgd", lambda: False)
+    monkeypatch.setattr(compat, "_degraded", {})
+    optimizer, impl = make_optimizer([nn.Parameter(torch.ones(3))], 0.1)
+    assert impl == "foreach" and not optimizer.defaults.get("fused")
+    assert "foreach SGD ran" in compat.degraded()["optimizer"]
 
 
 def test_checkpoints_are_read_without_running_code_before_weights_only(tmp_path, monkeypatch):
@@ -114,7 +103,7 @@ def test_checkpoints_are_read_without_running_code_before_weights_only(tmp_path,
     monkeypatch.setattr(compat, "_degraded", {})
     model = models.build_model("squeezenet1_1")
     state = {"format": checkpoint.FORMAT, "model": model.state_dict(), "step": 3,
-             "optimizer": make_optimizer(list(model.parameters()), 0.1).state_dict(),
+             "optimizer": make_optimizer(list(model.parameters()), 0.1)[0].state_dict(),
              "rng": {"torch": torch.get_rng_state()}, "stats": {"step_ms": [1.5], "note": None}}
     checkpoint.save(tmp_path / "c.pt", state, model)
     read = checkpoint.read(tmp_path / "c.pt", torch.device("cpu"))  # the reader alone: a partial state

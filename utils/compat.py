@@ -47,8 +47,8 @@ def has_flop_counter():
     return torch_release() >= (2, 1)  # torch.utils.flop_counter
 
 
-def has_step_hooks():
-    return torch_release() >= (2, 0)  # Optimizer.register_step_post_hook
+def has_fused_sgd():
+    return torch_release() >= (2, 3)  # torch.optim.SGD(fused=True), on CUDA; on the CPU later
 
 
 def has_compile():

@@ -56,6 +56,7 @@ class RunConfig:
     lr_schedule: str = "cosine"
     warmup_lr_steps: Optional[int] = None  # set by with_recipe(): --warmup-lr-steps, or 5% of the steps
     clip_grad: Optional[float] = None
+    optimizer_impl: str = "fused"  # where this torch and device have it; else foreach, noted in env.degraded
     accum_steps: int = 1
     on_nan: str = "stop"
     no_eval: bool = False

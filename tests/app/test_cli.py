@@ -134,7 +134,7 @@ def test_cpu_run_writes_a_complete_json(tmp_path, subset):
     assert result.returncode == 0, result.stderr
     assert "fp32" in result.stdout and "median ms" in result.stdout
     document = json.loads(out.read_text())
-    assert document["schema"] == "ampbench.result/1"
+    assert document["schema"] == "ampbench.result/2"
     for key in ["python", "torch", "torchvision", "cuda", "cudnn", "device", "tf32", "hostname", "command"]:
         assert key in document["env"]
     assert document["config"]["steps"] == 6 and document["config"]["model"] == "resnet18"
@@ -148,6 +148,8 @@ def test_cpu_run_writes_a_complete_json(tmp_path, subset):
     assert run["images_per_sec"] == pytest.approx(16 * 1000 / step["median"])
     assert 0 <= run["data_time_ms"]["median"] < step["median"]
     assert run["peak_memory_bytes"] > 0 and len(run["loss_curve"]) == 6
+    assert run["warmup_peak_memory_bytes"] > 0 and run["peak_reserved_bytes"] is None  # CUDA only
+    assert run["optimizer_impl"] == document["config"]["optimizer_impl"] == "fused"
     assert run["final_loss"] == run["loss_curve"][-1]
     assert run["skipped_steps"] == 0 and run["final_loss_scale"] is None
     assert 0 <= run["test_accuracy"] <= 1 and run["wall_time_s"] > 0

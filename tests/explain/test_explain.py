@@ -231,3 +231,23 @@ def test_a_slow_input_pipeline_is_diagnosed_input_bound_with_the_loaders_remedy(
     assert [item["rule"] for item in profile["diagnosis"]][:1] == ["input-bound"], profile["diagnosis"]
     assert remedy in profile["diagnosis"][0]["remedy"]
     assert remedy in " ".join(result.stdout.split())
+
+
+@pytest.mark.parametrize("impl, syncs", [("foreach", 1.0), ("fused", 0.0)])
+def test_explain_counts_host_syncs_and_names_the_fused_optimizer_as_the_remedy(impl, syncs, tmp_path):
+    """GradScaler.step with the foreach SGD reads its inf check on the host once per step."""
+    out = tmp_path / "r.json"
+    result = run_main("-m", "squeezenet1_1", "-b", "4", "-n", "2", "--warmup", "1", "--no-progress", "--no-eval",
+                      "--data", "synthetic", "--modes", "amp-fp16", "--explain-steps", "2", "--optimizer-impl", impl,
+                      "--json", out)
+    assert result.returncode == 0, result.stderr
+    (run,) = json.loads(out.read_text())["runs"]
+    if impl == "fused" and run["optimizer_impl"] != "fused":
+        pytest.skip("this torch has no fused SGD on the CPU")
+    assert run["profile"]["host_syncs_per_step"] == syncs
+    found = [item for item in run["profile"]["diagnosis"] if item["rule"] == "host sync"]
+    if syncs:
+        assert "in the loss scaler's step" in found[0]["evidence"] and "--optimizer-impl fused" in found[0]["remedy"]
+        assert "--optimizer-impl fused" in " ".join(result.stdout.split())
+    else:
+        assert found == []

@@ -187,7 +187,7 @@ def test_fp16_master_keeps_fp32_masters_and_batchnorm_and_updates_weights():
     assert model.conv1.weight.dtype == torch.float16 and model.fc.weight.dtype == torch.float16
     assert model.bn1.weight.dtype == torch.float32 and model.bn1.running_mean.dtype == torch.float32
     assert all(p.dtype == torch.float32 for p in params)
-    optimizer = make_optimizer(params, 0.1)
+    optimizer, _ = make_optimizer(params, 0.1)
     before = model.conv1.weight.detach().clone()
     master_before = params[0].detach().clone()
     x, y = torch.randn(4, 3, 32, 32), torch.randint(0, 10, (4,))
@@ -202,7 +202,7 @@ def test_fp16_master_skips_a_step_whose_gradients_overflow():
     mode = precision.MODES["fp16-master"]
     model = nn.Sequential(nn.Linear(4, 10))
     params, scaler = precision.prepare(model, mode, torch.device("cpu"), 1e30)  # overflows FP16 at once
-    optimizer = make_optimizer(params, 0.1)
+    optimizer, _ = make_optimizer(params, 0.1)
     before = copy.deepcopy(params[0].detach())
     train_step(model, [(torch.randn(2, 4), torch.tensor([1, 2]))], nn.CrossEntropyLoss(), optimizer, scaler, mode,
                torch.device("cpu"))

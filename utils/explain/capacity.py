@@ -46,7 +46,8 @@ def fits_on_gpu(initial_model, mode, config, device):
     def attempt(batch):
         model = copy.deepcopy(initial_model).to(device)
         params, scaler = precision.prepare(model, mode, device, config.loss_scale)
-        optimizer = make_optimizer(params, 0.01, config.momentum, config.weight_decay, config.nesterov)
+        optimizer, _ = make_optimizer(params, 0.01, config.momentum, config.weight_decay, config.nesterov,
+                                      config.optimizer_impl)
         images = torch.randn(batch, 3, 32, 32, device=device)
         labels = torch.randint(0, 10, (batch,), device=device)
         batches = iter(lambda: (images, labels), None)

@@ -6,7 +6,7 @@ findings are ranked by the milliseconds per step at stake. Findings that one run
 shows are kept with that run (runs[].profile.diagnosis); those that need the fp32 run are the
 comparison's (comparison[mode].diagnosis).
 """
-from utils.explain.categories import MEMORY_BOUND, NAMES, TENSOR_CORE_WORK
+from utils.explain.categories import DATA_LABEL, MEMORY_BOUND, NAMES, SCALER_LABEL, TENSOR_CORE_WORK
 from utils.training.modes import MODES
 
 # The rules' thresholds, as shares of a profiled step.
@@ -72,6 +72,8 @@ def diagnose_run(run, profile, workers, cpu_count):
                              f"the GPU waits for the host {idle:.1f} ms, {100 * idle / step:.0f}% of the step",
                              "a larger -b, or --compile --compile-mode reduce-overhead (CUDA graphs launch the "
                              "whole step at once)"))
+    if profile.get("host_syncs_per_step"):
+        found.append(host_sync_finding(run, profile, idle if cuda else 0.0))
     bound = share(profile, MEMORY_BOUND)
     if bound >= MEMORY_BOUND_SHARE:
         remedy = "--compile, which fuses them" if run["channels_last"] else "--channels-last and --compile (fusion)"
@@ -94,6 +96,25 @@ def diagnose_run(run, profile, workers, cpu_count):
                              f"-b a multiple of {TENSOR_CORE_MULTIPLE}; a layer's widths are the model's "
                              "(CIFAR-10's 3-channel input and 10-class head are inherent)"))
     return found
+
+
+PLACES = {SCALER_LABEL: "the loss scaler's step", DATA_LABEL: "the input pipeline"}  # the labels, in words
+
+
+def host_sync_finding(run, profile, at_stake_ms):
+    """The host waited for the device inside the step (a tensor read as a number), so the CPU
+    cannot queue the next step's kernels ahead of the GPU."""
+    where = profile["host_syncs"][0]["in"]
+    count = profile["host_syncs_per_step"]
+    in_scaler = where in (SCALER_LABEL, "Optimizer.step#SGD.step")
+    where = PLACES.get(where, where)
+    if in_scaler and run.get("optimizer_impl") == "foreach":
+        remedy = "--optimizer-impl fused (its kernel reads the loss scaler's inf check on the device)"
+    else:
+        remedy = "keeping that value on the device (no .item(), bool() or float() of a tensor in the step)"
+    return finding("host sync", run["mode"], at_stake_ms,
+                   f"the host waits for the device {count:g} time{'' if count == 1 else 's'} per step, in {where}",
+                   remedy)
 
 
 def unaligned_layers(model, batch_size):

@@ -16,13 +16,14 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 from utils.errors import WriteFailed
-from utils.explain.categories import NAMES, PYTHON, STEP_MARK, category_of
+from utils.explain.categories import DATA_LABEL, NAMES, PYTHON, SCALER_LABEL, STEP_MARK, category_of
 from utils.training.loop import MicroBatches, synchronize
 from utils.training.step import train_step
 
-DATA_LABEL = "ampbench.data"
-SCALER_LABEL = "ampbench.scaler"
 TOP_OPS = 15
+# Where the host waits for the device: .item(), bool() and float() of a tensor run
+# aten::_local_scalar_dense; CUDA's runtime records its explicit synchronizations.
+SYNC_OPS = ("aten::_local_scalar_dense", "cudaStreamSynchronize", "cudaDeviceSynchronize")
 
 
 class LabelledLoader:
@@ -134,6 +135,7 @@ def summarize(events, steps, wall_ms, cuda):
     by_category = collections.Counter()
     host = collections.Counter()
     ops = collections.defaultdict(lambda: [0, 0.0])  # (name, category) -> [calls, µs]
+    syncs = collections.Counter()  # the op of the step that synced -> count
     device_busy_us = 0.0
     for event in events:
         if getattr(event, "is_async", False):
@@ -146,6 +148,8 @@ def summarize(events, steps, wall_ms, cuda):
         own_us = device_us(event, own=True) if cuda else event.self_cpu_time_total
         if in_step:
             host[category] += event.self_cpu_time_total
+            if event.name in SYNC_OPS:
+                syncs[chain[1] if len(chain) > 2 else event.name] += 1
         elif not cuda:  # another thread's time is not the step's
             continue
         name = PYTHON if event.name.startswith(STEP_MARK) else event.name
@@ -167,6 +171,8 @@ def summarize(events, steps, wall_ms, cuda):
                        for name in NAMES},
         "idle_ms": per_step["idle"] if cuda else None,
         "host_ms": {name: host[name] / 1000.0 / steps for name in NAMES if host[name]},
+        "host_syncs_per_step": sum(syncs.values()) / steps,
+        "host_syncs": [{"in": name, "per_step": count / steps} for name, count in syncs.most_common()],
         "top_ops": [{"name": name, "calls": calls / steps, "self_ms": us / 1000.0 / steps, "category": category}
                     for (name, category), (calls, us) in top],
     }

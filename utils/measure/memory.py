@@ -30,6 +30,12 @@ def peak_bytes(device):
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "peak_rss_process_lifetime"
 
 
+def peak_reserved_bytes(device):
+    """CUDA: the most memory the caching allocator held from the GPU since the last reset (what
+    other processes could not use); 0 on the CPU."""
+    return torch.cuda.max_memory_reserved(device) if device.type == "cuda" else 0
+
+
 def is_out_of_memory(error):
     """CUDA's OutOfMemoryError (a RuntimeError subclass; a plain RuntimeError before torch
     1.13), the CPU allocator's failure, or Python's MemoryError."""

@@ -14,7 +14,8 @@ import numpy as np
 
 from utils.explain import diagnose
 from utils.explain.categories import NAMES as CATEGORIES
-from utils.training.modes import INITIAL_LOSS_SCALE, MODES
+from utils.training import modes
+from utils.training.modes import MODES
 
 BASELINE = "fp32"
 RESAMPLES = 2000
@@ -61,17 +62,9 @@ def speedup_samples(group):
 
 
 def scale_drop_steps(run):
-    """The steps (from 1) at which the run's loss scale fell: a dynamic GradScaler halves it at
-    each step it skips (from INITIAL_LOSS_SCALE on); a static scale never falls."""
-    curve = run.get("loss_scale_curve") or []
+    """The steps (from 1) at which the run's loss scale fell: the steps its GradScaler skipped."""
     mode = MODES.get(run["mode"])
-    previous = INITIAL_LOSS_SCALE if mode is not None and mode.loss_scaling else curve[0] if curve else None
-    steps = []
-    for step, scale in enumerate(curve, 1):
-        if scale < previous:
-            steps.append(step)
-        previous = scale
-    return steps
+    return modes.scale_drop_steps(run.get("loss_scale_curve") or [], mode is not None and mode.loss_scaling)
 
 
 def scale_drops(run):
@@ -118,6 +111,8 @@ def mode_figures(group):
         "images_per_sec": batch * 1000.0 / median,
         "data_time_ms": statistics.median(run["data_time_ms"]["median"] for run in group),
         "peak_memory_bytes": max(run["peak_memory_bytes"] for run in group),
+        "warmup_peak_memory_bytes": max((run.get("warmup_peak_memory_bytes") or 0 for run in group), default=0)
+        or None,
         "final_loss": median_of(group, "final_loss"),
         "test_accuracy": median_of(group, "test_accuracy"),
         "learned": None if None in verdicts else all(verdicts),

@@ -1,4 +1,4 @@
-"""The result record: the one definition of what a results file holds (schema ampbench.result/1).
+"""The result record: the one definition of what a results file holds (schema ampbench.result/2).
 
 A results document is {"schema", "env", "config", "data", "incomplete", "runs", "comparison"};
 each entry of "runs" is a RunRecord, one precision mode's run, field for field as below. The
@@ -16,7 +16,10 @@ from utils.measure.envinfo import now_utc, tf32_flags
 from utils.measure.timing import summarize
 from utils.results.compare import learned
 
-SCHEMA = "ampbench.result/1"
+SCHEMA = "ampbench.result/2"
+# /1 files are still read: their peak_memory_bytes included the warm-up (cuDNN autotuning,
+# compilation), so they never pool with /2 runs (setup_of holds the schema).
+READABLE_SCHEMAS = ("ampbench.result/1", SCHEMA)
 
 
 @dataclass
@@ -49,7 +52,7 @@ class RunRecord:
     images_per_sec: Optional[float]
     data_time_ms: Optional[Dict[str, float]]
     compute_time_ms: Optional[Dict[str, float]]
-    peak_memory_bytes: int
+    peak_memory_bytes: int  # the steady state: the peak over the timed steps (from /2; /1: warm-up included)
     peak_memory_kind: str
     final_loss: Optional[float]
     loss_curve: List[float]
@@ -78,6 +81,9 @@ class RunRecord:
     numerics: Optional[Dict] = None  # --numerics: utils.explain.numerics' gradient census
     memory: Optional[Dict] = None  # --numerics: utils.explain.footprint's breakdown of one step's memory
     max_batch: Optional[int] = None  # --max-batch (CUDA): the largest batch this mode trains in the GPU's memory
+    warmup_peak_memory_bytes: Optional[int] = None  # the warm-up steps' peak (null without warm-up)
+    peak_reserved_bytes: Optional[int] = None  # CUDA: the caching allocator's reserved peak over the timed steps
+    optimizer_impl: Optional[str] = None  # the SGD that ran: "fused" or "foreach" (/1 files: foreach)
 
     def to_dict(self):
         return asdict(self)
@@ -119,14 +125,17 @@ def build(config, trainer, outcome, data, world, device, test_accuracy, repeat=0
         peak_memory_bytes=stats.peak_memory_bytes, peak_memory_kind=memory.peak_bytes(device)[1],
         final_loss=curve[-1] if curve else None, loss_curve=curve, lr_curve=stats.lrs,
         loss_scale_curve=stats.loss_scales if trainer.scaler.is_enabled() else None,
-        skipped_steps=outcome.completed_steps - outcome.optimizer_steps,
+        skipped_steps=outcome.skipped_steps,
         final_loss_scale=trainer.scaler.get_scale() if trainer.scaler.is_enabled() else None,
         final_lr=trainer.optimizer.param_groups[0]["lr"], test_accuracy=test_accuracy,
         epochs_seen=outcome.completed_steps * global_batch / len(data.train_images),
         wall_time_s=stats.wall_time_s, first_step_s=outcome.first_step_s,
         compile_time_s=outcome.first_step_s if config.compile else None,
         initial_weights_sha256=trainer.initial_weights_sha256, first_batch_sha256=outcome.first_batch_sha256,
-        repeat=repeat, finished_utc=now_utc(), numerics=numerics, memory=memory_breakdown)
+        repeat=repeat, finished_utc=now_utc(), numerics=numerics, memory=memory_breakdown,
+        warmup_peak_memory_bytes=stats.warmup_peak_memory_bytes or None,
+        peak_reserved_bytes=stats.peak_reserved_bytes if device.type == "cuda" else None,
+        optimizer_impl=trainer.optimizer_impl)
     record.learned = learned(asdict(record))
     if profile is not None:
         record.profile = dict(profile, diagnosis=diagnose_run(asdict(record), profile, config.workers,
@@ -144,7 +153,7 @@ def make_document(env, config, data_info, incomplete, runs, comparison):
 # comparison only when all of these, the device, the torch release, the ranks and the data match.
 SETUP_CONFIG_KEYS = ("model", "stem", "batch_size", "accum_steps", "steps", "warmup", "loader", "channels_last",
                      "compile", "lr", "lr_schedule", "warmup_lr_steps", "momentum", "weight_decay", "label_smoothing",
-                     "clip_grad")
+                     "clip_grad", "optimizer_impl")
 
 
 def setup_of(document):
@@ -152,8 +161,16 @@ def setup_of(document):
     change step times, memory or accuracy (a channels_last run never pools with a plain one)."""
     config, env = document["config"], document["env"]
     setup = {key: config.get(key) for key in SETUP_CONFIG_KEYS}
+    setup["optimizer_impl"] = optimizer_impl(document)
     setup.update(workers=config.get("workers") if config.get("loader") == "torchvision" else None,
                  compile_mode=config.get("compile_mode") if config.get("compile") else None,
                  world_size=env.get("world_size", 1), device=env["device"], torch=env.get("torch"),
-                 data=document["data"]["name"])
+                 data=document["data"]["name"], schema=document.get("schema"))
     return setup
+
+
+def optimizer_impl(document):
+    """The SGD the document's runs used ("fused" or "foreach"; a /1 file's always foreach):
+    what ran, which a degraded run records, rather than what was asked for."""
+    ran = {run.get("optimizer_impl") or "foreach" for run in document["runs"]}
+    return ran.pop() if len(ran) == 1 else "mixed"

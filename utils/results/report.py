@@ -14,12 +14,12 @@ from utils.fileio import atomic_write
 from utils.explain.categories import NAMES as CATEGORIES
 from utils.explain.diagnose import amdahl_line, ranked, times
 from utils.results.compare import BASELINE, CHANCE_LOSS, compare_modes
-from utils.results.record import REQUIRED_RUN_FIELDS, SCHEMA, setup_of
+from utils.results.record import READABLE_SCHEMAS, REQUIRED_RUN_FIELDS, SCHEMA, setup_of
 # The columns a reader filters on first (the setup), then the figures; run_id tells rows apart,
 # so that appending the same runs again (a merge repeated) adds nothing.
 CSV_COLUMNS = ["run_id", "timestamp_utc", "hostname", "device", "torch", "world_size", "model", "stem", "batch_size",
                "accum_steps", "steps", "warmup", "data", "loader", "workers", "channels_last", "compile",
-               "compile_mode", "lr", "lr_schedule", "warmup_lr_steps", "tf32", "mode", "runs", "median_step_ms",
+               "compile_mode", "optimizer_impl", "lr", "lr_schedule", "warmup_lr_steps", "tf32", "mode", "runs", "median_step_ms",
                "p90_step_ms", "spread_pct", "images_per_sec", "speedup_vs_fp32", "speedup_ci95_low",
                "speedup_ci95_high", "speedup_significant", "peak_memory_bytes", "memory_ratio_vs_fp32",
                "memory_ratio_ci95_low", "memory_ratio_ci95_high", "final_loss", "test_accuracy",
@@ -263,6 +263,13 @@ def notes(document):
             f"{mode} {row['max_batch']}" + (f" ({row['max_batch_ratio_vs_fp32']:.2f}x fp32's)"
                                             if row.get("max_batch_ratio_vs_fp32") and mode != BASELINE else "")
             for mode, row in largest.items()) + ".")
+    if document.get("schema") == SCHEMA:
+        warmup = [row["warmup_peak_memory_bytes"] for row in comparison.values() if row.get("warmup_peak_memory_bytes")]
+        lines.append("peak mem: the steady state, over the timed steps" + (
+            f"; the warm-up (cuDNN autotuning, compilation) peaked at up to {human_bytes(max(warmup))}, "
+            "runs[].warmup_peak_memory_bytes" if warmup else "") + ".")
+    else:
+        lines.append(f"peak mem: warm-up included ({document.get('schema')}, an older ampbench's result file).")
     found = {run["mfu_note"] for run in document["runs"] if run.get("mfu_note")}
     if found:
         lines.append("MFU not shown: " + "; ".join(sorted(found)) + ".")
@@ -380,7 +387,7 @@ def load_result(path):
     documents = content if isinstance(content, list) and content else [content]
     for document in documents:
         runs = document.get("runs") if isinstance(document, dict) else None
-        if not isinstance(runs, list) or not runs or document.get("schema") != SCHEMA or \
+        if not isinstance(runs, list) or not runs or document.get("schema") not in READABLE_SCHEMAS or \
                 not all(isinstance(run, dict) and set(REQUIRED_RUN_FIELDS) <= set(run) for run in runs):
             raise UserError(f"{path} is not an ampbench result file (schema {SCHEMA}).")
     return documents

@@ -15,7 +15,7 @@ from utils import compat, safepickle
 from utils.errors import UserError
 from utils.fileio import atomic_write
 from utils.training import precision
-from utils.training.loop import Statistics
+from utils.training.loop import Statistics, nonfinite_policy, skipped_steps
 
 FORMAT = "ampbench.checkpoint/1"
 
@@ -82,6 +82,7 @@ ENTRIES = {"config": dict, "mode": str, "step": int, "model": dict, "masters": (
 CONFIG_ENTRIES = {"model": str, "stem": str, "batch_size": int, "accum_steps": int, "steps": int,
                   "lr_schedule": str, "loader": str}
 CURVES = ("step_ms", "data_ms", "losses", "lrs", "loss_scales")
+STATS_ADDED = ("warmup_peak_memory_bytes", "peak_reserved_bytes")  # checkpoints of earlier releases lack these
 STATS_ENTRIES = {**{f.name: (list if f.name in CURVES else numbers.Real) for f in fields(Statistics)},
                  "optimizer_steps": int}
 
@@ -93,6 +94,8 @@ def schema_problem(state):
                                   (state.get("stats"), STATS_ENTRIES, "stats ")):
         for key, kind in entries.items():
             if key not in table:
+                if where == "stats " and key in STATS_ADDED:
+                    continue
                 return f"it has no {where}entry {key!r}"
             if not isinstance(table[key], kind) or isinstance(table[key], bool):
                 return f"its {where}entry {key!r} is a {type(table[key]).__name__}"
@@ -101,7 +104,8 @@ def schema_problem(state):
     stats = state["stats"]
     if not all(isinstance(value, numbers.Real) for key in CURVES for value in stats[key]):
         return "its statistics hold values that are not numbers"
-    times = stats["step_ms"] + stats["data_ms"] + [stats["wall_time_s"], stats["peak_memory_bytes"]]
+    times = stats["step_ms"] + stats["data_ms"] + [stats["wall_time_s"]] + [
+        stats[key] for key in ("peak_memory_bytes",) + STATS_ADDED if key in stats]
     if not all(math.isfinite(value) and value >= 0 for value in times):  # losses may be inf: skipped steps
         return "its timing statistics hold negative or non-finite values"
     tensors = list(state["model"].items()) + [(f"master {i}", t) for i, t in enumerate(state["masters"] or [])]
@@ -141,6 +145,7 @@ def checkpoint_globals():
 def capture(trainer, config, step, stats, device):
     """Everything a later process needs to continue exactly: weights, optimizer, schedule,
     scaler, random-number and loader state, and the statistics so far."""
+    skipped = skipped_steps(trainer, nonfinite_policy(trainer.mode, config.on_nan), stats)
     return {
         "config": config.to_dict(), "mode": trainer.mode.name, "step": step,
         "model": trainer.model.state_dict(),
@@ -150,7 +155,7 @@ def capture(trainer, config, step, stats, device):
         "rng": {"torch": torch.get_rng_state(),
                 "cuda": torch.cuda.get_rng_state_all() if device.type == "cuda" else None,
                 "loader": trainer.loader.state_dict()},
-        "stats": {**asdict(stats), "optimizer_steps": trainer.counter.count},
+        "stats": {**asdict(stats), "optimizer_steps": step - skipped},
     }
 
 
@@ -184,7 +189,6 @@ def restore_state(trainer, state, device):
     torch.set_rng_state(state["rng"]["torch"].cpu())
     if device.type == "cuda" and state["rng"]["cuda"] is not None:
         torch.cuda.set_rng_state_all([s.cpu() for s in state["rng"]["cuda"]])
-    trainer.counter.count = state["stats"]["optimizer_steps"]
     earlier = {key: value for key, value in state["stats"].items() if key != "optimizer_steps"}
     return state["step"], Statistics(**earlier) if same_mode else None
 
@@ -213,7 +217,8 @@ def trainer_state_problem(trainer, state, same_mode):
                 return f"its optimizer {key} of parameter {index} is not a tensor of the parameter's shape"
             if value is not None and value.is_floating_point() and not torch.isfinite(value).all():
                 return f"its optimizer {key} of parameter {index} holds inf or NaN"
-    if state["scheduler"].get("last_epoch") != state["stats"]["optimizer_steps"]:
+    # The schedule counts every step; checkpoints of earlier releases counted the optimizer's own
+    if state["scheduler"].get("last_epoch") not in (state["step"], state["stats"]["optimizer_steps"]):
         return "its learning-rate schedule is not at the step its optimizer reached"
     checks = [(state["scheduler"], trainer.scheduler.state_dict(), "its learning-rate schedule")]
     if trainer.mode.master_weights:

@@ -17,6 +17,7 @@ from utils.measure.progress import Reporter, scale_of
 from utils.measure.timing import StepTimer
 from utils.training import distributed
 from utils.training.guard import RankAgreement
+from utils.training.modes import scale_drop_steps
 from utils.training.setup import digest
 from utils.training.step import train_step
 
@@ -35,7 +36,9 @@ class Statistics:
     lrs: List[float] = field(default_factory=list)  # the learning rate each step used
     loss_scales: List[float] = field(default_factory=list)  # the loss scale after each step (scaled modes)
     wall_time_s: float = 0.0
-    peak_memory_bytes: int = 0
+    peak_memory_bytes: int = 0  # the steady state: over the timed steps, after the warm-up
+    warmup_peak_memory_bytes: int = 0  # over the warm-up steps (cuDNN autotuning, compilation); 0: none
+    peak_reserved_bytes: int = 0  # CUDA: the caching allocator's reserved peak over the timed steps
     segments: int = 0
 
 
@@ -44,7 +47,7 @@ class LoopOutcome:
     stats: Statistics
     start_step: int
     completed_steps: int
-    optimizer_steps: int  # steps the optimizer really took: the scalers skip overflowing ones
+    skipped_steps: int  # steps whose update a loss scaler (or --on-nan skip) skipped
     first_step_s: Optional[float]  # wall time of the first step (the compile, with --compile)
     first_batch_sha256: Optional[str]
     stopped_by: Optional[str]  # the signal that ended the run early, if any
@@ -100,6 +103,7 @@ def run(trainer, config, device, world, start_step=0, earlier=None, stop=None,
     step = start_step
 
     memory.reset_peak(device)
+    warmup_peak = 0
     started = time.perf_counter()
     while step < config.steps:
         signalled = stop is not None and stop.signal_name is not None
@@ -115,12 +119,10 @@ def run(trainer, config, device, world, start_step=0, earlier=None, stop=None,
         if first_batch is None:  # a device-side copy now, hashed after the timed loop
             first_batch = (batches.first[0].clone(), batches.first[1].clone())
         sample = batches.first if census is not None and census.wants(step + 1) else None
-        optimizer_steps = trainer.counter.count
         lrs.append(trainer.optimizer.param_groups[0]["lr"])  # a host float: no sync
         loss = train_step(trainer.trained, batches, trainer.criterion, trainer.optimizer, trainer.scaler,
                           trainer.mode, device, config.clip_grad, skip_nonfinite=policy == "skip")
-        if trainer.counter.count != optimizer_steps:  # the LR schedule follows real optimizer steps
-            trainer.scheduler.step()
+        trainer.scheduler.step()  # every step, skipped or not: knowing which were skipped would need a sync
         step += 1
         losses.append(loss)
         scale = scale_of(trainer.scaler)
@@ -129,6 +131,9 @@ def run(trainer, config, device, world, start_step=0, earlier=None, stop=None,
         if step == start_step + 1 and config.warmup > 0:  # a warm-up step: waiting costs nothing
             synchronize(device)
             first_step_s = time.perf_counter() - started
+        if step == start_step + config.warmup:  # the steady state's peak starts after the warm-up
+            warmup_peak = memory.peak_bytes(device)[0]
+            memory.reset_peak(device)
         progress.update(loss)
         if policy == "stop":
             agreement.note_loss(loss)
@@ -137,13 +142,14 @@ def run(trainer, config, device, world, start_step=0, earlier=None, stop=None,
             census.take(trainer, sample[0], sample[1], step)
         if save and config.checkpoint_every and step % config.checkpoint_every == 0 and step < config.steps:
             timer.close()
-            save(step, statistics(earlier, timer, losses, lrs, scales, started, config.warmup, device, world))
+            save(step, statistics(earlier, timer, losses, lrs, scales, started, config.warmup, warmup_peak,
+                                  device, world))
     timer.close()  # synchronizes: the progress's last line reads its copies without waiting
     progress.close()
-    stats = statistics(earlier, timer, losses, lrs, scales, started, config.warmup, device, world)
+    stats = statistics(earlier, timer, losses, lrs, scales, started, config.warmup, warmup_peak, device, world)
     bad = next((i for i, value in enumerate(stats.losses) if not math.isfinite(value)), None)
     return LoopOutcome(stats=stats, start_step=start_step, completed_steps=step,
-                       optimizer_steps=trainer.counter.count, first_step_s=first_step_s,
+                       skipped_steps=skipped_steps(trainer, policy, stats), first_step_s=first_step_s,
                        first_batch_sha256=digest(first_batch) if first_batch is not None else None,
                        stopped_by=stopped_by, diverged_at=bad + 1 if bad is not None and policy == "stop" else None)
 
@@ -155,18 +161,36 @@ def host_values(values):
     return [float(value) for value in values]
 
 
-def statistics(earlier, timer, losses, lrs, scales, started, warmup, device, world):
-    """All statistics so far: earlier processes' plus this one's (timings after its warm-up)."""
+def skipped_steps(trainer, policy, stats):
+    """The steps whose update was skipped, counted after the loop from what it kept on the
+    device: a dynamic GradScaler halves its scale at each (the scale curve), fp16-master's
+    scaler counts them, and --on-nan skip skips the steps whose loss is not finite."""
+    if trainer.mode.master_weights:
+        return int(trainer.scaler.skipped)
+    if trainer.mode.loss_scaling:
+        return len(scale_drop_steps(stats.loss_scales, dynamic=True))
+    if policy == "skip":
+        return sum(not math.isfinite(loss) for loss in stats.losses)
+    return 0
+
+
+def statistics(earlier, timer, losses, lrs, scales, started, warmup, warmup_peak, device, world):
+    """All statistics so far: earlier processes' plus this one's (timings after its warm-up;
+    the memory peak over the steps after the warm-up too, the warm-up's own beside it)."""
     peak, _ = memory.peak_bytes(device)
+    reserved = memory.peak_reserved_bytes(device)
     step_ms, data_ms = timer.step_ms[warmup:], timer.data_ms[warmup:]
     curve = torch.stack(losses).float() if losses else torch.zeros(0, device=device)
     if world.distributed:
         step_ms = distributed.all_reduce(torch.tensor(step_ms, dtype=torch.float64, device=device), "max").tolist()
         data_ms = distributed.all_reduce(torch.tensor(data_ms, dtype=torch.float64, device=device), "max").tolist()
         curve = distributed.all_reduce(curve, "sum") / world.size
-        peak = int(distributed.all_reduce(torch.tensor(peak, device=device), "max").item())
+        peaks = distributed.all_reduce(torch.tensor([peak, warmup_peak, reserved], device=device), "max")
+        peak, warmup_peak, reserved = peaks.tolist()
     return Statistics(step_ms=earlier.step_ms + step_ms, data_ms=earlier.data_ms + data_ms,
                       losses=earlier.losses + curve.cpu().tolist(), lrs=earlier.lrs + lrs,
                       loss_scales=earlier.loss_scales + host_values(scales),
                       wall_time_s=earlier.wall_time_s + time.perf_counter() - started,
-                      peak_memory_bytes=max(earlier.peak_memory_bytes, peak), segments=earlier.segments + 1)
+                      peak_memory_bytes=max(earlier.peak_memory_bytes, peak),
+                      warmup_peak_memory_bytes=max(earlier.warmup_peak_memory_bytes, warmup_peak),
+                      peak_reserved_bytes=max(earlier.peak_reserved_bytes, reserved), segments=earlier.segments + 1)

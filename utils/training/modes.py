@@ -54,6 +54,19 @@ DEFAULT_COMPARE = ("fp32", "amp-fp16")
 INITIAL_LOSS_SCALE = 2.0 ** 16  # where GradScaler's dynamic scale starts (its default, named here)
 
 
+def scale_drop_steps(curve, dynamic):
+    """The steps (from 1) at which a loss-scale curve (the scale after each step) fell: a
+    dynamic GradScaler halves its scale at each step it skips, from INITIAL_LOSS_SCALE on; a
+    static scale never falls."""
+    previous = INITIAL_LOSS_SCALE if dynamic else curve[0] if curve else None
+    steps = []
+    for step, scale in enumerate(curve, 1):
+        if scale < previous:
+            steps.append(step)
+        previous = scale
+    return steps
+
+
 def parse_modes(text):
     """A comma list of mode names, e.g. "fp32,amp-bf16"."""
     names = [name.strip() for name in text.split(",") if name.strip()]

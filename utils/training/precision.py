@@ -127,13 +127,15 @@ class StaticLossScaler:
     """GradScaler's interface around a fixed loss scale, for the fp16-master recipe: gradients
     of the scaled FP16 loss are unscaled into the FP32 masters; a step whose gradients
     overflow is skipped (safer than Apex's static-scale mode, which steps anyway; Apex skips
-    only with a dynamic scale), otherwise the optimizer steps and the masters are
-    copied back into the FP16 model."""
+    only with a dynamic scale), otherwise the optimizer steps and the masters are copied back
+    into the FP16 model. With the fused optimizer the check and the skip stay on the device,
+    as GradScaler's do; `skipped` counts the skipped steps there."""
 
     def __init__(self, masters, scale):
         self.masters = masters
         self.loss_scale = float(scale)
         self.found_inf = None  # set by unscale_ until the step
+        self.skipped = torch.zeros((), dtype=torch.long, device=masters.params[0].device)
 
     def is_enabled(self):
         return True
@@ -150,19 +152,28 @@ class StaticLossScaler:
     def step(self, optimizer):
         if self.found_inf is None:
             self.unscale_(optimizer)
-        if not self.found_inf.item():  # one sync per step, as GradScaler.step also has
+        found_inf, self.found_inf = self.found_inf, None
+        self.skipped += found_inf
+        if getattr(optimizer, "_step_supports_amp_scaling", False):  # fused: the kernel skips by itself
+            optimizer.grad_scale, optimizer.found_inf = None, found_inf.float().reshape(1)
+            try:
+                optimizer.step()
+            finally:
+                del optimizer.grad_scale, optimizer.found_inf
+            self.masters.copy_to_model()  # unchanged masters after a skip: a copy of the same weights
+        elif not found_inf.item():  # foreach: the host decides, one sync per step
             optimizer.step()
             self.masters.copy_to_model()
-        self.found_inf = None
 
     def update(self):
         pass
 
     def state_dict(self):
-        return {"scale": self.loss_scale}
+        return {"scale": self.loss_scale, "skipped": int(self.skipped)}
 
     def load_state_dict(self, state):
         self.loss_scale = state["scale"]
+        self.skipped.fill_(state.get("skipped", 0))
 
 
 def autocast(mode, device):

@@ -13,7 +13,7 @@ import models
 from utils.data.loaders import make_train_loader, memory_format
 from utils.training import precision
 from utils.training.modes import Mode
-from utils.training.step import StepCounter, make_optimizer, make_scheduler
+from utils.training.step import make_optimizer, make_scheduler
 
 
 @dataclass
@@ -25,8 +25,8 @@ class Trainer:
     params: List[torch.Tensor]  # what the optimizer updates (FP32 masters in fp16-master)
     scaler: Any  # GradScaler, or fp16-master's StaticLossScaler
     optimizer: torch.optim.Optimizer
+    optimizer_impl: str  # the SGD that runs: "fused" or "foreach" (where fused is not available)
     scheduler: Any
-    counter: StepCounter
     criterion: nn.Module
     loader: Any  # an endless iterator of (images, labels) with state_dict/load_state_dict
     initial_weights_sha256: str
@@ -49,11 +49,12 @@ def build_trainer(initial_model, mode, data, config, device, world):
         trained = torch.compile(trained, mode=config.compile_mode)
     loader = make_train_loader(config.loader, data.train_images, data.train_labels, config.batch_size, device,
                                config.seed, config.workers, config.channels_last, (world.rank, world.size))
-    optimizer = make_optimizer(params, config.lr, config.momentum, config.weight_decay, config.nesterov)
-    counter = StepCounter(optimizer)  # before the scheduler, which wraps optimizer.step in old torch
+    optimizer, optimizer_impl = make_optimizer(params, config.lr, config.momentum, config.weight_decay,
+                                               config.nesterov, config.optimizer_impl)
     return Trainer(mode=mode, model=model, trained=trained, params=params, scaler=scaler, optimizer=optimizer,
+                   optimizer_impl=optimizer_impl,
                    scheduler=make_scheduler(optimizer, config.lr_schedule, config.steps, config.warmup_lr_steps),
-                   counter=counter, criterion=nn.CrossEntropyLoss(label_smoothing=config.label_smoothing),
+                   criterion=nn.CrossEntropyLoss(label_smoothing=config.label_smoothing),
                    loader=loader, initial_weights_sha256=initial_weights)
 
 

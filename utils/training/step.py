@@ -6,8 +6,10 @@ as in PyTorch's AMP examples. Every mode runs this same code; the mode only swit
 and the scaler on or off and picks the dtype.
 """
 import contextlib
+import functools
+import inspect
 import math
-import types
+import warnings
 
 import torch
 from torch import nn
@@ -26,7 +28,9 @@ def train_step(model, batches, criterion, optimizer, scaler, mode, device, clip_
         seen += 1
         with gradient_sync(model, seen == len(batches)):
             with precision.autocast(mode, device):
-                loss = criterion(model(images).float(), labels) / len(batches)  # the loss is always FP32
+                loss = criterion(model(images).float(), labels)  # the loss is always FP32
+            if len(batches) > 1:  # the mean over the effective batch (no kernel spent dividing by 1)
+                loss = loss / len(batches)
             scaler.scale(loss).backward()
         total = loss.detach() if total is None else total + loss.detach()
         del images, labels, loss  # freed before the next micro-batch is drawn
@@ -51,13 +55,57 @@ def gradient_sync(model, enabled):
     return model.no_sync()
 
 
-def make_optimizer(params, lr, momentum=0.9, weight_decay=5e-4, nesterov=False):
-    return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay, nesterov=nesterov)
+# The schedule advances at every step, skipped or not (see make_scheduler); torch warns the
+# first time a scaler's skip makes scheduler.step() come before any optimizer.step().
+warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step\(\)` before `optimizer\.step\(\)`")
+
+
+def make_optimizer(params, lr, momentum=0.9, weight_decay=5e-4, nesterov=False, impl="fused"):
+    """SGD and the implementation that really runs: "fused" (one kernel for the whole update,
+    which takes GradScaler's inf check on the device, so no step waits for the host) where this
+    torch and device have it, else "foreach" (torch's multi-tensor SGD, the classic recipe:
+    GradScaler reads its inf check on the host, one sync per scaled step)."""
+    params = list(params)
+    device = params[0].device
+    if impl == "fused" and not (compat.has_fused_sgd() and fused_sgd_works(device.type)):
+        compat.degrade("optimizer", f"fused SGD is not available with torch {torch.__version__} on {device.type}: "
+                                    "the foreach SGD ran, and GradScaler waits for the host once per step")
+        impl = "foreach"
+    if impl == "fused":
+        kind = {"fused": True}
+    else:  # before torch 1.12 SGD has no foreach switch: its for-loop is the classic recipe there
+        kind = {"foreach": True} if "foreach" in inspect.signature(torch.optim.SGD).parameters else {}
+    optimizer = torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay, nesterov=nesterov,
+                                **kind)
+    if impl == "fused" and momentum:
+        # Fused SGD makes its momentum buffers with empty_like at its first step and fills them
+        # in the kernel, which a skipped (overflowing) first step never runs: the next step then
+        # reads uninitialised memory. Zeros from the start give the same first update
+        # (buffer = momentum x 0 + gradient) and survive a skip.
+        for param in params:
+            optimizer.state[param]["momentum_buffer"] = torch.zeros_like(param)
+    return optimizer, impl
+
+
+@functools.lru_cache(maxsize=None)
+def fused_sgd_works(device_type):
+    """Whether SGD(fused=True) steps on this kind of device with GradScaler's on-device skip
+    (torch 2.3 on CUDA; the CPU from a later release)."""
+    param = torch.zeros(2, device=device_type, requires_grad=True)
+    param.grad = torch.ones_like(param)
+    try:
+        optimizer = torch.optim.SGD([param], lr=0.1, momentum=0.9, fused=True)
+        optimizer.step()
+    except (RuntimeError, TypeError, ValueError):
+        return False
+    return getattr(optimizer, "_step_supports_amp_scaling", False)
 
 
 def make_scheduler(optimizer, schedule, steps, warmup_steps):
-    """LR per optimizer step: a linear warm-up over `warmup_steps`, then constant or cosine to
-    zero; or torch's OneCycleLR (its ramp-up takes the warm-up steps, else 30%)."""
+    """LR per step: a linear warm-up over `warmup_steps`, then constant or cosine to zero; or
+    torch's OneCycleLR (its ramp-up takes the warm-up steps, else 30%). The schedule counts
+    every step, including those a loss scaler skipped (as timm and NVIDIA's examples do): the
+    fused optimizer skips on the device, where the host cannot see it without waiting."""
     if schedule == "onecycle":
         return torch.optim.lr_scheduler.OneCycleLR(
             optimizer, max_lr=[group["lr"] for group in optimizer.param_groups], total_steps=steps,
@@ -71,31 +119,6 @@ def make_scheduler(optimizer, schedule, steps, warmup_steps):
         return 1.0
 
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
-
-
-class StepCounter:
-    """Counts the optimizer steps that really ran: the scalers skip optimizer.step() on
-    overflow, so skipped steps = steps - count, known without any host-device sync.
-
-    Before torch 2.0 (no step hooks) it wraps the optimizer's own step method, which GradScaler
-    and the LR scheduler call through the same attribute; build it before the scheduler."""
-
-    def __init__(self, optimizer):
-        self.count = 0
-        if compat.has_step_hooks():
-            optimizer.register_step_post_hook(self.hook)
-            return
-        step = optimizer.step
-
-        def counted_step(optimizer, *args, **kwargs):
-            result = step(*args, **kwargs)
-            self.count += 1
-            return result
-
-        optimizer.step = types.MethodType(counted_step, optimizer)  # a bound method, as the scheduler expects
-
-    def hook(self, optimizer, args, kwargs):
-        self.count += 1
 
 
 @torch.no_grad()

@@ -1,0 +1,38 @@
+"""Peak memory is the steady state's: the warm-up (cuDNN autotuning, compilation) has its own."""
+import torch
+from torch import nn
+
+from utils.config import RunConfig
+from utils.data.dataset import synthetic
+from utils.training import distributed, loop, precision
+from utils.training.setup import build_trainer
+
+CPU = torch.device("cpu")
+SCRATCH_BYTES = 512 * 2 ** 20
+
+
+class WarmupScratch(nn.Module):
+    """A small model whose first forward (a warm-up step) also fills a large temporary, as
+    cuDNN's autotuning does with its workspaces."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                                 nn.Linear(8, 10))
+        self.calls = 0
+
+    def forward(self, images):
+        self.calls += 1
+        if self.calls == 1:
+            scratch = torch.ones(SCRATCH_BYTES // 4)  # written, so resident
+            del scratch
+        return self.net(images)
+
+
+def test_a_large_warm_up_temporary_shows_in_the_warm_up_peak_only():
+    config = RunConfig.build(steps=6, warmup=2, batch_size=8, no_progress=True, no_eval=True).with_recipe(False, 1)
+    trainer = build_trainer(WarmupScratch(), precision.MODES["fp32"], synthetic(CPU, seed=0), config, CPU,
+                            distributed.World())
+    stats = loop.run(trainer, config, CPU, distributed.World()).stats
+    assert stats.warmup_peak_memory_bytes - stats.peak_memory_bytes > 0.8 * SCRATCH_BYTES, stats
+    assert len(stats.step_ms) == 4
