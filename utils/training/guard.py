@@ -9,20 +9,20 @@ from utils.training import distributed
 
 class RankAgreement:
     """Lets every rank decide at the same step whether any rank saw a non-finite loss or a
-    stop signal, without a host-device sync per step: every `every` steps the flags are
-    max-reduced across ranks on the device and copied to the host without blocking; the copy
-    is read at the next check, `every` steps later, long after it has landed. So a problem is
-    acted on one to two checks late, identically on every rank (a hang otherwise)."""
+    stop signal, without a host-device sync per step: every `every` steps the losses since the
+    last check are tested at once and the flags max-reduced across ranks on the device, then
+    copied to the host without blocking; the copy is read at the next check, `every` steps
+    later, long after it has landed. So a problem is acted on one to two checks late,
+    identically on every rank (a hang otherwise). `losses` is the loop's list of device losses,
+    which it appends to; only a stopping policy has the losses tested."""
     CHECK_EVERY = 20
 
-    def __init__(self, device, world):
+    def __init__(self, device, world, losses, watch_losses):
         self.device = device
         self.every = self.CHECK_EVERY if device.type == "cuda" or world.distributed else 1
+        self.losses, self.watch_losses, self.checked = losses, watch_losses, 0
         self.nonfinite = torch.zeros((), dtype=torch.uint8, device=device)
         self.pending = None
-
-    def note_loss(self, loss):
-        self.nonfinite |= (~torch.isfinite(loss)).to(torch.uint8)
 
     def check(self, step, stop_requested):
         """(diverged, stop) as agreed by all ranks; (False, False) between checks."""
@@ -32,6 +32,10 @@ class RankAgreement:
         if self.pending is not None:
             diverged, stop = self.pending.value()
             agreed = (bool(diverged), bool(stop))
+        if self.watch_losses and len(self.losses) > self.checked:  # a few kernels per check, none per step
+            finite = torch.isfinite(torch.stack(self.losses[self.checked:])).all()
+            self.nonfinite |= (~finite).to(torch.uint8)
+            self.checked = len(self.losses)
         stop_flag = torch.tensor(int(stop_requested), dtype=torch.uint8).to(self.device, non_blocking=True)
         self.pending = HostCopy(distributed.all_reduce(torch.stack([self.nonfinite, stop_flag]), "max"))
         return agreed

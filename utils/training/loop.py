@@ -95,10 +95,11 @@ def run(trainer, config, device, world, start_step=0, earlier=None, stop=None,
     earlier = earlier or Statistics()
     policy = nonfinite_policy(trainer.mode, config.on_nan)
     timer = StepTimer(device)
-    agreement = RankAgreement(device, world) if policy == "stop" or world.distributed else None
+    losses, lrs, scales = [], [], []  # this process's, warm-up included (so are the timer's steps)
+    agreement = RankAgreement(device, world, losses, policy == "stop") if policy == "stop" or world.distributed \
+        else None
     progress = (reporter or Reporter(False)).training(config.steps, trainer.mode.name,
                                                       config.global_batch_size(world.size), start_step, trainer.scaler)
-    losses, lrs, scales = [], [], []  # this process's, warm-up included (so are the timer's steps)
     first_step_s = first_batch = stopped_by = None
     step = start_step
 
@@ -135,8 +136,6 @@ def run(trainer, config, device, world, start_step=0, earlier=None, stop=None,
             warmup_peak = memory.peak_bytes(device)[0]
             memory.reset_peak(device)
         progress.update(loss)
-        if policy == "stop":
-            agreement.note_loss(loss)
         if sample is not None:  # a pause, like a checkpoint's: the next start_step() leaves it out
             timer.close()
             census.take(trainer, sample[0], sample[1], step)
