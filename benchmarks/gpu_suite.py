@@ -1,6 +1,7 @@
 """GPU evidence in one command: run ampbench's whole GPU check and regenerate README's Results.
 
-    python benchmarks/gpu_suite.py --data-dir DIR          # on a GPU: 6.6 minutes on an H100
+    python benchmarks/gpu_suite.py --data-dir DIR          # on a GPU: every section
+    python benchmarks/gpu_suite.py --data-dir DIR --only recipes   # one section (each under 9 minutes)
     python benchmarks/gpu_suite.py --quick                 # CPU, tiny step counts: checks the suite
     python benchmarks/gpu_suite.py --render results/GPU/DATE   # README's Results from saved results
 
@@ -9,11 +10,14 @@ process, and writes its JSON, CSV, PNG and log into results/<device>/<date>/ tog
 suite.json (what ran, how long, what was skipped and why). The README section between the
 gpu-suite markers is then rendered from those files alone: nothing in it is written by hand.
 Steps whose feature this version lacks (a flag missing from main.py -h) or that the device
-cannot run are listed as skipped with the reason.
+cannot run are listed as skipped with the reason. `--only` reruns some sections into the same
+folder: suite.json keeps the other sections' steps, so a suite can be run one section per
+command where a command's time is limited.
 """
 import argparse
 import datetime
 import json
+import math
 import os
 import re
 import shlex
@@ -89,9 +93,11 @@ def device_facts(quick):
 
 
 class Suite:
-    def __init__(self, out, data_flags, plan):
+    def __init__(self, out, data_flags, plan, modes, flags):
         self.out, self.data_flags, self.plan = out, data_flags, plan
+        self.modes, self.flags = modes, flags  # the modes this device runs; main.py's flags
         self.steps = []
+        self.section = None  # the section whose steps run now
         self.started = time.perf_counter()
 
     def run(self, name, argv, timeout=300):
@@ -103,13 +109,14 @@ class Suite:
             except subprocess.TimeoutExpired:
                 rc = "timeout"
         elapsed = time.perf_counter() - started
-        self.steps.append({"name": name, "command": shlex.join(argv).replace(str(ROOT) + "/", ""),
-                           "rc": rc, "elapsed_s": round(elapsed, 1)})
+        self.steps.append({"name": name, "section": self.section,
+                           "command": shlex.join(argv).replace(str(ROOT) + "/", ""), "rc": rc,
+                           "elapsed_s": round(elapsed, 1)})
         print(f"[{time.perf_counter() - self.started:6.0f} s] {name}: rc {rc}, {elapsed:.0f} s", flush=True)
         return rc
 
     def skip(self, name, reason):
-        self.steps.append({"name": name, "skipped": reason})
+        self.steps.append({"name": name, "section": self.section, "skipped": reason})
         print(f"[{time.perf_counter() - self.started:6.0f} s] {name}: skipped ({reason})", flush=True)
 
 
@@ -125,8 +132,8 @@ def run_classics(suite):
                                      "--no-progress", "--json", suite.out / "classic-cpu.json"))
 
 
-def run_comparisons(suite, modes, flags):
-    plan, data = suite.plan, suite.data_flags
+def run_comparisons(suite):
+    plan, data, modes, flags = suite.plan, suite.data_flags, suite.modes, suite.flags
     extra = [flag for flag in ("--explain", "--numerics") if flag in flags]
     if "--explain" in extra:
         extra += ["--explain-steps", plan.explain_steps]
@@ -141,16 +148,27 @@ def run_comparisons(suite, modes, flags):
                                     *(["--max-batch"] if largest else []), *data, "--no-progress",
                                     "--json", suite.out / f"{name}.json", "--plot", suite.out / f"{name}.png",
                                     "--csv", suite.out / "all.csv"), timeout=900 if largest else 420)
+    for flag, what in (("--explain", "the per-category step-time breakdown"),
+                       ("--numerics", "the gradient census"), ("--max-batch", "the largest batch per mode")):
+        if flag not in flags:
+            suite.skip(flag, f"{what}: this version of main.py has no {flag}")
 
 
-def run_compile(suite):
+RECIPES = [("eager", []), ("compile", ["--compile"]), ("cudagraphs", ["--compile", "--compile-mode", "reduce-overhead"])]
+
+
+def run_recipes(suite):
+    """The fastest honest recipe per mode: eager, torch.compile and compile with CUDA graphs,
+    all with channels_last and the fused optimizer, every mode in one process per recipe."""
     plan = suite.plan
     if plan.quick:
-        suite.skip("compile", "torch.compile takes minutes on a 2-core CPU; the GPU suite runs it")
+        suite.skip("recipes", "torch.compile takes minutes on a 2-core CPU; the GPU suite runs it")
         return
-    suite.run("compile", main_py("-p", "-m", "resnet50", "-b", plan.batch, "-n", plan.steps, "--warmup", 5, "--bf16",
-                                 "--compile", *suite.data_flags, "--no-progress", "--json",
-                                 suite.out / "compile.json"), timeout=420)
+    for recipe, flags in RECIPES:
+        suite.run(f"recipe-{recipe}", main_py("-p", "-m", "resnet18", "-b", plan.batch, "-n", plan.steps, "--warmup",
+                                              plan.warmup, "--channels-last", "--modes", ",".join(suite.modes), *flags,
+                                              *suite.data_flags, "--no-progress", "--no-eval", "--json",
+                                              suite.out / f"recipe-{recipe}.json"), timeout=540)
 
 
 def run_scripts(suite):
@@ -194,7 +212,7 @@ def run_resume(suite):
             time.sleep(0.05)
         process.send_signal(signal.SIGTERM)
         rc = process.wait(timeout=300)
-    suite.steps.append({"name": "resume-stopped", "command": shlex.join(map(str, argv)).replace(str(ROOT) + "/", "")
+    suite.steps.append({"name": "resume-stopped", "section": suite.section, "command": shlex.join(map(str, argv)).replace(str(ROOT) + "/", "")
                         + "  (SIGTERM once the first checkpoint exists)", "rc": rc,
                         "elapsed_s": round(time.perf_counter() - started, 1)})
     suite.run("resume-resumed", argv + ["--resume"])
@@ -219,29 +237,29 @@ def compare_checkpoints(work):
             "uninterrupted_vs_itself": difference(full_a, weights("full-b"))}
 
 
+SECTIONS = {"classics": run_classics, "comparisons": run_comparisons, "recipes": run_recipes,
+            "scripts": run_scripts, "torchrun": run_torchrun, "resume": run_resume}
+
+
 def run_suite(options):
     plan = Plan(options.quick)
     label, refused = device_facts(options.quick)
-    flags = available_flags()
     date = datetime.date.today().isoformat()
     out = Path(options.results_root) / re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-") / date
     out.mkdir(parents=True, exist_ok=True)
     data_flags = ["--data-dir", options.data_dir, "--allow-unverified"] if options.data_dir else []
-    suite = Suite(out, data_flags, plan)
-    modes = [mode for mode in MODES if mode not in refused]
+    suite = Suite(out, data_flags, plan, [mode for mode in MODES if mode not in refused], available_flags())
+    sections = options.only or list(SECTIONS)
+    earlier = json.loads((out / "suite.json").read_text())["steps_run"] if options.only and \
+        (out / "suite.json").exists() else []
+    suite.steps = [step for step in earlier if step.get("section") not in sections + ["modes"]]
+    suite.section = "modes"
     for mode, reason in refused.items():
         suite.skip(f"mode {mode}", reason)
-    run_classics(suite)
-    run_comparisons(suite, modes, flags)
-    for flag, what in (("--explain", "the per-category step-time breakdown"),
-                       ("--numerics", "the gradient census"), ("--max-batch", "the largest batch per mode")):
-        if flag not in flags:
-            suite.skip(flag, f"{what}: this version of main.py has no {flag}")
-    run_compile(suite)
-    run_scripts(suite)
-    run_torchrun(suite)
-    run_resume(suite)
-    elapsed = time.perf_counter() - suite.started
+    for name in sections:
+        suite.section = name
+        SECTIONS[name](suite)
+    elapsed = sum(step.get("elapsed_s", 0) for step in suite.steps)  # every section's, when run apart
     summary = {"device": label, "quick": plan.quick, "date": date, "elapsed_s": round(elapsed, 1),
                "commit": options.commit,
                "data_flags": data_flags, "models": plan.models, "batch": plan.batch, "steps": plan.steps,
@@ -266,13 +284,16 @@ def load(out, name):
     statistics (intervals, the learned flag), as utils.report does when it merges."""
     from utils.results.compare import compare_modes
 
-    path = out / f"{name}.json"
-    if not path.exists():
-        return None
-    document = json.loads(path.read_text())
-    if "runs" in document:  # resume-weights.json is a record of its own
+    document = saved(out, name)
+    if document is not None and "runs" in document:  # resume-weights.json is a record of its own
         document["comparison"] = compare_modes(document["runs"])
     return document
+
+
+def saved(out, name):
+    """A saved JSON file as it was written, or None."""
+    path = out / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else None
 
 
 def last_line(out, name, prefix):
@@ -316,6 +337,7 @@ def render(out, link_base):
         if (out / f"{name}.png").exists():
             lines += [f"![{title}]({link_base}/{name}.png)", ""]
     lines += classics(out)
+    lines += recipes(out)
     lines += extras(out)
     skipped = [step for step in suite["steps_run"] if "skipped" in step]
     failed = [step for step in suite["steps_run"] if step.get("rc") not in (None, 0, 143)]
@@ -373,6 +395,38 @@ def classics(out):
         return []
     return ["#### The classic commands", "", "| command | mode | device | median ms | img/s |",
             "| --- | --- | --- | ---: | ---: |", *rows, ""]
+
+
+def recipes(out):
+    """Per mode, the median step of each recipe, the fastest whose loss stayed finite, its
+    speedup over fp32 in eager mode, and its MFU."""
+    documents = {recipe: saved(out, f"recipe-{recipe}") for recipe, _ in RECIPES}
+    if not any(documents.values()):
+        return []
+    runs = {recipe: {run["mode"]: run for run in document["runs"] if run["step_time_ms"]} if document else {}
+            for recipe, document in documents.items()}
+    base = runs["eager"].get("fp32")
+    rows = []
+    for mode in MODES:
+        timed = {recipe: by_mode[mode] for recipe, by_mode in runs.items() if mode in by_mode}
+        if not timed:
+            continue
+        honest = {recipe: run for recipe, run in timed.items()
+                  if run["final_loss"] is not None and math.isfinite(run["final_loss"])}
+        best = min(honest, key=lambda recipe: honest[recipe]["step_time_ms"]["median"]) if honest else None
+        cells = [fmt_ms(timed[recipe]["step_time_ms"]["median"]) if recipe in timed else "-" for recipe, _ in RECIPES]
+        fastest = honest[best] if best else None
+        speedup = f"{base['step_time_ms']['median'] / fastest['step_time_ms']['median']:.2f}x" if base and fastest \
+            else "-"
+        mfu = f"{fastest['mfu_pct']:.1f}%" if fastest and fastest.get("mfu_pct") is not None else "-"
+        rows.append(f"| {mode} | " + " | ".join(cells) + f" | {best or '-'} | {speedup} | {mfu} |")
+    config = next(document for document in documents.values() if document)["config"]
+    return ["#### The fastest honest recipe per mode", "",
+            f"resnet18, batch {config['batch_size']}, channels_last, {config.get('optimizer_impl', 'foreach')} SGD; "
+            "median ms per step; the fastest recipe whose loss stayed finite, its speedup over fp32 in eager mode "
+            "and its MFU.", "",
+            "| mode | eager ms | compile ms | compile + CUDA graphs ms | fastest | speedup vs fp32 eager | MFU |",
+            "| --- | ---: | ---: | ---: | --- | ---: | ---: |", *rows, ""]
 
 
 def extras(out):
@@ -434,6 +488,9 @@ def main():
     parser.add_argument("--commit", help="the commit of the code that runs, when the copy on the machine has no "
                         "(or a stale) .git; recorded instead of git describe")
     parser.add_argument("--render", metavar="RESULTS_DIR", help="only regenerate README's section from saved results")
+    parser.add_argument("--only", metavar="SECTION", action="append", choices=list(SECTIONS),
+                        help="run this section alone (repeatable), keeping the other sections' saved steps: "
+                        f"{', '.join(SECTIONS)}")
     options = parser.parse_args()
     if options.render:
         render_readme(Path(options.render).resolve(), Path(options.readme))

@@ -48,3 +48,29 @@ def test_quick_suite_runs_every_step_and_renders_a_well_formed_readme_section(tm
     rendered = subprocess.run([*suite, "--render", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert rendered.returncode == 0, rendered.stderr
     assert readme.read_text() == text  # rendering is a function of the saved results alone
+
+    # one section again, as a time-limited device command would: the others' steps are kept
+    again = subprocess.run([*suite, "--quick", "--only", "classics"], cwd=ROOT, capture_output=True, text=True,
+                           timeout=600)
+    assert again.returncode == 0, again.stdout + again.stderr
+    rerun = json.loads((out / "suite.json").read_text())["steps_run"]
+    assert sorted(step["name"] for step in rerun) == sorted(ran)
+    assert [step for step in rerun if step["section"] != "classics"] == \
+        [step for step in summary["steps_run"] if step["section"] != "classics"]
+
+
+def test_the_recipe_table_names_the_fastest_recipe_whose_loss_stayed_finite(tmp_path):
+    from gpu_suite import recipes
+
+    def document(**medians):
+        runs = [{"mode": mode, "step_time_ms": {"median": ms}, "final_loss": float("nan") if ms < 5 else 2.0,
+                 "mfu_pct": 40.0} for mode, ms in medians.items()]
+        return {"config": {"batch_size": 256, "optimizer_impl": "fused"}, "runs": runs}
+
+    for name, doc in (("eager", document(fp32=20.0, amp_bf16=10.0)), ("compile", document(fp32=16.0, amp_bf16=4.0)),
+                      ("cudagraphs", document(fp32=18.0, amp_bf16=8.0))):
+        doc["runs"] = [dict(run, mode=run["mode"].replace("_", "-")) for run in doc["runs"]]
+        (tmp_path / f"recipe-{name}.json").write_text(json.dumps(doc))
+    table = "\n".join(recipes(tmp_path))
+    assert "| fp32 | 20.00 | 16.00 | 18.00 | compile | 1.25x | 40.0% |" in table
+    assert "| amp-bf16 | 10.00 | 4.00 | 8.00 | cudagraphs | 2.50x | 40.0% |" in table  # compile's loss was NaN
