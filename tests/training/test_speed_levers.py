@@ -6,6 +6,7 @@ import torch
 
 import models
 from conftest import assert_user_error, run_cli, run_main
+from utils import compat
 from utils.app import run_mode
 from utils.config import RunConfig
 from utils.data import cifar10
@@ -107,3 +108,26 @@ def test_torchvision_loader_from_the_cli(tmp_path, subset):
     document = json.loads(out.read_text())
     assert document["runs"][0]["loader"] == "torchvision" and document["config"]["workers"] == 2
     assert document["runs"][0]["data_time_ms"]["median"] > 0
+
+
+@pytest.mark.long
+@pytest.mark.skipif(not compat.has_compile(), reason="torch.compile arrived in torch 2.0")
+@pytest.mark.parametrize("mode", ["fp32", "amp-fp16", "amp-bf16", "fp16-master"])
+def test_compile_traces_each_mode_once_with_the_fused_optimizer_and_its_scaler(mode):
+    """The compiled model with channels_last, the fused SGD and the mode's scaler: one graph,
+    compiled at the first step and never again (no recompile per step)."""
+    from torch import nn
+    from torch._dynamo.utils import counters
+
+    from utils.data.dataset import synthetic
+
+    torch._dynamo.reset()
+    counters.clear()
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                          nn.Flatten(), nn.Linear(8, 10))
+    result, outcome = run_mode(model, precision.MODES[mode], synthetic(CPU, seed=0),
+                               run_config(steps=8, warmup=2, compile=True, channels_last=True), CPU)
+    assert result.compiled and result.timed_steps == 6 and outcome.completed_steps == 8
+    assert counters["frames"]["total"] == counters["frames"]["ok"] == 1, dict(counters["frames"])
+    assert counters["stats"]["unique_graphs"] == 1
