@@ -8,6 +8,7 @@ import argparse
 import sys
 
 from utils import config
+from utils.training import modes  # the mode table, without torch
 
 
 # Numbers beyond what torch's int64 counters and float32 tensors hold are refused here, with
@@ -75,7 +76,8 @@ def build_parser():
                        f"{config.BASE_LR_WITHOUT_BATCH_NORM} x global batch / {config.BASE_BATCH} for models "
                        "without batch norm)")
     train.add_argument("--steps", "-n", type=positive_int,
-                       help="optimizer steps to run (default 200; the 2022 ThetaGPU tutorial counted epochs)")
+                       help=f"optimizer steps to run (default {config.DEFAULT_STEPS}; the ThetaGPU AMP tutorial "
+                       "counted epochs with -n)")
     train.add_argument("--epochs", type=positive_float,
                        help="train this many epochs instead of --steps (fractions allowed)")
     train.add_argument("--batch-size", "-b", type=positive_int, help="batch size (default %(default)s)")
@@ -119,10 +121,9 @@ def build_parser():
                            "so that FP32 means FP32)")
     precision.add_argument("--compare", action="store_true",
                            help="run several precision modes back to back from the same weights and batches "
-                           "(default modes: fp32,amp-fp16)")
+                           f"(default modes: {','.join(modes.DEFAULT_COMPARE)})")
     precision.add_argument("--modes", metavar="LIST",
-                           help="comma list for --compare from fp32, tf32, amp-fp16, amp-fp16-noscale, "
-                           "amp-bf16, fp16-master (implies --compare)")
+                           help=f"comma list for --compare from {', '.join(modes.MODES)} (implies --compare)")
     precision.add_argument("--repeats", type=positive_int,
                            help="run the whole set of modes R times, in alternating order (default %(default)s)")
     precision.add_argument("--loss-scale", type=positive_float,

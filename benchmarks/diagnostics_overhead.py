@@ -39,12 +39,13 @@ def main():
     from utils.config import RunConfig
     from utils.data.dataset import synthetic
     from utils.results.compare import bootstrap_ratio
-    from utils.training import precision
+    from utils.training import modes
+    from utils.training.context import RunContext
 
     device = torch.device("cuda" if options.gpu else "cpu")
     if options.gpu:
         torch.backends.cudnn.benchmark = True
-    mode = precision.MODES[options.mode]
+    mode = modes.MODES[options.mode]
     torch.manual_seed(0)
     model = models.build_model(options.model, options.stem, None, options.batch_size)
     data = synthetic(device, seed=0)
@@ -54,7 +55,7 @@ def main():
     medians = {"without": [], "with": []}
     for round_ in range(options.rounds):
         for kind in ("without", "with") if round_ % 2 == 0 else ("with", "without"):
-            result, _ = run_mode(model, mode, data, flagged if kind == "with" else plain, device)
+            result, _ = run_mode(model, mode, data, flagged if kind == "with" else plain, RunContext(device))
             assert (getattr(result, "profile" if options.flag == "explain" else "numerics") is not None) == \
                 (kind == "with")
             medians[kind].append(result.step_time_ms["median"])

@@ -43,11 +43,12 @@ def amp_step_ms(model_name, data, batch_size, device):
     import models
     from utils.app import run_mode
     from utils.config import RunConfig
-    from utils.training import precision
+    from utils.training import modes
+    from utils.training.context import RunContext
 
     config = RunConfig.build(steps=60, batch_size=batch_size, lr=0.01, channels_last=True, no_progress=True,
                              no_eval=True)
-    result, _ = run_mode(models.build_model(model_name), precision.MODES["amp-fp16"], data, config, device)
+    result, _ = run_mode(models.build_model(model_name), modes.MODES["amp-fp16"], data, config, RunContext(device))
     return result.step_time_ms["median"]
 
 

@@ -66,8 +66,9 @@ def bare_loop(initial_model, data, mode, config, device):
 def ampbench_loop(initial_model, data, mode, config, device):
     """run_mode, as main.py runs it; seconds per timed step, from its own step timer."""
     from utils.app import run_mode
+    from utils.training.context import RunContext
 
-    record, _ = run_mode(initial_model, mode, data, config, device)
+    record, _ = run_mode(initial_model, mode, data, config, RunContext(device))
     return sum(record.step_times_ms) / 1000.0 / len(record.step_times_ms)
 
 
@@ -89,12 +90,12 @@ def main():
     import models
     from utils.config import RunConfig
     from utils.data.dataset import synthetic
-    from utils.training import precision
+    from utils.training import modes
 
     device = torch.device("cuda" if options.gpu else "cpu")
     if options.gpu:
         torch.backends.cudnn.benchmark = True
-    mode = precision.MODES[options.mode]
+    mode = modes.MODES[options.mode]
     torch.manual_seed(0)
     model = models.build_model(options.model)
     data = synthetic(device, seed=0)

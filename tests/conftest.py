@@ -16,7 +16,7 @@ sys.path.insert(0, str(ROOT))
 SUBSET = Path(os.environ.get("AMPBENCH_SUBSET",
                              ROOT.parent / "shared" / "data" / "cifar10-subset" / "cifar-10-batches-py"))
 
-# No test may download CIFAR-10 (170 MB): a first run tries to (issue 12), so the network is a
+# No test may download CIFAR-10 (170 MB): a first run tries to, so the network is a
 # proxy that refuses every connection, in this process and the ones it starts.
 os.environ["http_proxy"] = os.environ["https_proxy"] = "http://127.0.0.1:9"
 

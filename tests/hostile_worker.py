@@ -35,7 +35,7 @@ def checkpoint_checker():
     from utils.config import RunConfig
     from utils.data import dataset
     from utils.training import checkpoint, distributed
-    from utils.training.setup import build_trainer
+    from utils.training.trainer import build_trainer
     from utils.training.step import train_step
     cpu = torch.device("cpu")
     config = RunConfig.build(model="squeezenet1_1", batch_size=4, steps=6, warmup=1, data="synthetic")
@@ -48,7 +48,7 @@ def checkpoint_checker():
         checkpoint.check_compatible(state, config, mode, path)
         trainer = build_trainer(model, mode, data, config, cpu, distributed.World())
         checkpoint.restore(trainer, state, cpu, path)
-        train_step(trainer.trained, [next(trainer.loader)], trainer.criterion, trainer.optimizer, trainer.scaler,
+        train_step(trainer.step_model, [next(trainer.loader)], trainer.criterion, trainer.optimizer, trainer.scaler,
                    mode, cpu)  # and one step of training from it, as --resume goes on
         trainer.scheduler.step()
         return "valid"

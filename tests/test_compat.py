@@ -1,4 +1,4 @@
-"""Issue 10: ampbench runs from torch 1.11 (NGC 22.01) to the newest. These tests run under every
+"""ampbench runs from torch 1.11 (NGC 22.01) to the newest. These tests run under every
 torch that .ci/run's compatibility stage installs (marked `compat`); the degraded paths that an
 old torch takes are also forced here under the newest, by patching utils.compat."""
 import json

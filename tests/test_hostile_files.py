@@ -1,4 +1,4 @@
-"""Issue 11: property-based hostile-file campaign. Hypothesis generates CIFAR-10 batch files
+"""The property-based hostile-file campaign. Hypothesis generates CIFAR-10 batch files
 (random pickle opcodes, forged numpy dtypes and arrays, wrong types, extreme values, damaged
 genuine files) and checkpoints (entries replaced by wrong types, shapes and extreme values,
 entries removed, flipped bytes, truncation, code-running pickles). ampbench's own readers,

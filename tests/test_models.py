@@ -51,7 +51,7 @@ def test_model_names_are_classification_models():
 
 @pytest.mark.long
 def test_list_models_offers_exactly_the_models_that_take_32x32_images():
-    """Issue 12, finding 7: every torchvision model is built; those --list-models leaves out
+    """Every torchvision model is built; those --list-models leaves out
     are refused, and the others build and take a 32x32 batch (four minutes on 2 cores)."""
     for name in models.model_names():
         if models.refusal_at_32(name):

@@ -1,11 +1,17 @@
 """ampbench's pipeline, one sub-package per stage (lower layers never import higher ones):
 
     errors, fileio   shared by every stage: the user-error type and all-or-nothing writes
+    compat           the supported torch releases, every version check, the degraded paths taken
+    safepickle       unpickling that rebuilds only what it is allowed to
+    stop             stop signals, caught from argument parsing on (no torch)
+    setup_keys       the settings besides the mode that change a run's numbers, named once
     data/            CIFAR-10 on disk, synthetic images, the training and test loaders
     measure/         step timing, memory, FLOPs, progress, the environment a result depends on
-    training/        precision modes, the training step, setup, the timed loop, checkpoints, DDP
-    results/         the result record, comparison, table, JSON, CSV and plot
+    training/        precision modes, the training step, a mode's trainer, the timed loop, the run
+                     context, rank agreement, checkpoints, DDP
+    explain/         --explain's profile and diagnosis, --numerics' census, --max-batch
+    results/         the result record, comparison, table, JSON, CSV, plot and TensorBoard
     config           RunConfig: the validated request, built once from main.py's arguments
-    app              what main.py runs: modes x repeats, the results document, outputs, exit status
+    app              what main.py runs: prepare, every (repeat, mode), finish
     report           `python -m utils.report`: merge result files of several jobs
 """

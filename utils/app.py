@@ -13,15 +13,16 @@ import models
 from utils import compat
 from utils.data import cifar10, dataset
 from utils.errors import UserError
-from utils.explain import capacity, diagnose, numerics, profiler
+from utils.explain import diagnose, max_batch, numerics, profiler
 from utils.fileio import ensure_writable
 from utils.measure import envinfo, flops, memory
 from utils.measure.progress import Reporter
 from utils.results import plot, record, report, tensorboard
 from utils.results.compare import compare_modes
 from utils.training import checkpoint, distributed, loop, precision
-from utils.training.setup import build_trainer
+from utils.training.context import RunContext
 from utils.training.step import evaluate
+from utils.training.trainer import build_trainer
 
 
 def warn(message):
@@ -81,20 +82,16 @@ def resume_line(config, last, checkpoint_holds):
 def run(config, stop):
     """`stop` is main.py's utils.stop.StopRequest, installed before torch was imported."""
     if config.list_models:
-        names = models.model_names()
-        print("\n".join(name for name in names if models.refusal_at_32(name) is None))
-        left_out = [f"{name} ({models.refusal_at_32(name)})" for name in names if models.refusal_at_32(name)]
-        print(f"{len(names) - len(left_out)} models; {len(left_out)} more in torchvision cannot take 32x32 CIFAR-10 "
-              f"images: {', '.join(left_out)}.", file=sys.stderr)
-        return 0
+        return list_models()
     for message in config.warnings():
         warn(message)
     device = pick_device(config.gpu, not config.no_cudnn_benchmark)
     world = distributed.detect()
     if world.distributed:
         device = distributed.init(world, config.gpu, config.dist_timeout)
+    context = RunContext(device, world, stop, Reporter(not config.no_progress and world.is_main, config.log_every))
     try:
-        return benchmark(config, device, world, stop)
+        return benchmark(config, context)
     except (RuntimeError, MemoryError) as error:  # out of memory in any phase: the batch is what to lower
         if not memory.is_out_of_memory(error):
             raise
@@ -103,138 +100,169 @@ def run(config, stop):
         distributed.shutdown(world)
 
 
-def run_mode(initial_model, mode, data, config, device, world=None, stop=None, saved=None, repeat=0,
-             reporter=None):
+def list_models():
+    names = models.model_names()
+    print("\n".join(name for name in names if models.refusal_at_32(name) is None))
+    left_out = [f"{name} ({models.refusal_at_32(name)})" for name in names if models.refusal_at_32(name)]
+    print(f"{len(names) - len(left_out)} models; {len(left_out)} more in torchvision cannot take 32x32 CIFAR-10 "
+          f"images: {', '.join(left_out)}.", file=sys.stderr)
+    return 0
+
+
+def benchmark(config, context):
+    """Prepare once, run every (repeat, mode), then print, write and choose the exit status."""
+    config, model, data, saved = prepare(config, context)
+    try:
+        runs, last, diverged = run_all(config, context, model, data, saved)
+    except checkpoint.NonFiniteWeights:
+        print("main.py: error: the weights became inf/NaN, so no checkpoint was written (the previous one is kept); "
+              "rerun with -s, a lower --lr or --clip-grad.", file=sys.stderr)
+        return 1
+    return finish(config, context, data, runs, last, diverged, saved)
+
+
+def prepare(config, context):
+    """Everything checked before the first step: the modes on this device, the outputs, the
+    checkpoint to resume; then the model, the data and the config they complete."""
+    for mode in config.precision_modes:
+        precision.check_supported(mode, context.device)
+    if config.compile and not compat.has_compile():
+        raise UserError(f"--compile needs torch 2.0 or newer, and this is torch {torch.__version__}: drop --compile.")
+    check_outputs(config)
+    saved = checkpoint.load(config.checkpoint, context.device) if config.resume else None
+    torch.manual_seed(config.seed)
+    model = models.build_model(config.model, config.stem, config.dropout, config.batch_size)
+    context.reporter.phase(f"model {config.model} built: {sum(p.numel() for p in model.parameters()) / 1e6:.1f} M "
+                           "parameters")
+    data, data_warnings = dataset.load(config.data, config.data_dir, config.download, config.allow_unverified,
+                                       context.device, config.seed)
+    for message in data_warnings:
+        warn(message)
+    context.reporter.phase(f"data loaded: {data.name}, {len(data.train_images)} training images"
+                           + (f", {len(data.test_images)} test images" if data.test_images is not None else "")
+                           + f", on {context.device}")
+    size = context.world.size
+    config = config.for_dataset(len(data.train_images), size).with_recipe(models.has_batch_norm(model), size)
+    if saved is not None:
+        check_resume(saved, config)
+    return config, model, data, saved
+
+
+def check_resume(saved, config):
+    resume_warning = checkpoint.check_compatible(saved, config, config.precision_modes[0], config.checkpoint)
+    if saved["step"] >= config.steps:
+        raise UserError(f"{config.checkpoint} is at step {saved['step']}, which already reaches the "
+                        f"{config.steps} steps asked for; raise --steps/--epochs to train further.")
+    if resume_warning:
+        warn(resume_warning)
+
+
+def run_all(config, context, model, data, saved):
+    """Every mode, `--repeats` times in alternating order (to expose drift); stops at the first
+    run that diverged or was interrupted. Returns (records, the last loop outcome, the step
+    at which the loss diverged or None)."""
+    flops_per_step = flops.training_flops_per_step(model, config.batch_size) * config.accum_steps * context.world.size
+    runs, last = [], None
+    for repeat in range(config.repeats):
+        modes = config.precision_modes
+        for mode in modes if repeat % 2 == 0 else modes[::-1]:
+            result, last = run_mode(model, mode, data, config, context, saved, repeat, flops_per_step)
+            runs.append(result)
+            if last.diverged_at is not None or result.incomplete:
+                return runs, last, last.diverged_at
+    return runs, last, None
+
+
+def run_mode(initial_model, mode, data, config, context, saved=None, repeat=0, flops_per_step=None):
     """Train a copy of `initial_model` for config.steps steps in `mode` (continuing `saved`, a
-    checkpoint, if given); returns (its RunRecord, the loop's outcome).
+    checkpoint, if given), then measure what the flags ask beside the loop; returns (its
+    RunRecord, the loop's outcome).
 
     Each call starts from the same weights and the same data order (the loader is seeded with
     config.seed), so runs of different modes differ by precision alone. With --compile, the
     first step (always a warm-up step) compiles; its wall time is reported as compile time.
     A stop signal during the evaluation leaves the accuracy unmeasured and the run incomplete.
     """
-    world = world or distributed.World()
-    reporter = reporter or Reporter(False)
-    trainer = build_trainer(initial_model, mode, data, config, device, world)
-    start_step, earlier = 0, None
+    trainer = build_trainer(initial_model, mode, data, config, context.device, context.world)
+    start_step, previous = 0, None
     if saved is not None:
-        start_step, earlier = checkpoint.restore(trainer, saved, device, config.checkpoint)
+        start_step, previous = checkpoint.restore(trainer, saved, context.device, config.checkpoint)
 
     def save(step, stats):  # rank 0 writes the checkpoint (every rank holds the same weights)
-        if world.is_main:
-            checkpoint.save(config.checkpoint, checkpoint.capture(trainer, config, step, stats, device),
+        if context.world.is_main:
+            checkpoint.save(config.checkpoint, checkpoint.capture(trainer, config, step, stats, context.device),
                             trainer.model)
 
-    census = numerics.Census(mode, device, config.steps, config.numerics_every) if config.numerics else None
-    reporter.phase(f"{mode.name}: training steps {start_step + 1} to {config.steps}")
-    outcome = loop.run(trainer, config, device, world, start_step, earlier, stop,
-                       save if config.checkpoint else None, reporter, census)
+    census = numerics.Census(mode, context.device, config.steps, config.numerics_every) if config.numerics else None
+    context.reporter.phase(f"{mode.name}: training steps {start_step + 1} to {config.steps}")
+    outcome = loop.run(trainer, config, context, start_step, previous, save if config.checkpoint else None, census)
     if config.checkpoint and outcome.diverged_at is None and outcome.completed_steps > start_step:
         save(outcome.completed_steps, outcome.stats)
-    accuracy = None
+    findings, outcome = measure_beside_the_loop(initial_model, trainer, config, context, data, outcome, repeat)
+    if census is not None:
+        findings.numerics, findings.memory = census.result(), census.footprint
+    return record.build(config, trainer, outcome, data, context, findings, repeat, flops_per_step), outcome
+
+
+def measure_beside_the_loop(initial_model, trainer, config, context, data, outcome, repeat):
+    """The test accuracy, --explain's profile and --max-batch, each after the timed loop (none
+    changes its statistics); returns (the findings, the outcome: stopped if a signal cut the
+    evaluation short)."""
+    findings, mode = record.Findings(), trainer.mode
     if record.should_evaluate(config, data, outcome):
-        reporter.phase(f"{mode.name}: evaluating on {len(data.test_labels)} test images")
-        accuracy = evaluate(trainer.model, mode, data, config.batch_size, device, config.channels_last, world, stop,
-                            reporter)
-        if accuracy is not None:
-            reporter.phase(f"{mode.name}: test accuracy {100 * accuracy:.2f}%")
-        if accuracy is None:
-            outcome = dataclasses.replace(outcome, stopped_by=stop.signal_name or loop.STOPPED_BY_ANOTHER_RANK)
-    profile = None
-    if config.explain and outcome.completed_steps == config.steps and not outcome.stopped_by \
-            and outcome.diverged_at is None:
-        profile = explain(trainer, config, device, world, stop, repeat, reporter)
-    result = record.build(config, trainer, outcome, data, world, device, accuracy, repeat, profile,
-                          census.result() if census is not None else None,
-                          census.footprint if census is not None else None)
-    return result, outcome
+        context.reporter.phase(f"{mode.name}: evaluating on {len(data.test_labels)} test images")
+        findings.test_accuracy = evaluate(trainer.model, mode, data, config, context)
+        if findings.test_accuracy is None:
+            return findings, dataclasses.replace(
+                outcome, stopped_by=context.stop.signal_name or loop.STOPPED_BY_ANOTHER_RANK)
+        context.reporter.phase(f"{mode.name}: test accuracy {100 * findings.test_accuracy:.2f}%")
+    finished = outcome.completed_steps == config.steps and not outcome.stopped_by and outcome.diverged_at is None
+    if config.explain and finished:
+        findings.profile = explain(trainer, config, context, repeat)
+    if config.max_batch and repeat == 0 and finished:
+        context.reporter.phase(f"{mode.name}: finding the largest batch that fits (--max-batch)")
+        findings.max_batch = max_batch.largest_batch_of(initial_model, mode, config, context.device)
+        context.reporter.phase(f"{mode.name}: the largest batch that fits is {findings.max_batch}")
+    return findings, outcome
 
 
-def explain(trainer, config, device, world, stop, repeat, reporter):
+def explain(trainer, config, context, repeat):
     """--explain: profile a few steps after the timed ones and the evaluation (so neither
     changes), writing the trace with --trace-dir. None when a signal cut the profiling short;
     with several ranks every rank takes all the steps, as DDP's all-reduce needs."""
-    reporter.phase(f"{trainer.mode.name}: profiling {config.explain_steps} more steps (--explain)")
+    world, mode = context.world, trainer.mode
+    context.reporter.phase(f"{mode.name}: profiling {config.explain_steps} more steps (--explain)")
     trace = None
     if config.trace_dir:
-        name = f"{config.model}-{trainer.mode.name}" + (f"-r{repeat}" if config.repeats > 1 else "") + \
+        name = f"{config.model}-{mode.name}" + (f"-r{repeat}" if config.repeats > 1 else "") + \
             (f"-rank{world.rank}" if world.distributed else "")
         trace = os.path.join(config.trace_dir, f"{name}.pt.trace.json")  # the name TensorBoard's plugin looks for
-    profile = profiler.profile_steps(trainer, config, device, config.explain_steps,
-                                     None if world.distributed else stop, trace)
-    if profile is not None and profile["gpu_kernels_missing"]:
-        warn(f"{trainer.mode.name}: torch.profiler recorded no GPU kernel (CUPTI unusable here, e.g. another "
+    profile = profiler.profile_steps(trainer, config, context.device, config.explain_steps,
+                                     None if world.distributed else context.stop, trace)
+    if profile is None:
+        return None
+    if profile["gpu_kernels_missing"]:
+        warn(f"{mode.name}: torch.profiler recorded no GPU kernel (CUPTI unusable here, e.g. another "
              "profiler holds it), so --explain shows the host's time per op, not the GPU's.")
-    if profile is not None:
-        profile["unaligned_layers"] = diagnose.unaligned_layers(trainer.model, config.batch_size)
-        profile["cpu_fast_half_flags"] = diagnose.cpu_flags() if device.type == "cpu" else None
-        if trace:
-            reporter.phase(f"{trainer.mode.name}: trace written to {trace}")
+    profile["unaligned_layers"] = diagnose.unaligned_layers(trainer.model, config.batch_size)
+    profile["cpu_fast_half_flags"] = diagnose.cpu_flags() if context.device.type == "cpu" else None
+    if trace:
+        context.reporter.phase(f"{mode.name}: trace written to {trace}")
     return profile
 
 
-def benchmark(config, device, world, stop):
-    modes = config.precision_modes
-    for mode in modes:
-        precision.check_supported(mode, device)
-    if config.compile and not compat.has_compile():
-        raise UserError(f"--compile needs torch 2.0 or newer, and this is torch {torch.__version__}: drop --compile.")
-    check_outputs(config)
-    saved = checkpoint.load(config.checkpoint, device) if config.resume else None
-    reporter = Reporter(not config.no_progress and world.is_main, config.log_every)
-    torch.manual_seed(config.seed)
-    model = models.build_model(config.model, config.stem, config.dropout, config.batch_size)
-    reporter.phase(f"model {config.model} built: {sum(p.numel() for p in model.parameters()) / 1e6:.1f} M parameters")
-    data, data_warnings = dataset.load(config.data, config.data_dir, config.download, config.allow_unverified,
-                                       device, config.seed)
-    for message in data_warnings:
-        warn(message)
-    reporter.phase(f"data loaded: {data.name}, {len(data.train_images)} training images"
-                   + (f", {len(data.test_images)} test images" if data.test_images is not None else "")
-                   + f", on {device}")
-    config = config.for_dataset(len(data.train_images), world.size).with_recipe(models.has_batch_norm(model), world.size)
-    if saved is not None:
-        resume_warning = checkpoint.check_compatible(saved, config, modes[0], config.checkpoint)
-        if saved["step"] >= config.steps:
-            raise UserError(f"{config.checkpoint} is at step {saved['step']}, which already reaches the "
-                            f"{config.steps} steps asked for; raise --steps/--epochs to train further.")
-        if resume_warning:
-            warn(resume_warning)
-    device_name = envinfo.device_name(device)
-    flops_per_step = flops.training_flops_per_step(model, config.batch_size) * config.accum_steps * world.size
-
-    runs, diverged = [], None
-    for repeat in range(config.repeats):
-        for mode in modes if repeat % 2 == 0 else modes[::-1]:  # alternate the order to expose drift
-            try:
-                result, outcome = run_mode(model, mode, data, config, device, world, stop, saved, repeat, reporter)
-            except checkpoint.NonFiniteWeights:
-                print("main.py: error: the weights became inf/NaN, so no checkpoint was written (the previous "
-                      "one is kept); rerun with -s, a lower --lr or --clip-grad.", file=sys.stderr)
-                return 1
-            if config.max_batch and repeat == 0 and not result.incomplete:
-                reporter.phase(f"{mode.name}: finding the largest batch that fits (--max-batch)")
-                result = dataclasses.replace(result, max_batch=capacity.max_batch(model, mode, config, device))
-                reporter.phase(f"{mode.name}: the largest batch that fits is {result.max_batch}")
-            if result.step_time_ms is not None:
-                result = dataclasses.replace(result, **flops.utilisation(
-                    flops_per_step, result.step_time_ms["median"], device_name, mode, device.type == "cuda",
-                    world.size))
-            runs.append(result)
-            if outcome.diverged_at is not None:
-                diverged = outcome.diverged_at
-            if diverged or result.incomplete:
-                break
-        if diverged or runs[-1].incomplete:
-            break
-    env = {**envinfo.collect(device, config.channels_last, config.compile, config.compile_mode, config.loader),
+def finish(config, context, data, runs, last, diverged, saved):
+    """Print and write the results (rank 0 alone), say what the user can do after a
+    divergence or a signal, and return the exit status every rank shares."""
+    stop, world = context.stop, context.world
+    env = {**envinfo.collect(context.device, config.channels_last, config.compile, config.compile_mode, config.loader),
            **distributed_env(world, config)}
     interrupted = runs[-1].incomplete and not diverged
 
     def status():  # read when returning: a signal may still arrive while the results are written
         return 1 if diverged else 128 + (stop.signal_number or signal.SIGTERM) if interrupted or stop.requested else 0
 
-    if not world.is_main:  # rank 0 alone prints and writes; every rank exits with the same status
+    if not world.is_main:
         return status()
     run_dicts = [run.to_dict() for run in runs]
     document = record.make_document(env, config.to_dict(), data.info, bool(diverged) or interrupted, run_dicts,
@@ -247,8 +275,8 @@ def benchmark(config, device, world, stop):
               "-s/--loss_scaling (for --fp16), a lower --lr or --clip-grad, or skip such steps with --on-nan skip.",
               file=sys.stderr)
     elif interrupted:
-        trained = outcome.completed_steps > outcome.start_step  # then run_mode saved that step
-        holds = outcome.completed_steps if trained else saved["step"] if saved is not None else None
+        trained = last.completed_steps > last.start_step  # then run_mode saved that step
+        holds = last.completed_steps if trained else saved["step"] if saved is not None else None
         print(resume_line(config, runs[-1], holds), file=sys.stderr)
     elif stop.requested:
         print(f"main.py: {stop.signal_name} arrived after the last step and evaluation; the results above are "

@@ -78,7 +78,7 @@ def test_data_dir_defaults_to_environment(monkeypatch):
     (["--lr", "nan"], "--lr: must be a positive number"),
     (["--warmup", "-1"], "--warmup: must be zero or a positive integer"),
     (["--data", "imagenet"], "invalid choice"),
-    # issue 11, finding 8: numbers beyond what torch holds are refused with the limit
+    # numbers beyond what torch holds are refused with the limit
     (["--lr", "1e308"], "--lr: must be a positive number up to 3.403e+38"),
     (["--weight-decay", "1e300"], "--weight-decay: must be zero or a positive number up to 3.403e+38"),
     (["--momentum", "inf"], "--momentum: must be zero or a positive number up to"),
@@ -189,7 +189,7 @@ def test_list_models():
     assert result.returncode == 0
     names = result.stdout.split()
     assert "resnet50" in names and "mobilenet_v3_small" in names and len(names) > 50
-    assert "alexnet" not in names and "vit_b_16" not in names  # issue 12, finding 7: they were listed, then refused
+    assert "alexnet" not in names and "vit_b_16" not in names  # they cannot take 32x32 images
     assert "more in torchvision cannot take 32x32 CIFAR-10 images: alexnet (its feature maps shrink" in result.stderr
 
 

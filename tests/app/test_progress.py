@@ -1,5 +1,5 @@
-"""Issue 12, findings 4 and 5: a batch job's log showed nothing between the data warning and
-the final table; the terminal bar showed two speeds and shrank at 80 columns."""
+"""Progress a user sees: a batch job's log has a line per phase and every --log-every steps;
+the terminal bar fits 80 columns, shows one speed and the loss as soon as it is known."""
 import fcntl
 import os
 import re

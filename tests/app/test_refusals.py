@@ -1,6 +1,6 @@
-"""Issue 11, findings 8-9: what used to end in a traceback now ends in one sentence: batch
-sizes the model or the data cannot serve, out-of-memory, outputs that cannot be written after
-training, and CSV files that are not text. Most cases run main.main in this process (as
+"""User errors end in one sentence and exit 2, never a traceback: batch sizes the model or
+the data cannot serve, out-of-memory, outputs that cannot be written after training, and CSV
+files that are not text. Most cases run main.main in this process (as
 `python main.py` does), where a traceback fails the test."""
 import errno
 import json

@@ -1,4 +1,4 @@
-"""Issue 11, finding 7: SIGTERM, SIGINT, SIGHUP and SIGUSR1 stop a run the same way whenever
+"""SIGTERM, SIGINT, SIGHUP and SIGUSR1 stop a run the same way whenever
 they arrive: checkpoint if a step was trained, partial JSON marked incomplete, a truthful
 resume line, exit 128 + the signal. Each case sends the signal from inside the phase named,
 in this process (main.main, as `python main.py` runs it), so that it lands exactly there."""

@@ -47,7 +47,7 @@ def test_failed_download_is_a_user_error(tmp_path, monkeypatch):
 
 
 def test_a_first_run_tries_the_download_and_falls_back_to_synthetic_data_in_seconds(tmp_path):
-    """Issue 12, finding 10: with no copy on disk, --data auto now tries the official download
+    """With no copy on disk, --data auto tries the official download
     (here the network is a proxy that refuses connections, set in conftest.py) and, failing,
     trains on synthetic data with the reason; --no-download never tries."""
     import time
@@ -249,7 +249,7 @@ def test_real_batches_are_normalized(dataset):
 
 
 def malformed(case):
-    """Batch contents as numpy itself pickles them, each wrong in one way (issue 11, findings 8-9)."""
+    """Batch contents as numpy itself pickles them, each wrong in one way."""
     import numpy as np
     images = np.zeros((2, 3072), dtype=np.uint8)
     return {

@@ -1,4 +1,4 @@
-"""--explain: where each precision's step time goes, and why a mode is (not) faster (issue 13)."""
+"""--explain: where each precision's step time goes, and why a mode is (not) faster."""
 import json
 import time
 
@@ -12,9 +12,9 @@ from utils.data.dataset import synthetic
 from utils.explain import diagnose
 from utils.explain.categories import CATEGORIES, NAMES, WHAT, category_of, core_name
 from utils.explain.profiler import profile_steps
-from utils.training import distributed, setup
+from utils.training import distributed, trainer as trainer_module
 from utils.training.modes import MODES
-from utils.training.setup import build_trainer
+from utils.training.trainer import build_trainer
 
 CPU = torch.device("cpu")
 
@@ -43,10 +43,10 @@ def test_each_op_is_attributed_by_its_chain_of_enclosing_ops(chain, category):
     assert category_of(chain) == category
 
 
-def test_readme_documents_every_category():
-    readme = (ROOT / "README.md").read_text()
+def test_the_docs_list_every_category():
+    page = (ROOT / "docs" / "explain.md").read_text()
     for name, what in WHAT.items():
-        assert f"| {name} | {what} |" in readme, name
+        assert f"| {name} | {what} |" in page, name
 
 
 def test_core_names_and_one_table():
@@ -218,8 +218,8 @@ def test_a_slow_input_pipeline_is_diagnosed_input_bound_with_the_loaders_remedy(
     """The data share is measured inside the profiled step (the wait for the batch), so a
     pipeline slower than the model is named input-bound, with the remedy for the loader that ran;
     how fast each real loader is lies in benchmarks/loader.py."""
-    real = setup.make_train_loader
-    monkeypatch.setattr(setup, "make_train_loader", lambda *args, **kwargs: SlowLoader(real(*args, **kwargs)))
+    real = trainer_module.make_train_loader
+    monkeypatch.setattr(trainer_module, "make_train_loader", lambda *args, **kwargs: SlowLoader(real(*args, **kwargs)))
     out = tmp_path / f"{loader}.json"
     result = run_main("-m", "squeezenet1_1", "-b", "8", "-n", "2", "--warmup", "1", "--no-progress", "--no-eval",
                       "--explain", "--explain-steps", "2", "--loader", loader, "--workers", "0",

@@ -1,5 +1,5 @@
 """--numerics: the gradient census (why FP16 needs loss scaling), the memory of a step, and the
-loss scale over time (issue 14)."""
+loss scale over time."""
 import json
 
 import pytest
@@ -15,7 +15,7 @@ from utils.results.compare import scale_drop_steps, scale_drops
 from utils.training import distributed
 from utils.training.loop import MicroBatches
 from utils.training.modes import MODES
-from utils.training.setup import build_trainer
+from utils.training.trainer import build_trainer
 from utils.training.step import train_step
 
 CPU = torch.device("cpu")
@@ -40,7 +40,7 @@ def census_of(mode, model_name="squeezenet1_1", stem="cifar", criterion=None, tr
     if criterion is not None:
         trainer.criterion = criterion
     if train_first:  # the optimizer's state exists from the first step on
-        train_step(trainer.trained, MicroBatches(next(trainer.loader), trainer.loader, 1), trainer.criterion,
+        train_step(trainer.step_model, MicroBatches(next(trainer.loader), trainer.loader, 1), trainer.criterion,
                    trainer.optimizer, trainer.scaler, trainer.mode, CPU)
     images, labels = next(trainer.loader)
     before = {name: value.clone() for name, value in trainer.model.state_dict().items()}
@@ -113,7 +113,7 @@ def test_numerics_from_the_command_line(tmp_path):
 
 
 def test_the_largest_batch_is_found_by_doubling_then_bisection():
-    from utils.explain.capacity import largest_batch
+    from utils.explain.max_batch import largest_batch
 
     tried = []
 

@@ -4,8 +4,9 @@ from torch import nn
 
 from utils.config import RunConfig
 from utils.data.dataset import synthetic
-from utils.training import distributed, loop, precision
-from utils.training.setup import build_trainer
+from utils.training import distributed, loop, modes
+from utils.training.context import RunContext
+from utils.training.trainer import build_trainer
 
 CPU = torch.device("cpu")
 SCRATCH_BYTES = 512 * 2 ** 20
@@ -24,15 +25,14 @@ class WarmupScratch(nn.Module):
     def forward(self, images):
         self.calls += 1
         if self.calls == 1:
-            scratch = torch.ones(SCRATCH_BYTES // 4)  # written, so resident
-            del scratch
+            torch.ones(SCRATCH_BYTES // 4)  # written, so resident, and freed at once
         return self.net(images)
 
 
 def test_a_large_warm_up_temporary_shows_in_the_warm_up_peak_only():
     config = RunConfig.build(steps=6, warmup=2, batch_size=8, no_progress=True, no_eval=True).with_recipe(False, 1)
-    trainer = build_trainer(WarmupScratch(), precision.MODES["fp32"], synthetic(CPU, seed=0), config, CPU,
+    trainer = build_trainer(WarmupScratch(), modes.MODES["fp32"], synthetic(CPU, seed=0), config, CPU,
                             distributed.World())
-    stats = loop.run(trainer, config, CPU, distributed.World()).stats
+    stats = loop.run(trainer, config, RunContext(CPU)).stats
     assert stats.warmup_peak_memory_bytes - stats.peak_memory_bytes > 0.8 * SCRATCH_BYTES, stats
     assert len(stats.step_ms) == 4

@@ -5,15 +5,10 @@ import json
 
 import pytest
 import torch
-from torch import nn
 
-import models
 from conftest import ROOT, assert_user_error, run_cli, run_main
 from utils.errors import WriteFailed
-from utils.measure import flops
-from utils.results import report
-from utils.training import precision
-from utils.training.step import make_optimizer, train_step
+from utils.results import merge, report
 
 SMALL = ["--model", "squeezenet1_1", "-b", "8", "-n", "4", "--warmup", "1", "--no-progress"]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -92,7 +87,7 @@ def other_runs(document, tag):
 
 
 def test_csv_has_one_row_per_mode_one_header_and_no_row_twice(compared, tmp_path):
-    """Issue 12, findings 2 and 9: rows carry a run id (appending the same runs adds nothing),
+    """Rows carry a run id (appending the same runs adds nothing),
     their runs' own time and the setup columns a reader filters on."""
     path = compared[1] / "r.csv"
     rows = list(csv.reader(path.open()))
@@ -180,63 +175,7 @@ def test_existing_csv_with_other_columns_is_refused_before_training(tmp_path):
     assert path.read_text() == "a,b\n1,2\n"
 
 
-def test_fp16_master_keeps_fp32_masters_and_batchnorm_and_updates_weights():
-    mode = precision.MODES["fp16-master"]
-    model = models.build_model("resnet18", "imagenet")
-    params, scaler = precision.prepare(model, mode, torch.device("cpu"), 128)
-    assert model.conv1.weight.dtype == torch.float16 and model.fc.weight.dtype == torch.float16
-    assert model.bn1.weight.dtype == torch.float32 and model.bn1.running_mean.dtype == torch.float32
-    assert all(p.dtype == torch.float32 for p in params)
-    optimizer, _ = make_optimizer(params, 0.1)
-    before = model.conv1.weight.detach().clone()
-    master_before = params[0].detach().clone()
-    x, y = torch.randn(4, 3, 32, 32), torch.randint(0, 10, (4,))
-    loss = train_step(model, [(x, y)], nn.CrossEntropyLoss(), optimizer, scaler, mode, torch.device("cpu"))
-    assert loss.dtype == torch.float32
-    assert not torch.equal(model.conv1.weight, before) and not torch.equal(params[0], master_before)
-    assert torch.equal(model.conv1.weight, params[0].half())
-    assert model.conv1.weight.grad is None  # gradients moved onto the masters
-
-
-def test_fp16_master_skips_a_step_whose_gradients_overflow():
-    mode = precision.MODES["fp16-master"]
-    model = nn.Sequential(nn.Linear(4, 10))
-    params, scaler = precision.prepare(model, mode, torch.device("cpu"), 1e30)  # overflows FP16 at once
-    optimizer, _ = make_optimizer(params, 0.1)
-    before = copy.deepcopy(params[0].detach())
-    train_step(model, [(torch.randn(2, 4), torch.tensor([1, 2]))], nn.CrossEntropyLoss(), optimizer, scaler, mode,
-               torch.device("cpu"))
-    assert torch.equal(params[0], before)
-
-
-def test_flops_are_counted_per_step_and_scale_with_batch():
-    model = models.build_model("resnet18", "cifar")
-    per_8, per_16 = flops.training_flops_per_step(model, 8), flops.training_flops_per_step(model, 16)
-    assert per_16 == 2 * per_8
-    assert 3.0e9 < per_8 / 8 < 3.7e9  # about 3x the 1.1 GFLOP forward pass of a CIFAR resnet18
-
-
-@pytest.mark.parametrize("name, mode, peak", [
-    ("NVIDIA A100-SXM4-40GB", "amp-fp16", 312.0), ("NVIDIA A100-SXM4-40GB", "fp32", 19.5),
-    ("NVIDIA A100-SXM4-40GB", "tf32", 156.0), ("NVIDIA H100 80GB HBM3", "amp-bf16", 989.4),
-    ("NVIDIA H200", "fp16-master", 989.4), ("Tesla V100-SXM2-32GB", "amp-fp16", 125.0),
-    ("Tesla V100-SXM2-32GB", "amp-bf16", None), ("NVIDIA GeForce GTX 1080", "fp32", None),
-    ("NVIDIA A100 80GB PCIe", "amp-bf16", 312.0), ("Tesla V100-PCIE-16GB", "fp32", 14.0),
-    ("NVIDIA H100 PCIe", "tf32", 378.0),
-    # near names of other products: no MFU rather than a wrong one
-    ("NVIDIA H200 NVL", "amp-bf16", None), ("NVIDIA RTX A1000", "fp32", None), ("NVIDIA GH200 480GB", "fp32", None),
-])
-def test_mfu_uses_the_dense_peak_of_known_gpus(name, mode, peak):
-    figures = flops.utilisation(1e12, 10.0, name, precision.MODES[mode], on_gpu=True)
-    assert figures["tflops"] == pytest.approx(100.0)
-    assert figures["peak_tflops"] == peak
-    if peak:
-        assert figures["mfu_pct"] == pytest.approx(100.0 * 100.0 / peak)
-    else:
-        assert figures["mfu_pct"] is None and figures["mfu_note"]
-
-
-# Issue 11, findings 2 to 4: outputs that collide, appends that are not all-or-nothing.
+# Outputs never overwrite each other, and CSV appends are all or nothing.
 @pytest.mark.parametrize("outputs", [["--json", "X", "--checkpoint", "X"], ["--json", "X", "--csv", "X"],
                                      ["--plot", "X.png", "--json", "X.png"], ["--json", "X", "--csv", "LINK"]])
 def test_outputs_that_are_one_file_are_refused_before_training(outputs, tmp_path):
@@ -305,7 +244,7 @@ def test_a_full_disk_during_an_append_keeps_the_csv_whole(compared, tmp_path, mo
 
 
 def test_merging_never_pools_runs_of_different_setups(compared):
-    """Issue 12, finding 1: a channels_last run and a plain one were merged into one row."""
+    """A channels_last run and a plain one never merge into one row."""
     document = json.loads((compared[1] / "r.json").read_text())
     variants = []
     for change in [{}, {"channels_last": True}, {"compile": True, "compile_mode": "max-autotune"},
@@ -315,12 +254,12 @@ def test_merging_never_pools_runs_of_different_setups(compared):
         variants.append(variant)
     same_setup_other_mode = copy.deepcopy(document)
     same_setup_other_mode["config"].update(fp16=True, loss_scaling=True)  # precision flags never split a setup
-    merged = report.merge(variants + [same_setup_other_mode])
+    merged = merge.merge(variants + [same_setup_other_mode])
     assert len(merged) == 6 and len(merged[0]["runs"]) == 2 * len(document["runs"])
     headers = [report.summary(group).splitlines()[0] for group in merged]
     assert "channels_last" in headers[1] and "compile (max-autotune)" in headers[2]
     assert "loader torchvision (4 workers)" in headers[3] and "accum 2" in headers[5]
-    differences = report.setup_differences(merged)  # what utils.report prints above each table
+    differences = merge.setup_differences(merged)  # what utils.report prints above each table
     assert len(set(differences)) == 6 and "lr 0.2" in differences[4] and "channels_last True" in differences[1]
 
 
@@ -332,7 +271,7 @@ def test_report_that_cannot_write_its_json_exits_1_with_a_sentence(compared, cap
 
 
 def test_report_reads_its_own_merged_json_and_merging_again_adds_nothing(compared, tmp_path):
-    """Issue 12, finding 2: utils.report refused the list it wrote, and a repeated merge doubled rows."""
+    """utils.report reads the list it writes, and merging it again adds no row."""
     source = compared[1] / "r.json"
     first = run_cli_module("utils.report", source, "--json", tmp_path / "m.json", "--csv", tmp_path / "m.csv")
     assert first.returncode == 0, first.stderr
@@ -347,7 +286,7 @@ def test_report_reads_its_own_merged_json_and_merging_again_adds_nothing(compare
 
 
 def test_bootstrap_interval_holds_one_for_equal_samples_and_excludes_it_for_half_speed():
-    """Issue 12, finding 3."""
+    """The 95% bootstrap interval of a ratio holds 1.0 for equal samples and excludes it for a copy 2x slower."""
     import numpy as np
     from utils.results import compare
     steps = list(np.random.default_rng(1).normal(100.0, 8.0, 200))
@@ -365,7 +304,7 @@ def fake_run(mode, step_ms, losses, accuracy, repeat=0):
 
 
 def test_a_run_that_did_not_learn_is_flagged_and_its_accuracy_not_compared():
-    """Issue 12, finding 8: squeezenet stayed at ln 10 and 10% with no remark, and its acc diff was shown."""
+    """A run at ln 10 and 10% gets a warning and no accuracy difference."""
     from utils.results import compare
     stuck = [2.3026 + 0.001 * (i % 3) for i in range(30)]
     runs = [fake_run("fp32", 100.0, [2.3 - 0.03 * i for i in range(30)], 0.41),
@@ -384,7 +323,7 @@ def test_a_run_that_did_not_learn_is_flagged_and_its_accuracy_not_compared():
 
 
 def test_the_table_fits_80_columns_and_the_header_says_only_what_applies(compared):
-    """Issue 12, findings 5 and 6: 150-160 columns; "stem cifar" for squeezenet, TF32 on a CPU."""
+    """The table fits 80 columns, and its header names only what applies (no stem for squeezenet, no TF32 on a CPU)."""
     result, folder = compared
     document = json.loads((folder / "r.json").read_text())
     assert max(len(line) for line in result.stdout.splitlines()) <= 80

@@ -1,4 +1,4 @@
-"""--tensorboard DIR (issue 12): each run's curves as scalars and the comparison as text and
+"""--tensorboard DIR: each run's curves as scalars and the comparison as text and
 hparams, in a folder of its own per invocation; refused before training without the package."""
 import json
 
@@ -34,7 +34,7 @@ def test_tensorboard_logs_every_curve_of_every_run(tmp_path, capsys):
     scale = runs["amp-fp16"]["loss_scale_curve"]
     assert [value for _, value in scalars(folder / "amp-fp16")["train/loss_scale"]] == pytest.approx(scale)
     assert "train/loss_scale" not in scalars(folder / "fp32") and runs["fp32"]["loss_scale_curve"] is None
-    # the scale halves at every skipped step (issue 14's curve, recorded on the device)
+    # the scale halves at every skipped step (the curve recorded on the device)
     drops = sum(later < earlier for earlier, later in zip([65536.0] + scale, scale))
     assert drops == runs["amp-fp16"]["skipped_steps"]
     assert {path.name for path in folder.iterdir() if path.is_dir()} >= {"fp32", "amp-fp16", "hparams-amp-fp16"}

@@ -1,4 +1,4 @@
-"""Issue 5: checkpoints, preemption, divergence, clipping, accumulation and bad inputs."""
+"""Checkpoints, preemption, divergence, clipping, accumulation and bad inputs."""
 import errno
 import json
 import math
@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -19,7 +20,8 @@ from utils.app import run_mode
 from utils.config import RunConfig
 from utils.data.dataset import Data
 from utils.errors import UserError, WriteFailed
-from utils.training import checkpoint, precision
+from utils.training import checkpoint, modes, precision
+from utils.training.context import RunContext
 from utils.training.step import make_optimizer, train_step
 
 CPU = torch.device("cpu")
@@ -159,7 +161,7 @@ def test_clipping_sees_unscaled_gradients(monkeypatch):
     true_norm = torch.norm(torch.stack([p.grad.norm() for p in model.parameters()])).item()
     model.zero_grad()
 
-    mode = precision.MODES["amp-fp16"]
+    mode = modes.MODES["amp-fp16"]
     params, scaler = precision.prepare(model, mode, CPU, 128)
     optimizer, _ = make_optimizer(params, 0.1, momentum=0.0, weight_decay=0.0)
     train_step(model, [(x, y)], nn.CrossEntropyLoss(), optimizer, scaler, mode, CPU, clip_grad=1e-3)
@@ -174,7 +176,7 @@ def test_accumulation_matches_one_big_batch_in_fp32():
     small = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 10))
     small.load_state_dict(big.state_dict())
     x, y = torch.randn(32, 8), torch.randint(0, 10, (32,))
-    mode = precision.MODES["fp32"]
+    mode = modes.MODES["fp32"]
     for model, batches in ((big, [(x, y)]), (small, [(x[i:i + 8], y[i:i + 8]) for i in range(0, 32, 8)])):
         params, scaler = precision.prepare(model, mode, CPU, 128)
         optimizer, _ = make_optimizer(params, 0.1)
@@ -187,8 +189,8 @@ def test_accumulation_matches_one_big_batch_in_fp32():
 
 
 def test_accumulation_holds_one_micro_batch_at_a_time():
-    """Issue 11, finding 10: --accum-steps K drew all K micro-batches before the step, so memory
-    grew with K; now each is drawn when the step reaches it."""
+    """--accum-steps K draws each micro-batch when the step reaches it, so memory holds one at a
+    time however large K is."""
     import weakref
     from utils.training.loop import MicroBatches
     alive, most = [0], [0]
@@ -207,7 +209,7 @@ def test_accumulation_holds_one_micro_batch_at_a_time():
 
     stream = loader()
     model = nn.Sequential(nn.Linear(8, 10))
-    mode = precision.MODES["fp32"]
+    mode = modes.MODES["fp32"]
     params, scaler = precision.prepare(model, mode, CPU, 128)
     optimizer, _ = make_optimizer(params, 0.1)
     train_step(model, MicroBatches(next(stream), stream, 16), nn.CrossEntropyLoss(), optimizer, scaler, mode, CPU)
@@ -236,7 +238,7 @@ def test_the_lr_schedule_counts_skipped_steps_like_the_others(impl):
     data = Data("synthetic", images, labels, None, None, {})
     config = RunConfig.build(steps=4, warmup=1, batch_size=8, lr=0.1, lr_schedule="cosine", no_progress=True,
                              no_eval=True, optimizer_impl=impl)
-    result, _ = run_mode(PoisonOnce(), precision.MODES["amp-fp16"], data, config, CPU)
+    result, _ = run_mode(PoisonOnce(), modes.MODES["amp-fp16"], data, config, RunContext(CPU))
     assert result.skipped_steps == 1
     assert result.lr_curve == pytest.approx([0.1 * 0.5 * (1 + math.cos(math.pi * step / 4)) for step in range(4)])
 
@@ -271,90 +273,34 @@ def small_checkpoint(tmp_path_factory):
     return path
 
 
-def catalogue_case(name, tmp_path, subset, small_checkpoint):
-    """argv and expected phrase of each entry of the bad-input catalogue."""
-    synthetic = ["--data", "synthetic", "-n", "3", "--warmup", "1", "--model", "squeezenet1_1", "-b", "4"]
-    if name == "epochs":
-        return ["--epochs", "0"], "--epochs: must be a positive number"
-    if name == "steps-and-epochs":
-        return ["-n", "5", "--epochs", "1"], "either --steps/-n or --epochs"
-    if name == "corrupted-batch":
-        folder = copy_subset(subset, tmp_path)
-        (folder / "data_batch_2").write_bytes(os.urandom(5000))
-        return ["--data-dir", folder, "--allow-unverified", "--data", "cifar10"], "data_batch_2 is not a readable"
-    if name == "code-pickle":
-        folder = copy_subset(subset, tmp_path)
-        (folder / "test_batch").write_bytes(b"cos\nsystem\n(S'touch /tmp/ampbench-catalogue'\ntR.")
-        return ["--data-dir", folder, "--allow-unverified", "--data", "cifar10"], "refusing to load 'os.system'"
-    if name == "truncated-checkpoint":
-        broken = tmp_path / "broken.pt"
-        broken.write_bytes(small_checkpoint.read_bytes()[:3000])
-        return [*synthetic, "-n", "6", "--checkpoint", broken, "--resume"], "is not a readable ampbench checkpoint"
-    if name == "not-a-checkpoint":
-        other = tmp_path / "notes.pt"
-        other.write_text("just some text\n")
-        return [*synthetic, "--checkpoint", other, "--resume"], "is not a readable ampbench checkpoint"
-    if name == "foreign-torch-file":
-        other = tmp_path / "weights.pt"
-        torch.save({"weight": torch.zeros(2)}, other)
-        return [*synthetic, "--checkpoint", other, "--resume"], "is not an ampbench checkpoint"
-    if name == "flipped-bytes":  # finding 6: 64 flipped bytes inside a weight tensor's record
-        return [*synthetic, "-n", "6", "--checkpoint", flipped(small_checkpoint, tmp_path), "--resume"], \
-            "fails its CRC-32 check"
-    if name == "crafted-checkpoint":  # finding 9: the forbidden name, never torch's weights_only=False hint
-        crafted = tmp_path / "crafted.pt"
-        torch.save({"format": checkpoint.FORMAT, "evil": Crafted()}, crafted)
-        return [*synthetic, "-n", "6", "--checkpoint", crafted, "--resume"], "which a checkpoint never holds"
-    if name == "empty-checkpoint":
-        (tmp_path / "empty.pt").write_bytes(b"")
-        return [*synthetic, "-n", "6", "--checkpoint", tmp_path / "empty.pt", "--resume"], "not a complete zip"
-    if name == "wrong-entry-type":
-        return [*synthetic, "-n", "6", "--checkpoint", tampered(small_checkpoint, tmp_path, step="3"), "--resume"], \
-            "its entry 'step' is a str"
-    if name == "missing-entry":
-        return [*synthetic, "-n", "6", "--checkpoint", tampered(small_checkpoint, tmp_path, optimizer=None),
-                "--resume"], "it has no entry 'optimizer'"
-    if name == "wrong-shape":
-        path = tampered(small_checkpoint, tmp_path, model=lambda m: {**m, "classifier.1.weight": torch.zeros(3, 3)})
-        return [*synthetic, "-n", "6", "--checkpoint", path, "--resume"], "does not fit this run"
-    if name == "wrong-optimizer-state":  # found by the CLI campaign: it loaded, then training crashed
-        def spoil(optimizer):
-            optimizer["state"][0]["momentum_buffer"] = "abc"
-            return optimizer
-        return [*synthetic, "-n", "6", "--checkpoint", tampered(small_checkpoint, tmp_path, optimizer=spoil),
-                "--resume"], "its optimizer momentum_buffer of parameter 0 is not a tensor of the parameter's shape"
-    if name == "other-schedule":
-        return [*synthetic, "-n", "6", "--lr-schedule", "constant", "--checkpoint", small_checkpoint, "--resume"], \
-            "holds a run with --lr-schedule cosine, not constant"
-    if name == "other-loader":
-        return [*synthetic, "-n", "6", "--loader", "torchvision", "--checkpoint", small_checkpoint, "--resume"], \
-            "holds a run with --loader device, not torchvision"
-    if name == "other-data":
-        return [*synthetic[2:], "--data-dir", subset, "--allow-unverified", "-n", "6", "--checkpoint",
-                small_checkpoint, "--resume"], "does not fit this run: its data order is for"
-    if name == "other-model":
-        copy = tmp_path / "c.pt"
-        shutil.copy(small_checkpoint, copy)
-        return [*synthetic, "-n", "6", "--model", "resnet18", "--checkpoint", copy, "--resume"], \
-            "holds a run with --model squeezenet1_1, not resnet18"
-    if name == "other-weights-mode":
-        return [*synthetic, "-n", "6", "--modes", "fp16-master", "--checkpoint", small_checkpoint, "--resume"], \
-            "was written in mode fp32, whose weights cannot continue in mode fp16-master"
-    if name == "checkpoint-with-compare":
-        return [*synthetic, "--compare", "--checkpoint", tmp_path / "c.pt"], "--checkpoint works with one precision"
-    if name == "resume-without-file":
-        return [*synthetic, "--checkpoint", tmp_path / "none.pt", "--resume"], "--resume: no checkpoint at"
-    if name == "resume-without-checkpoint":
-        return [*synthetic, "--resume"], "--resume needs --checkpoint"
-    if name == "already-complete":
-        return [*synthetic, "--checkpoint", small_checkpoint, "--resume"], "already reaches the 3 steps"
-    if name == "unwritable-checkpoint":
-        return [*synthetic, "--checkpoint", "/proc/nope/c.pt"], "cannot write --checkpoint"
-    if name == "checkpoint-is-a-folder":
-        return [*synthetic, "--checkpoint", tmp_path], "is a folder"
-    if name == "nesterov":
-        return [*synthetic, "--nesterov", "--momentum", "0"], "--nesterov needs a non-zero --momentum"
-    raise KeyError(name)
+class Case:
+    """What a catalogue entry builds its argv from: a scratch folder, the subset, a small
+    checkpoint of a finished 3-step fp32 run, and the flags of a tiny synthetic run."""
+    SYNTHETIC = ["--data", "synthetic", "-n", "3", "--warmup", "1", "--model", "squeezenet1_1", "-b", "4"]
+
+    def __init__(self, tmp_path, subset, small_checkpoint):
+        self.tmp_path, self.subset, self.checkpoint = tmp_path, subset, small_checkpoint
+
+    def resume(self, path, *flags):
+        return [*self.SYNTHETIC, "-n", "6", *flags, "--checkpoint", path, "--resume"]
+
+    def damaged_batch(self, name, content):
+        folder = copy_subset(self.subset, self.tmp_path)
+        (folder / name).write_bytes(content)
+        return ["--data-dir", folder, "--allow-unverified", "--data", "cifar10"]
+
+    def written(self, name, write):
+        path = self.tmp_path / name
+        write(path)
+        return path
+
+    def copied(self):
+        return Path(shutil.copy(self.checkpoint, self.tmp_path / "c.pt"))
+
+
+def spoiled_momentum(optimizer):
+    optimizer["state"][0]["momentum_buffer"] = "abc"
+    return optimizer
 
 
 class Crafted:
@@ -389,15 +335,67 @@ def tampered(path, tmp_path, **changes):
     return copy
 
 
-@pytest.mark.parametrize("name", [
-    "flipped-bytes", "crafted-checkpoint", "empty-checkpoint", "wrong-entry-type", "missing-entry", "wrong-shape",
-    "wrong-optimizer-state", "other-schedule", "other-loader", "other-data",
-    "epochs", "steps-and-epochs", "corrupted-batch", "code-pickle", "truncated-checkpoint", "not-a-checkpoint",
-    "foreign-torch-file", "other-model", "other-weights-mode", "resume-without-file", "resume-without-checkpoint",
-    "already-complete", "unwritable-checkpoint", "checkpoint-is-a-folder", "nesterov", "checkpoint-with-compare"])
-def test_bad_input_catalogue(name, tmp_path, subset, small_checkpoint):
+# (argv built from a Case, the phrase the one-sentence refusal must hold)
+CATALOGUE = [
+    pytest.param(lambda c: ["--epochs", "0"], "--epochs: must be a positive number", id="epochs"),
+    pytest.param(lambda c: ["-n", "5", "--epochs", "1"], "either --steps/-n or --epochs", id="steps-and-epochs"),
+    pytest.param(lambda c: c.damaged_batch("data_batch_2", os.urandom(5000)), "data_batch_2 is not a readable",
+                 id="corrupted-batch"),
+    pytest.param(lambda c: c.damaged_batch("test_batch", b"cos\nsystem\n(S'touch /tmp/ampbench-catalogue'\ntR."),
+                 "refusing to load 'os.system'", id="code-pickle"),
+    pytest.param(lambda c: c.resume(c.written("broken.pt", lambda p: p.write_bytes(c.checkpoint.read_bytes()[:3000]))),
+                 "is not a readable ampbench checkpoint", id="truncated-checkpoint"),
+    pytest.param(lambda c: c.resume(c.written("notes.pt", lambda p: p.write_text("just some text\n"))),
+                 "is not a readable ampbench checkpoint", id="not-a-checkpoint"),
+    pytest.param(lambda c: c.resume(c.written("weights.pt", lambda p: torch.save({"weight": torch.zeros(2)}, p))),
+                 "is not an ampbench checkpoint", id="foreign-torch-file"),
+    pytest.param(lambda c: c.resume(flipped(c.checkpoint, c.tmp_path)), "fails its CRC-32 check",
+                 id="flipped-bytes"),  # 64 flipped bytes inside a weight tensor's record
+    pytest.param(lambda c: c.resume(c.written("crafted.pt", lambda p: torch.save(
+        {"format": checkpoint.FORMAT, "evil": Crafted()}, p))), "which a checkpoint never holds",
+        id="crafted-checkpoint"),  # the forbidden name, never torch's weights_only=False hint
+    pytest.param(lambda c: c.resume(c.written("empty.pt", lambda p: p.write_bytes(b""))), "not a complete zip",
+                 id="empty-checkpoint"),
+    pytest.param(lambda c: c.resume(tampered(c.checkpoint, c.tmp_path, step="3")), "its entry 'step' is a str",
+                 id="wrong-entry-type"),
+    pytest.param(lambda c: c.resume(tampered(c.checkpoint, c.tmp_path, optimizer=None)),
+                 "it has no entry 'optimizer'", id="missing-entry"),
+    pytest.param(lambda c: c.resume(tampered(c.checkpoint, c.tmp_path, model=lambda m: {
+        **m, "classifier.1.weight": torch.zeros(3, 3)})), "does not fit this run", id="wrong-shape"),
+    pytest.param(lambda c: c.resume(tampered(c.checkpoint, c.tmp_path, optimizer=spoiled_momentum)),
+                 "its optimizer momentum_buffer of parameter 0 is not a tensor of the parameter's shape",
+                 id="wrong-optimizer-state"),  # it loaded, then the first step crashed
+    pytest.param(lambda c: c.resume(c.checkpoint, "--lr-schedule", "constant"),
+                 "holds a run with --lr-schedule cosine, not constant", id="other-schedule"),
+    pytest.param(lambda c: c.resume(c.checkpoint, "--loader", "torchvision"),
+                 "holds a run with --loader device, not torchvision", id="other-loader"),
+    pytest.param(lambda c: [*Case.SYNTHETIC[2:], "--data-dir", c.subset, "--allow-unverified", "-n", "6",
+                            "--checkpoint", c.checkpoint, "--resume"], "does not fit this run: its data order is for",
+                 id="other-data"),
+    pytest.param(lambda c: c.resume(c.copied(), "--model", "resnet18"),
+                 "holds a run with --model squeezenet1_1, not resnet18", id="other-model"),
+    pytest.param(lambda c: c.resume(c.checkpoint, "--modes", "fp16-master"),
+                 "was written in mode fp32, whose weights cannot continue in mode fp16-master",
+                 id="other-weights-mode"),
+    pytest.param(lambda c: [*Case.SYNTHETIC, "--compare", "--checkpoint", c.tmp_path / "c.pt"],
+                 "--checkpoint works with one precision", id="checkpoint-with-compare"),
+    pytest.param(lambda c: [*Case.SYNTHETIC, "--checkpoint", c.tmp_path / "none.pt", "--resume"],
+                 "--resume: no checkpoint at", id="resume-without-file"),
+    pytest.param(lambda c: [*Case.SYNTHETIC, "--resume"], "--resume needs --checkpoint", id="resume-without-checkpoint"),
+    pytest.param(lambda c: [*Case.SYNTHETIC, "--checkpoint", c.checkpoint, "--resume"], "already reaches the 3 steps",
+                 id="already-complete"),
+    pytest.param(lambda c: [*Case.SYNTHETIC, "--checkpoint", "/proc/nope/c.pt"], "cannot write --checkpoint",
+                 id="unwritable-checkpoint"),
+    pytest.param(lambda c: [*Case.SYNTHETIC, "--checkpoint", c.tmp_path], "is a folder", id="checkpoint-is-a-folder"),
+    pytest.param(lambda c: [*Case.SYNTHETIC, "--nesterov", "--momentum", "0"], "--nesterov needs a non-zero --momentum",
+                 id="nesterov"),
+]
+
+
+@pytest.mark.parametrize("build, phrase", CATALOGUE)
+def test_bad_input_catalogue(build, phrase, tmp_path, subset, small_checkpoint):
     """Run in this process (main.main, as `python main.py` runs it): a traceback would fail the test."""
-    argv, phrase = catalogue_case(name, tmp_path, subset, small_checkpoint)
+    argv = build(Case(tmp_path, subset, small_checkpoint))
     before = small_checkpoint.read_bytes()
     result = run_main(*argv)
     status, err = result.returncode, result.stderr
@@ -413,12 +411,12 @@ def test_fp16_master_checkpoint_cannot_continue_in_fp32():
              "scaler": {"scale": 128.0}}
     config = RunConfig.build(model="m", stem="cifar", batch_size=4, accum_steps=1)
     with pytest.raises(UserError, match="whose weights cannot continue in mode fp32"):
-        checkpoint.check_compatible(state, config, precision.MODES["fp32"], "c.pt")
+        checkpoint.check_compatible(state, config, modes.MODES["fp32"], "c.pt")
 
 
 def test_the_torchvision_loader_resumes_exactly_with_workers_0(subset, tmp_path):
-    """Issue 11, finding 5: replaying the cut epoch runs the transforms in this process, which
-    drew from the global RNG just restored; the loader is now restored before the RNG."""
+    """Replaying the cut epoch runs the transforms in this process, which draw from the global
+    RNG: the loader is restored before the RNG, so the resumed run is bitwise the same."""
     # a constant lr: the cut run's own schedule is over its 4 steps (a cosine one would differ)
     common = [*QUICK, *real_data(subset), "--loader", "torchvision", "--workers", "0", "--no-eval",
               "--lr-schedule", "constant"]

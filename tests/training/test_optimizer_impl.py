@@ -10,8 +10,9 @@ from torch import nn
 from utils.config import RunConfig
 from utils.data.dataset import synthetic
 from utils.training import distributed, loop, modes, precision
-from utils.training.setup import build_trainer
+from utils.training.context import RunContext
 from utils.training.step import fused_sgd_works
+from utils.training.trainer import build_trainer
 
 CPU = torch.device("cpu")
 MODES_ON_CPU = ["fp32", "amp-fp16", "amp-fp16-noscale", "amp-bf16", "fp16-master"]
@@ -33,8 +34,8 @@ def data():
 def train(data, mode, impl, steps, **settings):
     config = RunConfig.build(steps=steps, warmup=1, batch_size=8, no_progress=True, no_eval=True,
                              optimizer_impl=impl, **settings).with_recipe(True, 1)
-    trainer = build_trainer(tiny_model(), precision.MODES[mode], data, config, CPU, distributed.World())
-    return trainer, loop.run(trainer, config, CPU, distributed.World())
+    trainer = build_trainer(tiny_model(), modes.MODES[mode], data, config, CPU, distributed.World())
+    return trainer, loop.run(trainer, config, RunContext(CPU))
 
 
 def syncs(data, mode, impl, steps):

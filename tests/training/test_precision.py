@@ -1,11 +1,14 @@
+import copy
+
 import numpy as np
 import pytest
 import torch
 from torch import nn
 
+import models
 from utils.measure.envinfo import tf32_flags
 from utils.measure.timing import summarize
-from utils.training import precision
+from utils.training import modes, precision
 from utils.training.step import make_optimizer, train_step
 
 CPU = torch.device("cpu")
@@ -14,7 +17,7 @@ CPU = torch.device("cpu")
 @pytest.mark.parametrize("name, dtype", [("amp-fp16", torch.float16), ("amp-bf16", torch.bfloat16),
                                          ("fp32", torch.float32)])
 def test_autocast_runs_conv_and_linear_in_the_low_dtype_and_loss_in_fp32(name, dtype):
-    mode = precision.MODES[name]
+    mode = modes.MODES[name]
     conv, linear = nn.Conv2d(3, 4, 3), nn.Linear(4, 10)
     with precision.autocast(mode, CPU):
         features = conv(torch.randn(2, 3, 8, 8))
@@ -25,11 +28,11 @@ def test_autocast_runs_conv_and_linear_in_the_low_dtype_and_loss_in_fp32(name, d
 
 
 def test_flags_map_to_modes():
-    assert precision.mode_from_flags(True, False, True, False).name == "amp-fp16"
-    assert precision.mode_from_flags(True, False, False, False).name == "amp-fp16-noscale"
-    assert precision.mode_from_flags(False, True, False, False).name == "amp-bf16"
-    assert precision.mode_from_flags(False, False, False, True).name == "tf32"
-    assert precision.mode_from_flags(False, False, False, False).name == "fp32"
+    assert modes.mode_from_flags(True, False, True, False).name == "amp-fp16"
+    assert modes.mode_from_flags(True, False, False, False).name == "amp-fp16-noscale"
+    assert modes.mode_from_flags(False, True, False, False).name == "amp-bf16"
+    assert modes.mode_from_flags(False, False, False, True).name == "tf32"
+    assert modes.mode_from_flags(False, False, False, False).name == "fp32"
 
 
 def test_fp32_switches_tf32_off_explicitly():
@@ -59,7 +62,7 @@ class InfGradient(nn.Module):
 
 @pytest.mark.parametrize("impl", ["fused", "foreach"])
 def test_grad_scaler_skips_the_step_when_a_gradient_is_inf(impl):
-    mode = precision.MODES["amp-fp16"]
+    mode = modes.MODES["amp-fp16"]
     model = InfGradient()
     params, scaler = precision.prepare(model, mode, CPU, 128)
     optimizer, _ = make_optimizer(params, 0.1, impl=impl)
@@ -76,7 +79,7 @@ def test_grad_scaler_skips_the_step_when_a_gradient_is_inf(impl):
 
 
 def test_fp32_step_changes_weights():
-    mode = precision.MODES["fp32"]
+    mode = modes.MODES["fp32"]
     model = nn.Linear(4, 10)
     params, scaler = precision.prepare(model, mode, CPU, 128)
     optimizer, _ = make_optimizer(params, 0.1)
@@ -91,3 +94,32 @@ def test_summarize_matches_numpy():
     stats = summarize(values)
     assert stats["median"] == 3.5 and stats["min"] == 1.0 and stats["max"] == 100.0
     assert stats["p10"] == pytest.approx(np.percentile(values, 10)) and stats["mean"] == pytest.approx(115 / 6)
+
+
+def test_fp16_master_keeps_fp32_masters_and_batchnorm_and_updates_weights():
+    mode = modes.MODES["fp16-master"]
+    model = models.build_model("resnet18", "imagenet")
+    params, scaler = precision.prepare(model, mode, torch.device("cpu"), 128)
+    assert model.conv1.weight.dtype == torch.float16 and model.fc.weight.dtype == torch.float16
+    assert model.bn1.weight.dtype == torch.float32 and model.bn1.running_mean.dtype == torch.float32
+    assert all(p.dtype == torch.float32 for p in params)
+    optimizer, _ = make_optimizer(params, 0.1)
+    before = model.conv1.weight.detach().clone()
+    master_before = params[0].detach().clone()
+    x, y = torch.randn(4, 3, 32, 32), torch.randint(0, 10, (4,))
+    loss = train_step(model, [(x, y)], nn.CrossEntropyLoss(), optimizer, scaler, mode, torch.device("cpu"))
+    assert loss.dtype == torch.float32
+    assert not torch.equal(model.conv1.weight, before) and not torch.equal(params[0], master_before)
+    assert torch.equal(model.conv1.weight, params[0].half())
+    assert model.conv1.weight.grad is None  # gradients moved onto the masters
+
+
+def test_fp16_master_skips_a_step_whose_gradients_overflow():
+    mode = modes.MODES["fp16-master"]
+    model = nn.Sequential(nn.Linear(4, 10))
+    params, scaler = precision.prepare(model, mode, torch.device("cpu"), 1e30)  # overflows FP16 at once
+    optimizer, _ = make_optimizer(params, 0.1)
+    before = copy.deepcopy(params[0].detach())
+    train_step(model, [(torch.randn(2, 4), torch.tensor([1, 2]))], nn.CrossEntropyLoss(), optimizer, scaler, mode,
+               torch.device("cpu"))
+    assert torch.equal(params[0], before)

@@ -86,7 +86,7 @@ def profile_steps(trainer, config, device, steps, stop=None, trace_path=None):
                 synchronize(device)
                 started = time.perf_counter()
             batches = MicroBatches(next(loader), loader, config.accum_steps)
-            train_step(trainer.trained, batches, trainer.criterion, trainer.optimizer, scaler, trainer.mode, device,
+            train_step(trainer.step_model, batches, trainer.criterion, trainer.optimizer, scaler, trainer.mode, device,
                        config.clip_grad)
             if step == steps:  # before the last profiler.step(), which stops the recording
                 synchronize(device)
@@ -97,7 +97,7 @@ def profile_steps(trainer, config, device, steps, stop=None, trace_path=None):
     events = profiler.events()
     cuda = device.type == "cuda"
     kernels = cuda and any(event.device_type != torch.autograd.DeviceType.CPU for event in events)
-    summary = summarize(events, steps, wall_ms, kernels)
+    summary = profile_of(events, steps, wall_ms, kernels)
     summary["gpu_kernels_missing"] = cuda and not kernels
     return summary
 
@@ -130,7 +130,7 @@ def device_us(event, own):
     return event.self_cuda_time_total if own else event.cuda_time_total
 
 
-def summarize(events, steps, wall_ms, cuda):
+def profile_of(events, steps, wall_ms, cuda):
     """The profile of `events`, recorded over `steps` steps that took `wall_ms` each."""
     by_category = collections.Counter()
     host = collections.Counter()

@@ -11,10 +11,11 @@ from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Dict, List, Optional
 
 from utils.explain.diagnose import diagnose_run
-from utils.measure import memory
-from utils.measure.envinfo import now_utc, tf32_flags
+from utils.measure import flops, memory
+from utils.measure.envinfo import device_name, now_utc, tf32_flags
 from utils.measure.timing import summarize
 from utils.results.compare import learned
+from utils.setup_keys import SETUP_KEYS
 
 SCHEMA = "ampbench.result/2"
 # /1 files are still read: their peak_memory_bytes included the warm-up (cuDNN autotuning,
@@ -100,15 +101,26 @@ def should_evaluate(config, data, outcome):
                 or not math.isfinite(curve[-1]))
 
 
-def build(config, trainer, outcome, data, world, device, test_accuracy, repeat=0, profile=None, numerics=None,
-          memory_breakdown=None):
-    """The record of one mode's run, from what its loop measured (and --explain profiled, and
-    --numerics found)."""
-    stats, mode = outcome.stats, trainer.mode
+@dataclass
+class Findings:
+    """What was measured of a run beside its timed loop (none of it changes the loop's figures)."""
+    test_accuracy: Optional[float] = None
+    profile: Optional[Dict] = None  # --explain: utils.explain.profiler's profile
+    numerics: Optional[Dict] = None  # --numerics: the gradient census
+    memory: Optional[Dict] = None  # --numerics: one step's memory, by kind
+    max_batch: Optional[int] = None  # --max-batch
+
+
+def build(config, trainer, outcome, data, context, findings, repeat=0, flops_per_step=None):
+    """The record of one mode's run, built once from what its loop measured and the findings
+    beside it; with `flops_per_step` (the whole job's), also the TFLOP/s and MFU at its median."""
+    stats, mode, device, world = outcome.stats, trainer.mode, context.device, context.world
     timed = bool(stats.step_ms)
     step_stats = summarize(stats.step_ms) if timed else None
     global_batch = config.global_batch_size(world.size)
     curve = stats.losses
+    utilisation = flops.utilisation(flops_per_step, step_stats["median"], device_name(device), mode,
+                                    device.type == "cuda", world.size) if timed and flops_per_step else {}
     record = RunRecord(
         mode=mode.name, description=mode.description, device=str(device), tf32=tf32_flags(),
         data=data.name, loader=config.loader, channels_last=config.channels_last, compiled=config.compile,
@@ -127,19 +139,19 @@ def build(config, trainer, outcome, data, world, device, test_accuracy, repeat=0
         loss_scale_curve=stats.loss_scales if trainer.scaler.is_enabled() else None,
         skipped_steps=outcome.skipped_steps,
         final_loss_scale=trainer.scaler.get_scale() if trainer.scaler.is_enabled() else None,
-        final_lr=trainer.optimizer.param_groups[0]["lr"], test_accuracy=test_accuracy,
+        final_lr=trainer.optimizer.param_groups[0]["lr"], test_accuracy=findings.test_accuracy,
         epochs_seen=outcome.completed_steps * global_batch / len(data.train_images),
         wall_time_s=stats.wall_time_s, first_step_s=outcome.first_step_s,
         compile_time_s=outcome.first_step_s if config.compile else None,
         initial_weights_sha256=trainer.initial_weights_sha256, first_batch_sha256=outcome.first_batch_sha256,
-        repeat=repeat, finished_utc=now_utc(), numerics=numerics, memory=memory_breakdown,
-        warmup_peak_memory_bytes=stats.warmup_peak_memory_bytes or None,
+        repeat=repeat, finished_utc=now_utc(), numerics=findings.numerics, memory=findings.memory,
+        max_batch=findings.max_batch, warmup_peak_memory_bytes=stats.warmup_peak_memory_bytes or None,
         peak_reserved_bytes=stats.peak_reserved_bytes if device.type == "cuda" else None,
-        optimizer_impl=trainer.optimizer_impl)
+        optimizer_impl=trainer.optimizer_impl, **utilisation)
     record.learned = learned(asdict(record))
-    if profile is not None:
-        record.profile = dict(profile, diagnosis=diagnose_run(asdict(record), profile, config.workers,
-                                                              os.cpu_count() or 1))
+    if findings.profile is not None:
+        record.profile = dict(findings.profile, diagnosis=diagnose_run(asdict(record), findings.profile,
+                                                                       config.workers, os.cpu_count() or 1))
     return record
 
 
@@ -149,18 +161,11 @@ def make_document(env, config, data_info, incomplete, runs, comparison):
             "runs": runs, "comparison": comparison}
 
 
-# The settings that change a run's numbers besides its precision mode: runs are merged into one
-# comparison only when all of these, the device, the torch release, the ranks and the data match.
-SETUP_CONFIG_KEYS = ("model", "stem", "batch_size", "accum_steps", "steps", "warmup", "loader", "channels_last",
-                     "compile", "lr", "lr_schedule", "warmup_lr_steps", "momentum", "weight_decay", "label_smoothing",
-                     "clip_grad", "optimizer_impl")
-
-
 def setup_of(document):
     """What must match for runs to be compared: everything but the precision mode that can
     change step times, memory or accuracy (a channels_last run never pools with a plain one)."""
     config, env = document["config"], document["env"]
-    setup = {key: config.get(key) for key in SETUP_CONFIG_KEYS}
+    setup = {key: config.get(key) for key in SETUP_KEYS}
     setup["optimizer_impl"] = optimizer_impl(document)
     setup.update(workers=config.get("workers") if config.get("loader") == "torchvision" else None,
                  compile_mode=config.get("compile_mode") if config.get("compile") else None,

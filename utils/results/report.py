@@ -1,5 +1,4 @@
-"""Results people read and keep: the comparison table, the JSON document, CSV rows, and the
-merging of result files from several jobs (the command for that is utils/report.py)."""
+"""Results people read and keep: the comparison table, the JSON document and CSV rows."""
 import csv
 import fcntl
 import hashlib
@@ -13,16 +12,15 @@ from utils.errors import UserError, WriteFailed
 from utils.fileio import atomic_write
 from utils.explain.categories import NAMES as CATEGORIES
 from utils.explain.diagnose import amdahl_line, ranked, times
-from utils.results.compare import BASELINE, CHANCE_LOSS, compare_modes
-from utils.results.record import READABLE_SCHEMAS, REQUIRED_RUN_FIELDS, SCHEMA, setup_of
+from utils.results.compare import BASELINE, CHANCE_LOSS
+from utils.results.record import SCHEMA, setup_of
+from utils.setup_keys import SETUP_KEYS
 # The columns a reader filters on first (the setup), then the figures; run_id tells rows apart,
 # so that appending the same runs again (a merge repeated) adds nothing.
-CSV_COLUMNS = ["run_id", "timestamp_utc", "hostname", "device", "torch", "world_size", "model", "stem", "batch_size",
-               "accum_steps", "steps", "warmup", "data", "loader", "workers", "channels_last", "compile",
-               "compile_mode", "optimizer_impl", "lr", "lr_schedule", "warmup_lr_steps", "tf32", "mode", "runs", "median_step_ms",
-               "p90_step_ms", "spread_pct", "images_per_sec", "speedup_vs_fp32", "speedup_ci95_low",
-               "speedup_ci95_high", "speedup_significant", "peak_memory_bytes", "memory_ratio_vs_fp32",
-               "memory_ratio_ci95_low", "memory_ratio_ci95_high", "final_loss", "test_accuracy",
+CSV_COLUMNS = ["run_id", "timestamp_utc", "hostname", "device", "torch", "world_size", "data", *SETUP_KEYS, "workers",
+               "compile_mode", "tf32", "mode", "runs", "median_step_ms", "p90_step_ms", "spread_pct", "images_per_sec",
+               "speedup_vs_fp32", "speedup_ci95_low", "speedup_ci95_high", "speedup_significant", "peak_memory_bytes",
+               "memory_ratio_vs_fp32", "memory_ratio_ci95_low", "memory_ratio_ci95_high", "final_loss", "test_accuracy",
                "accuracy_delta_vs_fp32", "learned", "skipped_steps", "final_loss_scale", "tflops", "mfu_pct",
                "git_commit"]
 TABLE_WIDTH = 80
@@ -374,52 +372,3 @@ def check_csv_header(path):
         raise UserError(f"--csv {path} cannot be appended to ({reason}); give a new file name.") from None
     if header != CSV_COLUMNS:
         raise UserError(f"--csv {path} has other columns than ampbench writes; give a new file name.")
-
-
-def load_result(path):
-    """The result documents in a file: the one a run wrote with --json, or the list that
-    utils.report --json wrote."""
-    try:
-        with open(path) as f:
-            content = json.load(f)
-    except (OSError, ValueError) as error:
-        raise UserError(f"cannot read result file {path} ({error}).") from None
-    documents = content if isinstance(content, list) and content else [content]
-    for document in documents:
-        runs = document.get("runs") if isinstance(document, dict) else None
-        if not isinstance(runs, list) or not runs or document.get("schema") not in READABLE_SCHEMAS or \
-                not all(isinstance(run, dict) and set(REQUIRED_RUN_FIELDS) <= set(run) for run in runs):
-            raise UserError(f"{path} is not an ampbench result file (schema {SCHEMA}).")
-    return documents
-
-
-def setup_differences(documents):
-    """For each of several merged documents, the setup fields that are not the same in all of
-    them, as "name value" text: what tells their tables apart."""
-    setups = [setup_of(document) for document in documents]
-    varying = [key for key in setups[0] if len({json.dumps(setup.get(key)) for setup in setups}) > 1]
-    return [", ".join(f"{key} {setup.get(key)}" for key in varying) for setup in setups]
-
-
-def merge(documents):
-    """Pool the runs of several result files into one document per setup (record.setup_of:
-    everything but the precision mode), with a comparison across all of them: e.g. the FP32 and
-    the AMP job of a batch submission become one table with speedups, while a channels_last
-    run and a plain one stay two tables. A run met twice (a merged file merged again) counts once."""
-    groups, seen = {}, set()
-    for document in documents:
-        key = json.dumps(setup_of(document), sort_keys=True)
-        if key not in groups:
-            groups[key] = {**document, "runs": [], "sources": []}
-        group = groups[key]
-        for run in document["runs"]:
-            run = dict(run, finished_utc=run.get("finished_utc") or document["env"]["timestamp_utc"])
-            if run_key(run) not in seen:
-                seen.add(run_key(run))
-                group["runs"].append(run)
-        sources = document.get("sources") or [document["env"]["hostname"] + " " + document["env"]["timestamp_utc"]]
-        group["sources"] += [source for source in sources if source not in group["sources"]]
-    merged = list(groups.values())
-    for document in merged:
-        document["comparison"] = compare_modes(document["runs"])
-    return merged

@@ -14,7 +14,8 @@ import torch
 from utils import compat, safepickle
 from utils.errors import UserError
 from utils.fileio import atomic_write
-from utils.training import precision
+from utils.setup_keys import RESUME_KEYS, SETUP_KEYS
+from utils.training import modes
 from utils.training.loop import Statistics, nonfinite_policy, skipped_steps
 
 FORMAT = "ampbench.checkpoint/1"
@@ -79,8 +80,7 @@ def load_failure(error):
 
 ENTRIES = {"config": dict, "mode": str, "step": int, "model": dict, "masters": (list, type(None)),
            "optimizer": dict, "scheduler": dict, "scaler": (dict, type(None)), "rng": dict, "stats": dict}
-CONFIG_ENTRIES = {"model": str, "stem": str, "batch_size": int, "accum_steps": int, "steps": int,
-                  "lr_schedule": str, "loader": str}
+CONFIG_ENTRIES = {key: SETUP_KEYS[key] for key in RESUME_KEYS + ("steps",)}
 CURVES = ("step_ms", "data_ms", "losses", "lrs", "loss_scales")
 STATS_ADDED = ("warmup_peak_memory_bytes", "peak_reserved_bytes")  # checkpoints of earlier releases lack these
 STATS_ENTRIES = {**{f.name: (list if f.name in CURVES else numbers.Real) for f in fields(Statistics)},
@@ -259,7 +259,7 @@ def check_compatible(state, config, mode, path):
     """Refuse a checkpoint of another model or batch; between FP32-weight modes allow it and
     say what happens to the loss scaler (as PyTorch's AMP notes do). Returns a warning or None."""
     saved = state["config"]
-    for key in ("model", "stem", "batch_size", "accum_steps", "lr_schedule", "loader"):
+    for key in RESUME_KEYS:
         if saved[key] != getattr(config, key):
             raise UserError(f"{path} holds a run with --{key.replace('_', '-')} {saved[key]}, not "
                             f"{getattr(config, key)}; resume with the same settings or use another --checkpoint.")
@@ -272,7 +272,7 @@ def check_compatible(state, config, mode, path):
                      "so the learning rate from here differs from that of one uninterrupted run.")
     if state["mode"] == mode.name:
         return stretched
-    saved_mode = precision.MODES.get(state["mode"])
+    saved_mode = modes.MODES.get(state["mode"])
     if saved_mode is None or not saved_mode.fp32_weights or not mode.fp32_weights:
         raise UserError(f"{path} was written in mode {state['mode']}, whose weights cannot continue in mode "
                         f"{mode.name}; resume in {state['mode']} or use another --checkpoint.")

@@ -8,17 +8,17 @@ trainer, restoring and writing checkpoints, evaluation, the result record) lives
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Callable, List, Optional
+from typing import List, Optional
 
 import torch
 
 from utils.measure import memory
-from utils.measure.progress import Reporter, scale_of
+from utils.measure.progress import scale_of
 from utils.measure.timing import StepTimer
 from utils.training import distributed
-from utils.training.guard import RankAgreement
+from utils.training.rank_agreement import RankAgreement
 from utils.training.modes import scale_drop_steps
-from utils.training.setup import digest
+from utils.training.trainer import digest
 from utils.training.step import train_step
 
 
@@ -86,28 +86,76 @@ def synchronize(device):
         torch.cuda.synchronize(device)
 
 
-def run(trainer, config, device, world, start_step=0, earlier=None, stop=None,
-        save: Optional[Callable[[int, Statistics], None]] = None, reporter=None, census=None):
-    """Train from `start_step` to config.steps. `stop` (a StopRequest) ends the run early after
-    the current step; `save(step, stats)` is called every --checkpoint-every steps; `reporter`
-    (a progress.Reporter) shows the progress; `census` (--numerics) examines the steps it
-    wants, after them and outside their timing, on their first micro-batch."""
-    earlier = earlier or Statistics()
-    policy = nonfinite_policy(trainer.mode, config.on_nan)
-    timer = StepTimer(device)
-    losses, lrs, scales = [], [], []  # this process's, warm-up included (so are the timer's steps)
-    agreement = RankAgreement(device, world, losses, policy == "stop") if policy == "stop" or world.distributed \
-        else None
-    progress = (reporter or Reporter(False)).training(config.steps, trainer.mode.name,
-                                                      config.global_batch_size(world.size), start_step, trainer.scaler)
-    first_step_s = first_batch = stopped_by = None
-    step = start_step
+class Recorder:
+    """What the loop keeps of each step besides its timing, without waiting for the device:
+    losses and loss scales stay device tensors, the learning rate is a host float, the first
+    batch a device copy hashed afterwards; the warm-up's memory peak is taken, and the peak
+    reset, when the warm-up ends."""
 
-    memory.reset_peak(device)
-    warmup_peak = 0
-    started = time.perf_counter()
+    def __init__(self, previous, config, start_step, context):
+        self.previous, self.config, self.start_step, self.context = previous, config, start_step, context
+        self.losses, self.lrs, self.scales = [], [], []  # this process's, warm-up included (as the timer's)
+        self.first_batch = self.first_step_s = None
+        self.warmup_peak = 0
+        memory.reset_peak(context.device)
+        self.started = time.perf_counter()
+
+    def before_step(self, batches, optimizer):
+        if self.first_batch is None:
+            self.first_batch = (batches.first[0].clone(), batches.first[1].clone())
+        self.lrs.append(optimizer.param_groups[0]["lr"])
+
+    def after_step(self, step, loss, scaler):
+        device = self.context.device
+        self.losses.append(loss)
+        scale = scale_of(scaler)
+        if scale is not None:  # GradScaler's is a device tensor it updates in place: copied on the device
+            self.scales.append(scale.detach().clone() if isinstance(scale, torch.Tensor) else scale)
+        if step == self.start_step + 1 and self.config.warmup > 0:  # a warm-up step: waiting costs nothing
+            synchronize(device)
+            self.first_step_s = time.perf_counter() - self.started
+        if step == self.start_step + self.config.warmup:  # the steady state's peak starts after the warm-up
+            self.warmup_peak = memory.peak_bytes(device)[0]
+            memory.reset_peak(device)
+
+    def statistics(self, timer):
+        """All statistics so far: earlier processes' plus this one's (timings, and the memory
+        peak, after its warm-up; the warm-up's own peak beside it)."""
+        device, world, previous, warmup = self.context.device, self.context.world, self.previous, self.config.warmup
+        peak, reserved, warmup_peak = memory.peak_bytes(device)[0], memory.peak_reserved_bytes(device), self.warmup_peak
+        step_ms, data_ms = timer.step_ms[warmup:], timer.data_ms[warmup:]
+        curve = torch.stack(self.losses).float() if self.losses else torch.zeros(0, device=device)
+        if world.distributed:
+            step_ms = distributed.all_reduce(torch.tensor(step_ms, dtype=torch.float64, device=device), "max").tolist()
+            data_ms = distributed.all_reduce(torch.tensor(data_ms, dtype=torch.float64, device=device), "max").tolist()
+            curve = distributed.all_reduce(curve, "sum") / world.size
+            peaks = distributed.all_reduce(torch.tensor([peak, warmup_peak, reserved], device=device), "max")
+            peak, warmup_peak, reserved = peaks.tolist()
+        return Statistics(step_ms=previous.step_ms + step_ms, data_ms=previous.data_ms + data_ms,
+                          losses=previous.losses + curve.cpu().tolist(), lrs=previous.lrs + self.lrs,
+                          loss_scales=previous.loss_scales + host_values(self.scales),
+                          wall_time_s=previous.wall_time_s + time.perf_counter() - self.started,
+                          peak_memory_bytes=max(previous.peak_memory_bytes, peak),
+                          warmup_peak_memory_bytes=max(previous.warmup_peak_memory_bytes, warmup_peak),
+                          peak_reserved_bytes=max(previous.peak_reserved_bytes, reserved),
+                          segments=previous.segments + 1)
+
+
+def run(trainer, config, context, start_step=0, previous=None, save=None, census=None):
+    """Train from `start_step` to config.steps, continuing `previous` (earlier processes'
+    Statistics). A stop signal ends the run after the current step; `save(step, stats)` is
+    called every --checkpoint-every steps; `census` (--numerics) examines the steps it wants,
+    after them and outside their timing, on their first micro-batch."""
+    device, world, stop = context.device, context.world, context.stop
+    policy = nonfinite_policy(trainer.mode, config.on_nan)
+    timer, recorder = StepTimer(device), Recorder(previous or Statistics(), config, start_step, context)
+    agreement = RankAgreement(device, world, recorder.losses, policy == "stop") \
+        if policy == "stop" or world.distributed else None
+    progress = context.reporter.training(config.steps, trainer.mode.name, config.global_batch_size(world.size),
+                                         start_step, trainer.scaler)
+    step, stopped_by = start_step, None
     while step < config.steps:
-        signalled = stop is not None and stop.signal_name is not None
+        signalled = stop.signal_name is not None
         diverged, stopping = agreement.check(step, signalled) if agreement else (False, False)
         if stopping or (signalled and not world.distributed):
             stopped_by = stop.signal_name if signalled else STOPPED_BY_ANOTHER_RANK
@@ -117,39 +165,30 @@ def run(trainer, config, device, world, start_step=0, earlier=None, stop=None,
         timer.start_step()
         batches = MicroBatches(next(trainer.loader), trainer.loader, config.accum_steps)
         timer.batch_ready()
-        if first_batch is None:  # a device-side copy now, hashed after the timed loop
-            first_batch = (batches.first[0].clone(), batches.first[1].clone())
+        recorder.before_step(batches, trainer.optimizer)
         sample = batches.first if census is not None and census.wants(step + 1) else None
-        lrs.append(trainer.optimizer.param_groups[0]["lr"])  # a host float: no sync
-        loss = train_step(trainer.trained, batches, trainer.criterion, trainer.optimizer, trainer.scaler,
+        loss = train_step(trainer.step_model, batches, trainer.criterion, trainer.optimizer, trainer.scaler,
                           trainer.mode, device, config.clip_grad, skip_nonfinite=policy == "skip")
         trainer.scheduler.step()  # every step, skipped or not: knowing which were skipped would need a sync
         step += 1
-        losses.append(loss)
-        scale = scale_of(trainer.scaler)
-        if scale is not None:  # GradScaler's is a device tensor it updates in place: copied on the device
-            scales.append(scale.detach().clone() if isinstance(scale, torch.Tensor) else scale)
-        if step == start_step + 1 and config.warmup > 0:  # a warm-up step: waiting costs nothing
-            synchronize(device)
-            first_step_s = time.perf_counter() - started
-        if step == start_step + config.warmup:  # the steady state's peak starts after the warm-up
-            warmup_peak = memory.peak_bytes(device)[0]
-            memory.reset_peak(device)
+        recorder.after_step(step, loss, trainer.scaler)
         progress.update(loss)
         if sample is not None:  # a pause, like a checkpoint's: the next start_step() leaves it out
             timer.close()
             census.take(trainer, sample[0], sample[1], step)
         if save and config.checkpoint_every and step % config.checkpoint_every == 0 and step < config.steps:
             timer.close()
-            save(step, statistics(earlier, timer, losses, lrs, scales, started, config.warmup, warmup_peak,
-                                  device, world))
+            save(step, recorder.statistics(timer))
     timer.close()  # synchronizes: the progress's last line reads its copies without waiting
     progress.close()
-    stats = statistics(earlier, timer, losses, lrs, scales, started, config.warmup, warmup_peak, device, world)
+    return outcome(trainer, recorder, recorder.statistics(timer), policy, step, stopped_by)
+
+
+def outcome(trainer, recorder, stats, policy, completed_steps, stopped_by):
     bad = next((i for i, value in enumerate(stats.losses) if not math.isfinite(value)), None)
-    return LoopOutcome(stats=stats, start_step=start_step, completed_steps=step,
-                       skipped_steps=skipped_steps(trainer, policy, stats), first_step_s=first_step_s,
-                       first_batch_sha256=digest(first_batch) if first_batch is not None else None,
+    return LoopOutcome(stats=stats, start_step=recorder.start_step, completed_steps=completed_steps,
+                       skipped_steps=skipped_steps(trainer, policy, stats), first_step_s=recorder.first_step_s,
+                       first_batch_sha256=digest(recorder.first_batch) if recorder.first_batch is not None else None,
                        stopped_by=stopped_by, diverged_at=bad + 1 if bad is not None and policy == "stop" else None)
 
 
@@ -171,25 +210,3 @@ def skipped_steps(trainer, policy, stats):
     if policy == "skip":
         return sum(not math.isfinite(loss) for loss in stats.losses)
     return 0
-
-
-def statistics(earlier, timer, losses, lrs, scales, started, warmup, warmup_peak, device, world):
-    """All statistics so far: earlier processes' plus this one's (timings after its warm-up;
-    the memory peak over the steps after the warm-up too, the warm-up's own beside it)."""
-    peak, _ = memory.peak_bytes(device)
-    reserved = memory.peak_reserved_bytes(device)
-    step_ms, data_ms = timer.step_ms[warmup:], timer.data_ms[warmup:]
-    curve = torch.stack(losses).float() if losses else torch.zeros(0, device=device)
-    if world.distributed:
-        step_ms = distributed.all_reduce(torch.tensor(step_ms, dtype=torch.float64, device=device), "max").tolist()
-        data_ms = distributed.all_reduce(torch.tensor(data_ms, dtype=torch.float64, device=device), "max").tolist()
-        curve = distributed.all_reduce(curve, "sum") / world.size
-        peaks = distributed.all_reduce(torch.tensor([peak, warmup_peak, reserved], device=device), "max")
-        peak, warmup_peak, reserved = peaks.tolist()
-    return Statistics(step_ms=earlier.step_ms + step_ms, data_ms=earlier.data_ms + data_ms,
-                      losses=earlier.losses + curve.cpu().tolist(), lrs=earlier.lrs + lrs,
-                      loss_scales=earlier.loss_scales + host_values(scales),
-                      wall_time_s=earlier.wall_time_s + time.perf_counter() - started,
-                      peak_memory_bytes=max(earlier.peak_memory_bytes, peak),
-                      warmup_peak_memory_bytes=max(earlier.warmup_peak_memory_bytes, warmup_peak),
-                      peak_reserved_bytes=max(earlier.peak_reserved_bytes, reserved), segments=earlier.segments + 1)

@@ -12,7 +12,7 @@ from torch import nn
 
 from utils import compat
 from utils.errors import UserError
-from utils.training.modes import INITIAL_LOSS_SCALE, MODES, mode_from_flags  # noqa: F401 (re-exports MODES, mode_from_flags)
+from utils.training.modes import INITIAL_LOSS_SCALE
 
 
 def check_supported(mode, device):

@@ -122,21 +122,19 @@ def make_scheduler(optimizer, schedule, steps, warmup_steps):
 
 
 @torch.no_grad()
-def evaluate(model, mode, data, batch_size, device, channels_last, world=None, stop=None, reporter=None):
+def evaluate(model, mode, data, config, context):
     """Top-1 accuracy on the test set, under the same autocast as training; with several
     ranks each scores its shard of the test set and the counts are summed. None when a stop
-    signal (a utils.stop.StopRequest) cut the pass short on any rank. `reporter` (a
-    progress.Reporter) shows a bar in a terminal."""
-    world = world or distributed.World()
+    signal cut the pass short on any rank. In a terminal, the context's reporter shows a bar."""
+    device, world, batch_size = context.device, context.world, config.batch_size
     model.eval()
     counts = torch.zeros(3, dtype=torch.long, device=device)  # correct, seen, stopped
-    batches = eval_batches(data.test_images, data.test_labels, batch_size, device, channels_last,
+    batches = eval_batches(data.test_images, data.test_labels, batch_size, device, config.channels_last,
                            (world.rank, world.size))
-    if reporter is not None:
-        shard = -(-len(data.test_labels) // world.size)
-        batches = reporter.evaluation(batches, -(-shard // batch_size), mode.name)
+    shard = -(-len(data.test_labels) // world.size)
+    batches = context.reporter.evaluation(batches, -(-shard // batch_size), mode.name)
     for images, labels in batches:
-        if stop is not None and stop.requested:  # a host flag: no sync
+        if context.stop.requested:  # a host flag: no sync
             counts[2] = 1
             break
         with precision.autocast(mode, device):

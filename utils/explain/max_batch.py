@@ -70,7 +70,7 @@ def fits_on_gpu(initial_model, mode, config, device):
     return fits
 
 
-def max_batch(initial_model, mode, config, device):
+def largest_batch_of(initial_model, mode, config, device):
     """The largest batch `mode` trains on `device` (CUDA)."""
     precision.set_tf32(mode.tf32)
     return largest_batch(fits_on_gpu(initial_model, mode, config, device), config.batch_size)

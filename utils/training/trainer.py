@@ -21,7 +21,7 @@ class Trainer:
     """A mode's training state, handed from setup to the loop, checkpoints and evaluation."""
     mode: Mode
     model: nn.Module  # the weights: checkpoints and evaluation use these
-    trained: nn.Module  # what the step calls: the model, possibly wrapped in DDP, then compiled
+    step_model: nn.Module  # what the step calls: the model, possibly wrapped in DDP, then compiled
     params: List[torch.Tensor]  # what the optimizer updates (FP32 masters in fp16-master)
     scaler: Any  # GradScaler, or fp16-master's StaticLossScaler
     optimizer: torch.optim.Optimizer
@@ -42,16 +42,16 @@ def build_trainer(initial_model, mode, data, config, device, world):
     if config.channels_last:
         model = model.to(memory_format=memory_format(True))
     params, scaler = precision.prepare(model, mode, device, config.loss_scale)
-    trained = model
+    step_model = model
     if world.distributed:  # broadcasts rank 0's weights, all-reduces gradients in backward
-        trained = DistributedDataParallel(model, device_ids=[device.index] if device.index is not None else None)
+        step_model = DistributedDataParallel(model, device_ids=[device.index] if device.index is not None else None)
     if config.compile:
-        trained = torch.compile(trained, mode=config.compile_mode)
+        step_model = torch.compile(step_model, mode=config.compile_mode)
     loader = make_train_loader(config.loader, data.train_images, data.train_labels, config.batch_size, device,
                                config.seed, config.workers, config.channels_last, (world.rank, world.size))
     optimizer, optimizer_impl = make_optimizer(params, config.lr, config.momentum, config.weight_decay,
                                                config.nesterov, config.optimizer_impl)
-    return Trainer(mode=mode, model=model, trained=trained, params=params, scaler=scaler, optimizer=optimizer,
+    return Trainer(mode=mode, model=model, step_model=step_model, params=params, scaler=scaler, optimizer=optimizer,
                    optimizer_impl=optimizer_impl,
                    scheduler=make_scheduler(optimizer, config.lr_schedule, config.steps, config.warmup_lr_steps),
                    criterion=nn.CrossEntropyLoss(label_smoothing=config.label_smoothing),

@@ -1,0 +1,13 @@
+"""The settings besides the precision mode that change a run's numbers, named once.
+
+Runs are merged into one comparison only when all of these match (utils/results/record.py's
+setup_of, which adds the device, torch, ranks and data); every one is a column of the CSV; a
+checkpoint holds them, and a resume refuses a change of those in RESUME_KEYS. No torch here.
+"""
+SETUP_KEYS = {  # config field: its type in a results file or a checkpoint
+    "model": str, "stem": str, "batch_size": int, "accum_steps": int, "steps": int, "warmup": int, "loader": str,
+    "channels_last": bool, "compile": bool, "optimizer_impl": str, "lr": float, "lr_schedule": str,
+    "warmup_lr_steps": int, "momentum": float, "weight_decay": float, "label_smoothing": float, "clip_grad": float,
+}
+# What a resume refuses to change (steps may grow; the other settings are not checked yet).
+RESUME_KEYS = ("model", "stem", "batch_size", "accum_steps", "lr_schedule", "loader")

@@ -1,0 +1,18 @@
+"""Where one invocation runs and how it reports: the device, the process's place in the job,
+the stop signals and the progress display, handed from utils/app.py to every stage that needs
+them instead of four arguments each."""
+from dataclasses import dataclass, field
+
+import torch
+
+from utils.measure.progress import Reporter
+from utils.stop import StopRequest
+from utils.training.distributed import World
+
+
+@dataclass
+class RunContext:
+    device: torch.device
+    world: World = field(default_factory=World)  # one process unless a launcher started several
+    stop: StopRequest = field(default_factory=StopRequest)  # main.py's, installed before torch was imported
+    reporter: Reporter = field(default_factory=lambda: Reporter(False))  # quiet unless main.py asks
