@@ -40,14 +40,17 @@ def test_quick_suite_runs_every_step_and_renders_a_well_formed_readme_section(tm
     section = text[text.index(BEGIN):text.index(END)]
     assert "(CPU, --quick" in section  # clearly labelled: never mistaken for GPU figures
     assert "| resnet18 | no |" in section and "| resnet18 | yes |" in section
-    assert "`python main.py -n 3 --fp16 -s --model resnet50" in section
-    assert "FAILED" not in section and "`mode tf32`: skipped" in section
-    images = re.findall(r"!\[[^]]*\]\(([^)]+)\)", section)
-    assert len(images) == 2 and all((readme.parent / image).is_file() for image in images)
+    (link,) = re.findall(r"\]\(([^)]+README\.md)\)", section)  # the full page, beside the results
+    page = (readme.parent / link).read_text()
+    assert (readme.parent / link).resolve() == (out / "README.md").resolve()
+    assert "(CPU, --quick" in page and "`python main.py -n 3 --fp16 -s --model resnet50" in page
+    assert "FAILED" not in page and "`mode tf32`: skipped" in page
+    images = re.findall(r"!\[[^]]*\]\(([^)]+)\)", page)
+    assert len(images) == 2 and all((out / image).is_file() for image in images)
 
     rendered = subprocess.run([*suite, "--render", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert rendered.returncode == 0, rendered.stderr
-    assert readme.read_text() == text  # rendering is a function of the saved results alone
+    assert readme.read_text() == text and (out / "README.md").read_text() == page  # a function of the results
 
     # one section again, as a time-limited device command would: the others' steps are kept
     again = subprocess.run([*suite, "--quick", "--only", "classics"], cwd=ROOT, capture_output=True, text=True,

@@ -1,0 +1,54 @@
+"""README is a front page a newcomer reads in minutes; docs/ holds the rest, complete and
+linked: every flag of -h, every field of a run's record, every link resolving."""
+import re
+from dataclasses import fields
+
+import pytest
+
+from conftest import ROOT
+from main import build_parser
+from utils.results.record import RunRecord
+
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def anchor(heading):
+    """GitHub's anchor for a Markdown heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def anchors(page):
+    return {anchor(line.lstrip("#")) for line in page.read_text().splitlines() if line.startswith("#")}
+
+
+def test_the_readme_is_a_front_page():
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) < 250
+    assert lines[2] == "```bash" and lines[3].startswith("python3 -m venv .venv") and "pytest" in lines[4]
+
+
+def test_every_flag_of_the_help_is_documented():
+    documented = "\n".join(page.read_text() for page in (ROOT / "docs").glob("*.md"))
+    flags = {flag for action in build_parser()._actions for flag in action.option_strings
+             if flag.startswith("--") and flag != "--help"}
+    missing = sorted(flag for flag in flags if not re.search(re.escape(flag) + r"(?![\w-])", documented))
+    assert not missing
+
+
+def test_every_run_field_is_in_the_schema_page():
+    page = (ROOT / "docs" / "results-schema.md").read_text()
+    missing = [f.name for f in fields(RunRecord) if f"`{f.name}`" not in page]
+    assert not missing
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
+def test_every_link_resolves(page):
+    for target in LINK.findall(page.read_text()):
+        if re.match(r"[a-z]+://", target):
+            continue
+        path, _, fragment = target.partition("#")
+        linked = (page.parent / path).resolve() if path else page
+        assert linked.exists(), f"{page.name}: {target}"
+        if fragment:
+            assert fragment in anchors(linked), f"{page.name}: {target}"
