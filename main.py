@@ -108,6 +108,21 @@ def build_parser():
     train.add_argument("--on-nan", choices=["stop", "skip"],
                        help="without a loss scaler, a non-finite loss stops the run (default) or skips the step")
     train.add_argument("--no-eval", action="store_true", help="skip the test-set accuracy pass")
+    accuracy = parser.add_argument_group("does accuracy hold?")
+    accuracy.add_argument("--eval-every", type=positive_float, metavar="E",
+                          help="also evaluate the test set every E epochs during training (fractions allowed); "
+                          "the evaluations are timed apart from the steps")
+    accuracy.add_argument("--seeds", type=positive_int, metavar="K",
+                          help="run every mode with seeds --seed .. --seed+K-1, paired: for one seed every mode "
+                          "starts from the same weights and batches (default %(default)s)")
+    accuracy.add_argument("--accuracy-margin", type=non_negative_float, metavar="POINTS",
+                          help="the accuracy verdict's margin: a mode holds when the 95%% interval of its paired "
+                          "difference from fp32 lies within +-POINTS (default %(default)s)")
+    accuracy.add_argument("--target-accuracy", type=positive_float, metavar="A",
+                          help="report the training time, steps and epochs to reach test accuracy A (a fraction, "
+                          "e.g. 0.9), per mode and against fp32; needs --eval-every")
+    accuracy.add_argument("--stop-at-target", action="store_true",
+                          help="end each run at the first evaluation that reaches --target-accuracy")
     train.add_argument("--list-models", action="store_true", help="print every usable model name and exit")
 
     precision = parser.add_argument_group("precision")

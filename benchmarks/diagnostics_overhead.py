@@ -1,12 +1,13 @@
-"""Do --explain and --numerics change the timed steps? They should not: --explain profiles
-steps after the timed ones, and --numerics examines sampled steps in pauses left out of the
-step times. Times, in one process and interleaved, the same mode run by utils.app.run_mode
+"""Do --explain, --numerics and --eval-every change the timed steps? They should not:
+--explain profiles steps after the timed ones, and --numerics and --eval-every examine or
+evaluate in pauses left out of the step times. Times, in one process and interleaved, the same mode run by utils.app.run_mode
 (the code main.py runs) without and with the flag, and prints the median step time of each,
 their ratio with its 95% bootstrap interval over the rounds, and whether they agree within
 noise (the interval holds 1.0).
 
     python benchmarks/diagnostics_overhead.py                      # --explain; CPU, resnet18 (ImageNet stem), batch 32, fp32
     python benchmarks/diagnostics_overhead.py --flag numerics --numerics-every 4
+    python benchmarks/diagnostics_overhead.py --flag eval-every --eval-every 0.02   # the CIFAR-10 subset
     python benchmarks/diagnostics_overhead.py -p --mode amp-fp16 --model resnet50 -b 256
 """
 import argparse
@@ -15,7 +16,9 @@ import os
 import statistics
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+SUBSET = os.path.join(os.path.dirname(ROOT), "shared", "data", "cifar10-subset", "cifar-10-batches-py")
 
 
 def main():
@@ -28,8 +31,10 @@ def main():
     parser.add_argument("--steps", type=int, default=12, help="steps per run, warm-up included")
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=5, help="runs of each kind, alternating which goes first")
-    parser.add_argument("--flag", choices=["explain", "numerics"], default="explain")
+    parser.add_argument("--flag", choices=["explain", "numerics", "eval-every"], default="explain")
     parser.add_argument("--numerics-every", type=int, default=50)
+    parser.add_argument("--eval-every", type=float, default=0.02, help="epochs (with --flag eval-every)")
+    parser.add_argument("--data-dir", default=SUBSET, help="CIFAR-10 for --flag eval-every (default: the subset)")
     options = parser.parse_args()
 
     import torch
@@ -37,6 +42,7 @@ def main():
     import models
     from utils.app import run_mode
     from utils.config import RunConfig
+    from utils.data import cifar10
     from utils.data.dataset import synthetic
     from utils.results.compare import bootstrap_ratio
     from utils.training import modes
@@ -48,16 +54,21 @@ def main():
     mode = modes.MODES[options.mode]
     torch.manual_seed(0)
     model = models.build_model(options.model, options.stem, None, options.batch_size)
-    data = synthetic(device, seed=0)
+    evaluating = options.flag == "eval-every"  # needs test images: the real data
+    data = cifar10.load(options.data_dir, allow_unverified=True) if evaluating else synthetic(device, seed=0)
     plain = RunConfig.build(model=options.model, stem=options.stem, steps=options.steps, warmup=options.warmup,
-                            batch_size=options.batch_size, no_progress=True, no_eval=True)
-    flagged = dataclasses.replace(plain, **{options.flag: True}, numerics_every=options.numerics_every)
+                            batch_size=options.batch_size, no_progress=True, no_eval=not evaluating)
+    flagged = dataclasses.replace(plain, eval_every=options.eval_every) if evaluating else \
+        dataclasses.replace(plain, **{options.flag: True}, numerics_every=options.numerics_every)
+    flagged = flagged.for_dataset(len(data.train_images), 1)
+    shows = {"explain": lambda result: result.profile is not None,
+             "numerics": lambda result: result.numerics is not None,
+             "eval-every": lambda result: len(result.accuracy_curve) > 1}[options.flag]
     medians = {"without": [], "with": []}
     for round_ in range(options.rounds):
         for kind in ("without", "with") if round_ % 2 == 0 else ("with", "without"):
             result, _ = run_mode(model, mode, data, flagged if kind == "with" else plain, RunContext(device))
-            assert (getattr(result, "profile" if options.flag == "explain" else "numerics") is not None) == \
-                (kind == "with")
+            assert shows(result) == (kind == "with")
             medians[kind].append(result.step_time_ms["median"])
     name = torch.cuda.get_device_name() if options.gpu else "CPU"
     print(f"{options.model} (stem {options.stem}), batch {options.batch_size}, {mode.name}, {name}, "

@@ -21,6 +21,7 @@ from utils.results import plot, record, report, tensorboard
 from utils.results.compare import compare_modes
 from utils.training import checkpoint, distributed, loop, precision
 from utils.training.context import RunContext
+from utils.training.curve import AccuracyCurve
 from utils.training.step import evaluate
 from utils.training.trainer import build_trainer
 
@@ -130,8 +131,7 @@ def prepare(config, context):
         raise UserError(f"--compile needs torch 2.0 or newer, and this is torch {torch.__version__}: drop --compile.")
     check_outputs(config)
     saved = checkpoint.load(config.checkpoint, context.device) if config.resume else None
-    torch.manual_seed(config.seed)
-    model = models.build_model(config.model, config.stem, config.dropout, config.batch_size)
+    model = seeded_model(config)
     context.reporter.phase(f"model {config.model} built: {sum(p.numel() for p in model.parameters()) / 1e6:.1f} M "
                            "parameters")
     data, data_warnings = dataset.load(config.data, config.data_dir, config.download, config.allow_unverified,
@@ -157,19 +157,28 @@ def check_resume(saved, config):
         warn(resume_warning)
 
 
+def seeded_model(config):
+    """The model's initial weights for config.seed: every mode of that seed copies them."""
+    torch.manual_seed(config.seed)
+    return models.build_model(config.model, config.stem, config.dropout, config.batch_size)
+
+
 def run_all(config, context, model, data, saved):
-    """Every mode, `--repeats` times in alternating order (to expose drift); stops at the first
-    run that diverged or was interrupted. Returns (records, the last loop outcome, the step
-    at which the loss diverged or None)."""
+    """For each seed (its own weights and data order), every mode, `--repeats` times in
+    alternating order (to expose drift); stops at the first run that diverged or was
+    interrupted. Returns (records, the last loop outcome, the diverging step or None)."""
     flops_per_step = flops.training_flops_per_step(model, config.batch_size) * config.accum_steps * context.world.size
     runs, last = [], None
-    for repeat in range(config.repeats):
-        modes = config.precision_modes
-        for mode in modes if repeat % 2 == 0 else modes[::-1]:
-            result, last = run_mode(model, mode, data, config, context, saved, repeat, flops_per_step)
-            runs.append(result)
-            if last.diverged_at is not None or result.incomplete:
-                return runs, last, last.diverged_at
+    for seed in range(config.seed, config.seed + config.seeds):
+        seeded = dataclasses.replace(config, seed=seed)
+        initial = model if seed == config.seed else seeded_model(seeded)
+        for repeat in range(config.repeats):
+            modes = config.precision_modes
+            for mode in modes if repeat % 2 == 0 else modes[::-1]:
+                result, last = run_mode(initial, mode, data, seeded, context, saved, repeat, flops_per_step)
+                runs.append(result)
+                if last.diverged_at is not None or result.incomplete:
+                    return runs, last, last.diverged_at
     return runs, last, None
 
 
@@ -178,15 +187,20 @@ def run_mode(initial_model, mode, data, config, context, saved=None, repeat=0, f
     checkpoint, if given), then measure what the flags ask beside the loop; returns (its
     RunRecord, the loop's outcome).
 
-    Each call starts from the same weights and the same data order (the loader is seeded with
-    config.seed), so runs of different modes differ by precision alone. With --compile, the
+    Each call starts from the same weights, the same data order (the loader is seeded with
+    config.seed) and the same global random state (dropout), so runs of different modes of
+    one seed differ by precision alone. With --compile, the
     first step (always a warm-up step) compiles; its wall time is reported as compile time.
     A stop signal during the evaluation leaves the accuracy unmeasured and the run incomplete.
     """
+    torch.manual_seed(config.seed)
     trainer = build_trainer(initial_model, mode, data, config, context.device, context.world)
     start_step, previous = 0, None
     if saved is not None:
         start_step, previous = checkpoint.restore(trainer, saved, context.device, config.checkpoint)
+    curve = accuracy_curve(trainer, config, context, data, previous)
+    if start_step and curve is not None and curve.wants(start_step, config.steps):  # the earlier process's
+        curve.take(start_step, previous.train_time_s if previous else 0.0)  # last evaluation came after its checkpoint
 
     def save(step, stats):  # rank 0 writes the checkpoint (every rank holds the same weights)
         if context.world.is_main:
@@ -195,28 +209,47 @@ def run_mode(initial_model, mode, data, config, context, saved=None, repeat=0, f
 
     census = numerics.Census(mode, context.device, config.steps, config.numerics_every) if config.numerics else None
     context.reporter.phase(f"{mode.name}: training steps {start_step + 1} to {config.steps}")
-    outcome = loop.run(trainer, config, context, start_step, previous, save if config.checkpoint else None, census)
+    outcome = loop.run(trainer, config, context, start_step, previous, save if config.checkpoint else None, census,
+                       curve)
     if config.checkpoint and outcome.diverged_at is None and outcome.completed_steps > start_step:
         save(outcome.completed_steps, outcome.stats)
-    findings, outcome = measure_beside_the_loop(initial_model, trainer, config, context, data, outcome, repeat)
+    findings, outcome = measure_beside_the_loop(initial_model, trainer, config, context, data, outcome, repeat, curve)
     if census is not None:
         findings.numerics, findings.memory = census.result(), census.footprint
     return record.build(config, trainer, outcome, data, context, findings, repeat, flops_per_step), outcome
 
 
-def measure_beside_the_loop(initial_model, trainer, config, context, data, outcome, repeat):
-    """The test accuracy, --explain's profile and --max-batch, each after the timed loop (none
-    changes its statistics); returns (the findings, the outcome: stopped if a signal cut the
-    evaluation short)."""
-    findings, mode = record.Findings(), trainer.mode
-    if record.should_evaluate(config, data, outcome):
+def accuracy_curve(trainer, config, context, data, previous):
+    """The run's AccuracyCurve (None without test images or with --no-eval), continuing the
+    points of a resumed checkpoint."""
+    if config.no_eval or data.test_images is None:
+        return None
+    mode, images, ranks = trainer.mode, len(data.train_images), context.world.size
+
+    def evaluated():
         context.reporter.phase(f"{mode.name}: evaluating on {len(data.test_labels)} test images")
-        findings.test_accuracy = evaluate(trainer.model, mode, data, config, context)
+        accuracy = evaluate(trainer.model, mode, data, config, context)
+        if accuracy is not None:
+            context.reporter.phase(f"{mode.name}: test accuracy {100 * accuracy:.2f}%")
+        return accuracy
+
+    return AccuracyCurve(evaluated, config.eval_every_steps(images, ranks), config.steps_per_epoch(images, ranks),
+                         config.target_accuracy, previous.accuracy_curve if previous else None,
+                         previous.eval_time_s if previous else 0.0)
+
+
+def measure_beside_the_loop(initial_model, trainer, config, context, data, outcome, repeat, curve):
+    """The final test accuracy, --explain's profile and --max-batch, each after the timed loop
+    (none changes its statistics); returns (the findings, the outcome: stopped if a signal cut
+    the evaluation short)."""
+    findings, mode = record.Findings(curve=curve), trainer.mode
+    if curve is not None and record.should_evaluate(config, data, outcome):
+        findings.test_accuracy = curve.take(outcome.completed_steps, outcome.stats.train_time_s)
         if findings.test_accuracy is None:
             return findings, dataclasses.replace(
                 outcome, stopped_by=context.stop.signal_name or loop.STOPPED_BY_ANOTHER_RANK)
-        context.reporter.phase(f"{mode.name}: test accuracy {100 * findings.test_accuracy:.2f}%")
-    finished = outcome.completed_steps == config.steps and not outcome.stopped_by and outcome.diverged_at is None
+    finished = (outcome.completed_steps == config.steps or outcome.reached_target) and not outcome.stopped_by \
+        and outcome.diverged_at is None
     if config.explain and finished:
         findings.profile = explain(trainer, config, context, repeat)
     if config.max_batch and repeat == 0 and finished:
@@ -266,7 +299,7 @@ def finish(config, context, data, runs, last, diverged, saved):
         return status()
     run_dicts = [run.to_dict() for run in runs]
     document = record.make_document(env, config.to_dict(), data.info, bool(diverged) or interrupted, run_dicts,
-                                    compare_modes(run_dicts))
+                                    compare_modes(run_dicts, config.accuracy_margin))
     print(report.summary(document, config.wide))
     write_outputs(config, document)
     if diverged:

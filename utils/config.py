@@ -14,6 +14,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from typing import Optional
 
 from utils.errors import UserError
+from utils.results.accuracy import DEFAULT_MARGIN_POINTS
 
 DEFAULT_STEPS = 200
 # The default recipe, tuned so that every model learns within a default-length run: SGD at an
@@ -60,6 +61,12 @@ class RunConfig:
     accum_steps: int = 1
     on_nan: str = "stop"
     no_eval: bool = False
+    # does accuracy hold?
+    eval_every: Optional[float] = None  # epochs between evaluations during training (and at the end)
+    seeds: int = 1  # seeds seed .. seed+seeds-1, each run in every mode (paired)
+    accuracy_margin: float = DEFAULT_MARGIN_POINTS  # points: the accuracy verdict's equivalence margin
+    target_accuracy: Optional[float] = None  # a fraction: time to reach it
+    stop_at_target: bool = False
     list_models: bool = False
     # precision
     gpu: bool = False
@@ -145,9 +152,23 @@ class RunConfig:
                             "of the step statistics.")
         if self.max_batch and not self.gpu:
             raise UserError("--max-batch measures how large a batch fits in GPU memory: add -p/--gpu on a GPU node.")
-        if self.checkpoint and (len(modes) > 1 or self.repeats > 1):
-            raise UserError("--checkpoint works with one precision mode and no --repeats; run each mode as a job "
-                            "of its own and merge the results with python -m utils.report.")
+        self.check_accuracy_flags()
+        if self.checkpoint and (len(modes) > 1 or self.repeats > 1 or self.seeds > 1):
+            raise UserError("--checkpoint works with one precision mode, one seed and no --repeats; run each mode "
+                            "and seed as a job of its own and merge the results with python -m utils.report.")
+
+    def check_accuracy_flags(self):
+        asked = [flag for flag, value in (("--eval-every", self.eval_every), ("--target-accuracy", self.target_accuracy),
+                                          ("--stop-at-target", self.stop_at_target)) if value]
+        if self.no_eval and asked:
+            raise UserError(f"--no-eval skips the evaluations that {asked[0]} needs; drop one of them.")
+        if self.target_accuracy is not None and not 0 < self.target_accuracy <= 1:
+            raise UserError(f"--target-accuracy is a fraction of the test images in (0, 1], e.g. 0.9 for 90%; got "
+                            f"{self.target_accuracy:g}.")
+        if self.stop_at_target and self.target_accuracy is None:
+            raise UserError("--stop-at-target needs --target-accuracy A, the accuracy to stop at.")
+        if self.target_accuracy is not None and not self.eval_every:
+            raise UserError("--target-accuracy needs --eval-every E (epochs) to see when the target is reached.")
 
     def check_steps(self):
         if self.warmup >= self.steps:
@@ -162,18 +183,31 @@ class RunConfig:
         if self.batch_size * ranks > train_images:
             raise UserError(f"a batch of {self.batch_size} images{f' on each of {ranks} ranks' if ranks > 1 else ''} "
                             f"is more than the {train_images} training images hold; lower --batch-size/-b.")
-        if self.epochs is None:
-            return self
+        config = self
+        if self.epochs is not None:
+            steps = math.ceil(self.epochs * self.steps_per_epoch(train_images, ranks))
+            if steps > LARGEST_COUNT:
+                raise UserError(f"--epochs {self.epochs:g} is {steps} steps, more than the {LARGEST_COUNT} a run can "
+                                "count; lower --epochs.")
+            config = replace(self, steps=max(1, steps))
+            config.check_steps()
+        every = config.eval_every_steps(train_images, ranks)
+        if every is not None and every > config.steps:
+            raise UserError(f"--eval-every {self.eval_every:g} epochs is {every} steps, more than the {config.steps} "
+                            "of the run; lower --eval-every (fractions of an epoch are allowed).")
+        return config
+
+    def steps_per_epoch(self, train_images, ranks):
+        """Optimizer steps in one epoch of `train_images` (a fraction with --accum-steps)."""
         from utils.data.loaders import batches_per_epoch
 
-        per_epoch = batches_per_epoch(self.loader, train_images, self.batch_size, ranks)
-        steps = math.ceil(self.epochs * per_epoch / self.accum_steps)
-        if steps > LARGEST_COUNT:
-            raise UserError(f"--epochs {self.epochs:g} is {steps} steps, more than the {LARGEST_COUNT} a run can "
-                            "count; lower --epochs.")
-        config = replace(self, steps=max(1, steps))
-        config.check_steps()
-        return config
+        return batches_per_epoch(self.loader, train_images, self.batch_size, ranks) / self.accum_steps
+
+    def eval_every_steps(self, train_images, ranks):
+        """--eval-every in steps (at least one), or None."""
+        if not self.eval_every:
+            return None
+        return max(1, round(self.eval_every * self.steps_per_epoch(train_images, ranks)))
 
     def with_recipe(self, batch_norm, world_size):
         """The config with the default recipe's lr and warm-up where the flags left them unset:

@@ -327,7 +327,7 @@ def test_the_table_fits_80_columns_and_the_header_says_only_what_applies(compare
     result, folder = compared
     document = json.loads((folder / "r.json").read_text())
     assert max(len(line) for line in result.stdout.splitlines()) <= 80
-    assert "speedup [95% CI]" in result.stdout and "95% CI: bootstrap over the repeats' medians." in result.stdout
+    assert "speedup [95% CI]" in result.stdout and "95% CI: bootstrap over the runs' medians (repeats and seeds)." in result.stdout
     first_line = result.stdout.splitlines()[0]
     assert first_line.startswith("squeezenet1_1, batch 8") and "stem" not in first_line and "TF32" not in result.stdout
     assert document["env"]["cuda"] is None

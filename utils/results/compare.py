@@ -13,6 +13,7 @@ import statistics
 import numpy as np
 
 from utils.explain import diagnose
+from utils.results.accuracy import DEFAULT_MARGIN_POINTS, accuracy_figures, target_figures
 from utils.explain.categories import NAMES as CATEGORIES
 from utils.training import modes
 from utils.training.modes import MODES
@@ -126,12 +127,17 @@ def mode_figures(group):
     }
 
 
-def compare_modes(runs):
+def compare_modes(runs, margin_points=DEFAULT_MARGIN_POINTS):
     """{mode: figures} with speedup (and its 95% interval), memory ratio (with its interval over
     repeats, when there are several) and accuracy difference against fp32: null when fp32 was
-    not run, and no accuracy difference against a run that did not learn."""
+    not run, and no accuracy difference against a run that did not learn. Over seeds, the
+    accuracy verdict against fp32 within +-`margin_points` and the time to a target accuracy."""
     groups = group_by_mode(runs)
     figures = {mode: mode_figures(group) for mode, group in groups.items()}
+    learning = {mode: [run for run in group if learned(run) is not False] for mode, group in groups.items()}
+    for mode, row in figures.items():
+        row.update(accuracy_figures(learning[mode], learning.get(BASELINE), margin_points / 100.0))
+        row.update(target_figures(groups[mode], groups.get(BASELINE)))
     base = figures.get(BASELINE)
     for mode, row in figures.items():
         row["speedup_vs_fp32"] = base["median_step_ms"] / row["median_step_ms"] if base else None

@@ -3,6 +3,7 @@ each, pool runs of the same setup, compare them again."""
 import json
 
 from utils.errors import UserError
+from utils.results.accuracy import DEFAULT_MARGIN_POINTS
 from utils.results.compare import compare_modes
 from utils.results.record import READABLE_SCHEMAS, REQUIRED_RUN_FIELDS, SCHEMA, setup_of
 from utils.results.report import run_key
@@ -53,5 +54,6 @@ def merge(documents):
         group["sources"] += [source for source in sources if source not in group["sources"]]
     merged = list(groups.values())
     for document in merged:
-        document["comparison"] = compare_modes(document["runs"])
+        document["comparison"] = compare_modes(document["runs"], document["config"].get("accuracy_margin",
+                                                                                        DEFAULT_MARGIN_POINTS))
     return merged

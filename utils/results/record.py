@@ -14,6 +14,7 @@ from utils.explain.diagnose import diagnose_run
 from utils.measure import flops, memory
 from utils.measure.envinfo import device_name, now_utc, tf32_flags
 from utils.measure.timing import summarize
+from utils.results.accuracy import reached
 from utils.results.compare import learned
 from utils.setup_keys import SETUP_KEYS
 
@@ -85,6 +86,14 @@ class RunRecord:
     warmup_peak_memory_bytes: Optional[int] = None  # the warm-up steps' peak (null without warm-up)
     peak_reserved_bytes: Optional[int] = None  # CUDA: the caching allocator's reserved peak over the timed steps
     optimizer_impl: Optional[str] = None  # the SGD that ran: "fused" or "foreach" (/1 files: foreach)
+    seed: Optional[int] = None  # the seed of its weights and data order: the same in every mode of a seed
+    accuracy_curve: Optional[List[Dict]] = None  # {step, epoch, train_s, accuracy}: --eval-every's and the last
+    eval_time_s: Optional[float] = None  # the evaluations' own time, apart from train_s
+    target_accuracy: Optional[float] = None  # --target-accuracy, and when the curve first reached it:
+    time_to_target_s: Optional[float] = None  # training time (steps and warm-up, never evaluations)
+    steps_to_target: Optional[int] = None
+    epochs_to_target: Optional[float] = None
+    best_accuracy: Optional[float] = None  # the curve's best, e.g. of a run that never reached the target
 
     def to_dict(self):
         return asdict(self)
@@ -109,6 +118,7 @@ class Findings:
     numerics: Optional[Dict] = None  # --numerics: the gradient census
     memory: Optional[Dict] = None  # --numerics: one step's memory, by kind
     max_batch: Optional[int] = None  # --max-batch
+    curve: Optional[object] = None  # the run's AccuracyCurve (training/curve.py), None without evaluation
 
 
 def build(config, trainer, outcome, data, context, findings, repeat=0, flops_per_step=None):
@@ -128,7 +138,8 @@ def build(config, trainer, outcome, data, context, findings, repeat=0, flops_per
         accum_steps=config.accum_steps, effective_batch_size=config.effective_batch_size, world_size=world.size,
         global_batch_size=global_batch, timing_unit="optimizer_step", steps=config.steps,
         completed_steps=outcome.completed_steps,
-        incomplete=outcome.completed_steps < config.steps or outcome.stopped_by is not None,
+        incomplete=(outcome.completed_steps < config.steps and not outcome.reached_target)
+        or outcome.stopped_by is not None,
         stopped_by=outcome.stopped_by, resumed_from_step=outcome.start_step or None, segments=stats.segments,
         warmup=config.warmup, timed_steps=len(stats.step_ms), step_time_ms=step_stats, step_times_ms=stats.step_ms,
         images_per_sec=global_batch * 1000.0 / step_stats["median"] if timed else None,
@@ -147,12 +158,24 @@ def build(config, trainer, outcome, data, context, findings, repeat=0, flops_per
         repeat=repeat, finished_utc=now_utc(), numerics=findings.numerics, memory=findings.memory,
         max_batch=findings.max_batch, warmup_peak_memory_bytes=stats.warmup_peak_memory_bytes or None,
         peak_reserved_bytes=stats.peak_reserved_bytes if device.type == "cuda" else None,
-        optimizer_impl=trainer.optimizer_impl, **utilisation)
+        optimizer_impl=trainer.optimizer_impl, seed=config.seed, **accuracy_fields(findings.curve), **utilisation)
     record.learned = learned(asdict(record))
     if findings.profile is not None:
         record.profile = dict(findings.profile, diagnosis=diagnose_run(asdict(record), findings.profile,
                                                                        config.workers, os.cpu_count() or 1))
     return record
+
+
+def accuracy_fields(curve):
+    """The record's accuracy curve and time to target, from the run's AccuracyCurve."""
+    if curve is None:
+        return {}
+    points = list(curve.points)
+    first = reached(points, curve.target) if curve.target is not None else None
+    return {"accuracy_curve": points, "eval_time_s": curve.eval_time_s, "target_accuracy": curve.target,
+            "time_to_target_s": first["train_s"] if first else None, "steps_to_target": first["step"] if first else None,
+            "epochs_to_target": first["epoch"] if first else None,
+            "best_accuracy": max((point["accuracy"] for point in points), default=None)}
 
 
 def make_document(env, config, data_info, incomplete, runs, comparison):

@@ -12,6 +12,7 @@ from utils.errors import UserError, WriteFailed
 from utils.fileio import atomic_write
 from utils.explain.categories import NAMES as CATEGORIES
 from utils.explain.diagnose import amdahl_line, ranked, times
+from utils.results.accuracy import DEFAULT_MARGIN_POINTS
 from utils.results.compare import BASELINE, CHANCE_LOSS
 from utils.results.record import SCHEMA, setup_of
 from utils.setup_keys import SETUP_KEYS
@@ -21,8 +22,10 @@ CSV_COLUMNS = ["run_id", "timestamp_utc", "hostname", "device", "torch", "world_
                "compile_mode", "tf32", "mode", "runs", "median_step_ms", "p90_step_ms", "spread_pct", "images_per_sec",
                "speedup_vs_fp32", "speedup_ci95_low", "speedup_ci95_high", "speedup_significant", "peak_memory_bytes",
                "memory_ratio_vs_fp32", "memory_ratio_ci95_low", "memory_ratio_ci95_high", "final_loss", "test_accuracy",
-               "accuracy_delta_vs_fp32", "learned", "skipped_steps", "final_loss_scale", "tflops", "mfu_pct",
-               "git_commit"]
+               "accuracy_delta_vs_fp32", "learned", "seeds", "accuracy_mean", "accuracy_delta_ci95_low",
+               "accuracy_delta_ci95_high", "accuracy_verdict", "target_accuracy", "target_reached_share",
+               "time_to_target_s", "epochs_to_target", "time_to_target_speedup_vs_fp32", "skipped_steps",
+               "final_loss_scale", "tflops", "mfu_pct", "git_commit"]
 TABLE_WIDTH = 80
 
 
@@ -93,6 +96,28 @@ BLOCKS = [
      ("loss scale", lambda row: fmt(row["final_loss_scale"], "g")),
      ("scale drops", lambda row: fmt(row.get("scale_drops"), ".0f"))],
 ]
+# Does accuracy hold? Shown when several seeds ran or a target was given (over seeds, paired with fp32).
+LEARNING = [
+    ("seeds", lambda row: str(row.get("seeds") or 0)),
+    ("acc [95% CI]", lambda row: with_interval(percent_points(row.get("accuracy_mean")),
+                                                points(row.get("accuracy_ci95")), ".2f", "%")),
+    ("vs fp32 [95% CI]", lambda row: with_interval(percent_points(row.get("accuracy_mean_delta")),
+                                                   points(row.get("accuracy_delta_ci95")), "+.2f")),
+    ("verdict", lambda row: row.get("accuracy_verdict") or "-"),
+    ("epochs to target", lambda row: fmt(row.get("epochs_to_target"), ".2f")),
+    ("time to target", lambda row: fmt(row.get("time_to_target_s"), ".1f", suffix=" s")),
+    ("reached", lambda row: fmt(row.get("target_reached_share"), ".0f", 100, "%")),
+    ("speedup to target", lambda row: fmt(row.get("time_to_target_speedup_vs_fp32"), ".2f", suffix="x")),
+]
+
+
+def percent_points(fraction):
+    return None if fraction is None else 100.0 * fraction
+
+
+def points(interval):
+    """An interval of fractions in percentage points."""
+    return None if interval is None else [100.0 * value for value in interval]
 
 
 def fit_tables(label_header, labels, columns, wide=False):
@@ -116,8 +141,10 @@ def fit_tables(label_header, labels, columns, wide=False):
 def comparison_table(comparison, wide=False):
     """One row per mode: one table with `wide`, else one per block, each within TABLE_WIDTH."""
     modes = list(comparison)
+    blocks = BLOCKS + ([LEARNING] if any(row.get("seeds", 0) > 1 or row.get("target_accuracy") is not None
+                                         for row in comparison.values()) else [])
     tables = []
-    for block in [[column for block in BLOCKS for column in block]] if wide else BLOCKS:
+    for block in [[column for block in blocks for column in block]] if wide else blocks:
         tables += fit_tables("mode", modes, [(header, [cell(comparison[mode]) for mode in modes])
                                              for header, cell in block], wide)
     return "\n\n".join(tables)
@@ -242,7 +269,7 @@ def notes(document):
         lines.append(f"n.s.: not significant, the 95% interval of {', '.join(unclear)} holds 1.00x; "
                      "run more steps or --repeats.")
     if any(row.get("speedup_ci95") for row in comparison.values()):
-        basis = ("the repeats' medians" if all(row["runs"] > 1 for row in comparison.values())
+        basis = ("the runs' medians (repeats and seeds)" if all(row["runs"] > 1 for row in comparison.values())
                  else "the timed steps (add --repeats to include run-to-run variation)")
         lines.append(f"95% CI: bootstrap over {basis}.")
     for mode, row in comparison.items():
@@ -250,11 +277,25 @@ def notes(document):
             lines.append(f"warning: {mode} did not learn (final loss {fmt(row['final_loss'], '.4f')}, ln 10 = "
                          f"{CHANCE_LOSS:.4f}; accuracy {fmt(row['test_accuracy'], '.1f', 100, '%')}, chance 10%): "
                          "its accuracy is not compared; lower --lr or train longer.")
-    if any(row["accuracy_delta_vs_fp32"] is not None for row in comparison.values()):
+    verdicts = {mode: row for mode, row in comparison.items() if row.get("accuracy_verdict")}
+    if verdicts:
+        margin = document["config"].get("accuracy_margin", DEFAULT_MARGIN_POINTS)
+        lines.append(f"verdict: the 95% interval of each mode's accuracy minus fp32's, paired by seed, against "
+                     f"+-{margin:g} points (--accuracy-margin): holds inside it, differs when it excludes 0 and leaves "
+                     "it, else inconclusive." + "".join(f" {mode}: {row['accuracy_verdict_why']}."
+                                                        for mode, row in verdicts.items()
+                                                        if row.get("accuracy_verdict_why")))
+    elif any(row["accuracy_delta_vs_fp32"] is not None for row in comparison.values()):
         runs = min(row["runs"] for row in comparison.values())
         steps = document["runs"][0]["steps"]
         lines.append(f"acc diff: from {runs} run{'s' if runs > 1 else ''} of {steps} steps per mode, indicative "
-                     "only: differences of a point or two are within run-to-run noise.")
+                     "only: differences of a point or two are within run-to-run noise; --seeds 3 or more gives a "
+                     "verdict.")
+    target = next((row["target_accuracy"] for row in comparison.values() if row.get("target_accuracy")), None)
+    if target is not None:
+        lines.append(f"time to target {100 * target:g}%: training time (steps and warm-up, never the evaluations) "
+                     "until the first evaluation at or above it, median over the seeds that reached it = epochs to "
+                     "target x seconds per epoch.")
     largest = {mode: row for mode, row in comparison.items() if row.get("max_batch") is not None}
     if largest:
         lines.append("Largest batch in this GPU's memory (--max-batch): " + ", ".join(
@@ -314,12 +355,14 @@ def csv_rows(document):
         runs = [run for run in document["runs"] if run["mode"] == mode and run["step_time_ms"] is not None]
         finished = [run["finished_utc"] for run in runs if run.get("finished_utc")]
         speedup_ci, memory_ci = row.get("speedup_ci95") or [None, None], row.get("memory_ratio_ci95") or [None, None]
+        accuracy_ci = row.get("accuracy_delta_ci95") or [None, None]
         values = {**setup, **row, "mode": mode, "run_id": run_id(runs),
                   "timestamp_utc": max(finished) if finished else env["timestamp_utc"],
                   "hostname": env["hostname"], "git_commit": env["git_commit"],
                   "tf32": any(any(run["tf32"].values()) for run in runs),
                   "speedup_ci95_low": speedup_ci[0], "speedup_ci95_high": speedup_ci[1],
-                  "memory_ratio_ci95_low": memory_ci[0], "memory_ratio_ci95_high": memory_ci[1]}
+                  "memory_ratio_ci95_low": memory_ci[0], "memory_ratio_ci95_high": memory_ci[1],
+                  "accuracy_delta_ci95_low": accuracy_ci[0], "accuracy_delta_ci95_high": accuracy_ci[1]}
         yield [values.get(column) for column in CSV_COLUMNS]
 
 

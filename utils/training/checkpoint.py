@@ -82,8 +82,11 @@ ENTRIES = {"config": dict, "mode": str, "step": int, "model": dict, "masters": (
            "optimizer": dict, "scheduler": dict, "scaler": (dict, type(None)), "rng": dict, "stats": dict}
 CONFIG_ENTRIES = {key: SETUP_KEYS[key] for key in RESUME_KEYS + ("steps",)}
 CURVES = ("step_ms", "data_ms", "losses", "lrs", "loss_scales")
-STATS_ADDED = ("warmup_peak_memory_bytes", "peak_reserved_bytes")  # checkpoints of earlier releases lack these
-STATS_ENTRIES = {**{f.name: (list if f.name in CURVES else numbers.Real) for f in fields(Statistics)},
+POINT_KEYS = ("step", "epoch", "train_s", "accuracy")  # of each accuracy_curve entry
+# checkpoints of earlier releases lack these
+STATS_ADDED = ("warmup_peak_memory_bytes", "peak_reserved_bytes", "train_time_s", "accuracy_curve", "eval_time_s")
+STATS_ENTRIES = {**{f.name: (list if f.name in CURVES + ("accuracy_curve",) else numbers.Real)
+                    for f in fields(Statistics)},
                  "optimizer_steps": int}
 
 
@@ -104,8 +107,13 @@ def schema_problem(state):
     stats = state["stats"]
     if not all(isinstance(value, numbers.Real) for key in CURVES for value in stats[key]):
         return "its statistics hold values that are not numbers"
+    points = stats.get("accuracy_curve", [])
+    if not all(isinstance(point, dict) and set(point) == set(POINT_KEYS) and all(
+            isinstance(point[key], numbers.Real) and math.isfinite(point[key]) for key in POINT_KEYS) for point in points):
+        return "its accuracy curve holds entries that are not points of one"
     times = stats["step_ms"] + stats["data_ms"] + [stats["wall_time_s"]] + [
-        stats[key] for key in ("peak_memory_bytes",) + STATS_ADDED if key in stats]
+        stats[key] for key in ("peak_memory_bytes", "warmup_peak_memory_bytes", "peak_reserved_bytes", "train_time_s",
+                               "eval_time_s") if key in stats]
     if not all(math.isfinite(value) and value >= 0 for value in times):  # losses may be inf: skipped steps
         return "its timing statistics hold negative or non-finite values"
     tensors = list(state["model"].items()) + [(f"master {i}", t) for i, t in enumerate(state["masters"] or [])]

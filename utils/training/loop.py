@@ -40,6 +40,9 @@ class Statistics:
     warmup_peak_memory_bytes: int = 0  # over the warm-up steps (cuDNN autotuning, compilation); 0: none
     peak_reserved_bytes: int = 0  # CUDA: the caching allocator's reserved peak over the timed steps
     segments: int = 0
+    train_time_s: float = 0.0  # every step's time, warm-up included, evaluations and other pauses not
+    accuracy_curve: List[dict] = field(default_factory=list)  # --eval-every: {step, epoch, train_s, accuracy}
+    eval_time_s: float = 0.0  # the evaluations' own time
 
 
 @dataclass
@@ -52,6 +55,7 @@ class LoopOutcome:
     first_batch_sha256: Optional[str]
     stopped_by: Optional[str]  # the signal that ended the run early, if any
     diverged_at: Optional[int]  # 1-based step of the first non-finite loss, when that ends the run
+    reached_target: bool = False  # --stop-at-target ended the run at an evaluation that reached it
 
 
 class MicroBatches:
@@ -92,8 +96,9 @@ class Recorder:
     batch a device copy hashed afterwards; the warm-up's memory peak is taken, and the peak
     reset, when the warm-up ends."""
 
-    def __init__(self, previous, config, start_step, context):
+    def __init__(self, previous, config, start_step, context, curve=None):
         self.previous, self.config, self.start_step, self.context = previous, config, start_step, context
+        self.curve = curve  # an AccuracyCurve: its points and evaluation time go into the statistics
         self.losses, self.lrs, self.scales = [], [], []  # this process's, warm-up included (as the timer's)
         self.first_batch = self.first_step_s = None
         self.warmup_peak = 0
@@ -118,6 +123,10 @@ class Recorder:
             self.warmup_peak = memory.peak_bytes(device)[0]
             memory.reset_peak(device)
 
+    def train_s(self, timer):
+        """Training time so far: every closed step of every process, warm-up included."""
+        return self.previous.train_time_s + sum(timer.step_ms) / 1000.0
+
     def statistics(self, timer):
         """All statistics so far: earlier processes' plus this one's (timings, and the memory
         peak, after its warm-up; the warm-up's own peak beside it)."""
@@ -138,22 +147,25 @@ class Recorder:
                           peak_memory_bytes=max(previous.peak_memory_bytes, peak),
                           warmup_peak_memory_bytes=max(previous.warmup_peak_memory_bytes, warmup_peak),
                           peak_reserved_bytes=max(previous.peak_reserved_bytes, reserved),
-                          segments=previous.segments + 1)
+                          segments=previous.segments + 1, train_time_s=self.train_s(timer),
+                          accuracy_curve=list(self.curve.points) if self.curve else previous.accuracy_curve,
+                          eval_time_s=self.curve.eval_time_s if self.curve else previous.eval_time_s)
 
 
-def run(trainer, config, context, start_step=0, previous=None, save=None, census=None):
+def run(trainer, config, context, start_step=0, previous=None, save=None, census=None, curve=None):
     """Train from `start_step` to config.steps, continuing `previous` (earlier processes'
     Statistics). A stop signal ends the run after the current step; `save(step, stats)` is
     called every --checkpoint-every steps; `census` (--numerics) examines the steps it wants,
-    after them and outside their timing, on their first micro-batch."""
+    and `curve` (an AccuracyCurve) evaluates on its cadence, both after their step and outside
+    its timing; with --stop-at-target the run ends at the evaluation that reaches the target."""
     device, world, stop = context.device, context.world, context.stop
     policy = nonfinite_policy(trainer.mode, config.on_nan)
-    timer, recorder = StepTimer(device), Recorder(previous or Statistics(), config, start_step, context)
+    timer, recorder = StepTimer(device), Recorder(previous or Statistics(), config, start_step, context, curve)
     agreement = RankAgreement(device, world, recorder.losses, policy == "stop") \
         if policy == "stop" or world.distributed else None
     progress = context.reporter.training(config.steps, trainer.mode.name, config.global_batch_size(world.size),
                                          start_step, trainer.scaler)
-    step, stopped_by = start_step, None
+    step, stopped_by, reached = start_step, None, False
     while step < config.steps:
         signalled = stop.signal_name is not None
         diverged, stopping = agreement.check(step, signalled) if agreement else (False, False)
@@ -179,17 +191,24 @@ def run(trainer, config, context, start_step=0, previous=None, save=None, census
         if save and config.checkpoint_every and step % config.checkpoint_every == 0 and step < config.steps:
             timer.close()
             save(step, recorder.statistics(timer))
+        if curve is not None and curve.wants(step, config.steps):
+            timer.close()
+            curve.take(step, recorder.train_s(timer))
+            if config.stop_at_target and curve.reached_target:
+                reached = True
+                break
     timer.close()  # synchronizes: the progress's last line reads its copies without waiting
     progress.close()
-    return outcome(trainer, recorder, recorder.statistics(timer), policy, step, stopped_by)
+    return outcome(trainer, recorder, recorder.statistics(timer), policy, step, stopped_by, reached)
 
 
-def outcome(trainer, recorder, stats, policy, completed_steps, stopped_by):
+def outcome(trainer, recorder, stats, policy, completed_steps, stopped_by, reached):
     bad = next((i for i, value in enumerate(stats.losses) if not math.isfinite(value)), None)
     return LoopOutcome(stats=stats, start_step=recorder.start_step, completed_steps=completed_steps,
                        skipped_steps=skipped_steps(trainer, policy, stats), first_step_s=recorder.first_step_s,
                        first_batch_sha256=digest(recorder.first_batch) if recorder.first_batch is not None else None,
-                       stopped_by=stopped_by, diverged_at=bad + 1 if bad is not None and policy == "stop" else None)
+                       stopped_by=stopped_by, diverged_at=bad + 1 if bad is not None and policy == "stop" else None,
+                       reached_target=reached)
 
 
 def host_values(values):

@@ -1,0 +1,115 @@
+"""Does accuracy hold? Paired differences of final accuracy against fp32 over seeds, their 95%
+interval and a verdict, and the time each mode takes to reach a target accuracy.
+
+For one seed every mode starts from the same weights and sees the same batches, so the
+difference between two modes of that seed is a paired sample: its spread over seeds is the
+run-to-run noise the verdict weighs. The interval is Student's t over the seeds' differences.
+"""
+import math
+import statistics
+
+# Student's t, two-sided 95%, by degrees of freedom (a missing one takes the next lower: wider)
+T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+         12: 2.179, 15: 2.131, 20: 2.086, 25: 2.060, 30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980}
+DEFAULT_MARGIN_POINTS = 0.5  # --accuracy-margin: a mode holds within +-0.5 points of fp32
+MOST_SEEDS = 1000  # beyond this, "how many seeds would settle it" says "more than"
+
+
+def t_975(degrees):
+    return T_975[max(key for key in T_975 if key <= degrees)]
+
+
+def paired_interval(differences):
+    """(mean, [low, high]) of the differences' mean with its 95% t-interval; no interval for one."""
+    mean = statistics.mean(differences)
+    if len(differences) < 2:
+        return mean, None
+    half = t_975(len(differences) - 1) * statistics.stdev(differences) / math.sqrt(len(differences))
+    return mean, [mean - half, mean + half]
+
+
+def verdict(differences, margin):
+    """`holds` when the interval lies within +-margin, `differs` when it excludes 0 and leaves
+    the margin, else `inconclusive`, with how many seeds the same spread would need to settle it."""
+    mean, interval = paired_interval(differences)
+    if interval is None:
+        return {"verdict": "inconclusive", "mean": mean, "ci95": None, "seeds": len(differences),
+                "seeds_needed": None, "why": "one seed gives no interval: run --seeds 3 or more"}
+    low, high = interval
+    if -margin <= low and high <= margin:
+        word = "holds"
+    elif (low > 0 or high < 0) and (low < -margin or high > margin):
+        word = "differs"
+    else:
+        word = "inconclusive"
+    needed = seeds_needed(differences, margin) if word == "inconclusive" else None
+    why = None
+    if word == "inconclusive":
+        why = (f"about {needed} seeds with this spread would settle it" if needed
+               else f"more than {MOST_SEEDS} seeds with this spread")
+    return {"verdict": word, "mean": mean, "ci95": interval, "seeds": len(differences), "seeds_needed": needed,
+            "why": why}
+
+
+def seeds_needed(differences, margin):
+    """The fewest seeds whose interval, with this mean and spread, would lie within the margin
+    (if the mean does) or exclude 0 (if it does not); None beyond MOST_SEEDS."""
+    mean, spread = abs(statistics.mean(differences)), statistics.stdev(differences)
+    room = margin - mean if mean < margin else mean
+    for count in range(len(differences) + 1, MOST_SEEDS + 1):
+        if t_975(count - 1) * spread / math.sqrt(count) < room:
+            return count
+    return None
+
+
+def reached(curve, target):
+    """The first point of an accuracy curve at or above `target`, or None."""
+    return next((point for point in curve if point["accuracy"] >= target), None)
+
+
+def by_seed(runs, key):
+    """{seed: the mean of `key` over that seed's runs} (repeats of a seed are averaged)."""
+    values = {}
+    for run in runs:
+        if run.get(key) is not None:
+            values.setdefault(run.get("seed"), []).append(run[key])
+    return {seed: statistics.mean(found) for seed, found in values.items()}
+
+
+def accuracy_figures(runs, base_runs, margin):
+    """A mode's accuracy over seeds and, against fp32's runs of the same seeds, the paired
+    difference, its interval and the verdict. `runs` are the runs that learned."""
+    accuracies = by_seed(runs, "test_accuracy")
+    mean, interval = paired_interval(list(accuracies.values())) if accuracies else (None, None)
+    figures = {"seeds": len(accuracies), "accuracy_mean": mean, "accuracy_ci95": interval,
+               "accuracy_mean_delta": None, "accuracy_delta_ci95": None, "accuracy_verdict": None,
+               "accuracy_verdict_why": None,
+               "seeds_needed": None}
+    base = by_seed(base_runs, "test_accuracy") if base_runs is not None else {}
+    paired = [accuracies[seed] - base[seed] for seed in accuracies if seed in base]
+    if paired and base_runs is not runs:
+        found = verdict(paired, margin)
+        figures.update(accuracy_mean_delta=found["mean"], accuracy_delta_ci95=found["ci95"],
+                       accuracy_verdict=found["verdict"],
+                       accuracy_verdict_why=found["why"], seeds_needed=found["seeds_needed"])
+    return figures
+
+
+def target_figures(runs, base_runs):
+    """Time to the target accuracy over seeds: the median training time, epochs and seconds
+    per epoch of the seeds that reached it, the share that did, and the speedup against fp32's
+    median (statistical efficiency: epochs; hardware efficiency: seconds per epoch)."""
+    aimed = [run for run in runs if run.get("target_accuracy") is not None]
+    if not aimed:
+        return {"target_accuracy": None}
+    times, epochs = by_seed(aimed, "time_to_target_s"), by_seed(aimed, "epochs_to_target")
+    tried = {run.get("seed") for run in aimed}
+    median_time = statistics.median(times.values()) if times else None
+    base_times = by_seed(base_runs or [], "time_to_target_s")
+    return {"target_accuracy": aimed[0]["target_accuracy"], "target_reached_share": len(times) / len(tried),
+            "time_to_target_s": median_time,
+            "time_to_target_range_s": [min(times.values()), max(times.values())] if len(times) > 1 else None,
+            "epochs_to_target": statistics.median(epochs.values()) if epochs else None,
+            "seconds_per_epoch": statistics.median(times[seed] / epochs[seed] for seed in times) if times else None,
+            "time_to_target_speedup_vs_fp32": statistics.median(base_times.values()) / median_time
+            if base_times and median_time else None}

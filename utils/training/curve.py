@@ -1,0 +1,35 @@
+"""The test accuracy during training (--eval-every) and at the end: each point with the
+training time so far, the steps and warm-up only, never the evaluations (MLPerf's rule: the
+clock that reaches a target counts training, and the evaluations are timed apart)."""
+import time
+
+
+class AccuracyCurve:
+    """Evaluates every `every` steps (None: only at the end) through `evaluate()`, a function
+    that returns the test accuracy or None when a stop signal cut the pass short. Points and
+    the evaluations' time continue those of earlier processes (a resumed checkpoint)."""
+
+    def __init__(self, evaluate, every, steps_per_epoch, target=None, points=None, eval_time_s=0.0):
+        self.evaluate, self.every, self.steps_per_epoch, self.target = evaluate, every, steps_per_epoch, target
+        self.points = list(points or [])
+        self.eval_time_s = eval_time_s
+
+    def wants(self, step, last_step):
+        """Whether to evaluate after `step` during the loop (the last step's is the final one)."""
+        return bool(self.every) and step % self.every == 0 and step < last_step
+
+    def take(self, step, train_s):
+        """Evaluate now, after `step`; returns the accuracy (None if stopped)."""
+        if self.points and self.points[-1]["step"] == step:  # already evaluated at this step
+            return self.points[-1]["accuracy"]
+        started = time.perf_counter()
+        accuracy = self.evaluate()
+        self.eval_time_s += time.perf_counter() - started
+        if accuracy is not None:
+            self.points.append({"step": step, "epoch": step / self.steps_per_epoch, "train_s": train_s,
+                                "accuracy": accuracy})
+        return accuracy
+
+    @property
+    def reached_target(self):
+        return self.target is not None and any(point["accuracy"] >= self.target for point in self.points)
