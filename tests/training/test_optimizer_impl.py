@@ -100,3 +100,21 @@ def test_a_skipped_first_step_leaves_the_fused_momentum_clean():
         weights[impl] = weight.detach()
     assert torch.isfinite(weights["fused"]).all()
     assert torch.allclose(weights["fused"], weights["foreach"], rtol=1e-6, atol=0)
+
+
+@needs_fused
+def test_a_restored_state_without_some_momentum_buffers_still_steps_fused():
+    """A checkpoint may hold None for a buffer (the foreach SGD before its first step); fused SGD
+    refuses a mix of buffers and none, so restoring starts the missing ones at zero."""
+    from utils.training.step import make_optimizer, start_momentum
+
+    weights = [nn.Parameter(torch.ones(3)), nn.Parameter(torch.ones(2))]
+    optimizer, _ = make_optimizer(weights, 0.1)
+    state = optimizer.state_dict()
+    state["state"][0]["momentum_buffer"] = None
+    optimizer.load_state_dict(state)
+    start_momentum(optimizer)
+    for weight in weights:
+        weight.grad = torch.ones_like(weight)
+    optimizer.step()
+    assert all(torch.isfinite(weight).all() and not torch.equal(weight, torch.ones_like(weight)) for weight in weights)

@@ -17,6 +17,7 @@ from utils.fileio import atomic_write
 from utils.setup_keys import RESUME_KEYS, SETUP_KEYS
 from utils.training import modes
 from utils.training.loop import Statistics, nonfinite_policy, skipped_steps
+from utils.training.step import start_momentum
 
 FORMAT = "ampbench.checkpoint/1"
 
@@ -190,6 +191,7 @@ def restore_state(trainer, state, device):
             for param, saved in zip(trainer.params, state["masters"]):
                 param.copy_(saved)
     trainer.optimizer.load_state_dict(state["optimizer"])
+    start_momentum(trainer.optimizer)
     trainer.scheduler.load_state_dict(state["scheduler"])
     if state["scaler"] is not None and trainer.scaler.is_enabled() and same_mode:
         trainer.scaler.load_state_dict(state["scaler"])

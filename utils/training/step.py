@@ -77,14 +77,22 @@ def make_optimizer(params, lr, momentum=0.9, weight_decay=5e-4, nesterov=False, 
         kind = {"foreach": True} if "foreach" in inspect.signature(torch.optim.SGD).parameters else {}
     optimizer = torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay, nesterov=nesterov,
                                 **kind)
-    if impl == "fused" and momentum:
-        # Fused SGD makes its momentum buffers with empty_like at its first step and fills them
-        # in the kernel, which a skipped (overflowing) first step never runs: the next step then
-        # reads uninitialised memory. Zeros from the start give the same first update
-        # (buffer = momentum x 0 + gradient) and survive a skip.
-        for param in params:
-            optimizer.state[param]["momentum_buffer"] = torch.zeros_like(param)
+    start_momentum(optimizer)
     return optimizer, impl
+
+
+def start_momentum(optimizer):
+    """Fused SGD makes its momentum buffers with empty_like at its first step and fills them in
+    the kernel, which a skipped (overflowing) first step never runs: the next step then reads
+    uninitialised memory; and it refuses a mix of buffers and none (a restored state may hold
+    None). Zeros give the same first update (buffer = momentum x 0 + gradient) and survive a
+    skip. Call after building a fused SGD and after loading its state."""
+    if not optimizer.defaults.get("fused") or not optimizer.defaults.get("momentum"):
+        return
+    for group in optimizer.param_groups:
+        for param in group["params"]:
+            if optimizer.state[param].get("momentum_buffer") is None:
+                optimizer.state[param]["momentum_buffer"] = torch.zeros_like(param)
 
 
 @functools.lru_cache(maxsize=None)
