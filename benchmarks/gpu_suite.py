@@ -189,6 +189,20 @@ def run_scripts(suite):
     suite.run("overhead", list(map(str, overhead)))
 
 
+def run_convergence(suite):
+    """Does accuracy hold? resnet18 with channels_last in every mode, 3 seeds paired across
+    modes, evaluated every epoch to a plateau of the data, with a target accuracy: the verdicts
+    and the time to target (about 4 minutes on an H100, by the step times measured there)."""
+    plan = suite.plan
+    size = (["--stem", "imagenet", "-b", 16, "-n", 8, "--warmup", 1, "--eval-every", 4 / 340, "--target-accuracy",
+             0.05, "--modes", "fp32,amp-bf16", "--seeds", 2] if plan.quick else
+            ["-b", plan.batch, "--epochs", 15, "--warmup", plan.warmup, "--eval-every", 1, "--target-accuracy", 0.5,
+             "--modes", ",".join(suite.modes), "--seeds", 3, "--channels-last"])
+    suite.run("convergence", main_py(*plan.gpu, "-m", "resnet18", *size, *suite.data_flags, "--no-progress",
+                                     "--json", suite.out / "convergence.json", "--plot", suite.out / "convergence.png"),
+              timeout=540)
+
+
 def run_torchrun(suite):
     plan = suite.plan
     common = [*plan.gpu, "-m", "resnet18", *plan.stem, "-b", plan.batch, "-n", plan.steps,
@@ -242,7 +256,7 @@ def compare_checkpoints(work):
 
 
 SECTIONS = {"classics": run_classics, "comparisons": run_comparisons, "recipes": run_recipes,
-            "scripts": run_scripts, "torchrun": run_torchrun, "resume": run_resume}
+            "convergence": run_convergence, "scripts": run_scripts, "torchrun": run_torchrun, "resume": run_resume}
 
 
 def run_suite(options):
@@ -333,8 +347,29 @@ def suite_header(out):
 def render_summary(out, link):
     """README's Results section: what ran where, the headline table, and a link to the rest."""
     suite, lines = suite_header(out)
-    return "\n".join([BEGIN, ""] + lines + headline(out, suite) + [
+    return "\n".join([BEGIN, ""] + lines + headline(out, suite) + verdicts(out) + [
         f"Every table, plot and command of this run: [{link}]({link}).", "", END])
+
+
+def verdicts(out):
+    """Does accuracy hold? One line per mode from the convergence section."""
+    document = load(out, "convergence")
+    if document is None:
+        return []
+    config, lines = document["config"], []
+    for mode, row in document["comparison"].items():
+        if mode == "fp32" or not row.get("accuracy_verdict"):
+            continue
+        delta = row["accuracy_delta_ci95"]
+        interval = f" [{100 * delta[0]:+.2f}, {100 * delta[1]:+.2f}] points" if delta else ""
+        speedup = row.get("time_to_target_speedup_vs_fp32")
+        lines.append(f"* {mode}: accuracy **{row['accuracy_verdict']}** against fp32 ({row['seeds']} seeds, "
+                     f"{100 * row['accuracy_mean_delta']:+.2f}{interval})"
+                     + (f"; time to {100 * row['target_accuracy']:g}%: {speedup:.2f}x fp32's" if speedup else "") + ".")
+    if not lines:
+        return []
+    return [f"Does accuracy hold? resnet18, {config.get('seeds')} seeds paired across modes, "
+            f"{document['runs'][0]['steps']} steps, within +-{config.get('accuracy_margin')} points:", ""] + lines + [""]
 
 
 def render(out):
@@ -355,6 +390,11 @@ def render(out):
             lines += [f"![{title}]({name}.png)", ""]
     lines += classics(out)
     lines += recipes(out)
+    convergence = load(out, "convergence")
+    if convergence is not None:
+        lines += ["#### Does accuracy hold?", "", "```text", table_text(convergence), "```", ""]
+        if (out / "convergence.png").exists():
+            lines += ["![accuracy over seeds](convergence.png)", ""]
     lines += extras(out)
     skipped = [step for step in suite["steps_run"] if "skipped" in step]
     failed = [step for step in suite["steps_run"] if step.get("rc") not in (None, 0, 143)]

@@ -199,8 +199,9 @@ def run_mode(initial_model, mode, data, config, context, saved=None, repeat=0, f
     if saved is not None:
         start_step, previous = checkpoint.restore(trainer, saved, context.device, config.checkpoint)
     curve = accuracy_curve(trainer, config, context, data, previous)
-    if start_step and curve is not None and curve.wants(start_step, config.steps):  # the earlier process's
-        curve.take(start_step, previous.train_time_s if previous else 0.0)  # last evaluation came after its checkpoint
+    if start_step and curve is not None and curve.wants(start_step, config.steps):
+        # the earlier process evaluated its last step after writing the checkpoint: again here
+        curve.take(start_step, previous.train_time_s if previous else 0.0)
 
     def save(step, stats):  # rank 0 writes the checkpoint (every rank holds the same weights)
         if context.world.is_main:

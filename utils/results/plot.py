@@ -55,6 +55,9 @@ def draw(path, document):
         extra += [(draw_time_by_category, (comparison, explained)), (draw_category_speedups, (comparison, explained))]
     if any(run.get("loss_scale_curve") for run in document["runs"]):
         extra.append((draw_loss_scales, (document["runs"],)))
+    if any(len(run.get("accuracy_curve") or []) > 1 for run in document["runs"]):
+        extra += [(draw_accuracy_curves, (document["runs"], "train_s", "training time (s, evaluations excluded)")),
+                  (draw_accuracy_curves, (document["runs"], "epoch", "epochs"))]
     censused, footprints = first_of(document, "numerics"), first_of(document, "memory")
     if censused:
         extra.append((draw_gradient_histogram, (censused,)))
@@ -165,6 +168,32 @@ def draw_accuracy(axis, comparison, modes):
     axis.set_ylabel("test accuracy (%)")
     axis.set_title("test accuracy (dashed: chance, 10%)", fontsize=10)
     axis.set_ylim(0, max(max(values) * 1.2, 15))
+
+
+def draw_accuracy_curves(axis, runs, x_key, label):
+    """Test accuracy against training time or epochs: per mode the median over its runs (seeds)
+    at each evaluation, a band from their lowest to their highest, and the target."""
+    import numpy as np
+
+    by_mode = {}
+    for run in runs:
+        if len(run.get("accuracy_curve") or []) > 1:
+            by_mode.setdefault(run["mode"], []).append(run["accuracy_curve"])
+    for index, (mode, curves) in enumerate(by_mode.items()):
+        length = min(len(curve) for curve in curves)
+        x = np.median([[point[x_key] for point in curve[:length]] for curve in curves], axis=0)
+        y = 100.0 * np.array([[point["accuracy"] for point in curve[:length]] for curve in curves])
+        colour = f"C{index}"
+        axis.plot(x, np.median(y, axis=0), color=colour, label=f"{mode} ({len(curves)} run{'s' * (len(curves) > 1)})")
+        if len(curves) > 1:
+            axis.fill_between(x, y.min(axis=0), y.max(axis=0), color=colour, alpha=0.2)
+    target = next((run["target_accuracy"] for run in runs if run.get("target_accuracy")), None)
+    if target is not None:
+        axis.axhline(100 * target, color="grey", linestyle=":", linewidth=1, label=f"target {100 * target:g}%")
+    axis.set_xlabel(label)
+    axis.set_ylabel("test accuracy (%)")
+    axis.set_title(f"test accuracy against {label.split(' (')[0]} (band: lowest to highest run)", fontsize=10)
+    axis.legend(fontsize=8)
 
 
 def draw_time_by_category(axis, comparison, modes):

@@ -261,22 +261,10 @@ def numerics_block(document, wide=False):
     return lines
 
 
-def notes(document):
-    """The lines under the table: what the marks mean and what cannot be compared."""
+def accuracy_notes(document):
+    """What the accuracy columns rest on: the verdict's rule and margin, or how little one run
+    per mode tells; the time-to-target rule."""
     comparison, lines = document["comparison"], []
-    unclear = [mode for mode, row in comparison.items() if row.get("speedup_significant") is False]
-    if unclear:
-        lines.append(f"n.s.: not significant, the 95% interval of {', '.join(unclear)} holds 1.00x; "
-                     "run more steps or --repeats.")
-    if any(row.get("speedup_ci95") for row in comparison.values()):
-        basis = ("the runs' medians (repeats and seeds)" if all(row["runs"] > 1 for row in comparison.values())
-                 else "the timed steps (add --repeats to include run-to-run variation)")
-        lines.append(f"95% CI: bootstrap over {basis}.")
-    for mode, row in comparison.items():
-        if row.get("learned") is False:
-            lines.append(f"warning: {mode} did not learn (final loss {fmt(row['final_loss'], '.4f')}, ln 10 = "
-                         f"{CHANCE_LOSS:.4f}; accuracy {fmt(row['test_accuracy'], '.1f', 100, '%')}, chance 10%): "
-                         "its accuracy is not compared; lower --lr or train longer.")
     verdicts = {mode: row for mode, row in comparison.items() if row.get("accuracy_verdict")}
     if verdicts:
         margin = document["config"].get("accuracy_margin", DEFAULT_MARGIN_POINTS)
@@ -296,6 +284,26 @@ def notes(document):
         lines.append(f"time to target {100 * target:g}%: training time (steps and warm-up, never the evaluations) "
                      "until the first evaluation at or above it, median over the seeds that reached it = epochs to "
                      "target x seconds per epoch.")
+    return lines
+
+
+def notes(document):
+    """The lines under the table: what the marks mean and what cannot be compared."""
+    comparison, lines = document["comparison"], []
+    unclear = [mode for mode, row in comparison.items() if row.get("speedup_significant") is False]
+    if unclear:
+        lines.append(f"n.s.: not significant, the 95% interval of {', '.join(unclear)} holds 1.00x; "
+                     "run more steps or --repeats.")
+    if any(row.get("speedup_ci95") for row in comparison.values()):
+        basis = ("the runs' medians (repeats and seeds)" if all(row["runs"] > 1 for row in comparison.values())
+                 else "the timed steps (add --repeats to include run-to-run variation)")
+        lines.append(f"95% CI: bootstrap over {basis}.")
+    for mode, row in comparison.items():
+        if row.get("learned") is False:
+            lines.append(f"warning: {mode} did not learn (final loss {fmt(row['final_loss'], '.4f')}, ln 10 = "
+                         f"{CHANCE_LOSS:.4f}; accuracy {fmt(row['test_accuracy'], '.1f', 100, '%')}, chance 10%): "
+                         "its accuracy is not compared; lower --lr or train longer.")
+    lines += accuracy_notes(document)
     largest = {mode: row for mode, row in comparison.items() if row.get("max_batch") is not None}
     if largest:
         lines.append("Largest batch in this GPU's memory (--max-batch): " + ", ".join(

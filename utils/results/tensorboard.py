@@ -52,9 +52,10 @@ def write(directory, document):
     except OSError as error:
         raise WriteFailed(f"could not write --tensorboard {directory} ({error.strerror or error}).") from None
     try:
-        several = len({run["repeat"] for run in document["runs"]}) > 1
+        repeats = len({run["repeat"] for run in document["runs"]}) > 1
+        seeds = len({run.get("seed") for run in document["runs"]}) > 1
         for run in document["runs"]:
-            name = run["mode"] + (f"-repeat{run['repeat']}" if several else "")
+            name = run["mode"] + (f"-seed{run['seed']}" if seeds else "") + (f"-repeat{run['repeat']}" if repeats else "")
             with SummaryWriter(os.path.join(staging, name)) as writer:
                 write_run(writer, run)
         with SummaryWriter(staging) as writer:
@@ -77,7 +78,9 @@ def write_run(writer, run):
     for index, ms in enumerate(run["step_times_ms"], 1):  # x: the timed step (warm-up steps excluded)
         writer.add_scalar("time/step_ms", ms, index)
         writer.add_scalar("time/images_per_sec", run["global_batch_size"] * 1000.0 / ms, index)
-    if run["test_accuracy"] is not None:
+    for point in run.get("accuracy_curve") or []:  # --eval-every's points and the last
+        writer.add_scalar("eval/test_accuracy", point["accuracy"], point["step"])
+    if run["test_accuracy"] is not None and not run.get("accuracy_curve"):
         writer.add_scalar("eval/test_accuracy", run["test_accuracy"], run["completed_steps"])
 
 
