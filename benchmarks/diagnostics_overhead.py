@@ -42,7 +42,7 @@ def main():
     import models
     from utils.app import run_mode
     from utils.config import RunConfig
-    from utils.data import cifar10
+    from utils.data import dataset
     from utils.data.dataset import synthetic
     from utils.results.compare import bootstrap_ratio
     from utils.training import modes
@@ -55,7 +55,8 @@ def main():
     torch.manual_seed(0)
     model = models.build_model(options.model, options.stem, None, options.batch_size)
     evaluating = options.flag == "eval-every"  # needs test images: the real data
-    data = cifar10.load(options.data_dir, allow_unverified=True) if evaluating else synthetic(device, seed=0)
+    data = dataset.load("cifar10", options.data_dir, False, True, device, 0)[0] if evaluating else \
+        synthetic(device, seed=0)
     plain = RunConfig.build(model=options.model, stem=options.stem, steps=options.steps, warmup=options.warmup,
                             batch_size=options.batch_size, no_progress=True, no_eval=not evaluating)
     flagged = dataclasses.replace(plain, eval_every=options.eval_every) if evaluating else \
