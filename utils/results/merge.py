@@ -3,6 +3,7 @@ each, pool runs of the same setup, compare them again."""
 import json
 
 from utils.errors import UserError
+from utils.results import strict
 from utils.results.accuracy import DEFAULT_MARGIN_POINTS
 from utils.results.compare import compare_modes
 from utils.results.record import READABLE_SCHEMAS, REQUIRED_RUN_FIELDS, SCHEMA, setup_of
@@ -14,7 +15,7 @@ def load_result(path):
     utils.report --json wrote."""
     try:
         with open(path) as f:
-            content = json.load(f)
+            content = strict.restored(json.load(f))
     except (OSError, ValueError) as error:
         raise UserError(f"cannot read result file {path} ({error}).") from None
     documents = content if isinstance(content, list) and content else [content]

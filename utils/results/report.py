@@ -12,6 +12,7 @@ from utils.errors import UserError, WriteFailed
 from utils.fileio import atomic_write
 from utils.explain.categories import NAMES as CATEGORIES
 from utils.explain.diagnose import amdahl_line, ranked, times
+from utils.results import strict
 from utils.results.accuracy import DEFAULT_MARGIN_POINTS
 from utils.results.compare import BASELINE, CHANCE_LOSS
 from utils.results.record import SCHEMA, setup_of
@@ -343,7 +344,8 @@ def summary(document, wide=False):
 
 
 def write_json(path, content):
-    atomic_write(path, lambda f: f.write(json.dumps(content, indent=2).encode() + b"\n"))
+    text = json.dumps(strict.finite_copy(content), indent=2, allow_nan=False)
+    atomic_write(path, lambda f: f.write(text.encode() + b"\n"))
 
 
 def run_key(run):
@@ -371,7 +373,16 @@ def csv_rows(document):
                   "speedup_ci95_low": speedup_ci[0], "speedup_ci95_high": speedup_ci[1],
                   "memory_ratio_ci95_low": memory_ci[0], "memory_ratio_ci95_high": memory_ci[1],
                   "accuracy_delta_ci95_low": accuracy_ci[0], "accuracy_delta_ci95_high": accuracy_ci[1]}
-        yield [values.get(column) for column in CSV_COLUMNS]
+        yield [safe_cell(values.get(column)) for column in CSV_COLUMNS]
+
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def safe_cell(value):
+    """A CSV cell that a spreadsheet never runs as a formula: text that starts with = + - @, a
+    tab or a carriage return gets a leading apostrophe (numbers, negative ones too, stay numbers)."""
+    return "'" + value if isinstance(value, str) and value.startswith(FORMULA_STARTS) else value
 
 
 def append_csv(path, document):
