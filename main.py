@@ -5,6 +5,7 @@
 Only argument parsing lives here, so that `-h` answers at once; torch is imported after it.
 """
 import argparse
+import difflib
 import sys
 
 from utils import config
@@ -63,8 +64,24 @@ def positive_float(text):
     return value
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse that names the closest flag when one is mistyped (--loss-scaling, --channels_last),
+    under a one-line usage instead of the whole flag list."""
+
+    def error(self, message):
+        if message.startswith("unrecognized arguments:"):
+            known = [flag for action in self._actions for flag in action.option_strings]
+            typed = [word.split("=")[0] for word in message.split(":", 1)[1].split() if word.startswith("-")]
+            close = [match for word in typed for match in
+                     difflib.get_close_matches(word.replace("_", "-"), known, n=1, cutoff=0.7)
+                     + difflib.get_close_matches(word, known, n=1, cutoff=0.7)]
+            if close:
+                message += f"; did you mean {' or '.join(dict.fromkeys(close))}?"
+        self.exit(2, f"usage: {self.prog} [flags] (python {self.prog} -h lists them)\n{self.prog}: error: {message}\n")
+
+
 def build_parser():
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="main.py",
         description="Benchmark FP32 against automatic mixed precision (FP16/BF16) training "
         "of a torchvision model on CIFAR-10: step times, throughput, memory and accuracy.",
@@ -131,12 +148,18 @@ def build_parser():
     precision.add_argument("--bf16", action="store_true", help="autocast to bfloat16 (no loss scaling needed)")
     precision.add_argument("--loss_scaling", "-s", action="store_true",
                            help="dynamic loss scaling with torch.amp.GradScaler (for --fp16)")
+    precision.add_argument("--amp", action="store_true",
+                           help="timm's and NVIDIA's spelling: autocast to --amp-dtype, with dynamic loss scaling "
+                           "for float16 (--amp alone is --fp16 -s)")
+    precision.add_argument("--amp-dtype", choices=["float16", "bfloat16"],
+                           help="the autocast dtype of --amp (default %(default)s; bfloat16 is --bf16)")
     precision.add_argument("--tf32", action="store_true",
                            help="allow TF32 tensor cores in FP32 matmuls and convolutions (off by default, "
                            "so that FP32 means FP32)")
     precision.add_argument("--compare", action="store_true",
                            help="run several precision modes back to back from the same weights and batches "
-                           f"(default modes: {','.join(modes.DEFAULT_COMPARE)})")
+                           f"(default modes: {','.join(modes.DEFAULT_COMPARE)} with -p, "
+                           f"{','.join(modes.DEFAULT_COMPARE_CPU)} on the CPU)")
     precision.add_argument("--modes", metavar="LIST",
                            help=f"comma list for --compare from {', '.join(modes.MODES)} (implies --compare)")
     precision.add_argument("--repeats", type=positive_int,

@@ -73,6 +73,8 @@ class RunConfig:
     fp16: bool = False
     bf16: bool = False
     loss_scaling: bool = False
+    amp: bool = False  # timm's and NVIDIA's spelling: autocast in --amp-dtype, dynamic loss scaling for float16
+    amp_dtype: str = "float16"
     tf32: bool = False
     compare: bool = False
     modes: Optional[str] = None
@@ -136,11 +138,12 @@ class RunConfig:
 
     def check(self):
         modes = self.precision_modes  # refuses unknown or repeated --modes
-        if self.fp16 and self.bf16:
-            raise UserError("--fp16 and --bf16 exclude each other; choose one autocast dtype.")
-        if (self.compare or self.modes) and (self.fp16 or self.bf16 or self.tf32 or self.loss_scaling):
-            raise UserError("--compare runs the modes listed in --modes; drop --fp16/--bf16/--tf32/-s and name "
-                            "the modes instead, e.g. --modes fp32,amp-fp16,amp-bf16.")
+        if sum((self.fp16, self.bf16, self.amp)) > 1:
+            raise UserError("--fp16, --bf16 and --amp exclude each other; choose one (--amp --amp-dtype bfloat16 "
+                            "is --bf16).")
+        if (self.compare or self.modes) and (self.fp16 or self.bf16 or self.amp or self.tf32 or self.loss_scaling):
+            raise UserError("--compare runs the modes listed in --modes; drop --fp16/--bf16/--amp/--tf32/-s and "
+                            "name the modes instead, e.g. --modes fp32,amp-fp16,amp-bf16.")
         if self.steps and self.epochs:
             raise UserError("give either --steps/-n or --epochs, not both.")
         if self.nesterov and self.momentum == 0:
@@ -229,7 +232,9 @@ class RunConfig:
         if self.modes:
             return modes.parse_modes(self.modes)
         if self.compare:
-            return [modes.MODES[name] for name in modes.DEFAULT_COMPARE]
+            return [modes.MODES[name] for name in (modes.DEFAULT_COMPARE if self.gpu else modes.DEFAULT_COMPARE_CPU)]
+        if self.amp:  # dynamic loss scaling for float16, none needed for bfloat16
+            return [modes.MODES["amp-bf16" if self.amp_dtype == "bfloat16" else "amp-fp16"]]
         return [modes.mode_from_flags(self.fp16, self.bf16, self.loss_scaling, self.tf32)]
 
     @property

@@ -204,3 +204,31 @@ def test_run_on_the_real_subset_learns(subset, tmp_path):
     assert run["data"] == "cifar10"
     assert run["test_accuracy"] > 0.22, run["test_accuracy"]
     assert run["final_loss"] < run["loss_curve"][0]
+
+
+def test_compare_on_a_cpu_defaults_to_fp32_and_bfloat16():
+    """float16 autocast is tens of times slower than FP32 on most CPUs; bfloat16 is not."""
+    assert [mode.name for mode in RunConfig.build(compare=True).precision_modes] == ["fp32", "amp-bf16"]
+    assert [mode.name for mode in RunConfig.build(compare=True, gpu=True).precision_modes] == ["fp32", "amp-fp16"]
+
+
+@pytest.mark.parametrize("flags, mode", [
+    (["--amp"], "amp-fp16"),
+    (["--amp", "--amp-dtype", "bfloat16"], "amp-bf16"),
+])
+def test_timms_amp_flags_pick_the_mode(flags, mode):
+    config = RunConfig.from_args(build_parser().parse_args(flags))
+    assert [found.name for found in config.precision_modes] == [mode]
+
+
+@pytest.mark.parametrize("typed, suggested", [
+    ("--loss-scaling", "--loss_scaling"), ("--channels_last", "--channels-last"), ("--ampp", "--amp"),
+])
+def test_a_mistyped_flag_gets_a_suggestion_under_a_one_line_usage(typed, suggested):
+    result = run_main(typed)
+    assert result.returncode == 2 and f"did you mean {suggested}?" in result.stderr
+    assert len(result.stderr.splitlines()) == 2, result.stderr
+
+
+def test_amp_excludes_the_other_precision_flags():
+    assert_user_error(run_main("--amp", "--bf16"), "--fp16, --bf16 and --amp exclude each other")
