@@ -232,3 +232,10 @@ def test_a_mistyped_flag_gets_a_suggestion_under_a_one_line_usage(typed, suggest
 
 def test_amp_excludes_the_other_precision_flags():
     assert_user_error(run_main("--amp", "--bf16"), "--fp16, --bf16 and --amp exclude each other")
+
+
+def test_a_single_mode_table_has_no_comparison_columns():
+    result = run_main("--model", "squeezenet1_1", "-b", "4", "-n", "3", "--warmup", "1", "--no-progress", "--data",
+                      "synthetic")
+    assert result.returncode == 0, result.stderr
+    assert "median ms" in result.stdout and "speedup" not in result.stdout and "mem ratio" not in result.stdout

@@ -97,6 +97,7 @@ BLOCKS = [
      ("loss scale", lambda row: fmt(row["final_loss_scale"], "g")),
      ("scale drops", lambda row: fmt(row.get("scale_drops"), ".0f"))],
 ]
+AGAINST_FP32 = ("speedup [95% CI]", "mem ratio", "acc diff", "vs fp32 [95% CI]", "verdict", "speedup to target")
 # Does accuracy hold? Shown when several seeds ran or a target was given (over seeds, paired with fp32).
 LEARNING = [
     ("seeds", lambda row: str(row.get("seeds") or 0)),
@@ -144,6 +145,8 @@ def comparison_table(comparison, wide=False):
     modes = list(comparison)
     blocks = BLOCKS + ([LEARNING] if any(row.get("seeds", 0) > 1 or row.get("target_accuracy") is not None
                                          for row in comparison.values()) else [])
+    if len(modes) == 1:  # nothing to compare with: no 1.00x, 1.00 or +0.00 columns
+        blocks = [[column for column in block if column[0] not in AGAINST_FP32] for block in blocks]
     tables = []
     for block in [[column for block in blocks for column in block]] if wide else blocks:
         tables += fit_tables("mode", modes, [(header, [cell(comparison[mode]) for mode in modes])
