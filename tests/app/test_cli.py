@@ -91,7 +91,7 @@ def test_bad_flag_values_exit_2(argv, phrase):
 
 
 @pytest.mark.parametrize("argv, phrase", [
-    (["--fp16", "--bf16"], "--fp16 and --bf16 exclude each other"),
+    (["--fp16", "--bf16"], "--fp16, --bf16 and --amp exclude each other"),
     (["-n", "5"], "--warmup (10) must be smaller than the 5 steps to run"),
     (["--model", "resnet5O"], "unknown model 'resnet5O': did you mean resnet50"),
     (["--model", "vit_b_16", "--data", "synthetic"], "cannot take 32x32"),

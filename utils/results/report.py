@@ -347,8 +347,8 @@ def summary(document, wide=False):
 
 
 def write_json(path, content):
-    text = json.dumps(strict.finite_copy(content), indent=2, allow_nan=False)
-    atomic_write(path, lambda f: f.write(text.encode() + b"\n"))
+    atomic_write(path, lambda f: f.write(json.dumps(strict.finite_copy(content), indent=2, allow_nan=False).encode()
+                                         + b"\n"))
 
 
 def run_key(run):
