@@ -45,7 +45,7 @@ def test_quick_suite_runs_every_step_and_renders_a_well_formed_readme_section(tm
     assert (readme.parent / link).resolve() == (out / "README.md").resolve()
     assert "(CPU, --quick" in page and "`python main.py -n 3 --fp16 -s --model resnet50" in page
     assert "FAILED" not in page and "`mode tf32`: skipped" in page
-    assert "#### Does accuracy hold?" in page and "time to target 5%" in " ".join(page.split())
+    assert "#### Does accuracy hold?" in page
     images = re.findall(r"!\[[^]]*\]\(([^)]+)\)", page)
     assert len(images) == 3 and all((out / image).is_file() for image in images)  # two comparisons, convergence
 
