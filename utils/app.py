@@ -172,9 +172,11 @@ def run_all(config, context, model, data, saved):
     for seed in range(config.seed, config.seed + config.seeds):
         seeded = dataclasses.replace(config, seed=seed)
         initial = model if seed == config.seed else seeded_model(seeded)
+        state = random_state(context.device)  # every mode of this seed starts from it (dropout draws)
         for repeat in range(config.repeats):
             modes = config.precision_modes
             for mode in modes if repeat % 2 == 0 else modes[::-1]:
+                restore_random_state(state, context.device)
                 result, last = run_mode(initial, mode, data, seeded, context, saved, repeat, flops_per_step)
                 runs.append(result)
                 if last.diverged_at is not None or result.incomplete:
@@ -182,18 +184,27 @@ def run_all(config, context, model, data, saved):
     return runs, last, None
 
 
+def random_state(device):
+    return torch.get_rng_state(), torch.cuda.get_rng_state(device) if device.type == "cuda" else None
+
+
+def restore_random_state(state, device):
+    torch.set_rng_state(state[0])
+    if state[1] is not None:
+        torch.cuda.set_rng_state(state[1], device)
+
+
 def run_mode(initial_model, mode, data, config, context, saved=None, repeat=0, flops_per_step=None):
     """Train a copy of `initial_model` for config.steps steps in `mode` (continuing `saved`, a
     checkpoint, if given), then measure what the flags ask beside the loop; returns (its
     RunRecord, the loop's outcome).
 
-    Each call starts from the same weights, the same data order (the loader is seeded with
-    config.seed) and the same global random state (dropout), so runs of different modes of
-    one seed differ by precision alone. With --compile, the
+    Each call starts from the same weights and the same data order (the loader is seeded with
+    config.seed), and run_all gives every mode of a seed the same global random state
+    (dropout), so runs of different modes of one seed differ by precision alone. With --compile, the
     first step (always a warm-up step) compiles; its wall time is reported as compile time.
     A stop signal during the evaluation leaves the accuracy unmeasured and the run incomplete.
     """
-    torch.manual_seed(config.seed)
     trainer = build_trainer(initial_model, mode, data, config, context.device, context.world)
     start_step, previous = 0, None
     if saved is not None:
