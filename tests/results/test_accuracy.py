@@ -4,6 +4,7 @@ import statistics
 import pytest
 
 from utils.results import accuracy
+from utils.training.curve import AccuracyCurve
 
 MARGIN = 0.005  # half a point, as fractions
 
@@ -44,8 +45,8 @@ def test_the_target_is_reached_at_the_first_evaluation_at_or_above_it():
     curve = [{"step": 10, "epoch": 0.5, "train_s": 2.0, "accuracy": 0.3},
              {"step": 20, "epoch": 1.0, "train_s": 4.0, "accuracy": 0.5},
              {"step": 30, "epoch": 1.5, "train_s": 6.0, "accuracy": 0.45}]
-    assert accuracy.reached(curve, 0.5)["train_s"] == 4.0
-    assert accuracy.reached(curve, 0.6) is None
+    assert AccuracyCurve(None, None, 20, target=0.5, points=curve).first_at_target["train_s"] == 4.0
+    assert AccuracyCurve(None, None, 20, target=0.6, points=curve).first_at_target is None
 
 
 def run(seed, mode, final, reached_at=None):

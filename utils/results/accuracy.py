@@ -62,11 +62,6 @@ def seeds_needed(differences, margin):
     return None
 
 
-def reached(curve, target):
-    """The first point of an accuracy curve at or above `target`, or None."""
-    return next((point for point in curve if point["accuracy"] >= target), None)
-
-
 def by_seed(runs, key):
     """{seed: the mean of `key` over that seed's runs} (repeats of a seed are averaged)."""
     values = {}

@@ -14,7 +14,6 @@ from utils.explain.diagnose import diagnose_run
 from utils.measure import flops, memory
 from utils.measure.envinfo import device_name, now_utc, tf32_flags
 from utils.measure.timing import summarize
-from utils.results.accuracy import reached
 from utils.results.compare import learned
 from utils.setup_keys import SETUP_KEYS
 
@@ -171,7 +170,7 @@ def accuracy_fields(curve):
     if curve is None:
         return {}
     points = list(curve.points)
-    first = reached(points, curve.target) if curve.target is not None else None
+    first = curve.first_at_target
     return {"accuracy_curve": points, "eval_time_s": curve.eval_time_s, "target_accuracy": curve.target,
             "time_to_target_s": first["train_s"] if first else None, "steps_to_target": first["step"] if first else None,
             "epochs_to_target": first["epoch"] if first else None,

@@ -31,5 +31,12 @@ class AccuracyCurve:
         return accuracy
 
     @property
+    def first_at_target(self):
+        """The first point at or above the target accuracy, or None (never, or no target)."""
+        if self.target is None:
+            return None
+        return next((point for point in self.points if point["accuracy"] >= self.target), None)
+
+    @property
     def reached_target(self):
-        return self.target is not None and any(point["accuracy"] >= self.target for point in self.points)
+        return self.first_at_target is not None
