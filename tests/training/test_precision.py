@@ -1,13 +1,11 @@
 import copy
 
-import numpy as np
 import pytest
 import torch
 from torch import nn
 
 import models
 from utils.measure.envinfo import tf32_flags
-from utils.measure.timing import summarize
 from utils.training import modes, precision
 from utils.training.step import make_optimizer, train_step
 
@@ -87,13 +85,6 @@ def test_fp32_step_changes_weights():
     loss = train_step(model, [(torch.randn(8, 4), torch.randint(0, 10, (8,)))], nn.CrossEntropyLoss(), optimizer,
                       scaler, mode, CPU)
     assert not torch.equal(model.weight, before) and not loss.requires_grad
-
-
-def test_summarize_matches_numpy():
-    values = [5.0, 1.0, 3.0, 2.0, 4.0, 100.0]
-    stats = summarize(values)
-    assert stats["median"] == 3.5 and stats["min"] == 1.0 and stats["max"] == 100.0
-    assert stats["p10"] == pytest.approx(np.percentile(values, 10)) and stats["mean"] == pytest.approx(115 / 6)
 
 
 def test_fp16_master_keeps_fp32_masters_and_batchnorm_and_updates_weights():

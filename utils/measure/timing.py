@@ -7,7 +7,6 @@ Step i lasts from its boundary to the next one, so host overhead between steps i
 """
 import time
 
-import numpy as np
 import torch
 
 
@@ -46,11 +45,3 @@ class StepTimer:
 
     def elapsed_ms(self, start, end):
         return start.elapsed_time(end) if self.cuda else (end - start) * 1000.0
-
-
-def summarize(values_ms):
-    """Median, mean, p10, p90, min and max of a list of milliseconds."""
-    values = np.asarray(values_ms, dtype=np.float64)
-    return {"median": float(np.median(values)), "mean": float(values.mean()),
-            "p10": float(np.percentile(values, 10)), "p90": float(np.percentile(values, 90)),
-            "min": float(values.min()), "max": float(values.max())}

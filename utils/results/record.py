@@ -13,7 +13,7 @@ from typing import Dict, List, Optional
 from utils.explain.diagnose import diagnose_run
 from utils.measure import flops, memory
 from utils.measure.envinfo import device_name, now_utc, tf32_flags
-from utils.measure.timing import summarize
+from utils.measure.step_stats import outliers, summarize
 from utils.results.compare import learned
 from utils.setup_keys import SETUP_KEYS
 
@@ -93,6 +93,7 @@ class RunRecord:
     steps_to_target: Optional[int] = None
     epochs_to_target: Optional[float] = None
     best_accuracy: Optional[float] = None  # the curve's best, e.g. of a run that never reached the target
+    outlier_steps: Optional[List[Dict]] = None  # timing.outliers(): timed steps over 10x the median (a pause)
 
     def to_dict(self):
         return asdict(self)
@@ -141,6 +142,7 @@ def build(config, trainer, outcome, data, context, findings, repeat=0, flops_per
         or outcome.stopped_by is not None,
         stopped_by=outcome.stopped_by, resumed_from_step=outcome.start_step or None, segments=stats.segments,
         warmup=config.warmup, timed_steps=len(stats.step_ms), step_time_ms=step_stats, step_times_ms=stats.step_ms,
+        outlier_steps=outliers(stats.step_ms),
         images_per_sec=global_batch * 1000.0 / step_stats["median"] if timed else None,
         data_time_ms=summarize(stats.data_ms) if timed else None,
         compute_time_ms=summarize([s - d for s, d in zip(stats.step_ms, stats.data_ms)]) if timed else None,
