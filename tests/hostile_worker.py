@@ -41,11 +41,13 @@ def checkpoint_checker():
     config = RunConfig.build(model="squeezenet1_1", batch_size=4, steps=6, warmup=1, data="synthetic")
     model = models.build_model(config.model, config.stem)
     data, _ = dataset.load("synthetic", ".", False, False, cpu, config.seed)
+    config = config.for_dataset(len(data.train_images), 1).with_recipe(models.has_batch_norm(model), 1)
     mode = config.precision_modes[0]
+    setup = checkpoint.setup_of(data, distributed.World())
 
     def check(path):
         state = checkpoint.load(path, cpu)
-        checkpoint.check_compatible(state, config, mode, path)
+        checkpoint.check_compatible(state, config, mode, path, setup)
         trainer = build_trainer(model, mode, data, config, cpu, distributed.World())
         checkpoint.restore(trainer, state, cpu, path)
         train_step(trainer.step_model, [next(trainer.loader)], trainer.criterion, trainer.optimizer, trainer.scaler,

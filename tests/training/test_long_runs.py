@@ -19,6 +19,7 @@ from conftest import ROOT, copy_subset, run_cli, run_main
 from utils.app import run_mode
 from utils.config import RunConfig
 from utils.data.dataset import Data
+from utils import fileio
 from utils.errors import UserError, WriteFailed
 from utils.training import checkpoint, modes, precision
 from utils.training.context import RunContext
@@ -105,10 +106,9 @@ def test_a_failed_save_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
     model = nn.Linear(2, 2)
     checkpoint.save(path, {"step": 1}, model)
 
-    def disk_full(obj, f):
-        f.write(b"partial bytes")
+    def disk_full(fd):
         raise OSError(errno.ENOSPC, "No space left on device")
-    monkeypatch.setattr(torch, "save", disk_full)
+    monkeypatch.setattr(fileio.os, "fsync", disk_full)
     with pytest.raises(WriteFailed, match="No space left on device"):
         checkpoint.save(path, {"step": 2}, model)
     monkeypatch.undo()
@@ -370,8 +370,21 @@ CATALOGUE = [
     pytest.param(lambda c: c.resume(c.checkpoint, "--loader", "torchvision"),
                  "holds a run with --loader device, not torchvision", id="other-loader"),
     pytest.param(lambda c: [*Case.SYNTHETIC[2:], "--data-dir", c.subset, "--allow-unverified", "-n", "6",
-                            "--checkpoint", c.checkpoint, "--resume"], "does not fit this run: its data order is for",
+                            "--checkpoint", c.checkpoint, "--resume"],
+                 "was trained on synthetic (50000 training images), and this run loaded cifar10 (5438)",
                  id="other-data"),
+    pytest.param(lambda c: c.resume(c.checkpoint, "--lr", "0.5"), "holds a run with --lr 0.00125, not 0.5",
+                 id="other-lr"),
+    pytest.param(lambda c: c.resume(c.checkpoint, "--momentum", "0.5"), "holds a run with --momentum 0.9, not 0.5",
+                 id="other-momentum"),
+    pytest.param(lambda c: c.resume(c.checkpoint, "--label-smoothing", "0.1"),
+                 "holds a run with --label-smoothing 0.0, not 0.1", id="other-label-smoothing"),
+    pytest.param(lambda c: c.resume(tampered(c.checkpoint, c.tmp_path, setup=lambda s: {**s, "world_size": 2})),
+                 "was written by a job of 2 rank(s), and this one has 1", id="other-world-size"),
+    pytest.param(lambda c: c.resume(tampered(c.checkpoint, c.tmp_path, setup=lambda s: {**s, "world_size": "2"})),
+                 "its setup entry is not the one a run saves", id="wrong-setup-type"),
+    pytest.param(lambda c: c.resume(tampered(c.checkpoint, c.tmp_path, config=lambda s: {**s, "lr": torch.ones(2)})),
+                 "its optimizer settings are not plain values", id="tensor-lr"),
     pytest.param(lambda c: c.resume(c.copied(), "--model", "resnet18"),
                  "holds a run with --model squeezenet1_1, not resnet18", id="other-model"),
     pytest.param(lambda c: c.resume(c.checkpoint, "--modes", "fp16-master"),
@@ -411,7 +424,7 @@ def test_fp16_master_checkpoint_cannot_continue_in_fp32():
              "scaler": {"scale": 128.0}}
     config = RunConfig.build(model="m", stem="cifar", batch_size=4, accum_steps=1)
     with pytest.raises(UserError, match="whose weights cannot continue in mode fp32"):
-        checkpoint.check_compatible(state, config, modes.MODES["fp32"], "c.pt")
+        checkpoint.check_compatible(state, config, modes.MODES["fp32"], "c.pt", None)
 
 
 def test_the_torchvision_loader_resumes_exactly_with_workers_0(subset, tmp_path):

@@ -2,6 +2,7 @@
 atomically, read with weights_only=True, and checked against the run before anything trains
 from them."""
 import collections
+import io
 import math
 import numbers
 import os
@@ -14,7 +15,7 @@ import torch
 from utils import compat, safepickle
 from utils.errors import UserError
 from utils.fileio import atomic_write
-from utils.setup_keys import RESUME_KEYS, SETUP_KEYS
+from utils.setup_keys import RESUME_KEYS, RESUME_SETTINGS, SETUP_KEYS
 from utils.training import modes
 from utils.training.loop import Statistics, nonfinite_policy, skipped_steps
 from utils.training.step import start_momentum
@@ -30,7 +31,9 @@ def save(path, state, model):
     """Write `state` to `path` atomically: a crash or a full disk keeps the previous file."""
     if not all(torch.isfinite(p).all() for p in model.parameters()):
         raise NonFiniteWeights(path)
-    atomic_write(path, lambda f: torch.save({"format": FORMAT, **state}, f))
+    archive = io.BytesIO()  # torch.save reports a full disk as a RuntimeError; f.write as the OSError it is
+    torch.save({"format": FORMAT, **state}, archive)
+    atomic_write(path, lambda f: f.write(archive.getbuffer()))
 
 
 def load(path, device):
@@ -82,6 +85,8 @@ def load_failure(error):
 ENTRIES = {"config": dict, "mode": str, "step": int, "model": dict, "masters": (list, type(None)),
            "optimizer": dict, "scheduler": dict, "scaler": (dict, type(None)), "rng": dict, "stats": dict}
 CONFIG_ENTRIES = {key: SETUP_KEYS[key] for key in RESUME_KEYS + ("steps",)}
+# where the run happened, beside its config: checkpoints of earlier releases lack it
+SETUP_ENTRIES = {"world_size": int, "data": str, "train_images": int}
 CURVES = ("step_ms", "data_ms", "losses", "lrs", "loss_scales")
 POINT_KEYS = ("step", "epoch", "train_s", "accuracy")  # of each accuracy_curve entry
 # checkpoints of earlier releases lack these
@@ -103,6 +108,14 @@ def schema_problem(state):
                 return f"it has no {where}entry {key!r}"
             if not isinstance(table[key], kind) or isinstance(table[key], bool):
                 return f"its {where}entry {key!r} is a {type(table[key]).__name__}"
+    setup = state.get("setup")
+    if setup is not None and not (isinstance(setup, dict) and all(
+            isinstance(setup.get(key), kind) and not isinstance(setup.get(key), bool)
+            for key, kind in SETUP_ENTRIES.items())):
+        return "its setup entry is not the one a run saves"
+    settings = [state["config"][key] for key in RESUME_SETTINGS if key in state["config"]]
+    if not all(value is None or isinstance(value, (bool, numbers.Real, str)) for value in settings):
+        return "its optimizer settings are not plain values"
     if state["step"] < 0 or state["stats"]["optimizer_steps"] < 0:
         return "its step counts are negative"
     stats = state["stats"]
@@ -151,12 +164,17 @@ def checkpoint_globals():
     return allowed
 
 
-def capture(trainer, config, step, stats, device):
+def setup_of(data, world):
+    """What a resume must find again besides the config: the ranks and the data."""
+    return {"world_size": world.size, "data": data.name, "train_images": len(data.train_images)}
+
+
+def capture(trainer, config, step, stats, device, setup):
     """Everything a later process needs to continue exactly: weights, optimizer, schedule,
-    scaler, random-number and loader state, and the statistics so far."""
+    scaler, random-number and loader state, and the statistics so far; `setup` is setup_of()."""
     skipped = skipped_steps(trainer, nonfinite_policy(trainer.mode, config.on_nan), stats)
     return {
-        "config": config.to_dict(), "mode": trainer.mode.name, "step": step,
+        "config": config.to_dict(), "setup": setup, "mode": trainer.mode.name, "step": step,
         "model": trainer.model.state_dict(),
         "masters": [p.detach() for p in trainer.params] if trainer.mode.master_weights else None,
         "optimizer": trainer.optimizer.state_dict(), "scheduler": trainer.scheduler.state_dict(),
@@ -265,14 +283,19 @@ def form_problem(saved, reference, where):
     return None if fits else f"{where} is {saved!r:.40}, where this run has a {type(reference).__name__}"
 
 
-def check_compatible(state, config, mode, path):
-    """Refuse a checkpoint of another model or batch; between FP32-weight modes allow it and
-    say what happens to the loss scaler (as PyTorch's AMP notes do). Returns a warning or None."""
+def check_compatible(state, config, mode, path, setup):
+    """Refuse a checkpoint of another model, batch, optimizer setting, rank count or data set
+    (`setup`: this run's setup_of()); between FP32-weight modes allow it and say what happens
+    to the loss scaler (as PyTorch's AMP notes do). Returns a warning or None."""
+    check_setup(state, path, setup)
     saved = state["config"]
-    for key in RESUME_KEYS:
+    for key in RESUME_KEYS + tuple(key for key in RESUME_SETTINGS if key in saved):
         if saved[key] != getattr(config, key):
             raise UserError(f"{path} holds a run with --{key.replace('_', '-')} {saved[key]}, not "
                             f"{getattr(config, key)}; resume with the same settings or use another --checkpoint.")
+    if saved.get("warmup_lr_steps") not in (None, config.warmup_lr_steps) and saved["steps"] == config.steps:
+        raise UserError(f"{path} holds a run with --warmup-lr-steps {saved['warmup_lr_steps']}, not "
+                        f"{config.warmup_lr_steps}; resume with the same settings or use another --checkpoint.")
     if config.lr_schedule == "onecycle" and saved["steps"] != config.steps:
         raise UserError(f"{path} holds a one-cycle schedule over {saved['steps']} steps, which cannot stretch to "
                         f"{config.steps}; resume with --steps {saved['steps']} or use another --checkpoint.")
@@ -282,6 +305,27 @@ def check_compatible(state, config, mode, path):
                      "so the learning rate from here differs from that of one uninterrupted run.")
     if state["mode"] == mode.name:
         return stretched
+    return " ".join(filter(None, [stretched, mode_change_note(state, mode, path)]))
+
+
+def check_setup(state, path, setup):
+    """Refuse a checkpoint of another number of ranks or another data set: its schedule and
+    data order belong to them."""
+    saved = state.get("setup")
+    if saved is None:
+        return  # an earlier release's checkpoint: its ranks and data were not recorded
+    if saved["world_size"] != setup["world_size"]:
+        raise UserError(f"{path} was written by a job of {saved['world_size']} rank(s), and this one has "
+                        f"{setup['world_size']}: the global batch and the lr would change; resume with the "
+                        f"launcher and rank count that wrote it, or use another --checkpoint.")
+    if (saved["data"], saved["train_images"]) != (setup["data"], setup["train_images"]):
+        raise UserError(f"{path} was trained on {saved['data']} ({saved['train_images']} training images), and "
+                        f"this run loaded {setup['data']} ({setup['train_images']}); resume with the same data "
+                        "(--data, --data-dir) or use another --checkpoint.")
+
+
+def mode_change_note(state, mode, path):
+    """Refuse a checkpoint whose weights cannot continue in `mode`; else say what carries over."""
     saved_mode = modes.MODES.get(state["mode"])
     if saved_mode is None or not saved_mode.fp32_weights or not mode.fp32_weights:
         raise UserError(f"{path} was written in mode {state['mode']}, whose weights cannot continue in mode "
@@ -289,5 +333,5 @@ def check_compatible(state, config, mode, path):
     scaler_note = ("a fresh GradScaler starts" if mode.loss_scaling and state["scaler"] is None
                    else "its GradScaler state is ignored" if state["scaler"] is not None and not mode.loss_scaling
                    else "the scaler state carries over")
-    return " ".join(filter(None, [stretched, f"{path} was written in mode {state['mode']}; continuing in {mode.name}: "
-                                  f"{scaler_note}, and the timing statistics restart for the new mode."]))
+    return (f"{path} was written in mode {state['mode']}; continuing in {mode.name}: {scaler_note}, and the timing "
+            "statistics restart for the new mode.")
