@@ -165,7 +165,7 @@ def build_parser():
     precision.add_argument("--repeats", type=positive_int,
                            help="run the whole set of modes R times, in alternating order (default %(default)s)")
     precision.add_argument("--loss-scale", type=positive_float,
-                           help="static loss scale of the fp16-master mode (default %(default)s)")
+                           help=f"static loss scale of the fp16-master mode (default {config.DEFAULT_LOSS_SCALE:g})")
 
     data = parser.add_argument_group("data")
     data.add_argument("--data", choices=["auto", "cifar10", "synthetic"],
@@ -266,4 +266,7 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    from utils import console
+
+    console.protect()
     sys.exit(main())

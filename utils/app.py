@@ -12,8 +12,9 @@ import torch
 import models
 from utils import compat
 from utils.data import cifar10, dataset
-from utils.errors import UserError
+from utils.errors import UserError, WriteFailed
 from utils.explain import diagnose, max_batch, numerics, profiler
+from utils import fileio
 from utils.fileio import ensure_writable
 from utils.measure import envinfo, flops, memory
 from utils.measure.progress import Reporter
@@ -41,9 +42,10 @@ def pick_device(use_gpu, cudnn_benchmark):
     return torch.device("cuda")
 
 
-def check_outputs(config):
-    """Every output path is checked before training starts, not after an hour of it: writable,
-    and no two outputs (symlinks followed) nor an output and a data file are one file."""
+def check_outputs(config, world):
+    """Every output path is checked before training starts, not after an hour of it: writable
+    the way it will be written, and no two outputs (symlinks followed) nor an output and a data
+    file are one file. Temporary checkpoints a killed save left behind are removed."""
     outputs = [(path, flag) for path, flag in [(config.json, "--json"), (config.csv, "--csv"),
                                                 (config.plot, "--plot"), (config.checkpoint, "--checkpoint")] if path]
     seen = {}
@@ -56,27 +58,37 @@ def check_outputs(config):
         if os.path.dirname(real) == os.path.realpath(cifar10.batches_folder(config.data_dir)):
             raise UserError(f"{flag} {path} is in the CIFAR-10 folder; write results elsewhere.")
     if config.csv:
+        fileio.ensure_lockable(config.csv, "--csv")
         report.check_csv_header(config.csv)
+    if config.checkpoint and world.is_main:
+        removed = fileio.remove_leftovers(config.checkpoint)
+        if removed:
+            warn(f"removed {removed / 2 ** 20:.1f} MiB of temporary files that a killed save of {config.checkpoint} "
+                 "left beside it.")
     if config.plot:
         plot.check_available(config.plot)
     if config.tensorboard:
         tensorboard.check_available(config.tensorboard)
     if config.trace_dir:
-        ensure_writable(os.path.join(config.trace_dir, "trace.json"), "--trace-dir")
+        fileio.ensure_folder_writable(config.trace_dir, "--trace-dir")
 
 
-def resume_line(config, last, checkpoint_holds):
+def resume_line(config, last, checkpoint_holds, context):
     """What the user can do after a signal cut the run `last` short; `checkpoint_holds` is the
-    step that --checkpoint holds for it, or None when nothing was written (and none resumed)."""
+    step that --checkpoint holds for it, or None when nothing was written (and none resumed).
+    The command repeats the launcher that started the job, so every rank resumes."""
     if last.completed_steps == last.steps:
         return (f"main.py: interrupted by {last.stopped_by} during the test-set evaluation, after all "
                 f"{last.steps} steps: the timings are complete, the accuracy was not measured.")
     where = f"interrupted by {last.stopped_by} after step {last.completed_steps} of {last.steps}"
     if not config.checkpoint:
         return f"main.py: {where}; no --checkpoint was given, so a rerun starts over."
+    if checkpoint_holds is None and context.failed_saves:
+        return f"main.py: {where}; the checkpoint could not be written (above), so a rerun starts over."
     if checkpoint_holds is None:
         return f"main.py: {where}; no step was trained, so no checkpoint was written: rerun the same command."
-    command = shlex.join(["python", "main.py"] + [a for a in sys.argv[1:] if a != "--resume"] + ["--resume"])
+    command = shlex.join(distributed.launch_prefix(context.world) + ["main.py"]
+                         + [a for a in sys.argv[1:] if a != "--resume"] + ["--resume"])
     return f"main.py: {where}; {config.checkpoint} holds step {checkpoint_holds}; resume with: {command}"
 
 
@@ -129,7 +141,7 @@ def prepare(config, context):
         precision.check_supported(mode, context.device)
     if config.compile and not compat.has_compile():
         raise UserError(f"--compile needs torch 2.0 or newer, and this is torch {torch.__version__}: drop --compile.")
-    check_outputs(config)
+    check_outputs(config, context.world)
     saved = checkpoint.load(config.checkpoint, context.device) if config.resume else None
     model = seeded_model(config)
     context.reporter.phase(f"model {config.model} built: {sum(p.numel() for p in model.parameters()) / 1e6:.1f} M "
@@ -144,12 +156,12 @@ def prepare(config, context):
     size = context.world.size
     config = config.for_dataset(len(data.train_images), size).with_recipe(models.has_batch_norm(model), size)
     if saved is not None:
-        check_resume(saved, config)
+        check_resume(saved, config, checkpoint.setup_of(data, context.world))
     return config, model, data, saved
 
 
-def check_resume(saved, config):
-    resume_warning = checkpoint.check_compatible(saved, config, config.precision_modes[0], config.checkpoint)
+def check_resume(saved, config, setup):
+    resume_warning = checkpoint.check_compatible(saved, config, config.precision_modes[0], config.checkpoint, setup)
     if saved["step"] >= config.steps:
         raise UserError(f"{config.checkpoint} is at step {saved['step']}, which already reaches the "
                         f"{config.steps} steps asked for; raise --steps/--epochs to train further.")
@@ -214,10 +226,19 @@ def run_mode(initial_model, mode, data, config, context, saved=None, repeat=0, f
         # the earlier process evaluated its last step after writing the checkpoint: again here
         curve.take(start_step, previous.train_time_s if previous else 0.0)
 
+    setup = checkpoint.setup_of(data, context.world)
+
     def save(step, stats):  # rank 0 writes the checkpoint (every rank holds the same weights)
-        if context.world.is_main:
-            checkpoint.save(config.checkpoint, checkpoint.capture(trainer, config, step, stats, context.device),
-                            trainer.model)
+        if not context.world.is_main:
+            return
+        try:
+            checkpoint.save(config.checkpoint, checkpoint.capture(trainer, config, step, stats, context.device,
+                                                                  setup), trainer.model)
+            context.checkpoint_step = step
+        except WriteFailed as error:  # an hour of training is worth more than the checkpoint: go on
+            if not context.failed_saves:
+                warn(f"{error} Training goes on; the results are still written.")
+            context.failed_saves += 1
 
     census = numerics.Census(mode, context.device, config.steps, config.numerics_every) if config.numerics else None
     context.reporter.phase(f"{mode.name}: training steps {start_step + 1} to {config.steps}")
@@ -304,25 +325,32 @@ def finish(config, context, data, runs, last, diverged, saved):
            **distributed_env(world, config)}
     interrupted = runs[-1].incomplete and not diverged
 
+    failures = []
+
     def status():  # read when returning: a signal may still arrive while the results are written
-        return 1 if diverged else 128 + (stop.signal_number or signal.SIGTERM) if interrupted or stop.requested else 0
+        if interrupted or stop.requested:
+            return 128 + (stop.signal_number or signal.SIGTERM)
+        return 1 if diverged or failures or context.failed_saves else 0
 
     if not world.is_main:
         return status()
     run_dicts = [run.to_dict() for run in runs]
     document = record.make_document(env, config.to_dict(), data.info, bool(diverged) or interrupted, run_dicts,
                                     compare_modes(run_dicts, config.accuracy_margin))
+    written, failures[:] = write_outputs(config, document)  # before printing: a closed stdout costs no file
     print(report.summary(document, config.wide))
-    write_outputs(config, document)
+    print("\n".join(written))
+    for failure in failures:
+        print(f"main.py: error: {failure}", file=sys.stderr)
     if diverged:
         print(f"main.py: error: training diverged: the loss became {runs[-1].loss_curve[diverged - 1]} at step "
               f"{diverged} of {config.steps} in mode {runs[-1].mode}, which has no loss scaler; rerun with "
               "-s/--loss_scaling (for --fp16), a lower --lr or --clip-grad, or skip such steps with --on-nan skip.",
               file=sys.stderr)
     elif interrupted:
-        trained = last.completed_steps > last.start_step  # then run_mode saved that step
-        holds = last.completed_steps if trained else saved["step"] if saved is not None else None
-        print(resume_line(config, runs[-1], holds), file=sys.stderr)
+        holds = context.checkpoint_step if context.checkpoint_step is not None else \
+            saved["step"] if saved is not None else None
+        print(resume_line(config, runs[-1], holds, context), file=sys.stderr)
     elif stop.requested:
         print(f"main.py: {stop.signal_name} arrived after the last step and evaluation; the results above are "
               "complete.", file=sys.stderr)
@@ -337,13 +365,35 @@ def distributed_env(world, config):
 
 
 def write_outputs(config, document):
-    if config.json:
+    """Write every output asked for, each on its own, the results file first: one that fails
+    (a full disk, a file made read-only meanwhile) is reported and the others are still
+    written. Returns (the lines saying what was written, the failures' sentences)."""
+    written, failures = [], []
+    for write in output_writers(config, document):
+        try:
+            written.append(write())
+        except WriteFailed as error:
+            failures.append(str(error))
+    return written, failures
+
+
+def output_writers(config, document):
+    """A function per output asked for, which writes it and returns the line that says so."""
+    def results():
         report.write_json(config.json, document)
-        print(f"results written to {config.json}")
-    if config.csv and document["comparison"]:
-        print(f"{report.append_csv(config.csv, document)} rows appended to {config.csv}")
-    if config.plot and document["comparison"]:
+        return f"results written to {config.json}"
+
+    def rows():
+        return f"{report.append_csv(config.csv, document)} rows appended to {config.csv}"
+
+    def figure():
         plot.draw(config.plot, document)
-        print(f"plot written to {config.plot}")
-    if config.tensorboard:
-        print(f"TensorBoard logs written to {tensorboard.write(config.tensorboard, document)}")
+        return f"plot written to {config.plot}"
+
+    def logs():
+        return f"TensorBoard logs written to {tensorboard.write(config.tensorboard, document)}"
+
+    compared = bool(document["comparison"])
+    wanted = [(results, config.json), (rows, config.csv and compared), (figure, config.plot and compared),
+              (logs, config.tensorboard)]
+    return [write for write, asked in wanted if asked]

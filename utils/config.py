@@ -28,6 +28,8 @@ WARMUP_LR_SHARE = 0.05
 LARGEST_COUNT = 2 ** 31 - 1  # the most steps, images or seconds a flag may ask for
 EXPLAIN_STEPS = 5  # steps --explain profiles per mode
 NUMERICS_EVERY = 50  # --numerics samples every this many steps, and the last
+DEFAULT_LOSS_SCALE = 128.0  # fp16-master's static loss scale
+OUTPUT_FLAGS = ("json", "csv", "plot", "tensorboard", "trace_dir", "checkpoint")
 
 
 def default_data_dir():
@@ -79,7 +81,7 @@ class RunConfig:
     compare: bool = False
     modes: Optional[str] = None
     repeats: int = 1
-    loss_scale: float = 128.0
+    loss_scale: Optional[float] = None  # set by build(): --loss-scale, or DEFAULT_LOSS_SCALE
     # data
     data: str = "auto"
     data_dir: str = field(default_factory=default_data_dir)
@@ -131,13 +133,22 @@ class RunConfig:
                          explain_steps=config.explain_steps or EXPLAIN_STEPS,
                          numerics_every=config.numerics_every or NUMERICS_EVERY)
         config.check()
+        config = replace(config, loss_scale=config.loss_scale or DEFAULT_LOSS_SCALE)
         if config.epochs is None:
             config = replace(config, steps=config.steps or DEFAULT_STEPS)
             config.check_steps()
         return config
 
     def check(self):
-        modes = self.precision_modes  # refuses unknown or repeated --modes
+        modes = self.precision_modes  # refuses unknown, empty or repeated --modes
+        empty = [name for name in OUTPUT_FLAGS if getattr(self, name) == ""]
+        if empty:
+            flag = "--" + empty[0].replace("_", "-")
+            raise UserError(f"{flag} needs a path, and got an empty one; give a path or leave out {flag}.")
+        if self.loss_scale is not None and not any(mode.master_weights for mode in modes):
+            raise UserError("--loss-scale sets the static loss scale of fp16-master, which this run does not use "
+                            f"({', '.join(mode.name for mode in modes)} scale dynamically or not at all); drop "
+                            "--loss-scale or add fp16-master to --modes.")
         if sum((self.fp16, self.bf16, self.amp)) > 1:
             raise UserError("--fp16, --bf16 and --amp exclude each other; choose one (--amp --amp-dtype bfloat16 "
                             "is --bf16).")
@@ -229,7 +240,7 @@ class RunConfig:
         """The precision modes to run, in order."""
         from utils.training import modes
 
-        if self.modes:
+        if self.modes is not None:
             return modes.parse_modes(self.modes)
         if self.compare:
             return [modes.MODES[name] for name in (modes.DEFAULT_COMPARE if self.gpu else modes.DEFAULT_COMPARE_CPU)]

@@ -1,22 +1,138 @@
-"""Writing result files so that a failure never leaves a half-written or lost file."""
+"""Writing result files so that a failure never leaves a half-written or lost file, and
+proving before any training that every output can be written that way."""
+import errno
+import glob
 import os
+import stat
 import tempfile
 
 from utils.errors import UserError, WriteFailed
 
+NAME_MAX = 255  # bytes in one file name on Linux's file systems, where pathconf cannot say
+
 
 def ensure_writable(path, flag):
-    """Create the parent folder and prove a file can be written there, before any training."""
-    folder = os.path.dirname(os.path.abspath(path))
+    """Refuse, before any training, an output that atomic_write could not write: an empty
+    name, something other than a regular file (a device, a FIFO, a symlink loop: renaming over
+    it would replace it), a name too long for its file system, or a folder where no file can be
+    created. Symlinks are followed, as atomic_write follows them. Nothing is created: a refused
+    run leaves no trace."""
+    if not path:
+        raise UserError(f"{flag} needs a file name, and got an empty one; give a path or leave out {flag}.")
+    real = resolved(path, flag)
+    if os.path.isdir(real):
+        raise UserError(f"{flag} {path} is a folder; give a file path.")
+    if os.path.lexists(real) and not stat.S_ISREG(os.stat(real).st_mode):
+        raise UserError(f"{flag} {path} is not a regular file ({kind_of(real)}), and ampbench writes results "
+                        "by replacing the file; give a file path.")
     try:
-        os.makedirs(folder, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=".ampbench-check-"):
-            pass
+        prove_creatable(real)
     except OSError as error:
         raise UserError(f"cannot write {flag} {path} ({error.strerror or error}); "
                         "choose a writable path.") from None
-    if os.path.isdir(path):
-        raise UserError(f"{flag} {path} is a folder; give a file path.")
+
+
+def ensure_folder_writable(folder, flag):
+    """Refuse, before any training, an output folder that is not one or cannot take a file."""
+    if not folder:
+        raise UserError(f"{flag} needs a path, and got an empty one; give a folder or leave out {flag}.")
+    real = resolved(folder, flag)
+    if os.path.lexists(real) and not os.path.isdir(real):
+        raise UserError(f"{flag} {folder} is not a folder; give a folder (it is created if missing).")
+    try:
+        prove_creatable(os.path.join(real, "x"))
+    except OSError as error:
+        raise UserError(f"cannot write {flag} {folder} ({error.strerror or error}); choose a writable folder.") from None
+
+
+def prove_creatable(path):
+    """Raise the OSError that writing `path` (its missing folders created) would raise: every
+    name within the file system's limit, and a temporary file created and removed in the
+    nearest folder that exists. Creates nothing that stays."""
+    existing, missing = os.path.dirname(path), [os.path.basename(path)]
+    while not os.path.lexists(existing):
+        existing, name = os.path.split(existing)
+        missing.append(name)
+    if not os.path.isdir(existing):
+        raise OSError(errno.ENOTDIR, f"{existing} is not a folder")
+    longest = max(len(os.fsencode(name)) for name in missing)
+    if longest > name_max(existing):
+        raise OSError(errno.ENAMETOOLONG, f"its name is longer than the {name_max(existing)} bytes a file name "
+                                          "may have there")
+    fd, probe = temporary_beside(os.path.join(existing, missing[-1]))
+    os.close(fd)
+    os.unlink(probe)
+
+
+def resolved(path, flag):
+    """The file a write to `path` lands in, symlinks followed; a symlink loop is refused."""
+    try:
+        os.stat(path)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise UserError(f"{flag} {path} is a symlink loop; give a file path.") from None
+    return os.path.realpath(path)
+
+
+def kind_of(path):
+    mode = os.stat(path).st_mode
+    return ("a folder" if stat.S_ISDIR(mode) else "a character device" if stat.S_ISCHR(mode) else "a block device" if stat.S_ISBLK(mode)
+            else "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a file")
+
+
+def name_max(folder):
+    try:
+        return os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return NAME_MAX
+
+
+def temporary_prefix(path):
+    """The start of the temporary files' names beside `path`: short enough that the longest
+    allowed name still leaves room for the random part."""
+    return f".{os.path.basename(path)[:40]}."
+
+
+def temporary_beside(path):
+    """mkstemp's (fd, name) in `path`'s folder, named after it."""
+    return tempfile.mkstemp(dir=os.path.dirname(path), prefix=temporary_prefix(path), suffix=".tmp")
+
+
+def remove_leftovers(path):
+    """Remove the temporary files a killed write to `path` left behind; returns their total size.
+    Only one process may write a given path at a time, so any such file is a leftover."""
+    removed = 0
+    pattern = glob.escape(temporary_prefix(os.path.realpath(path))) + "*.tmp"
+    for leftover in glob.glob(os.path.join(glob.escape(os.path.dirname(os.path.realpath(path))), pattern)):
+        try:
+            size = os.stat(leftover).st_size
+            os.unlink(leftover)
+            removed += size
+        except OSError:
+            pass  # gone already, or not ours to remove: it stays, as it did before
+    return removed
+
+
+def lock_path(path):
+    """The file whose exclusive lock serialises appends to `path` (concurrent jobs share a CSV)."""
+    real = os.path.realpath(path)
+    return os.path.join(os.path.dirname(real), f".{os.path.basename(real)[:200]}.lock")
+
+
+def ensure_lockable(path, flag):
+    """Prove before any training that the lock beside `path` can be taken (created later)."""
+    lock = lock_path(path)
+    try:
+        if os.path.lexists(lock):
+            if not stat.S_ISREG(os.stat(lock).st_mode):
+                raise OSError(errno.EEXIST, f"{kind_of(lock)} is there, not a regular file")
+            with open(lock, "a"):
+                pass
+        else:
+            prove_creatable(lock)
+    except OSError as error:
+        raise UserError(f"cannot lock {flag} {path} for appending: {lock_path(path)} is not a writable file "
+                        f"({error.strerror or error}); remove it or choose another path.") from None
 
 
 def atomic_write(path, write):
@@ -24,10 +140,11 @@ def atomic_write(path, write):
     `path`: readers see the old file or the new one, never a partial one. A symlink is
     followed: its target is replaced, the link stays."""
     shown, path = path, os.path.realpath(path)
-    folder = os.path.dirname(path)
     try:
-        os.makedirs(folder, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        if os.path.lexists(path) and not stat.S_ISREG(os.stat(path).st_mode):
+            raise OSError(errno.EEXIST, f"{kind_of(path)} is there, not a regular file")
+        fd, tmp = temporary_beside(path)
     except OSError as error:
         raise WriteFailed(f"could not write {shown} ({error.strerror or error}); nothing was changed there.") from None
     try:

@@ -26,6 +26,9 @@ class StopRequest:
 
     def handler(self, number, frame):
         if self.requested:
+            print(f"main.py: a second signal ({signal.Signals(number).name}) arrived: stopping now, without "
+                  "saving; files already written are kept whole (each write is all or nothing).", file=sys.stderr,
+                  flush=True)
             sys.exit(128 + number)
         self.signal_number, self.signal_name = number, signal.Signals(number).name
         print(f"main.py: {self.signal_name} received: finishing the current step, then saving.",

@@ -100,3 +100,25 @@ def test_a_signal_stops_the_run_cleanly_in_every_phase(phase, number, tmp_path, 
     else:  # before the first step: nothing trained, no checkpoint, and the line says so
         assert run["completed_steps"] == 0 and not (tmp_path / "c.pt").exists()
         assert "no step was trained, so no checkpoint was written: rerun the same command" in err
+
+
+def test_a_second_signal_stops_at_once_and_says_so(tmp_path, monkeypatch, capsys):
+    """The impatient user's second Ctrl-C: exit 130 at once, one closing sentence, and the
+    checkpoint written before it stays whole."""
+    argv = ["--model", "squeezenet1_1", "-b", "4", "-n", "8", "--warmup", "1", "--no-progress", "--data", "synthetic",
+            "--checkpoint", str(tmp_path / "c.pt"), "--checkpoint-every", "2"]
+    original, calls = loop.train_step, []
+
+    def train_step(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 4:  # after the checkpoint of step 2: twice, as an impatient user presses Ctrl-C
+            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGINT)
+        return original(*args, **kwargs)
+    monkeypatch.setattr(loop, "train_step", train_step)
+    with pytest.raises(SystemExit) as stopped:
+        main.main(argv)
+    err = capsys.readouterr().err
+    assert stopped.value.code == 130
+    assert "a second signal (SIGINT) arrived: stopping now, without saving" in err and "Traceback" not in err
+    assert read(tmp_path / "c.pt", "cpu")["step"] == 2

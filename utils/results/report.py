@@ -9,9 +9,11 @@ import textwrap
 
 from models import RESNET_FAMILY
 from utils.errors import UserError, WriteFailed
+from utils import fileio
 from utils.fileio import atomic_write
 from utils.explain.categories import NAMES as CATEGORIES
 from utils.explain.diagnose import amdahl_line, ranked, times
+from utils.measure.step_stats import OUTLIER_FACTOR
 from utils.results import strict
 from utils.results.accuracy import DEFAULT_MARGIN_POINTS
 from utils.results.compare import BASELINE, CHANCE_LOSS
@@ -307,7 +309,7 @@ def notes(document):
             lines.append(f"warning: {mode} did not learn (final loss {fmt(row['final_loss'], '.4f')}, ln 10 = "
                          f"{CHANCE_LOSS:.4f}; accuracy {fmt(row['test_accuracy'], '.1f', 100, '%')}, chance 10%): "
                          "its accuracy is not compared; lower --lr or train longer.")
-    lines += accuracy_notes(document)
+    lines += accuracy_notes(document) + outlier_notes(document)
     largest = {mode: row for mode, row in comparison.items() if row.get("max_batch") is not None}
     if largest:
         lines.append("Largest batch in this GPU's memory (--max-batch): " + ", ".join(
@@ -327,6 +329,16 @@ def notes(document):
     if len(comparison) > 1 and "fp32" not in comparison:
         lines.append("No fp32 run: speedup, memory ratio and accuracy difference need one (--modes fp32,...).")
     return lines
+
+
+def outlier_notes(document):
+    """One line per mode whose timed steps include pauses (timing.outliers)."""
+    found = {}
+    for run in document["runs"]:
+        found.setdefault(run["mode"], []).extend(step["ms"] for step in run.get("outlier_steps") or [])
+    return [f"outliers: {len(ms)} timed step{'s' if len(ms) > 1 else ''} of {mode} took over {OUTLIER_FACTOR}x the "
+            f"median (longest {max(ms):,.0f} ms: a pause, e.g. SIGSTOP, swapping or a busy node); the medians above "
+            "are robust to them, means are not (runs[].outlier_steps)." for mode, ms in found.items() if ms]
 
 
 def summary(document, wide=False):
@@ -395,9 +407,9 @@ def append_csv(path, document):
     file that replaces it, so a full disk or a crash leaves the old file whole. The header is
     written when the file is new or empty, decided under the lock."""
     shown, path = path, os.path.realpath(path)
-    lock_path = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.lock")
     try:
-        lock = open(lock_path, "a")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        lock = open(fileio.lock_path(path), "a")
     except OSError as error:
         raise WriteFailed(f"could not lock {shown} for appending ({error.strerror or error}); "
                           "the file is kept as it was.") from None

@@ -12,6 +12,7 @@ import shutil
 import tempfile
 
 from utils.errors import UserError, WriteFailed
+from utils.fileio import ensure_folder_writable
 from utils.results.record import setup_of
 
 
@@ -22,8 +23,7 @@ def check_available(directory):
     except ImportError:
         raise UserError("--tensorboard needs the tensorboard package, which is not installed: "
                         "pip install tensorboard") from None
-    if os.path.exists(directory) and not os.path.isdir(directory):
-        raise UserError(f"--tensorboard {directory} is a file; give a folder (it is created if missing).")
+    ensure_folder_writable(directory, "--tensorboard")
 
 
 def folder_name(document):

@@ -121,3 +121,15 @@ def hostnames(world):
         dist.all_gather_object(names, socket.gethostname())
         return names
     return [socket.gethostname()]
+
+
+def launch_prefix(world):
+    """What starts main.py again the way `world` was started, e.g. for the resume line:
+    ["python"], ["torchrun", "--nproc_per_node=4"], ["mpirun", "-n", "8", "python"]. A
+    multi-node torchrun job also needs its rendezvous options, which torchrun does not pass on."""
+    if not world.distributed:
+        return ["python"]
+    if world.launcher == "torchrun":
+        nodes = max(1, world.size // world.local_size)
+        return ["torchrun"] + ([f"--nnodes={nodes}"] if nodes > 1 else []) + [f"--nproc_per_node={world.local_size}"]
+    return [world.launcher, "-n", str(world.size), "python"]

@@ -72,7 +72,10 @@ def scale_drop_steps(curve, dynamic):
 
 def parse_modes(text):
     """A comma list of mode names, e.g. "fp32,amp-bf16"."""
-    names = [name.strip() for name in text.split(",") if name.strip()]
+    names = [name.strip() for name in text.split(",")]
+    if not all(names):
+        raise UserError(f"--modes '{text}' has an empty item; list mode names separated by commas, e.g. "
+                        "fp32,amp-bf16.")
     unknown = [name for name in names if name not in MODES]
     if unknown or not names:
         raise UserError(f"unknown precision mode '{unknown[0] if unknown else text}' in --modes; "

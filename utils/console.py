@@ -1,0 +1,46 @@
+"""stdout and stderr that never cost a result: a reader that goes away (`main.py ... | head`)
+or a terminal that cannot show a character (an ASCII-only locale and a non-ASCII path) must
+not end a run before its files are written. The command-line entry points call protect()."""
+import os
+import sys
+
+
+class QuietWhenReaderGone:
+    """A text stream that, once its reader has closed the pipe, sends the rest to /dev/null
+    instead of raising BrokenPipeError (which would also come back when Python flushes at exit)."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text):
+        try:
+            return self.stream.write(text)
+        except BrokenPipeError:
+            self.silence()
+            return len(text)
+
+    def flush(self):
+        try:
+            self.stream.flush()
+        except BrokenPipeError:
+            self.silence()
+
+    def silence(self):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, self.stream.fileno())
+        os.close(devnull)
+
+    def __getattr__(self, name):  # isatty, fileno, encoding, ... as the stream has them
+        return getattr(self.stream, name)
+
+
+def protect():
+    """Wrap sys.stdout and sys.stderr: characters the terminal cannot show are escaped, and a
+    closed pipe silences the stream instead of stopping the program."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is None or isinstance(stream, QuietWhenReaderGone):
+            continue
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
+        setattr(sys, name, QuietWhenReaderGone(stream))
