@@ -199,7 +199,7 @@ def build_parser():
 
     measure = parser.add_argument_group("measurement and output")
     measure.add_argument("--warmup", type=non_negative_int,
-                         help="steps excluded from timing statistics (default %(default)s)")
+                         help=f"steps excluded from timing statistics (default {config.DEFAULT_WARMUP}, at most half of the run)")
     measure.add_argument("--json", metavar="PATH", help="write the results as one JSON document")
     measure.add_argument("--csv", metavar="PATH", help="append one row per mode to a CSV file (header once)")
     measure.add_argument("--plot", metavar="PATH.png",

@@ -27,9 +27,9 @@ from utils.training.step import evaluate
 from utils.training.trainer import build_trainer
 
 
-def warn(message):
+def warn(message, kind="warning"):
     if distributed.detect().is_main:  # once per job, not once per rank
-        print(f"main.py: warning: {message}", file=sys.stderr)
+        print(f"main.py: {kind}: {message}", file=sys.stderr)
 
 
 def pick_device(use_gpu, cudnn_benchmark):
@@ -155,6 +155,8 @@ def prepare(config, context):
                            + f", on {context.device}")
     size = context.world.size
     config = config.for_dataset(len(data.train_images), size).with_recipe(models.has_batch_norm(model), size)
+    if config.short_run_note():
+        warn(config.short_run_note(), "note")
     if saved is not None:
         check_resume(saved, config, checkpoint.setup_of(data, context.world))
     return config, model, data, saved

@@ -28,6 +28,7 @@ WARMUP_LR_SHARE = 0.05
 LARGEST_COUNT = 2 ** 31 - 1  # the most steps, images or seconds a flag may ask for
 EXPLAIN_STEPS = 5  # steps --explain profiles per mode
 NUMERICS_EVERY = 50  # --numerics samples every this many steps, and the last
+DEFAULT_WARMUP = 10  # steps left out of the timings; a run of fewer than twice as many warms up for half
 DEFAULT_LOSS_SCALE = 128.0  # fp16-master's static loss scale
 OUTPUT_FLAGS = ("json", "csv", "plot", "tensorboard", "trace_dir", "checkpoint")
 
@@ -95,7 +96,7 @@ class RunConfig:
     compile_mode: str = "default"
     no_cudnn_benchmark: bool = False
     # measurement and output
-    warmup: int = 10
+    warmup: Optional[int] = None  # set with the steps: --warmup, or DEFAULT_WARMUP (half of a shorter run)
     json: Optional[str] = None
     csv: Optional[str] = None
     plot: Optional[str] = None
@@ -135,9 +136,24 @@ class RunConfig:
         config.check()
         config = replace(config, loss_scale=config.loss_scale or DEFAULT_LOSS_SCALE)
         if config.epochs is None:
-            config = replace(config, steps=config.steps or DEFAULT_STEPS)
-            config.check_steps()
+            config = config.with_steps(config.steps or DEFAULT_STEPS)
         return config
+
+    def with_steps(self, steps):
+        """The config for `steps` steps, checked, its default warm-up set (and shrunk to half of a
+        short run, so that `-n 5` times 3 steps instead of being refused)."""
+        warmup = self.warmup if self.warmup is not None else min(DEFAULT_WARMUP, steps // 2)
+        config = replace(self, steps=steps, warmup=warmup)
+        config.check_steps()
+        return config
+
+    def short_run_note(self):
+        """A sentence when the warm-up is half of a short run: the timings rest on few steps."""
+        if self.steps < 2 * DEFAULT_WARMUP and self.warmup == self.steps // 2:
+            return (f"the warm-up is {self.warmup} of the {self.steps} steps (the default is {DEFAULT_WARMUP}, at most "
+                    f"half of a run), so the timings rest on {self.steps - self.warmup} steps; run more steps for "
+                    "steadier figures.")
+        return None
 
     def check(self):
         modes = self.precision_modes  # refuses unknown, empty or repeated --modes
@@ -161,9 +177,6 @@ class RunConfig:
             raise UserError("--nesterov needs a non-zero --momentum.")
         if self.resume and not self.checkpoint:
             raise UserError("--resume needs --checkpoint PATH, the checkpoint to continue from.")
-        if self.compile and self.warmup == 0:
-            raise UserError("--compile needs --warmup 1 or more: the first step compiles, and it must stay out "
-                            "of the step statistics.")
         if self.max_batch and not self.gpu:
             raise UserError("--max-batch measures how large a batch fits in GPU memory: add -p/--gpu on a GPU node.")
         self.check_accuracy_flags()
@@ -185,6 +198,9 @@ class RunConfig:
             raise UserError("--target-accuracy needs --eval-every E (epochs) to see when the target is reached.")
 
     def check_steps(self):
+        if self.compile and self.warmup == 0:
+            raise UserError("--compile needs --warmup 1 or more (and at least 2 steps): the first step compiles, and "
+                            "it must stay out of the step statistics.")
         if self.warmup >= self.steps:
             raise UserError(f"--warmup ({self.warmup}) must be smaller than the {self.steps} steps to run so that "
                             "some steps are timed; lower --warmup or raise --steps.")
@@ -203,8 +219,7 @@ class RunConfig:
             if steps > LARGEST_COUNT:
                 raise UserError(f"--epochs {self.epochs:g} is {steps} steps, more than the {LARGEST_COUNT} a run can "
                                 "count; lower --epochs.")
-            config = replace(self, steps=max(1, steps))
-            config.check_steps()
+            config = self.with_steps(max(1, steps))
         every = config.eval_every_steps(train_images, ranks)
         if every is not None and every > config.steps:
             raise UserError(f"--eval-every {self.eval_every:g} epochs is {every} steps, more than the {config.steps} "

@@ -92,7 +92,7 @@ def test_bad_flag_values_exit_2(argv, phrase):
 
 @pytest.mark.parametrize("argv, phrase", [
     (["--fp16", "--bf16"], "--fp16, --bf16 and --amp exclude each other"),
-    (["-n", "5"], "--warmup (10) must be smaller than the 5 steps to run"),
+    (["-n", "5", "--warmup", "5"], "--warmup (5) must be smaller than the 5 steps to run"),
     (["--model", "resnet5O"], "unknown model 'resnet5O': did you mean resnet50"),
     (["--model", "vit_b_16", "--data", "synthetic"], "cannot take 32x32"),
     (["--data", "cifar10", "--data-dir", "/no/such/folder", "--no-download"], "CIFAR-10 not found in /no/such/folder"),
@@ -111,6 +111,19 @@ def test_gpu_flag_without_cuda_exits_2():
     """The classic call as typed, in a process of its own: exit status 2, no traceback."""
     assert_user_error(run_cli(*"-n 200 -p --fp16 -s --model resnet50".split()), "CUDA is not available")
     assert_user_error(run_main(*"-n 200 -p --model resnet50".split()), "CUDA is not available")
+
+
+def test_a_short_run_warms_up_for_half_of_its_steps_and_says_so(tmp_path):
+    """-n 5 with the default warm-up of 10: 2 warm-up steps, 3 timed, and a note."""
+    out = tmp_path / "r.json"
+    result = run_main("--model", "squeezenet1_1", "-b", "4", "--no-progress", "--data", "synthetic", "-n", "5",
+                      "--json", out)
+    assert result.returncode == 0, result.stderr
+    assert "main.py: note: the warm-up is 2 of the 5 steps (the default is 10" in result.stderr
+    run = json.loads(out.read_text())["runs"][0]
+    assert (run["warmup"], run["timed_steps"]) == (2, 3)
+    assert "note" not in run_main("--model", "squeezenet1_1", "-b", "4", "--no-progress", "--data", "synthetic",
+                                  "-n", "20").stderr
 
 
 def test_subset_refused_without_allow_unverified(subset):
