@@ -257,8 +257,9 @@ stage() {
             resume=(--resume)
             echo "ampbench: ${name} ${mode} resumes from ${checkpoint}."
         fi
+        # Progress stays on: without a terminal main.py logs plain phase and progress lines.
         run "$@" main.py -n "${STEPS}" "${gpu_flags[@]}" --model "${MODEL}" -b "${BATCH}" --modes "${mode}" \
-            --data cifar10 --data-dir "${CIFAR10_DIR}" --no-progress "${extra[@]}" --json "${out}" \
+            --data cifar10 --data-dir "${CIFAR10_DIR}" "${extra[@]}" --json "${out}" \
             --checkpoint "${checkpoint}" --checkpoint-every "${CHECKPOINT_EVERY}" "${resume[@]}" \
             || FAILED+=("${name} ${mode}")
     done
