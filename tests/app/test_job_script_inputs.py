@@ -99,28 +99,31 @@ def test_more_nodes_than_the_job_has_are_refused_before_any_stage(script, tmp_pa
     outside = {key: value for key, value in in_job.items() if not key.startswith(("COBALT_", "PBS_", "SLURM_"))}
     for env, words in [({**outside, "NODES": "2"}, "outside a"), ({**in_job, "NODES": "3"}, "has 2 node")]:
         job = start(script, env)
-        out, err = job.communicate(timeout=60)
+        _, err = job.communicate(timeout=60)
         assert job.returncode == 2 and err.startswith("ampbench: error: NODES=") and words in err, err
         assert not (tmp_path / "calls.log").exists(), "no container or launcher was started"
         assert not (tmp_path / "results").exists()
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
-def test_a_missing_container_image_is_refused(script, tmp_path):
-    env = job_env(script, tmp_path, NODES="1", CONTAINER=str(tmp_path / "missing.sif"))
+@pytest.mark.parametrize("variable", ["CONTAINER", "CIFAR10_DIR"])
+def test_a_missing_image_or_data_folder_is_refused(script, variable, tmp_path):
+    """What a dry run does not check: what exists on the machine."""
+    env = job_env(script, tmp_path, **{"NODES": "1", variable: str(tmp_path / "missing")})
     job = start(script, env)
     _, err = job.communicate(timeout=60)
-    assert job.returncode == 2 and err == f"ampbench: error: no container image at CONTAINER={env['CONTAINER']}.\n"
-    assert not (tmp_path / "calls.log").exists()
+    assert job.returncode == 2 and err.startswith("ampbench: error: ") and err.count("\n") == 1, err
+    assert f"{variable}={tmp_path / 'missing'}" in err
+    assert not (tmp_path / "calls.log").exists() and not (tmp_path / "results").exists()
 
 
 # The campaign: hostile values for every variable, each through the three scripts.
-BAD_NUMBERS = ["0", "-2", "1.5", "abc", "08", " 2", "1e3", "0x10", "99999999999999999999", "2**3", "",
+BAD_NUMBERS = ["0", "-2", "1.5", "abc", "08", " 2", "1e3", "0x10", "99999999999999999999", "2**3",
                "PATH[$(touch {canary})]", "x[$(touch {canary})]", "$(touch {canary})", "1;touch {canary}",
                "`touch {canary}`", "1\n2"]
 CAMPAIGN = (
     [(name, value, True) for name in ["NODES", "GPUS_PER_NODE", "STEPS", "BATCH", "CHECKPOINT_EVERY", "MASTER_PORT"]
-     for value in BAD_NUMBERS if value]
+     for value in BAD_NUMBERS]
     + [("MODES", value, True) for value in ["fp32,,amp-bf16", ",fp32", "fp32,", "fp32 amp-bf16", "../x", "--help",
                                              "fp32,fp32", "$(touch {canary})", "fp32;touch {canary}", "fp32\n", "a/b"]]
     + [("MODEL", value, True) for value in ["--help", "a b", "../x", "$(touch {canary})", "resnet;touch {canary}"]]
