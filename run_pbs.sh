@@ -40,11 +40,16 @@ DEPTH=${DEPTH:-8}  # CPU cores per rank (Polaris: 32 cores, 4 GPUs)
 NOMINAL_GPUS=4
 NODE_FILE=${PBS_NODEFILE:-}
 on_one_node=()
+site_numbers=(DEPTH)
 
 across_nodes() {
     launch=(mpiexec -n "$1" --ppn "$2" --depth="${DEPTH}" --cpu-bind depth
             --env MASTER_ADDR="${MASTER_ADDR}" --env MASTER_PORT="${MASTER_PORT}")
 }
 
+if [[ ! -f "${AMPBENCH_DIR}/cluster/stages.sh" ]]; then
+    echo "ampbench: error: AMPBENCH_DIR=${AMPBENCH_DIR} is not the ampbench folder; submit from there or set it." >&2
+    exit 2
+fi
 # shellcheck source=cluster/stages.sh
 source "${AMPBENCH_DIR}/cluster/stages.sh"

@@ -43,5 +43,9 @@ across_nodes() {
     launch=(srun --nodes="${NODES}" --ntasks="$1" --ntasks-per-node="$2" --export=ALL)
 }
 
+if [[ ! -f "${AMPBENCH_DIR}/cluster/stages.sh" ]]; then
+    echo "ampbench: error: AMPBENCH_DIR=${AMPBENCH_DIR} is not the ampbench folder; submit from there or set it." >&2
+    exit 2
+fi
 # shellcheck source=cluster/stages.sh
 source "${AMPBENCH_DIR}/cluster/stages.sh"

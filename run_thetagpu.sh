@@ -39,10 +39,6 @@ NODE_FILE=${COBALT_NODEFILE:-}
 on_one_node=()
 
 across_nodes() {
-    if [[ -z "${COBALT_NODEFILE:-}" && "${DRY_RUN:-0}" != 1 ]]; then
-        echo "ampbench: error: NODES=${NODES} outside a Cobalt job: there is no COBALT_NODEFILE to run on." >&2
-        exit 2
-    fi
     if [[ -d "${MPI_BASE}" ]]; then
         export PATH="${MPI_BASE}/bin:${PATH}" LD_LIBRARY_PATH="${MPI_BASE}/lib:${LD_LIBRARY_PATH:-}"
         export SINGULARITYENV_LD_LIBRARY_PATH="${LD_LIBRARY_PATH}"
@@ -51,5 +47,9 @@ across_nodes() {
             -x MASTER_ADDR -x MASTER_PORT -x CIFAR10_DIR -x PATH -x LD_LIBRARY_PATH)
 }
 
+if [[ ! -f "${AMPBENCH_DIR}/cluster/stages.sh" ]]; then
+    echo "ampbench: error: AMPBENCH_DIR=${AMPBENCH_DIR} is not the ampbench folder; submit from there or set it." >&2
+    exit 2
+fi
 # shellcheck source=cluster/stages.sh
 source "${AMPBENCH_DIR}/cluster/stages.sh"

@@ -1,7 +1,7 @@
 # The stage runner shared by run_thetagpu.sh (Cobalt), run_pbs.sh (PBS Pro) and run_slurm.sh:
 # sourced by them once they have set what their scheduler knows. It runs ampbench in the
 # site's container in three stages, 1 GPU, all GPUs of one node (torchrun) and all nodes (the
-# scheduler's MPI launcher), each precision mode as a process of its own with a checkpoint, so
+# scheduler's launcher), each precision mode as a process of its own with a checkpoint, so
 # that a job rerun after preemption skips what is done and resumes what was cut short; then it
 # merges every result into one table per stage.
 #
@@ -13,22 +13,60 @@
 #   NOMINAL_GPUS    GPUs per node to show in a dry run, where nothing is started
 #   on_one_node     array: what starts a command on this job's first node (often nothing)
 #   across_nodes()  function that fills array `launch` to start $1 ranks, $2 per node, on every node
+#   site_numbers    array (optional): names of the site's own whole-number variables, checked like STEPS
 # and the defaults of the variables below that differ between sites.
 #
-# Variables a user can set (in the environment or when submitting):
+# Variables a user can set (in the environment or when submitting; empty means the default):
 #   CONTAINER        the NGC PyTorch image;  CONTAINER_RUNTIME: singularity or apptainer
 #   BIND             paths bound into the container (comma list)
 #   CIFAR10_DIR      the folder that holds cifar-10-batches-py (pre-staged: compute nodes are offline)
-#   MODEL STEPS BATCH (per GPU) MODES EXTRA_ARGS (more main.py flags)
+#   MODEL STEPS BATCH (per GPU) MODES EXTRA_ARGS (more main.py flags, split at white space)
 #   CHECKPOINT_EVERY steps between checkpoints (what a preempted job loses at most)
 #   RESULTS_ROOT     results go to RESULTS_ROOT/<date>-<job id>/ (a rerun job finds its own folder)
+#   NODES            nodes for the last stage (default: all the job's nodes)
 #   GPUS_PER_NODE    ranks per node; by default every GPU the container sees
 #   USE_GPU=0        run the same stages as CPU processes (gloo), GPUS_PER_NODE of them per node:
 #                    for testing the script without GPUs
 #   DRY_RUN=1        print every command instead of running it
 #   MASTER_ADDR MASTER_PORT  where the ranks of the multi-node stage meet
+# Every one is checked before anything runs (validate below); no value is ever evaluated by the
+# shell: numbers match a pattern before any arithmetic sees them.
 # shellcheck shell=bash
 # shellcheck disable=SC2153,SC2154  # NODES, on_one_node and launch come from the scheduler script
+
+fail() {
+    echo "ampbench: error: $*" >&2
+    exit 2
+}
+
+# A word as a shell reads it back, on one line: bare when that is safe, else in single quotes
+# (bash's $'...' for a newline or tab). Sets the variable named $1.
+quote() {
+    if [[ "$2" =~ ^[A-Za-z0-9_@%+=:,./-]+$ ]]; then
+        printf -v "$1" '%s' "$2"
+    elif [[ "$2" == *[[:cntrl:]]* ]]; then
+        printf -v "$1" '%q' "$2"
+    else
+        printf -v "$1" "'%s'" "${2//\'/\'\\\'\'}"
+    fi
+}
+
+# The command as one line that can be pasted into a shell, spaces in paths and all.
+show() {
+    local word quoted line="+"
+    for word in "$@"; do
+        quote quoted "${word}"
+        line+=" ${quoted}"
+    done
+    printf '%s\n' "${line}"
+}
+
+run() {
+    show "$@"
+    if [[ "${DRY_RUN}" != 1 ]]; then
+        "$@"
+    fi
+}
 
 if [[ -z "${NODE_NAMES:-}" && -n "${NODE_FILE:-}" && -f "${NODE_FILE}" ]]; then
     NODE_NAMES=$(sort -u "${NODE_FILE}" | tr '\n' ' ')
@@ -37,9 +75,9 @@ NODE_NAMES=${NODE_NAMES:-$(hostname)}
 read -r -a node_list <<< "${NODE_NAMES}"
 NODES=${NODES:-${#node_list[@]}}
 CONTAINER_RUNTIME=${CONTAINER_RUNTIME:-singularity}
-CONTAINER=${CONTAINER:?set CONTAINER to an NGC PyTorch image, e.g. from apptainer build pytorch_24.04-py3.sif docker://nvcr.io/nvidia/pytorch:24.04-py3}
+CONTAINER=${CONTAINER:-}
 BIND=${BIND:-/lus}
-CIFAR10_DIR=${CIFAR10_DIR:?set CIFAR10_DIR to the folder that holds cifar-10-batches-py}
+CIFAR10_DIR=${CIFAR10_DIR:-}
 RESULTS_ROOT=${RESULTS_ROOT:-${AMPBENCH_DIR}/results}
 MODEL=${MODEL:-resnet50}
 STEPS=${STEPS:-300}
@@ -47,31 +85,124 @@ BATCH=${BATCH:-128}
 MODES=${MODES:-fp32,tf32,amp-fp16,amp-bf16}
 EXTRA_ARGS=${EXTRA_ARGS:-}
 CHECKPOINT_EVERY=${CHECKPOINT_EVERY:-50}
+GPUS_PER_NODE=${GPUS_PER_NODE:-}
 USE_GPU=${USE_GPU:-1}
 DRY_RUN=${DRY_RUN:-0}
-MASTER_ADDR=${MASTER_ADDR:-${NODE_NAMES%% *}}
+MASTER_ADDR=${MASTER_ADDR:-${node_list[0]:-}}
 MASTER_PORT=${MASTER_PORT:-29500}
-export CIFAR10_DIR MASTER_ADDR MASTER_PORT
+COUNT_MAX=2147483647  # main.py's largest count (2**31-1)
 
-fail() {
-    echo "ampbench: error: $*" >&2
-    exit 2
-}
-
-run() {
-    if [[ "${DRY_RUN}" == 1 ]]; then
-        echo "+ $*"
-    else
-        "$@"
+# The variable named $1 holds a whole number from 1 to $2 (no sign, no leading zero, no
+# expression: bash arithmetic would run what an array index in a value asks for).
+check_number() {
+    local value=${!1}
+    if [[ ! "${value}" =~ ^[1-9][0-9]{0,9}$ ]] || (( value > $2 )); then
+        quote value "${value}"
+        fail "$1=${value} is not a whole number from 1 to $2."
     fi
 }
 
-in_container=("${CONTAINER_RUNTIME}" exec -B "${BIND}" "${CONTAINER}")
-gpu_flags=()
-if [[ "${USE_GPU}" == 1 ]]; then
-    in_container=("${CONTAINER_RUNTIME}" exec --nv -B "${BIND}" "${CONTAINER}")
-    gpu_flags=(-p)
-fi
+# The variable named $1 matches the pattern $2, which $3 describes.
+check_format() {
+    local value=${!1}
+    if [[ ! "${value}" =~ $2 ]]; then
+        quote value "${value}"
+        fail "$1=${value} is not $3."
+    fi
+}
+
+# Paths and host names are passed as they are, but a newline or tab in one is a mistake.
+check_text() {
+    local value=${!1}
+    if [[ "${value}" == *[[:cntrl:]]* ]]; then
+        quote value "${value}"
+        fail "$1=${value} holds a control character (a newline or tab); write it on one line without tabs."
+    fi
+}
+
+check_modes() {
+    local name="[A-Za-z0-9][A-Za-z0-9_-]*" mode seen=,
+    check_format MODES "^${name}(,${name})*$" \
+        "a comma list of precision modes without spaces or empty items (e.g. fp32,amp-bf16)"
+    IFS=, read -r -a modes <<< "${MODES}"
+    for mode in "${modes[@]}"; do
+        [[ "${seen}" != *",${mode},"* ]] || fail "MODES=${MODES} names ${mode} twice; name each mode once."
+        seen+="${mode},"
+    done
+}
+
+# EXTRA_ARGS is split at white space (read -r -a): no quotes, no escapes, no expansion.
+check_extra_args() {
+    check_text EXTRA_ARGS
+    if [[ "${EXTRA_ARGS}" == *[\'\"\\]* ]]; then
+        fail "EXTRA_ARGS holds a quote or backslash, but it is split at spaces only;" \
+             "give its flags and values without spaces or quotes."
+    fi
+    read -r -a extra <<< "${EXTRA_ARGS}"
+}
+
+check_container() {
+    check_format CONTAINER_RUNTIME '^(singularity|apptainer)$' "singularity or apptainer"
+    [[ -n "${CONTAINER}" ]] \
+        || fail "CONTAINER is not set: set it to an NGC PyTorch image, e.g. from" \
+                "apptainer build pytorch_24.04-py3.sif docker://nvcr.io/nvidia/pytorch:24.04-py3."
+    [[ -n "${CIFAR10_DIR}" ]] || fail "CIFAR10_DIR is not set: set it to the folder that holds cifar-10-batches-py."
+    check_text CONTAINER
+    check_text CIFAR10_DIR
+    check_text BIND
+    [[ "${DRY_RUN}" != 1 ]] || return 0
+    command -v "${CONTAINER_RUNTIME}" >/dev/null \
+        || fail "${CONTAINER_RUNTIME} is not on PATH: load it (module load ${CONTAINER_RUNTIME})" \
+                "or set CONTAINER_RUNTIME."
+    [[ -f "${CONTAINER}" || -d "${CONTAINER}" ]] || fail "no container image at CONTAINER=${CONTAINER}."
+    [[ -d "${CIFAR10_DIR}" ]] \
+        || fail "CIFAR10_DIR=${CIFAR10_DIR} is not a folder; pre-stage CIFAR-10 there (see the script's header)."
+}
+
+# The last stage needs the nodes it asks for: refused now, not after the one-node stages ran.
+check_nodes() {
+    (( NODES > 1 )) && [[ "${DRY_RUN}" != 1 ]] || return 0
+    [[ -n "${JOB_ID}" ]] \
+        || fail "NODES=${NODES} outside a ${SCHEDULER} job: submit the script (see its header)," \
+                "or add DRY_RUN=1 to see its commands."
+    (( NODES <= ${#node_list[@]} )) \
+        || fail "NODES=${NODES} but this ${SCHEDULER} job has ${#node_list[@]} node(s);" \
+                "submit it with ${NODES} nodes or lower NODES."
+}
+
+# Made here (a dry run makes nothing), so that no stage starts without a place for its results.
+check_results_root() {
+    local existing=${RESULTS_ROOT}
+    check_text RESULTS_ROOT
+    while [[ ! -e "${existing}" && ! -L "${existing}" ]]; do
+        existing=$(dirname "${existing}")
+    done
+    [[ -d "${existing}" && -w "${existing}" ]] \
+        || fail "RESULTS_ROOT=${RESULTS_ROOT} cannot be made: ${existing} is not a folder you can write;" \
+                "set RESULTS_ROOT to one."
+    [[ "${DRY_RUN}" == 1 ]] || mkdir -p "${RESULTS_ROOT}" 2>/dev/null \
+        || fail "RESULTS_ROOT=${RESULTS_ROOT} cannot be made; set RESULTS_ROOT to a folder you can write."
+}
+
+# Every user variable, before anything runs; sets the arrays `modes` and `extra`.
+validate() {
+    local name
+    check_format USE_GPU '^[01]$' "0 or 1"
+    check_format DRY_RUN '^[01]$' "0 or 1"
+    for name in NODES STEPS BATCH CHECKPOINT_EVERY "${site_numbers[@]}"; do
+        check_number "${name}" "${COUNT_MAX}"
+    done
+    [[ -z "${GPUS_PER_NODE}" ]] || check_number GPUS_PER_NODE "${COUNT_MAX}"
+    check_number MASTER_PORT 65535
+    check_format MASTER_ADDR '^[A-Za-z0-9._:%-]+$' "a host name or address"
+    check_format MODEL '^[A-Za-z0-9][A-Za-z0-9_.-]*$' \
+        "a model name (letters, digits, _ . -; see python main.py --list-models)"
+    check_modes
+    check_extra_args
+    check_container
+    check_nodes
+    check_results_root
+}
 
 # A rerun of a job (after preemption) finds the folder its first run made.
 results_dir() {
@@ -83,7 +214,6 @@ results_dir() {
         echo "${RESULTS_ROOT}/$(date +%Y-%m-%d-%H%M%S)-local"
     fi
 }
-RESULTS_DIR=${RESULTS_DIR:-$(results_dir)}
 
 # What runs the benchmark: the container's Python, torch and GPUs, checked before any training.
 preflight() {
@@ -93,18 +223,17 @@ preflight() {
         PER_NODE=${GPUS_PER_NODE:-${NOMINAL_GPUS}}
         return
     fi
-    command -v "${CONTAINER_RUNTIME}" >/dev/null \
-        || fail "${CONTAINER_RUNTIME} is not on PATH: load it (module load ${CONTAINER_RUNTIME}) or set CONTAINER_RUNTIME."
-    [[ -f "${CONTAINER}" || -d "${CONTAINER}" ]] || fail "no container image at CONTAINER=${CONTAINER}."
     report=$("${on_one_node[@]}" "${in_container[@]}" python -m utils.compat) \
         || fail "the container's Python cannot run ampbench (see above); use a newer image (CONTAINER=...)."
     echo "container ${CONTAINER}: ${report%$'\n'*}"
     gpus=${report##*gpus=}
+    [[ "${gpus}" =~ ^[0-9]+$ ]] \
+        || fail "the container's python -m utils.compat printed no GPU count; use an image that runs ampbench."
     if [[ "${USE_GPU}" != 1 ]]; then
         PER_NODE=${GPUS_PER_NODE:-1}
     elif (( gpus == 0 )); then
         fail "no GPU is visible in the container; check the queue and that ${CONTAINER_RUNTIME} gets --nv."
-    elif (( ${GPUS_PER_NODE:-gpus} > gpus )); then
+    elif [[ -n "${GPUS_PER_NODE}" ]] && (( GPUS_PER_NODE > gpus )); then
         fail "GPUS_PER_NODE=${GPUS_PER_NODE} but this job's node shows ${gpus} GPU(s); lower it or unset it."
     else
         PER_NODE=${GPUS_PER_NODE:-${gpus}}
@@ -116,8 +245,6 @@ FAILED=()
 stage() {
     local name=$1 mode out checkpoint resume
     shift
-    local modes
-    IFS=, read -r -a modes <<< "${MODES}"
     for mode in "${modes[@]}"; do
         out="${RESULTS_DIR}/${name}-${mode}.json"
         checkpoint="${RESULTS_DIR}/${name}-${mode}.pt"
@@ -130,19 +257,45 @@ stage() {
             resume=(--resume)
             echo "ampbench: ${name} ${mode} resumes from ${checkpoint}."
         fi
+        # Progress stays on: without a terminal main.py logs plain phase and progress lines.
         run "$@" main.py -n "${STEPS}" "${gpu_flags[@]}" --model "${MODEL}" -b "${BATCH}" --modes "${mode}" \
-            --data cifar10 --data-dir "${CIFAR10_DIR}" --no-progress "${extra[@]}" --json "${out}" \
+            --data cifar10 --data-dir "${CIFAR10_DIR}" "${extra[@]}" --json "${out}" \
             --checkpoint "${checkpoint}" --checkpoint-every "${CHECKPOINT_EVERY}" "${resume[@]}" \
             || FAILED+=("${name} ${mode}")
     done
 }
 
+# One table per stage (1 GPU, 1 node, N nodes), each with the speedups over FP32.
+merge_results() {
+    local prefix=("${on_one_node[@]}" "${in_container[@]}" python -m utils.report) results folder
+    if [[ "${DRY_RUN}" == 1 ]]; then
+        quote folder "${RESULTS_DIR}"
+        echo "$(show "${prefix[@]}") ${folder}/*-*.json --json ${folder}/merged.json"
+        return
+    fi
+    shopt -s nullglob
+    results=("${RESULTS_DIR}"/*-*.json)
+    (( ${#results[@]} )) || return 0
+    show "${prefix[@]}" "${results[@]}" --json "${RESULTS_DIR}/merged.json"
+    "${prefix[@]}" "${results[@]}" --json "${RESULTS_DIR}/merged.json" | tee "${RESULTS_DIR}/report.txt"
+}
+
 # Preemption and time limits send SIGTERM: the running rank saves its checkpoint and exits, and
 # the job stops there instead of starting the next run.
-trap 'echo "ampbench: stopped by a signal; checkpoints are in ${RESULTS_DIR}: resubmit (or let the scheduler rerun) to resume." >&2; exit 143' TERM INT
+trap 'echo "ampbench: stopped by a signal; checkpoints are in ${RESULTS_DIR:-RESULTS_ROOT}:" \
+          "resubmit (or let the scheduler rerun) to resume." >&2; exit 143' TERM INT
 
-read -r -a extra <<< "${EXTRA_ARGS}"
-cd "${AMPBENCH_DIR}" || fail "AMPBENCH_DIR=${AMPBENCH_DIR} is not a folder."
+# Relative paths in the variables are relative to the ampbench folder.
+cd "${AMPBENCH_DIR}" || fail "AMPBENCH_DIR=${AMPBENCH_DIR} cannot be entered; set it to the ampbench folder."
+validate
+export CIFAR10_DIR MASTER_ADDR MASTER_PORT
+in_container=("${CONTAINER_RUNTIME}" exec -B "${BIND}" "${CONTAINER}")
+gpu_flags=()
+if [[ "${USE_GPU}" == 1 ]]; then
+    in_container=("${CONTAINER_RUNTIME}" exec --nv -B "${BIND}" "${CONTAINER}")
+    gpu_flags=(-p)
+fi
+RESULTS_DIR=$(results_dir)
 run mkdir -p "${RESULTS_DIR}"
 preflight
 echo "ampbench (${SCHEDULER} job ${JOB_ID:-none}): ${NODES} node(s) x ${PER_NODE} rank(s), ${MODEL}, ${STEPS} steps," \
@@ -162,18 +315,7 @@ if (( NODES > 1 )); then
     stage "${NODES}nodes" "${launch[@]}" "${in_container[@]}" python
 fi
 
-# One table per stage (1 GPU, 1 node, N nodes), each with the speedups over FP32.
-if [[ "${DRY_RUN}" == 1 ]]; then
-    run "${on_one_node[@]}" "${in_container[@]}" python -m utils.report "${RESULTS_DIR}"/*-*.json \
-        --json "${RESULTS_DIR}/merged.json"
-else
-    shopt -s nullglob
-    results=("${RESULTS_DIR}"/*-*.json)
-    if (( ${#results[@]} )); then
-        "${on_one_node[@]}" "${in_container[@]}" python -m utils.report "${results[@]}" \
-            --json "${RESULTS_DIR}/merged.json" | tee "${RESULTS_DIR}/report.txt"
-    fi
-fi
+merge_results
 if (( ${#FAILED[@]} )); then
     echo "ampbench: error: these runs failed (their messages are above): ${FAILED[*]}; resubmit the job" \
          "to resume them." >&2

@@ -4,6 +4,8 @@ with the rank variables the real ones set, the scheduler's variables are faked (
 with two names for this machine), and USE_GPU=0 drops -p, so each stage runs 2 gloo processes."""
 import json
 import os
+import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -83,6 +85,21 @@ def test_a_two_node_job_runs_every_stage_and_merges_them(script, tmp_path, subse
     assert "Python " in out and "no GPU visible" in out, "the container's versions are printed first"
     calls = (tmp_path / "calls.log").read_text()
     assert "--nv" not in calls and " -p " not in calls
+
+
+@pytest.mark.job_scripts
+def test_a_job_log_holds_the_commands_and_the_phase_lines(tmp_path, subset):
+    """A batch log is not a terminal: main.py writes plain timestamped phase and progress lines
+    there, which the scripts keep (no --no-progress), after each command they run."""
+    env = job_env("run_pbs.sh", tmp_path, NODES="1", MODES="fp32")
+    job = start("run_pbs.sh", env)
+    out, err = job.communicate(timeout=600)
+    assert job.returncode == 0, err
+    commands = [shlex.split(line[2:]) for line in out.splitlines() if line.startswith("+ ")]
+    assert sum("main.py" in words for words in commands) == 2, out
+    for line in ["model squeezenet1_1 built", "data loaded", "fp32: training steps 1 to 4", "fp32 step 4/4  loss "]:
+        stamped = re.findall(rf"^\[\d\d:\d\d:\d\d\] {line}", err, re.MULTILINE)
+        assert len(stamped) == 2, (line, err)  # from rank 0 of each stage
 
 
 @pytest.mark.job_scripts
