@@ -7,13 +7,10 @@ contract README's "Results file" documents.
 """
 import math
 import os
-from dataclasses import MISSING, asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Dict, List, Optional
 
 from utils.explain.diagnose import diagnose_run
-from utils.measure import flops, memory
-from utils.measure.envinfo import device_name, now_utc, tf32_flags
-from utils.measure.timing import summarize
 from utils.results.compare import learned
 from utils.setup_keys import SETUP_KEYS
 
@@ -98,10 +95,6 @@ class RunRecord:
         return asdict(self)
 
 
-# what every run of a /1 file holds (the others were added later or are set only for timed runs)
-REQUIRED_RUN_FIELDS = [f.name for f in fields(RunRecord) if f.default is MISSING]
-
-
 def should_evaluate(config, data, outcome):
     """Test accuracy is measured for a run that finished with a finite loss on real data."""
     curve = outcome.stats.losses
@@ -123,6 +116,11 @@ class Findings:
 def build(config, trainer, outcome, data, context, findings, repeat=0, flops_per_step=None):
     """The record of one mode's run, built once from what its loop measured and the findings
     beside it; with `flops_per_step` (the whole job's), also the TFLOP/s and MFU at its median."""
+    # imported here, as they import torch: reading result files (utils.report) needs no torch
+    from utils.measure import flops, memory
+    from utils.measure.envinfo import device_name, now_utc, tf32_flags
+    from utils.measure.timing import summarize
+
     stats, mode, device, world = outcome.stats, trainer.mode, context.device, context.world
     timed = bool(stats.step_ms)
     step_stats = summarize(stats.step_ms) if timed else None
