@@ -49,9 +49,9 @@ def parsed(path):
 
 
 def whole_number(text):
-    """An integer of the JSON text, refused beyond 400 digits (a float's range) before Python
+    """An integer of the JSON text, refused beyond 1000 digits (a float has 309) before Python
     spends quadratic time converting it."""
-    if len(text) > 400:
+    if len(text) > 1000:
         raise ValueError(f"it holds an integer of {len(text)} digits")
     return int(text)
 

@@ -30,6 +30,8 @@ TABLE_WIDTH = 80
 
 
 def human_bytes(count):
+    if count is None:
+        return "-"
     for unit in ("B", "KiB", "MiB", "GiB"):
         if count < 1024 or unit == "GiB":
             return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
@@ -252,7 +254,7 @@ def numerics_block(document, wide=False):
     footprints = first_of(document, "memory")
     if footprints:
         modes = list(footprints)
-        columns = [(header, [human_bytes(footprints[mode][key]) for mode in modes]) for header, key in MEMORY_COLUMNS
+        columns = [(header, [human_bytes(footprints[mode].get(key)) for mode in modes]) for header, key in MEMORY_COLUMNS
                    if any(footprints[mode].get(key) is not None for mode in modes)]
         base = footprints.get(BASELINE)
         if base and base["activations_bytes"]:

@@ -26,7 +26,7 @@ def shown(value):
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) > LARGEST:
         return f"an integer of {len(str(abs(value)))} digits" if abs(value) < 10 ** 4000 else "a huge integer"
     if isinstance(value, (dict, list)):
-        return "an object" if isinstance(value, dict) else "a list"
+        return "an object" if isinstance(value, dict) else "a list" if value else "an empty list"
     text = json.dumps(value)
     return text if len(text) <= 40 else text[:37] + '..."'
 
@@ -91,7 +91,7 @@ class ListOf:
 
     def check(self, value, where):
         if not isinstance(value, list) or (self.nonempty and not value):
-            fail(where, value, "a non-empty list" if self.nonempty else "a list")
+            fail(where, value, "a list of at least one" if self.nonempty else "a list")
         for index, item in enumerate(value):
             self.spec.check(item, f"{where}[{index}]")
 
@@ -173,6 +173,7 @@ NARROWER = {
     "tflops": Nullable(Number(low=0)), "mfu_pct": Nullable(Number(low=0)),
     "profile": Nullable(PROFILE), "numerics": Nullable(NUMERICS), "memory": Nullable(MEMORY),
 }
+# a field with a default may be missing: older files lack it
 RUN = Fields(*[{field.name: NARROWER.get(field.name) or from_annotation(field.type) for field in fields(RunRecord)
                 if (field.default is MISSING) == required} for required in (True, False)])
 ENV = Fields({"timestamp_utc": TEXT, "hostname": TEXT, "device": TEXT, "torch": TEXT, "git_commit": Nullable(TEXT)},
