@@ -139,7 +139,8 @@ def test_a_broken_csv_body_is_refused_before_anything_is_written(body, tmp_path)
 
 
 def without_torch_env(tmp_path):
-    """An environment in which `import torch` (and torchvision) fails, as on a login node."""
+    """An environment in which `import torch` (and torchvision) fails, as on a login node: a
+    stand-in package that raises, first on the path."""
     for name in ("torch", "torchvision"):
         (tmp_path / "fake" / name).mkdir(parents=True)
         (tmp_path / "fake" / name / "__init__.py").write_text(f"raise ModuleNotFoundError('No module named {name}')\n")
@@ -151,10 +152,11 @@ def test_the_report_runs_without_torch(tmp_path):
     probe = subprocess.run([sys.executable, "-c", "import torch"], cwd=ROOT, env=env, capture_output=True, text=True)
     assert probe.returncode == 1 and "No module named torch" in probe.stderr, "the stand-in hides torch"
     result = subprocess.run([sys.executable, "-m", "utils.report", str(GENUINE), "--csv", str(tmp_path / "a.csv"),
-                             "--json", str(tmp_path / "m.json")], cwd=ROOT, env=env, capture_output=True,
-                            text=True, timeout=120)
+                             "--json", str(tmp_path / "m.json"), "--plot", str(tmp_path / "p.png")], cwd=ROOT,
+                            env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
-    assert "median ms" in result.stdout and "amp-fp16" in result.stdout and (tmp_path / "m.json").exists()
+    assert "median ms" in result.stdout and "amp-fp16" in result.stdout
+    assert all((tmp_path / name).exists() for name in ("a.csv", "m.json", "p.png"))
 
 
 def test_sigint_while_reading_exits_130_with_one_line_and_writes_nothing(tmp_path):
