@@ -8,10 +8,9 @@ from torch import nn
 
 from utils import compat
 from utils.errors import UserError
+from utils.setup_keys import RESNET_FAMILY  # families whose stem is a 7x7 stride-2 conv plus a max-pool
 
 NUM_CLASSES = 10
-# Families whose stem is a 7x7 stride-2 conv plus a max-pool in `conv1` / `maxpool`.
-RESNET_FAMILY = ("resnet", "resnext", "wide_resnet")
 # Models that add auxiliary heads in training mode unless told not to.
 AUX_LOGIT_MODELS = {"googlenet": dict(aux_logits=False, init_weights=True),
                     "inception_v3": dict(aux_logits=False, init_weights=True)}

@@ -4,10 +4,13 @@ genuine files) and checkpoints (entries replaced by wrong types, shapes and extr
 entries removed, flipped bytes, truncation, code-running pickles). ampbench's own readers,
 in a separate process (tests/hostile_worker.py, so that a segfault fails the test instead of
 killing pytest), must answer every one with valid tensors or a clean refusal: never another
-exception, a crash, or a side effect.
+exception, a crash, or a side effect. Result files for utils.report (a genuine one with keys
+dropped, values of other types, NaN, huge or negative numbers put in, or damaged bytes) are
+read in this process (no native code): exit 0 or 2 with one sentence, nothing else.
 
 The examples are derandomized (the same campaign on every run); set HOSTILE_EXAMPLES=N and
 HOSTILE_RANDOM=1 to run a larger, fresh campaign."""
+import json
 import os
 import pickle
 import subprocess
@@ -189,12 +192,12 @@ def genuine_checkpoint(tmp_path_factory):
     return path
 
 
-def key_paths(state, prefix=()):
-    """Every (key, ...) path into the nested dicts and lists of a checkpoint."""
+def key_paths(state, prefix=(), depth=3):
+    """Every (key, ...) path, up to `depth` + 1 keys long, into nested dicts and lists."""
     for key, value in (state.items() if isinstance(state, dict) else enumerate(state)):
         yield prefix + (key,)
-        if isinstance(value, (dict, list)) and len(prefix) < 3:
-            yield from key_paths(value, prefix + (key,))
+        if isinstance(value, (dict, list)) and len(prefix) < depth:
+            yield from key_paths(value, prefix + (key,), depth)
 
 
 tensors = st.builds(
@@ -262,3 +265,63 @@ def test_hostile_checkpoints_are_loaded_or_refused(genuine_checkpoint, tmp_path)
     refused = sum(a.startswith("refused") for a in worker.answers)
     print(f"hostile checkpoints: {len(worker.answers)} cases, {refused} refused, "
           f"{len(worker.answers) - refused} valid")
+
+
+# --- result files (utils.report) ------------------------------------------------------------
+
+GENUINE_RESULT = ROOT / "tests" / "results" / "data" / "explained.json"
+hostile_values = st.one_of(
+    st.none(), st.booleans(), st.text(max_size=6), st.sampled_from([0, -1, 10 ** 400, -(10 ** 20), 2 ** 63]),
+    st.floats(), st.sampled_from([[], {}, [[[[1]]]], ["x"], {"median": 0}]),
+    st.lists(st.one_of(st.floats(), st.integers(), st.text(max_size=2)), max_size=3), st.just("delete"))
+
+
+def mutated_results(document):
+    """Valid result files with keys dropped, values of other types, NaN, huge or negative
+    numbers put in: the text of the mutated document, as strict JSON or with NaN literals."""
+    paths = list(key_paths(document, depth=6))
+
+    def apply(edits):
+        copy = json.loads(json.dumps(document))
+        for path, value in edits:
+            *parents, last = path
+            holder = copy
+            try:
+                for key in parents:
+                    holder = holder[key]
+                if value == "delete":
+                    del holder[last]
+                else:
+                    holder[last] = value
+            except (KeyError, IndexError, TypeError):  # an earlier edit removed or replaced the path
+                pass
+        return json.dumps(copy).encode()
+    return st.lists(st.tuples(st.sampled_from(paths), hostile_values), min_size=1, max_size=4).map(apply)
+
+
+def report_main(path):
+    """utils.report's main on `path` in this process: its exit status and stderr."""
+    import contextlib
+    import io
+    from utils import report
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        return report.main([str(path)]), err.getvalue()
+
+
+def test_hostile_result_files_are_reported_or_refused(tmp_path):
+    document = json.loads(GENUINE_RESULT.read_text())
+    genuine, answers = GENUINE_RESULT.read_bytes(), []
+
+    @settings(CAMPAIGN, max_examples=EXAMPLES or 300)
+    @given(st.one_of(mutated_results(document), damaged(genuine)))
+    def campaign(content):
+        path = tmp_path / "r.json"
+        path.write_bytes(content)
+        status, err = report_main(path)
+        answers.append(status)
+        assert status in (0, 2), f"exit {status}: {err}\non {content[:300]!r}"
+        assert status == 0 or (err.startswith("utils.report: error: ") and err.count("\n") == 1), err
+    campaign()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"], "nothing else appeared"
+    print(f"hostile result files: {len(answers)} cases, {answers.count(2)} refused, {answers.count(0)} reported")

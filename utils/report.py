@@ -6,7 +6,6 @@ import argparse
 import sys
 
 from utils.errors import UserError, WriteFailed
-from utils.results import plot
 from utils.results.merge import load_result, merge, setup_differences
 from utils.results.report import append_csv, check_csv_header, summary, write_json
 
@@ -21,34 +20,48 @@ def main(argv=None):
                         help="also write the merged document(s) as a JSON list, which this command reads back")
     parser.add_argument("--wide", action="store_true", help="one wide table instead of blocks of 80 columns")
     args = parser.parse_args(argv)
+    written = []
     try:
-        if args.plot:
-            plot.check_available(args.plot)
-        if args.csv:
-            check_csv_header(args.csv)
-        merged = merge([document for path in args.files for document in load_result(path)])
-        if args.plot and len(merged) > 1:
-            raise UserError(f"these files hold {len(merged)} setups that differ in more than the precision mode "
-                            "(model, batch, speed levers, optimizer, device, torch or data); plot them separately.")
-        differences = setup_differences(merged)
-        for document, difference in zip(merged, differences):
-            if len(merged) > 1:
-                print(f"setup: {difference}")
-            print(summary(document, args.wide) + "\n")
-            if args.csv:
-                added = append_csv(args.csv, document)
-                print(f"{added} of {len(document['comparison'])} rows appended to {args.csv} (the others were "
-                      "there already)\n" if added < len(document["comparison"]) else
-                      f"{added} rows appended to {args.csv}\n")
-        if args.plot:
-            plot.draw(args.plot, merged[0])
-            print(f"plot written to {args.plot}")
-        if args.json:
-            write_json(args.json, merged)
+        report(args, written)
     except (UserError, WriteFailed) as error:
         print(f"utils.report: error: {error}", file=sys.stderr)
         return 2 if isinstance(error, UserError) else 1
+    except KeyboardInterrupt:  # every write is all or nothing: say which ones happened
+        print("utils.report: interrupted; " + (f"{', '.join(written)} written whole, nothing else."
+                                               if written else "nothing was written."), file=sys.stderr)
+        return 130
     return 0
+
+
+def report(args, written):
+    """Read, merge, print and write what `args` ask for, appending each path written to `written`."""
+    if args.plot:
+        from utils.results import plot  # only here: the table needs neither matplotlib nor torch
+        plot.check_available(args.plot)
+    if args.csv:
+        check_csv_header(args.csv)
+    merged = merge([document for path in args.files for document in load_result(path)])
+    if args.plot and len(merged) > 1:
+        raise UserError(f"these files hold {len(merged)} setups that differ in more than the precision mode "
+                        "(model, batch, speed levers, optimizer, device, torch or data); plot them separately.")
+    differences = setup_differences(merged)
+    for document, difference in zip(merged, differences):
+        if len(merged) > 1:
+            print(f"setup: {difference}")
+        print(summary(document, args.wide) + "\n")
+        if args.csv:
+            added = append_csv(args.csv, document)
+            written += [args.csv] if added and args.csv not in written else []
+            print(f"{added} of {len(document['comparison'])} rows appended to {args.csv} (the others were "
+                  "there already)\n" if added < len(document["comparison"]) else
+                  f"{added} rows appended to {args.csv}\n")
+    if args.plot:
+        plot.draw(args.plot, merged[0])
+        written.append(args.plot)
+        print(f"plot written to {args.plot}")
+    if args.json:
+        write_json(args.json, merged)
+        written.append(args.json)
 
 
 if __name__ == "__main__":

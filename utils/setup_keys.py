@@ -9,6 +9,8 @@ SETUP_KEYS = {  # config field: its type in a results file or a checkpoint
     "channels_last": bool, "compile": bool, "optimizer_impl": str, "lr": float, "lr_schedule": str,
     "warmup_lr_steps": int, "momentum": float, "weight_decay": float, "label_smoothing": float, "clip_grad": float,
 }
+# The models whose --stem applies (their `conv1` and `maxpool`); the table shows it only for them.
+RESNET_FAMILY = ("resnet", "resnext", "wide_resnet")
 # What a resume refuses to change, checked in every checkpoint's config (steps may grow).
 RESUME_KEYS = ("model", "stem", "batch_size", "accum_steps", "lr_schedule", "loader")
 # Also refused when changed, for checkpoints that hold them: a resumed optimizer and schedule

@@ -22,11 +22,9 @@ import math
 import torch
 
 from utils.explain.footprint import Footprint
+from utils.explain.fp16 import FP16_MAX, FP16_MIN_NORMAL
 from utils.training.modes import INITIAL_LOSS_SCALE
 
-FP16_MAX = 65504.0
-FP16_MIN_NORMAL = 2.0 ** -14
-FP16_MIN_SUBNORMAL = 2.0 ** -24
 LOG2_LOW, LOG2_HIGH = -80, 24  # the histogram's bins: [e, e+1) for e in this range, the ends open
 
 

@@ -90,10 +90,9 @@ def median_of(group, key):
 def profile_ms(group):
     """--explain: the median over the mode's profiled runs of each category's ms per step."""
     profiles = [run["profile"] for run in group if run.get("profile")]
-    if not profiles:
-        return None
-    return {name: statistics.median(profile["categories"][name]["ms"] for profile in profiles)
-            for name in CATEGORIES}
+    medians = {name: statistics.median(profile["categories"][name]["ms"] for profile in profiles)
+               for name in CATEGORIES} if profiles else {}
+    return medians if sum(medians.values()) > 0 else None  # no time in any category: nothing to show
 
 
 def mode_figures(group):
@@ -149,7 +148,8 @@ def compare_modes(runs, margin_points=DEFAULT_MARGIN_POINTS):
                 row["memory_ratio_ci95"] = bootstrap_ratio(
                     [run["peak_memory_bytes"] for run in groups[mode]],
                     [run["peak_memory_bytes"] for run in groups[BASELINE]], np.max)
-        row["memory_ratio_vs_fp32"] = row["peak_memory_bytes"] / base["peak_memory_bytes"] if base else None
+        row["memory_ratio_vs_fp32"] = row["peak_memory_bytes"] / base["peak_memory_bytes"] \
+            if base and base["peak_memory_bytes"] else None
         both = base and row["test_accuracy"] is not None and base["test_accuracy"] is not None
         both = both and row["learned"] is not False and base["learned"] is not False
         row["accuracy_delta_vs_fp32"] = row["test_accuracy"] - base["test_accuracy"] if both else None

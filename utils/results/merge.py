@@ -3,28 +3,68 @@ each, pool runs of the same setup, compare them again."""
 import json
 
 from utils.errors import UserError
-from utils.results import strict
+from utils.results import strict, validate
 from utils.results.accuracy import DEFAULT_MARGIN_POINTS
 from utils.results.compare import compare_modes
-from utils.results.record import READABLE_SCHEMAS, REQUIRED_RUN_FIELDS, SCHEMA, setup_of
+from utils.results.record import READABLE_SCHEMAS, SCHEMA, setup_of
 from utils.results.report import run_key
+
+
+LARGEST_FILE = 256 << 20  # bytes: a result file of 10,000 steps in each of six modes is a few MiB
+DEEPEST = 64  # levels of nested objects and lists: a result file has about ten
 
 
 def load_result(path):
     """The result documents in a file: the one a run wrote with --json, or the list that
-    utils.report --json wrote."""
-    try:
-        with open(path) as f:
-            content = strict.restored(json.load(f))
-    except (OSError, ValueError) as error:
-        raise UserError(f"cannot read result file {path} ({error}).") from None
+    utils.report --json wrote; each checked (validate.py) before anything reads it."""
+    content = parsed(path)
     documents = content if isinstance(content, list) and content else [content]
-    for document in documents:
-        runs = document.get("runs") if isinstance(document, dict) else None
-        if not isinstance(runs, list) or not runs or document.get("schema") not in READABLE_SCHEMAS or \
-                not all(isinstance(run, dict) and set(REQUIRED_RUN_FIELDS) <= set(run) for run in runs):
+    for index, document in enumerate(documents):
+        if not isinstance(document, dict) or document.get("schema") not in READABLE_SCHEMAS:
             raise UserError(f"{path} is not an ampbench result file (schema {SCHEMA}).")
+        try:
+            validate.check(document, f"[{index}]" if documents is content else "")
+        except validate.Invalid as error:
+            raise UserError(f"{path}: {error}; is it an ampbench result file?") from None
     return documents
+
+
+def parsed(path):
+    """The JSON in `path`, non-finite numbers restored; refused with a sentence when it is too
+    large, too deeply nested or not JSON (an integer of thousands of digits included)."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(LARGEST_FILE + 1)
+        if len(raw) > LARGEST_FILE:
+            raise UserError(f"{path} is larger than {LARGEST_FILE >> 20} MiB, more than any ampbench result file; "
+                            "is it the right file?")
+        content = json.loads(raw, parse_int=whole_number)
+        if depth(content) > DEEPEST:
+            raise UserError(f"{path} nests more than {DEEPEST} levels deep; it is not an ampbench result file.")
+        return strict.restored(content)
+    except RecursionError:
+        raise UserError(f"{path} nests too deeply to read; it is not an ampbench result file.") from None
+    except (OSError, ValueError) as error:  # ValueError: not JSON, not UTF-8, an integer too long to convert
+        raise UserError(f"cannot read result file {path} ({error}).") from None
+
+
+def whole_number(text):
+    """An integer of the JSON text, refused beyond 1000 digits (a float has 309) before Python
+    spends quadratic time converting it."""
+    if len(text) > 1000:
+        raise ValueError(f"it holds an integer of {len(text)} digits")
+    return int(text)
+
+
+def depth(value):
+    """How deeply lists and objects nest in `value`, counted without recursion."""
+    deepest, pending = 0, [(value, 1)]
+    while pending:
+        item, level = pending.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, level)
+            pending.extend((child, level + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
 
 
 def setup_differences(documents):

@@ -10,7 +10,7 @@ from utils.errors import UserError, WriteFailed
 from utils.explain.categories import NAMES as CATEGORIES
 from utils.fileio import atomic_write
 from utils.results.compare import BASELINE, CHANCE_ACCURACY, scale_drop_steps
-from utils.explain.numerics import FP16_MAX, FP16_MIN_NORMAL, FP16_MIN_SUBNORMAL
+from utils.explain.fp16 import FP16_MAX, FP16_MIN_NORMAL, FP16_MIN_SUBNORMAL
 from utils.results.record import setup_of
 from utils.results.report import describe, first_of
 

@@ -7,12 +7,10 @@ contract README's "Results file" documents.
 """
 import math
 import os
-from dataclasses import MISSING, asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Dict, List, Optional
 
 from utils.explain.diagnose import diagnose_run
-from utils.measure import flops, memory
-from utils.measure.envinfo import device_name, now_utc, tf32_flags
 from utils.measure.step_stats import outliers, summarize
 from utils.results.compare import learned
 from utils.setup_keys import SETUP_KEYS
@@ -93,14 +91,10 @@ class RunRecord:
     steps_to_target: Optional[int] = None
     epochs_to_target: Optional[float] = None
     best_accuracy: Optional[float] = None  # the curve's best, e.g. of a run that never reached the target
-    outlier_steps: Optional[List[Dict]] = None  # timing.outliers(): timed steps over 10x the median (a pause)
+    outlier_steps: Optional[List[Dict]] = None  # step_stats.outliers(): timed steps over 10x the median (a pause)
 
     def to_dict(self):
         return asdict(self)
-
-
-# what every run of a /1 file holds (the others were added later or are set only for timed runs)
-REQUIRED_RUN_FIELDS = [f.name for f in fields(RunRecord) if f.default is MISSING]
 
 
 def should_evaluate(config, data, outcome):
@@ -124,6 +118,10 @@ class Findings:
 def build(config, trainer, outcome, data, context, findings, repeat=0, flops_per_step=None):
     """The record of one mode's run, built once from what its loop measured and the findings
     beside it; with `flops_per_step` (the whole job's), also the TFLOP/s and MFU at its median."""
+    # imported here, as they import torch: reading result files (utils.report) needs no torch
+    from utils.measure import flops, memory
+    from utils.measure.envinfo import device_name, now_utc, tf32_flags
+
     stats, mode, device, world = outcome.stats, trainer.mode, context.device, context.world
     timed = bool(stats.step_ms)
     step_stats = summarize(stats.step_ms) if timed else None

@@ -7,7 +7,6 @@ import json
 import os
 import textwrap
 
-from models import RESNET_FAMILY
 from utils.errors import UserError, WriteFailed
 from utils import fileio
 from utils.fileio import atomic_write
@@ -18,7 +17,7 @@ from utils.results import strict
 from utils.results.accuracy import DEFAULT_MARGIN_POINTS
 from utils.results.compare import BASELINE, CHANCE_LOSS
 from utils.results.record import SCHEMA, setup_of
-from utils.setup_keys import SETUP_KEYS
+from utils.setup_keys import RESNET_FAMILY, SETUP_KEYS
 # The columns a reader filters on first (the setup), then the figures; run_id tells rows apart,
 # so that appending the same runs again (a merge repeated) adds nothing.
 CSV_COLUMNS = ["run_id", "timestamp_utc", "hostname", "device", "torch", "world_size", "data", *SETUP_KEYS, "workers",
@@ -33,6 +32,8 @@ TABLE_WIDTH = 80
 
 
 def human_bytes(count):
+    if count is None:
+        return "-"
     for unit in ("B", "KiB", "MiB", "GiB"):
         if count < 1024 or unit == "GiB":
             return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
@@ -255,7 +256,7 @@ def numerics_block(document, wide=False):
     footprints = first_of(document, "memory")
     if footprints:
         modes = list(footprints)
-        columns = [(header, [human_bytes(footprints[mode][key]) for mode in modes]) for header, key in MEMORY_COLUMNS
+        columns = [(header, [human_bytes(footprints[mode].get(key)) for mode in modes]) for header, key in MEMORY_COLUMNS
                    if any(footprints[mode].get(key) is not None for mode in modes)]
         base = footprints.get(BASELINE)
         if base and base["activations_bytes"]:
@@ -365,7 +366,7 @@ def write_json(path, content):
 
 def run_key(run):
     """What tells one run from every other: its mode, repeat, end time and measured steps."""
-    return json.dumps([run["mode"], run["repeat"], run.get("finished_utc"), run["initial_weights_sha256"],
+    return json.dumps([run["mode"], run.get("repeat", 0), run.get("finished_utc"), run["initial_weights_sha256"],
                        run["step_times_ms"]])
 
 
@@ -423,7 +424,7 @@ def append_csv(path, document):
         except OSError as error:
             raise WriteFailed(f"could not read {shown} to append to it ({error.strerror or error}); "
                               "the file is kept as it was.") from None
-        present = {row[0] for row in csv.reader(io.StringIO(old.decode("utf-8"))) if row}
+        present = csv_run_ids(old, shown) if old else set()
         rows = [row for row in csv_rows(document) if row[0] not in present]
         buffer = io.StringIO()
         writer = csv.writer(buffer)
@@ -436,16 +437,29 @@ def append_csv(path, document):
 
 
 def check_csv_header(path):
-    """Refuse, before training, to append to a file that is not a CSV of ours (other columns,
-    not UTF-8 text, unreadable)."""
+    """Refuse, before training or reading anything, to append to a file that is not a CSV of
+    ours: unreadable, not UTF-8 text, other columns, or a row of another length."""
     if not (os.path.isfile(path) and os.path.getsize(path) > 0):
         return
     try:
         with open(path, "rb") as f:
-            first_line = f.readline(1 << 16).decode("utf-8")
-        header = next(csv.reader([first_line]), [])
-    except (OSError, UnicodeDecodeError, csv.Error) as error:
-        reason = error.strerror if isinstance(error, OSError) else "it is not UTF-8 CSV text"
-        raise UserError(f"--csv {path} cannot be appended to ({reason}); give a new file name.") from None
-    if header != CSV_COLUMNS:
+            csv_run_ids(f.read(), path)
+    except OSError as error:
+        raise UserError(f"--csv {path} cannot be appended to ({error.strerror or error}); "
+                        "give a new file name.") from None
+
+
+def csv_run_ids(content, path):
+    """The run_id of every row of our CSV file's `content` (bytes); UserError if it is not one."""
+    try:
+        rows = [row for row in csv.reader(io.StringIO(content.decode("utf-8"), newline="")) if row]
+    except (UnicodeDecodeError, csv.Error):
+        raise UserError(f"--csv {path} cannot be appended to (it is not UTF-8 CSV text); give a new file name.") \
+            from None
+    if not rows or rows[0] != CSV_COLUMNS:
         raise UserError(f"--csv {path} has other columns than ampbench writes; give a new file name.")
+    short = next((number for number, row in enumerate(rows, 1) if len(row) != len(CSV_COLUMNS)), None)
+    if short:
+        raise UserError(f"--csv {path}: row {short} has {len(rows[short - 1])} cells, not the header's "
+                        f"{len(CSV_COLUMNS)}; give a new file name.")
+    return {row[0] for row in rows[1:]}

@@ -1,0 +1,185 @@
+"""utils.report against broken or forged result files: each is refused with exit 2 and one
+sentence naming the file and the field, before anything is written; SIGINT exits 130 with one
+line; the table needs neither torch nor matplotlib. The campaign that mutates genuine files
+at random is in tests/test_hostile_files.py (long)."""
+import contextlib
+import copy
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT
+from utils import report as report_command
+
+# a genuine --explain --numerics result file: squeezenet1_1, fp32 and amp-fp16, 4 steps of synthetic data
+GENUINE = ROOT / "tests" / "results" / "data" / "explained.json"
+
+
+def genuine():
+    return json.loads(GENUINE.read_text())
+
+
+def report(*args):
+    """utils.report's main in this process: (exit status, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = report_command.main([str(arg) for arg in args])
+    return status, out.getvalue(), err.getvalue()
+
+
+def edited(edit):
+    def apply(document):
+        edit(document)
+        return json.dumps(document)
+    return apply
+
+
+def replaced(text, old, new):
+    """The genuine file's text with the first `old` replaced: for what json.dumps cannot write."""
+    assert old in text
+    return text.replace(old, new, 1)
+
+
+RUN0 = (lambda d: d["runs"][0])
+HOSTILE = [  # (what, the file's content from the genuine document, the field the sentence names)
+    ("no env", edited(lambda d: d.pop("env")), "env is missing"),
+    ("no config", edited(lambda d: d.pop("config")), "config is missing"),
+    ("no data", edited(lambda d: d.pop("data")), "data is missing"),
+    ("env a list", edited(lambda d: d.update(env=[1, 2])), "env is a list, not an object"),
+    ("a run a list", edited(lambda d: d["runs"].__setitem__(0, [])), "runs[0] is an empty list, not an object"),
+    ("no runs", edited(lambda d: d.update(runs=[])), "runs is an empty list, not a list of at least one"),
+    ("step time a string", edited(lambda d: RUN0(d)["step_times_ms"].__setitem__(2, "abc")),
+     'runs[0].step_times_ms[2] is "abc", not a number'),
+    ("batch a string", edited(lambda d: RUN0(d).update(global_batch_size="16")),
+     'runs[0].global_batch_size is "16", not a whole number'),
+    ("median 0", edited(lambda d: RUN0(d)["step_time_ms"].update(median=0)),
+     "runs[0].step_time_ms.median is 0, not a number above 0"),
+    ("step time NaN", lambda d: replaced(json.dumps(d), '"step_times_ms": [', '"step_times_ms": [NaN, '),
+     "runs[0].step_times_ms[0] is NaN, not a finite number"),
+    ("negative memory", edited(lambda d: RUN0(d).update(peak_memory_bytes=-1)),
+     "runs[0].peak_memory_bytes is -1, not a whole number of at least 0"),
+    ("integer of 401 digits", edited(lambda d: RUN0(d).update(peak_memory_bytes=10 ** 400)),
+     "runs[0].peak_memory_bytes is an integer of 401 digits"),
+    ("integer of 5000 digits", lambda d: replaced(json.dumps(d), '"world_size": 1', '"world_size": ' + "9" * 5000),
+     "holds an integer of 5000 digits"),
+    ("float beyond 1e300", edited(lambda d: RUN0(d).update(tflops=1e308)), "runs[0].tflops is 1e+308"),
+    ("deep nesting", lambda d: "[" * 100000 + "]" * 100000, "nests too deeply"),
+    ("nesting past 64", lambda d: "[" * 70 + "]" * 70, "nests more than 64 levels"),
+    ("mode a list", edited(lambda d: RUN0(d).update(mode=["fp32"])), "runs[0].mode is a list, not text"),
+    ("seed an object", edited(lambda d: RUN0(d).update(seed={})), "runs[0].seed is an object, not a whole number"),
+    ("tf32 a string", edited(lambda d: RUN0(d).update(tf32="off")), 'runs[0].tf32 is "off", not an object'),
+    ("model a number", edited(lambda d: d["config"].update(model=7)), "config.model is 7, not text"),
+    ("margin a string", edited(lambda d: d["config"].update(accuracy_margin="x")),
+     'config.accuracy_margin is "x", not a number'),
+    ("no torch version", edited(lambda d: d["env"].pop("torch")), "env.torch is missing"),
+    ("data name null", edited(lambda d: d["data"].update(name=None)), "data.name is null, not text"),
+    ("timed without steps", edited(lambda d: RUN0(d).update(step_times_ms=[])),
+     "runs[0] has a step_time_ms but no step_times_ms"),
+    ("epochs to target 0", edited(lambda d: RUN0(d).update(epochs_to_target=0)),
+     "runs[0].epochs_to_target is 0, not a number above 0"),
+    ("profile without conv", edited(lambda d: RUN0(d)["profile"]["categories"].pop("conv")),
+     "runs[0].profile.categories.conv is missing"),
+    ("diagnosis a string", edited(lambda d: RUN0(d)["profile"].update(diagnosis="slow")),
+     'runs[0].profile.diagnosis is "slow", not a list'),
+    ("numerics passes a list", edited(lambda d: RUN0(d)["numerics"].update(passes=[])),
+     "runs[0].numerics.passes is an empty list, not an object"),
+    ("memory without activations", edited(lambda d: RUN0(d)["memory"].pop("activations_bytes")),
+     "runs[0].memory.activations_bytes is missing"),
+    ("sources of numbers", edited(lambda d: d.update(sources=[1])), "sources[0] is 1, not text"),
+    ("second document of a list", lambda d: json.dumps([d, dict(d, env="x")]), '[1].env is "x", not an object'),
+    ("wrong schema", edited(lambda d: d.update(schema="other/1")), "is not an ampbench result file"),
+    ("a JSON number", lambda d: "3", "is not an ampbench result file"),
+    ("binary", lambda d: b"\x00\x01\xff", "cannot read result file"),
+    ("cut short", lambda d: json.dumps(d)[:5000], "cannot read result file"),
+]
+
+
+@pytest.mark.parametrize("content, field", [case[1:] for case in HOSTILE], ids=[case[0] for case in HOSTILE])
+def test_a_hostile_result_file_is_refused_with_one_sentence(content, field, tmp_path):
+    path = tmp_path / "r.json"
+    text = content(genuine())
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    status, out, err = report(path, "--json", tmp_path / "m.json", "--csv", tmp_path / "m.csv")
+    assert status == 2, err
+    assert err.startswith("utils.report: error: ") and str(path) in err and field in err, err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert out == "" and sorted(p.name for p in tmp_path.iterdir()) == ["r.json"], "nothing was written"
+
+
+def test_the_genuine_file_is_read(tmp_path):
+    status, out, err = report(GENUINE)
+    assert status == 0 and "amp-fp16" in out and "Where the time goes" in out and "Gradient census" in out, err
+
+
+def test_a_file_over_256_mib_is_refused_unread(tmp_path):
+    path = tmp_path / "big.json"
+    with open(path, "wb") as f:
+        f.truncate((256 << 20) + 1)  # sparse: no disk, no time
+    status, _, err = report(path)
+    assert status == 2 and "larger than 256 MiB" in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("body", [b"\x00\x9f\x92\x96binary\n", b"a,b\n", "\u00e9,".encode("latin-1")],
+                         ids=["binary", "other length", "not utf-8"])
+def test_a_broken_csv_body_is_refused_before_anything_is_written(body, tmp_path):
+    from utils.results.report import CSV_COLUMNS
+    csv_path = tmp_path / "all.csv"
+    csv_path.write_bytes(",".join(CSV_COLUMNS).encode() + b"\n" + body)
+    before = csv_path.read_bytes()
+    status, out, err = report(GENUINE, "--csv", csv_path, "--json", tmp_path / "m.json")
+    assert status == 2 and f"--csv {csv_path}" in err and "give a new file name" in err, err
+    assert err.count("\n") == 1 and out == ""
+    assert csv_path.read_bytes() == before and not (tmp_path / "m.json").exists()
+
+
+def without_torch_env(tmp_path):
+    """An environment in which `import torch` (and torchvision) fails, as on a login node: a
+    stand-in package that raises, first on the path."""
+    for name in ("torch", "torchvision"):
+        (tmp_path / "fake" / name).mkdir(parents=True)
+        (tmp_path / "fake" / name / "__init__.py").write_text(f"raise ModuleNotFoundError('No module named {name}')\n")
+    return {**os.environ, "PYTHONPATH": str(tmp_path / "fake")}
+
+
+def test_the_report_runs_without_torch(tmp_path):
+    env = without_torch_env(tmp_path)
+    probe = subprocess.run([sys.executable, "-c", "import torch"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert probe.returncode == 1 and "No module named torch" in probe.stderr, "the stand-in hides torch"
+    result = subprocess.run([sys.executable, "-m", "utils.report", str(GENUINE), "--csv", str(tmp_path / "a.csv"),
+                             "--json", str(tmp_path / "m.json"), "--plot", str(tmp_path / "p.png")], cwd=ROOT,
+                            env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "median ms" in result.stdout and "amp-fp16" in result.stdout
+    assert all((tmp_path / name).exists() for name in ("a.csv", "m.json", "p.png"))
+
+
+def test_sigint_while_reading_exits_130_with_one_line_and_writes_nothing(tmp_path):
+    """The input is a FIFO that never delivers data: the report blocks reading it until SIGINT."""
+    fifo, merged = tmp_path / "r.json", tmp_path / "m.json"
+    os.mkfifo(fifo)
+    process = subprocess.Popen([sys.executable, "-m", "utils.report", str(fifo), "--json", str(merged)], cwd=ROOT,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    writer = None
+    try:
+        deadline = time.monotonic() + 120
+        while writer is None:  # a writer can open a FIFO without blocking only once its reader has
+            try:
+                writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:
+                assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+                time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+        if writer is not None:
+            os.close(writer)
+    assert process.returncode == 130, err
+    assert err == "utils.report: interrupted; nothing was written.\n", err
+    assert not merged.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]

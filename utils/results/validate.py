@@ -1,0 +1,194 @@
+"""Checking a result document before utils.report uses it: every section and field that the
+merge, the comparison and the table read, with its type and range, so that a damaged or
+forged file is refused with one sentence naming the field instead of failing deep inside.
+
+The run fields and their types come from RunRecord (record.py); NARROWER only tightens the
+fields the figures divide by or need finite, and spells out the nested sections the report
+reads (profile, numerics, memory). Fields nobody reads are checked for their type only."""
+import json
+import math
+import typing
+from dataclasses import MISSING, fields
+
+from utils.explain.categories import NAMES as CATEGORIES
+from utils.results.record import RunRecord
+from utils.setup_keys import SETUP_KEYS
+
+LARGEST = 1e300  # no measurement comes near it, and a larger integer overflows a float
+
+
+class Invalid(Exception):
+    """The sentence's middle: which field is wrong and what it holds."""
+
+
+def shown(value):
+    """A short, quoted picture of a JSON value for the sentence."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > LARGEST:
+        return f"an integer of {len(str(abs(value)))} digits" if abs(value) < 10 ** 4000 else "a huge integer"
+    if isinstance(value, (dict, list)):
+        return "an object" if isinstance(value, dict) else "a list" if value else "an empty list"
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + '..."'
+
+
+def at(where, key):
+    """The path of `key` inside `where`: runs[0].step_time_ms."""
+    return f"{where}.{key}" if where else key
+
+
+def fail(where, value, wanted):
+    raise Invalid(f"{where} is {shown(value)}, not {wanted}")
+
+
+class Number:
+    """A JSON number (never true/false) within +-LARGEST, finite unless `finite` is False."""
+
+    def __init__(self, whole=False, low=None, above=None, finite=True):
+        self.whole, self.low, self.above, self.finite = whole, low, above, finite
+
+    def check(self, value, where):
+        kind = "a whole number" if self.whole else "a number"
+        if isinstance(value, bool) or not isinstance(value, int if self.whole else (int, float)):
+            fail(where, value, kind)
+        if isinstance(value, float) and not math.isfinite(value):
+            if self.finite:
+                fail(where, value, "a finite number")
+            return
+        if abs(value) > LARGEST:
+            fail(where, value, f"{kind} within +-{LARGEST:g}")
+        if self.low is not None and value < self.low:
+            fail(where, value, f"{kind} of at least {self.low}")
+        if self.above is not None and value <= self.above:
+            fail(where, value, f"{kind} above {self.above}")
+
+
+class Kind:
+    """A value of one Python type: str, bool, or any (None: not read, not checked)."""
+
+    def __init__(self, kind, name):
+        self.kind, self.name = kind, name
+
+    def check(self, value, where):
+        if self.kind is not None and not isinstance(value, self.kind):
+            fail(where, value, self.name)
+
+
+TEXT, FLAG, ANY = Kind(str, "text"), Kind(bool, "true or false"), Kind(None, "anything")
+
+
+class Nullable:
+    def __init__(self, spec):
+        self.spec = spec
+
+    def check(self, value, where):
+        if value is not None:
+            self.spec.check(value, where)
+
+
+class ListOf:
+    def __init__(self, spec, nonempty=False):
+        self.spec, self.nonempty = spec, nonempty
+
+    def check(self, value, where):
+        if not isinstance(value, list) or (self.nonempty and not value):
+            fail(where, value, "a list of at least one" if self.nonempty else "a list")
+        for index, item in enumerate(value):
+            self.spec.check(item, f"{where}[{index}]")
+
+
+class MapOf:
+    """An object whose values (under any keys) are all `spec`."""
+
+    def __init__(self, spec):
+        self.spec = spec
+
+    def check(self, value, where):
+        if not isinstance(value, dict):
+            fail(where, value, "an object")
+        for key, item in value.items():
+            self.spec.check(item, at(where, key))
+
+
+class Fields:
+    """An object with the `required` keys and, when present, the `optional` ones; others are
+    not read."""
+
+    def __init__(self, required, optional=None):
+        self.required, self.optional = required, optional or {}
+
+    def check(self, value, where):
+        if not isinstance(value, dict):
+            fail(where, value, "an object")
+        for key, spec in self.required.items():
+            if key not in value:
+                raise Invalid(f"{at(where, key)} is missing")
+            spec.check(value[key], at(where, key))
+        for key, spec in self.optional.items():
+            if key in value:
+                spec.check(value[key], at(where, key))
+
+
+def from_annotation(kind):
+    """The spec of a RunRecord field's type annotation."""
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin is typing.Union:  # Optional[X]
+        return Nullable(from_annotation(next(arg for arg in args if arg is not type(None))))
+    if origin is list:
+        return ListOf(from_annotation(args[0]) if args else ANY)
+    if origin is dict:
+        return MapOf(from_annotation(args[1]) if args else ANY)
+    # a float field may be NaN or infinite in a genuine file (strict.py); NARROWER says where not
+    return {str: TEXT, bool: FLAG, int: Number(whole=True), float: Number(finite=False)}.get(kind, ANY)
+
+
+SHARE = Number(finite=False)
+PASS = Fields({"flushed_share": SHARE, "subnormal_share": SHARE},
+              {"worst_layer": Nullable(TEXT), "worst_flushed_share": Nullable(SHARE),
+               "relative_error": Nullable(SHARE)})
+NUMERICS = Fields({"dtype": TEXT, "sampled_steps": ListOf(Number(whole=True)),
+                   "passes": Fields({"unscaled": PASS},
+                                    {"scaled": Fields({"scale": Number(above=0), "flushed_share": SHARE,
+                                                       "subnormal_share": SHARE, "overflow_share": SHARE})}),
+                   "activation_max": Fields({"value": Number(), "layer": TEXT, "share_of_fp16_max": Number()})})
+PROFILE = Fields({"steps": Number(whole=True, low=1),
+                  "categories": Fields({name: Fields({"ms": Number(low=0)}) for name in CATEGORIES})},
+                 {"diagnosis": Nullable(ListOf(Fields({"mode": TEXT, "rule": TEXT, "text": TEXT,
+                                                       "at_stake_ms": Number()}))),
+                  "cpu_fast_half_flags": Nullable(ListOf(TEXT))})
+BYTES = Number(whole=True, low=0)
+MEMORY = Fields({"activations_bytes": BYTES}, {key: Nullable(BYTES) for key in (
+    "parameters_bytes", "gradients_bytes", "optimizer_bytes", "weight_copies_bytes", "cuda_peak_allocated_bytes",
+    "cuda_peak_reserved_bytes")})
+NARROWER = {
+    "step_time_ms": Nullable(Fields({"median": Number(above=0), "p90": Number(low=0)})),
+    "data_time_ms": Nullable(Fields({"median": Number(low=0)})),
+    "step_times_ms": ListOf(Number(low=0)),
+    "global_batch_size": Number(whole=True, low=1),
+    "peak_memory_bytes": BYTES, "warmup_peak_memory_bytes": Nullable(BYTES),
+    "skipped_steps": Number(whole=True, low=0), "max_batch": Nullable(Number(whole=True, low=1)),
+    "final_loss_scale": Nullable(Number(finite=False, low=0)),
+    "loss_scale_curve": Nullable(ListOf(Number(finite=False, low=0))),
+    "test_accuracy": Nullable(Number(low=0)), "target_accuracy": Nullable(Number(low=0)),
+    "time_to_target_s": Nullable(Number(low=0)), "epochs_to_target": Nullable(Number(above=0)),
+    "tflops": Nullable(Number(low=0)), "mfu_pct": Nullable(Number(low=0)),
+    "profile": Nullable(PROFILE), "numerics": Nullable(NUMERICS), "memory": Nullable(MEMORY),
+}
+# a field with a default may be missing: older files lack it
+RUN = Fields(*[{field.name: NARROWER.get(field.name) or from_annotation(field.type) for field in fields(RunRecord)
+                if (field.default is MISSING) == required} for required in (True, False)])
+ENV = Fields({"timestamp_utc": TEXT, "hostname": TEXT, "device": TEXT, "torch": TEXT, "git_commit": Nullable(TEXT)},
+             {"world_size": Number(whole=True, low=1), "device_type": Nullable(TEXT)})
+CONFIG = Fields({"model": TEXT}, {**{key: Nullable(Number(whole=kind is int) if kind in (int, float)
+                                                    else from_annotation(kind)) for key, kind in SETUP_KEYS.items()},
+                                  "workers": Nullable(Number(whole=True)),
+                                  "compile_mode": Nullable(TEXT), "accuracy_margin": Number(low=0)})
+DOCUMENT = Fields({"env": ENV, "config": CONFIG, "data": Fields({"name": TEXT}), "runs": ListOf(RUN, nonempty=True)},
+                  {"sources": ListOf(TEXT)})
+
+
+def check(document, where=""):
+    """Raise Invalid naming the first field of `document` the report cannot use."""
+    DOCUMENT.check(document, where)
+    for index, run in enumerate(document["runs"]):
+        if run["step_time_ms"] is not None and not (run["step_times_ms"] and run["data_time_ms"] is not None):
+            raise Invalid(f"{at(where, 'runs')}[{index}] has a step_time_ms but no step_times_ms or data_time_ms")
