@@ -153,6 +153,9 @@ def build_parser():
                            "for float16 (--amp alone is --fp16 -s)")
     precision.add_argument("--amp-dtype", choices=["float16", "bfloat16"],
                            help="the autocast dtype of --amp (default %(default)s; bfloat16 is --bf16)")
+    precision.add_argument("--allow-slow-fp16", action="store_true",
+                           help="run float16 modes on a CPU without fast float16 arithmetic (avx512_fp16, amx_fp16), "
+                           "where they are refused: they take many times longer than fp32")
     precision.add_argument("--tf32", action="store_true",
                            help="allow TF32 tensor cores in FP32 matmuls and convolutions (off by default, "
                            "so that FP32 means FP32)")

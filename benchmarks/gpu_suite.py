@@ -48,6 +48,7 @@ class Plan:
     def __init__(self, quick):
         self.quick = quick
         self.gpu = [] if quick else ["-p"]
+        self.slow_fp16 = [] if self.gpu else ["--allow-slow-fp16"]  # main.py runs float16 on a CPU only if asked
         self.classic_steps = 3 if quick else 200
         self.batch = 16 if quick else 256
         self.steps = 4 if quick else 50
@@ -125,7 +126,7 @@ class Suite:
 def run_classics(suite):
     plan, data = suite.plan, suite.data_flags
     n = plan.classic_steps
-    quick_size = ["-b", "16", "--stem", "imagenet", "--warmup", "1"] if plan.quick else []
+    quick_size = ["-b", "16", "--stem", "imagenet", "--warmup", "1", *plan.slow_fp16] if plan.quick else []
     suite.run("classic-fp16", main_py("-n", n, *plan.gpu, "--fp16", "-s", "--model", "resnet50", *quick_size, *data,
                                       "--no-progress", "--json", suite.out / "classic-fp16.json"))
     suite.run("classic-fp32", main_py("-n", n, *plan.gpu, "--model", "resnet50", *quick_size, *data,
@@ -144,7 +145,8 @@ def run_comparisons(suite):
             name = f"{model}{layout}"
             # the largest batch per mode: once, for the first model's plain layout, on a GPU
             largest = not plan.quick and "--max-batch" in flags and model == plan.models[0] and not layout
-            suite.run(name, main_py(*plan.gpu, "-m", model, *plan.stem, "-b", plan.batch, "-n", plan.steps,
+            suite.run(name, main_py(*plan.gpu, *plan.slow_fp16, "-m", model, *plan.stem, "-b", plan.batch,
+                                    "-n", plan.steps,
                                     "--warmup", plan.warmup, "--modes", ",".join(suite.modes),
                                     "--repeats", plan.repeats,
                                     *(["--channels-last"] if layout else []), *extra,
@@ -200,14 +202,14 @@ def run_convergence(suite):
              0.05, "--modes", "fp32,amp-bf16", "--seeds", 2] if plan.quick else
             ["-b", plan.batch, "--epochs", 15, "--warmup", plan.warmup, "--eval-every", 1, "--target-accuracy", 0.5,
              "--modes", ",".join(suite.modes), "--seeds", 3, "--channels-last"])
-    suite.run("convergence", main_py(*plan.gpu, "-m", "resnet18", *size, *suite.data_flags, "--no-progress",
-                                     "--json", suite.out / "convergence.json", "--plot", suite.out / "convergence.png"),
+    suite.run("convergence", main_py(*plan.gpu, *plan.slow_fp16, "-m", "resnet18", *size, *suite.data_flags,
+                                     "--no-progress", "--json", suite.out / "convergence.json", "--plot", suite.out / "convergence.png"),
               timeout=540)
 
 
 def run_torchrun(suite):
     plan = suite.plan
-    common = [*plan.gpu, "-m", "resnet18", *plan.stem, "-b", plan.batch, "-n", plan.steps,
+    common = [*plan.gpu, *plan.slow_fp16, "-m", "resnet18", *plan.stem, "-b", plan.batch, "-n", plan.steps,
               "--warmup", plan.warmup, *plan.amp, *suite.data_flags, "--no-progress", "--no-eval"]
     suite.run("plain-1", main_py(*common, "--json", suite.out / "plain-1.json"))
     torchrun = [PYTHON, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1", str(ROOT / "main.py")]
@@ -218,8 +220,8 @@ def run_resume(suite):
     """Checkpoint, SIGTERM and resume against an uninterrupted run, and an uninterrupted run
     against itself: the second pair is the noise floor of this device's arithmetic."""
     plan = suite.plan
-    common = [*plan.gpu, "-m", "resnet18", *plan.stem, "-b", plan.batch, "-n", plan.resume_steps, "--warmup",
-              plan.warmup, *plan.amp, *suite.data_flags, "--no-progress", "--no-eval"]
+    common = [*plan.gpu, *plan.slow_fp16, "-m", "resnet18", *plan.stem, "-b", plan.batch, "-n", plan.resume_steps,
+              "--warmup", plan.warmup, *plan.amp, *suite.data_flags, "--no-progress", "--no-eval"]
     work = Path(tempfile.mkdtemp(prefix="ampbench-resume-"))  # checkpoints are large: never in the results
     for name in ("full-a", "full-b"):
         suite.run(f"resume-{name}", main_py(*common, "--checkpoint", work / f"{name}.pt"))

@@ -23,7 +23,7 @@ from utils.training.step import fused_sgd_works, make_optimizer
 pytestmark = pytest.mark.compat
 TORCH = compat.torch_release()
 TINY = ["--model", "squeezenet1_1", "-b", "4", "-n", "2", "--warmup", "1", "--lr", "0.01", "--no-eval",
-        "--data", "synthetic", "--no-progress"]
+        "--data", "synthetic", "--no-progress", "--allow-slow-fp16"]
 # What the CPU can run, by torch release: float16 autocast, a CPU GradScaler and float16
 # convolutions all arrived by 2.3; tf32 is a GPU mode.
 RUNS_ON_CPU = {"fp32", "amp-bf16"} | ({"amp-fp16", "amp-fp16-noscale", "fp16-master"} if TORCH >= (2, 3) else set())

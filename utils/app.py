@@ -139,6 +139,7 @@ def prepare(config, context):
     checkpoint to resume; then the model, the data and the config they complete."""
     for mode in config.precision_modes:
         precision.check_supported(mode, context.device)
+        check_fast_enough(mode, config, context.device)
     if config.compile and not compat.has_compile():
         raise UserError(f"--compile needs torch 2.0 or newer, and this is torch {torch.__version__}: drop --compile.")
     check_outputs(config, context.world)
@@ -160,6 +161,17 @@ def prepare(config, context):
     if saved is not None:
         check_resume(saved, config, checkpoint.setup_of(data, context.world))
     return config, model, data, saved
+
+
+def check_fast_enough(mode, config, device):
+    """Before training: a mode this CPU has no fast arithmetic for gets one line; float16, which
+    turns minutes into hours there, is refused unless --allow-slow-fp16."""
+    slow = diagnose.slow_on_this_cpu(mode.name) if device.type == "cpu" else None
+    if slow and diagnose.low_precision_dtype(mode.name) == "float16" and not config.allow_slow_fp16:
+        raise UserError(f"{slow}; use amp-bf16 (--bf16, or --modes fp32,amp-bf16), a GPU (-p), or add "
+                        "--allow-slow-fp16 to run it anyway.")
+    if slow:
+        warn(f"{slow}.")
 
 
 def check_resume(saved, config, setup):

@@ -79,6 +79,7 @@ class RunConfig:
     amp: bool = False  # timm's and NVIDIA's spelling: autocast in --amp-dtype, dynamic loss scaling for float16
     amp_dtype: str = "float16"
     tf32: bool = False
+    allow_slow_fp16: bool = False  # run float16 modes on a CPU without fast float16 arithmetic anyway
     compare: bool = False
     modes: Optional[str] = None
     repeats: int = 1

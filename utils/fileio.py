@@ -42,7 +42,8 @@ def ensure_folder_writable(folder, flag):
     try:
         prove_creatable(os.path.join(real, "x"))
     except OSError as error:
-        raise UserError(f"cannot write {flag} {folder} ({error.strerror or error}); choose a writable folder.") from None
+        raise UserError(f"cannot write {flag} {folder} ({error.strerror or error}); "
+                        "choose a writable folder.") from None
 
 
 def prove_creatable(path):
@@ -76,7 +77,8 @@ def resolved(path, flag):
 
 def kind_of(path):
     mode = os.stat(path).st_mode
-    return ("a folder" if stat.S_ISDIR(mode) else "a character device" if stat.S_ISCHR(mode) else "a block device" if stat.S_ISBLK(mode)
+    return ("a folder" if stat.S_ISDIR(mode) else "a character device" if stat.S_ISCHR(mode)
+            else "a block device" if stat.S_ISBLK(mode)
             else "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a file")
 
 

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from utils.errors import UserError, WriteFailed
+from utils.fileio import ensure_lockable, ensure_writable
 from utils.results.merge import load_result, merge, setup_differences
 from utils.results.report import append_csv, check_csv_header, summary, write_json
 
@@ -35,6 +36,11 @@ def main(argv=None):
 
 def report(args, written):
     """Read, merge, print and write what `args` ask for, appending each path written to `written`."""
+    for path, flag in ((args.json, "--json"), (args.csv, "--csv"), (args.plot, "--plot")):
+        if path is not None:  # proven before anything is read: never a FIFO or device renamed over
+            ensure_writable(path, flag)
+    if args.csv:
+        ensure_lockable(args.csv, "--csv")
     if args.plot:
         from utils.results import plot  # only here: the table needs neither matplotlib nor torch
         plot.check_available(args.plot)
@@ -65,4 +71,7 @@ def report(args, written):
 
 
 if __name__ == "__main__":
+    from utils import console
+
+    console.protect()
     sys.exit(main())

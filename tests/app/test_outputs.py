@@ -168,3 +168,22 @@ def test_the_resume_line_repeats_the_launcher_that_ran_the_job(world, command, m
     last = types.SimpleNamespace(completed_steps=40, steps=100, stopped_by="SIGTERM")
     line = resume_line(config, last, 40, RunContext("cpu", world))
     assert line.endswith(f"resume with: {command} -n 100 --checkpoint c.pt --resume")
+
+
+@pytest.mark.parametrize("flag, make, phrase", [
+    pytest.param("--json", fifo, "is not a regular file (a FIFO)", id="json-fifo"),
+    pytest.param("--csv", fifo, "is not a regular file (a FIFO)", id="csv-fifo"),
+    pytest.param("--json", lambda t: link(t, os.devnull), "is not a regular file (a character device)",
+                 id="json-link-to-dev-null"),
+    pytest.param("--csv", lambda t: (t / ".r.csv.lock").mkdir() or t / "r.csv", "cannot lock --csv",
+                 id="csv-lock-is-a-folder"),
+    pytest.param("--json", lambda t: "", "--json needs a file name", id="empty-json"),
+])
+def test_utils_report_proves_its_outputs_before_reading(flag, make, phrase, tmp_path, capsys):
+    from utils import report
+    path = make(tmp_path)
+    before = {entry: os.lstat(tmp_path / entry).st_ino for entry in os.listdir(tmp_path)}
+    assert report.main([str(ROOT / "tests" / "results" / "data" / "explained.json"), flag, str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("utils.report: error:") and phrase in err and len(err.strip().splitlines()) == 1
+    assert {entry: os.lstat(tmp_path / entry).st_ino for entry in os.listdir(tmp_path)} == before

@@ -67,3 +67,26 @@ def test_an_existing_csv_that_is_not_text_is_refused_before_training(content, tm
     status, err = result.returncode, result.stderr
     assert status == 2 and "cannot be appended to (it is not UTF-8 CSV text)" in err, err
     assert csv.read_bytes() == content
+
+
+@pytest.mark.parametrize("flags, argv, outcome", [
+    ([], ["--fp16", "-s"], "refused"),  # the classic call without -p: hours on such a CPU
+    ([], ["--modes", "fp32,fp16-master"], "refused"),
+    ([], ["--fp16", "-s", "--allow-slow-fp16"], "warned"),
+    (["avx512_fp16"], ["--fp16", "-s"], "quiet"),
+    (["amx_bf16"], ["--bf16"], "quiet"),
+    ([], ["--bf16"], "warned"),  # bfloat16 without its instructions: slower, not hours: a line, no refusal
+    ([], [], "quiet"),
+])
+def test_a_mode_this_cpu_cannot_run_fast_is_named_before_training(flags, argv, outcome, monkeypatch):
+    from utils.explain import diagnose
+    monkeypatch.setattr(diagnose, "cpu_flags", lambda: flags)
+    result = run_main(*TINY, "-b", "4", "-n", "2", *argv)
+    slow = "this CPU has no fast"
+    if outcome == "refused":
+        assert result.returncode == 2 and "Traceback" not in result.stderr
+        assert f"{slow} float16 arithmetic (neither avx512_fp16 nor amx_fp16" in result.stderr
+        assert "add --allow-slow-fp16 to run it anyway" in result.stderr and "data loaded" not in result.stderr
+    else:
+        assert result.returncode == 0, result.stderr
+        assert (f"main.py: warning: {slow}" in result.stderr) == (outcome == "warned"), result.stderr

@@ -159,7 +159,7 @@ def test_explain_from_the_command_line(subset, tmp_path):
     without --explain (the profile comes after them)."""
     out, traces, picture = tmp_path / "r.json", tmp_path / "traces", tmp_path / "r.png"
     result = run_cli("-m", "squeezenet1_1", "-b", "16", "-n", "4", "--warmup", "1", "--no-progress",
-                     "--modes", "fp32,amp-bf16,amp-fp16", "--explain-steps", "2", "--data-dir", subset,
+                     "--modes", "fp32,amp-bf16,amp-fp16", "--allow-slow-fp16", "--explain-steps", "2", "--data-dir", subset,
                      "--allow-unverified", "--json", out, "--trace-dir", traces, "--plot", picture)
     assert result.returncode == 0, result.stderr
     assert "USDT" not in result.stderr and "gpuGetDeviceCount" not in result.stderr  # kineto's own log, quiet

@@ -95,7 +95,7 @@ def test_numerics_from_the_command_line(tmp_path):
     out, picture = tmp_path / "n.json", tmp_path / "n.png"
     result = run_cli("-m", "squeezenet1_1", "-b", "8", "-n", "6", "--warmup", "1", "--no-progress", "--data",
                      "synthetic", "--modes", "fp32,amp-fp16-noscale,amp-fp16,amp-bf16", "--numerics",
-                     "--numerics-every", "3", "--json", out, "--plot", picture)
+                     "--numerics-every", "3", "--allow-slow-fp16", "--json", out, "--plot", picture)
     assert result.returncode == 0, result.stderr
     text = " ".join(result.stdout.split())
     assert "Gradient census (--numerics; sampled at step 3, 6)" in text

@@ -19,7 +19,7 @@ def compared(tmp_path_factory, subset_dir=None):
     from conftest import SUBSET
     folder = tmp_path_factory.mktemp("compare")
     result = run_cli(*SMALL, "--data-dir", SUBSET, "--allow-unverified", "--modes", "fp32,amp-bf16,fp16-master",
-                     "--repeats", "2", "--json", folder / "r.json", "--csv", folder / "r.csv",
+                     "--allow-slow-fp16", "--repeats", "2", "--json", folder / "r.json", "--csv", folder / "r.csv",
                      "--plot", folder / "r.png")
     return result, folder
 

@@ -19,7 +19,7 @@ def scalars(folder):
 
 def test_tensorboard_logs_every_curve_of_every_run(tmp_path, capsys):
     pytest.importorskip("tensorboard")
-    status = main.main([*TINY, "--modes", "fp32,amp-fp16", "--tensorboard", str(tmp_path / "tb"), "--json",
+    status = main.main([*TINY, "--modes", "fp32,amp-fp16", "--allow-slow-fp16", "--tensorboard", str(tmp_path / "tb"), "--json",
                         str(tmp_path / "r.json")])
     assert status == 0, capsys.readouterr().err
     (folder,) = (tmp_path / "tb").iterdir()

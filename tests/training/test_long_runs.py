@@ -255,7 +255,7 @@ def test_amp_resume_of_an_fp32_checkpoint_starts_a_fresh_scaler_and_the_reverse_
     common = ["--model", "squeezenet1_1", "-b", "4", "--warmup", "1", "--no-progress", "--data", "synthetic",
               "--lr", "0.01", "--checkpoint", tmp_path / "c.pt"]
     assert run_main(*common, "-n", "3").returncode == 0
-    amp = run_main(*common, "-n", "5", "--fp16", "-s", "--resume", "--json", tmp_path / "amp.json")
+    amp = run_main(*common, "-n", "5", "--fp16", "-s", "--allow-slow-fp16", "--resume", "--json", tmp_path / "amp.json")
     assert amp.returncode == 0, amp.stderr
     assert "written in mode fp32; continuing in amp-fp16: a fresh GradScaler starts" in amp.stderr
     assert json.loads((tmp_path / "amp.json").read_text())["runs"][0]["final_loss_scale"] is not None
