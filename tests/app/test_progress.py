@@ -69,3 +69,15 @@ def test_the_terminal_bar_fits_80_columns_shows_one_speed_and_evaluation(subset)
     assert any(frame.startswith("fp32 eval:") for frame in bars), bars
     assert not any("s/it" in frame or "it/s" in frame or "step_ms" in frame for frame in bars), bars
     assert any(re.search(r"loss \d+\.\d{3}, \d+ img/s", frame) for frame in bars), bars
+
+
+def test_a_batch_job_log_shows_the_evaluation_going_on(subset, capsys, monkeypatch):
+    """A line whenever the log interval has passed during the evaluation (here: every batch)."""
+    from utils.measure import progress
+    monkeypatch.setattr(progress, "LOG_INTERVAL_S", 0.0)
+    status = main.main([*QUICK, "-b", "256", "-n", "3", "--warmup", "1", "--data-dir", str(subset),
+                        "--allow-unverified", "--modes", "fp32"])
+    err = capsys.readouterr().err
+    assert status == 0, err
+    batches = re.findall(r"\] fp32 evaluation batch (\d+)/4  ETA \d:\d\d:\d\d$", err, re.MULTILINE)
+    assert batches == ["1", "2", "3", "4"], err

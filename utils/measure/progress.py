@@ -40,11 +40,25 @@ class Reporter:
         return TrainingProgress(self, total, label, batch_size, initial, scaler)
 
     def evaluation(self, batches, total, label):
-        """`batches`, shown as a bar in a terminal."""
+        """`batches`, shown as a bar in a terminal and as a line every LOG_INTERVAL_S in a log."""
+        if self.lines:
+            return self.logged(batches, total, label)
         if not self.bars:
             return batches
         return tqdm(batches, total=total, desc=f"{label} eval", unit="batch", file=sys.stderr, leave=False,
                     ncols=bar_columns())
+
+    def logged(self, batches, total, label):
+        """`batches`, with a log line whenever LOG_INTERVAL_S have passed: a slow evaluation (11
+        minutes of float16 on a CPU) is never a silent stretch of a batch job's log."""
+        last = started = time.perf_counter()
+        for index, batch in enumerate(batches, 1):
+            yield batch
+            now = time.perf_counter()
+            if now - last >= LOG_INTERVAL_S:
+                remaining = datetime.timedelta(seconds=round((now - started) / index * (total - index)))
+                self.phase(f"{label} evaluation batch {index}/{total}  ETA {remaining}")
+                last = now
 
 
 def bar_columns():
