@@ -251,3 +251,32 @@ def test_explain_counts_host_syncs_and_names_the_fused_optimizer_as_the_remedy(i
         assert "--optimizer-impl fused" in " ".join(result.stdout.split())
     else:
         assert found == []
+
+
+def profiled_run(mode, timed_ms, profiled):
+    """A run whose --explain profile has `profiled` ({category: ms}) and whose timed median is `timed_ms`."""
+    categories = {name: {"ms": profiled.get(name, 0.0), "share": 0.0} for name in NAMES}
+    return {"mode": mode, "data": "synthetic", "repeat": 0, "device": "cpu", "global_batch_size": 32,
+            "step_time_ms": {"median": timed_ms, "p10": timed_ms, "p90": timed_ms}, "step_times_ms": [timed_ms] * 9,
+            "data_time_ms": {"median": 0.5}, "peak_memory_bytes": 1, "final_loss": 2.0, "loss_curve": [2.0],
+            "test_accuracy": None, "skipped_steps": 0, "final_loss_scale": None, "max_batch": None,
+            "profile": {"steps": 5, "total_ms": sum(profiled.values()), "categories": categories}}
+
+
+def test_explain_scales_its_categories_to_the_timed_median_and_warns_when_they_disagree():
+    """fp32 profiled at 3,126 ms against a timed 1,376 ms gave "total 4.19x" beside a measured
+    2.18x; scaled, the total is the measured speedup and the table says why."""
+    from utils.results import compare, report
+    name = NAMES[0]
+    runs = [profiled_run("fp32", 1376.0, {name: 2126.0, NAMES[1]: 1000.0}),
+            profiled_run("amp-bf16", 631.2, {name: 500.0, NAMES[1]: 246.0})]
+    comparison = compare.compare_modes(runs)
+    bf16 = comparison["amp-bf16"]
+    assert sum(comparison["fp32"]["profile_ms"].values()) == pytest.approx(1376.0)
+    assert bf16["profile_speedup"]["total"] == pytest.approx(bf16["speedup_vs_fp32"]) == pytest.approx(2.18, abs=0.01)
+    assert comparison["fp32"]["profiled_vs_timed"] == pytest.approx(3126.0 / 1376.0)
+    document = {"env": {"torch": "x", "device_type": "cpu"}, "runs": runs, "comparison": comparison}
+    text = " ".join(" ".join(report.explanation(document, wide=True)).split())
+    assert "warning: the profiled step differs from the timed median by over 20% (fp32 2.27x, amp-bf16 1.18x)" \
+        not in text  # amp-bf16 is within 20%
+    assert "warning: the profiled step differs from the timed median by over 20% (fp32 2.27x)" in text

@@ -3,6 +3,7 @@ import copy
 import csv
 import json
 
+import numpy as np
 import pytest
 import torch
 
@@ -106,9 +107,8 @@ def test_csv_has_one_row_per_mode_one_header_and_no_row_twice(compared, tmp_path
     assert first["torch"] == torch.__version__ and first["model"] == "squeezenet1_1"
     runs = [run for run in document["runs"] if run["mode"] == "fp32"]
     assert first["timestamp_utc"] == max(run["finished_utc"] for run in runs)
-    bf16 = table[1]
-    assert float(bf16["speedup_ci95_low"]) <= float(bf16["speedup_vs_fp32"]) <= float(bf16["speedup_ci95_high"])
-    assert bf16["speedup_significant"] in ("True", "False")
+    bf16 = table[1]  # two repeats: a speedup, and no interval (two medians are a range)
+    assert float(bf16["speedup_vs_fp32"]) > 0 and bf16["speedup_ci95_low"] == bf16["speedup_significant"] == ""
 
 
 def test_plot_is_a_png(compared):
@@ -296,6 +296,45 @@ def test_bootstrap_interval_holds_one_for_equal_samples_and_excludes_it_for_half
     assert 1.8 < low < 2.0 < high < 2.2
 
 
+def timed_run(mode, steps_ms, repeat=0):
+    times = {"median": float(np.median(steps_ms)), "p10": float(np.percentile(steps_ms, 10)),
+             "p90": float(np.percentile(steps_ms, 90))}
+    return dict(fake_run(mode, times["median"], [1.0] * 20, None, repeat), step_times_ms=list(steps_ms),
+                step_time_ms=times)
+
+
+def test_an_interval_says_what_it_rests_on_and_two_runs_give_none():
+    """Three runs per mode: over their medians; one: a block bootstrap over the steps, wider
+    than the independent one when the steps drift; two: none, and why."""
+    from utils.results import compare
+    rng = np.random.default_rng(0)
+    drift = 100.0 + np.cumsum(rng.normal(0.0, 1.0, 200))  # a random walk: neighbouring steps are alike
+    one = compare.compare_modes([timed_run("fp32", drift), timed_run("amp-bf16", drift / 1.5)])["amp-bf16"]
+    assert one["speedup_interval"].startswith("block bootstrap over the timed steps of one run per mode (blocks of 6)")
+    low, high = one["speedup_ci95"]
+    naive_low, naive_high = compare.bootstrap_ratio(drift, drift / 1.5)
+    assert low < 1.5 < high and high - low > 1.5 * (naive_high - naive_low)
+    runs = [timed_run(mode, rng.normal(ms, 2.0, 30), repeat) for repeat in range(3)
+            for mode, ms in (("fp32", 100.0), ("amp-bf16", 50.0))]
+    three = compare.compare_modes(runs)["amp-bf16"]
+    assert three["speedup_interval"] == "bootstrap over the runs' medians (repeats and seeds)"
+    assert three["speedup_significant"] is True and three["memory_ratio_ci95"] is not None
+    two = compare.compare_modes([run for run in runs if run["repeat"] < 2])["amp-bf16"]
+    assert two["speedup_ci95"] is None and two["speedup_significant"] is None and two["memory_ratio_ci95"] is None
+    assert two["speedup_interval"] == "none with 2 runs per mode: an interval over runs needs 3 (--repeats 3)"
+
+
+def test_a_spread_over_20_percent_is_warned_about():
+    from utils.results import compare
+    steady = [timed_run("fp32", [100.0, 101.0, 99.0] * 10, repeat) for repeat in range(2)]
+    noisy = [timed_run("amp-bf16", [60.0] * 30), timed_run("amp-bf16", [93.0] * 30, 1)]  # 55% apart
+    comparison = compare.compare_modes(steady + noisy)
+    assert round(comparison["amp-bf16"]["spread_pct"]) == 43 and comparison["fp32"]["spread_pct"] == 0.0
+    text = "\n".join(report.spread_notes(comparison))
+    assert "warning: the timings spread over 20% (amp-bf16 43%)" in text and "fp32 0%" not in text
+    assert not any("warning" in line for line in report.spread_notes(compare.compare_modes(steady)))
+
+
 def fake_run(mode, step_ms, losses, accuracy, repeat=0):
     return {"mode": mode, "data": "cifar10", "repeat": repeat, "step_time_ms": {"median": step_ms, "p90": step_ms},
             "step_times_ms": [step_ms * (1 + 0.01 * (i % 5)) for i in range(40)], "global_batch_size": 8,
@@ -327,7 +366,9 @@ def test_the_table_fits_80_columns_and_the_header_says_only_what_applies(compare
     result, folder = compared
     document = json.loads((folder / "r.json").read_text())
     assert max(len(line) for line in result.stdout.splitlines()) <= 80
-    assert "speedup [95% CI]" in result.stdout and "95% CI: bootstrap over the runs' medians (repeats and seeds)." in result.stdout
+    assert "speedup [95% CI]" in result.stdout
+    assert "95% CI: none with 2 runs per mode: an interval over runs needs 3 (--repeats 3)." in \
+        " ".join(line.strip() for line in result.stdout.splitlines())
     first_line = result.stdout.splitlines()[0]
     assert first_line.startswith("squeezenet1_1, batch 8") and "stem" not in first_line and "TF32" not in result.stdout
     assert document["env"]["cuda"] is None

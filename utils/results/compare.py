@@ -1,11 +1,12 @@
 """Side-by-side figures per precision mode, relative to the fp32 baseline, with 95% intervals.
 
 Runs of one mode repeated with --repeats are pooled: step time is the median of the
-repeats' medians, and the spread between repeats shows clock drift or noise. Every speedup
-comes with a percentile-bootstrap 95% interval: over the repeats' medians when each mode ran
-several times (repeats are what vary between reruns), else over the timed steps of the one run
-(which treats steps as independent: drift within a run makes that interval optimistic, and
---repeats is the remedy). A speedup whose interval holds 1.0 is not significant.
+repeats' medians, and the spread between repeats shows clock drift or noise. A speedup's 95%
+interval says what it rests on: a percentile bootstrap over the runs' medians when each mode
+ran at least MIN_RUNS times (runs are what vary between reruns); with one run per mode, a
+circular block bootstrap over its timed steps (neighbouring steps are correlated: resampling
+them one by one would make the interval too narrow); with two, none, and the reason instead.
+A speedup whose interval holds 1.0 is not significant.
 """
 import math
 import statistics
@@ -21,6 +22,8 @@ from utils.training.modes import MODES
 BASELINE = "fp32"
 RESAMPLES = 2000
 CONFIDENCE = 95.0
+MIN_RUNS = 3  # an interval over runs rests on at least this many per mode
+SPREAD_WARNING_PCT = 20.0  # runs or steps that spread wider than this make every figure unsteady
 CHANCE_ACCURACY = 0.1  # ten classes
 CHANCE_LOSS = math.log(10)  # cross-entropy of a uniform guess over ten classes
 LOSS_TOLERANCE = 0.02  # a final loss within 2% of ln(10) ...
@@ -41,25 +44,55 @@ def learned(run):
     return not (accuracy is not None and abs(accuracy - CHANCE_ACCURACY) <= ACCURACY_TOLERANCE)
 
 
-def bootstrap_ratio(numerators, denominators, statistic=np.median, seed=0):
+def bootstrap_ratio(numerators, denominators, statistic=np.median, seed=0, block=1):
     """The 95% percentile-bootstrap interval of statistic(numerators) / statistic(denominators),
-    resampling each sample independently (a fixed seed: the same files give the same interval)."""
+    resampling each sample independently, in circular blocks of `block` neighbours (a fixed
+    seed: the same files give the same interval)."""
     rng = np.random.default_rng(seed)
     tops, bottoms = np.asarray(numerators, np.float64), np.asarray(denominators, np.float64)
     ratios = []
     for _ in range(0, RESAMPLES, 250):  # in chunks: 250 x 10,000 steps is 20 MB, not 160
-        top = statistic(tops[rng.integers(0, len(tops), (250, len(tops)))], axis=1)
-        bottom = statistic(bottoms[rng.integers(0, len(bottoms), (250, len(bottoms)))], axis=1)
+        top = statistic(tops[block_indices(rng, len(tops), block)], axis=1)
+        bottom = statistic(bottoms[block_indices(rng, len(bottoms), block)], axis=1)
         ratios.append(top / bottom)
     low, high = np.percentile(np.concatenate(ratios), [(100 - CONFIDENCE) / 2, (100 + CONFIDENCE) / 2])
     return [float(low), float(high)]
 
 
-def speedup_samples(group):
-    """What a mode's speedup interval resamples: the repeats' medians, or the one run's steps."""
+def block_indices(rng, count, block, resamples=250):
+    """`resamples` rows of `count` indices made of blocks of `block` neighbours, wrapping round."""
+    starts = rng.integers(0, count, (resamples, -(-count // block)))
+    return ((starts[:, :, None] + np.arange(block)) % count).reshape(resamples, -1)[:, :count]
+
+
+def block_length(count):
+    """The block bootstrap's usual length for a median, about the cube root of the sample."""
+    return max(1, round(count ** (1 / 3)))
+
+
+def speedup_interval(base_group, group):
+    """(the speedup's 95% interval or None, what it rests on or why there is none)."""
+    runs = min(len(base_group), len(group))
+    if runs >= MIN_RUNS:
+        medians = [[run["step_time_ms"]["median"] for run in runs_of] for runs_of in (base_group, group)]
+        return bootstrap_ratio(*medians), "bootstrap over the runs' medians (repeats and seeds)"
+    if len(base_group) == len(group) == 1:
+        steps = [base_group[0]["step_times_ms"], group[0]["step_times_ms"]]
+        block = block_length(min(map(len, steps)))
+        return bootstrap_ratio(*steps, block=block), (f"block bootstrap over the timed steps of one run per mode "
+                                                      f"(blocks of {block}); --repeats {MIN_RUNS} adds the "
+                                                      "run-to-run variation")
+    return None, f"none with {runs} runs per mode: an interval over runs needs {MIN_RUNS} (--repeats {MIN_RUNS})"
+
+
+def spread_pct(group):
+    """How widely a mode's timings spread, in % of its median: between the runs' medians, or
+    with one run, between its steps' p10 and p90."""
     if len(group) > 1:
-        return [run["step_time_ms"]["median"] for run in group]
-    return group[0]["step_times_ms"]
+        medians = [run["step_time_ms"]["median"] for run in group]
+        return 100.0 * (max(medians) - min(medians)) / statistics.median(medians)
+    times = group[0]["step_time_ms"]
+    return 100.0 * (times["p90"] - times["p10"]) / times["median"] if times.get("p10") is not None else None
 
 
 def scale_drop_steps(run):
@@ -88,11 +121,25 @@ def median_of(group, key):
 
 
 def profile_ms(group):
-    """--explain: the median over the mode's profiled runs of each category's ms per step."""
-    profiles = [run["profile"] for run in group if run.get("profile")]
-    medians = {name: statistics.median(profile["categories"][name]["ms"] for profile in profiles)
-               for name in CATEGORIES} if profiles else {}
-    return medians if sum(medians.values()) > 0 else None  # no time in any category: nothing to show
+    """--explain: the median over the mode's profiled runs of each category's ms per step,
+    scaled so that the categories add up to the run's timed median. The profiler's own cost
+    (and a busy machine) stretch a profiled step: 3,126 ms against a timed 1,376 ms made ratios
+    of categories to fp32's, and their total, disagree with the measured speedup."""
+    scaled = []
+    for run in group:
+        profile = run.get("profile")
+        total = sum(profile["categories"][name]["ms"] for name in CATEGORIES) if profile else 0
+        if total > 0:
+            scale = run["step_time_ms"]["median"] / total if run["step_time_ms"] else 1.0
+            scaled.append({name: profile["categories"][name]["ms"] * scale for name in CATEGORIES})
+    return {name: statistics.median(ms[name] for ms in scaled) for name in CATEGORIES} if scaled else None
+
+
+def profiled_vs_timed(group):
+    """The median over profiled runs of their profiled step / their timed median (1.0: they agree)."""
+    ratios = [sum(run["profile"]["categories"][name]["ms"] for name in CATEGORIES) / run["step_time_ms"]["median"]
+              for run in group if run.get("profile") and run["step_time_ms"]]
+    return statistics.median(ratios) if ratios else None
 
 
 def mode_figures(group):
@@ -107,7 +154,7 @@ def mode_figures(group):
         "median_step_ms": median,
         "p90_step_ms": statistics.median(run["step_time_ms"]["p90"] for run in group),
         "repeat_medians_ms": medians,
-        "spread_pct": 100.0 * (max(medians) - min(medians)) / median,
+        "spread_pct": spread_pct(group),
         "images_per_sec": batch * 1000.0 / median,
         "data_time_ms": statistics.median(run["data_time_ms"]["median"] for run in group),
         "peak_memory_bytes": max(run["peak_memory_bytes"] for run in group),
@@ -122,6 +169,7 @@ def mode_figures(group):
         "tflops": statistics.median(tflops) if tflops else None,
         "mfu_pct": statistics.median(mfu) if mfu else None,
         "profile_ms": profile_ms(group),
+        "profiled_vs_timed": profiled_vs_timed(group),
         "max_batch": max((run["max_batch"] for run in group if run.get("max_batch") is not None), default=None),
     }
 
@@ -140,11 +188,12 @@ def compare_modes(runs, margin_points=DEFAULT_MARGIN_POINTS):
     base = figures.get(BASELINE)
     for mode, row in figures.items():
         row["speedup_vs_fp32"] = base["median_step_ms"] / row["median_step_ms"] if base else None
-        row["speedup_ci95"] = row["speedup_significant"] = row["memory_ratio_ci95"] = None
+        row["speedup_ci95"] = row["speedup_significant"] = row["memory_ratio_ci95"] = row["speedup_interval"] = None
         if base and mode != BASELINE:
-            interval = bootstrap_ratio(speedup_samples(groups[BASELINE]), speedup_samples(groups[mode]))
-            row["speedup_ci95"], row["speedup_significant"] = interval, not interval[0] <= 1.0 <= interval[1]
-            if len(groups[mode]) > 1 and len(groups[BASELINE]) > 1:
+            interval, row["speedup_interval"] = speedup_interval(groups[BASELINE], groups[mode])
+            row["speedup_ci95"] = interval
+            row["speedup_significant"] = None if interval is None else not interval[0] <= 1.0 <= interval[1]
+            if min(len(groups[mode]), len(groups[BASELINE])) >= MIN_RUNS:
                 row["memory_ratio_ci95"] = bootstrap_ratio(
                     [run["peak_memory_bytes"] for run in groups[mode]],
                     [run["peak_memory_bytes"] for run in groups[BASELINE]], np.max)

@@ -15,7 +15,7 @@ from utils.explain.diagnose import amdahl_line, ranked, times
 from utils.measure.step_stats import OUTLIER_FACTOR
 from utils.results import strict
 from utils.results.accuracy import DEFAULT_MARGIN_POINTS
-from utils.results.compare import BASELINE, CHANCE_LOSS
+from utils.results.compare import BASELINE, CHANCE_LOSS, SPREAD_WARNING_PCT
 from utils.results.record import SCHEMA, setup_of
 from utils.setup_keys import RESNET_FAMILY, SETUP_KEYS
 # The columns a reader filters on first (the setup), then the figures; run_id tells rows apart,
@@ -85,7 +85,7 @@ def describe(setup, env):
 BLOCKS = [
     [("median ms", lambda row: fmt(row["median_step_ms"], ".2f")),
      ("p90 ms", lambda row: fmt(row["p90_step_ms"], ".2f")),
-     ("spread", lambda row: fmt(row["spread_pct"], ".1f", suffix="%") if row["runs"] > 1 else "-"),
+     ("spread", lambda row: fmt(row.get("spread_pct"), ".1f", suffix="%")),
      ("img/s", lambda row: fmt(row["images_per_sec"], ".0f")),
      ("speedup [95% CI]", speedup_cell)],
     [("data ms", lambda row: fmt(row["data_time_ms"], ".2f")),
@@ -161,6 +161,9 @@ def milliseconds(value):
     return f"{value:.0f}" if value >= 100 else f"{value:.1f}" if value >= 10 else f"{value:.2f}"
 
 
+PROFILE_TOLERANCE = 0.20  # a profiled step this far from the timed median is warned about
+
+
 def explanation(document, wide=False):
     """--explain's block: ms per step and share by category per mode (and each category's
     speedup against fp32), the Amdahl lines, then the diagnosis, largest stake first."""
@@ -181,11 +184,17 @@ def explanation(document, wide=False):
             if speedups is not None:
                 cell += f" {times(speedups[name]):>7}" if name in speedups else " " * 8
             cells.append(cell)
-        columns.append((mode, cells + [milliseconds(row["median_step_ms"])]))
+        columns.append((mode, cells + [milliseconds(row["profiled_vs_timed"] * row["median_step_ms"])]))
     steps = next(run["profile"]["steps"] for run in document["runs"] if run.get("profile"))
-    lines = [f"Where the time goes: ms per step by category, share of the step and speed against fp32 "
-             f"({steps} profiled steps per mode after the timed ones; categories: README)",
-             "\n\n".join(fit_tables("category", shown + ["total", "timed median"], columns, wide))]
+    lines = [f"Where the time goes: ms per step by category, scaled to the timed median, share of the step and "
+             f"speed against fp32 ({steps} profiled steps per mode after the timed ones; categories: docs/explain.md)",
+             "\n\n".join(fit_tables("category", shown + ["total", "profiled step"], columns, wide))]
+    stretched = [f"{mode} {comparison[mode]['profiled_vs_timed']:.2f}x" for mode in modes
+                 if abs(comparison[mode]["profiled_vs_timed"] - 1) > PROFILE_TOLERANCE]
+    if stretched:
+        lines.append(f"warning: the profiled step differs from the timed median by over {PROFILE_TOLERANCE:.0%} "
+                     f"({', '.join(stretched)}): the profiler's own cost or a busy machine; the categories are "
+                     "scaled to the timed median, so read their shares and ratios, which stay comparable.")
     lines += [amdahl_line(mode, comparison[mode]["amdahl"]) for mode in modes if comparison[mode].get("amdahl")]
     found, seen = [], set()
     for run in document["runs"]:
@@ -301,10 +310,9 @@ def notes(document):
     if unclear:
         lines.append(f"n.s.: not significant, the 95% interval of {', '.join(unclear)} holds 1.00x; "
                      "run more steps or --repeats.")
-    if any(row.get("speedup_ci95") for row in comparison.values()):
-        basis = ("the runs' medians (repeats and seeds)" if all(row["runs"] > 1 for row in comparison.values())
-                 else "the timed steps (add --repeats to include run-to-run variation)")
-        lines.append(f"95% CI: bootstrap over {basis}.")
+    bases = sorted({row["speedup_interval"] for row in comparison.values() if row.get("speedup_interval")})
+    lines += [f"95% CI: {basis}." for basis in bases]
+    lines += spread_notes(comparison)
     for mode, row in comparison.items():
         if row.get("learned") is False:
             lines.append(f"warning: {mode} did not learn (final loss {fmt(row['final_loss'], '.4f')}, ln 10 = "
@@ -329,6 +337,19 @@ def notes(document):
         lines.append("MFU not shown: " + "; ".join(sorted(found)) + ".")
     if len(comparison) > 1 and "fp32" not in comparison:
         lines.append("No fp32 run: speedup, memory ratio and accuracy difference need one (--modes fp32,...).")
+    return lines
+
+
+def spread_notes(comparison):
+    """What the spread column holds, and a warning for a mode whose timings spread too widely."""
+    spread = {mode: row["spread_pct"] for mode, row in comparison.items() if row.get("spread_pct") is not None}
+    if not spread:
+        return []
+    lines = ["spread: between the runs' medians, or with one run its steps' p10 to p90, in % of the median."]
+    wide = [f"{mode} {pct:.0f}%" for mode, pct in spread.items() if pct > SPREAD_WARNING_PCT]
+    if wide:
+        lines.append(f"warning: the timings spread over {SPREAD_WARNING_PCT:.0f}% ({', '.join(wide)}): something else "
+                     "ran, or the clocks changed; every figure above is unsteady, rerun on a quiet machine.")
     return lines
 
 

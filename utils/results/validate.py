@@ -152,7 +152,7 @@ NUMERICS = Fields({"dtype": TEXT, "sampled_steps": ListOf(Number(whole=True)),
                    "activation_max": Fields({"value": Number(), "layer": TEXT, "share_of_fp16_max": Number()})})
 PROFILE = Fields({"steps": Number(whole=True, low=1),
                   "categories": Fields({name: Fields({"ms": Number(low=0)}) for name in CATEGORIES})},
-                 {"diagnosis": Nullable(ListOf(Fields({"mode": TEXT, "rule": TEXT, "text": TEXT,
+                 {"total_ms": Number(low=0), "diagnosis": Nullable(ListOf(Fields({"mode": TEXT, "rule": TEXT, "text": TEXT,
                                                        "at_stake_ms": Number()}))),
                   "cpu_fast_half_flags": Nullable(ListOf(TEXT))})
 BYTES = Number(whole=True, low=0)
@@ -160,7 +160,7 @@ MEMORY = Fields({"activations_bytes": BYTES}, {key: Nullable(BYTES) for key in (
     "parameters_bytes", "gradients_bytes", "optimizer_bytes", "weight_copies_bytes", "cuda_peak_allocated_bytes",
     "cuda_peak_reserved_bytes")})
 NARROWER = {
-    "step_time_ms": Nullable(Fields({"median": Number(above=0), "p90": Number(low=0)})),
+    "step_time_ms": Nullable(Fields({"median": Number(above=0), "p90": Number(low=0)}, {"p10": Number(low=0)})),
     "data_time_ms": Nullable(Fields({"median": Number(low=0)})),
     "step_times_ms": ListOf(Number(low=0)),
     "global_batch_size": Number(whole=True, low=1),
