@@ -202,14 +202,18 @@ def build_parser():
 
     measure = parser.add_argument_group("measurement and output")
     measure.add_argument("--warmup", type=non_negative_int,
-                         help=f"steps excluded from timing statistics (default {config.DEFAULT_WARMUP}, at most half of the run)")
+                         help=f"steps excluded from timing statistics (default {config.DEFAULT_WARMUP}, at most half "
+                         "of the run)")
     measure.add_argument("--json", metavar="PATH", help="write the results as one JSON document")
     measure.add_argument("--csv", metavar="PATH", help="append one row per mode to a CSV file (header once)")
     measure.add_argument("--plot", metavar="PATH.png",
                          help="draw step-time distributions and speedups as .png, .pdf or .svg (needs matplotlib)")
     measure.add_argument("--tensorboard", metavar="DIR",
-                         help="also write each run's loss, lr, loss scale, step ms and img/s, and the comparison, "
-                         "as TensorBoard logs under DIR (needs the tensorboard package)")
+                         help="write TensorBoard logs under DIR while training: each run's loss, lr, loss scale and "
+                         "accuracy at the log's cadence, then its step ms, img/s and hparams (needs tensorboard)")
+    measure.add_argument("--jsonl", metavar="PATH",
+                         help="append one JSON line per phase, per log interval and per run to PATH while training "
+                         "(what a killed run leaves)")
     measure.add_argument("--explain", action="store_true",
                          help="after each mode's timed steps, profile a few more (torch.profiler) and report where "
                          "the step time goes by category, against fp32, with a diagnosis")

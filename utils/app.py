@@ -18,8 +18,9 @@ from utils import fileio
 from utils.fileio import ensure_writable
 from utils.measure import envinfo, flops, memory
 from utils.measure.progress import Reporter
-from utils.results import plot, record, report, tensorboard
+from utils.results import live, plot, record, report
 from utils.results.compare import compare_modes
+from utils.setup_keys import SETUP_KEYS
 from utils.training import checkpoint, distributed, loop, precision
 from utils.training.context import RunContext
 from utils.training.curve import AccuracyCurve
@@ -46,8 +47,8 @@ def check_outputs(config, world):
     """Every output path is checked before training starts, not after an hour of it: writable
     the way it will be written, and no two outputs (symlinks followed) nor an output and a data
     file are one file. Temporary checkpoints a killed save left behind are removed."""
-    outputs = [(path, flag) for path, flag in [(config.json, "--json"), (config.csv, "--csv"),
-                                                (config.plot, "--plot"), (config.checkpoint, "--checkpoint")] if path]
+    outputs = [(path, flag) for path, flag in [(config.json, "--json"), (config.csv, "--csv"), (config.plot, "--plot"),
+                                                (config.checkpoint, "--checkpoint"), (config.jsonl, "--jsonl")] if path]
     seen = {}
     for path, flag in outputs:
         ensure_writable(path, flag)
@@ -68,7 +69,7 @@ def check_outputs(config, world):
     if config.plot:
         plot.check_available(config.plot)
     if config.tensorboard:
-        tensorboard.check_available(config.tensorboard)
+        live.check_tensorboard(config.tensorboard)
     if config.trace_dir:
         fileio.ensure_folder_writable(config.trace_dir, "--trace-dir")
 
@@ -102,7 +103,9 @@ def run(config, stop):
     world = distributed.detect()
     if world.distributed:
         device = distributed.init(world, config.gpu, config.dist_timeout)
-    context = RunContext(device, world, stop, Reporter(not config.no_progress and world.is_main, config.log_every))
+    stream = live.LiveLog.of(config) if world.is_main else None
+    context = RunContext(device, world, stop, Reporter(not config.no_progress and world.is_main, config.log_every,
+                                                       stream))
     try:
         return benchmark(config, context)
     except (RuntimeError, MemoryError) as error:  # out of memory in any phase: the batch is what to lower
@@ -110,6 +113,8 @@ def run(config, stop):
             raise
         raise UserError(memory.out_of_memory_advice(device, config.batch_size)) from None
     finally:
+        if stream is not None:
+            stream.close_writer()  # a refusal or a traceback: the streams end where the run did
         distributed.shutdown(world)
 
 
@@ -232,6 +237,10 @@ def run_mode(initial_model, mode, data, config, context, saved=None, repeat=0, f
     A stop signal during the evaluation leaves the accuracy unmeasured and the run incomplete.
     """
     trainer = build_trainer(initial_model, mode, data, config, context.device, context.world)
+    stream = context.reporter.live
+    if stream is not None:
+        stream.begin_run(mode.name + (f"-seed{config.seed}" if config.seeds > 1 else "")
+                         + (f"-repeat{repeat}" if config.repeats > 1 else ""))
     start_step, previous = 0, None
     if saved is not None:
         start_step, previous = checkpoint.restore(trainer, saved, context.device, config.checkpoint)
@@ -263,7 +272,10 @@ def run_mode(initial_model, mode, data, config, context, saved=None, repeat=0, f
     findings, outcome = measure_beside_the_loop(initial_model, trainer, config, context, data, outcome, repeat, curve)
     if census is not None:
         findings.numerics, findings.memory = census.result(), census.footprint
-    return record.build(config, trainer, outcome, data, context, findings, repeat, flops_per_step), outcome
+    result = record.build(config, trainer, outcome, data, context, findings, repeat, flops_per_step)
+    if stream is not None:
+        stream.end_run(result.to_dict(), {key: getattr(config, key) for key in SETUP_KEYS})
+    return result, outcome
 
 
 def accuracy_curve(trainer, config, context, data, previous):
@@ -273,11 +285,13 @@ def accuracy_curve(trainer, config, context, data, previous):
         return None
     mode, images, ranks = trainer.mode, len(data.train_images), context.world.size
 
-    def evaluated():
+    def evaluated(step):
         context.reporter.phase(f"{mode.name}: evaluating on {len(data.test_labels)} test images")
         accuracy = evaluate(trainer.model, mode, data, config, context)
         if accuracy is not None:
             context.reporter.phase(f"{mode.name}: test accuracy {100 * accuracy:.2f}%")
+            if context.reporter.live is not None:
+                context.reporter.live.evaluation(step, accuracy)
         return accuracy
 
     return AccuracyCurve(evaluated, config.eval_every_steps(images, ranks), config.steps_per_epoch(images, ranks),
@@ -314,9 +328,11 @@ def explain(trainer, config, context, repeat):
     context.reporter.phase(f"{mode.name}: profiling {config.explain_steps} more steps (--explain)")
     trace = None
     if config.trace_dir:
-        name = f"{config.model}-{mode.name}" + (f"-r{repeat}" if config.repeats > 1 else "") + \
-            (f"-rank{world.rank}" if world.distributed else "")
-        trace = os.path.join(config.trace_dir, f"{name}.pt.trace.json")  # the name TensorBoard's plugin looks for
+        # torch.profiler.tensorboard_trace_handler's layout, which TensorBoard's profiler plugin and
+        # Holistic Trace Analysis read: a folder per run, a <worker>.pt.trace.json per rank in it
+        run = f"{config.model}-{mode.name}" + (f"-seed{config.seed}" if config.seeds > 1 else "") + \
+            (f"-r{repeat}" if config.repeats > 1 else "")
+        trace = os.path.join(config.trace_dir, run, f"rank{world.rank}.pt.trace.json")
     profile = profiler.profile_steps(trainer, config, context.device, config.explain_steps,
                                      None if world.distributed else context.stop, trace)
     if profile is None:
@@ -351,7 +367,7 @@ def finish(config, context, data, runs, last, diverged, saved):
     run_dicts = [run.to_dict() for run in runs]
     document = record.make_document(env, config.to_dict(), data.info, bool(diverged) or interrupted, run_dicts,
                                     compare_modes(run_dicts, config.accuracy_margin))
-    written, failures[:] = write_outputs(config, document)  # before printing: a closed stdout costs no file
+    written, failures[:] = write_outputs(config, context, document)  # before printing: a closed stdout costs no file
     print(report.summary(document, config.wide))
     print("\n".join(written))
     for failure in failures:
@@ -378,12 +394,12 @@ def distributed_env(world, config):
             "nodes": sorted(set(names)), "global_batch_size": config.global_batch_size(world.size)}
 
 
-def write_outputs(config, document):
+def write_outputs(config, context, document):
     """Write every output asked for, each on its own, the results file first: one that fails
     (a full disk, a file made read-only meanwhile) is reported and the others are still
     written. Returns (the lines saying what was written, the failures' sentences)."""
     written, failures = [], []
-    for write in output_writers(config, document):
+    for write in output_writers(config, context, document):
         try:
             written.append(write())
         except WriteFailed as error:
@@ -391,7 +407,7 @@ def write_outputs(config, document):
     return written, failures
 
 
-def output_writers(config, document):
+def output_writers(config, context, document):
     """A function per output asked for, which writes it and returns the line that says so."""
     def results():
         report.write_json(config.json, document)
@@ -404,10 +420,13 @@ def output_writers(config, document):
         plot.draw(config.plot, document)
         return f"plot written to {config.plot}"
 
-    def logs():
-        return f"TensorBoard logs written to {tensorboard.write(config.tensorboard, document)}"
+    def streams():
+        stream.comparison(report.summary(document, wide=True))
+        stream.close()
+        return "; ".join(([f"TensorBoard logs written to {stream.tensorboard}"] if config.tensorboard else [])
+                         + ([f"{config.jsonl} appended"] if config.jsonl else []))
 
-    compared = bool(document["comparison"])
+    compared, stream = bool(document["comparison"]), context.reporter.live
     wanted = [(results, config.json), (rows, config.csv and compared), (figure, config.plot and compared),
-              (logs, config.tensorboard)]
+              (streams, stream is not None)]
     return [write for write, asked in wanted if asked]

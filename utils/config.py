@@ -30,7 +30,7 @@ EXPLAIN_STEPS = 5  # steps --explain profiles per mode
 NUMERICS_EVERY = 50  # --numerics samples every this many steps, and the last
 DEFAULT_WARMUP = 10  # steps left out of the timings; a run of fewer than twice as many warms up for half
 DEFAULT_LOSS_SCALE = 128.0  # fp16-master's static loss scale
-OUTPUT_FLAGS = ("json", "csv", "plot", "tensorboard", "trace_dir", "checkpoint")
+OUTPUT_FLAGS = ("json", "csv", "plot", "tensorboard", "jsonl", "trace_dir", "checkpoint")
 
 
 def default_data_dir():
@@ -102,6 +102,7 @@ class RunConfig:
     csv: Optional[str] = None
     plot: Optional[str] = None
     tensorboard: Optional[str] = None
+    jsonl: Optional[str] = None
     wide: bool = False
     no_progress: bool = False
     log_every: Optional[int] = None

@@ -180,9 +180,10 @@ def test_explain_from_the_command_line(subset, tmp_path):
     assert comparison["fp32"]["profile_speedup"]["total"] == pytest.approx(1.0)
     assert [item["rule"] for item in comparison["amp-fp16"]["diagnosis"]] == \
         ["no fast float16 arithmetic on this device"]
-    assert sorted(path.name for path in traces.iterdir()) == [f"squeezenet1_1-{mode}.pt.trace.json"
+    assert sorted(str(path.relative_to(traces)) for path in traces.rglob("*.json")) == [
+        f"squeezenet1_1-{mode}/rank0.pt.trace.json"
                                                               for mode in ("amp-bf16", "amp-fp16", "fp32")]
-    trace = json.loads((traces / "squeezenet1_1-fp32.pt.trace.json").read_text())
+    trace = json.loads((traces / "squeezenet1_1-fp32" / "rank0.pt.trace.json").read_text())
     assert any(event.get("name") == "ampbench.data" for event in trace["traceEvents"])
     from matplotlib import image
     assert image.imread(str(picture)).shape[0] == 1980  # four rows: the explain panels and the loss scale

@@ -25,14 +25,20 @@ BAR_COLUMNS = 80
 class Reporter:
     """How one run shows its progress: chosen once, from the terminal and the flags."""
 
-    def __init__(self, enabled, log_every=None):
+    def __init__(self, enabled, log_every=None, live=None):
         terminal = sys.stderr.isatty()
         self.bars = enabled and terminal
         self.lines = enabled and not terminal
         self.log_every = log_every
+        self.live = live  # a results.live.LiveLog (--jsonl, --tensorboard), fed at the log's cadence
 
     def phase(self, text):
         """One line per phase (model built, data loaded, evaluation) in a batch job's log."""
+        self.log(text)
+        if self.live is not None:
+            self.live.phase(text)
+
+    def log(self, text):
         if self.lines:
             print(f"[{datetime.datetime.now():%H:%M:%S}] {text}", file=sys.stderr, flush=True)
 
@@ -81,7 +87,8 @@ class TrainingProgress:
         self.step = initial
         self.step_ms = []  # host wall-clock per step: what the log's median and ETA use
         self.last_time = self.last_shown = time.perf_counter()
-        self.pending = None  # (step, HostCopy of the loss, HostCopy or number of the scale)
+        self.pending = None  # (step, HostCopy of the losses since the last line, their lrs, the scale)
+        self.unsent, self.unsent_lrs = [], []  # for the live log: every step's loss (on the device) and lr
         self.bar = tqdm(total=total, initial=initial, desc=label, file=sys.stderr, disable=not reporter.bars,
                         ncols=bar_columns(), leave=False,
                         bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}"
@@ -89,16 +96,20 @@ class TrainingProgress:
         self.bar_loss = None  # HostCopy of a recent loss, for the bar
         self.bar_shown = False  # whether the bar has shown a loss yet
 
-    def update(self, loss):
+    def update(self, loss, lr):
         self.step += 1
-        if not (self.reporter.bars or self.reporter.lines):  # --no-progress, other ranks: nothing to do
+        live = self.reporter.live is not None
+        if not (self.reporter.bars or self.reporter.lines or live):  # --no-progress, other ranks: nothing to do
             return
         now = time.perf_counter()
         self.step_ms.append((now - self.last_time) * 1000.0)
         self.last_time = now
+        if live:
+            self.unsent.append(loss.detach())
+            self.unsent_lrs.append(lr)
         if self.reporter.bars:
             self.update_bar(loss, now)
-        elif self.reporter.lines:
+        if self.reporter.lines or live:
             self.update_log(loss, now)
 
     def update_bar(self, loss, now):
@@ -120,28 +131,43 @@ class TrainingProgress:
         every = self.reporter.log_every
         due = self.step % every == 0 if every else now - self.last_shown >= LOG_INTERVAL_S
         if self.pending is None and (due or self.step == self.total):
-            scale = scale_of(self.scaler)
-            self.pending = (self.step, HostCopy(loss.detach().float()),
-                            HostCopy(scale) if isinstance(scale, torch.Tensor) else scale)
+            self.start_copies(loss)
             self.last_shown = now
         if self.pending is not None and self.pending[1].done():
             self.print_line()
 
+    def start_copies(self, loss):
+        """Copy, without waiting, what the next line shows: the losses since the last line (the
+        live log wants every step's; the log line, the last), and the loss scale."""
+        scale = scale_of(self.scaler)
+        losses = torch.stack(self.unsent) if self.unsent else loss.detach().reshape(1)
+        self.pending = (self.step, HostCopy(losses.float()), self.unsent_lrs,
+                        HostCopy(scale) if isinstance(scale, torch.Tensor) else scale)
+        self.unsent, self.unsent_lrs = [], []
+
     def print_line(self):
-        step, loss, scale = self.pending
+        """The log line of the pending step, and the steps since the last one to the live log."""
+        step, losses, lrs, scale = self.pending
         self.pending = None
         median = statistics.median(self.step_ms)
         scale = scale.value() if isinstance(scale, HostCopy) else scale
+        losses = losses.value()
+        if self.reporter.live is not None:
+            self.reporter.live.train(step - len(losses) + 1, losses, lrs, scale, median, self.images_per_sec())
         remaining = datetime.timedelta(seconds=round(median * (self.total - step) / 1000.0))
-        parts = [f"{self.label} step {step}/{self.total}", f"loss {loss.value():.4f}",
+        parts = [f"{self.label} step {step}/{self.total}", f"loss {losses[-1]:.4f}",
                  f"step {median:.1f} ms (median so far)", f"{self.images_per_sec():.0f} img/s"]
         parts += [f"loss scale {scale:g}"] if scale is not None else []
-        self.reporter.phase("  ".join(parts + [f"ETA {remaining}"]))
+        self.reporter.log("  ".join(parts + [f"ETA {remaining}"]))
 
     def images_per_sec(self):
         return self.batch_size * 1000.0 / statistics.median(self.step_ms[-50:])
 
     def close(self):
+        """The last lines: the loop has synchronized by now, so the copies have arrived."""
         if self.pending is not None:
-            self.print_line()  # the last step's line: the loop has synchronized by now
+            self.print_line()
+        if self.unsent:  # steps after the last line (a stop signal, a line still pending then)
+            self.start_copies(self.unsent[-1])
+            self.print_line()
         self.bar.close()

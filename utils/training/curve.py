@@ -5,7 +5,7 @@ import time
 
 
 class AccuracyCurve:
-    """Evaluates every `every` steps (None: only at the end) through `evaluate()`, a function
+    """Evaluates every `every` steps (None: only at the end) through `evaluate(step)`, a function
     that returns the test accuracy or None when a stop signal cut the pass short. Points and
     the evaluations' time continue those of earlier processes (a resumed checkpoint)."""
 
@@ -23,7 +23,7 @@ class AccuracyCurve:
         if self.points and self.points[-1]["step"] == step:  # already evaluated at this step
             return self.points[-1]["accuracy"]
         started = time.perf_counter()
-        accuracy = self.evaluate()
+        accuracy = self.evaluate(step)
         self.eval_time_s += time.perf_counter() - started
         if accuracy is not None:
             self.points.append({"step": step, "epoch": step / self.steps_per_epoch, "train_s": train_s,

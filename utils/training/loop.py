@@ -184,7 +184,7 @@ def run(trainer, config, context, start_step=0, previous=None, save=None, census
         trainer.scheduler.step()  # every step, skipped or not: knowing which were skipped would need a sync
         step += 1
         recorder.after_step(step, loss, trainer.scaler)
-        progress.update(loss)
+        progress.update(loss, recorder.lrs[-1])
         if sample is not None:  # a pause, like a checkpoint's: the next start_step() leaves it out
             timer.close()
             census.take(trainer, sample[0], sample[1], step)
