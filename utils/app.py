@@ -89,16 +89,15 @@ def run(config, stop):
     device = pick_device(config.gpu, not config.no_cudnn_benchmark)
     world = distributed.detect()
     if world.distributed:
-        device = distributed.init(world, config.gpu, config.dist_timeout)
+        device = distributed.init(world, config)
     context = RunContext(device, world, stop, Reporter(not config.no_progress and world.is_main, config.log_every))
     try:
-        return benchmark(config, context)
+        with distributed.session(world):
+            return benchmark(config, context)
     except (RuntimeError, MemoryError) as error:  # out of memory in any phase: the batch is what to lower
         if not memory.is_out_of_memory(error):
             raise
         raise UserError(memory.out_of_memory_advice(device, config.batch_size)) from None
-    finally:
-        distributed.shutdown(world)
 
 
 def list_models():
