@@ -119,9 +119,10 @@ def number(env, name, launcher, low, high, bound=""):
 def slurm_tasks_per_node(text, size):
     """The most tasks srun put on one node ('2(x3),1' -> 2); this node's own count is not given."""
     count = r"[0-9]{1,10}(\(x[0-9]{1,10}\))?"
-    counts = [int(n) for n in re.findall(r"(?<![x0-9])[0-9]+", text)] if re.fullmatch(f"{count}(,{count})*", text) else []
-    if counts and 1 <= max(counts) <= size:
-        return max(counts)
+    if re.fullmatch(f"{count}(,{count})*", text):
+        most = max(int(n) for n in re.findall(r"(?<![x0-9])[0-9]+", text))  # the counts, not their repeats
+        if 1 <= most <= size:
+            return most
     raise UserError(f"SLURM_STEP_TASKS_PER_NODE={shown(text)} must list the tasks per node as srun does (4, or "
                     f"2(x3),1), each from 1 to SLURM_STEP_NUM_TASKS={size}; start the job with srun.")
 
@@ -193,8 +194,8 @@ def join(world, device, address, timeout_s):
     except RuntimeError as error:  # torch's DistError is a RuntimeError; torch 1.x raises RuntimeError itself
         text = str(error)
         if PORT_TAKEN.search(text):
-            raise UserError(f"MASTER_PORT {os.environ['MASTER_PORT']} is already in use on this host, so rank 0 "
-                            "cannot listen on it; pick a free port (MASTER_PORT=..., or torchrun --master-port).") from None
+            raise UserError(f"MASTER_PORT {os.environ['MASTER_PORT']} is already in use on this host, so rank 0 cannot "
+                            "listen on it; pick a free port (MASTER_PORT=..., or torchrun --master-port).") from None
         if PEER_LOST.search(text) or "refused" in text.lower():
             raise UserError(unreachable(address, world, timeout_s)) from None
         raise
