@@ -256,7 +256,7 @@ def build_parser():
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    from utils.errors import UserError, WriteFailed
+    from utils.errors import RankLost, UserError, WriteFailed
     from utils.stop import StopRequest
 
     with StopRequest() as stop:  # a signal from here on stops the run cleanly, even during `import torch`
@@ -267,7 +267,7 @@ def main(argv=None):
             from utils.app import run
 
             return run(run_config, stop)
-        except (UserError, WriteFailed) as error:  # WriteFailed: after training, nothing to retry in-process
+        except (UserError, WriteFailed, RankLost) as error:  # WriteFailed: after training, nothing to retry in-process
             print(f"main.py: error: {error}", file=sys.stderr)
             return 2 if isinstance(error, UserError) else 1
 

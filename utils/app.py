@@ -102,12 +102,13 @@ def run(config, stop):
     device = pick_device(config.gpu, not config.no_cudnn_benchmark)
     world = distributed.detect()
     if world.distributed:
-        device = distributed.init(world, config.gpu, config.dist_timeout)
+        device = distributed.init(world, config)
     stream = live.LiveLog.of(config) if world.is_main else None
     context = RunContext(device, world, stop, Reporter(not config.no_progress and world.is_main, config.log_every,
                                                        stream))
     try:
-        return benchmark(config, context)
+        with distributed.session(world):
+            return benchmark(config, context)
     except (RuntimeError, MemoryError) as error:  # out of memory in any phase: the batch is what to lower
         if not memory.is_out_of_memory(error):
             raise
@@ -115,7 +116,6 @@ def run(config, stop):
     finally:
         if stream is not None:
             stream.close_writer()  # a refusal or a traceback: the streams end where the run did
-        distributed.shutdown(world)
 
 
 def list_models():

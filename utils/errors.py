@@ -8,3 +8,8 @@ class UserError(Exception):
 class WriteFailed(Exception):
     """An output (results, CSV, plot, checkpoint) could not be written: the disk is full, the
     file is immutable, ... The previous file is kept; main.py prints the message and exits 1."""
+
+
+class RankLost(Exception):
+    """Another rank of a distributed job ended or stopped answering mid-run: main.py prints the
+    message and exits 1 (that rank's own output says why)."""

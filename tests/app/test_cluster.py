@@ -1,7 +1,9 @@
 """DDP through torchrun and mpirun (gloo on the CPU)."""
 import json
 import os
+import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -9,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, run_cli
+from conftest import ROOT, assert_user_error, run_cli
 
 # No BatchNorm and, with --dropout 0, no dropout: two processes of 8 images then compute
 # exactly what one process of 16 does, up to the order of floating-point sums.
@@ -31,8 +33,8 @@ def free_port():
         return str(s.getsockname()[1])
 
 
-def launch(launcher, script, *args, timeout=300):
-    env = {**os.environ, "MASTER_PORT": free_port(), "OMP_NUM_THREADS": "1"}
+def launch(launcher, script, *args, timeout=300, env=None):
+    env = {**os.environ, "MASTER_PORT": free_port(), "OMP_NUM_THREADS": "1", **(env or {})}
     if launcher == "torchrun":
         command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", script]
     else:
@@ -41,6 +43,17 @@ def launch(launcher, script, *args, timeout=300):
                    "-x", "OMP_NUM_THREADS", sys.executable, script]
     return subprocess.run(command + [str(a) for a in args], cwd=ROOT, capture_output=True, text=True,
                           timeout=timeout, env=env)
+
+
+def by_hand(script, *args, ranks=(0, 1), env=None, timeout=300):
+    """Ranks started as srun starts them: RANK and WORLD_SIZE set, and no launcher that ends the
+    others when one dies. Each rank's own CompletedProcess."""
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": free_port(), "WORLD_SIZE": "2",
+           "OMP_NUM_THREADS": "1", **(env or {})}
+    started = [subprocess.Popen([sys.executable, script, *map(str, args)], cwd=ROOT, env={**env, "RANK": str(rank)},
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in ranks]
+    outputs = [rank.communicate(timeout=timeout) for rank in started]
+    return [subprocess.CompletedProcess(rank.args, rank.returncode, *output) for rank, output in zip(started, outputs)]
 
 
 @pytest.fixture(scope="module")
@@ -82,6 +95,46 @@ def test_a_failing_rank_ends_the_job_quickly_with_its_error(launcher):
     assert result.returncode != 0
     assert "injected failure on rank 1" in result.stdout + result.stderr
     assert elapsed < 90, f"the job took {elapsed:.0f}s to end"
+
+
+SHORT_RUN = ["--model", "squeezenet1_1", "-b", "8", "-n", "50", "--warmup", "2", "--data", "synthetic", "--no-progress",
+             "--dist-timeout", "30"]
+
+
+@pytest.mark.long
+def test_ranks_started_with_different_flags_are_all_refused_before_training():
+    result = launch("torchrun", "tests/failing_rank.py", *SHORT_RUN, env={"RANK1_FAULT": "args",
+                                                                         "RANK1_ARGS": "-n 60 -b 16"})
+    sentence = ("main.py: error: the ranks were started with different flags: --batch-size is 8 on rank 0 but 16 on "
+                "rank 1, --steps is 50 on rank 0 but 60 on rank 1; start every rank with the same command line.")
+    assert result.stderr.count(sentence) == 2, result.stderr
+    assert "data loaded" not in result.stderr and "step" not in result.stdout
+    assert len(re.findall(r"exitcode\s*:\s*2\b", result.stderr)) == 2, "every rank exits 2, none aborts"
+
+
+@pytest.mark.long
+def test_a_rank_killed_mid_run_ends_the_others_with_one_sentence():
+    survivor, killed = by_hand("tests/failing_rank.py", *SHORT_RUN, env={"RANK1_FAULT": "kill"})
+    assert killed.returncode == -signal.SIGKILL
+    assert survivor.returncode == 1, survivor.stderr
+    assert "Traceback" not in survivor.stderr
+    assert survivor.stderr.strip().splitlines()[-1].startswith(
+        "main.py: error: rank 0 lost another rank of the job mid-run (connection ")
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("who", ["rank 0 alone", "rank 1 facing another program's port"])
+def test_a_rendezvous_that_cannot_happen_ends_within_the_timeout(who):
+    with socket.socket() as other_program:
+        other_program.bind(("127.0.0.1", 0))
+        port = str(other_program.getsockname()[1])
+        if who == "rank 1 facing another program's port":
+            other_program.listen()  # accepts, and never answers torch's client
+        else:
+            other_program.close()
+        result, = by_hand("main.py", *SHORT_RUN[:-1], "2", ranks=[int(who[5])], env={"MASTER_PORT": port},
+                          timeout=120)
+    assert_user_error(result, f"could not reach the other ranks at 127.0.0.1:{port} within --dist-timeout 2 s")
 
 
 def test_torchrun_with_the_classic_loader_and_a_checkpoint(tmp_path, subset):

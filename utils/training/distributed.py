@@ -8,11 +8,20 @@ Launchers, detected from the environment:
   srun -n N python main.py ...                   SLURM_PROCID / _STEP_NUM_TASKS / _LOCALID
 With the MPI launchers and srun, MASTER_ADDR/PORT come from the environment, else
 127.0.0.1:29500 when all ranks share a node.
+
+What a launch gets wrong is refused with one sentence rather than a traceback or a hang: the
+launcher's variables (detect), the rendezvous (init, within --dist-timeout), ranks started with
+different flags (agree_on_settings), and a rank that dies mid-run (session).
 """
+import contextlib
 import datetime
+import hashlib
+import json
 import os
 import re
 import socket
+import sys
+import threading
 import time
 from dataclasses import dataclass
 
@@ -20,9 +29,32 @@ import torch
 import torch.distributed as dist
 
 from utils import compat
-from utils.errors import UserError
+from utils.errors import RankLost, UserError
 
 DEFAULT_PORT = "29500"
+MOST_RANKS = 2 ** 31 - 1  # c10d holds ranks in a C int
+RENDEZVOUS_GRACE_S = 5  # the watchdog waits this long past --dist-timeout, so that torch's own timeout answers first
+
+# Each launcher's variables: name, rank, size, local rank (first found), local size (first found).
+LAUNCHERS = (
+    ("torchrun", "RANK", "WORLD_SIZE", ("LOCAL_RANK",), ("LOCAL_WORLD_SIZE",)),
+    ("mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", ("OMPI_COMM_WORLD_LOCAL_RANK",),
+     ("OMPI_COMM_WORLD_LOCAL_SIZE",)),
+    ("mpiexec", "PMI_RANK", "PMI_SIZE", ("PMI_LOCAL_RANK", "MPI_LOCALRANKID"), ("PMI_LOCAL_SIZE", "MPI_LOCALNRANKS")),
+    ("srun", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", ("SLURM_LOCALID",), ("SLURM_STEP_TASKS_PER_NODE",)),
+)
+# Slurm's batch script carries SLURM_PROCID without being a task of srun: only both variables
+# together mean srun started this process. The other launchers always set both.
+HALF_SET_IS_SINGLE = ("srun",)
+# Settings that may differ between ranks: where each node finds its data and how many loader
+# workers its CPUs allow, and what only rank 0 writes or prints. Everything else must match.
+PER_RANK_SETTINGS = frozenset({"data_dir", "workers", "json", "csv", "plot", "tensorboard", "trace_dir", "wide",
+                               "no_progress", "log_every", "dist_timeout"})
+FLAG_SPELLING = {"loss_scaling": "-s/--loss_scaling"}  # main.py's one flag spelled with its underscore
+# What a gloo or NCCL collective says when another rank ended or stopped answering.
+PEER_LOST = re.compile(r"connection closed by peer|connection reset by peer|broken pipe|remote process exited"
+                       r"|communicator was aborted|timed out|timeout", re.IGNORECASE)
+PORT_TAKEN = re.compile(r"address already in use|EADDRINUSE", re.IGNORECASE)
 
 
 @dataclass
@@ -42,55 +74,231 @@ class World:
         return self.rank == 0
 
 
-def detect():
-    """The process's place in the job, from the launcher's environment variables."""
-    env = os.environ
-    if "WORLD_SIZE" in env and "RANK" in env:
-        return World(int(env["RANK"]), int(env["WORLD_SIZE"]), int(env.get("LOCAL_RANK", 0)),
-                     int(env.get("LOCAL_WORLD_SIZE", 1)), "torchrun")
-    if "OMPI_COMM_WORLD_SIZE" in env:
-        return World(int(env["OMPI_COMM_WORLD_RANK"]), int(env["OMPI_COMM_WORLD_SIZE"]),
-                     int(env.get("OMPI_COMM_WORLD_LOCAL_RANK", 0)), int(env.get("OMPI_COMM_WORLD_LOCAL_SIZE", 1)),
-                     "mpirun")
-    if "PMI_SIZE" in env and "PMI_RANK" in env:  # MPICH's Hydra, and HPE PALS (Polaris's mpiexec)
-        local_rank = env.get("PMI_LOCAL_RANK", env.get("MPI_LOCALRANKID", 0))
-        local_size = env.get("PMI_LOCAL_SIZE", env.get("MPI_LOCALNRANKS", 1))
-        return World(int(env["PMI_RANK"]), int(env["PMI_SIZE"]), int(local_rank), int(local_size), "mpiexec")
-    if "SLURM_STEP_NUM_TASKS" in env and "SLURM_PROCID" in env:  # a task of srun (not the batch script itself)
-        per_node = re.match(r"\d+", env.get("SLURM_STEP_TASKS_PER_NODE", "1"))
-        return World(int(env["SLURM_PROCID"]), int(env["SLURM_STEP_NUM_TASKS"]), int(env.get("SLURM_LOCALID", 0)),
-                     int(per_node.group()) if per_node else 1, "srun")
+def detect(env=None):
+    """The process's place in the job, from the launcher's variables in `env` (os.environ),
+    checked: a garbled or half-set launch is refused instead of guessed at."""
+    env = os.environ if env is None else env
+    for launcher, rank_name, size_name, local_rank_names, local_size_names in LAUNCHERS:
+        if rank_name in env and size_name in env:
+            return checked_world(env, launcher, rank_name, size_name, local_rank_names, local_size_names)
+        if (rank_name in env or size_name in env) and launcher not in HALF_SET_IS_SINGLE:
+            given, missing = (rank_name, size_name) if rank_name in env else (size_name, rank_name)
+            raise UserError(f"{given}={shown(env[given])} is set but {missing} is not, so this process cannot tell its "
+                            f"place in the job; start it with {launcher}, which sets both, or unset {given}.")
     return World()
 
 
-def init(world, use_gpu, timeout_s):
-    """Join the process group; returns this rank's device. A collective that waits longer than
-    `timeout_s` raises instead of hanging, so a failing rank brings the job down."""
-    if world.launcher in ("mpirun", "mpiexec", "srun"):
-        if "MASTER_ADDR" not in os.environ:
-            if world.local_size != world.size:
-                raise UserError(f"{world.launcher} across nodes needs MASTER_ADDR (the first node's hostname) and "
-                                "MASTER_PORT in the environment; the run_*.sh scripts export them.")
-            os.environ["MASTER_ADDR"] = "127.0.0.1"
-        os.environ.setdefault("MASTER_PORT", DEFAULT_PORT)
-    if use_gpu:
-        if torch.cuda.device_count() <= world.local_rank:
-            raise UserError(f"rank {world.rank} has local rank {world.local_rank} but this node shows "
-                            f"{torch.cuda.device_count()} GPUs; start at most one process per GPU.")
-        torch.cuda.set_device(world.local_rank)
-        device = torch.device("cuda", world.local_rank)
+def checked_world(env, launcher, rank_name, size_name, local_rank_names, local_size_names):
+    """The World of a launcher's variables, each an integer in its range."""
+    size = number(env, size_name, launcher, 1, MOST_RANKS)
+    rank = number(env, rank_name, launcher, 0, size - 1, f" (below {size_name}={size})")
+    local_size_name = next((name for name in local_size_names if name in env), None)
+    if local_size_name is None:
+        local_size = 1
+    elif launcher == "srun":
+        local_size = slurm_tasks_per_node(env[local_size_name], size)
     else:
-        device = torch.device("cpu")
+        local_size = number(env, local_size_name, launcher, 1, size, f" (at most {size_name}={size})")
+    local_rank_name = next((name for name in local_rank_names if name in env), None)
+    local_rank = 0
+    if local_rank_name is not None:
+        below = (local_size_name, local_size) if local_size_name else (size_name, size)
+        local_rank = number(env, local_rank_name, launcher, 0, below[1] - 1, f" (below {below[0]}={below[1]})")
+    return World(rank, size, local_rank, local_size, launcher)
+
+
+def number(env, name, launcher, low, high, bound=""):
+    """The integer in env[name], refused with the variable and the launcher named unless in [low, high]."""
+    text = env[name]
+    if re.fullmatch(r"[0-9]{1,10}", text) and low <= int(text) <= high:
+        return int(text)
+    raise UserError(f"{name}={shown(text)} must be an integer from {low} to {high}{bound}, as {launcher} sets it; "
+                    f"start the job with {launcher} or correct {name}.")
+
+
+def slurm_tasks_per_node(text, size):
+    """The most tasks srun put on one node ('2(x3),1' -> 2); this node's own count is not given."""
+    count = r"[0-9]{1,10}(\(x[0-9]{1,10}\))?"
+    if re.fullmatch(f"{count}(,{count})*", text):
+        most = max(int(n) for n in re.findall(r"(?<![x0-9])[0-9]+", text))  # the counts, not their repeats
+        if 1 <= most <= size:
+            return most
+    raise UserError(f"SLURM_STEP_TASKS_PER_NODE={shown(text)} must list the tasks per node as srun does (4, or "
+                    f"2(x3),1), each from 1 to SLURM_STEP_NUM_TASKS={size}; start the job with srun.")
+
+
+def shown(text):
+    """A variable's value as it can be printed in one line, quoted where spaces or control characters would hide."""
+    if text and text.isprintable() and text == text.strip() and len(text) <= 40:
+        return text
+    return ascii(text[:40]) + ("..." if len(text) > 40 else "")
+
+
+def init(world, config):
+    """Join the process group and check that every rank runs the same settings; returns this
+    rank's device. Joining gives up after --dist-timeout seconds, and from then on a collective
+    that waits longer raises instead of hanging, so a failing rank brings the job down."""
+    address = rendezvous_address(world)
+    device = bind_device(world, config.gpu)
+    with watchdog(address, world, config.dist_timeout):
+        join(world, device, address, config.dist_timeout)
+        agree_on_settings(world, config)
+    return device
+
+
+def rendezvous_address(world):
+    """MASTER_ADDR:MASTER_PORT, checked. The MPI launchers and srun do not set them: one node's
+    ranks meet on 127.0.0.1:29500 unless told otherwise."""
+    env = os.environ
+    if not env.get("MASTER_ADDR"):
+        if world.local_size != world.size:
+            raise UserError(f"{world.launcher} across nodes needs MASTER_ADDR (the first node's hostname) and "
+                            "MASTER_PORT in the environment; the run_*.sh scripts export them.")
+        env["MASTER_ADDR"] = "127.0.0.1"
+    port = env.setdefault("MASTER_PORT", DEFAULT_PORT)
+    if not (re.fullmatch(r"[0-9]{1,5}", port) and 1 <= int(port) <= 65535):
+        raise UserError(f"MASTER_PORT={shown(port)} must be a TCP port from 1 to 65535, the same on every rank.")
+    try:
+        socket.getaddrinfo(env["MASTER_ADDR"], int(port))
+    except (socket.gaierror, UnicodeError):
+        raise UserError(f"MASTER_ADDR={shown(env['MASTER_ADDR'])} is not a host name this node can resolve; set it "
+                        "to the first node's hostname or address.") from None
+    return f"{env['MASTER_ADDR']}:{port}"
+
+
+def bind_device(world, use_gpu):
+    """This rank's GPU (cuda:LOCAL_RANK), or the CPU with its share of the node's cores."""
+    if not use_gpu:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // world.local_size))  # no oversubscription
+        return torch.device("cpu")
+    if torch.cuda.device_count() <= world.local_rank:
+        raise UserError(f"rank {world.rank} has local rank {world.local_rank} but this node shows "
+                        f"{torch.cuda.device_count()} GPUs; start at most one process per GPU.")
+    torch.cuda.set_device(world.local_rank)
+    return torch.device("cuda", world.local_rank)
+
+
+def join(world, device, address, timeout_s):
+    """init_process_group, its rendezvous failures as one sentence."""
     bound = {}  # binding the process group to the GPU (torch 2.3) lets NCCL connect eagerly
-    if use_gpu and compat.has_ddp_device_id():
+    if device.type == "cuda" and compat.has_ddp_device_id():
         bound = {"device_id": device}
-    elif use_gpu:
+    elif device.type == "cuda":
         compat.degrade("ddp", "process group not bound to its GPU (init_process_group has no device_id "
                               "before torch 2.3): NCCL connects lazily, at the first collective")
-    dist.init_process_group("nccl" if use_gpu else "gloo", init_method="env://", rank=world.rank,
-                            world_size=world.size, timeout=datetime.timedelta(seconds=timeout_s), **bound)
-    return device
+    if world.rank != 0:
+        wait_for_rank0(address, world, timeout_s)
+    try:
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo", init_method="env://", rank=world.rank,
+                                world_size=world.size, timeout=datetime.timedelta(seconds=timeout_s), **bound)
+    except RuntimeError as error:  # torch's DistError is a RuntimeError; torch 1.x raises RuntimeError itself
+        text = str(error)
+        if PORT_TAKEN.search(text):
+            raise UserError(f"MASTER_PORT {os.environ['MASTER_PORT']} is already in use on this host, so rank 0 cannot "
+                            "listen on it; pick a free port (MASTER_PORT=..., or torchrun --master-port).") from None
+        if PEER_LOST.search(text) or "refused" in text.lower():
+            raise UserError(unreachable(address, world, timeout_s)) from None
+        raise
+
+
+def wait_for_rank0(address, world, timeout_s):
+    """Wait until rank 0 (or torchrun) listens at `address`: torch's own client would log a
+    retry with a C++ stack for every attempt while it is not up yet."""
+    host, port = address.rsplit(":", 1)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            socket.create_connection((host, int(port)), timeout=min(5, timeout_s)).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise UserError(unreachable(address, world, timeout_s)) from None
+            time.sleep(0.5)
+
+
+def unreachable(address, world, timeout_s):
+    return (f"rank {world.rank} could not reach the other ranks at {address} within --dist-timeout {timeout_s} s; "
+            f"check that all {world.size} ranks were started with the same MASTER_ADDR and MASTER_PORT and that "
+            "nothing else listens on that port, or raise --dist-timeout if the ranks start slowly.")
+
+
+@contextlib.contextmanager
+def watchdog(address, world, timeout_s):
+    """A bound on the rendezvous that torch's timeout does not give: a client whose MASTER_PORT
+    is held by another program waits for a reply that never comes. Nothing is written yet, so
+    the process ends there, with the sentence main.py would print."""
+    def give_up():
+        print(f"main.py: error: {unreachable(address, world, timeout_s)}", file=sys.stderr, flush=True)
+        os._exit(2)
+
+    timer = threading.Timer(timeout_s + RENDEZVOUS_GRACE_S, give_up)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
+def agree_on_settings(world, config):
+    """Refuse before any data is loaded when the ranks were started with different flags: a
+    different -n ends in mismatched collectives (an abort), a different -b in a wrong run."""
+    settings = {name: value for name, value in config.to_dict().items() if name not in PER_RANK_SETTINGS}
+    digest = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    if len(set(gathered(world, digest))) > 1:  # the settings themselves only when they differ
+        raise UserError(settings_differ(gathered(world, settings)))
+
+
+def settings_differ(per_rank):
+    """The sentence naming every flag whose value differs from rank 0's, and on which rank."""
+    first, differences = per_rank[0], []
+    for name in sorted(set().union(*per_rank)):
+        ranks = [rank for rank, settings in enumerate(per_rank) if settings.get(name) != first.get(name)]
+        if ranks:
+            more = f" (and {len(ranks) - 1} more ranks)" if len(ranks) > 1 else ""
+            differences.append(f"{FLAG_SPELLING.get(name, '--' + name.replace('_', '-'))} is "
+                               f"{value_shown(first.get(name))} on rank 0 but "
+                               f"{value_shown(per_rank[ranks[0]].get(name))} on rank {ranks[0]}{more}")
+    return (f"the ranks were started with different flags: {', '.join(differences)}; start every rank with the "
+            "same command line.")
+
+
+def value_shown(value):
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
+
+
+def gathered(world, value):
+    """`value` of every rank, in rank order, on every rank."""
+    values = [None] * world.size
+    dist.all_gather_object(values, value)
+    return values
+
+
+@contextlib.contextmanager
+def session(world):
+    """Around the run: every rank leaves the process group together once all are done. When a
+    collective fails because another rank ended or stopped answering, one sentence (exit 1)
+    instead of gloo's or NCCL's traceback. After any error the group is left as it is: a
+    barrier would wait for ranks that are gone or busy elsewhere."""
+    try:
+        yield
+        shutdown(world)
+    except RuntimeError as error:
+        lost = PEER_LOST.search(str(error)) if world.distributed and collective_error(error) else None
+        if lost is None:
+            raise
+        raise RankLost(f"rank {world.rank} lost another rank of the job mid-run ({lost.group().lower()}): it ended or "
+                       "did not answer within --dist-timeout, and its own output says why; rerun with --resume "
+                       "to continue from the last checkpoint, if --checkpoint was given.") from None
+
+
+def collective_error(error):
+    """Whether `error` comes from gloo or NCCL (torch 2 has DistError; torch 1 names the backend)."""
+    return isinstance(error, getattr(dist, "DistError", ())) or re.search(r"gloo|nccl", str(error), re.IGNORECASE)
 
 
 def shutdown(world):
@@ -116,10 +324,8 @@ def all_reduce(tensor, op="sum"):
 
 def hostnames(world):
     """Every rank's hostname, gathered to all ranks."""
-    names = [None] * world.size
     if dist.is_initialized():
-        dist.all_gather_object(names, socket.gethostname())
-        return names
+        return gathered(world, socket.gethostname())
     return [socket.gethostname()]
 
 

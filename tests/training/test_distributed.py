@@ -1,0 +1,147 @@
+"""The launcher's variables, checked before a process joins a job; the sentences for ranks
+that disagree on flags or lose a peer. No process group here: see tests/app/test_cluster.py."""
+import dataclasses
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import ROOT, assert_user_error, run_main
+from utils.config import RunConfig
+from utils.errors import RankLost, UserError
+from utils.training import distributed
+from utils.training.distributed import World
+
+REFUSED = [
+    ({"WORLD_SIZE": "abc", "RANK": "0"}, "WORLD_SIZE=abc must be an integer from 1 to"),
+    ({"WORLD_SIZE": "0", "RANK": "0"}, "WORLD_SIZE=0 must be an integer from 1 to"),
+    ({"WORLD_SIZE": "2", "RANK": "2"}, "RANK=2 must be an integer from 0 to 1 (below WORLD_SIZE=2), as torchrun"),
+    ({"WORLD_SIZE": "2", "RANK": "-1"}, "RANK=-1 must be an integer from 0 to 1"),
+    ({"WORLD_SIZE": "2", "RANK": " 1"}, "RANK=' 1'"),
+    ({"WORLD_SIZE": "9" * 5000, "RANK": "0"}, "WORLD_SIZE='9999"),
+    ({"WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "x"}, "LOCAL_RANK=x must be an integer from 0 to 1"),
+    ({"WORLD_SIZE": "4", "RANK": "0", "LOCAL_RANK": "2", "LOCAL_WORLD_SIZE": "2"},
+     "LOCAL_RANK=2 must be an integer from 0 to 1 (below LOCAL_WORLD_SIZE=2)"),
+    ({"WORLD_SIZE": "2", "RANK": "0", "LOCAL_WORLD_SIZE": "3"}, "LOCAL_WORLD_SIZE=3 must be an integer from 1 to 2"),
+    ({"WORLD_SIZE": "2"}, "WORLD_SIZE=2 is set but RANK is not"),
+    ({"RANK": "1"}, "RANK=1 is set but WORLD_SIZE is not"),
+    ({"OMPI_COMM_WORLD_SIZE": "2"}, "OMPI_COMM_WORLD_SIZE=2 is set but OMPI_COMM_WORLD_RANK is not, so this "
+                                    "process cannot tell its place in the job; start it with mpirun"),
+    ({"OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_RANK": "5"}, "OMPI_COMM_WORLD_RANK=5 must be an integer from 0 "
+                                                                 "to 1 (below OMPI_COMM_WORLD_SIZE=2), as mpirun"),
+    ({"PMI_SIZE": "2", "PMI_RANK": "0", "MPI_LOCALRANKID": "7"}, "MPI_LOCALRANKID=7 must be an integer from 0 to 1"),
+    ({"PMI_RANK": "0"}, "PMI_RANK=0 is set but PMI_SIZE is not"),
+    ({"SLURM_PROCID": "0", "SLURM_STEP_NUM_TASKS": "two"}, "SLURM_STEP_NUM_TASKS=two must be an integer"),
+    ({"SLURM_PROCID": "0", "SLURM_STEP_NUM_TASKS": "2", "SLURM_STEP_TASKS_PER_NODE": "2(x"},
+     "SLURM_STEP_TASKS_PER_NODE=2(x must list the tasks per node"),
+    ({"SLURM_PROCID": "0", "SLURM_STEP_NUM_TASKS": "2", "SLURM_STEP_TASKS_PER_NODE": "4"},
+     "each from 1 to SLURM_STEP_NUM_TASKS=2"),
+    ({"WORLD_SIZE": "2", "RANK": "0\n"}, r"RANK='0\n' must be"),
+]
+
+
+@pytest.mark.parametrize("env, phrase", REFUSED, ids=[str(case[0])[:60] for case in REFUSED])
+def test_a_garbled_launcher_environment_is_refused_naming_the_variable(env, phrase):
+    with pytest.raises(UserError) as refusal:
+        distributed.detect(env)
+    assert phrase in str(refusal.value)
+
+
+ACCEPTED = [
+    ({}, World()),
+    ({"PATH": "/bin", "LOCAL_RANK": "3"}, World()),  # LOCAL_RANK alone starts no job
+    ({"WORLD_SIZE": "1", "RANK": "0"}, World(0, 1, 0, 1, "torchrun")),
+    ({"WORLD_SIZE": "4", "RANK": "3", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}, World(3, 4, 1, 2, "torchrun")),
+    ({"OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_RANK": "1"}, World(1, 2, 0, 1, "mpirun")),
+    ({"PMI_SIZE": "8", "PMI_RANK": "5", "MPI_LOCALRANKID": "1", "MPI_LOCALNRANKS": "4"}, World(5, 8, 1, 4, "mpiexec")),
+    ({"SLURM_PROCID": "4", "SLURM_STEP_NUM_TASKS": "7", "SLURM_LOCALID": "2", "SLURM_STEP_TASKS_PER_NODE": "1,3(x2)"},
+     World(4, 7, 2, 3, "srun")),
+    ({"SLURM_PROCID": "0", "SLURM_LOCALID": "0"}, World()),  # a Slurm batch script, not a task of srun
+]
+
+
+@pytest.mark.parametrize("env, world", ACCEPTED, ids=[str(case[0])[:60] for case in ACCEPTED])
+def test_a_launcher_environment_gives_the_process_its_place(env, world):
+    assert distributed.detect(env) == world
+
+
+def test_main_refuses_a_garbled_launcher_environment_before_loading_data(monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "abc")
+    monkeypatch.setenv("RANK", "0")
+    result = run_main("--data", "synthetic", "-n", "2", "--warmup", "1", "--model", "squeezenet1_1", "-b", "4")
+    assert_user_error(result, "main.py: error: WORLD_SIZE=abc must be an integer")
+    assert "data loaded" not in result.stderr
+
+
+def test_rank_0_refuses_a_master_port_another_program_holds():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": "2", "RANK": "0"}
+        result = subprocess.run([sys.executable, "main.py", "--data", "synthetic", "-n", "2", "--warmup", "1",
+                                 "--model", "squeezenet1_1", "-b", "4", "--dist-timeout", "60"],
+                                cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert_user_error(result, f"MASTER_PORT {port} is already in use on this host")
+
+
+def test_the_flags_that_differ_between_ranks_are_named():
+    rank0 = RunConfig().to_dict()
+    others = [dict(rank0, batch_size=16, loss_scaling=True), dict(rank0), dict(rank0, batch_size=32)]
+    assert distributed.settings_differ([rank0] + others) == (
+        "the ranks were started with different flags: --batch-size is 128 on rank 0 but 16 on rank 1 (and 1 more "
+        "ranks), -s/--loss_scaling is off on rank 0 but on on rank 1; start every rank with the same command line.")
+
+
+def test_the_settings_allowed_to_differ_between_ranks_are_flags():
+    assert distributed.PER_RANK_SETTINGS <= {field.name for field in dataclasses.fields(RunConfig)}
+
+
+GLOO_PEER_GONE = ("[/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:561] Connection closed by peer "
+                  "[127.0.0.1]:27563. This is typically caused by a remote worker crashing.")
+
+
+def test_a_collective_failing_for_a_lost_rank_is_one_sentence():
+    with pytest.raises(RankLost, match=r"^rank 1 lost another rank of the job mid-run \(connection closed by peer\)"):
+        with distributed.session(World(1, 2, launcher="torchrun")):
+            raise RuntimeError(GLOO_PEER_GONE)
+
+
+@pytest.mark.parametrize("world, error", [
+    (World(1, 2, launcher="torchrun"), RuntimeError("injected failure on rank 1")),
+    (World(1, 2, launcher="torchrun"), RuntimeError("CUDA out of memory. Tried to allocate 2 GiB")),
+    (World(), RuntimeError(GLOO_PEER_GONE)),
+])
+def test_other_errors_pass_through_the_session_unchanged(world, error):
+    with pytest.raises(RuntimeError) as raised:
+        with distributed.session(world):
+            raise error
+    assert raised.value is error
+
+
+# The launchers' variables, each unset, a plausible value or garbage.
+VARIABLES = ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+             "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_RANK", "PMI_SIZE", "PMI_LOCAL_RANK",
+             "PMI_LOCAL_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS",
+             "SLURM_LOCALID", "SLURM_STEP_TASKS_PER_NODE"]
+values = st.one_of(st.integers(-3, 9).map(str), st.integers(-2 ** 70, 2 ** 70).map(str),
+                   st.sampled_from(["", " 1", "1 ", "0x1", "1e3", "+1", "٣", "2(x3),1", "1,3(x2)", "nan", "4(x"]),
+                   st.text(max_size=12))
+launches = st.dictionaries(st.sampled_from(VARIABLES), values, max_size=8)
+
+
+@pytest.mark.long
+@settings(deadline=None, max_examples=int(os.environ.get("HOSTILE_EXAMPLES", 0)) or 500)
+@given(launches)
+def test_any_launcher_environment_gives_a_valid_place_or_one_sentence(env):
+    try:
+        world = distributed.detect(env)
+    except UserError as refusal:
+        assert "\n" not in str(refusal) and str(refusal).endswith(".")
+        return
+    assert 0 <= world.rank < world.size and 1 <= world.local_size <= world.size
+    assert 0 <= world.local_rank < world.size
