@@ -242,7 +242,8 @@ def build_parser():
 
     cluster = parser.add_argument_group("distributed (launch with torchrun or mpirun; -b is per process)")
     cluster.add_argument("--dist-timeout", type=positive_int, metavar="S",
-                         help="seconds a collective may wait for the other ranks before the job fails (default %(default)s)")
+                         help="seconds the rendezvous and each collective may wait for the other ranks before the "
+                         "job fails (default %(default)s)")
 
     long_runs = parser.add_argument_group("checkpoints")
     long_runs.add_argument("--checkpoint", metavar="PATH",
@@ -267,7 +268,7 @@ def main(argv=None):
             from utils.app import run
 
             return run(run_config, stop)
-        except (UserError, WriteFailed, RankLost) as error:  # WriteFailed: after training, nothing to retry in-process
+        except (UserError, WriteFailed, RankLost) as error:  # WriteFailed: after training, nothing to retry
             print(f"main.py: error: {error}", file=sys.stderr)
             return 2 if isinstance(error, UserError) else 1
 

@@ -342,7 +342,10 @@ def explain(trainer, config, context, repeat):
              "profiler holds it), so --explain shows the host's time per op, not the GPU's.")
     profile["unaligned_layers"] = diagnose.unaligned_layers(trainer.model, config.batch_size)
     profile["cpu_fast_half_flags"] = diagnose.cpu_flags() if context.device.type == "cpu" else None
-    if trace:
+    failed = profile.pop("trace_failed")
+    if failed:
+        context.failed_outputs.append(failed)
+    elif trace:
         context.reporter.phase(f"{mode.name}: trace written to {trace}")
     return profile
 
@@ -360,14 +363,15 @@ def finish(config, context, data, runs, last, diverged, saved):
     def status():  # read when returning: a signal may still arrive while the results are written
         if interrupted or stop.requested:
             return 128 + (stop.signal_number or signal.SIGTERM)
-        return 1 if diverged or failures or context.failed_saves else 0
+        return 1 if diverged or failures or context.failed_saves or context.failed_outputs else 0
 
     if not world.is_main:
         return status()
     run_dicts = [run.to_dict() for run in runs]
     document = record.make_document(env, config.to_dict(), data.info, bool(diverged) or interrupted, run_dicts,
                                     compare_modes(run_dicts, config.accuracy_margin))
-    written, failures[:] = write_outputs(config, context, document)  # before printing: a closed stdout costs no file
+    written, failures[:] = write_outputs(config, context, document)  # before printing: a closed stdout costs none
+    failures += context.failed_outputs
     print(report.summary(document, config.wide))
     print("\n".join(written))
     for failure in failures:

@@ -387,7 +387,7 @@ CATALOGUE = [
                  "its optimizer settings are not plain values", id="tensor-lr"),
     pytest.param(lambda c: c.resume(c.copied(), "--model", "resnet18"),
                  "holds a run with --model squeezenet1_1, not resnet18", id="other-model"),
-    pytest.param(lambda c: c.resume(c.checkpoint, "--modes", "fp16-master"),
+    pytest.param(lambda c: c.resume(c.checkpoint, "--modes", "fp16-master", "--allow-slow-fp16"),
                  "was written in mode fp32, whose weights cannot continue in mode fp16-master",
                  id="other-weights-mode"),
     pytest.param(lambda c: [*Case.SYNTHETIC, "--compare", "--checkpoint", c.tmp_path / "c.pt"],

@@ -70,7 +70,8 @@ class LabelledScaler:
 def profile_steps(trainer, config, device, steps, stop=None, trace_path=None):
     """Run `steps` profiled training steps (plus the profiler's warm-up step) and return the
     profile: ms per step by category, the top ops, and on CUDA the idle time; None when a stop
-    signal cut the profiling short. With `trace_path`, also write the Chrome/Perfetto trace."""
+    signal cut the profiling short. With `trace_path`, also write the Chrome/Perfetto trace; a
+    trace that cannot be written costs only itself (`trace_failed` says why)."""
     # kineto, torch.profiler's engine, writes its stages and, without a GPU, an "ERROR ...
     # gpuGetDeviceCount" line to stderr: quiet unless the user set its level. Its one message a
     # user needs on a GPU, that no kernel could be recorded, is checked below instead.
@@ -92,13 +93,18 @@ def profile_steps(trainer, config, device, steps, stop=None, trace_path=None):
                 synchronize(device)
                 wall_ms = 1000.0 * (time.perf_counter() - started) / steps
             profiler.step()
+    trace_failed = None
     if trace_path:
-        write_trace(profiler, trace_path)
+        try:
+            write_trace(profiler, trace_path)
+        except WriteFailed as error:
+            trace_failed = str(error)
     events = profiler.events()
     cuda = device.type == "cuda"
     kernels = cuda and any(event.device_type != torch.autograd.DeviceType.CPU for event in events)
     summary = profile_of(events, steps, wall_ms, kernels)
     summary["gpu_kernels_missing"] = cuda and not kernels
+    summary["trace_failed"] = trace_failed
     return summary
 
 
@@ -106,6 +112,7 @@ def write_trace(profiler, path):
     """torch.profiler's Chrome trace (opens in Perfetto and TensorBoard), all or nothing."""
     tmp = f"{path}.tmp-{os.getpid()}.json"
     try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
         profiler.export_chrome_trace(tmp)
         os.replace(tmp, path)
     except OSError as error:

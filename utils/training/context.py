@@ -19,3 +19,4 @@ class RunContext:
     reporter: Reporter = field(default_factory=lambda: Reporter(False))  # quiet unless main.py asks
     checkpoint_step: Optional[int] = None  # the step --checkpoint holds, once this process wrote it
     failed_saves: int = 0  # checkpoint saves that failed (a full disk): training went on, the exit status says so
+    failed_outputs: list = field(default_factory=list)  # other writes that failed on the way (a trace), in words
