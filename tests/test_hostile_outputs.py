@@ -17,12 +17,12 @@ from utils import fileio
 from utils.app import check_outputs
 from utils.config import RunConfig
 from utils.errors import UserError
-from utils.results import report
+from utils.results import live, report
 from utils.training.distributed import World
 
 pytestmark = pytest.mark.long  # its own CI stage (pytest.ini)
 
-FLAGS = ("json", "csv", "checkpoint", "trace_dir")
+FLAGS = ("json", "csv", "checkpoint", "jsonl", "trace_dir")
 KINDS = ("new", "existing", "fifo", "dev_null_link", "loop", "dangling_link", "folder", "through_a_file",
          "proc_link", "nested_new", "name_250", "name_255", "name_256", "name_260", "unicode", "control")
 
@@ -91,6 +91,10 @@ def write(flag, path, document):
         report.append_csv(path, document)
     elif flag == "checkpoint":
         fileio.atomic_write(path, lambda f: f.write(b"checkpoint bytes"))
+    elif flag == "jsonl":
+        stream = live.LiveLog(path, None, "unused")
+        stream.phase("a line")
+        stream.close()
     else:
         fileio.atomic_write(os.path.join(path, "trace.pt.trace.json"), lambda f: f.write(b"{}"))
 

@@ -54,6 +54,7 @@ class LiveLog:
         line = json.dumps(strict.finite_copy({"event": event, "time": now_utc(), **fields}), allow_nan=False)
         try:
             if self.jsonl is None:
+                os.makedirs(os.path.dirname(os.path.realpath(self.jsonl_path)), exist_ok=True)
                 self.jsonl = open(self.jsonl_path, "a", encoding="utf-8")
             self.jsonl.write(line + "\n")  # one write per line: a reader never sees half of one
             self.jsonl.flush()

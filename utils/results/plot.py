@@ -16,11 +16,19 @@ from utils.results.report import describe, first_of
 
 FORMATS = ("png", "pdf", "svg")
 OLDEST_MATPLOTLIB = (3, 5)
-REPEAT_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
+# One colour per mode in every panel; repeats differ by marker.
+MODE_COLOURS = {"fp32": "#595959", "tf32": "#8c564b", "amp-fp16": "#1f77b4", "amp-fp16-noscale": "#17becf",
+                "amp-bf16": "#2ca02c", "fp16-master": "#ff7f0e"}
+REPEAT_MARKERS = ["o", "s", "^", "D", "v", "P"]
+RATIO_LIMIT = 16  # the category-speed panel's axis ends at 1/16x and 16x; beyond, the value is written
 CATEGORY_COLOURS = dict(zip(CATEGORIES, ["#d62728", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#bcbd22",
                                          "#17becf", "#2ca02c", "#1f77b4", "#7f7f7f", "#c7c7c7", "#dbdb8d"]))
 SHOWN_SHARE = 0.02  # the speedup panel leaves out categories below 2% of every mode's step
 SHARES_ABOVE = 8  # when the slowest mode's step is this many times the fastest's, stack shares, not ms
+
+
+def colour_of(mode):
+    return MODE_COLOURS.get(mode, "#9467bd")
 
 
 def check_available(path):
@@ -45,6 +53,24 @@ def draw(path, document):
     """Write the figure of `document` to `path`, all or nothing, titled with its setup."""
     import matplotlib
     matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure = None
+    try:
+        figure = figure_of(document)
+        atomic_write(path, lambda f: figure.savefig(f, format=file_format(path), dpi=120))
+    except WriteFailed:
+        raise
+    except Exception as error:  # a matplotlib failure after training: the other outputs are already written
+        raise WriteFailed(f"could not draw {path} with matplotlib {matplotlib.__version__} "
+                          f"({type(error).__name__}: {error}); the JSON and CSV outputs are written.") from None
+    finally:
+        if figure is not None:
+            plt.close(figure)
+
+
+def figure_of(document):
+    """The figure: four panels, then two to a row those the flags asked for."""
     import matplotlib.pyplot as plt
 
     comparison = document["comparison"]
@@ -78,34 +104,31 @@ def draw(path, document):
             axes[-1][1].set_visible(False)
         for axis in axes.flat:
             axis.tick_params(axis="x", labelrotation=20)
-        figure.tight_layout()
-        atomic_write(path, lambda f: figure.savefig(f, format=file_format(path), dpi=120))
-    except WriteFailed:
-        raise
-    except Exception as error:  # a matplotlib failure after training: the other outputs are already written
-        raise WriteFailed(f"could not draw {path} with matplotlib {matplotlib.__version__} "
-                          f"({type(error).__name__}: {error}); the JSON and CSV outputs are written.") from None
-    finally:
+        figure.tight_layout(rect=(0, 0, 1, 1 - 0.5 / figure.get_figheight()))  # room for the suptitle
+    except BaseException:
         plt.close(figure)
+        raise
+    return figure
 
 
 def draw_step_times(axis, document, modes):
-    """Every timed step as a point, one colour per repeat, its median as a bar across it."""
+    """Every timed step as a point in its mode's colour, a marker per repeat, its median as a bar."""
     repeats = sorted({run["repeat"] for run in document["runs"]})
     for x, mode in enumerate(modes):
         for run in document["runs"]:
             if run["mode"] != mode or not run["step_times_ms"]:
                 continue
-            colour = REPEAT_COLOURS[repeats.index(run["repeat"]) % len(REPEAT_COLOURS)]
+            marker = REPEAT_MARKERS[repeats.index(run["repeat"]) % len(REPEAT_MARKERS)]
             times = run["step_times_ms"]
             offset = (repeats.index(run["repeat"]) + 0.5) / len(repeats) * 0.6 - 0.3
             spread = [offset + 0.12 * ((i * 0.618) % 1 - 0.5) for i in range(len(times))]
-            axis.scatter([x + s for s in spread], times, s=6, alpha=0.5, color=colour, linewidths=0)
+            axis.scatter([x + s for s in spread], times, s=8, alpha=0.5, color=colour_of(mode), marker=marker,
+                         linewidths=0)
             axis.hlines(run["step_time_ms"]["median"], x + offset - 0.09, x + offset + 0.09, color="black")
     axis.set_xticks(range(len(modes)))
     axis.set_xticklabels(modes)
     axis.set_ylabel("step time (ms)")
-    note = f"{len(repeats)} repeats, one colour each; " if len(repeats) > 1 else ""
+    note = f"{len(repeats)} repeats, a marker each; " if len(repeats) > 1 else ""
     axis.set_title(f"every timed step ({note}black: median)", fontsize=10)
     medians = [row["median_step_ms"] for row in (document["comparison"][mode] for mode in modes)]
     if max(medians) > 10 * min(medians):  # keep every mode readable
@@ -120,30 +143,29 @@ def draw_speedups(axis, comparison, modes):
     speedups = [comparison[mode]["speedup_vs_fp32"] for mode in modes]
     if None in speedups:
         values = [comparison[mode]["images_per_sec"] for mode in modes]
-        bars = axis.bar(modes, values, color="#1f77b4")
-        axis.bar_label(bars, labels=[f"{value:.0f}" for value in values])
+        bars = axis.bar(modes, values, color=[colour_of(mode) for mode in modes])
+        axis.bar_label(bars, labels=[f"{value:.0f}" for value in values], fontsize=8)
         axis.set_title("images/s (no fp32 run to compare with)", fontsize=10)
         axis.set_ylim(0, max(values) * 1.15)
         return
     intervals = [comparison[mode].get("speedup_ci95") or [value, value] for mode, value in zip(modes, speedups)]
     errors = [[value - low for value, (low, _) in zip(speedups, intervals)],
               [high - value for value, (_, high) in zip(speedups, intervals)]]
-    bars = axis.bar(modes, speedups, yerr=errors, capsize=6,
-                    color=["#888888" if mode == BASELINE else "#1f77b4" for mode in modes])
-    labels = [f"{value:.2f}x" + (" n.s." if comparison[mode].get("speedup_significant") is False else "")
+    bars = axis.bar(modes, speedups, yerr=errors, capsize=6, color=[colour_of(mode) for mode in modes])
+    labels = [f"{value:.2f}x" + ("\nn.s." if comparison[mode].get("speedup_significant") is False else "")
               for mode, value in zip(modes, speedups)]
-    axis.bar_label(bars, labels=labels, padding=8)
+    axis.bar_label(bars, labels=labels, padding=8, fontsize=8)
     axis.axhline(1.0, color="grey", linewidth=0.8)
-    axis.set_title("speedup vs fp32 (error bars: 95% CI; n.s.: holds 1.0)", fontsize=10)
+    axis.set_title("speedup vs fp32 (error bars: 95% CI, if any; n.s.: holds 1.0)", fontsize=10)
     axis.set_ylim(0, max(high for _, high in intervals) * 1.2)
 
 
 def draw_memory(axis, comparison, modes):
     values = [comparison[mode]["peak_memory_bytes"] / 2 ** 20 for mode in modes]
     ratios = [comparison[mode]["memory_ratio_vs_fp32"] for mode in modes]
-    bars = axis.bar(modes, values, color=["#888888" if mode == BASELINE else "#2ca02c" for mode in modes])
+    bars = axis.bar(modes, values, color=[colour_of(mode) for mode in modes])
     axis.bar_label(bars, labels=[f"{value:.0f} MiB" + (f"\n{ratio:.2f}x" if ratio is not None else "")
-                                 for value, ratio in zip(values, ratios)])
+                                 for value, ratio in zip(values, ratios)], fontsize=8)
     axis.set_ylabel("MiB")
     axis.set_title("peak memory (label: ratio to fp32)", fontsize=10)
     axis.set_ylim(0, max(values) * 1.25)
@@ -159,14 +181,17 @@ def draw_accuracy(axis, comparison, modes):
         axis.set_title("test accuracy", fontsize=10)
         return
     values = [100.0 * (value or 0.0) for value in accuracies]
-    colours = ["#d62728" if comparison[mode].get("learned") is False else "#9467bd" for mode in modes]
-    bars = axis.bar(modes, values, color=colours)
-    axis.bar_label(bars, labels=["-" if value is None else f"{100 * value:.1f}%" +
-                                 (" (did not learn)" if comparison[mode].get("learned") is False else "")
-                                 for mode, value in zip(modes, accuracies)])
+    stuck = [comparison[mode].get("learned") is False for mode in modes]
+    bars = axis.bar(modes, values, color=[colour_of(mode) for mode in modes], edgecolor="#d62728",
+                    linewidth=[2 if flag else 0 for flag in stuck])
+    for bar, flag in zip(bars, stuck):
+        bar.set_hatch("//" if flag else None)
+    # two short lines per bar: side by side, "9.7% (did not learn)" labels ran into each other
+    axis.bar_label(bars, labels=["-" if value is None else f"{100 * value:.1f}%" + ("\ndid not learn" if flag else "")
+                                 for value, flag in zip(accuracies, stuck)], fontsize=8)
     axis.axhline(100 * CHANCE_ACCURACY, color="grey", linestyle="--", linewidth=0.8)
     axis.set_ylabel("test accuracy (%)")
-    axis.set_title("test accuracy (dashed: chance, 10%)", fontsize=10)
+    axis.set_title("test accuracy (dashed: chance, 10%; hatched: did not learn)", fontsize=10)
     axis.set_ylim(0, max(max(values) * 1.2, 15))
 
 
@@ -179,11 +204,11 @@ def draw_accuracy_curves(axis, runs, x_key, label):
     for run in runs:
         if len(run.get("accuracy_curve") or []) > 1:
             by_mode.setdefault(run["mode"], []).append(run["accuracy_curve"])
-    for index, (mode, curves) in enumerate(by_mode.items()):
+    for mode, curves in by_mode.items():
         length = min(len(curve) for curve in curves)
         x = np.median([[point[x_key] for point in curve[:length]] for curve in curves], axis=0)
         y = 100.0 * np.array([[point["accuracy"] for point in curve[:length]] for curve in curves])
-        colour = f"C{index}"
+        colour = colour_of(mode)
         axis.plot(x, np.median(y, axis=0), color=colour, label=f"{mode} ({len(curves)} run{'s' * (len(curves) > 1)})")
         if len(curves) > 1:
             axis.fill_between(x, y.min(axis=0), y.max(axis=0), color=colour, alpha=0.2)
@@ -233,16 +258,21 @@ def draw_category_speedups(axis, comparison, modes):
     height = 0.8 / len(others)
     for index, mode in enumerate(others):  # a stem from 1.0 (as fast) to each category's speedup
         values = [comparison[mode]["profile_speedup"][name] for name in names]
-        rows = [y + index * height for y in range(len(names))]
-        colour = REPEAT_COLOURS[index % len(REPEAT_COLOURS)]
-        axis.hlines(rows, 1.0, values, color=colour, linewidth=3)
-        axis.scatter(values, rows, color=colour, label=mode, zorder=3)
+        shown = [min(max(value, 1 / RATIO_LIMIT), RATIO_LIMIT) for value in values]  # one extreme ratio
+        rows = [y + index * height for y in range(len(names))]  # (cast 0.0031x) flattened the rest
+        axis.hlines(rows, 1.0, shown, color=colour_of(mode), linewidth=3)
+        axis.scatter(shown, rows, color=colour_of(mode), label=mode, zorder=3)
+        for value, clipped, row in zip(values, shown, rows):
+            if value != clipped:
+                axis.text(clipped, row - height / 2, f"{value:.2g}x", fontsize=7, va="bottom",
+                          ha="right" if value > 1 else "left", color=colour_of(mode))
     axis.set_yticks([y + 0.4 - height / 2 for y in range(len(names))])
     axis.set_yticklabels(names)
     axis.invert_yaxis()
     axis.set_xscale("log")
+    axis.set_xlim(1 / RATIO_LIMIT / 1.3, RATIO_LIMIT * 1.3)
     axis.axvline(1.0, color="grey", linewidth=0.8)
-    axis.set_xlabel("times as fast as in fp32 (log scale)")
+    axis.set_xlabel(f"times as fast as in fp32 (log; ends at {RATIO_LIMIT}x, beyond: value written)", fontsize=9)
     axis.set_title("speed of each category against fp32 (--explain)", fontsize=10)
     axis.legend(fontsize=8)
 
@@ -251,13 +281,11 @@ def draw_loss_scales(axis, runs):
     """The loss scale after every step of each scaled run (log 2 scale), a cross at each drop:
     a dynamic scaler halves the scale at each step it skips."""
     shown = [run for run in runs if run.get("loss_scale_curve")]
-    for index, run in enumerate(shown):
+    for run in shown:
         curve = run["loss_scale_curve"]
         label = run["mode"] + (f" (repeat {run['repeat']})" if any(other["repeat"] for other in shown) else "")
-        colour = REPEAT_COLOURS[index % len(REPEAT_COLOURS)]
-        steps = range(1, len(curve) + 1)
-        fell = scale_drop_steps(run)
-        axis.step(steps, curve, where="post", color=colour,
+        colour, steps, fell = colour_of(run["mode"]), range(1, len(curve) + 1), scale_drop_steps(run)
+        axis.step(steps, curve, where="post", color=colour, linestyle="-" if not run["repeat"] else "--",
                   label=f"{label}: {len(fell)} drop{'' if len(fell) == 1 else 's'}, {run['skipped_steps']} skipped")
         axis.scatter(fell, [curve[step - 1] for step in fell], marker="x", color=colour, zorder=3)
     axis.set_yscale("log", base=2)
@@ -277,25 +305,26 @@ def draw_gradient_histogram(axis, censused):
     exponents = [low + index for index in range(len(counts))]
     shares = [100.0 * count / total for count in counts]
     axis.bar(exponents, shares, width=1.0, align="edge", color="#7f7f7f", alpha=0.6, label="FP32 gradients")
-    scales = sorted({numerics["passes"]["scaled"]["scale"] for numerics in censused.values()
-                     if "scaled" in numerics["passes"]})
-    for index, scale in enumerate(scales):
+    scaled = {mode: numerics["passes"]["scaled"]["scale"] for mode, numerics in censused.items()
+              if "scaled" in numerics["passes"]}
+    for mode, scale in scaled.items():
         shift = math.log2(scale)
         axis.step([exponent + shift for exponent in exponents] + [exponents[-1] + shift + 1], shares + [shares[-1]],
-                  where="post", color=REPEAT_COLOURS[index % len(REPEAT_COLOURS)], label=f"x loss scale {scale:g}")
-    for value, text in ((FP16_MIN_SUBNORMAL, "fp16 smallest subnormal"), (FP16_MIN_NORMAL, "smallest normal"),
-                        (FP16_MAX, "largest")):
-        axis.axvline(math.log2(value), color="#d62728", linestyle="--", linewidth=0.9)
-        axis.text(math.log2(value), axis.get_ylim()[1] * 0.97, f" {text}", rotation=90, va="top", fontsize=7,
-                  color="#d62728")
+                  where="post", color=colour_of(mode), label=f"{mode}: x loss scale {scale:g}")
+    # float16's range as lines named in the legend (rotated labels beside them were too small to read)
+    for value, text, style in ((FP16_MIN_SUBNORMAL, "fp16 smallest subnormal, 2^-24", ":"),
+                               (FP16_MIN_NORMAL, "fp16 smallest normal, 2^-14", "--"),
+                               (FP16_MAX, "fp16 largest, 65504", "-.")):
+        axis.axvline(math.log2(value), color="#d62728", linestyle=style, linewidth=1.2, label=text)
+    scales = sorted(scaled.values())
     occupied = [exponent for exponent, count in zip(exponents, counts) if count]
     if occupied:
         axis.set_xlim(min(occupied[0], -26) - 2, max(occupied[-1] + (math.log2(scales[-1]) if scales else 0), 17) + 3)
     axis.set_xlabel("log2 |activation gradient|")
     axis.set_ylabel("% of values")
-    axis.set_title(f"FP32 activation gradients and float16's range (--numerics; "
-                   f"{100.0 * histogram['zeros'] / total:.0f}% are 0)", fontsize=10)
-    axis.legend(fontsize=8, loc="upper left")
+    axis.set_title(f"FP32 activation gradients, float16's range (--numerics; {100.0 * histogram['zeros'] / total:.0f}% "
+                   "are 0)", fontsize=10)
+    axis.legend(fontsize=7, loc="best")
 
 
 def draw_footprint(axis, footprints):
