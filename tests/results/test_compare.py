@@ -263,11 +263,11 @@ def test_merging_never_pools_runs_of_different_setups(compared):
     assert len(set(differences)) == 6 and "lr 0.2" in differences[4] and "channels_last True" in differences[1]
 
 
-def test_report_that_cannot_write_its_json_exits_1_with_a_sentence(compared, capsys):
+def test_report_that_cannot_write_its_json_is_refused_before_reading(compared, capsys):
     from utils import report as report_cli
     status = report_cli.main([str(compared[1] / "r.json"), "--json", "/proc/no/such/merged.json"])
     err = capsys.readouterr().err
-    assert status == 1 and "utils.report: error: could not write /proc/no/such/merged.json" in err, err
+    assert status == 2 and "utils.report: error: cannot write --json /proc/no/such/merged.json" in err, err
 
 
 def test_report_reads_its_own_merged_json_and_merging_again_adds_nothing(compared, tmp_path):
