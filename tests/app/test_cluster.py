@@ -137,6 +137,7 @@ def test_a_rendezvous_that_cannot_happen_ends_within_the_timeout(who):
     assert_user_error(result, f"could not reach the other ranks at 127.0.0.1:{port} within --dist-timeout 2 s")
 
 
+@pytest.mark.long  # two processes of torch start-up and training: 17 s of the main suite's 6 minutes
 def test_torchrun_with_the_classic_loader_and_a_checkpoint(tmp_path, subset):
     """DistributedSampler path, rank-0 checkpoint, and resume on every rank."""
     common = ["--model", "squeezenet1_1", "-b", "8", "--warmup", "1", "--no-progress", "--data-dir", subset,

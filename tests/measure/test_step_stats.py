@@ -22,3 +22,31 @@ def test_a_paused_step_is_an_outlier_and_the_table_says_the_median_ignores_it():
     assert outlier_notes(document) == [
         "outliers: 2 timed steps of fp32 took over 10x the median (longest 6,057 ms: a pause, e.g. SIGSTOP, swapping "
         "or a busy node); the medians above are robust to them, means are not (runs[].outlier_steps)."]
+
+
+@pytest.mark.long
+def test_a_sigstop_pause_is_flagged_as_an_outlier_step(tmp_path):
+    """SIGSTOP for 3 s in the middle of the timed steps, then SIGCONT: the step that held the
+    pause is in outlier_steps, the table says the medians ignore it."""
+    import json
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import ROOT
+    out = tmp_path / "r.json"
+    process = subprocess.Popen([sys.executable, str(ROOT / "main.py"), "-m", "squeezenet1_1", "-b", "4", "-n", "30",
+                                "--warmup", "2", "--data", "synthetic", "--log-every", "1", "--json", str(out)],
+                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in process.stderr:  # the batch log's lines: pause once step 10 is logged
+        if "fp32 step 10/30" in line:
+            process.send_signal(signal.SIGSTOP)
+            time.sleep(3)
+            process.send_signal(signal.SIGCONT)
+            break
+    stdout, stderr = process.communicate(timeout=300)
+    assert process.returncode == 0, stderr
+    (run,) = json.loads(out.read_text())["runs"]
+    assert len(run["outlier_steps"]) == 1 and run["outlier_steps"][0]["ms"] >= 3000
+    assert "outliers: 1 timed step of fp32 took over 10x the median" in " ".join(stdout.split())

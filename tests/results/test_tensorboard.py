@@ -11,7 +11,7 @@ import time
 import pytest
 
 import main
-from conftest import ROOT, assert_user_error, run_cli
+from conftest import ROOT, assert_user_error, run_cli, run_main
 
 TINY = ["--model", "squeezenet1_1", "-b", "8", "-n", "6", "--warmup", "2", "--no-progress", "--data", "synthetic"]
 
@@ -81,11 +81,9 @@ def test_a_killed_run_leaves_its_lines_and_its_curves(tmp_path):
     assert [step for step, _ in scalars(folder / "fp32")["train/loss"]][:4] == [1, 2, 3, 4]
 
 
-def test_tensorboard_without_the_package_is_refused_before_training(tmp_path):
-    fake = tmp_path / "fake" / "tensorboard"
-    fake.mkdir(parents=True)
-    (fake / "__init__.py").write_text("raise ImportError('no tensorboard here')\n")
-    result = run_cli(*TINY, "--tensorboard", tmp_path / "tb", env={"PYTHONPATH": str(tmp_path / "fake")})
+def test_tensorboard_without_the_package_is_refused_before_training(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # None in sys.modules: the import fails
+    result = run_main(*TINY, "--tensorboard", tmp_path / "tb")
     assert_user_error(result, "--tensorboard needs the tensorboard package, which is not installed: "
                               "pip install tensorboard")
     assert not (tmp_path / "tb").exists()

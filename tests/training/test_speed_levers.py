@@ -83,6 +83,7 @@ def test_channels_last_reaches_the_model_and_its_inputs():
         assert result.channels_last and result.loader == loader
 
 
+@pytest.mark.long  # compiling takes 11 s of the main suite's 6 minutes
 def test_compile_runs_and_reports_compile_time_apart(tmp_path):
     out = tmp_path / "r.json"
     result = run_cli("--model", "squeezenet1_1", "-b", "4", "-n", "3", "--warmup", "1", "--data", "synthetic",
