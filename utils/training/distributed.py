@@ -48,8 +48,8 @@ LAUNCHERS = (
 HALF_SET_IS_SINGLE = ("srun",)
 # Settings that may differ between ranks: where each node finds its data and how many loader
 # workers its CPUs allow, and what only rank 0 writes or prints. Everything else must match.
-PER_RANK_SETTINGS = frozenset({"data_dir", "workers", "json", "csv", "plot", "tensorboard", "trace_dir", "wide",
-                               "no_progress", "log_every", "dist_timeout"})
+PER_RANK_SETTINGS = frozenset({"data_dir", "workers", "json", "csv", "plot", "tensorboard", "jsonl", "trace_dir",
+                               "wide", "no_progress", "log_every", "dist_timeout"})
 FLAG_SPELLING = {"loss_scaling": "-s/--loss_scaling"}  # main.py's one flag spelled with its underscore
 # What a gloo or NCCL collective says when another rank ended or stopped answering.
 PEER_LOST = re.compile(r"connection closed by peer|connection reset by peer|broken pipe|remote process exited"
