@@ -109,6 +109,7 @@ def limit_file_size():
     resource.setrlimit(resource.RLIMIT_FSIZE, (2 ** 20, 2 ** 20))
 
 
+@pytest.mark.long  # a process of its own, killed or limited: the long stage keeps the main suite short
 def test_a_checkpoint_that_cannot_be_saved_costs_neither_the_run_nor_its_results(tmp_path):
     result = subprocess.run([sys.executable, str(ROOT / "main.py"), *TINY, "--checkpoint", tmp_path / "c.pt",
                              "--json", tmp_path / "r.json"], cwd=ROOT, capture_output=True, text=True, timeout=300,
@@ -134,6 +135,7 @@ def test_a_failed_output_after_training_still_writes_the_others(tmp_path, monkey
     assert "1 rows appended to" in result.stdout and (tmp_path / "r.csv").exists()
 
 
+@pytest.mark.long  # a process of its own, killed or limited: the long stage keeps the main suite short
 def test_a_reader_that_goes_away_costs_no_output(tmp_path):
     """`main.py ... --csv b.csv | head -1`: the table is cut off, the files are all written."""
     process = subprocess.Popen([sys.executable, str(ROOT / "main.py"), *TINY, "--csv", tmp_path / "b.csv",
@@ -147,6 +149,7 @@ def test_a_reader_that_goes_away_costs_no_output(tmp_path):
     assert (tmp_path / "b.csv").exists() and (tmp_path / "b.json").exists()
 
 
+@pytest.mark.long  # a process of its own, killed or limited: the long stage keeps the main suite short
 def test_a_non_ascii_path_on_an_ascii_only_terminal_costs_no_output(tmp_path):
     path = tmp_path / "résultats.json"
     result = subprocess.run([sys.executable, str(ROOT / "main.py"), *TINY, "--json", path], cwd=ROOT,

@@ -29,6 +29,7 @@ def test_batches_and_lengths_the_run_cannot_serve(argv, phrase):
     assert status == 2 and phrase in err, err
 
 
+@pytest.mark.long  # a process of its own, killed or limited: the long stage keeps the main suite short
 def test_out_of_memory_names_the_batch_and_the_peak():
     """A real allocation failure: the address space is capped so that a large batch cannot fit."""
     limit = 6 * 2 ** 30

@@ -62,6 +62,7 @@ def test_the_json_lines_tell_the_run_as_it_happens(tmp_path, subset):
     assert "data loaded: cifar10, 5438 training images" in [event.get("text", "") for event in events][1]
 
 
+@pytest.mark.long  # a process of its own, killed or limited: the long stage keeps the main suite short
 def test_a_killed_run_leaves_its_lines_and_its_curves(tmp_path):
     """SIGKILL (the OOM killer) gives no chance to write: what was streamed is all there is."""
     pytest.importorskip("tensorboard")

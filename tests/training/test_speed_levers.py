@@ -103,9 +103,9 @@ def test_compile_needs_a_warmup_step():
 
 def test_torchvision_loader_from_the_cli(tmp_path, subset):
     out = tmp_path / "r.json"
-    result = run_cli("--model", "squeezenet1_1", "-b", "16", "-n", "4", "--warmup", "1", "--data-dir", subset,
-                     "--allow-unverified", "--loader", "torchvision", "--workers", "2", "--no-progress",
-                     "--json", out)
+    result = run_main("--model", "squeezenet1_1", "-b", "16", "-n", "4", "--warmup", "1", "--data-dir", subset,
+                      "--allow-unverified", "--loader", "torchvision", "--workers", "2", "--no-progress",
+                      "--json", out)
     assert result.returncode == 0, result.stderr
     document = json.loads(out.read_text())
     assert document["runs"][0]["loader"] == "torchvision" and document["config"]["workers"] == 2
