@@ -16,6 +16,11 @@ sys.path.insert(0, str(ROOT))
 SUBSET = Path(os.environ.get("AMPBENCH_SUBSET",
                              ROOT.parent / "shared" / "data" / "cifar10-subset" / "cifar-10-batches-py"))
 
+# One torch thread per process, in this one and the ones it starts: on a busy 2-core machine two
+# OpenMP threads per process spin-wait for each other whenever one is descheduled, and the
+# suite took over three times its quiet time at load 3. Set before torch is imported.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 # No test may download CIFAR-10 (170 MB): a first run tries to, so the network is a
 # proxy that refuses every connection, in this process and the ones it starts.
 os.environ["http_proxy"] = os.environ["https_proxy"] = "http://127.0.0.1:9"
