@@ -163,8 +163,11 @@ def test_sigint_while_reading_exits_130_with_one_line_and_writes_nothing(tmp_pat
     """The input is a FIFO that never delivers data: the report blocks reading it until SIGINT."""
     fifo, merged = tmp_path / "r.json", tmp_path / "m.json"
     os.mkfifo(fifo)
+    # SIGINT as a terminal's Ctrl-C gives it: a suite started in the background (`&` without job
+    # control) hands its children SIGINT ignored, and Python then never raises KeyboardInterrupt
     process = subprocess.Popen([sys.executable, "-m", "utils.report", str(fifo), "--json", str(merged)], cwd=ROOT,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     writer = None
     try:
         deadline = time.monotonic() + 120
