@@ -373,7 +373,8 @@ def finish(config, context, data, runs, last, diverged, saved):
     written, failures[:] = write_outputs(config, context, document)  # before printing: a closed stdout costs none
     failures += context.failed_outputs
     print(report.summary(document, config.wide))
-    print("\n".join(written))
+    for line in written:
+        print(line)
     for failure in failures:
         print(f"main.py: error: {failure}", file=sys.stderr)
     if diverged:
