@@ -32,16 +32,20 @@ FINAL_LOSSES = 10  # the "final loss" judged is the mean of the last ten steps' 
 
 
 def learned(run):
-    """Whether a run learned: False when its final loss is within 2% of ln(10) or its test
-    accuracy within 2 points of chance; None when nothing tells (synthetic data, no loss)."""
+    """Whether a run learned: False when its test accuracy is within 2 points of chance, or,
+    without one, when its final loss is within 2% of ln(10) (or not finite); None when nothing
+    tells (synthetic data, no loss). The accuracy decides when there is one: a noisy last ten
+    batches of a 1-epoch densenet121 averaged near ln 10 while it scored 32%."""
     if run["data"] != "cifar10" or not run["loss_curve"]:
         return None
     tail = run["loss_curve"][-FINAL_LOSSES:]
     final = sum(tail) / len(tail)
-    if not math.isfinite(final) or abs(final - CHANCE_LOSS) <= LOSS_TOLERANCE * CHANCE_LOSS:
+    if not math.isfinite(final):
         return False
     accuracy = run["test_accuracy"]
-    return not (accuracy is not None and abs(accuracy - CHANCE_ACCURACY) <= ACCURACY_TOLERANCE)
+    if accuracy is not None:
+        return abs(accuracy - CHANCE_ACCURACY) > ACCURACY_TOLERANCE
+    return abs(final - CHANCE_LOSS) > LOSS_TOLERANCE * CHANCE_LOSS
 
 
 def bootstrap_ratio(numerators, denominators, statistic=np.median, seed=0, block=1):
