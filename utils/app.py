@@ -358,20 +358,20 @@ def finish(config, context, data, runs, last, diverged, saved):
            **distributed_env(world, config)}
     interrupted = runs[-1].incomplete and not diverged
 
-    failures = []
+    failures = context.failed_outputs  # a trace that could not be written, then the outputs below
 
     def status():  # read when returning: a signal may still arrive while the results are written
         if interrupted or stop.requested:
             return 128 + (stop.signal_number or signal.SIGTERM)
-        return 1 if diverged or failures or context.failed_saves or context.failed_outputs else 0
+        return 1 if diverged or failures or context.failed_saves else 0
 
     if not world.is_main:
         return status()
     run_dicts = [run.to_dict() for run in runs]
     document = record.make_document(env, config.to_dict(), data.info, bool(diverged) or interrupted, run_dicts,
                                     compare_modes(run_dicts, config.accuracy_margin))
-    written, failures[:] = write_outputs(config, context, document)  # before printing: a closed stdout costs none
-    failures += context.failed_outputs
+    written, failed = write_outputs(config, context, document)  # before printing: a closed stdout costs none
+    failures += failed
     print(report.summary(document, config.wide))
     for line in written:
         print(line)

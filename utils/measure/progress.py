@@ -42,8 +42,10 @@ class Reporter:
         if self.lines:
             print(f"[{datetime.datetime.now():%H:%M:%S}] {text}", file=sys.stderr, flush=True)
 
-    def training(self, total, label, batch_size, initial=0, scaler=None):
-        return TrainingProgress(self, total, label, batch_size, initial, scaler)
+    def training(self, total, label, batch_size, initial=0, scaler=None, history=None):
+        """`history`: the loop's own lists of every step's loss (on the device) and lr, which the
+        live log sends on at each line, read where the loop keeps them."""
+        return TrainingProgress(self, total, label, batch_size, initial, scaler, history or ([], []))
 
     def evaluation(self, batches, total, label):
         """`batches`, shown as a bar in a terminal and as a line every LOG_INTERVAL_S in a log."""
@@ -81,14 +83,15 @@ def scale_of(scaler):
 
 
 class TrainingProgress:
-    def __init__(self, reporter, total, label, batch_size, initial, scaler):
+    def __init__(self, reporter, total, label, batch_size, initial, scaler, history):
         self.reporter, self.total, self.label, self.batch_size = reporter, total, label, batch_size
         self.scaler = scaler
         self.step = initial
         self.step_ms = []  # host wall-clock per step: what the log's median and ETA use
         self.last_time = self.last_shown = time.perf_counter()
         self.pending = None  # (step, HostCopy of the losses since the last line, their lrs, the scale)
-        self.unsent, self.unsent_lrs = [], []  # for the live log: every step's loss (on the device) and lr
+        self.losses, self.lrs = history
+        self.sent = 0  # how many of them the live log has been handed
         self.bar = tqdm(total=total, initial=initial, desc=label, file=sys.stderr, disable=not reporter.bars,
                         ncols=bar_columns(), leave=False,
                         bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}"
@@ -96,7 +99,7 @@ class TrainingProgress:
         self.bar_loss = None  # HostCopy of a recent loss, for the bar
         self.bar_shown = False  # whether the bar has shown a loss yet
 
-    def update(self, loss, lr):
+    def update(self, loss):
         self.step += 1
         live = self.reporter.live is not None
         if not (self.reporter.bars or self.reporter.lines or live):  # --no-progress, other ranks: nothing to do
@@ -104,9 +107,6 @@ class TrainingProgress:
         now = time.perf_counter()
         self.step_ms.append((now - self.last_time) * 1000.0)
         self.last_time = now
-        if live:
-            self.unsent.append(loss.detach())
-            self.unsent_lrs.append(lr)
         if self.reporter.bars:
             self.update_bar(loss, now)
         if self.reporter.lines or live:
@@ -140,10 +140,11 @@ class TrainingProgress:
         """Copy, without waiting, what the next line shows: the losses since the last line (the
         live log wants every step's; the log line, the last), and the loss scale."""
         scale = scale_of(self.scaler)
-        losses = torch.stack(self.unsent) if self.unsent else loss.detach().reshape(1)
-        self.pending = (self.step, HostCopy(losses.float()), self.unsent_lrs,
+        live = self.reporter.live is not None and self.sent < len(self.losses)
+        losses = torch.stack(self.losses[self.sent:]).detach() if live else loss.detach().reshape(1)
+        self.pending = (self.step, HostCopy(losses.float()), self.lrs[self.sent:] if live else [],
                         HostCopy(scale) if isinstance(scale, torch.Tensor) else scale)
-        self.unsent, self.unsent_lrs = [], []
+        self.sent = len(self.losses)
 
     def print_line(self):
         """The log line of the pending step, and the steps since the last one to the live log."""
@@ -152,7 +153,7 @@ class TrainingProgress:
         median = statistics.median(self.step_ms)
         scale = scale.value() if isinstance(scale, HostCopy) else scale
         losses = losses.value()
-        if self.reporter.live is not None:
+        if lrs:
             self.reporter.live.train(step - len(losses) + 1, losses, lrs, scale, median, self.images_per_sec())
         remaining = datetime.timedelta(seconds=round(median * (self.total - step) / 1000.0))
         parts = [f"{self.label} step {step}/{self.total}", f"loss {losses[-1]:.4f}",
@@ -167,7 +168,7 @@ class TrainingProgress:
         """The last lines: the loop has synchronized by now, so the copies have arrived."""
         if self.pending is not None:
             self.print_line()
-        if self.unsent:  # steps after the last line (a stop signal, a line still pending then)
-            self.start_copies(self.unsent[-1])
+        if self.reporter.live is not None and self.sent < len(self.losses):  # steps after the last line
+            self.start_copies(self.losses[-1])  # (a stop signal, or a line still pending then)
             self.print_line()
         self.bar.close()

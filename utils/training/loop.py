@@ -164,7 +164,7 @@ def run(trainer, config, context, start_step=0, previous=None, save=None, census
     agreement = RankAgreement(device, world, recorder.losses, policy == "stop") \
         if policy == "stop" or world.distributed else None
     progress = context.reporter.training(config.steps, trainer.mode.name, config.global_batch_size(world.size),
-                                         start_step, trainer.scaler)
+                                         start_step, trainer.scaler, (recorder.losses, recorder.lrs))
     step, stopped_by, reached = start_step, None, False
     while step < config.steps:
         signalled = stop.signal_name is not None
@@ -184,7 +184,7 @@ def run(trainer, config, context, start_step=0, previous=None, save=None, census
         trainer.scheduler.step()  # every step, skipped or not: knowing which were skipped would need a sync
         step += 1
         recorder.after_step(step, loss, trainer.scaler)
-        progress.update(loss, recorder.lrs[-1])
+        progress.update(loss)
         if sample is not None:  # a pause, like a checkpoint's: the next start_step() leaves it out
             timer.close()
             census.take(trainer, sample[0], sample[1], step)
