@@ -10,6 +10,8 @@ from utils import compat
 from utils.errors import UserError
 from utils.setup_keys import RESNET_FAMILY  # families whose stem is a 7x7 stride-2 conv plus a max-pool
 
+from models.vit import CIFAR_VITS, build_cifar_vit
+
 NUM_CLASSES = 10
 # Models that add auxiliary heads in training mode unless told not to.
 AUX_LOGIT_MODELS = {"googlenet": dict(aux_logits=False, init_weights=True),
@@ -22,22 +24,28 @@ REFUSED_AT_32 = {
     "alexnet": "its feature maps shrink to nothing",
     "inception_v3": "it needs images of at least 75x75",
     "maxvit_t": "its attention windows need 224x224 images",
-    "vit_": "vision transformers are built for one image size, 224x224",
+    "vit_": "torchvision's vision transformers are built for 224x224 images; "
+            f"{' and '.join(CIFAR_VITS)} are the same class built for 32x32",
 }
 
 
 def refusal_at_32(name):
     """Why `name` cannot take 32x32 images, or None."""
+    if name in CIFAR_VITS:
+        return None
     return next((reason for prefix, reason in REFUSED_AT_32.items() if name == prefix or
                  (prefix.endswith("_") and name.startswith(prefix))), None)
 
 
 def model_names():
-    """Every torchvision classification model name, sorted (before torchvision 0.14's registry:
-    the public functions of torchvision.models, which are its model builders then)."""
+    """Every model name, sorted: torchvision's classification models (before torchvision 0.14's
+    registry: the public functions of torchvision.models, which are its model builders then) and
+    the CIFAR ViTs."""
     if compat.has_model_registry():
-        return tvm.list_models(module=tvm)
-    return sorted(name for name, obj in vars(tvm).items() if inspect.isfunction(obj) and not name.startswith("_"))
+        names = tvm.list_models(module=tvm)
+    else:
+        names = [name for name, obj in vars(tvm).items() if inspect.isfunction(obj) and not name.startswith("_")]
+    return sorted(set(names) | set(CIFAR_VITS))
 
 
 def uses_resnet_stem(name):
@@ -66,7 +74,10 @@ def build_model(name, stem="cifar", dropout=None, batch_size=None):
         # first epoch (28.6% after one epoch of the subset at -b 128, against 12.7%, chance, without).
         options["zero_init_residual"] = True
     try:
-        model = getattr(tvm, name)(num_classes=NUM_CLASSES, **options)  # no weights: random initialisation
+        if name in CIFAR_VITS:
+            model = build_cifar_vit(name, NUM_CLASSES, dropout)
+        else:
+            model = getattr(tvm, name)(num_classes=NUM_CLASSES, **options)  # no weights: random initialisation
     except TypeError:
         raise UserError(f"model '{name}' has no dropout setting; drop --dropout.") from None
     if stem == "cifar" and uses_resnet_stem(name):

@@ -59,3 +59,21 @@ def test_list_models_offers_exactly_the_models_that_take_32x32_images():
                 models.build_model(name)
         else:
             models.build_model(name)  # raises UserError if the image size does not fit
+
+
+def test_cifar_vits_are_torchvision_vits_at_32x32_with_their_widths():
+    from torchvision.models.vision_transformer import VisionTransformer
+
+    for name, width, heads in (("vit_t4", 192, 3), ("vit_s4", 384, 6)):
+        model = models.build_model(name)
+        assert isinstance(model, VisionTransformer)
+        assert (model.image_size, model.patch_size, model.hidden_dim) == (32, 4, width)
+        assert len(model.encoder.layers) == 12 and model.encoder.layers[0].self_attention.num_heads == heads
+        assert model(torch.randn(2, 3, 32, 32)).shape == (2, 10)
+    assert "vit_t4" in models.model_names() and models.refusal_at_32("vit_t4") is None
+
+
+def test_torchvisions_vits_are_refused_naming_the_cifar_ones():
+    assert "vit_t4 and vit_s4" in models.refusal_at_32("vit_b_16")
+    with pytest.raises(UserError, match="cannot take 32x32"):
+        models.build_model("vit_b_16")

@@ -205,6 +205,7 @@ def test_list_models():
     names = result.stdout.split()
     assert "resnet50" in names and "mobilenet_v3_small" in names and len(names) > 50
     assert "alexnet" not in names and "vit_b_16" not in names  # they cannot take 32x32 images
+    assert "vit_t4" in names and "vit_s4" in names  # the CIFAR ViTs can
     assert "more in torchvision cannot take 32x32 CIFAR-10 images: alexnet (its feature maps shrink" in result.stderr
 
 

@@ -1,0 +1,25 @@
+"""Vision transformers for 32x32 CIFAR images, built with torchvision's own VisionTransformer.
+
+torchvision's vit_* builders fix the image size at 224x224 (patch 16 or 32); at 32x32 and patch 4
+the same class gives an 8x8 grid of 64 tokens plus the class token, the layout of the CIFAR ViT
+references (Tiny and Small widths from DeiT, Touvron et al., 2021). The name says width and patch:
+vit_t4 is the Tiny width with 4x4 patches.
+"""
+from torchvision.models.vision_transformer import VisionTransformer
+
+IMAGE_SIZE = 32
+PATCH_SIZE = 4
+# name -> (hidden width, layers, heads, MLP width)
+CIFAR_VITS = {
+    "vit_t4": (192, 12, 3, 768),
+    "vit_s4": (384, 12, 6, 1536),
+}
+
+
+def build_cifar_vit(name, num_classes, dropout=None):
+    """A randomly initialised CIFAR ViT; `dropout` (default 0, torchvision's) applies after the
+    attention and in the MLP blocks."""
+    hidden, layers, heads, mlp = CIFAR_VITS[name]
+    return VisionTransformer(image_size=IMAGE_SIZE, patch_size=PATCH_SIZE, num_layers=layers, num_heads=heads,
+                             hidden_dim=hidden, mlp_dim=mlp, num_classes=num_classes,
+                             dropout=0.0 if dropout is None else dropout)
