@@ -39,21 +39,15 @@ def main():
 
     import torch
 
-    import models
-    from utils.app import run_mode
+    from utils.app import pick_device, seeded_model
     from utils.config import RunConfig
     from utils.data import dataset
     from utils.data.dataset import synthetic
     from utils.results.compare import bootstrap_ratio
     from utils.training import modes
-    from utils.training.context import RunContext
 
-    device = torch.device("cuda" if options.gpu else "cpu")
-    if options.gpu:
-        torch.backends.cudnn.benchmark = True
+    device = pick_device(options.gpu, cudnn_benchmark=True)
     mode = modes.MODES[options.mode]
-    torch.manual_seed(0)
-    model = models.build_model(options.model, options.stem, None, options.batch_size)
     evaluating = options.flag == "eval-every"  # needs test images: the real data
     data = dataset.load("cifar10", options.data_dir, False, True, device, 0)[0] if evaluating else \
         synthetic(device, seed=0)
@@ -62,15 +56,7 @@ def main():
     flagged = dataclasses.replace(plain, eval_every=options.eval_every) if evaluating else \
         dataclasses.replace(plain, **{options.flag: True}, numerics_every=options.numerics_every)
     flagged = flagged.for_dataset(len(data.train_images), 1)
-    shows = {"explain": lambda result: result.profile is not None,
-             "numerics": lambda result: result.numerics is not None,
-             "eval-every": lambda result: len(result.accuracy_curve) > 1}[options.flag]
-    medians = {"without": [], "with": []}
-    for round_ in range(options.rounds):
-        for kind in ("without", "with") if round_ % 2 == 0 else ("with", "without"):
-            result, _ = run_mode(model, mode, data, flagged if kind == "with" else plain, RunContext(device))
-            assert shows(result) == (kind == "with")
-            medians[kind].append(result.step_time_ms["median"])
+    medians = interleaved_medians(seeded_model(plain), mode, data, plain, flagged, options, device)
     name = torch.cuda.get_device_name() if options.gpu else "CPU"
     print(f"{options.model} (stem {options.stem}), batch {options.batch_size}, {mode.name}, {name}, "
           f"{options.rounds} rounds x {options.steps - options.warmup} timed steps")
@@ -81,6 +67,24 @@ def main():
     low, high = bootstrap_ratio(medians["with"], medians["without"])
     verdict = "agree within noise" if low <= 1.0 <= high else "DIFFER"
     print(f"step time ratio with/without --{options.flag}: {ratio:.3f} [95% CI {low:.3f}, {high:.3f}]: {verdict}")
+
+
+def interleaved_medians(model, mode, data, plain, flagged, options, device):
+    """Each round runs the mode without and with the flag, alternating which goes first (to
+    cancel drift); returns their median step times, and checks that the flag did its work."""
+    from utils.app import run_mode
+    from utils.training.context import RunContext
+
+    shows = {"explain": lambda result: result.profile is not None,
+             "numerics": lambda result: result.numerics is not None,
+             "eval-every": lambda result: len(result.accuracy_curve) > 1}[options.flag]
+    medians = {"without": [], "with": []}
+    for round_ in range(options.rounds):
+        for kind in ("without", "with") if round_ % 2 == 0 else ("with", "without"):
+            result = run_mode(model, mode, data, flagged if kind == "with" else plain, RunContext(device)).record
+            assert shows(result) == (kind == "with")
+            medians[kind].append(result.step_time_ms["median"])
+    return medians
 
 
 if __name__ == "__main__":

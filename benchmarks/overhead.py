@@ -68,7 +68,7 @@ def ampbench_loop(initial_model, data, mode, config, device):
     from utils.app import run_mode
     from utils.training.context import RunContext
 
-    record, _ = run_mode(initial_model, mode, data, config, RunContext(device))
+    record = run_mode(initial_model, mode, data, config, RunContext(device)).record
     return sum(record.step_times_ms) / 1000.0 / len(record.step_times_ms)
 
 
@@ -88,19 +88,18 @@ def main():
     import torch
 
     import models
+    from utils.app import pick_device, seeded_model
     from utils.config import RunConfig
     from utils.data.dataset import synthetic
     from utils.training import modes
 
-    device = torch.device("cuda" if options.gpu else "cpu")
-    if options.gpu:
-        torch.backends.cudnn.benchmark = True
+    device = pick_device(options.gpu, cudnn_benchmark=True)
     mode = modes.MODES[options.mode]
-    torch.manual_seed(0)
-    model = models.build_model(options.model)
     data = synthetic(device, seed=0)
-    config = RunConfig.build(steps=options.warmup + options.steps, warmup=options.warmup, batch_size=options.batch_size,
-                             no_progress=True, no_eval=True, optimizer_impl=options.optimizer_impl, gpu=options.gpu)
+    config = RunConfig.build(model=options.model, steps=options.warmup + options.steps, warmup=options.warmup,
+                             batch_size=options.batch_size, no_progress=True, no_eval=True,
+                             optimizer_impl=options.optimizer_impl, gpu=options.gpu)
+    model = seeded_model(config)
     config = config.with_recipe(models.has_batch_norm(model), 1)
 
     times = {"ampbench": [], "bare": []}

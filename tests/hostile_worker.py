@@ -43,7 +43,7 @@ def checkpoint_checker():
     data, _ = dataset.load("synthetic", ".", False, False, cpu, config.seed)
     config = config.for_dataset(len(data.train_images), 1).with_recipe(models.has_batch_norm(model), 1)
     mode = config.precision_modes[0]
-    setup = checkpoint.setup_of(data, distributed.World())
+    setup = checkpoint.resume_setup(data, distributed.World())
 
     def check(path):
         state = checkpoint.load(path, cpu)

@@ -92,3 +92,19 @@ def test_no_argparse_namespace_below_the_config():
     offenders = [f"{path.relative_to(ROOT)}:{number}" for stage in STAGES for path in (ROOT / stage).rglob("*.py")
                  for number, line in enumerate(path.read_text().splitlines(), 1) if "args." in line]
     assert not offenders, offenders
+
+
+def test_no_function_is_longer_than_fifty_lines():
+    """Long functions hide what they do; argparse's flag list is the one exception."""
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "*.py"], cwd=ROOT,
+                            capture_output=True, text=True, check=True).stdout.split()
+    too_long = []
+    for path in (ROOT / name for name in listed):
+        if not path.exists():  # deleted in the working tree
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef) and node.name != "build_parser":
+                length = node.end_lineno - node.lineno + 1
+                if length > 50:
+                    too_long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({length} lines)")
+    assert not too_long

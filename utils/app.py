@@ -6,6 +6,7 @@ import os
 import shlex
 import signal
 import sys
+from typing import List, Optional
 
 import torch
 
@@ -74,7 +75,7 @@ def check_outputs(config, world):
         fileio.ensure_folder_writable(config.trace_dir, "--trace-dir")
 
 
-def resume_line(config, last, checkpoint_holds, context):
+def resume_line(config, last, checkpoint_holds, saves_failed, world):
     """What the user can do after a signal cut the run `last` short; `checkpoint_holds` is the
     step that --checkpoint holds for it, or None when nothing was written (and none resumed).
     The command repeats the launcher that started the job, so every rank resumes."""
@@ -84,11 +85,11 @@ def resume_line(config, last, checkpoint_holds, context):
     where = f"interrupted by {last.stopped_by} after step {last.completed_steps} of {last.steps}"
     if not config.checkpoint:
         return f"main.py: {where}; no --checkpoint was given, so a rerun starts over."
-    if checkpoint_holds is None and context.failed_saves:
+    if checkpoint_holds is None and saves_failed:
         return f"main.py: {where}; the checkpoint could not be written (above), so a rerun starts over."
     if checkpoint_holds is None:
         return f"main.py: {where}; no step was trained, so no checkpoint was written: rerun the same command."
-    command = shlex.join(distributed.launch_prefix(context.world) + ["main.py"]
+    command = shlex.join(distributed.launch_prefix(world) + ["main.py"]
                          + [a for a in sys.argv[1:] if a != "--resume"] + ["--resume"])
     return f"main.py: {where}; {config.checkpoint} holds step {checkpoint_holds}; resume with: {command}"
 
@@ -130,13 +131,7 @@ def list_models():
 def benchmark(config, context):
     """Prepare once, run every (repeat, mode), then print, write and choose the exit status."""
     config, model, data, saved = prepare(config, context)
-    try:
-        runs, last, diverged = run_all(config, context, model, data, saved)
-    except checkpoint.NonFiniteWeights:
-        print("main.py: error: the weights became inf/NaN, so no checkpoint was written (the previous one is kept); "
-              "rerun with -s, a lower --lr or --clip-grad.", file=sys.stderr)
-        return 1
-    return finish(config, context, data, runs, last, diverged, saved)
+    return finish(config, context, data, run_all(config, context, model, data, saved), saved)
 
 
 def prepare(config, context):
@@ -164,7 +159,7 @@ def prepare(config, context):
     if config.short_run_note():
         warn(config.short_run_note(), "note")
     if saved is not None:
-        check_resume(saved, config, checkpoint.setup_of(data, context.world))
+        check_resume(saved, config, checkpoint.resume_setup(data, context.world))
     return config, model, data, saved
 
 
@@ -197,9 +192,9 @@ def seeded_model(config):
 def run_all(config, context, model, data, saved):
     """For each seed (its own weights and data order), every mode, `--repeats` times in
     alternating order (to expose drift); stops at the first run that diverged or was
-    interrupted. Returns (records, the last loop outcome, the diverging step or None)."""
+    interrupted. Returns the ModeRuns in the order they ran."""
     flops_per_step = flops.training_flops_per_step(model, config.batch_size) * config.accum_steps * context.world.size
-    runs, last = [], None
+    runs = []
     for seed in range(config.seed, config.seed + config.seeds):
         seeded = dataclasses.replace(config, seed=seed)
         initial = model if seed == config.seed else seeded_model(seeded)
@@ -208,11 +203,10 @@ def run_all(config, context, model, data, saved):
             modes = config.precision_modes
             for mode in modes if repeat % 2 == 0 else modes[::-1]:
                 restore_random_state(state, context.device)
-                result, last = run_mode(initial, mode, data, seeded, context, saved, repeat, flops_per_step)
-                runs.append(result)
-                if last.diverged_at is not None or result.incomplete:
-                    return runs, last, last.diverged_at
-    return runs, last, None
+                runs.append(run_mode(initial, mode, data, seeded, context, saved, repeat, flops_per_step))
+                if runs[-1].outcome.diverged_at is not None or runs[-1].record.incomplete:
+                    return runs
+    return runs
 
 
 def random_state(device):
@@ -225,10 +219,19 @@ def restore_random_state(state, device):
         torch.cuda.set_rng_state(state[1], device)
 
 
+@dataclasses.dataclass
+class ModeRun:
+    """One run as finish() needs it: its record, its loop's outcome, and what became of the
+    writes made on the way (returned here, never left on the context)."""
+    record: record.RunRecord
+    outcome: loop.LoopOutcome
+    checkpoint_step: Optional[int]  # the step --checkpoint holds for this run (None: none written by it)
+    failures: List[str]  # writes that failed on the way (checkpoint saves, a trace), in words
+
+
 def run_mode(initial_model, mode, data, config, context, saved=None, repeat=0, flops_per_step=None):
     """Train a copy of `initial_model` for config.steps steps in `mode` (continuing `saved`, a
-    checkpoint, if given), then measure what the flags ask beside the loop; returns (its
-    RunRecord, the loop's outcome).
+    checkpoint, if given), then measure what the flags ask beside the loop; returns its ModeRun.
 
     Each call starts from the same weights and the same data order (the loader is seeded with
     config.seed), and run_all gives every mode of a seed the same global random state
@@ -239,8 +242,7 @@ def run_mode(initial_model, mode, data, config, context, saved=None, repeat=0, f
     trainer = build_trainer(initial_model, mode, data, config, context.device, context.world)
     stream = context.reporter.live
     if stream is not None:
-        stream.begin_run(mode.name + (f"-seed{config.seed}" if config.seeds > 1 else "")
-                         + (f"-repeat{repeat}" if config.repeats > 1 else ""))
+        stream.begin_run(run_label(config, mode, repeat))
     start_step, previous = 0, None
     if saved is not None:
         start_step, previous = checkpoint.restore(trainer, saved, context.device, config.checkpoint)
@@ -248,34 +250,28 @@ def run_mode(initial_model, mode, data, config, context, saved=None, repeat=0, f
     if start_step and curve is not None and curve.wants(start_step, config.steps):
         # the earlier process evaluated its last step after writing the checkpoint: again here
         curve.take(start_step, previous.train_time_s if previous else 0.0)
-
-    setup = checkpoint.setup_of(data, context.world)
-
-    def save(step, stats):  # rank 0 writes the checkpoint (every rank holds the same weights)
-        if not context.world.is_main:
-            return
-        try:
-            checkpoint.save(config.checkpoint, checkpoint.capture(trainer, config, step, stats, context.device,
-                                                                  setup), trainer.model)
-            context.checkpoint_step = step
-        except WriteFailed as error:  # an hour of training is worth more than the checkpoint: go on
-            if not context.failed_saves:
-                warn(f"{error} Training goes on; the results are still written.")
-            context.failed_saves += 1
-
+    saver = checkpoint.Saver(config.checkpoint, trainer, config, checkpoint.resume_setup(data, context.world),
+                             context.device, context.world.is_main, warn) if config.checkpoint else None
     census = numerics.Census(mode, context.device, config.steps, config.numerics_every) if config.numerics else None
     context.reporter.phase(f"{mode.name}: training steps {start_step + 1} to {config.steps}")
-    outcome = loop.run(trainer, config, context, start_step, previous, save if config.checkpoint else None, census,
-                       curve)
-    if config.checkpoint and outcome.diverged_at is None and outcome.completed_steps > start_step:
-        save(outcome.completed_steps, outcome.stats)
-    findings, outcome = measure_beside_the_loop(initial_model, trainer, config, context, data, outcome, repeat, curve)
+    outcome = loop.run(trainer, config, context, start_step, previous, saver, census, curve)
+    if saver is not None and outcome.diverged_at is None and outcome.completed_steps > start_step:
+        saver(outcome.completed_steps, outcome.stats)
+    findings = measure_beside_the_loop(initial_model, trainer, config, context, data, outcome, repeat, curve)
     if census is not None:
         findings.numerics, findings.memory = census.result(), census.footprint
     result = record.build(config, trainer, outcome, data, context, findings, repeat, flops_per_step)
     if stream is not None:
         stream.end_run(result.to_dict(), {key: getattr(config, key) for key in SETUP_KEYS})
-    return result, outcome
+    return ModeRun(result, outcome, saver.holds if saver else None,
+                   (saver.failures if saver else []) + findings.failures)
+
+
+def run_label(config, mode, repeat):
+    """The run's name in live logs and trace folders: the mode, then its seed and repeat where a
+    job has several."""
+    return mode.name + (f"-seed{config.seed}" if config.seeds > 1 else "") + \
+        (f"-repeat{repeat}" if config.repeats > 1 else "")
 
 
 def accuracy_curve(trainer, config, context, data, previous):
@@ -301,37 +297,36 @@ def accuracy_curve(trainer, config, context, data, previous):
 
 def measure_beside_the_loop(initial_model, trainer, config, context, data, outcome, repeat, curve):
     """The final test accuracy, --explain's profile and --max-batch, each after the timed loop
-    (none changes its statistics); returns (the findings, the outcome: stopped if a signal cut
-    the evaluation short)."""
+    (none changes its statistics); a signal that cuts the evaluation short is the findings'
+    stopped_by."""
     findings, mode = record.Findings(curve=curve), trainer.mode
     if curve is not None and record.should_evaluate(config, data, outcome):
         findings.test_accuracy = curve.take(outcome.completed_steps, outcome.stats.train_time_s)
         if findings.test_accuracy is None:
-            return findings, dataclasses.replace(
-                outcome, stopped_by=context.stop.signal_name or loop.STOPPED_BY_ANOTHER_RANK)
-    finished = (outcome.completed_steps == config.steps or outcome.reached_target) and not outcome.stopped_by \
-        and outcome.diverged_at is None
+            findings.stopped_by = context.stop.signal_name or loop.STOPPED_BY_ANOTHER_RANK
+            return findings
+    finished = outcome.ran_all_steps(config.steps) and outcome.diverged_at is None
     if config.explain and finished:
-        findings.profile = explain(trainer, config, context, repeat)
+        findings.profile = explain(trainer, config, context, repeat, findings.failures)
     if config.max_batch and repeat == 0 and finished:
         context.reporter.phase(f"{mode.name}: finding the largest batch that fits (--max-batch)")
         findings.max_batch = max_batch.largest_batch_of(initial_model, mode, config, context.device)
         context.reporter.phase(f"{mode.name}: the largest batch that fits is {findings.max_batch}")
-    return findings, outcome
+    return findings
 
 
-def explain(trainer, config, context, repeat):
+def explain(trainer, config, context, repeat, failures):
     """--explain: profile a few steps after the timed ones and the evaluation (so neither
-    changes), writing the trace with --trace-dir. None when a signal cut the profiling short;
-    with several ranks every rank takes all the steps, as DDP's all-reduce needs."""
+    changes), writing the trace with --trace-dir (a trace that cannot be written joins
+    `failures`). None when a signal cut the profiling short; with several ranks every rank takes
+    all the steps, as DDP's all-reduce needs."""
     world, mode = context.world, trainer.mode
     context.reporter.phase(f"{mode.name}: profiling {config.explain_steps} more steps (--explain)")
     trace = None
     if config.trace_dir:
         # torch.profiler.tensorboard_trace_handler's layout, which TensorBoard's profiler plugin and
         # Holistic Trace Analysis read: a folder per run, a <worker>.pt.trace.json per rank in it
-        run = f"{config.model}-{mode.name}" + (f"-seed{config.seed}" if config.seeds > 1 else "") + \
-            (f"-r{repeat}" if config.repeats > 1 else "")
+        run = f"{config.model}-{run_label(config, mode, repeat)}"
         trace = os.path.join(config.trace_dir, run, f"rank{world.rank}.pt.trace.json")
     profile = profiler.profile_steps(trainer, config, context.device, config.explain_steps,
                                      None if world.distributed else context.stop, trace)
@@ -344,32 +339,28 @@ def explain(trainer, config, context, repeat):
     profile["cpu_fast_half_flags"] = diagnose.cpu_flags() if context.device.type == "cpu" else None
     failed = profile.pop("trace_failed")
     if failed:
-        context.failed_outputs.append(failed)
+        failures.append(failed)
     elif trace:
         context.reporter.phase(f"{mode.name}: trace written to {trace}")
     return profile
 
 
-def finish(config, context, data, runs, last, diverged, saved):
+def finish(config, context, data, runs, saved):
     """Print and write the results (rank 0 alone), say what the user can do after a
     divergence or a signal, and return the exit status every rank shares."""
-    stop, world = context.stop, context.world
-    env = {**envinfo.collect(context.device, config.channels_last, config.compile, config.compile_mode, config.loader),
-           **distributed_env(world, config)}
-    interrupted = runs[-1].incomplete and not diverged
-
-    failures = context.failed_outputs  # a trace that could not be written, then the outputs below
+    stop, world, last = context.stop, context.world, runs[-1]
+    diverged = last.outcome.diverged_at
+    interrupted = last.record.incomplete and not diverged
+    failures = [failure for run in runs for failure in run.failures]  # then the outputs' below
 
     def status():  # read when returning: a signal may still arrive while the results are written
         if interrupted or stop.requested:
             return 128 + (stop.signal_number or signal.SIGTERM)
-        return 1 if diverged or failures or context.failed_saves else 0
+        return 1 if diverged or failures else 0
 
     if not world.is_main:
         return status()
-    run_dicts = [run.to_dict() for run in runs]
-    document = record.make_document(env, config.to_dict(), data.info, bool(diverged) or interrupted, run_dicts,
-                                    compare_modes(run_dicts, config.accuracy_margin))
+    document = results_document(config, context, data, [run.record for run in runs], bool(diverged) or interrupted)
     written, failed = write_outputs(config, context, document)  # before printing: a closed stdout costs none
     failures += failed
     print(report.summary(document, config.wide))
@@ -378,18 +369,28 @@ def finish(config, context, data, runs, last, diverged, saved):
     for failure in failures:
         print(f"main.py: error: {failure}", file=sys.stderr)
     if diverged:
-        print(f"main.py: error: training diverged: the loss became {runs[-1].loss_curve[diverged - 1]} at step "
-              f"{diverged} of {config.steps} in mode {runs[-1].mode}, which has no loss scaler; rerun with "
+        print(f"main.py: error: training diverged: the loss became {last.record.loss_curve[diverged - 1]} at step "
+              f"{diverged} of {config.steps} in mode {last.record.mode}, which has no loss scaler; rerun with "
               "-s/--loss_scaling (for --fp16), a lower --lr or --clip-grad, or skip such steps with --on-nan skip.",
               file=sys.stderr)
     elif interrupted:
-        holds = context.checkpoint_step if context.checkpoint_step is not None else \
+        holds = last.checkpoint_step if last.checkpoint_step is not None else \
             saved["step"] if saved is not None else None
-        print(resume_line(config, runs[-1], holds, context), file=sys.stderr)
+        print(resume_line(config, last.record, holds, bool(last.failures), context.world), file=sys.stderr)
     elif stop.requested:
         print(f"main.py: {stop.signal_name} arrived after the last step and evaluation; the results above are "
               "complete.", file=sys.stderr)
     return status()
+
+
+def results_document(config, context, data, records, incomplete):
+    """The results file's document: the environment, the config, the data, every run and their
+    comparison (computed from the runs as written, as utils.report computes it from files)."""
+    env = {**envinfo.collect(context.device, config.channels_last, config.compile, config.compile_mode, config.loader),
+           **distributed_env(context.world, config)}
+    run_dicts = [run.to_dict() for run in records]
+    return record.make_document(env, config.to_dict(), data.info, incomplete, run_dicts,
+                                compare_modes(run_dicts, config.accuracy_margin))
 
 
 def distributed_env(world, config):

@@ -169,7 +169,7 @@ def test_the_resume_line_repeats_the_launcher_that_ran_the_job(world, command, m
     monkeypatch.setattr(sys, "argv", ["main.py", "-n", "100", "--checkpoint", "c.pt"])
     config = RunConfig.build(steps=100, checkpoint="c.pt")
     last = types.SimpleNamespace(completed_steps=40, steps=100, stopped_by="SIGTERM")
-    line = resume_line(config, last, 40, RunContext("cpu", world))
+    line = resume_line(config, last, 40, False, world)
     assert line.endswith(f"resume with: {command} -n 100 --checkpoint c.pt --resume")
 
 

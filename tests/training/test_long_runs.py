@@ -238,7 +238,7 @@ def test_the_lr_schedule_counts_skipped_steps_like_the_others(impl):
     data = Data("synthetic", images, labels, None, None, {})
     config = RunConfig.build(steps=4, warmup=1, batch_size=8, lr=0.1, lr_schedule="cosine", no_progress=True,
                              no_eval=True, optimizer_impl=impl)
-    result, _ = run_mode(PoisonOnce(), modes.MODES["amp-fp16"], data, config, RunContext(CPU))
+    result = run_mode(PoisonOnce(), modes.MODES["amp-fp16"], data, config, RunContext(CPU)).record
     assert result.skipped_steps == 1
     assert result.lr_curve == pytest.approx([0.1 * 0.5 * (1 + math.cos(math.pi * step / 4)) for step in range(4)])
 
@@ -441,3 +441,32 @@ def test_the_torchvision_loader_resumes_exactly_with_workers_0(subset, tmp_path)
     assert json.loads((tmp_path / "cut.json").read_text())["runs"][0]["loss_curve"] == curve
     a, b = checkpoint.read(tmp_path / "full.pt", "cpu"), checkpoint.read(tmp_path / "cut.pt", "cpu")
     assert all(torch.equal(a["model"][name], b["model"][name]) for name in a["model"])
+
+
+class PoisonWeightsAfter(nn.Module):
+    """A small linear net whose weights turn NaN after its `calls`-th forward pass (the loss stays finite)."""
+
+    def __init__(self, calls):
+        super().__init__()
+        self.net = nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, 10))
+        self.calls, self.poison_at = 0, calls
+
+    def forward(self, x):
+        self.calls += 1
+        if self.calls == self.poison_at:
+            with torch.no_grad():
+                self.net[1].bias[0] = float("nan")
+        return self.net(x).nan_to_num()
+
+
+def test_weights_gone_nan_cost_the_checkpoint_but_not_the_run(tmp_path):
+    """The checkpoint keeps its last finite state; the run's results are still measured and returned."""
+    images, labels = torch.randint(0, 256, (64, 3, 32, 32), dtype=torch.uint8), torch.randint(0, 10, (64,))
+    data = Data("synthetic", images, labels, None, None, {})
+    path = tmp_path / "c.pt"
+    config = RunConfig.build(steps=4, warmup=1, batch_size=8, lr=0.1, no_progress=True, no_eval=True,
+                             checkpoint=str(path), checkpoint_every=2)
+    run = run_mode(PoisonWeightsAfter(3), modes.MODES["fp32"], data, config, RunContext(CPU))
+    assert run.record.completed_steps == 4 and not run.record.incomplete
+    assert run.checkpoint_step == 2 and checkpoint.read(path, CPU)["step"] == 2
+    assert len(run.failures) == 1 and "inf/NaN by step 4" in run.failures[0] and "holds step 2" in run.failures[0]

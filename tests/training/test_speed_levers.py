@@ -77,8 +77,8 @@ def test_channels_last_reaches_the_model_and_its_inputs():
     data = Data("synthetic", images, labels, None, None, {})
     for loader in ("device", "torchvision"):
         seen.clear()
-        result, _ = run_mode(model, modes.MODES["fp32"], data, run_config(channels_last=True, loader=loader),
-                             RunContext(CPU))
+        result = run_mode(model, modes.MODES["fp32"], data, run_config(channels_last=True, loader=loader),
+                          RunContext(CPU)).record
         assert seen and all(inputs and weights for inputs, weights in seen), loader
         assert result.channels_last and result.loader == loader
 
@@ -128,9 +128,9 @@ def test_compile_traces_each_mode_once_with_the_fused_optimizer_and_its_scaler(m
     torch.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
                           nn.Flatten(), nn.Linear(8, 10))
-    result, outcome = run_mode(model, modes.MODES[mode], synthetic(CPU, seed=0),
-                               run_config(steps=8, warmup=2, compile=True, channels_last=True),
-                               RunContext(CPU))
+    run = run_mode(model, modes.MODES[mode], synthetic(CPU, seed=0),
+                   run_config(steps=8, warmup=2, compile=True, channels_last=True), RunContext(CPU))
+    result, outcome = run.record, run.outcome
     assert result.compiled and result.timed_steps == 6 and outcome.completed_steps == 8
     assert counters["frames"]["total"] == counters["frames"]["ok"] == 1, dict(counters["frames"])
     assert counters["stats"]["unique_graphs"] == 1

@@ -7,7 +7,7 @@ contract README's "Results file" documents.
 """
 import math
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional
 
 from utils.explain.diagnose import diagnose_run
@@ -113,6 +113,8 @@ class Findings:
     memory: Optional[Dict] = None  # --numerics: one step's memory, by kind
     max_batch: Optional[int] = None  # --max-batch
     curve: Optional[object] = None  # the run's AccuracyCurve (training/curve.py), None without evaluation
+    stopped_by: Optional[str] = None  # a signal that cut the final evaluation short
+    failures: List[str] = field(default_factory=list)  # writes that failed on the way (a trace), in words
 
 
 def build(config, trainer, outcome, data, context, findings, repeat=0, flops_per_step=None):
@@ -136,9 +138,8 @@ def build(config, trainer, outcome, data, context, findings, repeat=0, flops_per
         accum_steps=config.accum_steps, effective_batch_size=config.effective_batch_size, world_size=world.size,
         global_batch_size=global_batch, timing_unit="optimizer_step", steps=config.steps,
         completed_steps=outcome.completed_steps,
-        incomplete=(outcome.completed_steps < config.steps and not outcome.reached_target)
-        or outcome.stopped_by is not None,
-        stopped_by=outcome.stopped_by, resumed_from_step=outcome.start_step or None, segments=stats.segments,
+        incomplete=not outcome.ran_all_steps(config.steps) or findings.stopped_by is not None,
+        stopped_by=outcome.stopped_by or findings.stopped_by, resumed_from_step=outcome.start_step or None, segments=stats.segments,
         warmup=config.warmup, timed_steps=len(stats.step_ms), step_time_ms=step_stats, step_times_ms=stats.step_ms,
         outlier_steps=outliers(stats.step_ms),
         images_per_sec=global_batch * 1000.0 / step_stats["median"] if timed else None,

@@ -13,7 +13,7 @@ from dataclasses import asdict, fields
 import torch
 
 from utils import compat, safepickle
-from utils.errors import UserError
+from utils.errors import UserError, WriteFailed
 from utils.fileio import atomic_write
 from utils.setup_keys import RESUME_KEYS, RESUME_SETTINGS, SETUP_KEYS
 from utils.training import modes
@@ -164,14 +164,52 @@ def checkpoint_globals():
     return allowed
 
 
-def setup_of(data, world):
+def resume_setup(data, world):
     """What a resume must find again besides the config: the ranks and the data."""
     return {"world_size": world.size, "data": data.name, "train_images": len(data.train_images)}
 
 
+class Saver:
+    """Writes one run's checkpoints to `path` (rank 0 alone: every rank holds the same weights).
+    A save that fails (a full disk, weights gone inf/NaN) is reported once and training goes
+    on, since an hour of training is worth more than its checkpoint: `holds` is the step the
+    file holds for this run, `failures` says in one sentence what could not be saved."""
+
+    def __init__(self, path, trainer, config, setup, device, is_main, warn):
+        self.path, self.trainer, self.config, self.setup, self.device = path, trainer, config, setup, device
+        self.is_main, self.warn = is_main, warn
+        self.holds, self.failed, self.last_error = None, 0, None
+
+    def __call__(self, step, stats):
+        if not self.is_main:
+            return
+        try:
+            save(self.path, capture(self.trainer, self.config, step, stats, self.device, self.setup), self.trainer.model)
+            self.holds = step
+        except NonFiniteWeights:
+            self.fail(step, f"the weights became inf/NaN by step {step}, so {self.path} was not written (rerun with "
+                            "-s, a lower --lr or --clip-grad).")
+        except WriteFailed as error:
+            self.fail(step, str(error))
+
+    def fail(self, step, reason):
+        if not self.failed:
+            self.warn(f"{reason} Training goes on; the results are still written.")
+        self.failed += 1
+        self.last_error = reason
+
+    @property
+    def failures(self):
+        if not self.failed:
+            return []
+        kept = f"holds step {self.holds}" if self.holds is not None else "holds no step of this run"
+        return [f"{self.failed} of this run's checkpoint saves failed (the last: {self.last_error.rstrip('.')}); "
+                f"{self.path} {kept}."]
+
+
 def capture(trainer, config, step, stats, device, setup):
     """Everything a later process needs to continue exactly: weights, optimizer, schedule,
-    scaler, random-number and loader state, and the statistics so far; `setup` is setup_of()."""
+    scaler, random-number and loader state, and the statistics so far; `setup` is resume_setup()."""
     skipped = skipped_steps(trainer, nonfinite_policy(trainer.mode, config.on_nan), stats)
     return {
         "config": config.to_dict(), "setup": setup, "mode": trainer.mode.name, "step": step,
@@ -285,7 +323,7 @@ def form_problem(saved, reference, where):
 
 def check_compatible(state, config, mode, path, setup):
     """Refuse a checkpoint of another model, batch, optimizer setting, rank count or data set
-    (`setup`: this run's setup_of()); between FP32-weight modes allow it and say what happens
+    (`setup`: this run's resume_setup()); between FP32-weight modes allow it and say what happens
     to the loss scaler (as PyTorch's AMP notes do). Returns a warning or None."""
     check_setup(state, path, setup)
     saved = state["config"]

@@ -57,6 +57,11 @@ class LoopOutcome:
     diverged_at: Optional[int]  # 1-based step of the first non-finite loss, when that ends the run
     reached_target: bool = False  # --stop-at-target ended the run at an evaluation that reached it
 
+    def ran_all_steps(self, steps):
+        """Whether the loop ran to its end: all `steps`, or to the evaluation that reached the
+        target, with no stop signal (a run that diverged ran to its end too)."""
+        return (self.completed_steps == steps or self.reached_target) and self.stopped_by is None
+
 
 class MicroBatches:
     """The micro-batches of one optimizer step (--accum-steps K): the first, already fetched
