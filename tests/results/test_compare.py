@@ -349,12 +349,13 @@ def test_a_run_that_did_not_learn_is_flagged_and_its_accuracy_not_compared():
     runs = [fake_run("fp32", 100.0, [2.3 - 0.03 * i for i in range(30)], 0.41),
             fake_run("amp-bf16", 60.0, stuck, 0.103)]
     comparison = compare.compare_modes(runs)
-    assert compare.learned(runs[0]) is True and compare.learned(runs[1]) is False
+    assert compare.run_learned(runs[0]) is True and compare.run_learned(runs[1]) is False
     assert comparison["amp-bf16"]["learned"] is False and comparison["amp-bf16"]["accuracy_delta_vs_fp32"] is None
     assert comparison["fp32"]["accuracy_delta_vs_fp32"] == 0.0
     assert comparison["amp-bf16"]["speedup_significant"] is True
     chance_accuracy = fake_run("fp32", 100.0, [1.5] * 20, 0.115)
-    assert compare.learned(chance_accuracy) is False and compare.learned(dict(chance_accuracy, data="synthetic")) is None
+    assert compare.run_learned(chance_accuracy) is False
+    assert compare.run_learned(dict(chance_accuracy, data="synthetic")) is None
     document = {"env": {"torch": "x", "device_type": "cpu"}, "runs": [dict(run, steps=30) for run in runs],
                 "comparison": comparison}
     text = "\n".join(report.notes(document))

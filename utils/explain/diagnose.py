@@ -64,12 +64,12 @@ def finding(rule, mode, at_stake_ms, evidence, remedy):
 
 
 def diagnose_run(run, profile, workers, cpu_count):
-    """The findings one run's profile shows by itself. `run` is its RunRecord (a dict)."""
-    found, mode, cuda = [], run["mode"], run["device"].startswith("cuda")
+    """The findings one run's profile shows by itself. `run` is its RunRecord."""
+    found, mode, cuda = [], run.mode, run.device.startswith("cuda")
     step = profile["total_ms"]
     data_ms = profile["host_ms"].get("data", 0.0) if cuda else profile["categories"]["data"]["ms"]
     if data_ms >= INPUT_BOUND_SHARE * step:
-        if run["loader"] == "torchvision":
+        if run.loader == "torchvision":
             remedy = "--loader device (the dataset on the device, augmented a whole batch at a time)"
             if workers < cpu_count:
                 remedy += f", or more --workers than {workers}"
@@ -88,7 +88,7 @@ def diagnose_run(run, profile, workers, cpu_count):
         found.append(host_sync_finding(run, profile, idle if cuda else 0.0))
     bound = share(profile, MEMORY_BOUND)
     if bound >= MEMORY_BOUND_SHARE:
-        remedy = "--compile, which fuses them" if run["channels_last"] else "--channels-last and --compile (fusion)"
+        remedy = "--compile, which fuses them" if run.channels_last else "--channels-last and --compile (fusion)"
         found.append(finding("memory-bound", mode, ms(profile, MEMORY_BOUND),
                              f"normalisation and elementwise ops take {ms(profile, MEMORY_BOUND):.1f} ms, "
                              f"{100 * bound:.0f}% of the step: they move data, and lower precision speeds them "
@@ -120,11 +120,11 @@ def host_sync_finding(run, profile, at_stake_ms):
     count = profile["host_syncs_per_step"]
     in_scaler = where in (SCALER_LABEL, "Optimizer.step#SGD.step")
     where = PLACES.get(where, where)
-    if in_scaler and run.get("optimizer_impl") == "foreach":
+    if in_scaler and run.optimizer_impl == "foreach":
         remedy = "--optimizer-impl fused (its kernel reads the loss scaler's inf check on the device)"
     else:
         remedy = "keeping that value on the device (no .item(), bool() or float() of a tensor in the step)"
-    return finding("host sync", run["mode"], at_stake_ms,
+    return finding("host sync", run.mode, at_stake_ms,
                    f"the host waits for the device {count:g} time{'' if count == 1 else 's'} per step, in {where}",
                    remedy)
 

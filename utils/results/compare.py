@@ -31,21 +31,25 @@ ACCURACY_TOLERANCE = 0.02  # ... or an accuracy within 2 points of chance: the r
 FINAL_LOSSES = 10  # the "final loss" judged is the mean of the last ten steps' losses, not one batch's
 
 
-def learned(run):
-    """Whether a run learned: False when its test accuracy is within 2 points of chance, or,
-    without one, when its final loss is within 2% of ln(10) (or not finite); None when nothing
-    tells (synthetic data, no loss). The accuracy decides when there is one: a noisy last ten
-    batches of a 1-epoch densenet121 averaged near ln 10 while it scored 32%."""
-    if run["data"] != "cifar10" or not run["loss_curve"]:
+def learned(data, loss_curve, accuracy):
+    """Whether a run on `data` learned: False when its test accuracy is within 2 points of
+    chance, or, without one, when its final loss is within 2% of ln(10) (or not finite); None
+    when nothing tells (synthetic data, no loss). The accuracy decides when there is one: a
+    noisy last ten batches of a 1-epoch densenet121 averaged near ln 10 while it scored 32%."""
+    if data != "cifar10" or not loss_curve:
         return None
-    tail = run["loss_curve"][-FINAL_LOSSES:]
+    tail = loss_curve[-FINAL_LOSSES:]
     final = sum(tail) / len(tail)
     if not math.isfinite(final):
         return False
-    accuracy = run["test_accuracy"]
     if accuracy is not None:
         return abs(accuracy - CHANCE_ACCURACY) > ACCURACY_TOLERANCE
     return abs(final - CHANCE_LOSS) > LOSS_TOLERANCE * CHANCE_LOSS
+
+
+def run_learned(run):
+    """learned() of a run read from a results file."""
+    return learned(run["data"], run["loss_curve"], run["test_accuracy"])
 
 
 def bootstrap_ratio(numerators, denominators, statistic=np.median, seed=0, block=1):
@@ -152,7 +156,7 @@ def mode_figures(group):
     batch = group[0]["global_batch_size"]
     tflops = [run["tflops"] for run in group if run.get("tflops") is not None]
     mfu = [run["mfu_pct"] for run in group if run.get("mfu_pct") is not None]
-    verdicts = [learned(run) for run in group]
+    verdicts = [run_learned(run) for run in group]
     return {
         "runs": len(group),
         "median_step_ms": median,
@@ -185,7 +189,7 @@ def compare_modes(runs, margin_points=DEFAULT_MARGIN_POINTS):
     accuracy verdict against fp32 within +-`margin_points` and the time to a target accuracy."""
     groups = group_by_mode(runs)
     figures = {mode: mode_figures(group) for mode, group in groups.items()}
-    learning = {mode: [run for run in group if learned(run) is not False] for mode, group in groups.items()}
+    learning = {mode: [run for run in group if run_learned(run) is not False] for mode, group in groups.items()}
     for mode, row in figures.items():
         row.update(accuracy_figures(learning[mode], learning.get(BASELINE), margin_points / 100.0))
         row.update(target_figures(groups[mode], groups.get(BASELINE)))

@@ -159,9 +159,9 @@ def build(config, trainer, outcome, data, context, findings, repeat=0, flops_per
         max_batch=findings.max_batch, warmup_peak_memory_bytes=stats.warmup_peak_memory_bytes or None,
         peak_reserved_bytes=stats.peak_reserved_bytes if device.type == "cuda" else None,
         optimizer_impl=trainer.optimizer_impl, seed=config.seed, **accuracy_fields(findings.curve), **utilisation)
-    record.learned = learned(asdict(record))
+    record.learned = learned(record.data, record.loss_curve, record.test_accuracy)
     if findings.profile is not None:
-        record.profile = dict(findings.profile, diagnosis=diagnose_run(asdict(record), findings.profile,
+        record.profile = dict(findings.profile, diagnosis=diagnose_run(record, findings.profile,
                                                                        config.workers, os.cpu_count() or 1))
     return record
 
