@@ -386,8 +386,7 @@ def finish(config, context, data, runs, saved):
 def results_document(config, context, data, records, incomplete):
     """The results file's document: the environment, the config, the data, every run and their
     comparison (computed from the runs as written, as utils.report computes it from files)."""
-    env = {**envinfo.collect(context.device, config.channels_last, config.compile, config.compile_mode, config.loader),
-           **distributed_env(context.world, config)}
+    env = {**envinfo.collect(context.device), **distributed_env(context.world, config)}
     run_dicts = [run.to_dict() for run in records]
     return record.make_document(env, config.to_dict(), data.info, incomplete, run_dicts,
                                 compare_modes(run_dicts, config.accuracy_margin))

@@ -11,7 +11,7 @@ from conftest import assert_user_error, run_cli, run_main
 from utils.config import RunConfig
 from utils.data.dataset import synthetic
 from utils.explain.numerics import Census
-from utils.results.compare import scale_drop_steps, scale_drops
+from utils.results.compare import scale_drops, scaler_skips
 from utils.training import distributed
 from utils.training.loop import MicroBatches
 from utils.training.modes import MODES
@@ -84,8 +84,8 @@ def test_scale_drops_count_each_fall_from_gradscalers_start():
     assert scale_drops({"mode": "amp-fp16", "loss_scale_curve": [32768.0, 32768.0, 16384.0, 32768.0]}) == 2
     assert scale_drops({"mode": "fp16-master", "loss_scale_curve": [128.0, 128.0]}) == 0
     # the figure's crosses are these steps: none for a static scale below GradScaler's start
-    assert scale_drop_steps({"mode": "amp-fp16", "loss_scale_curve": [32768.0, 32768.0, 16384.0, 32768.0]}) == [1, 3]
-    assert scale_drop_steps({"mode": "fp16-master", "loss_scale_curve": [128.0, 128.0]}) == []
+    assert scaler_skips({"mode": "amp-fp16", "loss_scale_curve": [32768.0, 32768.0, 16384.0, 32768.0]}) == [1, 3]
+    assert scaler_skips({"mode": "fp16-master", "loss_scale_curve": [128.0, 128.0]}) == []
     assert scale_drops({"mode": "fp32", "loss_scale_curve": None}) is None
 
 

@@ -91,7 +91,7 @@ def test_compile_runs_and_reports_compile_time_apart(tmp_path):
     assert result.returncode == 0, result.stderr
     document = json.loads(out.read_text())
     (run,) = document["runs"]
-    assert run["compiled"] and run["compile_mode"] == "default" and document["env"]["compile"]
+    assert run["compiled"] and run["compile_mode"] == "default" and document["config"]["compile"]
     assert run["compile_time_s"] > 0 and run["compile_time_s"] == run["first_step_s"]
     assert len(run["step_times_ms"]) == 2  # the compiling step is not among them
     assert max(run["step_times_ms"]) < 1000 * run["compile_time_s"]

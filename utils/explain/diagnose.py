@@ -43,11 +43,10 @@ def slow_on_this_cpu(mode_name):
 
 
 def low_precision_dtype(mode_name):
-    """"float16" or "bfloat16" for a mode that computes in it, else None."""
+    """The low-precision dtype of the mode named in a results file (Mode.low_precision_dtype),
+    None for an unknown name."""
     mode = MODES.get(mode_name)
-    if mode is None:
-        return None
-    return "float16" if mode.master_weights else mode.autocast
+    return mode.low_precision_dtype if mode is not None else None
 
 
 def share(profile, categories):

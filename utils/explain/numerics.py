@@ -33,7 +33,7 @@ def census_dtype(mode):
     holds FP16 weights, so it has no FP32 reference to compare with)."""
     if mode.master_weights:
         return None
-    return mode.autocast or "float32"
+    return mode.low_precision_dtype or "float32"
 
 
 class Census:

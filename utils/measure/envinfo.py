@@ -1,5 +1,5 @@
 """What a result depends on besides the code: versions, hardware, switches, command, time."""
-import datetime
+import hashlib
 import os
 import platform
 import shlex
@@ -11,6 +11,7 @@ import torch
 import torchvision
 
 from utils import compat
+from utils.clock import now_utc
 
 PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -48,11 +49,15 @@ def tf32_flags():
     return {"matmul": torch.backends.cuda.matmul.allow_tf32, "cudnn_conv": torch.backends.cudnn.allow_tf32}
 
 
-def now_utc():
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+def diff_digest():
+    """The sha256 of the uncommitted change (`git diff HEAD`), so that two "-dirty" results
+    can be told apart; None for a clean tree or outside git."""
+    done = command_output(["git", "diff", "HEAD", "--no-ext-diff", "--binary"])
+    return hashlib.sha256(done.encode()).hexdigest() if done else None
 
 
-def collect(device, channels_last, compiled, compile_mode, loader):
+def collect(device):
+    """The environment of a run on `device` (the speed levers are in the config and each run)."""
     cuda = device.type == "cuda"
     return {
         "python": platform.python_version(),
@@ -70,13 +75,10 @@ def collect(device, channels_last, compiled, compile_mode, loader):
         "tf32": tf32_flags(),
         "degraded": compat.degraded(),  # paths taken because this torch lacks a newer API
         "cudnn_benchmark": torch.backends.cudnn.benchmark if cuda else None,
-        "channels_last": channels_last,
-        "compile": compiled,
-        "compile_mode": compile_mode if compiled else None,
-        "loader": loader,
         "hostname": socket.gethostname(),
         "platform": platform.platform(),
         "git_commit": command_output(["git", "describe", "--always", "--dirty", "--abbrev=40"]),
+        "git_diff_sha256": diff_digest(),
         "command": shlex.join([sys.executable] + sys.argv),
         "timestamp_utc": now_utc(),
     }

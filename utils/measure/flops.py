@@ -81,12 +81,11 @@ def layer_flops_per_step(model, batch_size):
     return sum(total) * batch_size // COUNT_BATCH
 
 
+ARITHMETIC = {"float32": "fp32", "tf32": "tf32", "float16": "fp16", "bfloat16": "bf16"}  # PEAK_TFLOPS' keys
+
+
 def arithmetic(mode):
-    if mode.autocast_dtype == torch.bfloat16:
-        return "bf16"
-    if mode.autocast_dtype == torch.float16 or mode.master_weights:
-        return "fp16"
-    return "tf32" if mode.tf32 else "fp32"
+    return ARITHMETIC[mode.compute_dtype]
 
 
 def peak_tflops(device_name, mode):

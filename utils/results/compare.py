@@ -103,7 +103,7 @@ def spread_pct(group):
     return 100.0 * (times["p90"] - times["p10"]) / times["median"] if times.get("p10") is not None else None
 
 
-def scale_drop_steps(run):
+def scaler_skips(run):
     """The steps (from 1) at which the run's loss scale fell: the steps its GradScaler skipped."""
     mode = MODES.get(run["mode"])
     return modes.scale_drop_steps(run.get("loss_scale_curve") or [], mode is not None and mode.loss_scaling)
@@ -111,7 +111,7 @@ def scale_drop_steps(run):
 
 def scale_drops(run):
     """How many times the run's loss scale fell; None without a scaler."""
-    return len(scale_drop_steps(run)) if run.get("loss_scale_curve") else None
+    return len(scaler_skips(run)) if run.get("loss_scale_curve") else None
 
 
 def group_by_mode(runs):

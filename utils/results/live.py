@@ -14,6 +14,7 @@ import datetime
 import json
 import os
 
+from utils.clock import now_utc
 from utils.errors import UserError, WriteFailed
 from utils.fileio import ensure_folder_writable
 from utils.results import strict
@@ -27,10 +28,6 @@ def check_tensorboard(directory):
         raise UserError("--tensorboard needs the tensorboard package, which is not installed: "
                         "pip install tensorboard") from None
     ensure_folder_writable(directory, "--tensorboard")
-
-
-def now_utc():
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
 
 
 class LiveLog:
@@ -51,7 +48,8 @@ class LiveLog:
     def emit(self, event, **fields):
         if self.jsonl_path is None or self.failed:
             return
-        line = json.dumps(strict.finite_copy({"event": event, "time": now_utc(), **fields}), allow_nan=False)
+        stamped = {"event": event, "time": now_utc("milliseconds"), **fields}
+        line = json.dumps(strict.finite_copy(stamped), allow_nan=False)
         try:
             if self.jsonl is None:
                 os.makedirs(os.path.dirname(os.path.realpath(self.jsonl_path)), exist_ok=True)

@@ -9,16 +9,14 @@ from utils.compat import release
 from utils.errors import UserError, WriteFailed
 from utils.explain.categories import NAMES as CATEGORIES
 from utils.fileio import atomic_write
-from utils.results.compare import BASELINE, CHANCE_ACCURACY, scale_drop_steps
+from utils.results.compare import BASELINE, CHANCE_ACCURACY, scaler_skips
 from utils.explain.fp16 import FP16_MAX, FP16_MIN_NORMAL, FP16_MIN_SUBNORMAL
 from utils.results.record import setup_of
 from utils.results.report import describe, first_of
+from utils.training.modes import MODES
 
 FORMATS = ("png", "pdf", "svg")
 OLDEST_MATPLOTLIB = (3, 5)
-# One colour per mode in every panel; repeats differ by marker.
-MODE_COLOURS = {"fp32": "#595959", "tf32": "#8c564b", "amp-fp16": "#1f77b4", "amp-fp16-noscale": "#17becf",
-                "amp-bf16": "#2ca02c", "fp16-master": "#ff7f0e"}
 REPEAT_MARKERS = ["o", "s", "^", "D", "v", "P"]
 RATIO_LIMIT = 16  # the category-speed panel's axis ends at 1/16x and 16x; beyond, the value is written
 CATEGORY_COLOURS = dict(zip(CATEGORIES, ["#d62728", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#bcbd22",
@@ -27,8 +25,12 @@ SHOWN_SHARE = 0.02  # the speedup panel leaves out categories below 2% of every 
 SHARES_ABOVE = 8  # when the slowest mode's step is this many times the fastest's, stack shares, not ms
 
 
+UNKNOWN_MODE_COLOUR = "#9467bd"  # a mode a newer ampbench wrote
+
+
 def colour_of(mode):
-    return MODE_COLOURS.get(mode, "#9467bd")
+    """The colour of the mode named `mode` (Mode.colour)."""
+    return MODES[mode].colour if mode in MODES else UNKNOWN_MODE_COLOUR
 
 
 def check_available(path):
@@ -284,7 +286,7 @@ def draw_loss_scales(axis, runs):
     for run in shown:
         curve = run["loss_scale_curve"]
         label = run["mode"] + (f" (repeat {run['repeat']})" if any(other["repeat"] for other in shown) else "")
-        colour, steps, fell = colour_of(run["mode"]), range(1, len(curve) + 1), scale_drop_steps(run)
+        colour, steps, fell = colour_of(run["mode"]), range(1, len(curve) + 1), scaler_skips(run)
         axis.step(steps, curve, where="post", color=colour, linestyle="-" if not run["repeat"] else "--",
                   label=f"{label}: {len(fell)} drop{'' if len(fell) == 1 else 's'}, {run['skipped_steps']} skipped")
         axis.scatter(fell, [curve[step - 1] for step in fell], marker="x", color=colour, zorder=3)

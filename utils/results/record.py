@@ -10,6 +10,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional
 
+from utils.clock import now_utc
 from utils.explain.diagnose import diagnose_run
 from utils.measure.step_stats import outliers, summarize
 from utils.results.compare import learned
@@ -122,7 +123,7 @@ def build(config, trainer, outcome, data, context, findings, repeat=0, flops_per
     beside it; with `flops_per_step` (the whole job's), also the TFLOP/s and MFU at its median."""
     # imported here, as they import torch: reading result files (utils.report) needs no torch
     from utils.measure import flops, memory
-    from utils.measure.envinfo import device_name, now_utc, tf32_flags
+    from utils.measure.envinfo import device_name, tf32_flags
 
     stats, mode, device, world = outcome.stats, trainer.mode, context.device, context.world
     timed = bool(stats.step_ms)

@@ -17,7 +17,20 @@ class Mode:
     loss_scaling: bool  # dynamic loss scaling with torch.amp.GradScaler
     tf32: bool  # TF32 allowed for FP32 matmuls and convolutions
     description: str
+    colour: str  # the mode's colour in every plot
     master_weights: bool = False  # FP16 model, FP32 master weights, static loss scale
+
+    @property
+    def compute_dtype(self):
+        """What its matmuls and convolutions compute in: "float32", "tf32", "float16" or "bfloat16"."""
+        if self.master_weights:
+            return "float16"
+        return self.autocast or ("tf32" if self.tf32 else "float32")
+
+    @property
+    def low_precision_dtype(self):
+        """"float16" or "bfloat16" for a mode that computes in one, else None."""
+        return self.compute_dtype if self.compute_dtype in ("float16", "bfloat16") else None
 
     @property
     def autocast_dtype(self):
@@ -40,14 +53,14 @@ class Mode:
 
 
 MODES = {
-    "fp32": Mode("fp32", None, False, False, "FP32, TF32 off"),
-    "tf32": Mode("tf32", None, False, True, "FP32 with TF32 tensor cores for matmul and conv"),
-    "amp-fp16": Mode("amp-fp16", "float16", True, False, "autocast float16 + GradScaler"),
+    "fp32": Mode("fp32", None, False, False, "FP32, TF32 off", "#595959"),
+    "tf32": Mode("tf32", None, False, True, "FP32 with TF32 tensor cores for matmul and conv", "#8c564b"),
+    "amp-fp16": Mode("amp-fp16", "float16", True, False, "autocast float16 + GradScaler", "#1f77b4"),
     "amp-fp16-noscale": Mode("amp-fp16-noscale", "float16", False, False,
-                             "autocast float16 without loss scaling (small gradients may underflow)"),
-    "amp-bf16": Mode("amp-bf16", "bfloat16", False, False, "autocast bfloat16"),
+                             "autocast float16 without loss scaling (small gradients may underflow)", "#17becf"),
+    "amp-bf16": Mode("amp-bf16", "bfloat16", False, False, "autocast bfloat16", "#2ca02c"),
     "fp16-master": Mode("fp16-master", None, False, False,
-                        "FP16 model (BatchNorm FP32), FP32 master weights, static loss scale",
+                        "FP16 model (BatchNorm FP32), FP32 master weights, static loss scale", "#ff7f0e",
                         master_weights=True),
 }
 DEFAULT_COMPARE = ("fp32", "amp-fp16")  # on a GPU

@@ -1,0 +1,7 @@
+"""The wall-clock time ampbench writes: UTC, ISO 8601 (no torch, so result readers can use it)."""
+import datetime
+
+
+def now_utc(timespec="seconds"):
+    """Now in UTC, e.g. 2026-11-24T04:55:01+00:00 (`timespec` as datetime.isoformat's)."""
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec=timespec)
