@@ -32,8 +32,8 @@ def cpu_flags():
 
 def slow_on_this_cpu(mode_name):
     """Why `mode_name` will run slowly on this CPU, or None: its low-precision dtype has none of
-    FAST_CPU_FLAGS here, so it runs on fallback kernels (amp-fp16's first resnet18 step took 40 s
-    against 1 s in fp32 on such a CPU). Read before training, from /proc/cpuinfo."""
+    FAST_CPU_FLAGS here, so it runs on fallback kernels, many times slower than fp32 for float16.
+    Read before training, from /proc/cpuinfo."""
     dtype, flags = low_precision_dtype(mode_name), cpu_flags()
     if dtype is None or flags is None or set(FAST_CPU_FLAGS[dtype]) & set(flags):
         return None

@@ -34,8 +34,8 @@ FINAL_LOSSES = 10  # the "final loss" judged is the mean of the last ten steps' 
 def learned(data, loss_curve, accuracy):
     """Whether a run on `data` learned: False when its test accuracy is within 2 points of
     chance, or, without one, when its final loss is within 2% of ln(10) (or not finite); None
-    when nothing tells (synthetic data, no loss). The accuracy decides when there is one: a
-    noisy last ten batches of a 1-epoch densenet121 averaged near ln 10 while it scored 32%."""
+    when nothing tells (synthetic data, no loss). The accuracy decides when there is one: it is measured
+    on the whole test set, while ten batches' losses of a short run can sit near ln 10 by chance."""
     if data != "cifar10" or not loss_curve:
         return None
     tail = loss_curve[-FINAL_LOSSES:]
@@ -130,9 +130,9 @@ def median_of(group, key):
 
 def profile_ms(group):
     """--explain: the median over the mode's profiled runs of each category's ms per step,
-    scaled so that the categories add up to the run's timed median. The profiler's own cost
-    (and a busy machine) stretch a profiled step: 3,126 ms against a timed 1,376 ms made ratios
-    of categories to fp32's, and their total, disagree with the measured speedup."""
+    scaled so that the categories add up to the run's timed median: the profiler's own cost
+    (and a busy machine) stretch a profiled step, and ratios of unscaled categories would not
+    add up to the measured speedup."""
     scaled = []
     for run in group:
         profile = run.get("profile")

@@ -207,7 +207,7 @@ def explanation(document, wide=False):
         lines.append("Diagnosis, largest stake first:")
         lines += [f"{number}. {item['text']}" for number, item in enumerate(found, 1)]
     else:
-        lines.append("Diagnosis: no rule fired (README lists them).")
+        lines.append("Diagnosis: no rule fired (docs/explain.md lists them).")
     return lines
 
 

@@ -64,8 +64,8 @@ MODES = {
                         master_weights=True),
 }
 DEFAULT_COMPARE = ("fp32", "amp-fp16")  # on a GPU
-# On a CPU: most have no fast float16 arithmetic (amp-fp16's first step took 40 s against 1 s for
-# fp32 on the 2-core CI machine), while bfloat16 autocast runs at FP32's speed or better
+# On a CPU: most have no fast float16 arithmetic (fallback kernels, many times slower than fp32),
+# while bfloat16 autocast runs at FP32's speed or better where the CPU has bfloat16 instructions
 DEFAULT_COMPARE_CPU = ("fp32", "amp-bf16")
 INITIAL_LOSS_SCALE = 2.0 ** 16  # where GradScaler's dynamic scale starts (its default, named here)
 
