@@ -358,9 +358,11 @@ def finish(config, context, data, runs, saved):
             return 128 + (stop.signal_number or signal.SIGTERM)
         return 1 if diverged or failures else 0
 
+    job = distributed_env(world, config)  # a collective: before rank 0 goes on alone
     if not world.is_main:
         return status()
-    document = results_document(config, context, data, [run.record for run in runs], bool(diverged) or interrupted)
+    document = results_document(config, context, data, job, [run.record for run in runs],
+                                bool(diverged) or interrupted)
     written, failed = write_outputs(config, context, document)  # before printing: a closed stdout costs none
     failures += failed
     print(report.summary(document, config.wide))
@@ -383,17 +385,19 @@ def finish(config, context, data, runs, saved):
     return status()
 
 
-def results_document(config, context, data, records, incomplete):
-    """The results file's document: the environment, the config, the data, every run and their
-    comparison (computed from the runs as written, as utils.report computes it from files)."""
-    env = {**envinfo.collect(context.device), **distributed_env(context.world, config)}
+def results_document(config, context, data, job, records, incomplete):
+    """The results file's document: the environment (the machine and the job's ranks), the
+    config, the data, every run and their comparison (computed from the runs as written, as
+    utils.report computes it from files)."""
+    env = {**envinfo.collect(context.device), **job}
     run_dicts = [run.to_dict() for run in records]
     return record.make_document(env, config.to_dict(), data.info, incomplete, run_dicts,
                                 compare_modes(run_dicts, config.accuracy_margin))
 
 
 def distributed_env(world, config):
-    names = distributed.hostnames(world)  # a collective: every rank takes part
+    """The job's shape; gathering the hostnames is a collective, so every rank calls this."""
+    names = distributed.hostnames(world)
     return {"world_size": world.size, "launcher": world.launcher,
             "backend": ("nccl" if config.gpu else "gloo") if world.distributed else None,
             "nodes": sorted(set(names)), "global_batch_size": config.global_batch_size(world.size)}

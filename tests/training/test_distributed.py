@@ -145,3 +145,22 @@ def test_any_launcher_environment_gives_a_valid_place_or_one_sentence(env):
         return
     assert 0 <= world.rank < world.size and 1 <= world.local_size <= world.size
     assert 0 <= world.local_rank < world.size
+
+
+def test_every_rank_takes_part_in_the_collective_that_names_the_nodes(monkeypatch):
+    """finish() gathers the hostnames for rank 0's results file: a rank that returned before
+    joining would leave rank 0 waiting in the gather, and the job hanging, for ever."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from utils import app
+    from utils.training.context import RunContext
+
+    joined = []
+    monkeypatch.setattr(distributed, "hostnames", lambda world: joined.append(world.rank) or ["node0"])
+    run = SimpleNamespace(record=SimpleNamespace(incomplete=False), outcome=SimpleNamespace(diverged_at=None),
+                          failures=[], checkpoint_step=None)
+    context = RunContext(torch.device("cpu"), World(1, 2, 1, 2, "torchrun"))
+    assert app.finish(RunConfig.build(), context, None, [run], None) == 0
+    assert joined == [1]
