@@ -12,56 +12,19 @@ from utils import config
 from utils.training import modes  # the mode table, without torch
 
 
-# Numbers beyond what torch's int64 counters and float32 tensors hold are refused here, with
-# the limit, instead of failing deep inside torch.
-LARGEST_COUNT = config.LARGEST_COUNT
-LARGEST_FLOAT = 3.4028234663852886e38  # float32's largest finite value
-LARGEST_SEED = 2 ** 63 - 1
-MOST_WORKERS = 256
+def in_range(name):
+    """argparse's type for the flag of setting `name`: its range from utils.config, refused at
+    parsing with the flag named (a non-number gets argparse's own "invalid int value")."""
+    allowed = config.RANGES[name]
 
+    def parse(text):
+        value = allowed.kind(text)
+        if not allowed.holds(value):
+            raise argparse.ArgumentTypeError(f"must be {allowed.wording}, got {text}")
+        return value
 
-def integer(text, low, high, wording):
-    value = int(text)
-    if not low <= value <= high:
-        raise argparse.ArgumentTypeError(f"must be {wording}, got {text}")
-    return value
-
-
-def positive_int(text):
-    return integer(text, 1, LARGEST_COUNT, f"a positive integer up to {LARGEST_COUNT}")
-
-
-def non_negative_int(text):
-    return integer(text, 0, LARGEST_COUNT, f"zero or a positive integer up to {LARGEST_COUNT}")
-
-
-def seed(text):
-    return integer(text, 0, LARGEST_SEED, "an integer from 0 to 2**63-1")
-
-
-def worker_count(text):
-    return integer(text, 0, MOST_WORKERS, f"from 0 to {MOST_WORKERS}")
-
-
-def non_negative_float(text):
-    value = float(text)
-    if not 0 <= value <= LARGEST_FLOAT:
-        raise argparse.ArgumentTypeError(f"must be zero or a positive number up to {LARGEST_FLOAT:.4g}, got {text}")
-    return value
-
-
-def fraction(text):
-    value = float(text)
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 0 and below 1, got {text}")
-    return value
-
-
-def positive_float(text):
-    value = float(text)
-    if not 0 < value <= LARGEST_FLOAT:
-        raise argparse.ArgumentTypeError(f"must be a positive number up to {LARGEST_FLOAT:.4g}, got {text}")
-    return value
+    parse.__name__ = allowed.kind.__name__
+    return parse
 
 
 class Parser(argparse.ArgumentParser):
@@ -88,54 +51,55 @@ def build_parser():
         epilog="Example: python main.py -n 200 -p --fp16 -s --model resnet50",
     )
     train = parser.add_argument_group("training")
-    train.add_argument("--lr", type=positive_float,
+    train.add_argument("--lr", type=in_range("lr"),
                        help=f"peak learning rate (default: {config.BASE_LR} x global batch / {config.BASE_BATCH}, "
                        f"{config.BASE_LR_WITHOUT_BATCH_NORM} x global batch / {config.BASE_BATCH} for models "
                        "without batch norm)")
-    train.add_argument("--steps", "-n", type=positive_int,
+    train.add_argument("--steps", "-n", type=in_range("steps"),
                        help=f"optimizer steps to run (default {config.DEFAULT_STEPS}; the ThetaGPU AMP tutorial "
                        "counted epochs with -n)")
-    train.add_argument("--epochs", type=positive_float,
+    train.add_argument("--epochs", type=in_range("epochs"),
                        help="train this many epochs instead of --steps (fractions allowed)")
-    train.add_argument("--batch-size", "-b", type=positive_int, help="batch size (default %(default)s)")
+    train.add_argument("--batch-size", "-b", type=in_range("batch_size"), help="batch size (default %(default)s)")
     train.add_argument("--model", "-m",
-                       help="torchvision classification model (default resnet50; see --list-models)")
+                       help="torchvision classification model (default %(default)s; see --list-models)")
     train.add_argument("--stem", choices=["cifar", "imagenet"],
-                       help="cifar: 3x3 stride-1 first conv and no max-pool for ResNet-family models "
-                       "(default); imagenet: torchvision's layout unchanged")
-    train.add_argument("--dropout", type=fraction, metavar="P",
+                       help="cifar: 3x3 stride-1 first conv and no max-pool for ResNet-family models; "
+                       "imagenet: torchvision's layout unchanged (default %(default)s)")
+    train.add_argument("--dropout", type=in_range("dropout"), metavar="P",
                        help="dropout probability for models that have one (default: the model's own)")
-    train.add_argument("--seed", type=seed, help="seed for weights, data order and augmentation")
-    train.add_argument("--momentum", type=non_negative_float, help="SGD momentum (default %(default)s)")
-    train.add_argument("--weight-decay", type=non_negative_float, help="weight decay (default %(default)s)")
+    train.add_argument("--seed", type=in_range("seed"), help="seed for weights, data order and augmentation")
+    train.add_argument("--momentum", type=in_range("momentum"), help="SGD momentum (default %(default)s)")
+    train.add_argument("--weight-decay", type=in_range("weight_decay"), help="weight decay (default %(default)s)")
     train.add_argument("--nesterov", action="store_true", help="Nesterov momentum")
-    train.add_argument("--label-smoothing", type=fraction, help="label smoothing (default %(default)s)")
+    train.add_argument("--label-smoothing", type=in_range("label_smoothing"), help="label smoothing (default %(default)s)")
     train.add_argument("--lr-schedule", choices=["constant", "cosine", "onecycle"],
                        help="learning-rate schedule over the run (default %(default)s)")
-    train.add_argument("--warmup-lr-steps", type=non_negative_int,
+    train.add_argument("--warmup-lr-steps", type=in_range("warmup_lr_steps"),
                        help="linear learning-rate warm-up steps (default: 5%% of the steps; one-cycle ramps up by "
                        "itself)")
-    train.add_argument("--clip-grad", type=positive_float, metavar="NORM",
+    train.add_argument("--clip-grad", type=in_range("clip_grad"), metavar="NORM",
                        help="clip the gradient norm (of the unscaled gradients) to NORM")
     train.add_argument("--optimizer-impl", choices=["fused", "foreach"],
-                       help="SGD implementation: fused (default where torch has it: GradScaler's inf check and "
-                       "skip stay on the device) or foreach (the classic recipe: one host sync per scaled step)")
-    train.add_argument("--accum-steps", type=positive_int, metavar="K",
+                       help="SGD implementation: fused (GradScaler's inf check and skip stay on the device; foreach "
+                       "where torch has no fused SGD) or foreach (the classic recipe: one host sync per scaled "
+                       "step) (default %(default)s)")
+    train.add_argument("--accum-steps", type=in_range("accum_steps"), metavar="K",
                        help="accumulate gradients over K micro-batches of --batch-size per optimizer step")
     train.add_argument("--on-nan", choices=["stop", "skip"],
-                       help="without a loss scaler, a non-finite loss stops the run (default) or skips the step")
+                       help="without a loss scaler, a non-finite loss stops the run or skips the step (default %(default)s)")
     train.add_argument("--no-eval", action="store_true", help="skip the test-set accuracy pass")
     accuracy = parser.add_argument_group("does accuracy hold?")
-    accuracy.add_argument("--eval-every", type=positive_float, metavar="E",
+    accuracy.add_argument("--eval-every", type=in_range("eval_every"), metavar="E",
                           help="also evaluate the test set every E epochs during training (fractions allowed); "
                           "the evaluations are timed apart from the steps")
-    accuracy.add_argument("--seeds", type=positive_int, metavar="K",
+    accuracy.add_argument("--seeds", type=in_range("seeds"), metavar="K",
                           help="run every mode with seeds --seed .. --seed+K-1, paired: for one seed every mode "
                           "starts from the same weights and batches (default %(default)s)")
-    accuracy.add_argument("--accuracy-margin", type=non_negative_float, metavar="POINTS",
+    accuracy.add_argument("--accuracy-margin", type=in_range("accuracy_margin"), metavar="POINTS",
                           help="the accuracy verdict's margin: a mode holds when the 95%% interval of its paired "
                           "difference from fp32 lies within +-POINTS (default %(default)s)")
-    accuracy.add_argument("--target-accuracy", type=positive_float, metavar="A",
+    accuracy.add_argument("--target-accuracy", type=in_range("target_accuracy"), metavar="A",
                           help="report the training time, steps and epochs to reach test accuracy A (a fraction, "
                           "e.g. 0.9), per mode and against fp32; needs --eval-every")
     accuracy.add_argument("--stop-at-target", action="store_true",
@@ -165,15 +129,15 @@ def build_parser():
                            f"{','.join(modes.DEFAULT_COMPARE_CPU)} on the CPU)")
     precision.add_argument("--modes", metavar="LIST",
                            help=f"comma list for --compare from {', '.join(modes.MODES)} (implies --compare)")
-    precision.add_argument("--repeats", type=positive_int,
+    precision.add_argument("--repeats", type=in_range("repeats"),
                            help="run the whole set of modes R times, in alternating order (default %(default)s)")
-    precision.add_argument("--loss-scale", type=positive_float,
+    precision.add_argument("--loss-scale", type=in_range("loss_scale"),
                            help=f"static loss scale of the fp16-master mode (default {config.DEFAULT_LOSS_SCALE:g})")
 
     data = parser.add_argument_group("data")
     data.add_argument("--data", choices=["auto", "cifar10", "synthetic"],
-                      help="auto (default): CIFAR-10 if a verified copy is present or can be downloaded "
-                      "(10 s connection timeout), else synthetic with a warning")
+                      help="auto: CIFAR-10 if a verified copy is present or can be downloaded (10 s connection "
+                      "timeout), else synthetic with a warning (default %(default)s)")
     data.add_argument("--data-dir",
                       help="folder holding cifar-10-batches-py, or that folder itself "
                       "(default $CIFAR10_DIR, else ./data)")
@@ -184,9 +148,9 @@ def build_parser():
     data.add_argument("--allow-unverified", action="store_true",
                       help="use a CIFAR-10 copy whose md5 sums differ from the official ones")
     data.add_argument("--loader", choices=["device", "torchvision"],
-                      help="device (default): dataset on the training device, whole-batch augmentation; "
-                      "torchvision: the classic per-image DataLoader path")
-    data.add_argument("--workers", type=worker_count,
+                      help="device: dataset on the training device, whole-batch augmentation; torchvision: the "
+                      "classic per-image DataLoader path (default %(default)s)")
+    data.add_argument("--workers", type=in_range("workers"),
                       help="DataLoader worker processes for --loader torchvision (default: min(8, CPUs) = %(default)s)")
 
     speed = parser.add_argument_group("speed levers")
@@ -196,12 +160,12 @@ def build_parser():
                        help="torch.compile the model; compile time is reported apart from step times")
     speed.add_argument("--compile-mode",
                        choices=["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"],
-                       help="torch.compile mode (default: default)")
+                       help="torch.compile mode (default %(default)s)")
     speed.add_argument("--no-cudnn-benchmark", action="store_true",
                        help="turn off cuDNN autotuning (on by default on CUDA)")
 
     measure = parser.add_argument_group("measurement and output")
-    measure.add_argument("--warmup", type=non_negative_int,
+    measure.add_argument("--warmup", type=in_range("warmup"),
                          help=f"steps excluded from timing statistics (default {config.DEFAULT_WARMUP}, at most half "
                          "of the run)")
     measure.add_argument("--json", metavar="PATH", help="write the results as one JSON document")
@@ -217,7 +181,7 @@ def build_parser():
     measure.add_argument("--explain", action="store_true",
                          help="after each mode's timed steps, profile a few more (torch.profiler) and report where "
                          "the step time goes by category, against fp32, with a diagnosis")
-    measure.add_argument("--explain-steps", type=positive_int, metavar="N",
+    measure.add_argument("--explain-steps", type=in_range("explain_steps"), metavar="N",
                          help=f"steps --explain profiles per mode, besides one warm-up (default "
                          f"{config.EXPLAIN_STEPS}; implies --explain)")
     measure.add_argument("--trace-dir", metavar="DIR",
@@ -227,7 +191,7 @@ def build_parser():
                          help="on sampled steps, compare each layer's low-precision gradients with an FP32 backward "
                          "of the same batch (underflow, subnormals, overflow: why FP16 needs loss scaling) and "
                          "measure where the step's memory goes")
-    measure.add_argument("--numerics-every", type=positive_int, metavar="N",
+    measure.add_argument("--numerics-every", type=in_range("numerics_every"), metavar="N",
                          help=f"--numerics samples every N steps and the last (default {config.NUMERICS_EVERY}; "
                          "implies --numerics); the samples are left out of the step times")
     measure.add_argument("--max-batch", action="store_true",
@@ -236,19 +200,19 @@ def build_parser():
     measure.add_argument("--wide", action="store_true", help="print the results as one wide table instead of "
                          "blocks that fit 80 columns")
     measure.add_argument("--no-progress", action="store_true", help="no progress bar and no progress lines")
-    measure.add_argument("--log-every", type=positive_int, metavar="N",
+    measure.add_argument("--log-every", type=in_range("log_every"), metavar="N",
                          help="when stderr is not a terminal (batch jobs), a progress line every N steps "
                          "(default: about every 30 s)")
 
     cluster = parser.add_argument_group("distributed (launch with torchrun or mpirun; -b is per process)")
-    cluster.add_argument("--dist-timeout", type=positive_int, metavar="S",
+    cluster.add_argument("--dist-timeout", type=in_range("dist_timeout"), metavar="S",
                          help="seconds the rendezvous and each collective may wait for the other ranks before the "
                          "job fails (default %(default)s)")
 
     long_runs = parser.add_argument_group("checkpoints")
     long_runs.add_argument("--checkpoint", metavar="PATH",
                            help="save a checkpoint here at the end, when stopped, and every --checkpoint-every steps")
-    long_runs.add_argument("--checkpoint-every", type=non_negative_int, metavar="K",
+    long_runs.add_argument("--checkpoint-every", type=in_range("checkpoint_every"), metavar="K",
                            help="also save every K steps (default 0: only at the end and when stopped)")
     long_runs.add_argument("--resume", action="store_true", help="continue from --checkpoint")
     parser.set_defaults(**config.defaults())

@@ -26,11 +26,55 @@ BASE_LR_WITHOUT_BATCH_NORM = 0.04
 BASE_BATCH = 128
 WARMUP_LR_SHARE = 0.05
 LARGEST_COUNT = 2 ** 31 - 1  # the most steps, images or seconds a flag may ask for
+LARGEST_FLOAT = 3.4028234663852886e38  # float32's largest finite value: torch holds no larger rate or scale
+LARGEST_SEED = 2 ** 63 - 1  # torch.manual_seed's largest
+MOST_WORKERS = 256
 EXPLAIN_STEPS = 5  # steps --explain profiles per mode
 NUMERICS_EVERY = 50  # --numerics samples every this many steps, and the last
 DEFAULT_WARMUP = 10  # steps left out of the timings; a run of fewer than twice as many warms up for half
 DEFAULT_LOSS_SCALE = 128.0  # fp16-master's static loss scale
 OUTPUT_FLAGS = ("json", "csv", "plot", "tensorboard", "jsonl", "trace_dir", "checkpoint")
+
+
+@dataclass(frozen=True)
+class Range:
+    """The values a numeric flag takes: a `kind` (int or float) from `low` to `high`, either end
+    left open where said. Numbers beyond what torch's int64 counters and float32 tensors hold
+    are refused with the limit, instead of failing deep inside torch."""
+    kind: type
+    low: float
+    high: float
+    wording: str
+    low_open: bool = False
+    high_open: bool = False
+
+    def accepts(self, value):
+        """`value` set in code: a number of this kind (an int will do for a float) in the range."""
+        numeric = (int,) if self.kind is int else (int, float)
+        return isinstance(value, numeric) and not isinstance(value, bool) and self.holds(value)
+
+    def holds(self, value):
+        above = value > self.low if self.low_open else value >= self.low
+        below = value < self.high if self.high_open else value <= self.high
+        return above and below  # False for NaN
+
+
+COUNT = Range(int, 1, LARGEST_COUNT, f"a positive integer up to {LARGEST_COUNT}")
+COUNT_OR_ZERO = Range(int, 0, LARGEST_COUNT, f"zero or a positive integer up to {LARGEST_COUNT}")
+POSITIVE = Range(float, 0, LARGEST_FLOAT, f"a positive number up to {LARGEST_FLOAT:.4g}", low_open=True)
+POSITIVE_OR_ZERO = Range(float, 0, LARGEST_FLOAT, f"zero or a positive number up to {LARGEST_FLOAT:.4g}")
+FRACTION = Range(float, 0, 1, "at least 0 and below 1", high_open=True)
+# Every numeric setting's range, checked by RunConfig.check (and by main.py's parser, for its flags).
+RANGES = {
+    "lr": POSITIVE, "steps": COUNT, "epochs": POSITIVE, "batch_size": COUNT, "dropout": FRACTION,
+    "seed": Range(int, 0, LARGEST_SEED, "an integer from 0 to 2**63-1"), "momentum": POSITIVE_OR_ZERO,
+    "weight_decay": POSITIVE_OR_ZERO, "label_smoothing": FRACTION, "warmup_lr_steps": COUNT_OR_ZERO,
+    "clip_grad": POSITIVE, "accum_steps": COUNT, "eval_every": POSITIVE, "seeds": COUNT,
+    "accuracy_margin": POSITIVE_OR_ZERO, "target_accuracy": POSITIVE, "repeats": COUNT, "loss_scale": POSITIVE,
+    "workers": Range(int, 0, MOST_WORKERS, f"from 0 to {MOST_WORKERS}"), "warmup": COUNT_OR_ZERO,
+    "explain_steps": COUNT, "numerics_every": COUNT, "log_every": COUNT, "dist_timeout": COUNT,
+    "checkpoint_every": COUNT_OR_ZERO,
+}
 
 
 def default_data_dir():
@@ -158,6 +202,7 @@ class RunConfig:
         return None
 
     def check(self):
+        self.check_ranges()
         modes = self.precision_modes  # refuses unknown, empty or repeated --modes
         empty = [name for name in OUTPUT_FLAGS if getattr(self, name) == ""]
         if empty:
@@ -185,6 +230,14 @@ class RunConfig:
         if self.checkpoint and (len(modes) > 1 or self.repeats > 1 or self.seeds > 1):
             raise UserError("--checkpoint works with one precision mode, one seed and no --repeats; run each mode "
                             "and seed as a job of its own and merge the results with python -m utils.report.")
+
+    def check_ranges(self):
+        """Every numeric setting within its range, as main.py's parser checks its flags; here for
+        configs built in code (benchmarks, tests) too."""
+        for name, allowed in RANGES.items():
+            value = getattr(self, name)
+            if value is not None and not allowed.accepts(value):
+                raise UserError(f"--{name.replace('_', '-')} must be {allowed.wording}, got {value!r}.")
 
     def check_accuracy_flags(self):
         asked = [flag for flag, value in (("--eval-every", self.eval_every), ("--target-accuracy", self.target_accuracy),

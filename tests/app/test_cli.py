@@ -9,7 +9,9 @@ import torch
 
 from conftest import FAST, ROOT, assert_user_error, run_cli, run_main
 from main import build_parser
+from utils import config
 from utils.config import RunConfig
+from utils.errors import UserError
 
 SEED_FLAGS = ["--lr", "--steps", "-n", "--gpu", "-p", "--fp16", "--loss_scaling", "-s", "--model", "-m"]
 
@@ -88,6 +90,26 @@ def test_data_dir_defaults_to_environment(monkeypatch):
 ])
 def test_bad_flag_values_exit_2(argv, phrase):
     assert_user_error(run_cli(*argv), phrase)
+
+
+@pytest.mark.parametrize("values, phrase", [
+    ({"steps": 0}, "--steps must be a positive integer"),
+    ({"lr": float("nan")}, "--lr must be a positive number"),
+    ({"dropout": 1.0}, "--dropout must be at least 0 and below 1"),
+    ({"seed": 2 ** 63}, "--seed must be an integer from 0 to 2**63-1"),
+    ({"batch_size": 8.5}, "--batch-size must be a positive integer"),
+    ({"repeats": True}, "--repeats must be a positive integer"),
+])
+def test_a_config_built_in_code_has_the_ranges_of_the_flags(values, phrase):
+    """Benchmarks and tests build configs without the parser: the same ranges hold."""
+    with pytest.raises(UserError, match=re.escape(phrase)):
+        RunConfig.build(**values)
+    assert RunConfig.build(lr=1, momentum=0).lr == 1  # an int will do for a float
+
+
+def test_every_numeric_flag_is_checked_by_its_settings_range():
+    numeric = {action.dest for action in build_parser()._actions if action.type is not None}
+    assert numeric == set(config.RANGES)
 
 
 @pytest.mark.parametrize("argv, phrase", [
