@@ -257,9 +257,7 @@ def run_mode(initial_model, mode, data, config, context, saved=None, repeat=0, f
     outcome = loop.run(trainer, config, context, start_step, previous, saver, census, curve)
     if saver is not None and outcome.diverged_at is None and outcome.completed_steps > start_step:
         saver(outcome.completed_steps, outcome.stats)
-    findings = measure_beside_the_loop(initial_model, trainer, config, context, data, outcome, repeat, curve)
-    if census is not None:
-        findings.numerics, findings.memory = census.result(), census.footprint
+    findings = measure_beside_the_loop(initial_model, trainer, config, context, data, outcome, repeat, curve, census)
     result = record.build(config, trainer, outcome, data, context, findings, repeat, flops_per_step)
     if stream is not None:
         stream.end_run(result.to_dict(), {key: getattr(config, key) for key in SETUP_KEYS})
@@ -295,11 +293,13 @@ def accuracy_curve(trainer, config, context, data, previous):
                          previous.eval_time_s if previous else 0.0)
 
 
-def measure_beside_the_loop(initial_model, trainer, config, context, data, outcome, repeat, curve):
-    """The final test accuracy, --explain's profile and --max-batch, each after the timed loop
-    (none changes its statistics); a signal that cuts the evaluation short is the findings'
-    stopped_by."""
+def measure_beside_the_loop(initial_model, trainer, config, context, data, outcome, repeat, curve, census):
+    """What the run found besides its timings: --numerics' census (taken in the loop), then the
+    final test accuracy, --explain's profile and --max-batch, each after the timed loop (none
+    changes its statistics); a signal that cuts the evaluation short is the findings' stopped_by."""
     findings, mode = record.Findings(curve=curve), trainer.mode
+    if census is not None:
+        findings.numerics, findings.memory = census.result(), census.footprint
     if curve is not None and record.should_evaluate(config, data, outcome):
         findings.test_accuracy = curve.take(outcome.completed_steps, outcome.stats.train_time_s)
         if findings.test_accuracy is None:
