@@ -328,16 +328,13 @@ def explain(trainer, config, context, repeat, failures):
         # Holistic Trace Analysis read: a folder per run, a <worker>.pt.trace.json per rank in it
         run = f"{config.model}-{run_label(config, mode, repeat)}"
         trace = os.path.join(config.trace_dir, run, f"rank{world.rank}.pt.trace.json")
-    profile = profiler.profile_steps(trainer, config, context.device, config.explain_steps,
-                                     None if world.distributed else context.stop, trace)
+    profile, failed = profiler.profile_steps(trainer, config, context.device, config.explain_steps,
+                                             None if world.distributed else context.stop, trace)
     if profile is None:
         return None
-    if profile["gpu_kernels_missing"]:
+    if profile.gpu_kernels_missing:
         warn(f"{mode.name}: torch.profiler recorded no GPU kernel (CUPTI unusable here, e.g. another "
              "profiler holds it), so --explain shows the host's time per op, not the GPU's.")
-    profile["unaligned_layers"] = diagnose.unaligned_layers(trainer.model, config.batch_size)
-    profile["cpu_fast_half_flags"] = diagnose.cpu_flags() if context.device.type == "cpu" else None
-    failed = profile.pop("trace_failed")
     if failed:
         failures.append(failed)
     elif trace:

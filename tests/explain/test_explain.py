@@ -12,7 +12,7 @@ from utils.config import RunConfig
 from utils.data.dataset import synthetic
 from utils.explain import diagnose
 from utils.explain.categories import CATEGORIES, NAMES, WHAT, category_of, core_name
-from utils.explain.profiler import profile_steps
+from utils.explain.profiler import Profile, profile_steps
 from utils.training import distributed, trainer as trainer_module
 from utils.training.modes import MODES
 from utils.training.trainer import build_trainer
@@ -68,13 +68,13 @@ def trainer_for(model_name, mode, stem="cifar", batch=16):
 def test_categories_add_up_to_the_measured_step_time(model_name, stem):
     trainer, config = trainer_for(model_name, "fp32", stem)
     profile_steps(trainer, config, CPU, 1)  # the first steps allocate
-    profile = profile_steps(trainer, config, CPU, 3)
-    total = sum(entry["ms"] for entry in profile["categories"].values())
-    assert total == pytest.approx(profile["total_ms"])
+    profile, trace_failed = profile_steps(trainer, config, CPU, 3)
+    total = sum(entry["ms"] for entry in profile.categories.values())
+    assert total == pytest.approx(profile.total_ms)
     # the step's ops run in this thread, one after another: their own times fit in the step's wall time
-    assert 0 < total <= profile["wall_ms"], (total, profile["wall_ms"])
-    assert profile["idle_ms"] is None and profile["activities"] == ["cpu"]
-    assert len(profile["top_ops"]) == 15
+    assert 0 < total <= profile.wall_ms, (total, profile.wall_ms)
+    assert profile.idle_ms is None and profile.activities == ["cpu"] and trace_failed is None
+    assert len(profile.top_ops) == 15 and not profile.gpu_kernels_missing and profile.diagnosis == []
 
 
 @pytest.mark.compat
@@ -83,22 +83,24 @@ def test_resnet18_fp32_is_mostly_convolution_and_bf16_adds_casts():
     for mode in ("fp32", "amp-bf16"):
         trainer, config = trainer_for("resnet18", mode, "imagenet")
         profile_steps(trainer, config, CPU, 1)
-        profiles[mode] = profile_steps(trainer, config, CPU, 2)
-    fp32 = {name: entry["ms"] for name, entry in profiles["fp32"]["categories"].items()}
+        profiles[mode] = profile_steps(trainer, config, CPU, 2)[0]
+    fp32 = {name: entry["ms"] for name, entry in profiles["fp32"].categories.items()}
     assert max(fp32, key=fp32.get) == "conv"
     assert fp32["conv"] + fp32["matmul"] > 0.5 * sum(fp32.values())
-    bf16_cast = profiles["amp-bf16"]["categories"]["cast"]["ms"]
+    bf16_cast = profiles["amp-bf16"].categories["cast"]["ms"]
     assert bf16_cast > 1.0 and fp32["cast"] < 0.1 * bf16_cast, (fp32["cast"], bf16_cast)
-    top = profiles["amp-bf16"]["top_ops"]
+    top = profiles["amp-bf16"].top_ops
     assert any(op["category"] == "cast" for op in top) and all(op["calls"] > 0 for op in top)
 
 
-def profile_of(**ms):
-    """A profile with these ms per step (the others 0)."""
+def profile_of(unaligned_layers=(), **ms):
+    """A Profile with these ms per step (the others 0)."""
     values = {name: ms.get(name, 0.0) for name in NAMES}
     total = sum(values.values())
-    return {"total_ms": total, "idle_ms": values["idle"], "host_ms": {}, "unaligned_layers": [],
-            "categories": {name: {"ms": value, "share": value / total} for name, value in values.items()}}
+    return Profile(steps=5, activities=["cpu"], wall_ms=total, total_ms=total,
+                   categories={name: {"ms": value, "share": value / total} for name, value in values.items()},
+                   idle_ms=values["idle"], host_ms={}, host_syncs_per_step=0.0, host_syncs=[], top_ops=[],
+                   gpu_kernels_missing=False, unaligned_layers=list(unaligned_layers), cpu_fast_half_flags=None)
 
 
 def run_of(mode="fp32", device="cpu", loader="device", channels_last=False, optimizer_impl="fused"):
@@ -121,7 +123,7 @@ def test_the_rules_fire_at_their_thresholds_and_not_below():
     found = diagnose.diagnose_run(run_of(channels_last=True), profile_of(norm=20, elementwise=20, conv=60), 8, 8)
     assert rules(found) == ["memory-bound"] and "--channels-last" not in found[0]["remedy"]
     assert rules(diagnose.diagnose_run(run_of("amp-bf16"), profile_of(cast=12, conv=88), 8, 8)) == ["cast overhead"]
-    unaligned = dict(profile_of(conv=100), unaligned_layers=["conv1 (3->64)", "fc (512->10)"])
+    unaligned = profile_of(["conv1 (3->64)", "fc (512->10)"], conv=100)
     found = diagnose.diagnose_run(run_of("amp-fp16", device="cuda:0"), unaligned, 8, 8)
     assert rules(found) == ["tensor-core shapes"] and "conv1 (3->64), fc (512->10)" in found[0]["text"]
     assert rules(diagnose.diagnose_run(run_of("fp32", device="cuda:0"), unaligned, 8, 8)) == []

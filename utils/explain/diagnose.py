@@ -50,11 +50,11 @@ def low_precision_dtype(mode_name):
 
 
 def share(profile, categories):
-    return sum(profile["categories"][name]["share"] for name in categories)
+    return sum(profile.categories[name]["share"] for name in categories)
 
 
 def ms(profile, categories):
-    return sum(profile["categories"][name]["ms"] for name in categories)
+    return sum(profile.categories[name]["ms"] for name in categories)
 
 
 def finding(rule, mode, at_stake_ms, evidence, remedy):
@@ -63,10 +63,10 @@ def finding(rule, mode, at_stake_ms, evidence, remedy):
 
 
 def diagnose_run(run, profile, workers, cpu_count):
-    """The findings one run's profile shows by itself. `run` is its RunRecord."""
+    """The findings one run's Profile shows by itself. `run` is its RunRecord."""
     found, mode, cuda = [], run.mode, run.device.startswith("cuda")
-    step = profile["total_ms"]
-    data_ms = profile["host_ms"].get("data", 0.0) if cuda else profile["categories"]["data"]["ms"]
+    step = profile.total_ms
+    data_ms = profile.host_ms.get("data", 0.0) if cuda else profile.categories["data"]["ms"]
     if data_ms >= INPUT_BOUND_SHARE * step:
         if run.loader == "torchvision":
             remedy = "--loader device (the dataset on the device, augmented a whole batch at a time)"
@@ -77,13 +77,13 @@ def diagnose_run(run, profile, workers, cpu_count):
         found.append(finding("input-bound", mode, data_ms,
                              f"the input pipeline takes {data_ms:.1f} ms, {100 * data_ms / step:.0f}% of the step",
                              remedy))
-    idle = profile.get("idle_ms") or 0.0
+    idle = profile.idle_ms or 0.0
     if cuda and idle >= LAUNCH_BOUND_SHARE * step:
         found.append(finding("host-bound", mode, idle,
                              f"the GPU waits for the host {idle:.1f} ms, {100 * idle / step:.0f}% of the step",
                              "a larger -b, or --compile --compile-mode reduce-overhead (CUDA graphs launch the "
                              "whole step at once)"))
-    if profile.get("host_syncs_per_step"):
+    if profile.host_syncs_per_step:
         found.append(host_sync_finding(run, profile, idle if cuda else 0.0))
     bound = share(profile, MEMORY_BOUND)
     if bound >= MEMORY_BOUND_SHARE:
@@ -92,13 +92,13 @@ def diagnose_run(run, profile, workers, cpu_count):
                              f"normalisation and elementwise ops take {ms(profile, MEMORY_BOUND):.1f} ms, "
                              f"{100 * bound:.0f}% of the step: they move data, and lower precision speeds them "
                              "up by 2x at most", remedy))
-    cast = profile["categories"]["cast"]
+    cast = profile.categories["cast"]
     if cast["share"] >= CAST_SHARE:
         found.append(finding("cast overhead", mode, cast["ms"],
                              f"dtype conversions take {cast['ms']:.1f} ms, {100 * cast['share']:.0f}% of the step "
                              "(autocast casts the weights at every forward and the gradients back)",
                              "--compile, which fuses the casts into their neighbours"))
-    unaligned = profile.get("unaligned_layers") or []
+    unaligned = profile.unaligned_layers
     if cuda and low_precision_dtype(mode) and unaligned:
         shown = ", ".join(unaligned[:4]) + (f" and {len(unaligned) - 4} more" if len(unaligned) > 4 else "")
         found.append(finding("tensor-core shapes", mode, 0.0,
@@ -115,8 +115,8 @@ PLACES = {SCALER_LABEL: "the loss scaler's step", DATA_LABEL: "the input pipelin
 def host_sync_finding(run, profile, at_stake_ms):
     """The host waited for the device inside the step (a tensor read as a number), so the CPU
     cannot queue the next step's kernels ahead of the GPU."""
-    where = profile["host_syncs"][0]["in"]
-    count = profile["host_syncs_per_step"]
+    where = profile.host_syncs[0]["in"]
+    count = profile.host_syncs_per_step
     in_scaler = where in (SCALER_LABEL, "Optimizer.step#SGD.step")
     where = PLACES.get(where, where)
     if in_scaler and run.optimizer_impl == "foreach":

@@ -11,11 +11,14 @@ kernels each op launched, and "idle" the rest of the step: the GPU waiting for t
 import collections
 import os
 import time
+from dataclasses import asdict, dataclass, field
+from typing import Dict, List, Optional
 
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 from utils.errors import WriteFailed
+from utils.explain import diagnose
 from utils.explain.categories import DATA_LABEL, NAMES, PYTHON, SCALER_LABEL, STEP_MARK, category_of
 from utils.training.loop import MicroBatches, synchronize
 from utils.training.step import train_step
@@ -67,11 +70,35 @@ class LabelledScaler:
             return self.scaler.update()
 
 
+@dataclass
+class Profile:
+    """--explain's profile of one run: what the profiled steps measured (ms per step by
+    category, the host's own time, the top ops, the host syncs), the model's and CPU's facts the
+    rules read, and the rules' findings for this run alone (set with its record)."""
+    steps: int
+    activities: List[str]
+    wall_ms: float  # a profiled step's wall time
+    total_ms: float  # the categories' sum
+    categories: Dict[str, Dict[str, float]]  # {category: {"ms", "share"}}
+    idle_ms: Optional[float]  # the GPU's idle time per step (None on the CPU)
+    host_ms: Dict[str, float]  # the host's own time per category, inside the step
+    host_syncs_per_step: float
+    host_syncs: List[Dict]  # [{"in", "per_step"}], the most frequent first
+    top_ops: List[Dict]  # [{"name", "calls", "self_ms", "category"}]
+    gpu_kernels_missing: bool  # on CUDA, no kernel recorded: the categories are host time
+    unaligned_layers: List[str]  # layers and batch off the tensor cores' multiple
+    cpu_fast_half_flags: Optional[List[str]]  # on the CPU, its fast float16/bfloat16 flags
+    diagnosis: List[Dict] = field(default_factory=list)
+
+    def to_dict(self):
+        return asdict(self)
+
+
 def profile_steps(trainer, config, device, steps, stop=None, trace_path=None):
-    """Run `steps` profiled training steps (plus the profiler's warm-up step) and return the
-    profile: ms per step by category, the top ops, and on CUDA the idle time; None when a stop
-    signal cut the profiling short. With `trace_path`, also write the Chrome/Perfetto trace; a
-    trace that cannot be written costs only itself (`trace_failed` says why)."""
+    """Run `steps` profiled training steps (plus the profiler's warm-up step) and return
+    (Profile, None when a stop signal cut the profiling short; the sentence saying why the trace
+    could not be written, or None). With `trace_path`, also write the Chrome/Perfetto trace; a
+    trace that cannot be written costs only itself."""
     # kineto, torch.profiler's engine, writes its stages and, without a GPU, an "ERROR ...
     # gpuGetDeviceCount" line to stderr: quiet unless the user set its level. Its one message a
     # user needs on a GPU, that no kernel could be recorded, is checked below instead.
@@ -82,7 +109,7 @@ def profile_steps(trainer, config, device, steps, stop=None, trace_path=None):
     with profile(activities=activities, schedule=schedule(wait=0, warmup=1, active=steps, repeat=1)) as profiler:
         for step in range(steps + 1):
             if stop is not None and stop.requested:
-                return None
+                return None, None
             if step == 1:  # the warm-up step is over: time the profiled ones
                 synchronize(device)
                 started = time.perf_counter()
@@ -102,10 +129,10 @@ def profile_steps(trainer, config, device, steps, stop=None, trace_path=None):
     events = profiler.events()
     cuda = device.type == "cuda"
     kernels = cuda and any(event.device_type != torch.autograd.DeviceType.CPU for event in events)
-    summary = profile_of(events, steps, wall_ms, kernels)
-    summary["gpu_kernels_missing"] = cuda and not kernels
-    summary["trace_failed"] = trace_failed
-    return summary
+    facts = {"gpu_kernels_missing": cuda and not kernels,
+             "unaligned_layers": diagnose.unaligned_layers(trainer.model, config.batch_size),
+             "cpu_fast_half_flags": None if cuda else diagnose.cpu_flags()}
+    return profile_of(events, steps, wall_ms, kernels, facts), trace_failed
 
 
 def write_trace(profiler, path):
@@ -137,8 +164,9 @@ def device_us(event, own):
     return event.self_cuda_time_total if own else event.cuda_time_total
 
 
-def profile_of(events, steps, wall_ms, cuda):
-    """The profile of `events`, recorded over `steps` steps that took `wall_ms` each."""
+def profile_of(events, steps, wall_ms, cuda, facts):
+    """The Profile of `events`, recorded over `steps` steps that took `wall_ms` each, with the
+    model's and machine's `facts` (Profile's fields after top_ops)."""
     by_category = collections.Counter()
     host = collections.Counter()
     ops = collections.defaultdict(lambda: [0, 0.0])  # (name, category) -> [calls, µs]
@@ -169,17 +197,12 @@ def profile_of(events, steps, wall_ms, cuda):
     per_step = {name: by_category[name] / 1000.0 / steps for name in NAMES}
     total = sum(per_step.values())
     top = sorted(ops.items(), key=lambda item: -item[1][1])[:TOP_OPS]
-    return {
-        "steps": steps,
-        "activities": ["cpu", "cuda"] if cuda else ["cpu"],
-        "wall_ms": wall_ms,
-        "total_ms": total,
-        "categories": {name: {"ms": per_step[name], "share": per_step[name] / total if total else 0.0}
-                       for name in NAMES},
-        "idle_ms": per_step["idle"] if cuda else None,
-        "host_ms": {name: host[name] / 1000.0 / steps for name in NAMES if host[name]},
-        "host_syncs_per_step": sum(syncs.values()) / steps,
-        "host_syncs": [{"in": name, "per_step": count / steps} for name, count in syncs.most_common()],
-        "top_ops": [{"name": name, "calls": calls / steps, "self_ms": us / 1000.0 / steps, "category": category}
-                    for (name, category), (calls, us) in top],
-    }
+    return Profile(
+        steps=steps, activities=["cpu", "cuda"] if cuda else ["cpu"], wall_ms=wall_ms, total_ms=total,
+        categories={name: {"ms": per_step[name], "share": per_step[name] / total if total else 0.0} for name in NAMES},
+        idle_ms=per_step["idle"] if cuda else None,
+        host_ms={name: host[name] / 1000.0 / steps for name in NAMES if host[name]},
+        host_syncs_per_step=sum(syncs.values()) / steps,
+        host_syncs=[{"in": name, "per_step": count / steps} for name, count in syncs.most_common()],
+        top_ops=[{"name": name, "calls": calls / steps, "self_ms": us / 1000.0 / steps, "category": category}
+                 for (name, category), (calls, us) in top], **facts)

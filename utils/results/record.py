@@ -7,7 +7,7 @@ contract README's "Results file" documents.
 """
 import math
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Dict, List, Optional
 
 from utils.clock import now_utc
@@ -77,7 +77,7 @@ class RunRecord:
     lr_curve: Optional[List[float]] = None  # every step's learning rate
     loss_scale_curve: Optional[List[float]] = None  # the loss scale after every step (null without a scaler)
     finished_utc: Optional[str] = None  # when the run's evaluation ended: each CSV row's timestamp
-    profile: Optional[Dict] = None  # --explain: utils.explain.profiler's profile, with this run's diagnosis
+    profile: Optional[object] = None  # --explain: a utils.explain.profiler.Profile, with this run's diagnosis
     numerics: Optional[Dict] = None  # --numerics: utils.explain.numerics' gradient census
     memory: Optional[Dict] = None  # --numerics: utils.explain.footprint's breakdown of one step's memory
     max_batch: Optional[int] = None  # --max-batch (CUDA): the largest batch this mode trains in the GPU's memory
@@ -109,7 +109,7 @@ def should_evaluate(config, data, outcome):
 class Findings:
     """What was measured of a run beside its timed loop (none of it changes the loop's figures)."""
     test_accuracy: Optional[float] = None
-    profile: Optional[Dict] = None  # --explain: utils.explain.profiler's profile
+    profile: Optional[object] = None  # --explain: a utils.explain.profiler.Profile, without its diagnosis
     numerics: Optional[Dict] = None  # --numerics: the gradient census
     memory: Optional[Dict] = None  # --numerics: one step's memory, by kind
     max_batch: Optional[int] = None  # --max-batch
@@ -162,8 +162,8 @@ def build(config, trainer, outcome, data, context, findings, repeat=0, flops_per
         optimizer_impl=trainer.optimizer_impl, seed=config.seed, **accuracy_fields(findings.curve), **utilisation)
     record.learned = learned(record.data, record.loss_curve, record.test_accuracy)
     if findings.profile is not None:
-        record.profile = dict(findings.profile, diagnosis=diagnose_run(record, findings.profile,
-                                                                       config.workers, os.cpu_count() or 1))
+        record.profile = replace(findings.profile, diagnosis=diagnose_run(record, findings.profile, config.workers,
+                                                                          os.cpu_count() or 1))
     return record
 
 
