@@ -13,6 +13,7 @@ import torch
 import models
 from utils import compat
 from utils.data import cifar10, dataset
+from utils.config import no_test_images
 from utils.errors import UserError, WriteFailed
 from utils.explain import diagnose, max_batch, numerics, profiler
 from utils import fileio
@@ -151,6 +152,8 @@ def prepare(config, context):
                                        context.device, config.seed)
     for message in data_warnings:
         warn(message)
+    if data.test_images is None and config.accuracy_flags:  # --data auto fell back to synthetic images
+        raise UserError(no_test_images(config.accuracy_flags[0]))
     context.reporter.phase(f"data loaded: {data.name}, {len(data.train_images)} training images"
                            + (f", {len(data.test_images)} test images" if data.test_images is not None else "")
                            + f", on {context.device}")
