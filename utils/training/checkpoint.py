@@ -353,6 +353,13 @@ def shown(value):
     return ("on" if value else "off") if isinstance(value, bool) else "unset" if value is None else value
 
 
+def lacks_final_evaluation(state, config):
+    """Whether the checkpoint's run, in the mode `config` runs, has no accuracy at its last step
+    (a signal cut its final evaluation short)."""
+    points = state["stats"].get("accuracy_curve", [])
+    return state["mode"] == config.precision_modes[0].name and not (points and points[-1]["step"] == state["step"])
+
+
 def check_setup(state, path, setup):
     """Refuse a checkpoint of another number of ranks or another data set: its schedule and
     data order belong to them."""
