@@ -60,6 +60,8 @@ def check_outputs(config, world):
         seen[real] = flag
         if os.path.dirname(real) == os.path.realpath(cifar10.batches_folder(config.data_dir)):
             raise UserError(f"{flag} {path} is in the CIFAR-10 folder; write results elsewhere.")
+    if config.jsonl:
+        fileio.ensure_appendable(config.jsonl, "--jsonl")
     if config.csv:
         fileio.ensure_lockable(config.csv, "--csv")
         report.check_csv_header(config.csv)
@@ -108,7 +110,7 @@ def run(config, stop):
     world = distributed.detect()
     if world.distributed:
         device = distributed.init(world, config)
-    stream = live.LiveLog.of(config) if world.is_main else None
+    stream = live.LiveLog.of(config, warn) if world.is_main else None
     context = RunContext(device, world, stop, Reporter(not config.no_progress and world.is_main, config.log_every,
                                                        stream))
     try:
