@@ -210,8 +210,6 @@ class RunConfig:
         asked = self.accuracy_flags
         if self.no_eval and asked:
             raise UserError(f"--no-eval skips the evaluations that {asked[0]} needs; drop one of them.")
-        if self.data == "synthetic" and asked:
-            raise UserError(no_test_images(asked[0]))
         if self.target_accuracy is not None and not 0 < self.target_accuracy <= 1:
             raise UserError(f"--target-accuracy is a fraction of the test images in (0, 1], e.g. 0.9 for 90%; got "
                             f"{self.target_accuracy:g}.")
@@ -219,6 +217,8 @@ class RunConfig:
             raise UserError("--stop-at-target needs --target-accuracy A, the accuracy to stop at.")
         if self.target_accuracy is not None and not self.eval_every:
             raise UserError("--target-accuracy needs --eval-every E (epochs) to see when the target is reached.")
+        if self.data == "synthetic" and asked:
+            raise UserError(no_test_images(asked[0]))
 
     def check_steps(self):
         if self.compile and self.warmup == 0:
@@ -300,8 +300,8 @@ class RunConfig:
         if not self.loss_scaling:
             return []
         if self.bf16 or (self.amp and self.amp_dtype == "bfloat16"):
-            return ["-s/--loss_scaling is ignored with bfloat16 (--bf16, --amp --amp-dtype bfloat16): bfloat16 has "
-                    "FP32's exponent range, so gradients do not underflow and need no loss scaling."]
+            return [f"-s/--loss_scaling is ignored with {'--bf16' if self.bf16 else '--amp --amp-dtype bfloat16'}: "
+                    "bfloat16 has FP32's exponent range, so gradients do not underflow and need no loss scaling."]
         if self.amp:
             return ["-s/--loss_scaling adds nothing to --amp, which scales float16's loss already."]
         if not self.fp16:

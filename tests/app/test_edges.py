@@ -143,7 +143,7 @@ def test_flags_that_would_change_nothing_are_refused(flags, phrase):
 def test_the_loss_scaling_warning_is_true_for_bfloat16_through_amp():
     result = run_main(*SYNTHETIC, "-n", "2", "--amp", "--amp-dtype", "bfloat16", "-s")
     assert result.returncode == 0, result.stderr
-    assert "-s/--loss_scaling is ignored with bfloat16" in result.stderr
+    assert "-s/--loss_scaling is ignored with --amp --amp-dtype bfloat16: bfloat16 has" in result.stderr
     assert "without --fp16" not in result.stderr
 
 

@@ -218,9 +218,9 @@ def quiet_writer_threads():
     if getattr(previous, "quiet_writer_threads", False):
         return
 
-    def hook(args):
-        if type(args.thread).__name__ != "_AsyncWriterThread":
-            previous(args)
+    def hook(failure):
+        if type(failure.thread).__name__ != "_AsyncWriterThread":
+            previous(failure)
     hook.quiet_writer_threads = True
     threading.excepthook = hook
 
