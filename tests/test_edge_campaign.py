@@ -310,6 +310,9 @@ def rule_problems(case, tmp, result, prefilled):
     if jsonl.exists() and status != 2:
         text = jsonl.read_text()
         lines = text.splitlines()[len((prefilled or "").splitlines()):]  # the user's own lines are theirs
+        kept = (prefilled or "") + ("\n" if prefilled and not prefilled.endswith("\n") else "")
+        if not text.startswith(kept):
+            problems.append("--jsonl's earlier content was changed, or an event glued onto its last line")
         if text and not text.endswith("\n"):
             problems.append("--jsonl ends with half a line")
         for line in lines:
