@@ -167,6 +167,7 @@ def test_jsonl_deleted_mid_run_is_written_anew_and_the_closing_sentence_says_so(
     assert lines_of(path)[-1]["event"] == "run"  # the lines after the deletion are kept
 
 
+@pytest.mark.long  # a process of its own: the long stage keeps the main suite short
 def test_jsonl_on_a_full_disk_leaves_whole_lines_and_a_closing_sentence(tmp_path):
     path = tmp_path / "r.jsonl"
     path.write_text('{"event": "earlier", "pad": "' + "x" * 300000 + '"}\n')
