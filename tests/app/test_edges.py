@@ -86,11 +86,13 @@ def test_a_signal_during_the_final_evaluation_is_resumed_by_the_evaluation_alone
     assert main.main(argv) == 128 + signal.SIGTERM
     assert "resume with: python main.py" in capsys.readouterr().err
     monkeypatch.setattr(step, "eval_batches", original)
+    saved = read(tmp_path / "c.pt", "cpu")["stats"]
     result = run_main(*argv, "--resume")
     assert result.returncode == 0, result.stderr
     run = json.loads((tmp_path / "r.json").read_text())["runs"][0]
     assert run["completed_steps"] == 3 and run["test_accuracy"] is not None and not run["incomplete"]
     assert [point["step"] for point in run["accuracy_curve"]] == [3]
+    assert run["step_times_ms"] == saved["step_ms"] and run["peak_memory_bytes"] == saved["peak_memory_bytes"]
     assert read(tmp_path / "c.pt", "cpu")["stats"]["accuracy_curve"][-1]["step"] == 3
     again = run_main(*argv, "--resume")  # now complete: nothing left to do, and the sentence says so
     assert_user_error(again, "already reaches the 3 steps asked for")

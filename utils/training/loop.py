@@ -138,6 +138,8 @@ class Recorder:
         device, world, previous, warmup = self.context.device, self.context.world, self.previous, self.config.warmup
         peak, reserved, warmup_peak = memory.peak_bytes(device)[0], memory.peak_reserved_bytes(device), self.warmup_peak
         step_ms, data_ms = timer.step_ms[warmup:], timer.data_ms[warmup:]
+        if not step_ms:  # no step of this process was timed: its peak is the warm-up's, or none (no step)
+            warmup_peak, peak, reserved = max(warmup_peak, peak) if timer.step_ms else 0, 0, 0
         curve = torch.stack(self.losses).float() if self.losses else torch.zeros(0, device=device)
         if world.distributed:
             step_ms = distributed.all_reduce(torch.tensor(step_ms, dtype=torch.float64, device=device), "max").tolist()
