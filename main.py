@@ -116,7 +116,7 @@ def build_parser():
                            help="timm's and NVIDIA's spelling: autocast to --amp-dtype, with dynamic loss scaling "
                            "for float16 (--amp alone is --fp16 -s)")
     precision.add_argument("--amp-dtype", choices=["float16", "bfloat16"],
-                           help="the autocast dtype of --amp (default %(default)s; bfloat16 is --bf16)")
+                           help="the autocast dtype of --amp (default float16; bfloat16 is --bf16)")
     precision.add_argument("--allow-slow-fp16", action="store_true",
                            help="run float16 modes on a CPU without fast float16 arithmetic (avx512_fp16, amx_fp16), "
                            "where they are refused: they take many times longer than fp32")

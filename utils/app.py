@@ -13,6 +13,7 @@ import torch
 import models
 from utils import compat
 from utils.data import cifar10, dataset
+from utils.config import no_test_images
 from utils.errors import UserError, WriteFailed
 from utils.explain import diagnose, max_batch, numerics, profiler
 from utils import fileio
@@ -59,6 +60,8 @@ def check_outputs(config, world):
         seen[real] = flag
         if os.path.dirname(real) == os.path.realpath(cifar10.batches_folder(config.data_dir)):
             raise UserError(f"{flag} {path} is in the CIFAR-10 folder; write results elsewhere.")
+    if config.jsonl:
+        fileio.ensure_appendable(config.jsonl, "--jsonl")
     if config.csv:
         fileio.ensure_lockable(config.csv, "--csv")
         report.check_csv_header(config.csv)
@@ -79,10 +82,13 @@ def resume_line(config, last, checkpoint_holds, saves_failed, world):
     """What the user can do after a signal cut the run `last` short; `checkpoint_holds` is the
     step that --checkpoint holds for it, or None when nothing was written (and none resumed).
     The command repeats the launcher that started the job, so every rank resumes."""
-    if last.completed_steps == last.steps:
+    evaluating = last.completed_steps == last.steps
+    if evaluating and checkpoint_holds != last.steps:
         return (f"main.py: interrupted by {last.stopped_by} during the test-set evaluation, after all "
                 f"{last.steps} steps: the timings are complete, the accuracy was not measured.")
-    where = f"interrupted by {last.stopped_by} after step {last.completed_steps} of {last.steps}"
+    where = f"interrupted by {last.stopped_by} " + (
+        f"during the test-set evaluation, after all {last.steps} steps" if evaluating
+        else f"after step {last.completed_steps} of {last.steps}")
     if not config.checkpoint:
         return f"main.py: {where}; no --checkpoint was given, so a rerun starts over."
     if checkpoint_holds is None and saves_failed:
@@ -104,7 +110,7 @@ def run(config, stop):
     world = distributed.detect()
     if world.distributed:
         device = distributed.init(world, config)
-    stream = live.LiveLog.of(config) if world.is_main else None
+    stream = live.LiveLog.of(config, warn) if world.is_main else None
     context = RunContext(device, world, stop, Reporter(not config.no_progress and world.is_main, config.log_every,
                                                        stream))
     try:
@@ -151,6 +157,8 @@ def prepare(config, context):
                                        context.device, config.seed)
     for message in data_warnings:
         warn(message)
+    if data.test_images is None and config.accuracy_flags:  # --data auto fell back to synthetic images
+        raise UserError(no_test_images(config.accuracy_flags[0]))
     context.reporter.phase(f"data loaded: {data.name}, {len(data.train_images)} training images"
                            + (f", {len(data.test_images)} test images" if data.test_images is not None else "")
                            + f", on {context.device}")
@@ -159,7 +167,8 @@ def prepare(config, context):
     if config.short_run_note():
         warn(config.short_run_note(), "note")
     if saved is not None:
-        check_resume(saved, config, checkpoint.resume_setup(data, context.world))
+        check_resume(saved, config, checkpoint.resume_setup(data, context.world),
+                     not config.no_eval and data.test_images is not None)
     return config, model, data, saved
 
 
@@ -174,8 +183,13 @@ def check_fast_enough(mode, config, device):
         warn(f"{slow}.")
 
 
-def check_resume(saved, config, setup):
+def check_resume(saved, config, setup, evaluates):
+    """Refuse a checkpoint this run cannot continue; `evaluates`: whether the run measures test
+    accuracy, so that a checkpoint at the last step whose final evaluation was cut short resumes
+    that evaluation alone."""
     resume_warning = checkpoint.check_compatible(saved, config, config.precision_modes[0], config.checkpoint, setup)
+    if saved["step"] == config.steps and evaluates and checkpoint.lacks_final_evaluation(saved, config):
+        return  # the steps are all trained: the run evaluates, and trains nothing more
     if saved["step"] >= config.steps:
         raise UserError(f"{config.checkpoint} is at step {saved['step']}, which already reaches the "
                         f"{config.steps} steps asked for; raise --steps/--epochs to train further.")
@@ -255,9 +269,13 @@ def run_mode(initial_model, mode, data, config, context, saved=None, repeat=0, f
     census = numerics.Census(mode, context.device, config.steps, config.numerics_every) if config.numerics else None
     context.reporter.phase(f"{mode.name}: training steps {start_step + 1} to {config.steps}")
     outcome = loop.run(trainer, config, context, start_step, previous, saver, census, curve)
-    if saver is not None and outcome.diverged_at is None and outcome.completed_steps > start_step:
-        saver(outcome.completed_steps, outcome.stats)
-    findings = measure_beside_the_loop(initial_model, trainer, config, context, data, outcome, repeat, curve, census)
+    findings = final_evaluation(config, context, data, outcome, curve, census)
+    if saver is not None and outcome.diverged_at is None and (outcome.completed_steps > start_step
+                                                              or findings.test_accuracy is not None):
+        # after the final evaluation, so that the checkpoint holds it: one cut short is resumed alone
+        saver(outcome.completed_steps, dataclasses.replace(
+            outcome.stats, accuracy_curve=list(curve.points), eval_time_s=curve.eval_time_s) if curve else outcome.stats)
+    measure_beside_the_loop(initial_model, trainer, config, context, outcome, repeat, findings)
     result = record.build(config, trainer, outcome, data, context, findings, repeat, flops_per_step)
     if stream is not None:
         stream.end_run(result.to_dict(), {key: getattr(config, key) for key in SETUP_KEYS})
@@ -293,26 +311,31 @@ def accuracy_curve(trainer, config, context, data, previous):
                          previous.eval_time_s if previous else 0.0)
 
 
-def measure_beside_the_loop(initial_model, trainer, config, context, data, outcome, repeat, curve, census):
-    """What the run found besides its timings: --numerics' census (taken in the loop), then the
-    final test accuracy, --explain's profile and --max-batch, each after the timed loop (none
-    changes its statistics); a signal that cuts the evaluation short is the findings' stopped_by."""
-    findings, mode = record.Findings(curve=curve), trainer.mode
+def final_evaluation(config, context, data, outcome, curve, census):
+    """The run's Findings with --numerics' census (taken in the loop) and the final test
+    accuracy, measured after the timed loop; a signal that cuts the evaluation short is the
+    findings' stopped_by."""
+    findings = record.Findings(curve=curve)
     if census is not None:
         findings.numerics, findings.memory = census.result(), census.footprint
     if curve is not None and record.should_evaluate(config, data, outcome):
         findings.test_accuracy = curve.take(outcome.completed_steps, outcome.stats.train_time_s)
         if findings.test_accuracy is None:
             findings.stopped_by = context.stop.signal_name or loop.STOPPED_BY_ANOTHER_RANK
-            return findings
-    finished = outcome.ran_all_steps(config.steps) and outcome.diverged_at is None
+    return findings
+
+
+def measure_beside_the_loop(initial_model, trainer, config, context, outcome, repeat, findings):
+    """--explain's profile and --max-batch into `findings`, each after the timed loop and the
+    final evaluation (neither changes their figures); nothing after a cut evaluation."""
+    mode = trainer.mode
+    finished = outcome.ran_all_steps(config.steps) and outcome.diverged_at is None and findings.stopped_by is None
     if config.explain and finished:
         findings.profile = explain(trainer, config, context, repeat, findings.failures)
     if config.max_batch and repeat == 0 and finished:
         context.reporter.phase(f"{mode.name}: finding the largest batch that fits (--max-batch)")
         findings.max_batch = max_batch.largest_batch_of(initial_model, mode, config, context.device)
         context.reporter.phase(f"{mode.name}: the largest batch that fits is {findings.max_batch}")
-    return findings
 
 
 def explain(trainer, config, context, repeat, failures):
@@ -432,7 +455,13 @@ def output_writers(config, context, document):
         return "; ".join(([f"TensorBoard logs written to {stream.tensorboard}"] if config.tensorboard else [])
                          + ([f"{config.jsonl} appended"] if config.jsonl else []))
 
+    def nothing_to(flag, path):
+        def refuse():
+            raise WriteFailed(f"{flag} {path} was not written: no run got past its warm-up, so there are no step "
+                              "times to compare.")
+        return refuse
+
     compared, stream = bool(document["comparison"]), context.reporter.live
-    wanted = [(results, config.json), (rows, config.csv and compared), (figure, config.plot and compared),
-              (streams, stream is not None)]
+    wanted = [(results, config.json), (rows if compared else nothing_to("--csv", config.csv), config.csv),
+              (figure if compared else nothing_to("--plot", config.plot), config.plot), (streams, stream is not None)]
     return [write for write, asked in wanted if asked]

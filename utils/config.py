@@ -121,7 +121,7 @@ class RunConfig:
     bf16: bool = False
     loss_scaling: bool = False
     amp: bool = False  # timm's and NVIDIA's spelling: autocast in --amp-dtype, dynamic loss scaling for float16
-    amp_dtype: str = "float16"
+    amp_dtype: Optional[str] = None  # --amp's dtype: float16 unless given (None: not given, so it can be refused)
     tf32: bool = False
     allow_slow_fp16: bool = False  # run float16 modes on a CPU without fast float16 arithmetic anyway
     compare: bool = False
@@ -215,11 +215,15 @@ class RunConfig:
         if sum((self.fp16, self.bf16, self.amp)) > 1:
             raise UserError("--fp16, --bf16 and --amp exclude each other; choose one (--amp --amp-dtype bfloat16 "
                             "is --bf16).")
+        self.check_precision_flags()
         if (self.compare or self.modes) and (self.fp16 or self.bf16 or self.amp or self.tf32 or self.loss_scaling):
             raise UserError("--compare runs the modes listed in --modes; drop --fp16/--bf16/--amp/--tf32/-s and "
                             "name the modes instead, e.g. --modes fp32,amp-fp16,amp-bf16.")
         if self.steps and self.epochs:
             raise UserError("give either --steps/-n or --epochs, not both.")
+        if self.seed + self.seeds - 1 > LARGEST_SEED:
+            raise UserError(f"--seed {self.seed} with --seeds {self.seeds} runs seeds up to {self.seed + self.seeds - 1}, "
+                            f"beyond the largest seed {LARGEST_SEED} (2**63-1); lower --seed or --seeds.")
         if self.nesterov and self.momentum == 0:
             raise UserError("--nesterov needs a non-zero --momentum.")
         if self.resume and not self.checkpoint:
@@ -239,9 +243,23 @@ class RunConfig:
             if value is not None and not allowed.accepts(value):
                 raise UserError(f"--{name.replace('_', '-')} must be {allowed.wording}, got {value!r}.")
 
+    def check_precision_flags(self):
+        """A precision flag that the chosen mode would not use is refused, never silently dropped."""
+        if self.amp_dtype is not None and not self.amp:
+            raise UserError(f"--amp-dtype sets the dtype of --amp, which is not given; add --amp (--amp --amp-dtype "
+                            f"{self.amp_dtype}) or drop --amp-dtype.")
+        if self.tf32 and (self.fp16 or self.bf16 or self.amp):
+            raise UserError("--tf32 is the FP32 mode with TF32 tensor cores, and --fp16/--bf16/--amp choose an autocast "
+                            "mode instead; drop one, or compare them with --modes tf32,amp-fp16,amp-bf16.")
+
+    @property
+    def accuracy_flags(self):
+        """The flags given that need test-set evaluations."""
+        return [flag for flag, value in (("--eval-every", self.eval_every), ("--target-accuracy", self.target_accuracy),
+                                         ("--stop-at-target", self.stop_at_target)) if value]
+
     def check_accuracy_flags(self):
-        asked = [flag for flag, value in (("--eval-every", self.eval_every), ("--target-accuracy", self.target_accuracy),
-                                          ("--stop-at-target", self.stop_at_target)) if value]
+        asked = self.accuracy_flags
         if self.no_eval and asked:
             raise UserError(f"--no-eval skips the evaluations that {asked[0]} needs; drop one of them.")
         if self.target_accuracy is not None and not 0 < self.target_accuracy <= 1:
@@ -251,6 +269,8 @@ class RunConfig:
             raise UserError("--stop-at-target needs --target-accuracy A, the accuracy to stop at.")
         if self.target_accuracy is not None and not self.eval_every:
             raise UserError("--target-accuracy needs --eval-every E (epochs) to see when the target is reached.")
+        if self.data == "synthetic" and asked:
+            raise UserError(no_test_images(asked[0]))
 
     def check_steps(self):
         if self.compile and self.warmup == 0:
@@ -315,7 +335,7 @@ class RunConfig:
         if self.compare:
             return [modes.MODES[name] for name in (modes.DEFAULT_COMPARE if self.gpu else modes.DEFAULT_COMPARE_CPU)]
         if self.amp:  # dynamic loss scaling for float16, none needed for bfloat16
-            return [modes.MODES["amp-bf16" if self.amp_dtype == "bfloat16" else "amp-fp16"]]
+            return [modes.MODES["amp-bf16" if self.amp_dtype == "bfloat16" else "amp-fp16"]]  # float16 by default
         return [modes.mode_from_flags(self.fp16, self.bf16, self.loss_scaling, self.tf32)]
 
     @property
@@ -329,15 +349,25 @@ class RunConfig:
 
     def warnings(self):
         """Flags that are accepted but have no effect, as sentences to print once."""
-        if self.loss_scaling and self.bf16:
-            return ["-s/--loss_scaling is ignored with --bf16: bfloat16 has FP32's exponent range, "
-                    "so gradients do not underflow and need no loss scaling."]
-        if self.loss_scaling and not self.fp16:
+        if not self.loss_scaling:
+            return []
+        if self.bf16 or (self.amp and self.amp_dtype == "bfloat16"):
+            return [f"-s/--loss_scaling is ignored with {'--bf16' if self.bf16 else '--amp --amp-dtype bfloat16'}: "
+                    "bfloat16 has FP32's exponent range, so gradients do not underflow and need no loss scaling."]
+        if self.amp:
+            return ["-s/--loss_scaling adds nothing to --amp, which scales float16's loss already."]
+        if not self.fp16:
             return ["-s/--loss_scaling is ignored without --fp16: FP32 gradients need no loss scaling."]
         return []
 
     def to_dict(self):
         return asdict(self)
+
+
+def no_test_images(flag):
+    """Why `flag` cannot be served by a data set without test images (synthetic data)."""
+    return (f"{flag} measures test accuracy, and synthetic data has no test images; use CIFAR-10 (--data cifar10) "
+            f"or drop {flag}.")
 
 
 def defaults():

@@ -32,6 +32,19 @@ def ensure_writable(path, flag):
                         "choose a writable path.") from None
 
 
+def ensure_appendable(path, flag):
+    """Refuse, before any training, an existing file that appends cannot reach (read-only,
+    immutable); opening it to append changes nothing there."""
+    if not os.path.isfile(path):
+        return
+    try:
+        with open(path, "ab"):
+            pass
+    except OSError as error:
+        raise UserError(f"cannot append to {flag} {path} ({error.strerror or error}); make it writable or "
+                        "choose another path.") from None
+
+
 def ensure_folder_writable(folder, flag):
     """Refuse, before any training, an output folder that is not one or cannot take a file."""
     if not folder:

@@ -13,6 +13,23 @@ SETUP_KEYS = {  # config field: its type in a results file or a checkpoint
 RESNET_FAMILY = ("resnet", "resnext", "wide_resnet")
 # What a resume refuses to change, checked in every checkpoint's config (steps may grow).
 RESUME_KEYS = ("model", "stem", "batch_size", "accum_steps", "lr_schedule", "loader")
-# Also refused when changed, for checkpoints that hold them: a resumed optimizer and schedule
-# keep their own, so the results would record settings that never ran.
-RESUME_SETTINGS = ("lr", "momentum", "weight_decay", "nesterov", "label_smoothing", "clip_grad")
+# Also refused when changed, for checkpoints that hold them (earlier releases' lack some): every
+# setting that changes the answer, with why, as the refusal says it. The warm-up is not among
+# them (each process leaves out its own, and its default follows --steps, which may grow), nor
+# are the outputs, the progress display or --accuracy-margin (the verdict is recomputed from the
+# results); the mode may change between FP32-weight modes, with a warning.
+KEPT_BY_THE_OPTIMIZER = "the resumed optimizer keeps the checkpoint's, so the results would record a setting that never ran"
+MIXED_TIMINGS = "the step times would mix two setups"
+RESUME_SETTINGS = {
+    "lr": KEPT_BY_THE_OPTIMIZER, "momentum": KEPT_BY_THE_OPTIMIZER, "weight_decay": KEPT_BY_THE_OPTIMIZER,
+    "nesterov": KEPT_BY_THE_OPTIMIZER, "label_smoothing": KEPT_BY_THE_OPTIMIZER, "clip_grad": KEPT_BY_THE_OPTIMIZER,
+    "seed": "the weights and the data order are the checkpoint's seed's",
+    "dropout": "the weights so far were trained with the checkpoint's dropout",
+    "on_nan": "the steps so far met a non-finite loss by the checkpoint's rule",
+    "loss_scale": "fp16-master's steps so far were scaled by the checkpoint's loss scale",
+    "eval_every": "the accuracy curve would mix two cadences",
+    "target_accuracy": "the run would be asked another question than its evaluations so far",
+    "stop_at_target": "the run would end by another rule than its evaluations so far",
+    "channels_last": MIXED_TIMINGS, "compile": MIXED_TIMINGS, "compile_mode": MIXED_TIMINGS,
+    "optimizer_impl": MIXED_TIMINGS, "no_cudnn_benchmark": MIXED_TIMINGS,
+}

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from conftest import FAST, assert_user_error, run_main
+from conftest import FAST, SUBSET, assert_user_error, run_main
 
 SYNTHETIC = ["--data", "synthetic", "-n", "3", "--warmup", "1", "--model", "squeezenet1_1", "-b", "4"]
 EVERY_4_STEPS = 4 / 340  # epochs: the subset's 5,438 images are 340 batches of 16
@@ -70,7 +70,8 @@ def test_a_resumed_run_keeps_its_accuracy_curve(subset, tmp_path):
     pytest.param(["--target-accuracy", "0.5"], "--target-accuracy needs --eval-every", id="target-without-cadence"),
     pytest.param(["--no-eval", "--eval-every", "1"], "--no-eval skips the evaluations that --eval-every needs",
                  id="no-eval"),
-    pytest.param(["--eval-every", "100"], "--eval-every 100 epochs is", id="cadence-longer-than-the-run"),
+    pytest.param(["--eval-every", "100", "--data", "cifar10", "--data-dir", SUBSET, "--allow-unverified"],
+                 "--eval-every 100 epochs is", id="cadence-longer-than-the-run"),
     pytest.param(["--seeds", "2", "--checkpoint", "c.pt"], "--checkpoint works with one precision mode",
                  id="checkpoint-with-seeds"),
 ])

@@ -11,8 +11,10 @@ after the run time/step_ms and time/images_per_sec for each timed step (CUDA eve
 only after the loop) and the run's hparams in its own folder.
 """
 import datetime
+import errno
 import json
 import os
+import threading
 
 from utils.clock import now_utc
 from utils.errors import UserError, WriteFailed
@@ -32,18 +34,24 @@ def check_tensorboard(directory):
 
 class LiveLog:
     @classmethod
-    def of(cls, config):
-        """The live log of --jsonl and --tensorboard, or None without them."""
+    def of(cls, config, warn=None):
+        """The live log of --jsonl and --tensorboard, or None without them; `warn(sentence)` says
+        once, when it happens, that a stream stopped."""
         if not (config.jsonl or config.tensorboard):
             return None
         started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S")
-        return cls(config.jsonl, config.tensorboard, f"{config.model}-b{config.batch_size}-{started}")
+        return cls(config.jsonl, config.tensorboard, f"{config.model}-b{config.batch_size}-{started}", warn)
 
-    def __init__(self, jsonl_path, tensorboard_dir, folder_name):
+    def __init__(self, jsonl_path, tensorboard_dir, folder_name, warn=None):
         self.jsonl_path, self.jsonl = jsonl_path, None  # opened at the first line: by then it is proven writable
         self.tensorboard = unused(os.path.join(tensorboard_dir, folder_name)) if tensorboard_dir else None
         self.writer = self.run = self.first_run = None
-        self.failed = None  # the first write that failed: the run goes on, the exit status says so
+        self.warn = warn or (lambda sentence: None)
+        self.failed = None  # the first jsonl write that failed: the run goes on, the exit status says so
+        self.board_failed = None  # the same for TensorBoard, whose logs end there
+        self.recreated = None  # when --jsonl was found deleted and written anew
+        if self.tensorboard:
+            quiet_writer_threads()
 
     def emit(self, event, **fields):
         if self.jsonl_path is None or self.failed:
@@ -51,16 +59,48 @@ class LiveLog:
         stamped = {"event": event, "time": now_utc("milliseconds"), **fields}
         line = json.dumps(strict.finite_copy(stamped), allow_nan=False)
         try:
-            if self.jsonl is None:
-                os.makedirs(os.path.dirname(os.path.realpath(self.jsonl_path)), exist_ok=True)
-                self.jsonl = open(self.jsonl_path, "a", encoding="utf-8")
-            self.jsonl.write(line + "\n")  # one write per line: a reader never sees half of one
-            self.jsonl.flush()
+            self.append((line + "\n").encode("utf-8"))
         except OSError as error:
             self.failed = f"could not append to --jsonl {self.jsonl_path} ({error.strerror or error})"
+            self.warn(f"{self.failed}; its later lines are lost. Training goes on; the results are still written.")
+
+    def append(self, data):
+        """One write per line, so that a reader never sees half of one: a line the disk cut short
+        is taken back. A file found deleted (or replaced) is opened anew at its path, and a file
+        that does not end its last line gets the newline first."""
+        if self.jsonl is not None and not same_file(self.jsonl_path, self.jsonl):
+            os.close(self.jsonl)
+            self.jsonl, self.recreated = None, self.recreated or now_utc("seconds")
+        if self.jsonl is None:
+            os.makedirs(os.path.dirname(os.path.realpath(self.jsonl_path)), exist_ok=True)
+            self.jsonl = os.open(self.jsonl_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+            data = (b"" if ends_its_lines(self.jsonl_path) else b"\n") + data
+        size = os.fstat(self.jsonl).st_size
+        try:
+            if os.write(self.jsonl, data) != len(data):
+                raise OSError(errno.ENOSPC, "the disk took only part of a line")
+        except OSError:
+            try:
+                os.ftruncate(self.jsonl, size)
+            except OSError:
+                pass  # the file keeps the part: the failure is still reported
+            raise
 
     def phase(self, text):
         self.emit("phase", text=text)
+
+    def board(self, write):
+        """Call write() on the TensorBoard logs until one fails (a removed folder, a full disk):
+        then the logs end, with a warning now and a closing sentence at the end."""
+        if self.board_failed:
+            return
+        try:
+            write()
+        except Exception as error:  # whatever the writer (or its thread, re-raised here) met
+            reason = getattr(error, "strerror", None) or (str(error).splitlines() or [type(error).__name__])[0]
+            self.board_failed = f"could not write --tensorboard {self.tensorboard} ({reason})"
+            self.warn(f"{self.board_failed}; its logs end here. Training goes on; the results are still written.")
+            self.writer = None
 
     def begin_run(self, run):
         """The run whose scalars follow: its name is its TensorBoard folder."""
@@ -68,26 +108,32 @@ class LiveLog:
         self.first_run = self.first_run or run
         if self.tensorboard:
             from torch.utils.tensorboard import SummaryWriter
-            self.writer = SummaryWriter(os.path.join(self.tensorboard, run))
+
+            def open_writer():
+                self.writer = SummaryWriter(os.path.join(self.tensorboard, run))
+            self.board(open_writer)
 
     def train(self, first_step, losses, lrs, scale, host_step_ms, images_per_sec):
         """Steps first_step.. with their losses and learning rates, the loss scale after the last."""
         last = first_step + len(losses) - 1
         self.emit("train", run=self.run, step=last, loss=losses[-1], lr=lrs[-1], loss_scale=scale,
                   host_step_ms_median=host_step_ms, images_per_sec=images_per_sec)
-        if self.writer is not None:
+        if self.writer is None:
+            return
+
+        def scalars():
             for step, (loss, lr) in enumerate(zip(losses, lrs), first_step):
                 self.writer.add_scalar("train/loss", loss, step)
                 self.writer.add_scalar("train/lr", lr, step)
             if scale is not None:
                 self.writer.add_scalar("train/loss_scale", scale, last)
             self.writer.flush()
+        self.board(scalars)
 
     def evaluation(self, step, accuracy):
         self.emit("eval", run=self.run, step=step, accuracy=accuracy)
         if self.writer is not None:
-            self.writer.add_scalar("eval/test_accuracy", accuracy, step)
-            self.writer.flush()
+            self.board(lambda: (self.writer.add_scalar("eval/test_accuracy", accuracy, step), self.writer.flush()))
 
     def end_run(self, run, setup):
         """After the run (a RunRecord's dict): its exact step times (timed steps, against their
@@ -96,8 +142,11 @@ class LiveLog:
                   incomplete=run["incomplete"], median_step_ms=(run["step_time_ms"] or {}).get("median"),
                   images_per_sec=run["images_per_sec"], peak_memory_bytes=run["peak_memory_bytes"],
                   test_accuracy=run["test_accuracy"])
-        if self.writer is None:
-            return
+        if self.writer is not None:
+            self.board(lambda: self.run_summary(run, setup))
+        self.close_writer()
+
+    def run_summary(self, run, setup):
         first = run["completed_steps"] - len(run["step_times_ms"]) + 1  # the timed steps end the run
         for step, ms in enumerate(run["step_times_ms"], first):
             self.writer.add_scalar("time/step_ms", ms, step)
@@ -110,27 +159,70 @@ class LiveLog:
                    for key, value in {**setup, "mode": run["mode"]}.items()}
         self.writer.add_hparams(hparams, {key: value for key, value in metrics.items() if value is not None},
                                 run_name=".")  # in the run's own folder: no extra run in TensorBoard's list
-        self.close_writer()
 
     def comparison(self, text):
         """The printed table, as text in the first run's folder."""
         if self.tensorboard and self.first_run:
             from torch.utils.tensorboard import SummaryWriter
-            with SummaryWriter(os.path.join(self.tensorboard, self.first_run)) as writer:
-                writer.add_text("comparison", "\n".join("    " + line for line in text.splitlines()))
+
+            def table():
+                with SummaryWriter(os.path.join(self.tensorboard, self.first_run)) as writer:
+                    writer.add_text("comparison", "\n".join("    " + line for line in text.splitlines()))
+            self.board(table)
 
     def close_writer(self):
         if self.writer is not None:
-            self.writer.close()
+            self.board(self.writer.close)
             self.writer = None
 
     def close(self):
-        """Close the streams; raise WriteFailed if a write failed on the way."""
+        """Close the streams; raise WriteFailed, with every stream's closing sentence, if a write
+        failed on the way."""
         self.close_writer()
         if self.jsonl is not None:
-            self.jsonl.close()
-        if self.failed:
-            raise WriteFailed(f"{self.failed}; the lines before it are whole.")
+            os.close(self.jsonl)
+            self.jsonl = None
+        failures = [f"{self.failed}; the lines before it are whole." if self.failed else None,
+                    f"{self.board_failed}; its logs end where it failed." if self.board_failed else None]
+        if self.recreated and not self.failed:
+            failures.append(f"--jsonl {self.jsonl_path} was deleted during the run and written anew at "
+                            f"{self.recreated}, so it holds only the lines from then on.")
+        if any(failures):
+            raise WriteFailed(" ".join(filter(None, failures)))
+
+
+def same_file(path, fd):
+    """Whether `path` still names the open file `fd` (not deleted, moved or replaced)."""
+    try:
+        return os.path.samestat(os.stat(path), os.fstat(fd))
+    except OSError:
+        return False
+
+
+def ends_its_lines(path):
+    """Whether the file at `path` is empty or ends its last line (one it cannot read: as if so)."""
+    try:
+        with open(path, "rb") as f:
+            if f.seek(0, os.SEEK_END) == 0:
+                return True
+            f.seek(-1, os.SEEK_END)
+            return f.read(1) == b"\n"
+    except OSError:
+        return True
+
+
+def quiet_writer_threads():
+    """TensorBoard writes from a thread of its own, which re-raises its failure in the next
+    write, where board() reports it: the thread's own traceback is not printed."""
+    previous = threading.excepthook
+    if getattr(previous, "quiet_writer_threads", False):
+        return
+
+    def hook(failure):
+        if type(failure.thread).__name__ != "_AsyncWriterThread":
+            previous(failure)
+    hook.quiet_writer_threads = True
+    threading.excepthook = hook
 
 
 def unused(path):

@@ -329,8 +329,10 @@ def check_compatible(state, config, mode, path, setup):
     saved = state["config"]
     for key in RESUME_KEYS + tuple(key for key in RESUME_SETTINGS if key in saved):
         if saved[key] != getattr(config, key):
-            raise UserError(f"{path} holds a run with --{key.replace('_', '-')} {saved[key]}, not "
-                            f"{getattr(config, key)}; resume with the same settings or use another --checkpoint.")
+            why = f" ({RESUME_SETTINGS[key]})" if key in RESUME_SETTINGS else ""
+            raise UserError(f"{path} holds a run with --{key.replace('_', '-')} {shown(saved[key])}, not "
+                            f"{shown(getattr(config, key))}{why}; resume with the same settings or use another "
+                            "--checkpoint.")
     if saved.get("warmup_lr_steps") not in (None, config.warmup_lr_steps) and saved["steps"] == config.steps:
         raise UserError(f"{path} holds a run with --warmup-lr-steps {saved['warmup_lr_steps']}, not "
                         f"{config.warmup_lr_steps}; resume with the same settings or use another --checkpoint.")
@@ -344,6 +346,18 @@ def check_compatible(state, config, mode, path, setup):
     if state["mode"] == mode.name:
         return stretched
     return " ".join(filter(None, [stretched, mode_change_note(state, mode, path)]))
+
+
+def shown(value):
+    """A setting as a refusal names it: on/off for a switch, "unset" for None."""
+    return ("on" if value else "off") if isinstance(value, bool) else "unset" if value is None else value
+
+
+def lacks_final_evaluation(state, config):
+    """Whether the checkpoint's run, in the mode `config` runs, has no accuracy at its last step
+    (a signal cut its final evaluation short)."""
+    points = state["stats"].get("accuracy_curve", [])
+    return state["mode"] == config.precision_modes[0].name and not (points and points[-1]["step"] == state["step"])
 
 
 def check_setup(state, path, setup):

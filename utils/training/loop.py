@@ -55,7 +55,7 @@ class LoopOutcome:
     first_batch_sha256: Optional[str]
     stopped_by: Optional[str]  # the signal that ended the run early, if any
     diverged_at: Optional[int]  # 1-based step of the first non-finite loss, when that ends the run
-    reached_target: bool = False  # --stop-at-target ended the run at an evaluation that reached it
+    reached_target: bool = False  # --stop-at-target ended the run: an evaluation reached it
 
     def ran_all_steps(self, steps):
         """Whether the loop ran to its end: all `steps`, or to the evaluation that reached the
@@ -138,6 +138,8 @@ class Recorder:
         device, world, previous, warmup = self.context.device, self.context.world, self.previous, self.config.warmup
         peak, reserved, warmup_peak = memory.peak_bytes(device)[0], memory.peak_reserved_bytes(device), self.warmup_peak
         step_ms, data_ms = timer.step_ms[warmup:], timer.data_ms[warmup:]
+        if not step_ms:  # no step of this process was timed: its peak is the warm-up's, or none (no step)
+            warmup_peak, peak, reserved = max(warmup_peak, peak) if timer.step_ms else 0, 0, 0
         curve = torch.stack(self.losses).float() if self.losses else torch.zeros(0, device=device)
         if world.distributed:
             step_ms = distributed.all_reduce(torch.tensor(step_ms, dtype=torch.float64, device=device), "max").tolist()
@@ -162,7 +164,8 @@ def run(trainer, config, context, start_step=0, previous=None, save=None, census
     Statistics). A stop signal ends the run after the current step; `save(step, stats)` is
     called every --checkpoint-every steps; `census` (--numerics) examines the steps it wants,
     and `curve` (an AccuracyCurve) evaluates on its cadence, both after their step and outside
-    its timing; with --stop-at-target the run ends at the evaluation that reaches the target."""
+    its timing; with --stop-at-target the run ends at the evaluation that reaches the target, or
+    at the first step after the warm-up when an evaluation in it reached the target."""
     device, world, stop = context.device, context.world, context.stop
     policy = nonfinite_policy(trainer.mode, config.on_nan)
     timer, recorder = StepTimer(device), Recorder(previous or Statistics(), config, start_step, context, curve)
@@ -199,9 +202,10 @@ def run(trainer, config, context, start_step=0, previous=None, save=None, census
         if curve is not None and curve.wants(step, config.steps):
             timer.close()
             curve.take(step, recorder.train_s(timer))
-            if config.stop_at_target and curve.reached_target:
-                reached = True
-                break
+        # the target ends the run once a step is timed: one reached in the warm-up ends it after
+        if config.stop_at_target and curve is not None and step > start_step + config.warmup and curve.reached_target:
+            reached = True
+            break
     timer.close()  # synchronizes: the progress's last line reads its copies without waiting
     progress.close()
     return outcome(trainer, recorder, recorder.statistics(timer), policy, step, stopped_by, reached)
