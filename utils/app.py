@@ -102,6 +102,7 @@ def run(config, stop):
         warn(message)
     device = pick_device(config.gpu, not config.no_cudnn_benchmark)
     world = distributed.detect()
+    config.check_world(world.size)
     if world.distributed:
         device = distributed.init(world, config)
     stream = live.LiveLog.of(config) if world.is_main else None

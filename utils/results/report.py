@@ -68,6 +68,8 @@ def describe(setup, env):
     """The setup line above a table: only what applies to these runs."""
     ranks = setup["world_size"]
     batch = f"batch {setup['batch_size']}" + (f" per process x {ranks} processes" if ranks > 1 else "")
+    if setup.get("grad_comm"):
+        batch += f" (gradients sent in {setup['grad_comm']}, {setup['bucket_mb']:g} MB buckets)"
     levers = [f"accum {setup['accum_steps']}" if (setup.get("accum_steps") or 1) > 1 else None,
               "channels_last" if setup.get("channels_last") else None,
               f"compile ({setup.get('compile_mode') or 'default'})" if setup.get("compile") else None,
