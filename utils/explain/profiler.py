@@ -16,7 +16,8 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 from utils.errors import WriteFailed
-from utils.explain.categories import DATA_LABEL, NAMES, PYTHON, SCALER_LABEL, STEP_MARK, category_of
+from utils.explain import exposed
+from utils.explain.categories import DATA_LABEL, NAMES, PYTHON, SCALER_LABEL, STEP_MARK, category_of, kind_of
 from utils.training.loop import MicroBatches, synchronize
 from utils.training.step import train_step
 
@@ -103,6 +104,7 @@ def profile_steps(trainer, config, device, steps, stop=None, trace_path=None):
     cuda = device.type == "cuda"
     kernels = cuda and any(event.device_type != torch.autograd.DeviceType.CPU for event in events)
     summary = profile_of(events, steps, wall_ms, kernels)
+    summary["comm_exposed_ms"] = exposed_comm_us(events, kernels) / 1000.0 / steps
     summary["gpu_kernels_missing"] = cuda and not kernels
     summary["trace_failed"] = trace_failed
     return summary
@@ -135,6 +137,23 @@ def device_us(event, own):
     if hasattr(event, "self_device_time_total"):  # torch 2.4; before, the cuda_ names
         return event.self_device_time_total if own else event.device_time_total
     return event.self_cuda_time_total if own else event.cuda_time_total
+
+
+def exposed_comm_us(events, cuda):
+    """µs of all-reduce that nothing overlapped (utils/explain/exposed.py): on CUDA between
+    kernels, on the CPU against the training thread's other ops."""
+    events = [event for event in events if not getattr(event, "is_async", False)]
+    span = [(event.time_range.start, event.time_range.end) for event in events]
+    if cuda:
+        on_device = [event.device_type != torch.autograd.DeviceType.CPU for event in events]
+        comm = [kind_of(event.name) == "comm" for event in events]
+        return exposed.exposed([s for s, d, c in zip(span, on_device, comm) if d and c],
+                               [s for s, d, c in zip(span, on_device, comm) if d and not c])
+    training = {event.thread for event in events if event.name.startswith(STEP_MARK)}
+    comm = [category_of(chain_of(event)) == "comm" for event in events]
+    mine = [event.thread in training and not event.name.startswith(STEP_MARK) for event in events]
+    return exposed.exposed([s for s, c in zip(span, comm) if c], [s for s, m, c in zip(span, mine, comm) if m and not c],
+                           [s for s, m, c in zip(span, mine, comm) if m and c])
 
 
 def profile_of(events, steps, wall_ms, cuda):

@@ -1,0 +1,86 @@
+"""The scaling study's arithmetic against hand-computed figures, and its refusals."""
+import importlib.util
+
+import pytest
+
+from conftest import ROOT
+from utils.errors import UserError
+from utils.results import scaling
+
+
+def study_script():
+    spec = importlib.util.spec_from_file_location("scaling_study", ROOT / "benchmarks" / "scaling.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def runs(ranks, medians_ms, batch=16, exposed_ms=None, wall_ms=None):
+    """Runs of `ranks` processes of `batch` images whose median steps took `medians_ms`."""
+    return [{"images_per_sec": batch * ranks * 1000.0 / ms, "step_time_ms": {"median": ms}, "step_times_ms": [ms] * 5,
+             "profile": None if exposed_ms is None else {"comm_exposed_ms": exposed_ms, "wall_ms": wall_ms}}
+            for ms in medians_ms]
+
+
+def test_efficiency_is_the_rate_over_n_times_the_one_process_rate():
+    # 1 process: 16 images in 10 ms, 1600 img/s; 4 processes: 64 images in 12.5 ms, 5120 img/s = 0.8 x 4 x 1600
+    value, interval, rests_on = scaling.efficiency(runs(1, [10, 10, 10]), runs(4, [12.5, 12.5, 12.5]), 4)
+    assert value == pytest.approx(0.8) and interval == pytest.approx([0.8, 0.8])
+    assert rests_on == "bootstrap over the runs' medians (repeats and seeds)"
+    assert scaling.efficiency(runs(1, [10]), runs(1, [10]), 1) == (1.0, None, "the baseline")
+
+
+def test_the_efficiency_interval_spans_the_medians_a_resample_can_take():
+    # a resample of three 1-process medians {10, 11, 12} has median 10 with chance 7/27 and 12 alike,
+    # far above 2.5%: the 95% interval of 10..12 ms / 20 ms is [0.5, 0.6], around median 11 / 20
+    value, interval, _ = scaling.efficiency(runs(1, [10, 11, 12]), runs(2, [20, 20, 20]), 2)
+    assert value == pytest.approx(0.55) and interval == pytest.approx([0.5, 0.6])
+
+
+def test_two_runs_give_no_interval_and_say_why():
+    _, interval, rests_on = scaling.efficiency(runs(1, [10, 11]), runs(2, [20, 21]), 2)
+    assert interval is None and rests_on.startswith("none with 2 runs per mode")
+
+
+def test_the_communication_share_is_the_median_over_profiled_runs():
+    profiled = runs(2, [50]) + runs(2, [50], exposed_ms=5.0, wall_ms=50.0) + runs(2, [50], exposed_ms=9.0,
+                                                                                wall_ms=60.0)
+    assert scaling.comm_share(profiled) == (pytest.approx(7.0), pytest.approx((0.1 + 0.15) / 2))
+    assert scaling.comm_share(runs(2, [50])) == (None, None)
+
+
+@pytest.mark.parametrize("asked, gpu, visible, sizes", [
+    (None, True, 8, [1, 2, 4, 8]), (None, True, 6, [1, 2, 4, 6]), ("2,1", False, 0, [1, 2]), ("1,2,4", True, 4, [1, 2, 4]),
+])
+def test_the_world_sizes_run(asked, gpu, visible, sizes):
+    assert study_script().world_sizes(asked, gpu, visible) == sizes
+
+
+@pytest.mark.parametrize("asked, gpu, visible, sentence", [
+    (None, True, 1, "1 GPU is visible, so there is nothing to scale to: the study needs 2 or more."),
+    (None, False, 0, "on the CPU give --world-sizes (e.g. 1,2)"),
+    ("2,4", True, 4, "--world-sizes needs 1 (the baseline) and at least one larger size; got 2,4."),
+    ("1", False, 0, "--world-sizes needs 1 (the baseline)"),
+    ("1,x", False, 0, "--world-sizes is a comma list of whole numbers"),
+    ("1,8", True, 4, "--world-sizes asks for 8 ranks and 4 GPUs are visible"),
+])
+def test_world_sizes_that_cannot_run_are_refused(asked, gpu, visible, sentence):
+    with pytest.raises(UserError, match=sentence.replace("(", r"\(").replace(")", r"\)")):
+        study_script().world_sizes(asked, gpu, visible)
+
+
+def test_the_launches_interleave_sizes_and_run_one_process_once_per_round():
+    assert study_script().launches([1, 2], ["fp32", "bf16"], 2) == [
+        (1, 1, None), (1, 2, "fp32"), (1, 2, "bf16"), (2, 1, None), (2, 2, "fp32"), (2, 2, "bf16")]
+
+
+@pytest.mark.parametrize("argv, sentence", [
+    (["--world-sizes", "1,2", "--grad-comm", "fp8"], "--grad-comm is a comma list from fp32, fp16, bf16"),
+    (["--world-sizes", "1,2", "--", "--json", "x.json"], "--json is set by the study in every launch"),
+    (["--world-sizes", "1,2", "--modes", "fp64"], "unknown precision mode 'fp64'"),
+])
+def test_the_study_refuses_in_one_sentence_before_launching(argv, sentence, tmp_path, capsys):
+    assert study_script().main(["--out", str(tmp_path / "study"), *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("scaling.py: error: ") and sentence in err and err.count("\n") == 1
+    assert not (tmp_path / "study").exists()
