@@ -149,7 +149,8 @@ def finish(out, results, ran, options):
     base = next(document for document in documents if document["env"].get("world_size", 1) == 1)
     title = describe(setup_of(base), base["env"]).replace("batch ", "batch per process ", 1)
     notes = scaling.notes(rows)
-    print(title + "\n\n" + scaling.table(rows) + "\n\n" + "\n".join(notes))
+    accuracy = scaling.accuracy_table(rows)
+    print("\n\n".join([title, scaling.table(rows), "\n".join(notes)] + (["\n".join(accuracy)] if accuracy else [])))
     write_json(str(out / "scaling.json"), {"schema": scaling.SCHEMA, "title": title, "rounds": options.rounds,
                                            "rows": rows, "notes": notes, "launches": ran,
                                            "env": {key: base["env"].get(key) for key in

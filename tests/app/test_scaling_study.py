@@ -41,3 +41,6 @@ def test_the_study_launches_every_size_and_writes_table_json_and_plot(tmp_path, 
     lines = result.stdout.splitlines()
     assert any(line.split()[:3] == ["amp-bf16", "2", "bf16"] and "%" in line for line in lines), result.stdout
     assert "efficiency 95% CI: block bootstrap over the timed steps" in result.stdout
+    assert "Accuracy with 16-bit gradients: test accuracy against --grad-comm fp32" in result.stdout
+    assert rows[("amp-bf16", 2, "bf16")]["accuracy_vs_fp32_comm"] is not None
+    assert rows[("amp-bf16", 2, "fp32")]["accuracy_vs_fp32_comm"] is None

@@ -84,3 +84,36 @@ def test_the_study_refuses_in_one_sentence_before_launching(argv, sentence, tmp_
     err = capsys.readouterr().err
     assert err.startswith("scaling.py: error: ") and sentence in err and err.count("\n") == 1
     assert not (tmp_path / "study").exists()
+
+
+def group(ranks, grad_comm, accuracies):
+    """A merged group of runs of fp32 on `ranks` ranks, one per seed, with these test accuracies."""
+    return {"env": {"world_size": ranks}, "config": {"grad_comm": grad_comm},
+            "runs": [{"mode": "fp32", "seed": seed, "test_accuracy": accuracy, "data": "cifar10", "loss_curve": [1.0],
+                      "step_time_ms": {"median": 10.0}} for seed, accuracy in enumerate(accuracies)]}
+
+
+def test_16_bit_gradients_get_the_paired_accuracy_verdict_against_fp32_communication():
+    # paired differences 0.1, 0.2, 0.3 points: mean 0.2, sd 0.1, t(2) 4.303 -> 0.2 +- 0.248 = [-0.048, 0.448]
+    # points, within the default 0.5-point margin: holds
+    fp32, bf16 = group(2, "fp32", [0.500, 0.520, 0.540]), group(2, "bf16", [0.501, 0.522, 0.543])
+    groups = [group(1, None, [0.5, 0.5, 0.5]), fp32, bf16]
+    found = scaling.accuracy_against_fp32_comm(groups, bf16, "fp32", bf16["runs"])
+    assert found["seeds"] == 3 and found["accuracy_verdict"] == "holds"
+    assert found["accuracy_mean_delta"] == pytest.approx(0.002)
+    assert found["accuracy_delta_ci95"] == pytest.approx([0.002 - 0.0024843, 0.002 + 0.0024843], abs=1e-6)
+    assert scaling.accuracy_against_fp32_comm(groups, fp32, "fp32", fp32["runs"]) is None
+    one_seed = group(2, "fp16", [0.6])
+    found = scaling.accuracy_against_fp32_comm([fp32, one_seed], one_seed, "fp32", one_seed["runs"])
+    assert found["accuracy_verdict"] == "inconclusive" and "one seed gives no interval" in found["accuracy_verdict_why"]
+
+
+def test_the_accuracy_table_shows_each_compressed_row_in_points():
+    row = {"mode": "amp-bf16", "world_size": 4, "grad_comm": "fp16", "accuracy_vs_fp32_comm": {
+        "seeds": 3, "accuracy_mean_delta": 0.002, "accuracy_delta_ci95": [-0.0005, 0.0045], "accuracy_verdict": "holds",
+        "accuracy_verdict_why": None}}
+    lines = scaling.accuracy_table([dict(row, grad_comm=None, accuracy_vs_fp32_comm=None), row])
+    assert lines[0].startswith("Accuracy with 16-bit gradients") and len(lines) == 2
+    assert lines[1].splitlines()[-1].split() == ["amp-bf16", "4", "fp16", "3", "+0.20", "pt", "[-0.05,", "+0.45]",
+                                                 "holds"]
+    assert scaling.accuracy_table([dict(row, accuracy_vs_fp32_comm=None)]) == []

@@ -10,7 +10,8 @@ profiled step's wall time.
 """
 import statistics
 
-from utils.results.compare import BASELINE, speedup_interval
+from utils.results.accuracy import DEFAULT_MARGIN_POINTS, accuracy_figures
+from utils.results.compare import BASELINE, run_learned, speedup_interval
 from utils.results.report import format_table, with_interval
 from utils.results.merge import merge
 from utils.setup_keys import GRAD_COMM
@@ -61,9 +62,26 @@ def study(documents):
         ranks = group["env"].get("world_size", 1)
         for mode, runs in by_mode(group).items():
             if mode in base:
-                rows.append(row_of(mode, ranks, group, runs, base[mode]))
+                rows.append(dict(row_of(mode, ranks, group, runs, base[mode]),
+                                 accuracy_vs_fp32_comm=accuracy_against_fp32_comm(groups, group, mode, runs)))
     return sorted(rows, key=lambda row: (list(base).index(row["mode"]), GRAD_COMM.index(row["grad_comm"] or "fp32"),
                                          row["world_size"]))
+
+
+def accuracy_against_fp32_comm(groups, group, mode, runs):
+    """Does accuracy hold with 16-bit gradients? The paired verdict (utils/results/accuracy.py)
+    of a --grad-comm fp16 or bf16 group's runs of `mode` against the fp32-communication runs of
+    the same mode, size and seeds; None for fp32 communication and one process."""
+    ranks, comm = group["env"].get("world_size", 1), group["config"].get("grad_comm") or "fp32"
+    twins = [other for other in groups if other["env"].get("world_size", 1) == ranks
+             and (other["config"].get("grad_comm") or "fp32") == "fp32"]
+    if ranks == 1 or comm == "fp32" or not twins or mode not in by_mode(twins[0]):
+        return None
+    margin = group["config"].get("accuracy_margin", DEFAULT_MARGIN_POINTS) / 100.0
+    figures = accuracy_figures([run for run in runs if run_learned(run) is not False],
+                               [run for run in by_mode(twins[0])[mode] if run_learned(run) is not False], margin)
+    return {key: figures[key] for key in ("seeds", "accuracy_mean", "accuracy_mean_delta", "accuracy_delta_ci95",
+                                          "accuracy_verdict", "accuracy_verdict_why")}
 
 
 def row_of(mode, ranks, group, runs, base_runs):
@@ -91,6 +109,26 @@ def table(rows):
               "-" if row["comm_share"] is None else f"{row['comm_exposed_ms']:.1f} ms {100 * row['comm_share']:.0f}%"]
              for row in rows]
     return format_table(header, lines)
+
+
+def accuracy_table(rows):
+    """Accuracy under 16-bit gradients against fp32 communication, paired by seed; [] without
+    --grad-comm fp16 or bf16."""
+    compared = [row for row in rows if row.get("accuracy_vs_fp32_comm")]
+    if not compared:
+        return []
+    header = ["mode", "ranks", "grad comm", "seeds", "vs fp32 comm [95% CI]", "verdict"]
+    lines = []
+    for row in compared:
+        figures = row["accuracy_vs_fp32_comm"]
+        delta = figures["accuracy_mean_delta"]
+        lines.append([row["mode"], str(row["world_size"]), row["grad_comm"], str(figures["seeds"]),
+                      with_interval(None if delta is None else 100 * delta, percent(figures["accuracy_delta_ci95"]),
+                                    "+.2f", " pt"),
+                      figures["accuracy_verdict"] or "-"])
+    whys = sorted({row["accuracy_vs_fp32_comm"]["accuracy_verdict_why"] for row in compared} - {None})
+    return ["Accuracy with 16-bit gradients: test accuracy against --grad-comm fp32 at the same size, paired by seed",
+            format_table(header, lines)] + [f"inconclusive: {why}." for why in whys]
 
 
 def percent(interval):
