@@ -40,6 +40,9 @@ def parse(argv):
     parser.add_argument("--grad-comm", default="fp32", metavar="LIST",
                         help=f"comma list from {', '.join(GRAD_COMM)} (default fp32)")
     parser.add_argument("--rounds", type=int, default=1, help="run every launch this many times, interleaved")
+    parser.add_argument("--from", dest="from_dir", metavar="DIR",
+                        help="launch nothing: merge the result files already in DIR (a job script's study, "
+                        "cluster/stages.sh with STUDY=1)")
     parser.add_argument("main_flags", nargs=argparse.REMAINDER, help="-- then main.py's flags")
     options = parser.parse_args(argv)
     options.main_flags = options.main_flags[1:] if options.main_flags[:1] == ["--"] else options.main_flags
@@ -126,8 +129,15 @@ def run(options):
     from utils import fileio
     from utils.results import plot
 
-    sizes, names, comms = checked(options, visible_gpus(options.gpu))
     out = Path(options.out)
+    if options.from_dir:
+        found = sorted(path for path in Path(options.from_dir).glob("*.json") if path.name != "scaling.json")
+        if not found:
+            raise UserError(f"--from {options.from_dir} holds no result files (*.json) of main.py.")
+        fileio.ensure_folder_writable(str(out), "--out")
+        plot.check_available(str(out / "scaling.png"))
+        return finish(out, found, [], options)
+    sizes, names, comms = checked(options, visible_gpus(options.gpu))
     fileio.ensure_folder_writable(str(out), "--out")
     plot.check_available(str(out / "scaling.png"))
     (out / "logs").mkdir(parents=True, exist_ok=True)

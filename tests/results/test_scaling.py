@@ -117,3 +117,8 @@ def test_the_accuracy_table_shows_each_compressed_row_in_points():
     assert lines[1].splitlines()[-1].split() == ["amp-bf16", "4", "fp16", "3", "+0.20", "pt", "[-0.05,", "+0.45]",
                                                  "holds"]
     assert scaling.accuracy_table([dict(row, accuracy_vs_fp32_comm=None)]) == []
+
+
+def test_merging_a_folder_without_results_is_refused(tmp_path, capsys):
+    assert study_script().main(["--from", str(tmp_path), "--out", str(tmp_path / "study")]) == 2
+    assert capsys.readouterr().err == f"scaling.py: error: --from {tmp_path} holds no result files (*.json) of main.py.\n"

@@ -10,6 +10,7 @@ profiled step's wall time.
 """
 import statistics
 
+from utils.errors import UserError
 from utils.results.accuracy import DEFAULT_MARGIN_POINTS, accuracy_figures
 from utils.results.compare import BASELINE, run_learned, speedup_interval
 from utils.results.report import format_table, with_interval
@@ -54,8 +55,10 @@ def study(documents):
     --grad-comm) after merging, runs of one mode pooled over rounds and repeats."""
     groups = merge(documents)
     bases = [group for group in groups if group["env"].get("world_size", 1) == 1]
-    if len(bases) != 1:
-        raise ValueError(f"the study needs one group of 1-process runs, and has {len(bases)}")
+    if len(bases) != 1 or len(groups) < 2:
+        raise UserError(f"the study needs the runs of one process in one setup and runs on more ranks, and these "
+                        f"files hold {len(bases)} setups of one process and {len(groups) - len(bases)} of more; "
+                        "run the study on 2 or more ranks with the same flags.")
     base = by_mode(bases[0])
     rows = []
     for group in groups:
