@@ -9,6 +9,7 @@ import difflib
 import sys
 
 from utils import config
+from utils.setup_keys import DDP_BUCKET_MB, GRAD_COMM
 from utils.training import modes  # the mode table, without torch
 
 
@@ -208,6 +209,11 @@ def build_parser():
     cluster.add_argument("--dist-timeout", type=in_range("dist_timeout"), metavar="S",
                          help="seconds the rendezvous and each collective may wait for the other ranks before the "
                          "job fails (default %(default)s)")
+    cluster.add_argument("--grad-comm", choices=list(GRAD_COMM),
+                         help="the dtype DDP all-reduces gradients in: fp32 (default), or fp16/bf16 through PyTorch's "
+                         "compression hooks (half the bytes; the optimizer still steps in FP32)")
+    cluster.add_argument("--bucket-mb", type=in_range("bucket_mb"), metavar="MB",
+                         help=f"DDP's gradient bucket size in MB (bucket_cap_mb; default DDP's own, {DDP_BUCKET_MB:g})")
 
     long_runs = parser.add_argument_group("checkpoints")
     long_runs.add_argument("--checkpoint", metavar="PATH",

@@ -24,6 +24,8 @@
 # Change model, steps and modes with variables, e.g.
 #   qsub -A MYPROJECT -v MODEL=resnet18,STEPS=500 run_pbs.sh      (MODES has commas: set it in the script)
 # Print every command instead of running it:  NODES=2 DRY_RUN=1 ./run_pbs.sh
+# The scaling study (docs/scaling-out.md) over 1, 2, 4, ... nodes: STUDY=1, and GRAD_COMM=fp32,bf16
+#   for 16-bit gradients too; STUDY=1 NODES=4 DRY_RUN=1 shows its commands.
 set -euo pipefail
 
 SCHEDULER=PBS

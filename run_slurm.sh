@@ -19,6 +19,8 @@
 # With --requeue, a preempted job that Slurm requeues finds its results folder, skips the runs
 # that finished and resumes the cut one from its checkpoint.
 # Print every command instead of running it:  NODES=2 DRY_RUN=1 CIFAR10_DIR=... ./run_slurm.sh
+# The scaling study (docs/scaling-out.md) over 1, 2, 4, ... nodes: STUDY=1, and GRAD_COMM=fp32,bf16
+#   for 16-bit gradients too; STUDY=1 NODES=4 DRY_RUN=1 shows its commands.
 set -euo pipefail
 
 SCHEDULER=Slurm
@@ -40,7 +42,7 @@ if [[ -n "${SLURM_JOB_ID:-}" ]]; then
 fi
 
 across_nodes() {
-    launch=(srun --nodes="${NODES}" --ntasks="$1" --ntasks-per-node="$2" --export=ALL)
+    launch=(srun --nodes="$3" --ntasks="$1" --ntasks-per-node="$2" --export=ALL)
 }
 
 if [[ ! -f "${AMPBENCH_DIR}/cluster/stages.sh" ]]; then

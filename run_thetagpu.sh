@@ -22,6 +22,8 @@
 #   tar xzf cifar-10-python.tar.gz                                  # makes cifar-10-batches-py/
 # Print every command instead of running it:
 #   DRY_RUN=1 ./run_thetagpu.sh        (NODES=2 DRY_RUN=1 ./run_thetagpu.sh shows the multi-node stage)
+# The scaling study (docs/scaling-out.md) over 1, 2, 4, ... nodes: STUDY=1, and GRAD_COMM=fp32,bf16
+#   for 16-bit gradients too; STUDY=1 NODES=4 DRY_RUN=1 shows its commands.
 set -euo pipefail
 
 SCHEDULER=Cobalt

@@ -12,7 +12,7 @@
 #                   NODES counts them unless set, and the first is MASTER_ADDR's default
 #   NOMINAL_GPUS    GPUs per node to show in a dry run, where nothing is started
 #   on_one_node     array: what starts a command on this job's first node (often nothing)
-#   across_nodes()  function that fills array `launch` to start $1 ranks, $2 per node, on every node
+#   across_nodes()  function that fills array `launch` to start $1 ranks, $2 per node, on $3 nodes
 #   site_numbers    array (optional): names of the site's own whole-number variables, checked like STEPS
 # and the defaults of the variables below that differ between sites.
 #
@@ -29,6 +29,10 @@
 #                    for testing the script without GPUs
 #   DRY_RUN=1        print every command instead of running it
 #   MASTER_ADDR MASTER_PORT  where the ranks of the multi-node stage meet
+#   STUDY=1          run the scaling study instead of the stages: every mode in one launch with
+#                    --explain on 1 GPU, one node and 2, 4, ... nodes up to NODES, for each GRAD_COMM,
+#                    then benchmarks/scaling.py merges them (docs/scaling-out.md)
+#   GRAD_COMM        the study's --grad-comm list (comma list from fp32, fp16, bf16; default fp32)
 # Every one is checked before anything runs (validate below); no value is ever evaluated by the
 # shell: numbers match a pattern before any arithmetic sees them.
 # shellcheck shell=bash
@@ -90,6 +94,8 @@ USE_GPU=${USE_GPU:-1}
 DRY_RUN=${DRY_RUN:-0}
 MASTER_ADDR=${MASTER_ADDR:-${node_list[0]:-}}
 MASTER_PORT=${MASTER_PORT:-29500}
+STUDY=${STUDY:-0}
+GRAD_COMM=${GRAD_COMM:-fp32}
 COUNT_MAX=2147483647  # main.py's largest count (2**31-1)
 
 # The variable named $1 holds a whole number from 1 to $2 (no sign, no leading zero, no
@@ -128,6 +134,17 @@ check_modes() {
     for mode in "${modes[@]}"; do
         [[ "${seen}" != *",${mode},"* ]] || fail "MODES=${MODES} names ${mode} twice; name each mode once."
         seen+="${mode},"
+    done
+}
+
+check_grad_comm() {
+    local comm seen=,
+    check_format GRAD_COMM '^(fp32|fp16|bf16)(,(fp32|fp16|bf16))*$' \
+        "a comma list from fp32, fp16 and bf16 without spaces (e.g. fp32,bf16)"
+    IFS=, read -r -a grad_comms <<< "${GRAD_COMM}"
+    for comm in "${grad_comms[@]}"; do
+        [[ "${seen}" != *",${comm},"* ]] || fail "GRAD_COMM=${GRAD_COMM} names ${comm} twice; name each once."
+        seen+="${comm},"
     done
 }
 
@@ -189,6 +206,7 @@ validate() {
     local name
     check_format USE_GPU '^[01]$' "0 or 1"
     check_format DRY_RUN '^[01]$' "0 or 1"
+    check_format STUDY '^[01]$' "0 or 1"
     for name in NODES STEPS BATCH CHECKPOINT_EVERY "${site_numbers[@]}"; do
         check_number "${name}" "${COUNT_MAX}"
     done
@@ -198,6 +216,7 @@ validate() {
     check_format MODEL '^[A-Za-z0-9][A-Za-z0-9_.-]*$' \
         "a model name (letters, digits, _ . -; see python main.py --list-models)"
     check_modes
+    check_grad_comm
     check_extra_args
     check_container
     check_nodes
@@ -265,6 +284,50 @@ stage() {
     done
 }
 
+# One point of the study on $1 ranks, launched by the rest: every mode in one run with --explain,
+# once per GRAD_COMM where gradients travel; a point already done is skipped.
+study_point() {
+    local ranks=$1 comm out comm_flags
+    shift
+    for comm in "${grad_comms[@]}"; do
+        out="${RESULTS_DIR}/study/ranks${ranks}-${comm}.json"
+        comm_flags=(--grad-comm "${comm}")
+        if (( ranks == 1 )); then
+            out="${RESULTS_DIR}/study/ranks1.json"
+            comm_flags=()
+        fi
+        if [[ -f "${out}" ]] && ! grep -q '"incomplete": true' "${out}"; then
+            echo "ampbench: study point ${out} is done; skipping it."
+        else
+            run "$@" main.py -n "${STEPS}" "${gpu_flags[@]}" --model "${MODEL}" -b "${BATCH}" --modes "${MODES}" \
+                --explain --data cifar10 --data-dir "${CIFAR10_DIR}" "${extra[@]}" "${comm_flags[@]}" \
+                --json "${out}" || FAILED+=("study ${out##*/}")
+        fi
+        (( ranks > 1 )) || return 0
+    done
+}
+
+# The scaling study: 1 GPU, one node, then 2, 4, ... nodes up to NODES, merged by benchmarks/scaling.py.
+study() {
+    local count=2
+    (( NODES * PER_NODE > 1 )) \
+        || fail "STUDY=1 needs 2 or more ranks, and this job has 1 node x 1 rank; add nodes or GPUS_PER_NODE."
+    run mkdir -p "${RESULTS_DIR}/study"
+    study_point 1 "${on_one_node[@]}" "${in_container[@]}" python
+    if (( PER_NODE > 1 )); then
+        study_point "${PER_NODE}" "${on_one_node[@]}" "${in_container[@]}" python -m torch.distributed.run \
+            --standalone --nproc_per_node="${PER_NODE}"
+    fi
+    while (( count < NODES * 2 )); do
+        (( count < NODES )) || count=${NODES}
+        across_nodes "$(( count * PER_NODE ))" "${PER_NODE}" "${count}"
+        study_point "$(( count * PER_NODE ))" "${launch[@]}" "${in_container[@]}" python
+        count=$(( count * 2 ))
+    done
+    run "${on_one_node[@]}" "${in_container[@]}" python benchmarks/scaling.py --from "${RESULTS_DIR}/study" \
+        --out "${RESULTS_DIR}/study" || FAILED+=("the study's table")
+}
+
 # One table per stage (1 GPU, 1 node, N nodes), each with the speedups over FP32.
 merge_results() {
     local prefix=("${on_one_node[@]}" "${in_container[@]}" python -m utils.report) results folder
@@ -301,6 +364,16 @@ preflight
 echo "ampbench (${SCHEDULER} job ${JOB_ID:-none}): ${NODES} node(s) x ${PER_NODE} rank(s), ${MODEL}, ${STEPS} steps," \
      "modes ${MODES} -> ${RESULTS_DIR}"
 
+if [[ "${STUDY}" == 1 ]]; then
+    study
+    if (( ${#FAILED[@]} )); then
+        echo "ampbench: error: these study points failed (their messages are above): ${FAILED[*]}; resubmit" \
+             "the job to run them." >&2
+        exit 1
+    fi
+    exit 0
+fi
+
 # 1. One GPU.
 stage 1gpu "${on_one_node[@]}" "${in_container[@]}" python
 
@@ -311,7 +384,7 @@ stage 1node "${on_one_node[@]}" "${in_container[@]}" python -m torch.distributed
 # 3. All nodes: one process per GPU, started by the scheduler's launcher; each rank reads its
 #    place from the launcher's variables and meets the others at MASTER_ADDR:MASTER_PORT.
 if (( NODES > 1 )); then
-    across_nodes "$(( NODES * PER_NODE ))" "${PER_NODE}"
+    across_nodes "$(( NODES * PER_NODE ))" "${PER_NODE}" "${NODES}"
     stage "${NODES}nodes" "${launch[@]}" "${in_container[@]}" python
 fi
 

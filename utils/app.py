@@ -108,6 +108,7 @@ def run(config, stop):
         warn(message)
     device = pick_device(config.gpu, not config.no_cudnn_benchmark)
     world = distributed.detect()
+    config.check_world(world.size)
     if world.distributed:
         device = distributed.init(world, config)
     stream = live.LiveLog.of(config, warn) if world.is_main else None

@@ -15,6 +15,7 @@ from typing import Optional
 
 from utils.errors import UserError
 from utils.results.accuracy import DEFAULT_MARGIN_POINTS
+from utils.setup_keys import GRAD_COMM
 
 DEFAULT_STEPS = 200
 # The default recipe, tuned so that every model learns within a default-length run: SGD at an
@@ -73,7 +74,7 @@ RANGES = {
     "accuracy_margin": POSITIVE_OR_ZERO, "target_accuracy": POSITIVE, "repeats": COUNT, "loss_scale": POSITIVE,
     "workers": Range(int, 0, MOST_WORKERS, f"from 0 to {MOST_WORKERS}"), "warmup": COUNT_OR_ZERO,
     "explain_steps": COUNT, "numerics_every": COUNT, "log_every": COUNT, "dist_timeout": COUNT,
-    "checkpoint_every": COUNT_OR_ZERO,
+    "checkpoint_every": COUNT_OR_ZERO, "bucket_mb": POSITIVE,
 }
 
 
@@ -158,6 +159,8 @@ class RunConfig:
     max_batch: bool = False
     # distributed
     dist_timeout: int = 600
+    grad_comm: str = "fp32"  # the dtype DDP all-reduces gradients in (a communication hook for fp16 and bf16)
+    bucket_mb: Optional[float] = None  # DDP's bucket_cap_mb; None: DDP's own (setup_keys.DDP_BUCKET_MB)
     # checkpoints
     checkpoint: Optional[str] = None
     checkpoint_every: int = 0
@@ -219,6 +222,8 @@ class RunConfig:
         if (self.compare or self.modes) and (self.fp16 or self.bf16 or self.amp or self.tf32 or self.loss_scaling):
             raise UserError("--compare runs the modes listed in --modes; drop --fp16/--bf16/--amp/--tf32/-s and "
                             "name the modes instead, e.g. --modes fp32,amp-fp16,amp-bf16.")
+        if self.grad_comm not in GRAD_COMM:
+            raise UserError(f"--grad-comm is one of {', '.join(GRAD_COMM)}; got {self.grad_comm}.")
         if self.steps and self.epochs:
             raise UserError("give either --steps/-n or --epochs, not both.")
         if self.seed + self.seeds - 1 > LARGEST_SEED:
@@ -282,6 +287,15 @@ class RunConfig:
         if self.warmup_lr_steps is not None and self.warmup_lr_steps >= self.steps:
             raise UserError(f"--warmup-lr-steps ({self.warmup_lr_steps}) must be smaller than the {self.steps} "
                             "steps to run.")
+
+    def check_world(self, ranks):
+        """Refuse the settings of gradient communication in a job of one process, which has none."""
+        given = ([f"--grad-comm {self.grad_comm}"] if self.grad_comm != "fp32" else []) + \
+            ([f"--bucket-mb {self.bucket_mb:g}"] if self.bucket_mb else [])
+        if ranks == 1 and given:
+            raise UserError(f"{' and '.join(given)} {'set' if len(given) > 1 else 'sets'} how DDP sends gradients "
+                            "between processes, and this run is a single process; launch it on 2 or more ranks "
+                            "(torchrun, mpirun) or drop the flag.")
 
     def for_dataset(self, train_images, ranks):
         """The config checked against the dataset's size; with --epochs, its steps set."""

@@ -8,6 +8,7 @@ SETUP_KEYS = {  # config field: its type in a results file or a checkpoint
     "model": str, "stem": str, "batch_size": int, "accum_steps": int, "steps": int, "warmup": int, "loader": str,
     "channels_last": bool, "compile": bool, "optimizer_impl": str, "lr": float, "lr_schedule": str,
     "warmup_lr_steps": int, "momentum": float, "weight_decay": float, "label_smoothing": float, "clip_grad": float,
+    "grad_comm": str, "bucket_mb": float,
 }
 # The models whose --stem applies (their `conv1` and `maxpool`); the table shows it only for them.
 RESNET_FAMILY = ("resnet", "resnext", "wide_resnet")
@@ -32,4 +33,17 @@ RESUME_SETTINGS = {
     "stop_at_target": "the run would end by another rule than its evaluations so far",
     "channels_last": MIXED_TIMINGS, "compile": MIXED_TIMINGS, "compile_mode": MIXED_TIMINGS,
     "optimizer_impl": MIXED_TIMINGS, "no_cudnn_benchmark": MIXED_TIMINGS,
+    "grad_comm": MIXED_TIMINGS, "bucket_mb": MIXED_TIMINGS,
 }
+# How DDP's gradients may travel (--grad-comm), and DDP's own bucket size (--bucket-mb's default).
+GRAD_COMM = ("fp32", "fp16", "bf16")
+DDP_BUCKET_MB = 25.0
+
+
+def communication(config, world_size):
+    """How a job's gradients travelled, from its config (a dict): {"grad_comm", "bucket_mb"},
+    both None in one process, where nothing travels; files older than --grad-comm sent fp32
+    gradients in DDP's own buckets."""
+    if world_size <= 1:
+        return {"grad_comm": None, "bucket_mb": None}
+    return {"grad_comm": config.get("grad_comm") or "fp32", "bucket_mb": config.get("bucket_mb") or DDP_BUCKET_MB}

@@ -147,3 +147,40 @@ def test_torchrun_with_the_classic_loader_and_a_checkpoint(tmp_path, subset):
     assert second.returncode == 0, second.stderr
     run = json.loads((tmp_path / "r.json").read_text())["runs"][0]
     assert run["resumed_from_step"] == 4 and run["completed_steps"] == 6 and run["world_size"] == 2
+
+
+@pytest.fixture(scope="module")
+def no_hook(tmp_path_factory):
+    """A 2-process run with DDP's defaults: no communication hook, 25 MB buckets."""
+    from conftest import SUBSET
+    out = tmp_path_factory.mktemp("no_hook") / "r.json"
+    result = launch("torchrun", "main.py", *EXACT, "-b", "8", "--data-dir", SUBSET, "--allow-unverified", "--json", out)
+    assert result.returncode == 0, result.stderr
+    return json.loads(out.read_text())
+
+
+# per-step relative loss difference from DDP's defaults: seen here 3e-7 (fp16), 2e-6 (bf16)
+COMPRESSED_TOLERANCE = {"fp32": LOSS_TOLERANCE, "fp16": 1e-3, "bf16": 1e-2}
+
+
+@pytest.mark.long  # three 2-process runs besides the one without a hook: about 40 s
+@pytest.mark.parametrize("grad_comm", ["fp32", "fp16", "bf16"])
+def test_grad_comm_sends_gradients_in_its_dtype_and_stays_close_to_fp32(grad_comm, tmp_path, subset, no_hook):
+    """fp32 in 1 MB buckets computes what DDP's defaults compute; fp16 and bf16 stay close; --explain
+    splits the step into exposed all-reduce and the rest (the profiled steps come after the losses)."""
+    result = launch("torchrun", "main.py", *EXACT, "-b", "8", "--data-dir", subset, "--allow-unverified",
+                    "--grad-comm", grad_comm, "--bucket-mb", "1", "--explain", "--explain-steps", "1",
+                    "--json", tmp_path / "r.json")
+    assert result.returncode == 0, result.stderr
+    document = json.loads((tmp_path / "r.json").read_text())
+    run, plain = document["runs"][0], no_hook["runs"][0]
+    assert (document["config"]["grad_comm"], document["config"]["bucket_mb"]) == (grad_comm, 1.0)
+    assert (run["grad_comm"], run["bucket_mb"]) == (grad_comm, 1.0)
+    assert (plain["grad_comm"], plain["bucket_mb"]) == ("fp32", 25.0)
+    assert f"(gradients sent in {grad_comm}, 1 MB buckets)" in " ".join(result.stdout.split())
+    assert f"fp32: communication on 2 ranks (gradients in {grad_comm}): " in " ".join(result.stdout.split())
+    assert 0 < run["profile"]["comm_exposed_ms"] <= run["profile"]["wall_ms"]
+    for compressed, full in zip(run["loss_curve"], plain["loss_curve"]):
+        assert compressed == pytest.approx(full, rel=COMPRESSED_TOLERANCE[grad_comm])
+    from utils.results import merge
+    assert len(merge.merge([document, no_hook])) == 2, "runs of another --grad-comm or --bucket-mb never pool"

@@ -131,6 +131,49 @@ def test_a_rerun_job_resumes_from_its_checkpoint(script, tmp_path, subset):
     assert len(list((tmp_path / "results").iterdir())) == 1
 
 
+@pytest.mark.job_scripts
+def test_a_two_node_study_runs_every_point_and_writes_the_scaling_table(tmp_path, subset):
+    """STUDY=1 with one rank per node: 1 rank, then 2 nodes for each GRAD_COMM, then the table."""
+    env = job_env("run_slurm.sh", tmp_path, STUDY="1", GPUS_PER_NODE="1", MODES="fp32,amp-bf16",
+                  GRAD_COMM="fp32,bf16")
+    job = start("run_slurm.sh", env)
+    out, err = job.communicate(timeout=600)
+    assert job.returncode == 0, err
+    study = next((tmp_path / "results").iterdir()) / "study"
+    assert sorted(path.name for path in study.glob("ranks*.json")) == ["ranks1.json", "ranks2-bf16.json",
+                                                                       "ranks2-fp32.json"]
+    rows = json.loads((study / "scaling.json").read_text())["rows"]
+    assert [(row["mode"], row["world_size"], row["grad_comm"]) for row in rows] == [
+        ("fp32", 1, None), ("fp32", 2, "fp32"), ("fp32", 2, "bf16"), ("amp-bf16", 1, None), ("amp-bf16", 2, "fp32"),
+        ("amp-bf16", 2, "bf16")]
+    assert "efficiency [95% CI]" in out and (study / "scaling.png").exists()
+
+
+@pytest.mark.parametrize("script, per_node, launchers", [
+    ("run_thetagpu.sh", 8, ["mpirun -n 16 -npernode 8", "mpirun -n 32 -npernode 8"]),
+    ("run_pbs.sh", 4, ["mpiexec -n 8 --ppn 4", "mpiexec -n 16 --ppn 4"]),
+    ("run_slurm.sh", 4, ["srun --nodes=2 --ntasks=8", "srun --nodes=4 --ntasks=16"])])
+def test_a_dry_run_of_the_study_launches_each_node_count_and_each_grad_comm(script, per_node, launchers, tmp_path):
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("COBALT_", "PBS_", "SLURM_"))}
+    env.update({"DRY_RUN": "1", "STUDY": "1", "NODES": "4", "GRAD_COMM": "fp32,bf16", "CONTAINER": "/lus/pytorch.sif",
+                "CIFAR10_DIR": "/data", "RESULTS_ROOT": str(tmp_path / "results"), "MODES": "fp32,amp-bf16"})
+    result = subprocess.run(["bash", script], cwd=ROOT, capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr
+    runs = [line[2:] for line in result.stdout.splitlines() if line.startswith("+ ") and " main.py " in line]
+    names = [shlex.split(run)[-1].rsplit("/", 1)[-1] for run in runs]
+    sizes = [per_node, 2 * per_node, 4 * per_node]
+    assert names == ["ranks1.json"] + [f"ranks{size}-{comm}.json" for size in sizes for comm in ("fp32", "bf16")]
+    assert all("--modes fp32,amp-bf16 --explain" in run and "--checkpoint" not in run for run in runs)
+    assert "--grad-comm" not in runs[0] and all(f"--grad-comm {comm} " in run for run, comm in
+                                                zip(runs[1:], ["fp32", "bf16"] * 3))
+    assert f"--nproc_per_node={per_node} main.py" in runs[1]
+    assert runs[3].startswith(launchers[0]) and runs[5].startswith(launchers[1])
+    last = shlex.split(result.stdout.splitlines()[-1][2:])
+    assert last[-6:-4] == ["python", "benchmarks/scaling.py"] and last[-4] == "--from"
+    assert last[-3].endswith("/study") and last[-1] == last[-3]
+    assert not (tmp_path / "results").exists(), "a dry run creates nothing"
+
+
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_shellcheck_clean(script):
     assert subprocess.run(["bash", "-n", script], cwd=ROOT).returncode == 0

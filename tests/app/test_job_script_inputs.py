@@ -15,7 +15,7 @@ from test_cluster_scripts import SCRIPTS, job_env, start
 # What the scripts read, cleared so that the caller's environment cannot change a case.
 USER_VARIABLES = ["NODES", "GPUS_PER_NODE", "STEPS", "BATCH", "CHECKPOINT_EVERY", "MODES", "MODEL", "EXTRA_ARGS",
                   "CONTAINER", "CONTAINER_RUNTIME", "CIFAR10_DIR", "RESULTS_ROOT", "BIND", "USE_GPU", "DRY_RUN",
-                  "MASTER_ADDR", "MASTER_PORT", "DEPTH", "AMPBENCH_DIR"]
+                  "MASTER_ADDR", "MASTER_PORT", "DEPTH", "AMPBENCH_DIR", "STUDY", "GRAD_COMM"]
 # What bash itself says about a script that went wrong.
 BASH_ERRORS = re.compile(r"line \d+:|syntax error|unbound variable|command not found|No such file|bad substitution")
 
@@ -57,6 +57,8 @@ BAD_INPUTS = [
     ("MASTER_PORT", "0"), ("MASTER_PORT", "65536"), ("MASTER_ADDR", "node 1"),
     ("EXTRA_ARGS", '--tag "a b"'), ("EXTRA_ARGS", "--warmup 1\n--no-eval"),
     ("AMPBENCH_DIR", "{tmp}"),
+    ("STUDY", "yes"), ("GRAD_COMM", "fp8"), ("GRAD_COMM", "fp32,,bf16"), ("GRAD_COMM", "fp32 bf16"),
+    ("GRAD_COMM", "fp32,fp32"), ("GRAD_COMM", "$(touch x)"),
 ]
 
 
@@ -90,6 +92,14 @@ def test_printed_commands_quote_paths_with_spaces(tmp_path):
     assert all(words[words.index("--json") + 1].startswith(f"{results}/") for words in runs)
     assert commands[-1][-1].startswith(f"{results}/") and commands[-1][-1].endswith("/merged.json")
     assert image in commands[1], "the container check too"
+
+
+def test_a_study_of_one_rank_is_refused_before_any_run(tmp_path):
+    result = run_script("run_pbs.sh", dry_env(tmp_path, STUDY="1", NODES="1", GPUS_PER_NODE="1"))
+    assert result.returncode == 2 and result.stderr == (
+        "ampbench: error: STUDY=1 needs 2 or more ranks, and this job has 1 node x 1 rank; add nodes or "
+        "GPUS_PER_NODE.\n")
+    assert " main.py " not in result.stdout
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
@@ -127,7 +137,9 @@ CAMPAIGN = (
     + [("MODES", value, True) for value in ["fp32,,amp-bf16", ",fp32", "fp32,", "fp32 amp-bf16", "../x", "--help",
                                              "fp32,fp32", "$(touch {canary})", "fp32;touch {canary}", "fp32\n", "a/b"]]
     + [("MODEL", value, True) for value in ["--help", "a b", "../x", "$(touch {canary})", "resnet;touch {canary}"]]
-    + [(name, value, True) for name in ["USE_GPU", "DRY_RUN"]
+    + [("GRAD_COMM", value, True) for value in ["fp8", "fp32,,bf16", "fp32 bf16", "fp32,fp32", "$(touch {canary})",
+                                                 "fp32;touch {canary}", "bf16\n"]]
+    + [(name, value, True) for name in ["USE_GPU", "DRY_RUN", "STUDY"]
        for value in ["yes", "2", "true", " 1", "-1", "$(touch {canary})"]]
     + [("CONTAINER_RUNTIME", value, True) for value in ["docker", "singularity;touch {canary}", "$(touch {canary})",
                                                          "apptainer "]]

@@ -1,4 +1,5 @@
 """--explain: where each precision's step time goes, and why a mode is (not) faster."""
+import dataclasses
 import json
 import time
 import types
@@ -100,13 +101,28 @@ def profile_of(unaligned_layers=(), **ms):
     return Profile(steps=5, activities=["cpu"], wall_ms=total, total_ms=total,
                    categories={name: {"ms": value, "share": value / total} for name, value in values.items()},
                    idle_ms=values["idle"], host_ms={}, host_syncs_per_step=0.0, host_syncs=[], top_ops=[],
-                   gpu_kernels_missing=False, unaligned_layers=list(unaligned_layers), cpu_fast_half_flags=None)
+                   comm_exposed_ms=0.0, gpu_kernels_missing=False, unaligned_layers=list(unaligned_layers), cpu_fast_half_flags=None)
 
 
-def run_of(mode="fp32", device="cpu", loader="device", channels_last=False, optimizer_impl="fused"):
+def run_of(mode="fp32", device="cpu", loader="device", channels_last=False, optimizer_impl="fused", world_size=1,
+           grad_comm=None, bucket_mb=None):
     """What diagnose_run reads of a RunRecord."""
     return types.SimpleNamespace(mode=mode, device=device, loader=loader, channels_last=channels_last,
-                                 optimizer_impl=optimizer_impl)
+                                 optimizer_impl=optimizer_impl, world_size=world_size, grad_comm=grad_comm,
+                                 bucket_mb=bucket_mb)
+
+
+def test_exposed_all_reduce_of_a_fifth_of_the_step_names_the_communication_remedies():
+    profile = dataclasses.replace(profile_of(conv=80, comm=20), comm_exposed_ms=25.0, wall_ms=100.0)
+    found = diagnose.diagnose_run(run_of(world_size=4, grad_comm="fp32", bucket_mb=25.0), profile, 8, 8)
+    assert [item["text"] for item in found] == [
+        "fp32: communication-bound: the all-reduce of the gradients waits 25.0 ms that no compute overlaps, 25% of "
+        "the profiled step on 4 ranks; try --grad-comm bf16 (half the bytes; fp16 where the backend lacks bfloat16), "
+        "a larger --bucket-mb than 25 or a larger -b per process (more compute per all-reduce)."]
+    found = diagnose.diagnose_run(run_of(world_size=4, grad_comm="bf16", bucket_mb=5.0), profile, 8, 8)
+    assert found[0]["remedy"] == "a larger --bucket-mb than 5 or a larger -b per process (more compute per all-reduce)"
+    quiet = dataclasses.replace(profile, comm_exposed_ms=15.0)
+    assert rules(diagnose.diagnose_run(run_of(world_size=4, grad_comm="fp32", bucket_mb=25.0), quiet, 8, 8)) == []
 
 
 def rules(found):

@@ -159,6 +159,16 @@ def test_the_report_runs_without_torch(tmp_path):
     assert all((tmp_path / name).exists() for name in ("a.csv", "m.json", "p.png"))
 
 
+def blocked_reading(process, deadline):
+    """Wait until `process` sleeps in its read of the FIFO: a signal that arrives between open()
+    returning and read() starting runs Python's handler only at the next bytecode check, which
+    the blocking read never reaches (a user's second Ctrl-C would end it; a test sends one)."""
+    wchan, waited = f"/proc/{process.pid}/wchan", time.monotonic() + 5  # where the kernel shows it (Linux)
+    while time.monotonic() < waited and not (os.path.exists(wchan) and "pipe" in open(wchan).read()):
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.05)
+
+
 def test_sigint_while_reading_exits_130_with_one_line_and_writes_nothing(tmp_path):
     """The input is a FIFO that never delivers data: the report blocks reading it until SIGINT."""
     fifo, merged = tmp_path / "r.json", tmp_path / "m.json"
@@ -177,6 +187,7 @@ def test_sigint_while_reading_exits_130_with_one_line_and_writes_nothing(tmp_pat
             except OSError:
                 assert process.poll() is None and time.monotonic() < deadline, process.communicate()
                 time.sleep(0.05)
+        blocked_reading(process, deadline)
         process.send_signal(signal.SIGINT)
         out, err = process.communicate(timeout=60)
     finally:

@@ -14,6 +14,7 @@ INPUT_BOUND_SHARE = 0.20  # the input pipeline
 LAUNCH_BOUND_SHARE = 0.30  # CUDA: the GPU idle, waiting for the host
 MEMORY_BOUND_SHARE = 0.35  # normalisation and elementwise ops
 CAST_SHARE = 0.10  # dtype conversions
+COMM_BOUND_SHARE = 0.20  # all-reduce that no compute overlapped (a distributed run)
 TENSOR_CORE_MULTIPLE = 8  # FP16/BF16 tensor cores want channels, features and batch in multiples of 8
 # CPU instruction sets that make float16 / bfloat16 arithmetic faster than FP32 (/proc/cpuinfo flags)
 FAST_CPU_FLAGS = {"float16": ("avx512_fp16", "amx_fp16"), "bfloat16": ("avx512_bf16", "amx_bf16")}
@@ -92,6 +93,9 @@ def diagnose_run(run, profile, workers, cpu_count):
                              f"normalisation and elementwise ops take {ms(profile, MEMORY_BOUND):.1f} ms, "
                              f"{100 * bound:.0f}% of the step: they move data, and lower precision speeds them "
                              "up by 2x at most", remedy))
+    exposed = profile.comm_exposed_ms or 0.0
+    if run.world_size > 1 and profile.wall_ms and exposed >= COMM_BOUND_SHARE * profile.wall_ms:
+        found.append(communication_finding(run, exposed, profile.wall_ms))
     cast = profile.categories["cast"]
     if cast["share"] >= CAST_SHARE:
         found.append(finding("cast overhead", mode, cast["ms"],
@@ -107,6 +111,18 @@ def diagnose_run(run, profile, workers, cpu_count):
                              f"-b a multiple of {TENSOR_CORE_MULTIPLE}; a layer's widths are the model's "
                              "(CIFAR-10's 3-channel input and 10-class head are inherent)"))
     return found
+
+
+def communication_finding(run, exposed_ms, wall_ms):
+    """The step waits for gradients that no compute hides: send fewer bytes, in fewer and larger
+    buckets, or give each all-reduce more compute to hide behind."""
+    remedies = ["--grad-comm bf16 (half the bytes; fp16 where the backend lacks bfloat16)"] \
+        if run.grad_comm == "fp32" else []
+    remedies += [f"a larger --bucket-mb than {run.bucket_mb:g}", "a larger -b per process (more compute per all-reduce)"]
+    return finding("communication-bound", run.mode, exposed_ms,
+                   f"the all-reduce of the gradients waits {exposed_ms:.1f} ms that no compute overlaps, "
+                   f"{100 * exposed_ms / wall_ms:.0f}% of the profiled step on {run.world_size} ranks",
+                   ", ".join(remedies[:-1]) + " or " + remedies[-1])
 
 
 PLACES = {SCALER_LABEL: "the loss scaler's step", DATA_LABEL: "the input pipeline"}  # the labels, in words

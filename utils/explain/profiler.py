@@ -18,8 +18,8 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 from utils.errors import WriteFailed
-from utils.explain import diagnose
-from utils.explain.categories import DATA_LABEL, NAMES, PYTHON, SCALER_LABEL, STEP_MARK, category_of
+from utils.explain import diagnose, exposed
+from utils.explain.categories import DATA_LABEL, NAMES, PYTHON, SCALER_LABEL, STEP_MARK, category_of, kind_of
 from utils.training.loop import MicroBatches, synchronize
 from utils.training.step import train_step
 
@@ -85,6 +85,7 @@ class Profile:
     host_syncs_per_step: float
     host_syncs: List[Dict]  # [{"in", "per_step"}], the most frequent first
     top_ops: List[Dict]  # [{"name", "calls", "self_ms", "category"}]
+    comm_exposed_ms: float  # all-reduce time per step that no compute overlapped (0 in one process)
     gpu_kernels_missing: bool  # on CUDA, no kernel recorded: the categories are host time
     unaligned_layers: List[str]  # layers and batch off the tensor cores' multiple
     cpu_fast_half_flags: Optional[List[str]]  # on the CPU, its fast float16/bfloat16 flags
@@ -129,7 +130,8 @@ def profile_steps(trainer, config, device, steps, stop=None, trace_path=None):
     events = profiler.events()
     cuda = device.type == "cuda"
     kernels = cuda and any(event.device_type != torch.autograd.DeviceType.CPU for event in events)
-    facts = {"gpu_kernels_missing": cuda and not kernels,
+    facts = {"comm_exposed_ms": exposed_comm_us(events, kernels) / 1000.0 / steps,
+             "gpu_kernels_missing": cuda and not kernels,
              "unaligned_layers": diagnose.unaligned_layers(trainer.model, config.batch_size),
              "cpu_fast_half_flags": None if cuda else diagnose.cpu_flags()}
     return profile_of(events, steps, wall_ms, kernels, facts), trace_failed
@@ -164,9 +166,26 @@ def device_us(event, own):
     return event.self_cuda_time_total if own else event.cuda_time_total
 
 
+def exposed_comm_us(events, cuda):
+    """µs of all-reduce that nothing overlapped (utils/explain/exposed.py): on CUDA between
+    kernels, on the CPU against the training thread's other ops."""
+    events = [event for event in events if not getattr(event, "is_async", False)]
+    span = [(event.time_range.start, event.time_range.end) for event in events]
+    if cuda:
+        on_device = [event.device_type != torch.autograd.DeviceType.CPU for event in events]
+        comm = [kind_of(event.name) == "comm" for event in events]
+        return exposed.exposed([s for s, d, c in zip(span, on_device, comm) if d and c],
+                               [s for s, d, c in zip(span, on_device, comm) if d and not c])
+    training = {event.thread for event in events if event.name.startswith(STEP_MARK)}
+    comm = [category_of(chain_of(event)) == "comm" for event in events]
+    mine = [event.thread in training and not event.name.startswith(STEP_MARK) for event in events]
+    return exposed.exposed([s for s, c in zip(span, comm) if c], [s for s, m, c in zip(span, mine, comm) if m and not c],
+                           [s for s, m, c in zip(span, mine, comm) if m and c])
+
+
 def profile_of(events, steps, wall_ms, cuda, facts):
     """The Profile of `events`, recorded over `steps` steps that took `wall_ms` each, with the
-    model's and machine's `facts` (Profile's fields after top_ops)."""
+    exposed communication's and the model's and machine's `facts` (Profile's fields after top_ops)."""
     by_category = collections.Counter()
     host = collections.Counter()
     ops = collections.defaultdict(lambda: [0, 0.0])  # (name, category) -> [calls, µs]

@@ -14,7 +14,7 @@ from utils.clock import now_utc
 from utils.explain.diagnose import diagnose_run
 from utils.measure.step_stats import outliers, summarize
 from utils.results.compare import learned
-from utils.setup_keys import SETUP_KEYS
+from utils.setup_keys import SETUP_KEYS, communication
 
 SCHEMA = "ampbench.result/2"
 # /1 files are still read: their peak_memory_bytes included the warm-up (cuDNN autotuning,
@@ -93,6 +93,8 @@ class RunRecord:
     epochs_to_target: Optional[float] = None
     best_accuracy: Optional[float] = None  # the curve's best, e.g. of a run that never reached the target
     outlier_steps: Optional[List[Dict]] = None  # step_stats.outliers(): timed steps over 10x the median (a pause)
+    grad_comm: Optional[str] = None  # the dtype DDP's gradients travelled in (null in one process)
+    bucket_mb: Optional[float] = None  # DDP's bucket_cap_mb (null in one process)
 
     def to_dict(self):
         return asdict(self)
@@ -159,7 +161,8 @@ def build(config, trainer, outcome, data, context, findings, repeat=0, flops_per
         repeat=repeat, finished_utc=now_utc(), numerics=findings.numerics, memory=findings.memory,
         max_batch=findings.max_batch, warmup_peak_memory_bytes=stats.warmup_peak_memory_bytes or None,
         peak_reserved_bytes=stats.peak_reserved_bytes if device.type == "cuda" else None,
-        optimizer_impl=trainer.optimizer_impl, seed=config.seed, **accuracy_fields(findings.curve), **utilisation)
+        optimizer_impl=trainer.optimizer_impl, seed=config.seed, **accuracy_fields(findings.curve), **utilisation,
+        grad_comm=trainer.grad_comm, bucket_mb=communication(config.to_dict(), world.size)["bucket_mb"])
     record.learned = learned(record.data, record.loss_curve, record.test_accuracy)
     if findings.profile is not None:
         record.profile = replace(findings.profile, diagnosis=diagnose_run(record, findings.profile, config.workers,
@@ -195,6 +198,7 @@ def setup_of(document):
                  compile_mode=config.get("compile_mode") if config.get("compile") else None,
                  world_size=env.get("world_size", 1), device=env["device"], torch=env.get("torch"),
                  data=document["data"]["name"], schema=document.get("schema"))
+    setup.update(communication(config, setup["world_size"]))
     return setup
 
 

@@ -5,6 +5,7 @@ import hashlib
 import io
 import json
 import os
+import statistics
 import textwrap
 
 from utils.errors import UserError, WriteFailed
@@ -68,6 +69,8 @@ def describe(setup, env):
     """The setup line above a table: only what applies to these runs."""
     ranks = setup["world_size"]
     batch = f"batch {setup['batch_size']}" + (f" per process x {ranks} processes" if ranks > 1 else "")
+    if setup.get("grad_comm"):
+        batch += f" (gradients sent in {setup['grad_comm']}, {setup['bucket_mb']:g} MB buckets)"
     levers = [f"accum {setup['accum_steps']}" if (setup.get("accum_steps") or 1) > 1 else None,
               "channels_last" if setup.get("channels_last") else None,
               f"compile ({setup.get('compile_mode') or 'default'})" if setup.get("compile") else None,
@@ -196,6 +199,7 @@ def explanation(document, wide=False):
                      f"({', '.join(stretched)}): the profiler's own cost or a busy machine; the categories are "
                      "scaled to the timed median, so read their shares and ratios, which stay comparable.")
     lines += [amdahl_line(mode, comparison[mode]["amdahl"]) for mode in modes if comparison[mode].get("amdahl")]
+    lines += communication_lines(document["runs"], modes)
     found, seen = [], set()
     for run in document["runs"]:
         found += (run.get("profile") or {}).get("diagnosis") or []
@@ -208,6 +212,23 @@ def explanation(document, wide=False):
         lines += [f"{number}. {item['text']}" for number, item in enumerate(found, 1)]
     else:
         lines.append("Diagnosis: no rule fired (docs/explain.md lists them).")
+    return lines
+
+
+def communication_lines(runs, modes):
+    """A distributed run: per mode, the profiled step split into the all-reduce that no compute
+    overlapped and the rest (compute, and communication hidden behind it); medians over runs."""
+    lines = []
+    for mode in modes:
+        profiled = [run for run in runs if run["mode"] == mode and run.get("world_size", 1) > 1
+                    and (run.get("profile") or {}).get("comm_exposed_ms") is not None and run["profile"]["wall_ms"]]
+        if profiled:
+            exposed = statistics.median(run["profile"]["comm_exposed_ms"] for run in profiled)
+            wall = statistics.median(run["profile"]["wall_ms"] for run in profiled)
+            lines.append(f"{mode}: communication on {profiled[0]['world_size']} ranks (gradients in "
+                         f"{profiled[0]['grad_comm']}): {milliseconds(exposed)} ms of the {milliseconds(wall)} ms "
+                         f"profiled step ({100 * exposed / wall:.0f}%) waits for all-reduce that no compute overlaps; "
+                         f"compute and hidden all-reduce take the other {milliseconds(wall - exposed)} ms.")
     return lines
 
 

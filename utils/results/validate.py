@@ -154,7 +154,8 @@ PROFILE = Fields({"steps": Number(whole=True, low=1),
                   "categories": Fields({name: Fields({"ms": Number(low=0)}) for name in CATEGORIES})},
                  {"total_ms": Number(low=0), "diagnosis": Nullable(ListOf(Fields({"mode": TEXT, "rule": TEXT, "text": TEXT,
                                                        "at_stake_ms": Number()}))),
-                  "cpu_fast_half_flags": Nullable(ListOf(TEXT))})
+                  "cpu_fast_half_flags": Nullable(ListOf(TEXT)), "comm_exposed_ms": Nullable(Number(low=0)),
+                  "wall_ms": Nullable(Number(low=0))})
 BYTES = Number(whole=True, low=0)
 MEMORY = Fields({"activations_bytes": BYTES}, {key: Nullable(BYTES) for key in (
     "parameters_bytes", "gradients_bytes", "optimizer_bytes", "weight_copies_bytes", "cuda_peak_allocated_bytes",

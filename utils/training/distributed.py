@@ -143,7 +143,34 @@ def init(world, config):
     with watchdog(address, world, config.dist_timeout):
         join(world, device, address, config.dist_timeout)
         agree_on_settings(world, config)
+        check_grad_comm(config.grad_comm, device)
     return device
+
+
+# --grad-comm's dtypes and DDP's hooks that send gradients in them (torch 1.10 has both)
+COMM_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+def comm_hook(name):
+    """The DDP communication hook that all-reduces gradients in --grad-comm's dtype."""
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+    return {"fp16": default_hooks.fp16_compress_hook, "bf16": default_hooks.bf16_compress_hook}[name]
+
+
+def check_grad_comm(name, device):
+    """Refuse --grad-comm where this backend cannot all-reduce its dtype (gloo before it knew
+    bfloat16, NCCL before 2.10), tried on one element by every rank: each refuses alike."""
+    if name not in COMM_DTYPES:
+        return
+    try:
+        dist.all_reduce(torch.zeros(1, dtype=COMM_DTYPES[name], device=device))
+    except RuntimeError as error:
+        if PEER_LOST.search(str(error)):
+            raise
+        raise UserError(f"the {dist.get_backend()} backend of torch {torch.__version__} cannot all-reduce "
+                        f"{COMM_DTYPES[name]} tensors, so --grad-comm {name} cannot run here; use --grad-comm "
+                        "fp32 or another --grad-comm.") from None
 
 
 def rendezvous_address(world):

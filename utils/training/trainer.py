@@ -3,7 +3,7 @@
 import copy
 import hashlib
 from dataclasses import dataclass
-from typing import Any, List
+from typing import Any, List, Optional
 
 import torch
 from torch import nn
@@ -11,7 +11,8 @@ from torch.nn.parallel import DistributedDataParallel
 
 import models
 from utils.data.loaders import make_train_loader, memory_format
-from utils.training import precision
+from utils.setup_keys import communication
+from utils.training import distributed, precision
 from utils.training.modes import Mode
 from utils.training.step import make_optimizer, make_scheduler
 
@@ -30,6 +31,7 @@ class Trainer:
     criterion: nn.Module
     loader: Any  # an endless iterator of (images, labels) with state_dict/load_state_dict
     initial_weights_sha256: str
+    grad_comm: Optional[str] = None  # the dtype DDP's gradients travel in; None in one process
 
 
 def build_trainer(initial_model, mode, data, config, device, world):
@@ -42,9 +44,9 @@ def build_trainer(initial_model, mode, data, config, device, world):
     if config.channels_last:
         model = model.to(memory_format=memory_format(True))
     params, scaler = precision.prepare(model, mode, device, config.loss_scale)
-    step_model = model
+    step_model, grad_comm = model, None
     if world.distributed:  # broadcasts rank 0's weights, all-reduces gradients in backward
-        step_model = DistributedDataParallel(model, device_ids=[device.index] if device.index is not None else None)
+        step_model, grad_comm = data_parallel(model, device, config, world.size)
     if config.compile:
         step_model = torch.compile(step_model, mode=config.compile_mode)
     loader = make_train_loader(config.loader, data.train_images, data.train_labels, config.batch_size, device,
@@ -55,7 +57,20 @@ def build_trainer(initial_model, mode, data, config, device, world):
                    optimizer_impl=optimizer_impl,
                    scheduler=make_scheduler(optimizer, config.lr_schedule, config.steps, config.warmup_lr_steps),
                    criterion=nn.CrossEntropyLoss(label_smoothing=config.label_smoothing),
-                   loader=loader, initial_weights_sha256=initial_weights)
+                   loader=loader, initial_weights_sha256=initial_weights, grad_comm=grad_comm)
+
+
+def data_parallel(model, device, config, world_size):
+    """The model in DDP with --bucket-mb's buckets and --grad-comm's hook, and the dtype its
+    gradients travel in: the hook's, or without one the gradients' own (float16 in fp16-master)."""
+    comm = communication(config.to_dict(), world_size)
+    wrapped = DistributedDataParallel(model, device_ids=[device.index] if device.index is not None else None,
+                                      bucket_cap_mb=comm["bucket_mb"])
+    if comm["grad_comm"] != "fp32":
+        wrapped.register_comm_hook(None, distributed.comm_hook(comm["grad_comm"]))
+        return wrapped, comm["grad_comm"]
+    own = next(p.dtype for p in model.parameters() if p.requires_grad)
+    return wrapped, {torch.float16: "fp16", torch.bfloat16: "bf16"}.get(own, "fp32")
 
 
 def digest(tensors):

@@ -1,0 +1,124 @@
+"""The scaling study's arithmetic against hand-computed figures, and its refusals."""
+import importlib.util
+
+import pytest
+
+from conftest import ROOT
+from utils.errors import UserError
+from utils.results import scaling
+
+
+def study_script():
+    spec = importlib.util.spec_from_file_location("scaling_study", ROOT / "benchmarks" / "scaling.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def runs(ranks, medians_ms, batch=16, exposed_ms=None, wall_ms=None):
+    """Runs of `ranks` processes of `batch` images whose median steps took `medians_ms`."""
+    return [{"images_per_sec": batch * ranks * 1000.0 / ms, "step_time_ms": {"median": ms}, "step_times_ms": [ms] * 5,
+             "profile": None if exposed_ms is None else {"comm_exposed_ms": exposed_ms, "wall_ms": wall_ms}}
+            for ms in medians_ms]
+
+
+def test_efficiency_is_the_rate_over_n_times_the_one_process_rate():
+    # 1 process: 16 images in 10 ms, 1600 img/s; 4 processes: 64 images in 12.5 ms, 5120 img/s = 0.8 x 4 x 1600
+    value, interval, rests_on = scaling.efficiency(runs(1, [10, 10, 10]), runs(4, [12.5, 12.5, 12.5]), 4)
+    assert value == pytest.approx(0.8) and interval == pytest.approx([0.8, 0.8])
+    assert rests_on == "bootstrap over the runs' medians (repeats and seeds)"
+    assert scaling.efficiency(runs(1, [10]), runs(1, [10]), 1) == (1.0, None, "the baseline")
+
+
+def test_the_efficiency_interval_spans_the_medians_a_resample_can_take():
+    # a resample of three 1-process medians {10, 11, 12} has median 10 with chance 7/27 and 12 alike,
+    # far above 2.5%: the 95% interval of 10..12 ms / 20 ms is [0.5, 0.6], around median 11 / 20
+    value, interval, _ = scaling.efficiency(runs(1, [10, 11, 12]), runs(2, [20, 20, 20]), 2)
+    assert value == pytest.approx(0.55) and interval == pytest.approx([0.5, 0.6])
+
+
+def test_two_runs_give_no_interval_and_say_why():
+    _, interval, rests_on = scaling.efficiency(runs(1, [10, 11]), runs(2, [20, 21]), 2)
+    assert interval is None and rests_on.startswith("none with 2 runs per mode")
+
+
+def test_the_communication_share_is_the_median_over_profiled_runs():
+    profiled = runs(2, [50]) + runs(2, [50], exposed_ms=5.0, wall_ms=50.0) + runs(2, [50], exposed_ms=9.0,
+                                                                                wall_ms=60.0)
+    assert scaling.comm_share(profiled) == (pytest.approx(7.0), pytest.approx((0.1 + 0.15) / 2))
+    assert scaling.comm_share(runs(2, [50])) == (None, None)
+
+
+@pytest.mark.parametrize("asked, gpu, visible, sizes", [
+    (None, True, 8, [1, 2, 4, 8]), (None, True, 6, [1, 2, 4, 6]), ("2,1", False, 0, [1, 2]), ("1,2,4", True, 4, [1, 2, 4]),
+])
+def test_the_world_sizes_run(asked, gpu, visible, sizes):
+    assert study_script().world_sizes(asked, gpu, visible) == sizes
+
+
+@pytest.mark.parametrize("asked, gpu, visible, sentence", [
+    (None, True, 1, "1 GPU is visible, so there is nothing to scale to: the study needs 2 or more."),
+    (None, False, 0, "on the CPU give --world-sizes (e.g. 1,2)"),
+    ("2,4", True, 4, "--world-sizes needs 1 (the baseline) and at least one larger size; got 2,4."),
+    ("1", False, 0, "--world-sizes needs 1 (the baseline)"),
+    ("1,x", False, 0, "--world-sizes is a comma list of whole numbers"),
+    ("1,8", True, 4, "--world-sizes asks for 8 ranks and 4 GPUs are visible"),
+])
+def test_world_sizes_that_cannot_run_are_refused(asked, gpu, visible, sentence):
+    with pytest.raises(UserError, match=sentence.replace("(", r"\(").replace(")", r"\)")):
+        study_script().world_sizes(asked, gpu, visible)
+
+
+def test_the_launches_interleave_sizes_and_run_one_process_once_per_round():
+    assert study_script().launches([1, 2], ["fp32", "bf16"], 2) == [
+        (1, 1, None), (1, 2, "fp32"), (1, 2, "bf16"), (2, 1, None), (2, 2, "fp32"), (2, 2, "bf16")]
+
+
+@pytest.mark.parametrize("argv, sentence", [
+    (["--world-sizes", "1,2", "--grad-comm", "fp8"], "--grad-comm is a comma list from fp32, fp16, bf16"),
+    (["--world-sizes", "1,2", "--", "--json", "x.json"], "--json is set by the study in every launch"),
+    (["--world-sizes", "1,2", "--modes", "fp64"], "unknown precision mode 'fp64'"),
+])
+def test_the_study_refuses_in_one_sentence_before_launching(argv, sentence, tmp_path, capsys):
+    assert study_script().main(["--out", str(tmp_path / "study"), *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("scaling.py: error: ") and sentence in err and err.count("\n") == 1
+    assert not (tmp_path / "study").exists()
+
+
+def group(ranks, grad_comm, accuracies):
+    """A merged group of runs of fp32 on `ranks` ranks, one per seed, with these test accuracies."""
+    return {"env": {"world_size": ranks}, "config": {"grad_comm": grad_comm},
+            "runs": [{"mode": "fp32", "seed": seed, "test_accuracy": accuracy, "data": "cifar10", "loss_curve": [1.0],
+                      "step_time_ms": {"median": 10.0}} for seed, accuracy in enumerate(accuracies)]}
+
+
+def test_16_bit_gradients_get_the_paired_accuracy_verdict_against_fp32_communication():
+    # paired differences 0.1, 0.2, 0.3 points: mean 0.2, sd 0.1, t(2) 4.303 -> 0.2 +- 0.248 = [-0.048, 0.448]
+    # points, within the default 0.5-point margin: holds
+    fp32, bf16 = group(2, "fp32", [0.500, 0.520, 0.540]), group(2, "bf16", [0.501, 0.522, 0.543])
+    groups = [group(1, None, [0.5, 0.5, 0.5]), fp32, bf16]
+    found = scaling.accuracy_against_fp32_comm(groups, bf16, "fp32", bf16["runs"])
+    assert found["seeds"] == 3 and found["accuracy_verdict"] == "holds"
+    assert found["accuracy_mean_delta"] == pytest.approx(0.002)
+    assert found["accuracy_delta_ci95"] == pytest.approx([0.002 - 0.0024843, 0.002 + 0.0024843], abs=1e-6)
+    assert scaling.accuracy_against_fp32_comm(groups, fp32, "fp32", fp32["runs"]) is None
+    one_seed = group(2, "fp16", [0.6])
+    found = scaling.accuracy_against_fp32_comm([fp32, one_seed], one_seed, "fp32", one_seed["runs"])
+    assert found["accuracy_verdict"] == "inconclusive" and "one seed gives no interval" in found["accuracy_verdict_why"]
+
+
+def test_the_accuracy_table_shows_each_compressed_row_in_points():
+    row = {"mode": "amp-bf16", "world_size": 4, "grad_comm": "fp16", "accuracy_vs_fp32_comm": {
+        "seeds": 3, "accuracy_mean_delta": 0.002, "accuracy_delta_ci95": [-0.0005, 0.0045], "accuracy_verdict": "holds",
+        "accuracy_verdict_why": None}}
+    lines = scaling.accuracy_table([dict(row, grad_comm=None, accuracy_vs_fp32_comm=None), row])
+    assert lines[0].startswith("Accuracy with 16-bit gradients") and len(lines) == 2
+    assert lines[1].splitlines()[-1].split() == ["amp-bf16", "4", "fp16", "3", "+0.20", "pt", "[-0.05,", "+0.45]",
+                                                 "holds"]
+    assert scaling.accuracy_table([dict(row, accuracy_vs_fp32_comm=None)]) == []
+
+
+def test_merging_a_folder_without_results_is_refused(tmp_path, capsys):
+    assert study_script().main(["--from", str(tmp_path), "--out", str(tmp_path / "study")]) == 2
+    assert capsys.readouterr().err == f"scaling.py: error: --from {tmp_path} holds no result files (*.json) of main.py.\n"
