@@ -6,7 +6,8 @@ checkpoint holds them, and a resume refuses a change of those in RESUME_KEYS. No
 """
 SETUP_KEYS = {  # config field: its type in a results file or a checkpoint
     "model": str, "stem": str, "batch_size": int, "accum_steps": int, "steps": int, "warmup": int, "loader": str,
-    "channels_last": bool, "compile": bool, "optimizer_impl": str, "lr": float, "lr_schedule": str,
+    "channels_last": bool, "compile": bool, "optimizer": str, "optimizer_impl": str,
+    "lr": float, "lr_schedule": str,
     "warmup_lr_steps": int, "momentum": float, "weight_decay": float, "label_smoothing": float, "clip_grad": float,
 }
 # The models whose --stem applies (their `conv1` and `maxpool`); the table shows it only for them.
@@ -15,4 +16,4 @@ RESNET_FAMILY = ("resnet", "resnext", "wide_resnet")
 RESUME_KEYS = ("model", "stem", "batch_size", "accum_steps", "lr_schedule", "loader")
 # Also refused when changed, for checkpoints that hold them: a resumed optimizer and schedule
 # keep their own, so the results would record settings that never ran.
-RESUME_SETTINGS = ("lr", "momentum", "weight_decay", "nesterov", "label_smoothing", "clip_grad")
+RESUME_SETTINGS = ("optimizer", "lr", "momentum", "weight_decay", "nesterov", "label_smoothing", "clip_grad")

@@ -326,7 +326,7 @@ def check_compatible(state, config, mode, path, setup):
     (`setup`: this run's resume_setup()); between FP32-weight modes allow it and say what happens
     to the loss scaler (as PyTorch's AMP notes do). Returns a warning or None."""
     check_setup(state, path, setup)
-    saved = state["config"]
+    saved = dict({"optimizer": "sgd"}, **state["config"])  # checkpoints of earlier releases ran SGD
     for key in RESUME_KEYS + tuple(key for key in RESUME_SETTINGS if key in saved):
         if saved[key] != getattr(config, key):
             raise UserError(f"{path} holds a run with --{key.replace('_', '-')} {saved[key]}, not "
