@@ -89,9 +89,12 @@ def build_parser():
     )
     train = parser.add_argument_group("training")
     train.add_argument("--lr", type=positive_float,
-                       help=f"peak learning rate (default: {config.BASE_LR} x global batch / {config.BASE_BATCH}, "
+                       help=f"peak learning rate (default: SGD {config.BASE_LR} x global batch / {config.BASE_BATCH}, "
                        f"{config.BASE_LR_WITHOUT_BATCH_NORM} x global batch / {config.BASE_BATCH} for models "
-                       "without batch norm)")
+                       f"without batch norm; AdamW {config.BASE_LR_ADAMW:g} x sqrt(global batch / {config.BASE_BATCH}))")
+    train.add_argument("--optimizer", choices=list(config.OPTIMIZER_DEFAULTS),
+                       help="sgd or adamw (default: the model family's recipe: adamw for vision transformers, sgd "
+                       "for the rest)")
     train.add_argument("--steps", "-n", type=positive_int,
                        help=f"optimizer steps to run (default {config.DEFAULT_STEPS}; the ThetaGPU AMP tutorial "
                        "counted epochs with -n)")
@@ -106,10 +109,15 @@ def build_parser():
     train.add_argument("--dropout", type=fraction, metavar="P",
                        help="dropout probability for models that have one (default: the model's own)")
     train.add_argument("--seed", type=seed, help="seed for weights, data order and augmentation")
-    train.add_argument("--momentum", type=non_negative_float, help="SGD momentum (default %(default)s)")
-    train.add_argument("--weight-decay", type=non_negative_float, help="weight decay (default %(default)s)")
+    train.add_argument("--momentum", type=non_negative_float,
+                       help=f"SGD momentum (default {config.OPTIMIZER_DEFAULTS['sgd'][0]}; not for AdamW)")
+    train.add_argument("--weight-decay", type=non_negative_float, help="weight decay (default: SGD "
+                       f"{config.OPTIMIZER_DEFAULTS['sgd'][1]:g}, AdamW {config.OPTIMIZER_DEFAULTS['adamw'][1]:g}, "
+                       "which spares biases, norms, the class token and the position embedding)")
     train.add_argument("--nesterov", action="store_true", help="Nesterov momentum")
-    train.add_argument("--label-smoothing", type=fraction, help="label smoothing (default %(default)s)")
+    train.add_argument("--label-smoothing", type=fraction, help="label smoothing (default: "
+                       f"{config.RECIPES['convnet'][1]:g} for convnets, {config.RECIPES['transformer'][1]:g} for "
+                       "vision transformers)")
     train.add_argument("--lr-schedule", choices=["constant", "cosine", "onecycle"],
                        help="learning-rate schedule over the run (default %(default)s)")
     train.add_argument("--warmup-lr-steps", type=non_negative_int,
@@ -165,6 +173,9 @@ def build_parser():
                            f"{','.join(modes.DEFAULT_COMPARE_CPU)} on the CPU)")
     precision.add_argument("--modes", metavar="LIST",
                            help=f"comma list for --compare from {', '.join(modes.MODES)} (implies --compare)")
+    precision.add_argument("--baseline", metavar="MODE",
+                           help="the mode the speedups, memory ratios, accuracy differences and verdicts compare with "
+                           f"(default {modes.DEFAULT_BASELINE}; when given, one of the modes run)")
     precision.add_argument("--repeats", type=positive_int,
                            help="run the whole set of modes R times, in alternating order (default %(default)s)")
     precision.add_argument("--loss-scale", type=positive_float,
