@@ -72,7 +72,8 @@ def describe(setup, env):
     levers = [f"accum {setup['accum_steps']}" if (setup.get("accum_steps") or 1) > 1 else None,
               "channels_last" if setup.get("channels_last") else None,
               f"compile ({setup.get('compile_mode') or 'default'})" if setup.get("compile") else None,
-              f"loader torchvision ({setup.get('workers')} workers)" if setup.get("loader") == "torchvision" else None]
+              f"loader torchvision ({setup.get('workers')} workers)" if setup.get("loader") == "torchvision" else None,
+              "AdamW" if setup.get("optimizer") == "adamw" else None]
     levers = "".join(f", {lever}" for lever in levers if lever)
     stem = f" (stem {setup['stem']})" if setup["model"].startswith(RESNET_FAMILY) else ""
     tf32 = " | TF32 off except in mode tf32" if env.get("device_type") == "cuda" else ""
