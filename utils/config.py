@@ -32,7 +32,7 @@ BASE_LR_WITHOUT_BATCH_NORM = 0.04
 BASE_LR_ADAMW = 1e-3
 BASE_BATCH = 128
 WARMUP_LR_SHARE = 0.05
-TRANSFORMER_FAMILY = ("vit_", "swin_", "maxvit_")  # model names whose family trains with the transformer recipe
+TRANSFORMER_FAMILY = ("vit_", "swin_")  # model names whose family trains with the transformer recipe
 RECIPES = {  # family: (optimizer, label smoothing)
     "convnet": ("sgd", 0.0),
     "transformer": ("adamw", 0.1),
