@@ -92,3 +92,22 @@ def test_a_resume_refuses_another_optimizer(tmp_path):
     assert_user_error(changed, f"{checkpoint} holds a run with --optimizer sgd, not adamw; resume with the same "
                                "settings or use another --checkpoint.")
     assert len(changed.stderr.strip().splitlines()) == 1
+
+
+def test_an_adamw_run_resumes_to_the_same_weights_as_an_uninterrupted_one(tmp_path):
+    """AdamW's state (two moments per parameter and a step count) is checked and restored: two
+    steps, then a resume to four, end bitwise where four steps in one go end (constant lr, so
+    the schedule does not stretch)."""
+    from utils.training import checkpoint
+    common = [*TINY[:2], *TINY[4:], "-m", "squeezenet1_1", "--optimizer", "adamw", "--lr-schedule", "constant",
+              "--warmup-lr-steps", "0"]
+    full = run_main(*common, "-n", "4", "--checkpoint", tmp_path / "full.pt")
+    assert full.returncode == 0, full.stderr
+    first = run_main(*common, "-n", "2", "--checkpoint", tmp_path / "run.pt")
+    assert first.returncode == 0, first.stderr
+    resumed = run_main(*common, "-n", "4", "--checkpoint", tmp_path / "run.pt", "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    a, b = checkpoint.read(tmp_path / "full.pt", "cpu"), checkpoint.read(tmp_path / "run.pt", "cpu")
+    assert a["step"] == b["step"] == 4 and "exp_avg_sq" in b["optimizer"]["state"][0]
+    for name in a["model"]:
+        assert torch.equal(a["model"][name], b["model"][name]), name
