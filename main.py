@@ -126,7 +126,7 @@ def build_parser():
     train.add_argument("--clip-grad", type=positive_float, metavar="NORM",
                        help="clip the gradient norm (of the unscaled gradients) to NORM")
     train.add_argument("--optimizer-impl", choices=["fused", "foreach"],
-                       help="SGD implementation: fused (default where torch has it: GradScaler's inf check and "
+                       help="SGD or AdamW implementation: fused (default where torch has it: GradScaler's inf check and "
                        "skip stay on the device) or foreach (the classic recipe: one host sync per scaled step)")
     train.add_argument("--accum-steps", type=positive_int, metavar="K",
                        help="accumulate gradients over K micro-batches of --batch-size per optimizer step")
