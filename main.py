@@ -53,9 +53,12 @@ def build_parser():
     )
     train = parser.add_argument_group("training")
     train.add_argument("--lr", type=in_range("lr"),
-                       help=f"peak learning rate (default: {config.BASE_LR} x global batch / {config.BASE_BATCH}, "
+                       help=f"peak learning rate (default: SGD {config.BASE_LR} x global batch / {config.BASE_BATCH}, "
                        f"{config.BASE_LR_WITHOUT_BATCH_NORM} x global batch / {config.BASE_BATCH} for models "
-                       "without batch norm)")
+                       f"without batch norm; AdamW {config.BASE_LR_ADAMW:g} x sqrt(global batch / {config.BASE_BATCH}))")
+    train.add_argument("--optimizer", choices=list(config.OPTIMIZER_DEFAULTS),
+                       help="sgd or adamw (default: the model family's recipe: adamw for vision transformers, sgd "
+                       "for the rest)")
     train.add_argument("--steps", "-n", type=in_range("steps"),
                        help=f"optimizer steps to run (default {config.DEFAULT_STEPS}; the ThetaGPU AMP tutorial "
                        "counted epochs with -n)")
@@ -70,10 +73,15 @@ def build_parser():
     train.add_argument("--dropout", type=in_range("dropout"), metavar="P",
                        help="dropout probability for models that have one (default: the model's own)")
     train.add_argument("--seed", type=in_range("seed"), help="seed for weights, data order and augmentation")
-    train.add_argument("--momentum", type=in_range("momentum"), help="SGD momentum (default %(default)s)")
-    train.add_argument("--weight-decay", type=in_range("weight_decay"), help="weight decay (default %(default)s)")
+    train.add_argument("--momentum", type=in_range("momentum"),
+                       help=f"SGD momentum (default {config.OPTIMIZER_DEFAULTS['sgd'][0]}; not for AdamW)")
+    train.add_argument("--weight-decay", type=in_range("weight_decay"), help="weight decay (default: SGD "
+                       f"{config.OPTIMIZER_DEFAULTS['sgd'][1]:g}, AdamW {config.OPTIMIZER_DEFAULTS['adamw'][1]:g}, "
+                       "which spares biases, norms, the class token and the position embedding)")
     train.add_argument("--nesterov", action="store_true", help="Nesterov momentum")
-    train.add_argument("--label-smoothing", type=in_range("label_smoothing"), help="label smoothing (default %(default)s)")
+    train.add_argument("--label-smoothing", type=in_range("label_smoothing"), help="label smoothing (default: "
+                       f"{config.RECIPES['convnet'][1]:g} for convnets, {config.RECIPES['transformer'][1]:g} for "
+                       "vision transformers)")
     train.add_argument("--lr-schedule", choices=["constant", "cosine", "onecycle"],
                        help="learning-rate schedule over the run (default %(default)s)")
     train.add_argument("--warmup-lr-steps", type=in_range("warmup_lr_steps"),
@@ -82,9 +90,9 @@ def build_parser():
     train.add_argument("--clip-grad", type=in_range("clip_grad"), metavar="NORM",
                        help="clip the gradient norm (of the unscaled gradients) to NORM")
     train.add_argument("--optimizer-impl", choices=["fused", "foreach"],
-                       help="SGD implementation: fused (GradScaler's inf check and skip stay on the device; foreach "
-                       "where torch has no fused SGD) or foreach (the classic recipe: one host sync per scaled "
-                       "step) (default %(default)s)")
+                       help="SGD or AdamW implementation: fused (GradScaler's inf check and skip stay on the "
+                       "device; foreach where torch has no fused one) or foreach (the classic recipe: one host sync "
+                       "per scaled step) (default %(default)s)")
     train.add_argument("--accum-steps", type=in_range("accum_steps"), metavar="K",
                        help="accumulate gradients over K micro-batches of --batch-size per optimizer step")
     train.add_argument("--on-nan", choices=["stop", "skip"],
@@ -130,6 +138,9 @@ def build_parser():
                            f"{','.join(modes.DEFAULT_COMPARE_CPU)} on the CPU)")
     precision.add_argument("--modes", metavar="LIST",
                            help=f"comma list for --compare from {', '.join(modes.MODES)} (implies --compare)")
+    precision.add_argument("--baseline", metavar="MODE",
+                           help="the mode the speedups, memory ratios, accuracy differences and verdicts compare with "
+                           f"(default {modes.DEFAULT_BASELINE}; when given, one of the modes run)")
     precision.add_argument("--repeats", type=in_range("repeats"),
                            help="run the whole set of modes R times, in alternating order (default %(default)s)")
     precision.add_argument("--loss-scale", type=in_range("loss_scale"),

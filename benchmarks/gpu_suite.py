@@ -305,10 +305,11 @@ def load(out, name):
     """A saved document; for a results document, its comparison recomputed from its runs by this version's
     statistics (intervals, the learned flag), as utils.report does when it merges."""
     from utils.results.compare import compare_modes
+    from utils.results.record import baseline_of
 
     document = saved(out, name)
     if document is not None and "runs" in document:  # resume-weights.json is a record of its own
-        document["comparison"] = compare_modes(document["runs"])
+        document["comparison"] = compare_modes(document["runs"], baseline=baseline_of(document))
     return document
 
 
@@ -366,7 +367,7 @@ def verdicts(out):
             continue
         delta = row["accuracy_delta_ci95"]
         interval = f" [{100 * delta[0]:+.2f}, {100 * delta[1]:+.2f}] points" if delta else ""
-        speedup = row.get("time_to_target_speedup_vs_fp32")
+        speedup = row.get("time_to_target_speedup_vs_baseline")
         lines.append(f"* {mode}: accuracy **{row['accuracy_verdict']}** against fp32 ({row['seeds']} seeds, "
                      f"{100 * row['accuracy_mean_delta']:+.2f}{interval})"
                      + (f"; time to {100 * row['target_accuracy']:g}%: {speedup:.2f}x fp32's" if speedup else "") + ".")
@@ -428,9 +429,9 @@ def headline(out, suite):
                 continue
             comparison = document["comparison"]
             base = comparison.get("fp32", {}).get("median_step_ms")
-            cells = [f"{c['speedup_vs_fp32']:.2f}x" if c.get("speedup_vs_fp32") else "-"
+            cells = [f"{c['speedup_vs_baseline']:.2f}x" if c.get("speedup_vs_baseline") else "-"
                      for c in (comparison.get(mode, {}) for mode in MODES[1:])]
-            memory = comparison.get("amp-fp16", {}).get("memory_ratio_vs_fp32")
+            memory = comparison.get("amp-fp16", {}).get("memory_ratio_vs_baseline")
             rows.append(f"| {model} | {'yes' if layout else 'no'} | {fmt_ms(base)} | " + " | ".join(cells) +
                         f" | {'-' if memory is None else f'{memory:.2f}'} |")
     if not rows:

@@ -33,17 +33,17 @@ def bare_loop(initial_model, data, mode, config, device):
 
     from utils.data.loaders import make_train_loader
     from utils.training import precision
-    from utils.training.step import make_optimizer, make_scheduler
+    from utils.training.step import make_optimizer, make_scheduler, no_decay_flags
 
     precision.set_tf32(mode.tf32)
     model = copy.deepcopy(initial_model).to(device)
     params, scaler = precision.prepare(model, mode, device, config.loss_scale)
     optimizer, _ = make_optimizer(params, config.lr, config.momentum, config.weight_decay, config.nesterov,
-                                  config.optimizer_impl)
+                                  config.optimizer_impl, config.optimizer, no_decay_flags(model))
     scheduler = make_scheduler(optimizer, config.lr_schedule, config.steps, config.warmup_lr_steps)
     loader = make_train_loader(config.loader, data.train_images, data.train_labels, config.batch_size, device,
                                config.seed, config.workers, config.channels_last)
-    criterion = nn.CrossEntropyLoss()
+    criterion = nn.CrossEntropyLoss(label_smoothing=config.label_smoothing)
     started = None
     for step in range(config.steps):
         if step == config.warmup:
@@ -108,7 +108,7 @@ def main():
         for which in (["ampbench", "bare"] if round_ % 2 == 0 else ["bare", "ampbench"]):
             times[which].append(loops[which](model, data, mode, config, device))
     name = torch.cuda.get_device_name() if options.gpu else "CPU"
-    print(f"{options.model}, batch {options.batch_size}, {mode.name}, {options.optimizer_impl} SGD, {name}, "
+    print(f"{options.model}, batch {options.batch_size}, {mode.name}, {options.optimizer_impl} {config.optimizer}, {name}, "
           f"{options.rounds} rounds x {options.steps} timed steps ({options.warmup} warm-up)")
     for which in ("bare", "ampbench"):
         ms = 1000 * statistics.median(times[which])

@@ -18,7 +18,7 @@ from utils.errors import UserError
 from utils.measure import flops
 from utils.training import checkpoint, precision
 from utils.training.modes import MODES
-from utils.training.step import fused_sgd_works, make_optimizer
+from utils.training.step import fused_optimizer_works, make_optimizer
 
 pytestmark = pytest.mark.compat
 TORCH = compat.torch_release()
@@ -58,7 +58,7 @@ def test_compare_writes_json_and_csv_and_records_its_degraded_paths(tmp_path):
     assert list(document["comparison"]) == ["fp32", "amp-bf16"]
     assert len((tmp_path / "r.csv").read_text().splitlines()) == 3
     assert document["env"]["torch"] == torch.__version__
-    expected = ({"flops"} if TORCH < (2, 1) else set()) | (set() if fused_sgd_works("cpu") else {"optimizer"})
+    expected = ({"flops"} if TORCH < (2, 1) else set()) | (set() if fused_optimizer_works("cpu") else {"optimizer"})
     assert set(document["env"]["degraded"]) == expected
 
 

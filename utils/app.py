@@ -413,7 +413,7 @@ def results_document(config, context, data, job, records, incomplete):
     env = {**envinfo.collect(context.device), **job}
     run_dicts = [run.to_dict() for run in records]
     return record.make_document(env, config.to_dict(), data.info, incomplete, run_dicts,
-                                compare_modes(run_dicts, config.accuracy_margin))
+                                compare_modes(run_dicts, config.accuracy_margin, config.baseline))
 
 
 def distributed_env(world, config):

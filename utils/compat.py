@@ -51,6 +51,10 @@ def has_fused_sgd():
     return torch_release() >= (2, 3)  # torch.optim.SGD(fused=True), on CUDA; on the CPU later
 
 
+def has_fused_adamw():
+    return torch_release() >= (2, 0)  # torch.optim.AdamW(fused=True), on CUDA; on the CPU later
+
+
 def has_compile():
     return torch_release() >= (2, 0)  # torch.compile
 

@@ -16,16 +16,32 @@ from typing import Optional
 from utils.errors import UserError
 from utils.results.accuracy import DEFAULT_MARGIN_POINTS
 from utils.setup_keys import GRAD_COMM
+from utils.training.modes import DEFAULT_BASELINE
 
 DEFAULT_STEPS = 200
-# The default recipe, tuned so that every model learns within a default-length run: SGD at an
-# lr of BASE_LR x global batch / 128 (linear scaling; less for models without batch norm,
-# e.g. squeezenet, which stall at 0.1 and learn at 0.03 to 0.04 on the subset), a linear
-# warm-up over 5% of the steps, then cosine decay to zero.
+# The default recipes, one per model family, tuned so that every model learns within a
+# default-length run; flags override each setting. Convnets: SGD with momentum 0.9 and weight
+# decay 5e-4 at an lr of BASE_LR x global batch / 128 (linear scaling; less for models without
+# batch norm, e.g. squeezenet, which stall at 0.1 and learn at 0.03 to 0.04 on the subset).
+# Transformers, as DeiT (timm) and the CIFAR ViT references train them: AdamW with weight decay
+# 0.05 (none on biases, norms, the class token and the position embedding) and label smoothing
+# 0.1, at an lr of BASE_LR_ADAMW x sqrt(global batch / 128) (1e-3 at batch 128, as the CIFAR
+# references use; Adam's square-root scaling, which keeps 512 at 2e-3 where linear scaling
+# would reach 4e-3). Both: a linear warm-up over 5% of the steps, then cosine decay to zero.
 BASE_LR = 0.1
 BASE_LR_WITHOUT_BATCH_NORM = 0.04
+BASE_LR_ADAMW = 1e-3
 BASE_BATCH = 128
 WARMUP_LR_SHARE = 0.05
+TRANSFORMER_FAMILY = ("vit_", "swin_")  # model names whose family trains with the transformer recipe
+RECIPES = {  # family: (optimizer, label smoothing)
+    "convnet": ("sgd", 0.0),
+    "transformer": ("adamw", 0.1),
+}
+OPTIMIZER_DEFAULTS = {  # optimizer: (momentum, weight decay)
+    "sgd": (0.9, 5e-4),
+    "adamw": (None, 0.05),  # AdamW's betas stay torch's (0.9, 0.999)
+}
 LARGEST_COUNT = 2 ** 31 - 1  # the most steps, images or seconds a flag may ask for
 LARGEST_FLOAT = 3.4028234663852886e38  # float32's largest finite value: torch holds no larger rate or scale
 LARGEST_SEED = 2 ** 63 - 1  # torch.manual_seed's largest
@@ -98,10 +114,12 @@ class RunConfig:
     stem: str = "cifar"
     dropout: Optional[float] = None
     seed: int = 0
-    momentum: float = 0.9
-    weight_decay: float = 5e-4
+    optimizer: Optional[str] = None  # set by with_recipe(): --optimizer, or the model family's
+    recipe: Optional[str] = None  # set by with_recipe(): the family whose defaults filled the unset flags
+    momentum: Optional[float] = None  # set by with_recipe(): SGD's (--momentum, or 0.9); None with AdamW
+    weight_decay: Optional[float] = None  # set by with_recipe(): --weight-decay, or the optimizer's
     nesterov: bool = False
-    label_smoothing: float = 0.0
+    label_smoothing: Optional[float] = None  # set by with_recipe(): --label-smoothing, or the family's
     lr_schedule: str = "cosine"
     warmup_lr_steps: Optional[int] = None  # set by with_recipe(): --warmup-lr-steps, or 5% of the steps
     clip_grad: Optional[float] = None
@@ -127,6 +145,7 @@ class RunConfig:
     allow_slow_fp16: bool = False  # run float16 modes on a CPU without fast float16 arithmetic anyway
     compare: bool = False
     modes: Optional[str] = None
+    baseline: Optional[str] = None  # set by build(): --baseline, or DEFAULT_BASELINE
     repeats: int = 1
     loss_scale: Optional[float] = None  # set by build(): --loss-scale, or DEFAULT_LOSS_SCALE
     # data
@@ -183,7 +202,8 @@ class RunConfig:
                          explain_steps=config.explain_steps or EXPLAIN_STEPS,
                          numerics_every=config.numerics_every or NUMERICS_EVERY)
         config.check()
-        config = replace(config, loss_scale=config.loss_scale or DEFAULT_LOSS_SCALE)
+        config = replace(config, loss_scale=config.loss_scale or DEFAULT_LOSS_SCALE,
+                         baseline=config.baseline or DEFAULT_BASELINE)
         if config.epochs is None:
             config = config.with_steps(config.steps or DEFAULT_STEPS)
         return config
@@ -207,6 +227,10 @@ class RunConfig:
     def check(self):
         self.check_ranges()
         modes = self.precision_modes  # refuses unknown, empty or repeated --modes
+        names = [mode.name for mode in modes]
+        if self.baseline is not None and self.baseline not in names:
+            raise UserError(f"--baseline {self.baseline} is not among the modes this run trains ({', '.join(names)}); "
+                            f"add it to --modes or choose one of them.")
         empty = [name for name in OUTPUT_FLAGS if getattr(self, name) == ""]
         if empty:
             flag = "--" + empty[0].replace("_", "-")
@@ -229,8 +253,7 @@ class RunConfig:
         if self.seed + self.seeds - 1 > LARGEST_SEED:
             raise UserError(f"--seed {self.seed} with --seeds {self.seeds} runs seeds up to {self.seed + self.seeds - 1}, "
                             f"beyond the largest seed {LARGEST_SEED} (2**63-1); lower --seed or --seeds.")
-        if self.nesterov and self.momentum == 0:
-            raise UserError("--nesterov needs a non-zero --momentum.")
+        self.check_optimizer_flags()
         if self.resume and not self.checkpoint:
             raise UserError("--resume needs --checkpoint PATH, the checkpoint to continue from.")
         if self.max_batch and not self.gpu:
@@ -262,6 +285,15 @@ class RunConfig:
         """The flags given that need test-set evaluations."""
         return [flag for flag, value in (("--eval-every", self.eval_every), ("--target-accuracy", self.target_accuracy),
                                          ("--stop-at-target", self.stop_at_target)) if value]
+
+    def check_optimizer_flags(self):
+        adamw = self.optimizer == "adamw" or (self.optimizer is None and self.family == "transformer")
+        if adamw and (self.momentum is not None or self.nesterov):
+            flag = "--momentum" if self.momentum is not None else "--nesterov"
+            raise UserError(f"{flag} sets SGD's momentum, and {self.model} trains with AdamW here; drop {flag} or "
+                            "add --optimizer sgd.")
+        if self.nesterov and self.momentum == 0:
+            raise UserError("--nesterov needs a non-zero --momentum.")
 
     def check_accuracy_flags(self):
         asked = self.accuracy_flags
@@ -327,17 +359,32 @@ class RunConfig:
             return None
         return max(1, round(self.eval_every * self.steps_per_epoch(train_images, ranks)))
 
+    @property
+    def family(self):
+        """The model family whose recipe fills the unset training flags: transformer or convnet."""
+        return "transformer" if self.model.startswith(TRANSFORMER_FAMILY) else "convnet"
+
     def with_recipe(self, batch_norm, world_size):
-        """The config with the default recipe's lr and warm-up where the flags left them unset:
+        """The config with the model family's recipe where the flags left a setting unset:
         `batch_norm` says whether the model has batch norms; the lr scales with the global batch."""
+        family = self.family
+        optimizer_default, smoothing = RECIPES[family]
+        optimizer = self.optimizer or optimizer_default
+        momentum, weight_decay = OPTIMIZER_DEFAULTS[optimizer]
         lr = self.lr
         if lr is None:
-            base = BASE_LR if batch_norm else BASE_LR_WITHOUT_BATCH_NORM
-            lr = base * self.global_batch_size(world_size) / BASE_BATCH
+            scale = self.global_batch_size(world_size) / BASE_BATCH
+            if optimizer == "adamw":
+                lr = BASE_LR_ADAMW * math.sqrt(scale)
+            else:
+                lr = (BASE_LR if batch_norm else BASE_LR_WITHOUT_BATCH_NORM) * scale
         warmup = self.warmup_lr_steps
         if warmup is None:  # one-cycle ramps up by itself (30% of the steps)
             warmup = 0 if self.lr_schedule == "onecycle" else round(WARMUP_LR_SHARE * self.steps)
-        return replace(self, lr=lr, warmup_lr_steps=warmup)
+        return replace(self, lr=lr, warmup_lr_steps=warmup, optimizer=optimizer, recipe=family,
+                       momentum=momentum if self.momentum is None else self.momentum,
+                       weight_decay=weight_decay if self.weight_decay is None else self.weight_decay,
+                       label_smoothing=smoothing if self.label_smoothing is None else self.label_smoothing)
 
     @property
     def precision_modes(self):

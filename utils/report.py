@@ -19,6 +19,9 @@ def main(argv=None):
     parser.add_argument("--csv", metavar="PATH", help="also append the merged rows to a CSV file")
     parser.add_argument("--json", metavar="PATH",
                         help="also write the merged document(s) as a JSON list, which this command reads back")
+    parser.add_argument("--baseline", metavar="MODE",
+                        help="the mode to compare with (default: the one the files compare with; needed when they "
+                        "differ)")
     parser.add_argument("--wide", action="store_true", help="one wide table instead of blocks of 80 columns")
     args = parser.parse_args(argv)
     written = []
@@ -46,7 +49,7 @@ def report(args, written):
         plot.check_available(args.plot)
     if args.csv:
         check_csv_header(args.csv)
-    merged = merge([document for path in args.files for document in load_result(path)])
+    merged = merge([document for path in args.files for document in load_result(path)], args.baseline)
     if args.plot and len(merged) > 1:
         raise UserError(f"these files hold {len(merged)} setups that differ in more than the precision mode "
                         "(model, batch, speed levers, optimizer, device, torch or data); plot them separately.")

@@ -6,7 +6,8 @@ checkpoint holds them, and a resume refuses a change of those in RESUME_KEYS. No
 """
 SETUP_KEYS = {  # config field: its type in a results file or a checkpoint
     "model": str, "stem": str, "batch_size": int, "accum_steps": int, "steps": int, "warmup": int, "loader": str,
-    "channels_last": bool, "compile": bool, "optimizer_impl": str, "lr": float, "lr_schedule": str,
+    "channels_last": bool, "compile": bool, "optimizer": str, "optimizer_impl": str,
+    "lr": float, "lr_schedule": str,
     "warmup_lr_steps": int, "momentum": float, "weight_decay": float, "label_smoothing": float, "clip_grad": float,
     "grad_comm": str, "bucket_mb": float,
 }
@@ -22,7 +23,7 @@ RESUME_KEYS = ("model", "stem", "batch_size", "accum_steps", "lr_schedule", "loa
 KEPT_BY_THE_OPTIMIZER = "the resumed optimizer keeps the checkpoint's, so the results would record a setting that never ran"
 MIXED_TIMINGS = "the step times would mix two setups"
 RESUME_SETTINGS = {
-    "lr": KEPT_BY_THE_OPTIMIZER, "momentum": KEPT_BY_THE_OPTIMIZER, "weight_decay": KEPT_BY_THE_OPTIMIZER,
+    "optimizer": "the checkpoint's optimizer state is that optimizer's", "lr": KEPT_BY_THE_OPTIMIZER, "momentum": KEPT_BY_THE_OPTIMIZER, "weight_decay": KEPT_BY_THE_OPTIMIZER,
     "nesterov": KEPT_BY_THE_OPTIMIZER, "label_smoothing": KEPT_BY_THE_OPTIMIZER, "clip_grad": KEPT_BY_THE_OPTIMIZER,
     "seed": "the weights and the data order are the checkpoint's seed's",
     "dropout": "the weights so far were trained with the checkpoint's dropout",

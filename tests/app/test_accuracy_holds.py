@@ -36,7 +36,7 @@ def test_curves_seeds_verdict_and_time_to_target(subset, tmp_path):
     assert row["seeds"] == len(learned["amp-bf16"])
     assert (row["accuracy_verdict"] in ("holds", "differs", "inconclusive")) == bool(learned["amp-bf16"] &
                                                                                      learned["fp32"])
-    assert row["target_reached_share"] == 1.0 and row["time_to_target_speedup_vs_fp32"] > 0
+    assert row["target_reached_share"] == 1.0 and row["time_to_target_speedup_vs_baseline"] > 0
     text = " ".join(result.stdout.split())
     assert "verdict" in text and "time to target 5%" in text
 

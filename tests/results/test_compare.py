@@ -54,18 +54,18 @@ def test_comparison_figures_are_consistent(compared):
     comparison = document["comparison"]
     assert list(comparison) == ["fp32", "amp-bf16", "fp16-master"]
     base = comparison["fp32"]
-    assert base["speedup_vs_fp32"] == 1.0 and base["memory_ratio_vs_fp32"] == 1.0
-    assert base["accuracy_delta_vs_fp32"] == (0.0 if base["learned"] else None)  # 4 steps: at chance
+    assert base["speedup_vs_baseline"] == 1.0 and base["memory_ratio_vs_baseline"] == 1.0
+    assert base["accuracy_delta_vs_baseline"] == (0.0 if base["learned"] else None)  # 4 steps: at chance
     for mode, row in comparison.items():
         runs = [run for run in document["runs"] if run["mode"] == mode]
         assert row["runs"] == 2 and row["repeat_medians_ms"] == [run["step_time_ms"]["median"] for run in runs]
-        assert row["speedup_vs_fp32"] == pytest.approx(base["median_step_ms"] / row["median_step_ms"])
+        assert row["speedup_vs_baseline"] == pytest.approx(base["median_step_ms"] / row["median_step_ms"])
         assert row["images_per_sec"] == pytest.approx(8000 / row["median_step_ms"])
         assert row["tflops"] > 0 and row["mfu_pct"] is None
         if row["learned"] and base["learned"]:
-            assert row["accuracy_delta_vs_fp32"] == pytest.approx(row["test_accuracy"] - base["test_accuracy"])
+            assert row["accuracy_delta_vs_baseline"] == pytest.approx(row["test_accuracy"] - base["test_accuracy"])
         else:
-            assert row["accuracy_delta_vs_fp32"] is None
+            assert row["accuracy_delta_vs_baseline"] is None
     assert comparison["fp16-master"]["final_loss_scale"] == 128.0
     assert comparison["amp-bf16"]["final_loss_scale"] is None
     for run in document["runs"]:
@@ -110,7 +110,7 @@ def test_csv_has_one_row_per_mode_one_header_and_no_row_twice(compared, tmp_path
     runs = [run for run in document["runs"] if run["mode"] == "fp32"]
     assert first["timestamp_utc"] == max(run["finished_utc"] for run in runs)
     bf16 = table[1]  # two repeats: a speedup, and no interval (two medians are a range)
-    assert float(bf16["speedup_vs_fp32"]) > 0 and bf16["speedup_ci95_low"] == bf16["speedup_significant"] == ""
+    assert float(bf16["speedup_vs_baseline"]) > 0 and bf16["speedup_ci95_low"] == bf16["speedup_significant"] == ""
 
 
 def test_plot_is_a_png(compared):
@@ -130,7 +130,7 @@ def test_report_merges_separate_jobs_into_one_comparison(tmp_path):
     assert "amp-bf16" in result.stdout and "fp32" in result.stdout
     (document,) = json.loads(merged.read_text())
     assert list(document["comparison"]) == ["fp32", "amp-bf16"]
-    assert document["comparison"]["amp-bf16"]["speedup_vs_fp32"] is not None
+    assert document["comparison"]["amp-bf16"]["speedup_vs_baseline"] is not None
     assert (tmp_path / "merged.png").read_bytes().startswith(PNG_MAGIC)
     assert len(list(csv.reader((tmp_path / "merged.csv").open()))) == 3
 
@@ -350,8 +350,8 @@ def test_a_run_that_did_not_learn_is_flagged_and_its_accuracy_not_compared():
             fake_run("amp-bf16", 60.0, stuck, 0.103)]
     comparison = compare.compare_modes(runs)
     assert compare.run_learned(runs[0]) is True and compare.run_learned(runs[1]) is False
-    assert comparison["amp-bf16"]["learned"] is False and comparison["amp-bf16"]["accuracy_delta_vs_fp32"] is None
-    assert comparison["fp32"]["accuracy_delta_vs_fp32"] == 0.0
+    assert comparison["amp-bf16"]["learned"] is False and comparison["amp-bf16"]["accuracy_delta_vs_baseline"] is None
+    assert comparison["fp32"]["accuracy_delta_vs_baseline"] == 0.0
     assert comparison["amp-bf16"]["speedup_significant"] is True
     chance_accuracy = fake_run("fp32", 100.0, [1.5] * 20, 0.115)
     assert compare.run_learned(chance_accuracy) is False

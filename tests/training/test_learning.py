@@ -36,3 +36,17 @@ def test_resnet18_with_the_cifar_stem_learns_at_least_as_fast_as_the_amp_tutoria
     assert result.returncode == 0, result.stderr
     (run,) = json.loads(out.read_text())["runs"]
     assert run["steps"] == 43 and run["test_accuracy"] >= 0.214, (run["final_loss"], run["test_accuracy"])
+
+
+@pytest.mark.long
+def test_the_transformer_recipe_makes_a_vit_learn_above_chance(subset, tmp_path):
+    """vit_t4 with its family's recipe (AdamW, label smoothing, warm-up then cosine) over one
+    epoch of the subset at the default batch: clearly above chance, as the convnets are."""
+    out = tmp_path / "r.json"
+    result = run_cli("--model", "vit_t4", "--epochs", "1", "--data-dir", subset, "--allow-unverified",
+                     "--no-progress", "--json", out, timeout=1800)
+    assert result.returncode == 0, result.stderr
+    document = json.loads(out.read_text())
+    assert (document["config"]["recipe"], document["config"]["optimizer"]) == ("transformer", "adamw")
+    (run,) = document["runs"]
+    assert run["learned"] is True and run["test_accuracy"] > 0.14, (run["final_loss"], run["test_accuracy"])

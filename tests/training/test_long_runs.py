@@ -422,7 +422,7 @@ def test_fp16_master_checkpoint_cannot_continue_in_fp32():
     state = {"config": {"model": "m", "stem": "cifar", "batch_size": 4, "accum_steps": 1, "lr_schedule": "cosine",
                         "loader": "device", "steps": 3}, "mode": "fp16-master",
              "scaler": {"scale": 128.0}}
-    config = RunConfig.build(model="m", stem="cifar", batch_size=4, accum_steps=1)
+    config = RunConfig.build(model="m", stem="cifar", batch_size=4, accum_steps=1).with_recipe(True, 1)
     with pytest.raises(UserError, match="whose weights cannot continue in mode fp32"):
         checkpoint.check_compatible(state, config, modes.MODES["fp32"], "c.pt", None)
 

@@ -11,13 +11,13 @@ from utils.config import RunConfig
 from utils.data.dataset import synthetic
 from utils.training import distributed, loop, modes, precision
 from utils.training.context import RunContext
-from utils.training.step import fused_sgd_works
+from utils.training.step import fused_optimizer_works
 from utils.training.trainer import build_trainer
 
 CPU = torch.device("cpu")
 MODES_ON_CPU = ["fp32", "amp-fp16", "amp-fp16-noscale", "amp-bf16", "fp16-master"]
 SYNC = "aten::_local_scalar_dense"  # what .item(), bool() and float() of a tensor run
-needs_fused = pytest.mark.skipif(not fused_sgd_works("cpu"), reason="this torch has no fused SGD on the CPU")
+needs_fused = pytest.mark.skipif(not fused_optimizer_works("cpu"), reason="this torch has no fused SGD on the CPU")
 
 
 def tiny_model():

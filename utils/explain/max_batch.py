@@ -15,7 +15,7 @@ from torch import nn
 from utils.measure import memory
 from utils.training import precision
 from utils.training.loop import MicroBatches
-from utils.training.step import make_optimizer, train_step
+from utils.training.step import make_optimizer, no_decay_flags, train_step
 
 LARGEST_TRY = 1 << 20  # a million images a step: beyond any GPU today
 
@@ -47,7 +47,7 @@ def fits_on_gpu(initial_model, mode, config, device):
         model = copy.deepcopy(initial_model).to(device)
         params, scaler = precision.prepare(model, mode, device, config.loss_scale)
         optimizer, _ = make_optimizer(params, 0.01, config.momentum, config.weight_decay, config.nesterov,
-                                      config.optimizer_impl)
+                                      config.optimizer_impl, config.optimizer, no_decay_flags(model))
         images = torch.randn(batch, 3, 32, 32, device=device)
         labels = torch.randint(0, 10, (batch,), device=device)
         batches = iter(lambda: (images, labels), None)

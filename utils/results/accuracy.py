@@ -1,5 +1,5 @@
-"""Does accuracy hold? Paired differences of final accuracy against fp32 over seeds, their 95%
-interval and a verdict, and the time each mode takes to reach a target accuracy.
+"""Does accuracy hold? Paired differences of final accuracy against the baseline mode (--baseline,
+fp32 unless told) over seeds, their 95% interval and a verdict, and the time each mode takes to reach a target accuracy.
 
 For one seed every mode starts from the same weights and sees the same batches, so the
 difference between two modes of that seed is a paired sample: its spread over seeds is the
@@ -11,7 +11,7 @@ import statistics
 # Student's t, two-sided 95%, by degrees of freedom (a missing one takes the next lower: wider)
 T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
          12: 2.179, 15: 2.131, 20: 2.086, 25: 2.060, 30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980}
-DEFAULT_MARGIN_POINTS = 0.5  # --accuracy-margin: a mode holds within +-0.5 points of fp32
+DEFAULT_MARGIN_POINTS = 0.5  # --accuracy-margin: a mode holds within +-0.5 points of the baseline
 MOST_SEEDS = 1000  # beyond this, "how many seeds would settle it" says "more than"
 
 
@@ -72,7 +72,7 @@ def by_seed(runs, key):
 
 
 def accuracy_figures(runs, base_runs, margin):
-    """A mode's accuracy over seeds and, against fp32's runs of the same seeds, the paired
+    """A mode's accuracy over seeds and, against the baseline's runs of the same seeds, the paired
     difference, its interval and the verdict. `runs` are the runs that learned."""
     accuracies = by_seed(runs, "test_accuracy")
     mean, interval = paired_interval(list(accuracies.values())) if accuracies else (None, None)
@@ -92,7 +92,7 @@ def accuracy_figures(runs, base_runs, margin):
 
 def target_figures(runs, base_runs):
     """Time to the target accuracy over seeds: the median training time, epochs and seconds
-    per epoch of the seeds that reached it, the share that did, and the speedup against fp32's
+    per epoch of the seeds that reached it, the share that did, and the speedup against the baseline's
     median (statistical efficiency: epochs; hardware efficiency: seconds per epoch)."""
     aimed = [run for run in runs if run.get("target_accuracy") is not None]
     if not aimed:
@@ -106,5 +106,5 @@ def target_figures(runs, base_runs):
             "time_to_target_range_s": [min(times.values()), max(times.values())] if len(times) > 1 else None,
             "epochs_to_target": statistics.median(epochs.values()) if epochs else None,
             "seconds_per_epoch": statistics.median(times[seed] / epochs[seed] for seed in times) if times else None,
-            "time_to_target_speedup_vs_fp32": statistics.median(base_times.values()) / median_time
+            "time_to_target_speedup_vs_baseline": statistics.median(base_times.values()) / median_time
             if base_times and median_time else None}

@@ -1,4 +1,5 @@
-"""Side-by-side figures per precision mode, relative to the fp32 baseline, with 95% intervals.
+"""Side-by-side figures per precision mode, relative to a baseline mode (--baseline, fp32 unless
+told), with 95% intervals.
 
 Runs of one mode repeated with --repeats are pooled: step time is the median of the
 repeats' medians, and the spread between repeats shows clock drift or noise. A speedup's 95%
@@ -17,9 +18,8 @@ from utils.explain import diagnose
 from utils.results.accuracy import DEFAULT_MARGIN_POINTS, accuracy_figures, target_figures
 from utils.explain.categories import NAMES as CATEGORIES
 from utils.training import modes
-from utils.training.modes import MODES
+from utils.training.modes import DEFAULT_BASELINE, MODES, REFERENCE
 
-BASELINE = "fp32"
 RESAMPLES = 2000
 CONFIDENCE = 95.0
 MIN_RUNS = 3  # an interval over runs rests on at least this many per mode
@@ -182,47 +182,63 @@ def mode_figures(group):
     }
 
 
-def compare_modes(runs, margin_points=DEFAULT_MARGIN_POINTS):
+def compare_modes(runs, margin_points=DEFAULT_MARGIN_POINTS, baseline=DEFAULT_BASELINE):
     """{mode: figures} with speedup (and its 95% interval), memory ratio (with its interval over
-    repeats, when there are several) and accuracy difference against fp32: null when fp32 was
-    not run, and no accuracy difference against a run that did not learn. Over seeds, the
-    accuracy verdict against fp32 within +-`margin_points` and the time to a target accuracy."""
+    repeats, when there are several) and accuracy difference against `baseline`: null when the
+    baseline was not run, and no accuracy difference against a run that did not learn. Over
+    seeds, the accuracy verdict against the baseline within +-`margin_points` and the time to a
+    target accuracy."""
     groups = group_by_mode(runs)
     figures = {mode: mode_figures(group) for mode, group in groups.items()}
     learning = {mode: [run for run in group if run_learned(run) is not False] for mode, group in groups.items()}
     for mode, row in figures.items():
-        row.update(accuracy_figures(learning[mode], learning.get(BASELINE), margin_points / 100.0))
-        row.update(target_figures(groups[mode], groups.get(BASELINE)))
-    base = figures.get(BASELINE)
+        row.update(accuracy_figures(learning[mode], learning.get(baseline), margin_points / 100.0))
+        row.update(target_figures(groups[mode], groups.get(baseline)))
+    base = figures.get(baseline)
     for mode, row in figures.items():
-        row["speedup_vs_fp32"] = base["median_step_ms"] / row["median_step_ms"] if base else None
-        row["speedup_ci95"] = row["speedup_significant"] = row["memory_ratio_ci95"] = row["speedup_interval"] = None
-        if base and mode != BASELINE:
-            interval, row["speedup_interval"] = speedup_interval(groups[BASELINE], groups[mode])
-            row["speedup_ci95"] = interval
-            row["speedup_significant"] = None if interval is None else not interval[0] <= 1.0 <= interval[1]
-            if min(len(groups[mode]), len(groups[BASELINE])) >= MIN_RUNS:
-                row["memory_ratio_ci95"] = bootstrap_ratio(
-                    [run["peak_memory_bytes"] for run in groups[mode]],
-                    [run["peak_memory_bytes"] for run in groups[BASELINE]], np.max)
-        row["memory_ratio_vs_fp32"] = row["peak_memory_bytes"] / base["peak_memory_bytes"] \
-            if base and base["peak_memory_bytes"] else None
-        both = base and row["test_accuracy"] is not None and base["test_accuracy"] is not None
-        both = both and row["learned"] is not False and base["learned"] is not False
-        row["accuracy_delta_vs_fp32"] = row["test_accuracy"] - base["test_accuracy"] if both else None
-        row["max_batch_ratio_vs_fp32"] = row["max_batch"] / base["max_batch"] \
-            if base and row["max_batch"] and base["max_batch"] else None
-    for mode, row in figures.items():  # --explain: per category against fp32, after every speedup is known
+        row.update(ratio_figures(row, base, groups[mode], groups.get(baseline), mode == baseline))
+    explain_figures(figures, groups)
+    return figures
+
+
+def ratio_figures(row, base, group, base_group, is_baseline):
+    """A mode's speedup, memory ratio, accuracy difference and max-batch ratio against `base`
+    (the baseline's figures, or None when it did not run)."""
+    found = {"speedup_vs_baseline": base["median_step_ms"] / row["median_step_ms"] if base else None,
+             "speedup_ci95": None, "speedup_significant": None, "memory_ratio_ci95": None, "speedup_interval": None}
+    if base and not is_baseline:
+        interval, found["speedup_interval"] = speedup_interval(base_group, group)
+        found["speedup_ci95"] = interval
+        found["speedup_significant"] = None if interval is None else not interval[0] <= 1.0 <= interval[1]
+        if min(len(group), len(base_group)) >= MIN_RUNS:
+            found["memory_ratio_ci95"] = bootstrap_ratio([run["peak_memory_bytes"] for run in group],
+                                                         [run["peak_memory_bytes"] for run in base_group], np.max)
+    found["memory_ratio_vs_baseline"] = row["peak_memory_bytes"] / base["peak_memory_bytes"] \
+        if base and base["peak_memory_bytes"] else None
+    both = base and row["test_accuracy"] is not None and base["test_accuracy"] is not None
+    both = both and row["learned"] is not False and base["learned"] is not False
+    found["accuracy_delta_vs_baseline"] = row["test_accuracy"] - base["test_accuracy"] if both else None
+    found["max_batch_ratio_vs_baseline"] = row["max_batch"] / base["max_batch"] \
+        if base and row["max_batch"] and base["max_batch"] else None
+    return found
+
+
+def explain_figures(figures, groups):
+    """--explain: per category against fp32, whose profile its rules read, whatever the baseline
+    (after every figure is known)."""
+    base = figures.get(REFERENCE)
+    for mode, row in figures.items():
         row["profile_speedup"] = row["amdahl"] = row["diagnosis"] = None
         if row["profile_ms"] is None or not base or base["profile_ms"] is None:
             continue
         row["profile_speedup"] = diagnose.profile_speedup(base["profile_ms"], row["profile_ms"])
-        if mode == BASELINE:
+        if mode == REFERENCE:
             continue
-        row["amdahl"] = diagnose.amdahl(base["profile_ms"], row["profile_ms"], row["speedup_vs_fp32"])
+        speedup = base["median_step_ms"] / row["median_step_ms"]
+        row["amdahl"] = diagnose.amdahl(base["profile_ms"], row["profile_ms"], speedup)
         profiled = next(run for run in groups[mode] if run.get("profile"))
+        tf32 = figures.get("tf32")
         row["diagnosis"] = diagnose.diagnose_comparison(
             mode, base["profile_ms"], row["profile_ms"], "cuda" if profiled["device"].startswith("cuda") else "cpu",
-            profiled["profile"].get("cpu_fast_half_flags"), row["speedup_vs_fp32"],
-            figures["tf32"]["speedup_vs_fp32"] if "tf32" in figures else None)
-    return figures
+            profiled["profile"].get("cpu_fast_half_flags"), speedup,
+            base["median_step_ms"] / tf32["median_step_ms"] if tf32 else None)

@@ -6,7 +6,7 @@ from utils.errors import UserError
 from utils.results import strict, validate
 from utils.results.accuracy import DEFAULT_MARGIN_POINTS
 from utils.results.compare import compare_modes
-from utils.results.record import READABLE_SCHEMAS, SCHEMA, setup_of
+from utils.results.record import READABLE_SCHEMAS, SCHEMA, baseline_of, setup_of
 from utils.results.report import run_key
 
 
@@ -75,16 +75,28 @@ def setup_differences(documents):
     return [", ".join(f"{key} {setup.get(key)}" for key in varying) for setup in setups]
 
 
-def merge(documents):
+def merge(documents, baseline=None):
     """Pool the runs of several result files into one document per setup (record.setup_of:
     everything but the precision mode), with a comparison across all of them: e.g. the FP32 and
     the AMP job of a batch submission become one table with speedups, while a channels_last
-    run and a plain one stay two tables. A run met twice (a merged file merged again) counts once."""
+    run and a plain one stay two tables. A run met twice (a merged file merged again) counts once.
+    The comparison is against `baseline`, else the one baseline the files share: files that
+    compare against different baselines are refused, as their figures would silently change."""
+    found = sorted({baseline_of(document) for document in documents})
+    if baseline is None and len(found) > 1:
+        raise UserError(f"these files compare against different baselines ({', '.join(found)}); choose the one to "
+                        "compare with, e.g. --baseline " + found[0] + ".")
+    ran = {run["mode"] for document in documents for run in document["runs"]}
+    if baseline is not None and baseline not in ran:
+        raise UserError(f"--baseline {baseline} is not among the modes these files hold ({', '.join(sorted(ran))}); "
+                        "choose one of them.")
+    baseline = baseline or found[0]
     groups, seen = {}, set()
     for document in documents:
         key = json.dumps(setup_of(document), sort_keys=True)
         if key not in groups:
-            groups[key] = {**document, "runs": [], "sources": []}
+            groups[key] = {**document, "config": dict(document["config"], baseline=baseline), "runs": [],
+                           "sources": []}
         group = groups[key]
         for run in document["runs"]:
             run = dict(run, finished_utc=run.get("finished_utc") or document["env"]["timestamp_utc"])
@@ -96,5 +108,5 @@ def merge(documents):
     merged = list(groups.values())
     for document in merged:
         document["comparison"] = compare_modes(document["runs"], document["config"].get("accuracy_margin",
-                                                                                        DEFAULT_MARGIN_POINTS))
+                                                                                        DEFAULT_MARGIN_POINTS), baseline)
     return merged

@@ -9,11 +9,11 @@ from utils.compat import release
 from utils.errors import UserError, WriteFailed
 from utils.explain.categories import NAMES as CATEGORIES
 from utils.fileio import atomic_write
-from utils.results.compare import BASELINE, CHANCE_ACCURACY, scaler_skips
+from utils.results.compare import CHANCE_ACCURACY, scaler_skips
 from utils.explain.fp16 import FP16_MAX, FP16_MIN_NORMAL, FP16_MIN_SUBNORMAL
-from utils.results.record import setup_of
+from utils.results.record import baseline_of, setup_of
 from utils.results.report import describe, first_of
-from utils.training.modes import MODES
+from utils.training.modes import MODES, REFERENCE
 
 FORMATS = ("png", "pdf", "svg")
 OLDEST_MATPLOTLIB = (3, 5)
@@ -97,8 +97,8 @@ def figure_of(document):
     figure.suptitle("\n".join(textwrap.wrap(title, 110)), fontsize=11)
     try:
         draw_step_times(axes[0][0], document, modes)
-        draw_speedups(axes[0][1], comparison, modes)
-        draw_memory(axes[1][0], comparison, modes)
+        draw_speedups(axes[0][1], comparison, modes, baseline_of(document))
+        draw_memory(axes[1][0], comparison, modes, baseline_of(document))
         draw_accuracy(axes[1][1], comparison, modes)
         for index, (draw_panel, arguments) in enumerate(extra):
             draw_panel(axes[2 + index // 2][index % 2], *arguments)
@@ -141,13 +141,13 @@ def draw_step_times(axis, document, modes):
     axis.grid(axis="y", alpha=0.3)
 
 
-def draw_speedups(axis, comparison, modes):
-    speedups = [comparison[mode]["speedup_vs_fp32"] for mode in modes]
+def draw_speedups(axis, comparison, modes, baseline):
+    speedups = [comparison[mode]["speedup_vs_baseline"] for mode in modes]
     if None in speedups:
         values = [comparison[mode]["images_per_sec"] for mode in modes]
         bars = axis.bar(modes, values, color=[colour_of(mode) for mode in modes])
         axis.bar_label(bars, labels=[f"{value:.0f}" for value in values], fontsize=8)
-        axis.set_title("images/s (no fp32 run to compare with)", fontsize=10)
+        axis.set_title(f"images/s (no {baseline} run to compare with)", fontsize=10)
         axis.set_ylim(0, max(values) * 1.15)
         return
     intervals = [comparison[mode].get("speedup_ci95") or [value, value] for mode, value in zip(modes, speedups)]
@@ -158,18 +158,18 @@ def draw_speedups(axis, comparison, modes):
               for mode, value in zip(modes, speedups)]
     axis.bar_label(bars, labels=labels, padding=8, fontsize=8)
     axis.axhline(1.0, color="grey", linewidth=0.8)
-    axis.set_title("speedup vs fp32 (error bars: 95% CI, if any; n.s.: holds 1.0)", fontsize=10)
+    axis.set_title(f"speedup vs {baseline} (error bars: 95% CI, if any; n.s.: holds 1.0)", fontsize=10)
     axis.set_ylim(0, max(high for _, high in intervals) * 1.2)
 
 
-def draw_memory(axis, comparison, modes):
+def draw_memory(axis, comparison, modes, baseline):
     values = [comparison[mode]["peak_memory_bytes"] / 2 ** 20 for mode in modes]
-    ratios = [comparison[mode]["memory_ratio_vs_fp32"] for mode in modes]
+    ratios = [comparison[mode]["memory_ratio_vs_baseline"] for mode in modes]
     bars = axis.bar(modes, values, color=[colour_of(mode) for mode in modes])
     axis.bar_label(bars, labels=[f"{value:.0f} MiB" + (f"\n{ratio:.2f}x" if ratio is not None else "")
                                  for value, ratio in zip(values, ratios)], fontsize=8)
     axis.set_ylabel("MiB")
-    axis.set_title("peak memory (label: ratio to fp32)", fontsize=10)
+    axis.set_title(f"peak memory (label: ratio to {baseline})", fontsize=10)
     axis.set_ylim(0, max(values) * 1.25)
 
 
@@ -248,7 +248,7 @@ def draw_time_by_category(axis, comparison, modes):
 
 def draw_category_speedups(axis, comparison, modes):
     """--explain: each category's speedup against fp32, per mode (log scale; 1 = as fast)."""
-    others = [mode for mode in modes if mode != BASELINE and comparison[mode].get("profile_speedup")]
+    others = [mode for mode in modes if mode != REFERENCE and comparison[mode].get("profile_speedup")]
     if not others:
         axis.text(0.5, 0.5, "no fp32 profile to compare with", ha="center", va="center", transform=axis.transAxes)
         axis.set_xticks([])

@@ -15,6 +15,7 @@ from utils.explain.diagnose import diagnose_run
 from utils.measure.step_stats import outliers, summarize
 from utils.results.compare import learned
 from utils.setup_keys import SETUP_KEYS, communication
+from utils.training.modes import DEFAULT_BASELINE
 
 SCHEMA = "ampbench.result/2"
 # /1 files are still read: their peak_memory_bytes included the warm-up (cuDNN autotuning,
@@ -193,6 +194,7 @@ def setup_of(document):
     change step times, memory or accuracy (a channels_last run never pools with a plain one)."""
     config, env = document["config"], document["env"]
     setup = {key: config.get(key) for key in SETUP_KEYS}
+    setup["optimizer"] = config.get("optimizer") or "sgd"  # files of earlier releases ran SGD
     setup["optimizer_impl"] = optimizer_impl(document)
     setup.update(workers=config.get("workers") if config.get("loader") == "torchvision" else None,
                  compile_mode=config.get("compile_mode") if config.get("compile") else None,
@@ -200,6 +202,11 @@ def setup_of(document):
                  data=document["data"]["name"], schema=document.get("schema"))
     setup.update(communication(config, setup["world_size"]))
     return setup
+
+
+def baseline_of(document):
+    """The mode `document`'s comparison is against (--baseline; fp32 in files of earlier releases)."""
+    return (document.get("config") or {}).get("baseline") or DEFAULT_BASELINE
 
 
 def optimizer_impl(document):

@@ -16,18 +16,19 @@ from utils.explain.diagnose import amdahl_line, ranked, times
 from utils.measure.step_stats import OUTLIER_FACTOR
 from utils.results import strict
 from utils.results.accuracy import DEFAULT_MARGIN_POINTS
-from utils.results.compare import BASELINE, CHANCE_LOSS, SPREAD_WARNING_PCT
-from utils.results.record import SCHEMA, setup_of
+from utils.results.compare import CHANCE_LOSS, SPREAD_WARNING_PCT
+from utils.results.record import SCHEMA, baseline_of, setup_of
 from utils.setup_keys import RESNET_FAMILY, SETUP_KEYS
+from utils.training.modes import DEFAULT_BASELINE, REFERENCE
 # The columns a reader filters on first (the setup), then the figures; run_id tells rows apart,
 # so that appending the same runs again (a merge repeated) adds nothing.
 CSV_COLUMNS = ["run_id", "timestamp_utc", "hostname", "device", "torch", "world_size", "data", *SETUP_KEYS, "workers",
                "compile_mode", "tf32", "mode", "runs", "median_step_ms", "p90_step_ms", "spread_pct", "images_per_sec",
-               "speedup_vs_fp32", "speedup_ci95_low", "speedup_ci95_high", "speedup_significant", "peak_memory_bytes",
-               "memory_ratio_vs_fp32", "memory_ratio_ci95_low", "memory_ratio_ci95_high", "final_loss", "test_accuracy",
-               "accuracy_delta_vs_fp32", "learned", "seeds", "accuracy_mean", "accuracy_delta_ci95_low",
+               "baseline", "speedup_vs_baseline", "speedup_ci95_low", "speedup_ci95_high", "speedup_significant", "peak_memory_bytes",
+               "memory_ratio_vs_baseline", "memory_ratio_ci95_low", "memory_ratio_ci95_high", "final_loss", "test_accuracy",
+               "accuracy_delta_vs_baseline", "learned", "seeds", "accuracy_mean", "accuracy_delta_ci95_low",
                "accuracy_delta_ci95_high", "accuracy_verdict", "target_accuracy", "target_reached_share",
-               "time_to_target_s", "epochs_to_target", "time_to_target_speedup_vs_fp32", "skipped_steps",
+               "time_to_target_s", "epochs_to_target", "time_to_target_speedup_vs_baseline", "skipped_steps",
                "final_loss_scale", "tflops", "mfu_pct", "git_commit"]
 TABLE_WIDTH = 80
 
@@ -54,7 +55,7 @@ def with_interval(value, interval, spec, suffix=""):
 
 
 def speedup_cell(row):
-    cell = with_interval(row["speedup_vs_fp32"], row.get("speedup_ci95"), ".2f", "x")
+    cell = with_interval(row["speedup_vs_baseline"], row.get("speedup_ci95"), ".2f", "x")
     return cell + " n.s." if row.get("speedup_significant") is False else cell
 
 
@@ -74,7 +75,8 @@ def describe(setup, env):
     levers = [f"accum {setup['accum_steps']}" if (setup.get("accum_steps") or 1) > 1 else None,
               "channels_last" if setup.get("channels_last") else None,
               f"compile ({setup.get('compile_mode') or 'default'})" if setup.get("compile") else None,
-              f"loader torchvision ({setup.get('workers')} workers)" if setup.get("loader") == "torchvision" else None]
+              f"loader torchvision ({setup.get('workers')} workers)" if setup.get("loader") == "torchvision" else None,
+              "AdamW" if setup.get("optimizer") == "adamw" else None]
     levers = "".join(f", {lever}" for lever in levers if lever)
     stem = f" (stem {setup['stem']})" if setup["model"].startswith(RESNET_FAMILY) else ""
     tf32 = " | TF32 off except in mode tf32" if env.get("device_type") == "cuda" else ""
@@ -93,29 +95,29 @@ BLOCKS = [
      ("speedup [95% CI]", speedup_cell)],
     [("data ms", lambda row: fmt(row["data_time_ms"], ".2f")),
      ("peak mem", lambda row: human_bytes(row["peak_memory_bytes"])),
-     ("mem ratio", lambda row: with_interval(row["memory_ratio_vs_fp32"], row.get("memory_ratio_ci95"), ".2f")),
+     ("mem ratio", lambda row: with_interval(row["memory_ratio_vs_baseline"], row.get("memory_ratio_ci95"), ".2f")),
      ("TFLOP/s", lambda row: fmt(row["tflops"], ".3g")),
      ("MFU", lambda row: fmt(row["mfu_pct"], ".1f", suffix="%"))],
     [("final loss", lambda row: fmt(row["final_loss"], ".4f")),
      ("test acc", lambda row: fmt(row["test_accuracy"], ".2f", 100, "%")),
-     ("acc diff", lambda row: fmt(row["accuracy_delta_vs_fp32"], "+.2f", 100, " pt")),
+     ("acc diff", lambda row: fmt(row["accuracy_delta_vs_baseline"], "+.2f", 100, " pt")),
      ("skipped", lambda row: str(row["skipped_steps"])),
      ("loss scale", lambda row: fmt(row["final_loss_scale"], "g")),
      ("scale drops", lambda row: fmt(row.get("scale_drops"), ".0f"))],
 ]
-AGAINST_FP32 = ("speedup [95% CI]", "mem ratio", "acc diff", "vs fp32 [95% CI]", "verdict", "speedup to target")
-# Does accuracy hold? Shown when several seeds ran or a target was given (over seeds, paired with fp32).
+AGAINST_BASELINE = ("speedup [95% CI]", "mem ratio", "acc diff", "vs base [95% CI]", "verdict", "speedup to target")
+# Does accuracy hold? Shown when several seeds ran or a target was given (over seeds, paired with the baseline).
 LEARNING = [
     ("seeds", lambda row: str(row.get("seeds") or 0)),
     ("acc [95% CI]", lambda row: with_interval(percent_points(row.get("accuracy_mean")),
                                                 points(row.get("accuracy_ci95")), ".2f", "%")),
-    ("vs fp32 [95% CI]", lambda row: with_interval(percent_points(row.get("accuracy_mean_delta")),
+    ("vs base [95% CI]", lambda row: with_interval(percent_points(row.get("accuracy_mean_delta")),
                                                    points(row.get("accuracy_delta_ci95")), "+.2f")),
     ("verdict", lambda row: row.get("accuracy_verdict") or "-"),
     ("epochs to target", lambda row: fmt(row.get("epochs_to_target"), ".2f")),
     ("time to target", lambda row: fmt(row.get("time_to_target_s"), ".1f", suffix=" s")),
     ("reached", lambda row: fmt(row.get("target_reached_share"), ".0f", 100, "%")),
-    ("speedup to target", lambda row: fmt(row.get("time_to_target_speedup_vs_fp32"), ".2f", suffix="x")),
+    ("speedup to target", lambda row: fmt(row.get("time_to_target_speedup_vs_baseline"), ".2f", suffix="x")),
 ]
 
 
@@ -152,7 +154,7 @@ def comparison_table(comparison, wide=False):
     blocks = BLOCKS + ([LEARNING] if any(row.get("seeds", 0) > 1 or row.get("target_accuracy") is not None
                                          for row in comparison.values()) else [])
     if len(modes) == 1:  # nothing to compare with: no 1.00x, 1.00 or +0.00 columns
-        blocks = [[column for column in block if column[0] not in AGAINST_FP32] for block in blocks]
+        blocks = [[column for column in block if column[0] not in AGAINST_BASELINE] for block in blocks]
     tables = []
     for block in [[column for block in blocks for column in block]] if wide else blocks:
         tables += fit_tables("mode", modes, [(header, [cell(comparison[mode]) for mode in modes])
@@ -179,7 +181,7 @@ def explanation(document, wide=False):
     for mode in modes:
         row = comparison[mode]
         total = sum(row["profile_ms"].values())
-        speedups = row.get("profile_speedup") if mode != BASELINE else None
+        speedups = row.get("profile_speedup") if mode != REFERENCE else None
         cells = []
         for name in shown + ["total"]:
             value = total if name == "total" else row["profile_ms"][name]
@@ -288,7 +290,7 @@ def numerics_block(document, wide=False):
         modes = list(footprints)
         columns = [(header, [human_bytes(footprints[mode].get(key)) for mode in modes]) for header, key in MEMORY_COLUMNS
                    if any(footprints[mode].get(key) is not None for mode in modes)]
-        base = footprints.get(BASELINE)
+        base = footprints.get(REFERENCE)
         if base and base["activations_bytes"]:
             columns.insert(4, ("act. ratio", [f"{footprints[mode]['activations_bytes'] / base['activations_bytes']:.2f}"
                                               for mode in modes]))
@@ -305,12 +307,13 @@ def accuracy_notes(document):
     verdicts = {mode: row for mode, row in comparison.items() if row.get("accuracy_verdict")}
     if verdicts:
         margin = document["config"].get("accuracy_margin", DEFAULT_MARGIN_POINTS)
-        lines.append(f"verdict: the 95% interval of each mode's accuracy minus fp32's, paired by seed, against "
+        lines.append(f"verdict: the 95% interval of each mode's accuracy minus {baseline_of(document)}'s, paired by "
+                     "seed, against "
                      f"+-{margin:g} points (--accuracy-margin): holds inside it, differs when it excludes 0 and leaves "
                      "it, else inconclusive." + "".join(f" {mode}: {row['accuracy_verdict_why']}."
                                                         for mode, row in verdicts.items()
                                                         if row.get("accuracy_verdict_why")))
-    elif any(row["accuracy_delta_vs_fp32"] is not None for row in comparison.values()):
+    elif any(row["accuracy_delta_vs_baseline"] is not None for row in comparison.values()):
         runs = min(row["runs"] for row in comparison.values())
         steps = document["runs"][0]["steps"]
         lines.append(f"acc diff: from {runs} run{'s' if runs > 1 else ''} of {steps} steps per mode, indicative "
@@ -326,7 +329,7 @@ def accuracy_notes(document):
 
 def notes(document):
     """The lines under the table: what the marks mean and what cannot be compared."""
-    comparison, lines = document["comparison"], []
+    comparison, lines, baseline = document["comparison"], [], baseline_of(document)
     unclear = [mode for mode, row in comparison.items() if row.get("speedup_significant") is False]
     if unclear:
         lines.append(f"n.s.: not significant, the 95% interval of {', '.join(unclear)} holds 1.00x; "
@@ -343,8 +346,8 @@ def notes(document):
     largest = {mode: row for mode, row in comparison.items() if row.get("max_batch") is not None}
     if largest:
         lines.append("Largest batch in this GPU's memory (--max-batch): " + ", ".join(
-            f"{mode} {row['max_batch']}" + (f" ({row['max_batch_ratio_vs_fp32']:.2f}x fp32's)"
-                                            if row.get("max_batch_ratio_vs_fp32") and mode != BASELINE else "")
+            f"{mode} {row['max_batch']}" + (f" ({row['max_batch_ratio_vs_baseline']:.2f}x {baseline}'s)"
+                                            if row.get("max_batch_ratio_vs_baseline") and mode != baseline else "")
             for mode, row in largest.items()) + ".")
     if document.get("schema") == SCHEMA:
         warmup = [row["warmup_peak_memory_bytes"] for row in comparison.values() if row.get("warmup_peak_memory_bytes")]
@@ -356,8 +359,12 @@ def notes(document):
     found = {run["mfu_note"] for run in document["runs"] if run.get("mfu_note")}
     if found:
         lines.append("MFU not shown: " + "; ".join(sorted(found)) + ".")
-    if len(comparison) > 1 and "fp32" not in comparison:
-        lines.append("No fp32 run: speedup, memory ratio and accuracy difference need one (--modes fp32,...).")
+    if len(comparison) > 1 and baseline not in comparison:
+        lines.append(f"No {baseline} run, the baseline: speedup, memory ratio and accuracy difference need one "
+                     f"(--modes {baseline},...).")
+    elif len(comparison) > 1 and baseline != DEFAULT_BASELINE:
+        lines.append(f"baseline: {baseline} (--baseline): speedup, mem ratio, acc diff and vs base compare each "
+                     "mode with it.")
     return lines
 
 
@@ -412,9 +419,11 @@ def run_key(run):
                        run["step_times_ms"]])
 
 
-def run_id(runs):
-    """A row's stable id: the same runs give the same id, in whichever file they are merged."""
-    return hashlib.sha256("\n".join(sorted(run_key(run) for run in runs)).encode()).hexdigest()[:16]
+def run_id(runs, baseline):
+    """A row's stable id: the same runs compared with the same baseline give the same id, in
+    whichever file they are merged."""
+    keys = sorted(run_key(run) for run in runs) + [json.dumps({"baseline": baseline})]
+    return hashlib.sha256("\n".join(keys).encode()).hexdigest()[:16]
 
 
 def csv_rows(document):
@@ -424,7 +433,8 @@ def csv_rows(document):
         finished = [run["finished_utc"] for run in runs if run.get("finished_utc")]
         speedup_ci, memory_ci = row.get("speedup_ci95") or [None, None], row.get("memory_ratio_ci95") or [None, None]
         accuracy_ci = row.get("accuracy_delta_ci95") or [None, None]
-        values = {**setup, **row, "mode": mode, "run_id": run_id(runs),
+        values = {**setup, **row, "mode": mode, "run_id": run_id(runs, baseline_of(document)),
+                  "baseline": baseline_of(document),
                   "timestamp_utc": max(finished) if finished else env["timestamp_utc"],
                   "hostname": env["hostname"], "git_commit": env["git_commit"],
                   "tf32": any(any(run["tf32"].values()) for run in runs),

@@ -12,10 +12,11 @@ import statistics
 
 from utils.errors import UserError
 from utils.results.accuracy import DEFAULT_MARGIN_POINTS, accuracy_figures
-from utils.results.compare import BASELINE, run_learned, speedup_interval
+from utils.results.compare import run_learned, speedup_interval
 from utils.results.report import format_table, with_interval
 from utils.results.merge import merge
 from utils.setup_keys import GRAD_COMM
+from utils.training.modes import DEFAULT_BASELINE
 
 SCHEMA = "ampbench.scaling/1"
 
@@ -90,14 +91,15 @@ def accuracy_against_fp32_comm(groups, group, mode, runs):
 def row_of(mode, ranks, group, runs, base_runs):
     value, interval, rests_on = efficiency(base_runs, runs, ranks)
     comparison = group["comparison"].get(mode, {})
+    baseline = group["config"].get("baseline") or DEFAULT_BASELINE  # the AMP speedup's reference
     exposed_ms, share = comm_share(runs)
     return {"mode": mode, "world_size": ranks, "grad_comm": runs[0].get("grad_comm") if ranks > 1 else None,
             "bucket_mb": runs[0].get("bucket_mb"), "batch_size": runs[0]["batch_size"], "runs": len(runs),
             "median_step_ms": statistics.median(run["step_time_ms"]["median"] for run in runs),
             "images_per_sec": statistics.median(run["images_per_sec"] for run in runs),
             "scaling": value * ranks, "efficiency": value, "efficiency_ci95": interval, "efficiency_interval": rests_on,
-            "amp_speedup": comparison.get("speedup_vs_fp32") if mode != BASELINE else None,
-            "amp_speedup_ci95": comparison.get("speedup_ci95") if mode != BASELINE else None,
+            "amp_speedup": comparison.get("speedup_vs_baseline") if mode != baseline else None,
+            "amp_speedup_ci95": comparison.get("speedup_ci95") if mode != baseline else None,
             "comm_exposed_ms": exposed_ms, "comm_share": share}
 
 

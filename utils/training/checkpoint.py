@@ -278,11 +278,9 @@ def trainer_state_problem(trainer, state, same_mode):
     for index, entry in saved["state"].items():
         if not (isinstance(index, int) and 0 <= index < len(params) and isinstance(entry, dict)):
             return f"its optimizer state names parameter {index!r:.20}, which this model does not have"
-        for key, value in entry.items():  # SGD keeps one momentum buffer per parameter
-            if value is not None and not (isinstance(value, torch.Tensor) and value.shape == params[index].shape):
-                return f"its optimizer {key} of parameter {index} is not a tensor of the parameter's shape"
-            if value is not None and value.is_floating_point() and not torch.isfinite(value).all():
-                return f"its optimizer {key} of parameter {index} holds inf or NaN"
+        problem = entry_problem(entry, index, params[index])
+        if problem:
+            return problem
     # The schedule counts every step; checkpoints of earlier releases counted the optimizer's own
     if state["scheduler"].get("last_epoch") not in (state["step"], state["stats"]["optimizer_steps"]):
         return "its learning-rate schedule is not at the step its optimizer reached"
@@ -292,6 +290,23 @@ def trainer_state_problem(trainer, state, same_mode):
     if state["scaler"] is not None and trainer.scaler.is_enabled() and same_mode:
         checks.append((state["scaler"], trainer.scaler.state_dict(), "its loss scaler"))
     return next((p for p in (form_problem(*check) for check in checks) if p), None)
+
+
+def entry_problem(entry, index, param):
+    """Where a parameter's saved optimizer state does not fit `param`: SGD keeps a momentum
+    buffer of its shape, AdamW two moments of its shape and a step count (one number)."""
+    for key, value in entry.items():
+        if value is None:
+            continue
+        if key == "step" and isinstance(value, numbers.Real) and not isinstance(value, bool):
+            value = torch.tensor(float(value))
+        fits = isinstance(value, torch.Tensor) and (value.numel() == 1 if key == "step" else value.shape == param.shape)
+        if not fits:
+            return (f"its optimizer {key} of parameter {index} is not "
+                    + ("one number" if key == "step" else "a tensor of the parameter's shape"))
+        if value.is_floating_point() and not torch.isfinite(value).all():
+            return f"its optimizer {key} of parameter {index} holds inf or NaN"
+    return None
 
 
 def form_problem(saved, reference, where):
@@ -326,7 +341,7 @@ def check_compatible(state, config, mode, path, setup):
     (`setup`: this run's resume_setup()); between FP32-weight modes allow it and say what happens
     to the loss scaler (as PyTorch's AMP notes do). Returns a warning or None."""
     check_setup(state, path, setup)
-    saved = state["config"]
+    saved = dict({"optimizer": "sgd"}, **state["config"])  # checkpoints of earlier releases ran SGD
     for key in RESUME_KEYS + tuple(key for key in RESUME_SETTINGS if key in saved):
         if saved[key] != getattr(config, key):
             why = f" ({RESUME_SETTINGS[key]})" if key in RESUME_SETTINGS else ""

@@ -63,6 +63,8 @@ MODES = {
                         "FP16 model (BatchNorm FP32), FP32 master weights, static loss scale", "#ff7f0e",
                         master_weights=True),
 }
+REFERENCE = "fp32"  # --explain's rules and --numerics' ratios read this mode's figures, whatever --baseline
+DEFAULT_BASELINE = REFERENCE  # --baseline's default, and what files of earlier releases compared against
 DEFAULT_COMPARE = ("fp32", "amp-fp16")  # on a GPU
 # On a CPU: most have no fast float16 arithmetic (fallback kernels, many times slower than fp32),
 # while bfloat16 autocast runs at FP32's speed or better where the CPU has bfloat16 instructions

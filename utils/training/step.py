@@ -60,25 +60,47 @@ def gradient_sync(model, enabled):
 warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step\(\)` before `optimizer\.step\(\)`")
 
 
-def make_optimizer(params, lr, momentum=0.9, weight_decay=5e-4, nesterov=False, impl="fused"):
-    """SGD and the implementation that really runs: "fused" (one kernel for the whole update,
-    which takes GradScaler's inf check on the device, so no step waits for the host) where this
-    torch and device have it, else "foreach" (torch's multi-tensor SGD, the classic recipe:
-    GradScaler reads its inf check on the host, one sync per scaled step)."""
+OPTIMIZERS = {"sgd": torch.optim.SGD, "adamw": torch.optim.AdamW}
+FUSED_RELEASES = {"sgd": compat.has_fused_sgd, "adamw": compat.has_fused_adamw}
+# What AdamW's weight decay spares, as DeiT (timm) and the CIFAR ViT references do: biases and
+# norms (parameters of one dimension), the class token and the position embeddings.
+NO_DECAY_NAMES = ("class_token", "pos_embedding", "relative_position_bias_table")
+
+
+def make_optimizer(params, lr, momentum=0.9, weight_decay=5e-4, nesterov=False, impl="fused", kind="sgd",
+                   no_decay=None):
+    """SGD or AdamW (`kind`) and the implementation that really runs: "fused" (one kernel for
+    the whole update, which takes GradScaler's inf check on the device, so no step waits for
+    the host) where this torch and device have it, else "foreach" (torch's multi-tensor
+    optimizer, the classic recipe: GradScaler reads its inf check on the host, one sync per
+    scaled step). `no_decay` flags the parameters AdamW's weight decay spares."""
     params = list(params)
     device = params[0].device
-    if impl == "fused" and not (compat.has_fused_sgd() and fused_sgd_works(device.type)):
-        compat.degrade("optimizer", f"fused SGD is not available with torch {torch.__version__} on {device.type}: "
-                                    "the foreach SGD ran, and GradScaler waits for the host once per step")
+    if impl == "fused" and not (FUSED_RELEASES[kind]() and fused_optimizer_works(device.type, kind)):
+        compat.degrade("optimizer", f"fused {kind} is not available with torch {torch.__version__} on "
+                                    f"{device.type}: the foreach {kind} ran, and GradScaler waits for the host once "
+                                    "per step")
         impl = "foreach"
+    cls = OPTIMIZERS[kind]
     if impl == "fused":
-        kind = {"fused": True}
-    else:  # before torch 1.12 SGD has no foreach switch: its for-loop is the classic recipe there
-        kind = {"foreach": True} if "foreach" in inspect.signature(torch.optim.SGD).parameters else {}
-    optimizer = torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay, nesterov=nesterov,
-                                **kind)
+        options = {"fused": True}
+    else:  # before torch 1.12 the optimizers have no foreach switch: their for-loop is the classic recipe there
+        options = {"foreach": True} if "foreach" in inspect.signature(cls).parameters else {}
+    if kind == "sgd":
+        optimizer = cls(params, lr=lr, momentum=momentum, weight_decay=weight_decay, nesterov=nesterov, **options)
+    else:
+        spared = no_decay or [False] * len(params)
+        groups = [{"params": [p for p, skip in zip(params, spared) if skip is flag],
+                   "weight_decay": 0.0 if flag else weight_decay} for flag in (False, True)]
+        optimizer = cls([group for group in groups if group["params"]], lr=lr, **options)
     start_momentum(optimizer)
     return optimizer, impl
+
+
+def no_decay_flags(model):
+    """For each trainable parameter of `model`, in order, whether AdamW's weight decay spares it."""
+    return [param.ndim <= 1 or name.rsplit(".", 1)[-1] in NO_DECAY_NAMES
+            for name, param in model.named_parameters() if param.requires_grad]
 
 
 def start_momentum(optimizer):
@@ -96,13 +118,13 @@ def start_momentum(optimizer):
 
 
 @functools.lru_cache(maxsize=None)
-def fused_sgd_works(device_type):
-    """Whether SGD(fused=True) steps on this kind of device with GradScaler's on-device skip
-    (torch 2.3 on CUDA; the CPU from a later release)."""
+def fused_optimizer_works(device_type, kind="sgd"):
+    """Whether SGD or AdamW (`kind`) with fused=True steps on this kind of device with
+    GradScaler's on-device skip (SGD: torch 2.3 on CUDA; AdamW: 2.0 on CUDA; the CPU later)."""
     param = torch.zeros(2, device=device_type, requires_grad=True)
     param.grad = torch.ones_like(param)
     try:
-        optimizer = torch.optim.SGD([param], lr=0.1, momentum=0.9, fused=True)
+        optimizer = OPTIMIZERS[kind]([param], lr=0.1, fused=True, **({"momentum": 0.9} if kind == "sgd" else {}))
         optimizer.step()
     except (RuntimeError, TypeError, ValueError):
         return False

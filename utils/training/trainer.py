@@ -14,7 +14,7 @@ from utils.data.loaders import make_train_loader, memory_format
 from utils.setup_keys import communication
 from utils.training import distributed, precision
 from utils.training.modes import Mode
-from utils.training.step import make_optimizer, make_scheduler
+from utils.training.step import make_optimizer, make_scheduler, no_decay_flags
 
 
 @dataclass
@@ -26,7 +26,7 @@ class Trainer:
     params: List[torch.Tensor]  # what the optimizer updates (FP32 masters in fp16-master)
     scaler: Any  # GradScaler, or fp16-master's StaticLossScaler
     optimizer: torch.optim.Optimizer
-    optimizer_impl: str  # the SGD that runs: "fused" or "foreach" (where fused is not available)
+    optimizer_impl: str  # the optimizer's implementation that runs: "fused" or "foreach" (where fused is not available)
     scheduler: Any
     criterion: nn.Module
     loader: Any  # an endless iterator of (images, labels) with state_dict/load_state_dict
@@ -52,7 +52,8 @@ def build_trainer(initial_model, mode, data, config, device, world):
     loader = make_train_loader(config.loader, data.train_images, data.train_labels, config.batch_size, device,
                                config.seed, config.workers, config.channels_last, (world.rank, world.size))
     optimizer, optimizer_impl = make_optimizer(params, config.lr, config.momentum, config.weight_decay,
-                                               config.nesterov, config.optimizer_impl)
+                                               config.nesterov, config.optimizer_impl, config.optimizer,
+                                               no_decay_flags(model))
     return Trainer(mode=mode, model=model, step_model=step_model, params=params, scaler=scaler, optimizer=optimizer,
                    optimizer_impl=optimizer_impl,
                    scheduler=make_scheduler(optimizer, config.lr_schedule, config.steps, config.warmup_lr_steps),
