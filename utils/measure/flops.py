@@ -57,18 +57,24 @@ def counted_step(model, watch=None):
 
 
 def linear_flops_per_step(model, batch_size):
-    """({name: FLOPs of one step} of each nn.Linear whose own forward runs, the step's total
-    FLOPs by the counter), torch 2.1. A Linear's step is its forward, 2 x multiply-adds, and as
-    much again for its input's gradient (when the input needs one) and its weight's; a layer whose
-    weight another module uses directly (nn.MultiheadAttention's out_proj) is not among them."""
+    """({name: (FLOPs of one step, (M, K, N) of its forward matmul)} of each nn.Linear whose own
+    forward runs, the step's total FLOPs by the counter), torch 2.1. A Linear's step is its
+    forward, 2 x M x K x N, and as much again for its input's gradient (when the input needs one)
+    and its weight's; a layer whose weight another module uses directly (nn.MultiheadAttention's
+    out_proj) is not among them."""
     found = {}
+
+    def record(module, inputs, output, name):
+        rows = output.numel() // module.out_features * batch_size // COUNT_BATCH
+        passes = 1 + inputs[0].requires_grad + module.weight.requires_grad
+        found[name] = (2 * rows * module.in_features * module.out_features * passes,
+                       (rows, module.in_features, module.out_features))
 
     def watch(twin):
         for name, module in twin.named_modules():
             if isinstance(module, nn.Linear):
-                module.register_forward_hook(lambda module, inputs, output, name=name: found.__setitem__(
-                    name, 2 * output.numel() * module.in_features
-                    * (1 + inputs[0].requires_grad + module.weight.requires_grad) * batch_size // COUNT_BATCH))
+                module.register_forward_hook(lambda module, inputs, output, name=name: record(module, inputs, output,
+                                                                                              name))
 
     total = counted_step(model, watch).get_total_flops() * batch_size // COUNT_BATCH
     return found, total

@@ -94,7 +94,8 @@ class RunRecord:
     best_accuracy: Optional[float] = None  # the curve's best, e.g. of a run that never reached the target
     outlier_steps: Optional[List[Dict]] = None  # step_stats.outliers(): timed steps over 10x the median (a pause)
     # the fp8 modes (utils/training/float8.py): recipe, emulated, linear_layers, converted_layers,
-    # fp8_flops_per_step, flop_share (of the step's matmul and convolution FLOPs), left_out [{layer, why}]
+    # fp8_flops_per_step, flop_share (of the step's matmul and convolution FLOPs), left_out [{layer, why}],
+    # matmul_shapes [[M, K, N]] of the converted layers' forward matmuls (M: rows in one process's batch)
     fp8: Optional[Dict] = None
 
     def to_dict(self):
@@ -199,7 +200,8 @@ def setup_of(document):
     setup.update(workers=config.get("workers") if config.get("loader") == "torchvision" else None,
                  compile_mode=config.get("compile_mode") if config.get("compile") else None,
                  world_size=env.get("world_size", 1), device=env["device"], torch=env.get("torch"),
-                 data=document["data"]["name"], schema=document.get("schema"))
+                 data=document["data"]["name"], schema=document.get("schema"),
+                 fp8_emulate=bool(config.get("fp8_emulate")))  # emulated FP8 never pools with FP8 tensor cores
     return setup
 
 

@@ -10,7 +10,7 @@ import math
 import typing
 from dataclasses import MISSING, fields
 
-from utils.explain.categories import NAMES as CATEGORIES
+from utils.explain.categories import ADDED, NAMES as CATEGORIES
 from utils.results.record import RunRecord
 from utils.setup_keys import SETUP_KEYS
 
@@ -151,7 +151,8 @@ NUMERICS = Fields({"dtype": TEXT, "sampled_steps": ListOf(Number(whole=True)),
                                                        "subnormal_share": SHARE, "overflow_share": SHARE})}),
                    "activation_max": Fields({"value": Number(), "layer": TEXT, "share_of_fp16_max": Number()})})
 PROFILE = Fields({"steps": Number(whole=True, low=1),
-                  "categories": Fields({name: Fields({"ms": Number(low=0)}) for name in CATEGORIES})},
+                  "categories": Fields({name: Fields({"ms": Number(low=0)}) for name in CATEGORIES if name not in ADDED},
+                                       {name: Fields({"ms": Number(low=0)}) for name in ADDED})},
                  {"total_ms": Number(low=0), "diagnosis": Nullable(ListOf(Fields({"mode": TEXT, "rule": TEXT, "text": TEXT,
                                                        "at_stake_ms": Number()}))),
                   "cpu_fast_half_flags": Nullable(ListOf(TEXT))})

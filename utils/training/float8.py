@@ -91,10 +91,11 @@ def accounting(model, batch_size, model_name):
         raise UserError(f"model {model_name} has no nn.Linear layer that FP8 can run (its matmul FLOPs are in "
                         "convolutions and the head, which torchao's float8 training leaves in bfloat16), so fp8 "
                         "would time amp-bf16 with extra work: use amp-bf16, or a transformer (vit_t4, vit_s4).")
-    fp8_flops = sum(linear_flops[name] for name in converted)
+    fp8_flops = sum(linear_flops[name][0] for name in converted)
     linears = len([module for module in model.modules() if isinstance(module, nn.Linear)])
     return {"linear_layers": linears, "converted_layers": len(converted), "fp8_flops_per_step": fp8_flops,
-            "flop_share": fp8_flops / total, "left_out": sorted_left_out(model, why)}
+            "flop_share": fp8_flops / total, "left_out": sorted_left_out(model, why),
+            "matmul_shapes": sorted({linear_flops[name][1] for name in converted})}
 
 
 def sorted_left_out(model, why):
