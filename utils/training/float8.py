@@ -33,7 +33,7 @@ def check_supported(mode, device, emulate):
         raise UserError(f"mode {mode.name} needs torch {low[0]}.{low[1]} or newer for torchao's float8 training, "
                         f"and this is torch {torch.__version__}: use amp-bf16.")
     try:
-        import torchao.float8  # noqa: F401
+        quiet_import()
     except ImportError:
         raise UserError(f"mode {mode.name} needs torchao, which is not installed here: {INSTALL} (it leaves torch "
                         "as it is).") from None
@@ -46,6 +46,20 @@ def check_supported(mode, device, emulate):
     if capability < FP8_CAPABILITY:
         raise UserError(f"mode {mode.name} needs FP8 tensor cores (compute capability 8.9: Ada, Hopper or newer); "
                         f"this GPU has {capability[0]}.{capability[1]}: use amp-bf16.")
+
+
+def quiet_import():
+    """Import torchao.float8 without the deprecation log line torch's pytree writes at its import
+    (torchao registers an Enum for torch.compile): nothing a user can act on."""
+    import logging
+
+    log = logging.getLogger("torch.utils._pytree")
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        import torchao.float8  # noqa: F401
+    finally:
+        log.setLevel(level)
 
 
 def left_out(model):
