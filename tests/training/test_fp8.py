@@ -1,13 +1,17 @@
 """The fp8 modes: torchao's float8 Linear layers, emulated on the CPU; the accounting of what runs
 in FP8, counted by hand for vit_t4; every refusal; checkpoints, --explain and merges."""
 import json
+import math
+import os
+import socket
+import subprocess
 import sys
 
 import pytest
 import torch
 from torch import nn
 
-from conftest import assert_user_error, run_cli, run_main
+from conftest import ROOT, assert_user_error, run_cli, run_main
 from models.vit import build_cifar_vit
 from utils import compat
 from utils.errors import UserError
@@ -95,6 +99,7 @@ def test_the_cli_trains_fp8_through_the_one_step_and_prints_its_block(tmp_path):
     assert runs["fp8"]["initial_weights_sha256"] == runs["amp-bf16"]["initial_weights_sha256"]
 
 
+@pytest.mark.long
 def test_an_fp8_checkpoint_resumes(tmp_path):
     common = [*VIT, "--modes", "fp8-rowwise", "--checkpoint", tmp_path / "c.pt"]
     first = run_cli(*common, "-n", "2")
@@ -187,3 +192,22 @@ def test_emulated_and_real_fp8_never_pool():
     document = {"config": {"fp8_emulate": True}, "env": {"device": "cuda"}, "data": {"name": "x"}, "runs": []}
     emulated, real = setup_of(document), setup_of(dict(document, config={}))
     assert emulated != real and real["fp8_emulate"] is False
+
+
+@pytest.mark.long
+def test_a_two_process_gloo_run_trains_fp8_emulated(tmp_path):
+    env = {**os.environ, "MASTER_PORT": free_port(), "OMP_NUM_THREADS": "1"}
+    result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "main.py", *VIT,
+                             "-n", "3", "--modes", "fp8", "--json", str(tmp_path / "r.json")], cwd=ROOT,
+                            capture_output=True, text=True, timeout=600, env=env)
+    assert result.returncode == 0, result.stderr
+    document = json.loads((tmp_path / "r.json").read_text())
+    run = document["runs"][0]
+    assert (document["env"]["world_size"], document["env"]["backend"], run["global_batch_size"]) == (2, "gloo", 8)
+    assert run["fp8"]["converted_layers"] == 24 and all(map(math.isfinite, run["loss_curve"]))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return str(s.getsockname()[1])
