@@ -86,7 +86,7 @@ def test_emulated_fp8_trains_a_small_vit(recipe):
 
 
 def test_the_cli_trains_fp8_through_the_one_step_and_prints_its_block(tmp_path):
-    result = run_cli(*VIT, "-n", "3", "--modes", "amp-bf16,fp8", "--json", tmp_path / "r.json")
+    result = run_cli(*VIT, "-n", "3", "--modes", "amp-bf16,fp8", "--numerics", "--json", tmp_path / "r.json")
     assert result.returncode == 0, result.stderr
     assert "--fp8-emulate" in result.stderr and "NOT FP8 speed" in result.stderr
     assert "Enum subclass" not in result.stderr  # torchao's import says nothing a user can act on
@@ -97,6 +97,7 @@ def test_the_cli_trains_fp8_through_the_one_step_and_prints_its_block(tmp_path):
     block = runs["fp8"]["fp8"]
     assert (block["recipe"], block["emulated"], block["converted_layers"]) == ("tensorwise", True, 24)
     assert runs["fp8"]["initial_weights_sha256"] == runs["amp-bf16"]["initial_weights_sha256"]
+    assert runs["fp8"]["numerics"]["dtype"] == "bfloat16"  # the census examines the step's bfloat16 part
 
 
 @pytest.mark.long

@@ -232,7 +232,7 @@ def draw_time_by_category(axis, comparison, modes):
     as_shares = max(totals) > SHARES_ABOVE * min(totals)
     bottoms = [0.0] * len(modes)
     for name in CATEGORIES:
-        values = [comparison[mode]["profile_ms"][name] for mode in modes]
+        values = [comparison[mode]["profile_ms"].get(name, 0.0) for mode in modes]
         if not any(values):
             continue
         if as_shares:
@@ -257,7 +257,7 @@ def draw_category_speedups(axis, comparison, modes):
         axis.set_yticks([])
         return
     names = [name for name in CATEGORIES if all(name in comparison[mode]["profile_speedup"] for mode in others)
-             and max(comparison[mode]["profile_ms"][name] / sum(comparison[mode]["profile_ms"].values())
+             and max(comparison[mode]["profile_ms"].get(name, 0.0) / sum(comparison[mode]["profile_ms"].values())
                      for mode in modes) >= SHOWN_SHARE] + ["total"]
     height = 0.8 / len(others)
     for index, mode in enumerate(others):  # a stem from 1.0 (as fast) to each category's speedup

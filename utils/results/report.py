@@ -171,7 +171,7 @@ def explanation(document, wide=False):
     modes = [mode for mode, row in comparison.items() if row.get("profile_ms")]
     if not modes:
         return []
-    shown = [name for name in CATEGORIES if any(comparison[mode]["profile_ms"][name] > 0 for mode in modes)]
+    shown = [name for name in CATEGORIES if any(comparison[mode]["profile_ms"].get(name, 0.0) > 0 for mode in modes)]
     columns = []
     for mode in modes:
         row = comparison[mode]

@@ -51,13 +51,14 @@ def check_supported(mode, device, emulate):
 def quiet_import():
     """Import torchao.float8 without the deprecation log line torch's pytree writes at its import
     (torchao registers an Enum for torch.compile): nothing a user can act on."""
+    import importlib
     import logging
 
     log = logging.getLogger("torch.utils._pytree")
     level = log.level
     log.setLevel(logging.ERROR)
     try:
-        import torchao.float8  # noqa: F401
+        importlib.import_module("torchao.float8")
     finally:
         log.setLevel(level)
 
