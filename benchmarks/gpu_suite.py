@@ -269,7 +269,7 @@ def run_transformers(suite):
     eager (2 repeats, --explain) and compiled, then 5 epochs of the subset evaluated after each.
     An estimate, not a measurement: a vit_s4 step is 2.2 TFLOP at batch 256 (8.5 GFLOP an
     image), so the six modes' steps take about 0.15 s together on an H100 (fp32 about 80 ms at
-    40% of its peak, the others 10 to 20 ms); the eager run's 130 steps per mode are then about
+    40% of its peak, the others 10 to 20 ms); the eager run's 110 steps per mode are then about
     1 minute with starting and profiling, the compiled run's 60 about 5 minutes, almost all
     compiling (about 45 s per mode), and the 5 epochs (21 steps each) about 1.5 minutes with
     their evaluations: some 7.5 minutes in all."""
