@@ -212,3 +212,11 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return str(s.getsockname()[1])
+
+
+def test_a_garbled_fp8_block_in_a_result_file_is_named():
+    from utils.results import validate
+    block = {"recipe": "rowwise", "emulated": True, "linear_layers": 37, "converted_layers": 24, "flop_share": "x",
+             "left_out": []}
+    with pytest.raises(validate.Invalid, match=r"runs\[0\].fp8.flop_share is \"x\", not a number"):
+        validate.FP8.check(block, "runs[0].fp8")

@@ -220,8 +220,9 @@ def fp8_slower(mode, fp8_run, fp8_ms, bf16_ms):
         causes.append("FP8 was emulated (--fp8-emulate), which measures software, not FP8 tensor cores")
     if not fp8_run.get("compiled"):
         causes.append("no --compile, so every float8 cast, scale and amax is a kernel of its own")
-    largest = max(block["matmul_shapes"], key=lambda shape: shape[1] * shape[2])
-    if min(largest[1:]) < SMALL_FP8_MATMUL:
+    shapes = [shape for shape in block.get("matmul_shapes") or [] if len(shape) == 3]  # [M, K, N]
+    largest = max(shapes, key=lambda shape: shape[1] * shape[2]) if shapes else None
+    if largest and min(largest[1:]) < SMALL_FP8_MATMUL:
         causes.append(f"its FP8 matmuls are small (the largest is {largest[0]} x {largest[1]} x {largest[2]}, "
                       f"M x K x N), and below {SMALL_FP8_MATMUL} wide the casts cost about what FP8 saves")
     if block["flop_share"] < LOW_FP8_SHARE:
