@@ -129,6 +129,9 @@ def build_parser():
     precision.add_argument("--allow-slow-fp16", action="store_true",
                            help="run float16 modes on a CPU without fast float16 arithmetic (avx512_fp16, amx_fp16), "
                            "where they are refused: they take many times longer than fp32")
+    precision.add_argument("--fp8-emulate", action="store_true",
+                           help="run the fp8 modes with FP8 computed in software, on the CPU or any GPU: checks "
+                           "that they train; emulated times are not FP8 speed")
     precision.add_argument("--tf32", action="store_true",
                            help="allow TF32 tensor cores in FP32 matmuls and convolutions (off by default, "
                            "so that FP32 means FP32)")

@@ -152,3 +152,10 @@ def test_the_cpu_probe_matches_what_autocast_does():
         assert supported
     elif TORCH < (2, 0):
         assert not supported
+
+
+@pytest.mark.parametrize("release", ["(1, 11)", "(2, 3)"])
+def test_fp8_before_torch_2_11_exits_2_naming_the_release(release):
+    patch = f"import utils.compat as c; c.torch_release = lambda: {release}"
+    result = run_patched(patch, *TINY, "--model", "vit_t4", "--modes", "fp8", "--fp8-emulate")
+    assert_user_error(result, "mode fp8 needs torch 2.11 or newer for torchao's float8 training", "use amp-bf16")

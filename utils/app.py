@@ -23,7 +23,7 @@ from utils.measure.progress import Reporter
 from utils.results import live, plot, record, report
 from utils.results.compare import compare_modes
 from utils.setup_keys import SETUP_KEYS
-from utils.training import checkpoint, distributed, loop, precision
+from utils.training import checkpoint, distributed, float8, loop, precision
 from utils.training.context import RunContext
 from utils.training.curve import AccuracyCurve
 from utils.training.step import evaluate
@@ -145,8 +145,14 @@ def prepare(config, context):
     """Everything checked before the first step: the modes on this device, the outputs, the
     checkpoint to resume; then the model, the data and the config they complete."""
     for mode in config.precision_modes:
+        if mode.float8:
+            float8.check_supported(mode, context.device, config.fp8_emulate)
         precision.check_supported(mode, context.device)
         check_fast_enough(mode, config, context.device)
+    if config.fp8_emulate:
+        warn("--fp8-emulate: the fp8 modes compute FP8 in software, much slower than FP8 tensor cores and "
+             "slower than bfloat16: their times are NOT FP8 speed; use them to check that fp8 trains, never to "
+             "benchmark it.", "WARNING")
     if config.compile and not compat.has_compile():
         raise UserError(f"--compile needs torch 2.0 or newer, and this is torch {torch.__version__}: drop --compile.")
     check_outputs(config, context.world)
@@ -208,7 +214,9 @@ def run_all(config, context, model, data, saved):
     """For each seed (its own weights and data order), every mode, `--repeats` times in
     alternating order (to expose drift); stops at the first run that diverged or was
     interrupted. Returns the ModeRuns in the order they ran."""
-    flops_per_step = flops.training_flops_per_step(model, config.batch_size) * config.accum_steps * context.world.size
+    per_step = config.accum_steps * context.world.size
+    flops_per_step = flops.training_flops_per_step(model, config.batch_size) * per_step
+    fp8 = fp8_accounting(config, model, per_step)
     runs = []
     for seed in range(config.seed, config.seed + config.seeds):
         seeded = dataclasses.replace(config, seed=seed)
@@ -218,10 +226,26 @@ def run_all(config, context, model, data, saved):
             modes = config.precision_modes
             for mode in modes if repeat % 2 == 0 else modes[::-1]:
                 restore_random_state(state, context.device)
-                runs.append(run_mode(initial, mode, data, seeded, context, saved, repeat, flops_per_step))
+                runs.append(run_mode(initial, mode, data, seeded, context, saved, repeat, flops_per_step,
+                                     fp8 if mode.float8 else None))
                 if runs[-1].outcome.diverged_at is not None or runs[-1].record.incomplete:
                     return runs
     return runs
+
+
+def fp8_accounting(config, model, per_step):
+    """The fp8 modes' accounting (utils/training/float8.py), with its FLOPs for the whole job's
+    step, or None when no fp8 mode runs; a low FP8 share is said once, before training."""
+    fp8_modes = [mode for mode in config.precision_modes if mode.float8]
+    if not fp8_modes:
+        return None
+    block = float8.accounting(model, config.batch_size, config.model)
+    block["fp8_flops_per_step"] *= per_step
+    block["emulated"] = config.fp8_emulate
+    note = float8.low_share_note(block, fp8_modes[0].name)
+    if note:
+        warn(note, "NOTE")
+    return block
 
 
 def random_state(device):
@@ -244,7 +268,7 @@ class ModeRun:
     failures: List[str]  # writes that failed on the way (checkpoint saves, a trace), in words
 
 
-def run_mode(initial_model, mode, data, config, context, saved=None, repeat=0, flops_per_step=None):
+def run_mode(initial_model, mode, data, config, context, saved=None, repeat=0, flops_per_step=None, fp8=None):
     """Train a copy of `initial_model` for config.steps steps in `mode` (continuing `saved`, a
     checkpoint, if given), then measure what the flags ask beside the loop; returns its ModeRun.
 
@@ -277,7 +301,8 @@ def run_mode(initial_model, mode, data, config, context, saved=None, repeat=0, f
         saver(outcome.completed_steps, dataclasses.replace(
             outcome.stats, accuracy_curve=list(curve.points), eval_time_s=curve.eval_time_s) if curve else outcome.stats)
     measure_beside_the_loop(initial_model, trainer, config, context, outcome, repeat, findings)
-    result = record.build(config, trainer, outcome, data, context, findings, repeat, flops_per_step)
+    result = record.build(config, trainer, outcome, data, context, findings, repeat, flops_per_step,
+                          dict(fp8, recipe=mode.float8) if fp8 else None)
     if stream is not None:
         stream.end_run(result.to_dict(), {key: getattr(config, key) for key in SETUP_KEYS})
     return ModeRun(result, outcome, saver.holds if saver else None,

@@ -10,6 +10,7 @@ from utils.errors import UserError
 
 MIN_TORCH = (1, 11)
 MIN_TORCHVISION = (0, 12)
+MIN_FLOAT8_TORCH = (2, 11)  # torchao 0.18, the release requirements-fp8.txt pins, is built for torch 2.11 on
 _degraded = {}
 
 
@@ -69,6 +70,10 @@ def has_device_grad_scaler():
 
 def has_ddp_device_id():
     return torch_release() >= (2, 3)  # init_process_group(device_id=)
+
+
+def has_float8_training():
+    return torch_release() >= MIN_FLOAT8_TORCH  # torchao.float8 training (torchao 0.18)
 
 
 def has_model_registry():

@@ -143,6 +143,7 @@ class RunConfig:
     amp_dtype: Optional[str] = None  # --amp's dtype: float16 unless given (None: not given, so it can be refused)
     tf32: bool = False
     allow_slow_fp16: bool = False  # run float16 modes on a CPU without fast float16 arithmetic anyway
+    fp8_emulate: bool = False  # the fp8 modes compute FP8 in software: checks that they train, never their speed
     compare: bool = False
     modes: Optional[str] = None
     baseline: Optional[str] = None  # set by build(): --baseline, or DEFAULT_BASELINE
@@ -239,6 +240,9 @@ class RunConfig:
             raise UserError("--loss-scale sets the static loss scale of fp16-master, which this run does not use "
                             f"({', '.join(mode.name for mode in modes)} scale dynamically or not at all); drop "
                             "--loss-scale or add fp16-master to --modes.")
+        if self.fp8_emulate and not any(mode.float8 for mode in modes):
+            raise UserError("--fp8-emulate applies to the fp8 modes, which this run does not use; add fp8 or "
+                            "fp8-rowwise to --modes, or drop --fp8-emulate.")
         if sum((self.fp16, self.bf16, self.amp)) > 1:
             raise UserError("--fp16, --bf16 and --amp exclude each other; choose one (--amp --amp-dtype bfloat16 "
                             "is --bf16).")

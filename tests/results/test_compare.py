@@ -147,7 +147,7 @@ def run_cli_module(module, *args):
 
 
 @pytest.mark.parametrize("argv, phrase", [
-    (["--modes", "fp32,fp8"], "unknown precision mode 'fp8'"),
+    (["--modes", "fp32,fp6"], "unknown precision mode 'fp6'"),
     (["--modes", "fp32,fp32"], "lists a mode twice"),
     (["--modes", "tf32"], "mode tf32 (--tf32) only applies to CUDA GPUs"),
     (["--compare", "--fp16"], "--compare runs the modes listed in --modes"),

@@ -4,8 +4,9 @@ faster?" documents.
 An op's own (self) time goes to one category, decided along its chain of enclosing ops:
 1. a stage, the innermost one around it: the input pipeline, the loss, the optimizer, the
    loss scaler, gradient communication (a cast inside the loss is the loss's cost);
-2. else a dtype conversion, the innermost one: autocast's casts run inside the op they feed
-   (aten::conv2d -> aten::_to_copy), and their time is the casts', not the convolution's;
+2. else float8 work, then a dtype conversion, the innermost one: autocast's casts run inside
+   the op they feed (aten::conv2d -> aten::_to_copy), and their time is the casts', not the
+   convolution's; a cast inside torchao's cast to float8 is float8 work;
 3. else the outermost op with a kind: aten::conv2d's helpers (aten::empty, ...) are the
    convolution's time;
 4. else "other", which the top-ops list names (Python between ops is "(Python, between ops)").
@@ -19,7 +20,7 @@ CATEGORIES = [
     ("conv", "convolutions, forward and backward",
      r".*conv.*"),
     ("matmul", "matrix products: linear layers, attention",
-     r"(add|b|badd)?mm|matmul|linear|t|.*gemm.*|.*scaled_dot_product.*|.*attention.*|einsum"),
+     r"(add|b|badd|scaled_)?mm|matmul|linear|t|.*gemm.*|.*scaled_dot_product.*|.*attention.*|einsum"),
     ("norm", "batch, layer, group and instance normalisation, forward and backward",
      r".*(batch_?norm|layer_?norm|group_?norm|instance_?norm|rms_?norm).*"),
     ("elementwise", "activations, adds, pooling and the other memory-bound ops",
@@ -28,6 +29,8 @@ CATEGORIES = [
      r"|sum|cat|stack|clone|copy_|fill_|zero_|zeros|ones|ones_like|zeros_like|full|.*dropout.*|bernoulli_?"
      r"|native_dropout.*|where|masked_fill_?|softmax|accumulategrad|lerp_?|addcmul_?|addcdiv_?|flip|index"
      r"|gather|constant_pad_nd|pad|.*interpolate.*|upsample.*)"),
+    ("float8", "the fp8 modes' float8 work: casts to float8, their scales and the amax (abs, max) they need",
+     r"tofloat8.*|.*to_float8.*|.*float8_?cast.*|amax|abs|max|reciprocal"),
     ("cast", "dtype conversions, such as the ones autocast inserts",
      r"to|to_copy|tocopy|type_as|autocast_to_.*|.*cast.*"),
     ("loss", "the loss: cross-entropy, log-softmax, NLL, forward and backward",
@@ -42,6 +45,7 @@ CATEGORIES = [
      r"(nccl|gloo|c10d)[:_].*|.*all_?reduce.*|.*all_?gather.*|record_param_comms"),
 ]
 NAMES = [name for name, _, _ in CATEGORIES] + ["idle", "other"]
+ADDED = ("float8",)  # categories that result files of older ampbench releases lack (read as 0 ms)
 WHAT = {name: what for name, what, _ in CATEGORIES}
 WHAT.update(idle="CUDA only: the GPU waiting for the host, step time minus busy kernel time",
             other="everything else (view and allocation ops outside any of the above, Python between ops)")
@@ -74,7 +78,7 @@ def category_of(chain):
     """The category of the op at the end of `chain`, the names of its enclosing ops from the
     outermost in."""
     kinds = [kind_of(name) for name in chain]
-    for wanted in (STAGES, ("cast",)):
+    for wanted in (STAGES, ("float8",), ("cast",)):
         inner = [kind for kind in kinds if kind in wanted]
         if inner:
             return inner[-1]

@@ -15,6 +15,8 @@ LAUNCH_BOUND_SHARE = 0.30  # CUDA: the GPU idle, waiting for the host
 MEMORY_BOUND_SHARE = 0.35  # normalisation and elementwise ops
 CAST_SHARE = 0.10  # dtype conversions
 COMM_BOUND_SHARE = 0.20  # all-reduce that no compute overlapped (a distributed run)
+SMALL_FP8_MATMUL = 2048  # an FP8 matmul with a weight dimension below this saves less than its casts and scales cost
+LOW_FP8_SHARE = 0.5  # share of the step's matmul FLOPs in FP8 below which the rest decides the speed
 TENSOR_CORE_MULTIPLE = 8  # FP16/BF16 tensor cores want channels, features and batch in multiples of 8
 # CPU instruction sets that make float16 / bfloat16 arithmetic faster than FP32 (/proc/cpuinfo flags)
 FAST_CPU_FLAGS = {"float16": ("avx512_fp16", "amx_fp16"), "bfloat16": ("avx512_bf16", "amx_bf16")}
@@ -222,6 +224,30 @@ def diagnose_comparison(mode, base, profile, device_type, cpu_flags, speedup, tf
                              "reading the speedup over tf32: most FP32 code on Ampere and newer GPUs runs "
                              "convolutions in TF32 by default"))
     return found
+
+
+def fp8_slower(mode, fp8_run, fp8_ms, bf16_ms):
+    """An fp8 mode slower than amp-bf16 (`fp8_run` one of its runs), with the causes its run
+    shows: emulation, no --compile, small matmuls, a low FP8 share; None when it is faster."""
+    if fp8_ms <= bf16_ms:
+        return None
+    block, causes = fp8_run["fp8"], []
+    if block.get("emulated"):
+        causes.append("FP8 was emulated (--fp8-emulate), which measures software, not FP8 tensor cores")
+    if not fp8_run.get("compiled"):
+        causes.append("no --compile, so every float8 cast, scale and amax is a kernel of its own")
+    shapes = [shape for shape in block.get("matmul_shapes") or [] if len(shape) == 3]  # [M, K, N]
+    largest = max(shapes, key=lambda shape: shape[1] * shape[2]) if shapes else None
+    if largest and min(largest[1:]) < SMALL_FP8_MATMUL:
+        causes.append(f"its FP8 matmuls are small (the largest is {largest[0]} x {largest[1]} x {largest[2]}, "
+                      f"M x K x N), and below {SMALL_FP8_MATMUL} wide the casts cost about what FP8 saves")
+    if block["flop_share"] < LOW_FP8_SHARE:
+        causes.append(f"only {100 * block['flop_share']:.0f}% of the step's matmul FLOPs run in FP8")
+    return finding("fp8 slower than bf16", mode, fp8_ms - bf16_ms,
+                   f"{fp8_ms:.1f} ms a step against amp-bf16's {bf16_ms:.1f} ms" +
+                   (": " + "; ".join(causes) if causes else ""),
+                   "--compile (it fuses the casts and amax into their neighbours), a wider model or a larger "
+                   "batch, and reading fp8 against amp-bf16")
 
 
 def ranked(findings):

@@ -12,14 +12,14 @@ from utils import compat
 # convolutions and matmuls use, keyed by the exact torch.cuda.get_device_name() of each card:
 # a near name is another product (an H200 NVL is not an H200 SXM, an RTX A1000 no A100), so
 # any other name gets no MFU rather than a wrong one.
-H100_SXM = {"fp32": 67.0, "tf32": 494.7, "fp16": 989.4, "bf16": 989.4}
+H100_SXM = {"fp32": 67.0, "tf32": 494.7, "fp16": 989.4, "bf16": 989.4, "fp8": 1978.9}
 A100 = {"fp32": 19.5, "tf32": 156.0, "fp16": 312.0, "bf16": 312.0}
 V100_SXM2 = {"fp32": 15.7, "fp16": 125.0}
 V100_PCIE = {"fp32": 14.0, "fp16": 112.0}
 PEAK_TFLOPS = {
     "NVIDIA H200": H100_SXM,  # the SXM card: the H100 SXM's compute with more memory
     "NVIDIA H100 80GB HBM3": H100_SXM,
-    "NVIDIA H100 PCIe": {"fp32": 51.0, "tf32": 378.0, "fp16": 756.0, "bf16": 756.0},
+    "NVIDIA H100 PCIe": {"fp32": 51.0, "tf32": 378.0, "fp16": 756.0, "bf16": 756.0, "fp8": 1513.0},
     "NVIDIA A100-SXM4-40GB": A100,
     "NVIDIA A100-SXM4-80GB": A100,
     "NVIDIA A100-PCIE-40GB": A100,
@@ -40,12 +40,44 @@ def training_flops_per_step(model, batch_size):
         compat.degrade("flops", "FLOPs counted from nn.Conv2d and nn.Linear layers (no torch.utils.flop_counter "
                                 "before torch 2.1): matmuls outside such layers are left out")
         return layer_flops_per_step(model, batch_size)
+    return counted_step(model).get_total_flops() * batch_size // COUNT_BATCH
+
+
+def counted_step(model, watch=None):
+    """A FlopCounterMode that has counted one forward and backward of COUNT_BATCH images
+    through a meta-device twin of `model` (torch 2.1); `watch(twin)` may hook the twin first."""
     from torch.utils.flop_counter import FlopCounterMode
     twin = copy.deepcopy(model).to("meta")
+    if watch is not None:
+        watch(twin)
     with FlopCounterMode(display=False, custom_mapping={torch.ops.aten.convolution_backward: conv_backward_flops}) \
             as counter:
         twin(torch.empty(COUNT_BATCH, 3, 32, 32, device="meta")).float().sum().backward()
-    return counter.get_total_flops() * batch_size // COUNT_BATCH
+    return counter
+
+
+def linear_flops_per_step(model, batch_size):
+    """({name: (FLOPs of one step, (M, K, N) of its forward matmul)} of each nn.Linear whose own
+    forward runs, the step's total FLOPs by the counter), torch 2.1. A Linear's step is its
+    forward, 2 x M x K x N, and as much again for its input's gradient (when the input needs one)
+    and its weight's; a layer whose weight another module uses directly (nn.MultiheadAttention's
+    out_proj) is not among them."""
+    found = {}
+
+    def record(module, inputs, output, name):
+        rows = output.numel() // module.out_features * batch_size // COUNT_BATCH
+        passes = 1 + inputs[0].requires_grad + module.weight.requires_grad
+        found[name] = (2 * rows * module.in_features * module.out_features * passes,
+                       (rows, module.in_features, module.out_features))
+
+    def watch(twin):
+        for name, module in twin.named_modules():
+            if isinstance(module, nn.Linear):
+                module.register_forward_hook(lambda module, inputs, output, name=name: record(module, inputs, output,
+                                                                                              name))
+
+    total = counted_step(model, watch).get_total_flops() * batch_size // COUNT_BATCH
+    return found, total
 
 
 def conv_backward_flops(grad_out_shape, x_shape, w_shape, bias, stride, padding, dilation, transposed,
@@ -81,29 +113,35 @@ def layer_flops_per_step(model, batch_size):
     return sum(total) * batch_size // COUNT_BATCH
 
 
-ARITHMETIC = {"float32": "fp32", "tf32": "tf32", "float16": "fp16", "bfloat16": "bf16"}  # PEAK_TFLOPS' keys
+# PEAK_TFLOPS' keys, by the arithmetic of a mode's matmuls (Mode.compute_dtype)
+ARITHMETIC = {"float32": "fp32", "tf32": "tf32", "float16": "fp16", "bfloat16": "bf16", "float8": "fp8"}
+
 
 
 def arithmetic(mode):
     return ARITHMETIC[mode.compute_dtype]
 
 
-def peak_tflops(device_name, mode):
-    """(peak TFLOP/s or None, why none)."""
+def peak_tflops(device_name, mode, fp8_share=None):
+    """(peak TFLOP/s or None, why none). An fp8 mode runs `fp8_share` of its FLOPs at the FP8
+    peak and the rest at its autocast dtype's, so its peak is the rate of that mix at both peaks."""
     peaks = PEAK_TFLOPS.get(device_name)
     if peaks is None:
         return None, f"dense peak of '{device_name}' unknown"
     kind = arithmetic(mode)
     if kind not in peaks:
         return None, f"{device_name} has no {kind} tensor cores"
+    if kind == "fp8":
+        rest = peaks[ARITHMETIC[mode.low_precision_dtype]]
+        return 1.0 / (fp8_share / peaks[kind] + (1.0 - fp8_share) / rest), None
     return peaks[kind], None
 
 
-def utilisation(flops_per_step, median_step_ms, device_name, mode, on_gpu, devices=1):
+def utilisation(flops_per_step, median_step_ms, device_name, mode, on_gpu, devices=1, fp8_share=None):
     """Achieved TFLOP/s at the median step time, and MFU % against the dense peak of all
-    `devices` (flops_per_step is the whole job's)."""
+    `devices` (flops_per_step is the whole job's); `fp8_share` is an fp8 mode's."""
     achieved = flops_per_step / (median_step_ms / 1000.0) / 1e12
-    peak, why = peak_tflops(device_name, mode) if on_gpu else (None, "no peak figures for CPUs")
+    peak, why = peak_tflops(device_name, mode, fp8_share) if on_gpu else (None, "no peak figures for CPUs")
     peak = peak * devices if peak is not None else None
     return {"train_flops_per_step": flops_per_step, "tflops": achieved, "peak_tflops": peak,
             "mfu_pct": None if peak is None else 100.0 * achieved / peak, "mfu_note": why}

@@ -20,6 +20,7 @@ from utils.explain.categories import NAMES as CATEGORIES
 from utils.training import modes
 from utils.training.modes import DEFAULT_BASELINE, MODES, REFERENCE
 
+FP8_BASELINE = "amp-bf16"  # an fp8 mode's fair comparison: the same autocast without the float8 layers
 RESAMPLES = 2000
 CONFIDENCE = 95.0
 MIN_RUNS = 3  # an interval over runs rests on at least this many per mode
@@ -136,16 +137,21 @@ def profile_ms(group):
     scaled = []
     for run in group:
         profile = run.get("profile")
-        total = sum(profile["categories"][name]["ms"] for name in CATEGORIES) if profile else 0
+        total = sum(category_ms(profile, name) for name in CATEGORIES) if profile else 0
         if total > 0:
             scale = run["step_time_ms"]["median"] / total if run["step_time_ms"] else 1.0
-            scaled.append({name: profile["categories"][name]["ms"] * scale for name in CATEGORIES})
+            scaled.append({name: category_ms(profile, name) * scale for name in CATEGORIES})
     return {name: statistics.median(ms[name] for ms in scaled) for name in CATEGORIES} if scaled else None
+
+
+def category_ms(profile, name):
+    """A category's ms per step; 0 for one an older ampbench did not have (categories.ADDED)."""
+    return profile["categories"][name]["ms"] if name in profile["categories"] else 0.0
 
 
 def profiled_vs_timed(group):
     """The median over profiled runs of their profiled step / their timed median (1.0: they agree)."""
-    ratios = [sum(run["profile"]["categories"][name]["ms"] for name in CATEGORIES) / run["step_time_ms"]["median"]
+    ratios = [sum(category_ms(run["profile"], name) for name in CATEGORIES) / run["step_time_ms"]["median"]
               for run in group if run.get("profile") and run["step_time_ms"]]
     return statistics.median(ratios) if ratios else None
 
@@ -242,3 +248,17 @@ def explain_figures(figures, groups):
             mode, base["profile_ms"], row["profile_ms"], "cuda" if profiled["device"].startswith("cuda") else "cpu",
             profiled["profile"].get("cpu_fast_half_flags"), speedup,
             base["median_step_ms"] / tf32["median_step_ms"] if tf32 else None)
+    fp8_findings(figures, groups)
+    return figures
+
+
+def fp8_findings(figures, groups):
+    """--explain: the fp8 modes that ran slower than amp-bf16 get the rule that says why."""
+    bf16 = figures.get(FP8_BASELINE)
+    for mode, row in figures.items():
+        fp8_run = next((run for run in groups[mode] if run.get("fp8")), None)
+        if bf16 is None or fp8_run is None or row["profile_ms"] is None:
+            continue
+        found = diagnose.fp8_slower(mode, fp8_run, row["median_step_ms"], bf16["median_step_ms"])
+        if found:
+            row["diagnosis"] = diagnose.ranked((row["diagnosis"] or []) + [found])

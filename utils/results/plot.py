@@ -7,7 +7,7 @@ import textwrap
 
 from utils.compat import release
 from utils.errors import UserError, WriteFailed
-from utils.explain.categories import NAMES as CATEGORIES
+from utils.explain.categories import ADDED, NAMES as CATEGORIES
 from utils.fileio import atomic_write
 from utils.results.compare import CHANCE_ACCURACY, scaler_skips
 from utils.explain.fp16 import FP16_MAX, FP16_MIN_NORMAL, FP16_MIN_SUBNORMAL
@@ -19,8 +19,10 @@ FORMATS = ("png", "pdf", "svg")
 OLDEST_MATPLOTLIB = (3, 5)
 REPEAT_MARKERS = ["o", "s", "^", "D", "v", "P"]
 RATIO_LIMIT = 16  # the category-speed panel's axis ends at 1/16x and 16x; beyond, the value is written
-CATEGORY_COLOURS = dict(zip(CATEGORIES, ["#d62728", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#bcbd22",
-                                         "#17becf", "#2ca02c", "#1f77b4", "#7f7f7f", "#c7c7c7", "#dbdb8d"]))
+# a later category (categories.ADDED) gets a colour of its own, so that the others keep theirs
+CATEGORY_COLOURS = dict(zip([name for name in CATEGORIES if name not in ADDED],
+                            ["#d62728", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf", "#2ca02c",
+                             "#1f77b4", "#7f7f7f", "#c7c7c7", "#dbdb8d"]), float8="#393b79")
 SHOWN_SHARE = 0.02  # the speedup panel leaves out categories below 2% of every mode's step
 SHARES_ABOVE = 8  # when the slowest mode's step is this many times the fastest's, stack shares, not ms
 
@@ -230,7 +232,7 @@ def draw_time_by_category(axis, comparison, modes):
     as_shares = max(totals) > SHARES_ABOVE * min(totals)
     bottoms = [0.0] * len(modes)
     for name in CATEGORIES:
-        values = [comparison[mode]["profile_ms"][name] for mode in modes]
+        values = [comparison[mode]["profile_ms"].get(name, 0.0) for mode in modes]
         if not any(values):
             continue
         if as_shares:
@@ -255,7 +257,7 @@ def draw_category_speedups(axis, comparison, modes):
         axis.set_yticks([])
         return
     names = [name for name in CATEGORIES if all(name in comparison[mode]["profile_speedup"] for mode in others)
-             and max(comparison[mode]["profile_ms"][name] / sum(comparison[mode]["profile_ms"].values())
+             and max(comparison[mode]["profile_ms"].get(name, 0.0) / sum(comparison[mode]["profile_ms"].values())
                      for mode in modes) >= SHOWN_SHARE] + ["total"]
     height = 0.8 / len(others)
     for index, mode in enumerate(others):  # a stem from 1.0 (as fast) to each category's speedup

@@ -96,6 +96,10 @@ class RunRecord:
     outlier_steps: Optional[List[Dict]] = None  # step_stats.outliers(): timed steps over 10x the median (a pause)
     grad_comm: Optional[str] = None  # the dtype DDP's gradients travelled in (null in one process)
     bucket_mb: Optional[float] = None  # DDP's bucket_cap_mb (null in one process)
+    # the fp8 modes (utils/training/float8.py): recipe, emulated, linear_layers, converted_layers,
+    # fp8_flops_per_step, flop_share (of the step's matmul and convolution FLOPs), left_out [{layer, why}],
+    # matmul_shapes [[M, K, N]] of the converted layers' forward matmuls (M: rows in one process's batch)
+    fp8: Optional[Dict] = None
 
     def to_dict(self):
         return asdict(self)
@@ -121,9 +125,10 @@ class Findings:
     failures: List[str] = field(default_factory=list)  # writes that failed on the way (a trace), in words
 
 
-def build(config, trainer, outcome, data, context, findings, repeat=0, flops_per_step=None):
+def build(config, trainer, outcome, data, context, findings, repeat=0, flops_per_step=None, fp8=None):
     """The record of one mode's run, built once from what its loop measured and the findings
-    beside it; with `flops_per_step` (the whole job's), also the TFLOP/s and MFU at its median."""
+    beside it; with `flops_per_step` (the whole job's), also the TFLOP/s and MFU at its median;
+    `fp8` is an fp8 mode's accounting."""
     # imported here, as they import torch: reading result files (utils.report) needs no torch
     from utils.measure import flops, memory
     from utils.measure.envinfo import device_name, tf32_flags
@@ -134,7 +139,8 @@ def build(config, trainer, outcome, data, context, findings, repeat=0, flops_per
     global_batch = config.global_batch_size(world.size)
     curve = stats.losses
     utilisation = flops.utilisation(flops_per_step, step_stats["median"], device_name(device), mode,
-                                    device.type == "cuda", world.size) if timed and flops_per_step else {}
+                                    device.type == "cuda", world.size, fp8 and fp8["flop_share"]) \
+        if timed and flops_per_step else {}
     record = RunRecord(
         mode=mode.name, description=mode.description, device=str(device), tf32=tf32_flags(),
         data=data.name, loader=config.loader, channels_last=config.channels_last, compiled=config.compile,
@@ -162,7 +168,7 @@ def build(config, trainer, outcome, data, context, findings, repeat=0, flops_per
         repeat=repeat, finished_utc=now_utc(), numerics=findings.numerics, memory=findings.memory,
         max_batch=findings.max_batch, warmup_peak_memory_bytes=stats.warmup_peak_memory_bytes or None,
         peak_reserved_bytes=stats.peak_reserved_bytes if device.type == "cuda" else None,
-        optimizer_impl=trainer.optimizer_impl, seed=config.seed, **accuracy_fields(findings.curve), **utilisation,
+        optimizer_impl=trainer.optimizer_impl, seed=config.seed, fp8=fp8, **accuracy_fields(findings.curve), **utilisation,
         grad_comm=trainer.grad_comm, bucket_mb=communication(config.to_dict(), world.size)["bucket_mb"])
     record.learned = learned(record.data, record.loss_curve, record.test_accuracy)
     if findings.profile is not None:
@@ -199,7 +205,8 @@ def setup_of(document):
     setup.update(workers=config.get("workers") if config.get("loader") == "torchvision" else None,
                  compile_mode=config.get("compile_mode") if config.get("compile") else None,
                  world_size=env.get("world_size", 1), device=env["device"], torch=env.get("torch"),
-                 data=document["data"]["name"], schema=document.get("schema"))
+                 data=document["data"]["name"], schema=document.get("schema"),
+                 fp8_emulate=bool(config.get("fp8_emulate")))  # emulated FP8 never pools with FP8 tensor cores
     setup.update(communication(config, setup["world_size"]))
     return setup
 

@@ -176,7 +176,7 @@ def explanation(document, wide=False):
     modes = [mode for mode, row in comparison.items() if row.get("profile_ms")]
     if not modes:
         return []
-    shown = [name for name in CATEGORIES if any(comparison[mode]["profile_ms"][name] > 0 for mode in modes)]
+    shown = [name for name in CATEGORIES if any(comparison[mode]["profile_ms"].get(name, 0.0) > 0 for mode in modes)]
     columns = []
     for mode in modes:
         row = comparison[mode]
@@ -342,7 +342,7 @@ def notes(document):
             lines.append(f"warning: {mode} did not learn (final loss {fmt(row['final_loss'], '.4f')}, ln 10 = "
                          f"{CHANCE_LOSS:.4f}; accuracy {fmt(row['test_accuracy'], '.1f', 100, '%')}, chance 10%): "
                          "its accuracy is not compared; lower --lr or train longer.")
-    lines += accuracy_notes(document) + outlier_notes(document)
+    lines += accuracy_notes(document) + outlier_notes(document) + fp8_notes(document)
     largest = {mode: row for mode, row in comparison.items() if row.get("max_batch") is not None}
     if largest:
         lines.append("Largest batch in this GPU's memory (--max-batch): " + ", ".join(
@@ -365,6 +365,26 @@ def notes(document):
     elif len(comparison) > 1 and baseline != DEFAULT_BASELINE:
         lines.append(f"baseline: {baseline} (--baseline): speedup, mem ratio, acc diff and vs base compare each "
                      "mode with it.")
+    return lines
+
+
+def fp8_notes(document):
+    """One line per fp8 mode: its recipe, the Linear layers and the share of the step's matmul
+    FLOPs in FP8, and the layers left out, counted by why (runs[].fp8.left_out names them)."""
+    blocks = {}
+    for run in document["runs"]:
+        if run.get("fp8"):
+            blocks.setdefault(run["mode"], run["fp8"])
+    lines = []
+    for mode, block in blocks.items():
+        reasons = {}
+        for layer in block["left_out"]:
+            reasons.setdefault(layer["why"], []).append(layer["layer"])
+        left = "; ".join(f"{len(names)} {'layer' if len(names) == 1 else 'layers'} ({names[0]}"
+                         f"{', ...' if len(names) > 1 else ''}): {why}" for why, names in reasons.items())
+        lines.append(f"{mode} ({block['recipe']} scaling{', EMULATED: times are not FP8 speed' if block['emulated'] else ''}"
+                     f"): {block['converted_layers']} of {block['linear_layers']} Linear layers in FP8, "
+                     f"{100 * block['flop_share']:.1f}% of the step's matmul FLOPs; left in bfloat16: {left}.")
     return lines
 
 

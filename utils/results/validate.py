@@ -10,7 +10,7 @@ import math
 import typing
 from dataclasses import MISSING, fields
 
-from utils.explain.categories import NAMES as CATEGORIES
+from utils.explain.categories import ADDED, NAMES as CATEGORIES
 from utils.results.record import RunRecord
 from utils.setup_keys import SETUP_KEYS
 
@@ -151,7 +151,8 @@ NUMERICS = Fields({"dtype": TEXT, "sampled_steps": ListOf(Number(whole=True)),
                                                        "subnormal_share": SHARE, "overflow_share": SHARE})}),
                    "activation_max": Fields({"value": Number(), "layer": TEXT, "share_of_fp16_max": Number()})})
 PROFILE = Fields({"steps": Number(whole=True, low=1),
-                  "categories": Fields({name: Fields({"ms": Number(low=0)}) for name in CATEGORIES})},
+                  "categories": Fields({name: Fields({"ms": Number(low=0)}) for name in CATEGORIES if name not in ADDED},
+                                       {name: Fields({"ms": Number(low=0)}) for name in ADDED})},
                  {"total_ms": Number(low=0), "diagnosis": Nullable(ListOf(Fields({"mode": TEXT, "rule": TEXT, "text": TEXT,
                                                        "at_stake_ms": Number()}))),
                   "cpu_fast_half_flags": Nullable(ListOf(TEXT)), "comm_exposed_ms": Nullable(Number(low=0)),
@@ -160,6 +161,11 @@ BYTES = Number(whole=True, low=0)
 MEMORY = Fields({"activations_bytes": BYTES}, {key: Nullable(BYTES) for key in (
     "parameters_bytes", "gradients_bytes", "optimizer_bytes", "weight_copies_bytes", "cuda_peak_allocated_bytes",
     "cuda_peak_reserved_bytes")})
+FP8 = Fields({"recipe": TEXT, "emulated": FLAG, "linear_layers": Number(whole=True, low=0),
+              "converted_layers": Number(whole=True, low=0), "flop_share": Number(low=0),
+              "left_out": ListOf(Fields({"layer": TEXT, "why": TEXT}))},
+             {"fp8_flops_per_step": Number(whole=True, low=0),
+              "matmul_shapes": ListOf(ListOf(Number(whole=True, low=0)))})
 NARROWER = {
     "step_time_ms": Nullable(Fields({"median": Number(above=0), "p90": Number(low=0)}, {"p10": Number(low=0)})),
     "data_time_ms": Nullable(Fields({"median": Number(low=0)})),
@@ -172,7 +178,7 @@ NARROWER = {
     "test_accuracy": Nullable(Number(low=0)), "target_accuracy": Nullable(Number(low=0)),
     "time_to_target_s": Nullable(Number(low=0)), "epochs_to_target": Nullable(Number(above=0)),
     "tflops": Nullable(Number(low=0)), "mfu_pct": Nullable(Number(low=0)),
-    "profile": Nullable(PROFILE), "numerics": Nullable(NUMERICS), "memory": Nullable(MEMORY),
+    "profile": Nullable(PROFILE), "numerics": Nullable(NUMERICS), "memory": Nullable(MEMORY), "fp8": Nullable(FP8),
 }
 # a field with a default may be missing: older files lack it
 RUN = Fields(*[{field.name: NARROWER.get(field.name) or from_annotation(field.type) for field in fields(RunRecord)

@@ -19,17 +19,24 @@ class Mode:
     description: str
     colour: str  # the mode's colour in every plot
     master_weights: bool = False  # FP16 model, FP32 master weights, static loss scale
+    float8: Optional[str] = None  # torchao's float8 training recipe for the Linear layers ("tensorwise", "rowwise")
 
     @property
     def compute_dtype(self):
-        """What its matmuls and convolutions compute in: "float32", "tf32", "float16" or "bfloat16"."""
+        """What its matmuls and convolutions compute in: "float32", "tf32", "float16", "bfloat16" or
+        "float8" (the converted Linear layers; the rest of an fp8 mode computes in its autocast dtype)."""
+        if self.float8:
+            return "float8"
         if self.master_weights:
             return "float16"
         return self.autocast or ("tf32" if self.tf32 else "float32")
 
     @property
     def low_precision_dtype(self):
-        """"float16" or "bfloat16" for a mode that computes in one, else None."""
+        """"float16" or "bfloat16" for a mode that computes in one, else None; an fp8 mode's
+        activations and unconverted layers are in its autocast dtype."""
+        if self.float8:
+            return self.autocast
         return self.compute_dtype if self.compute_dtype in ("float16", "bfloat16") else None
 
     @property
@@ -62,6 +69,12 @@ MODES = {
     "fp16-master": Mode("fp16-master", None, False, False,
                         "FP16 model (BatchNorm FP32), FP32 master weights, static loss scale", "#ff7f0e",
                         master_weights=True),
+    "fp8": Mode("fp8", "bfloat16", False, False,
+                "autocast bfloat16 + torchao float8 Linear layers, tensorwise dynamic scaling", "#7b4173",
+                float8="tensorwise"),
+    "fp8-rowwise": Mode("fp8-rowwise", "bfloat16", False, False,
+                        "autocast bfloat16 + torchao float8 Linear layers, rowwise dynamic scaling", "#e377c2",
+                        float8="rowwise"),
 }
 REFERENCE = "fp32"  # --explain's rules and --numerics' ratios read this mode's figures, whatever --baseline
 DEFAULT_BASELINE = REFERENCE  # --baseline's default, and what files of earlier releases compared against

@@ -12,7 +12,7 @@ from torch.nn.parallel import DistributedDataParallel
 import models
 from utils.data.loaders import make_train_loader, memory_format
 from utils.setup_keys import communication
-from utils.training import distributed, precision
+from utils.training import distributed, float8, precision
 from utils.training.modes import Mode
 from utils.training.step import make_optimizer, make_scheduler, no_decay_flags
 
@@ -43,6 +43,8 @@ def build_trainer(initial_model, mode, data, config, device, world):
     initial_weights = digest(model.state_dict().values())
     if config.channels_last:
         model = model.to(memory_format=memory_format(True))
+    if mode.float8:  # before DDP and compile wrap the model, and before the optimizer takes its parameters
+        float8.convert(model, mode.float8, config.fp8_emulate)
     params, scaler = precision.prepare(model, mode, device, config.loss_scale)
     step_model, grad_comm = model, None
     if world.distributed:  # broadcasts rank 0's weights, all-reduces gradients in backward

@@ -1,0 +1,222 @@
+"""The fp8 modes: torchao's float8 Linear layers, emulated on the CPU; the accounting of what runs
+in FP8, counted by hand for vit_t4; every refusal; checkpoints, --explain and merges."""
+import json
+import math
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+import torch
+from torch import nn
+
+from conftest import ROOT, assert_user_error, run_cli, run_main
+from models.vit import build_cifar_vit
+from utils import compat
+from utils.errors import UserError
+from utils.explain.categories import category_of
+from utils.explain.diagnose import fp8_slower
+from utils.training import float8
+from utils.training.modes import MODES
+
+torchao = pytest.importorskip("torchao.float8", reason="torchao is optional: pip install -r requirements-fp8.txt")
+
+VIT = ["--model", "vit_t4", "-b", "4", "--warmup", "1", "--data", "synthetic", "--no-progress", "--fp8-emulate"]
+CPU = torch.device("cpu")
+
+
+def test_the_vit_t4_accounting_is_what_a_hand_count_gives():
+    batch, tokens, width, mlp, layers, classes = 16, 8 * 8 + 1, 192, 768, 12, 10
+    rows = batch * tokens
+    # a Linear's step: its forward 2 x M x K x N, the gradients of its input and of its weight as much each
+    mlp_step = 2 * (3 * 2 * rows * width * mlp)
+    qkv_step = 3 * 2 * rows * width * 3 * width  # in_proj_weight: F.linear inside nn.MultiheadAttention
+    out_proj_step = 3 * 2 * rows * width * width  # its out_proj's weight, through F.linear as well
+    attention_step = 3 * 2 * (2 * batch * tokens * tokens * width)  # q.k and attention.v, forward and 2x backward
+    patches_step = 2 * (2 * batch * 64 * width * 3 * 4 * 4)  # conv_proj: forward and weight gradient (images need none)
+    head_step = 3 * 2 * batch * width * classes  # the class token alone reaches the head
+    total = layers * (mlp_step + qkv_step + out_proj_step + attention_step) + patches_step + head_step
+
+    block = float8.accounting(build_cifar_vit("vit_t4", classes), batch, "vit_t4")
+
+    assert (block["linear_layers"], block["converted_layers"]) == (layers * 3 + 1, layers * 2)
+    assert block["fp8_flops_per_step"] == layers * mlp_step
+    assert block["flop_share"] == pytest.approx(layers * mlp_step / total, rel=1e-12)
+    assert round(block["flop_share"], 4) == 0.6304
+    assert block["matmul_shapes"] == [(rows, width, mlp), (rows, mlp, width)]
+    why = {entry["layer"]: entry["why"] for entry in block["left_out"]}
+    assert len(why) == 1 + 2 * layers + 1
+    assert why["conv_proj"] == float8.CONVOLUTION
+    assert why["heads.head"] == float8.HEAD
+    for index in range(layers):
+        attention = f"encoder.layers.encoder_layer_{index}.self_attention"
+        assert why[f"{attention}.in_proj_weight"] == float8.QKV
+        assert why[f"{attention}.out_proj"] == float8.USED_DIRECTLY
+
+
+def test_the_layers_left_out_are_not_converted_and_the_rest_are():
+    model = float8.convert(build_cifar_vit("vit_t4", 10), "tensorwise", emulate=True)
+    converted = {name for name, module in model.named_modules() if type(module).__name__ == "Float8Linear"}
+    assert len(converted) == 24 and all(".mlp." in name for name in converted)
+
+
+def test_a_dimension_not_a_multiple_of_16_stays_in_bfloat16():
+    model = nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, 64), nn.Linear(64, 40), nn.Linear(40, 10))
+    assert float8.left_out(model) == {"2": float8.UNALIGNED, "3": float8.HEAD}
+
+
+@pytest.mark.parametrize("recipe", ["tensorwise", "rowwise"])
+def test_emulated_fp8_trains_a_small_vit(recipe):
+    torch.manual_seed(0)
+    from torchvision.models.vision_transformer import VisionTransformer
+    model = float8.convert(VisionTransformer(32, 4, num_layers=2, num_heads=4, hidden_dim=128, mlp_dim=256,
+                                             num_classes=10), recipe, emulate=True)
+    images, labels = torch.randn(8, 3, 32, 32), torch.randint(0, 10, (8,))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    losses = []
+    for _ in range(6):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = nn.functional.cross_entropy(model(images).float(), labels)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        losses.append(loss.item())
+    assert all(torch.isfinite(torch.tensor(losses))) and losses[-1] < losses[0], losses
+
+
+def test_the_cli_trains_fp8_through_the_one_step_and_prints_its_block(tmp_path):
+    result = run_cli(*VIT, "-n", "3", "--modes", "amp-bf16,fp8", "--numerics", "--json", tmp_path / "r.json")
+    assert result.returncode == 0, result.stderr
+    assert "--fp8-emulate" in result.stderr and "NOT FP8 speed" in result.stderr
+    assert "Enum subclass" not in result.stderr  # torchao's import says nothing a user can act on
+    assert "24 of 37 Linear" in result.stdout.replace("\n  ", " ")
+    assert "63.0% of the step's matmul FLOPs" in result.stdout.replace("\n  ", " ")
+    runs = {run["mode"]: run for run in json.loads((tmp_path / "r.json").read_text())["runs"]}
+    assert runs["amp-bf16"]["fp8"] is None
+    block = runs["fp8"]["fp8"]
+    assert (block["recipe"], block["emulated"], block["converted_layers"]) == ("tensorwise", True, 24)
+    assert runs["fp8"]["initial_weights_sha256"] == runs["amp-bf16"]["initial_weights_sha256"]
+    assert runs["fp8"]["numerics"]["dtype"] == "bfloat16"  # the census examines the step's bfloat16 part
+
+
+@pytest.mark.long
+def test_an_fp8_checkpoint_resumes(tmp_path):
+    common = [*VIT, "--modes", "fp8-rowwise", "--checkpoint", tmp_path / "c.pt"]
+    first = run_cli(*common, "-n", "2")
+    assert first.returncode == 0, first.stderr
+    second = run_cli(*common, "-n", "3", "--resume", "--json", tmp_path / "r.json")
+    assert second.returncode == 0, second.stderr
+    run = json.loads((tmp_path / "r.json").read_text())["runs"][0]
+    assert (run["resumed_from_step"], run["completed_steps"], run["fp8"]["recipe"]) == (2, 3, "rowwise")
+
+
+def test_the_cpu_without_fp8_emulate_is_refused():
+    assert_user_error(run_main("--modes", "fp8", "--data", "synthetic", "-n", "2", "-m", "vit_t4"),
+                      "needs a GPU with FP8 tensor cores", "--fp8-emulate")
+
+
+def test_fp8_emulate_without_an_fp8_mode_is_refused():
+    assert_user_error(run_main("--modes", "amp-bf16", "--fp8-emulate", "--data", "synthetic"),
+                      "--fp8-emulate applies to the fp8 modes")
+
+
+def test_a_convnet_is_refused_fp8():
+    assert_user_error(run_main("--modes", "fp8", "--fp8-emulate", "--data", "synthetic", "-n", "2", "-b", "4",
+                               "-m", "resnet18", "--no-progress"),
+                      "model resnet18 has no nn.Linear layer that FP8 can run", "use amp-bf16")
+
+
+@pytest.mark.parametrize("release", [(1, 11), (2, 3)])
+def test_an_old_torch_is_refused_fp8_with_one_sentence(monkeypatch, release):
+    monkeypatch.setattr(compat, "torch_release", lambda: release)
+    with pytest.raises(UserError, match="mode fp8 needs torch 2.11 or newer for torchao's float8 training"):
+        float8.check_supported(MODES["fp8"], CPU, emulate=True)
+
+
+def test_a_missing_torchao_names_the_install_command(monkeypatch):
+    monkeypatch.setitem(sys.modules, "torchao.float8", None)
+    with pytest.raises(UserError, match="pip install --no-deps -r requirements-fp8.txt"):
+        float8.check_supported(MODES["fp8"], CPU, emulate=True)
+
+
+@pytest.mark.parametrize("capability, refused", [((8, 0), True), ((8, 9), False), ((9, 0), False)])
+def test_a_gpu_below_compute_capability_8_9_is_refused(monkeypatch, capability, refused):
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    if refused:
+        with pytest.raises(UserError, match="needs FP8 tensor cores .compute capability 8.9.*this GPU has 8.0"):
+            float8.check_supported(MODES["fp8"], torch.device("cuda"), emulate=False)
+    else:
+        float8.check_supported(MODES["fp8"], torch.device("cuda"), emulate=False)
+
+
+def test_the_float8_work_is_a_category_of_its_own():
+    assert category_of(["ProfilerStep#1", "matmul_with_hp_or_float8_args", "aten::abs"]) == "float8"
+    assert category_of(["ProfilerStep#1", "_ToFloat8ConstrFunc", "aten::_to_copy"]) == "float8"
+    assert category_of(["ProfilerStep#1", "matmul_with_hp_or_float8_args", "aten::mm"]) == "matmul"
+    assert category_of(["ProfilerStep#1", "aten::_scaled_mm"]) == "matmul"
+    assert category_of(["ProfilerStep#1", "aten::linear", "aten::_to_copy"]) == "cast"
+
+
+def fp8_run(**changes):
+    block = {"emulated": False, "matmul_shapes": [[16640, 384, 1536]], "flop_share": 0.7}
+    return dict({"fp8": dict(block, **changes.pop("fp8", {})), "compiled": True}, **changes)
+
+
+def test_an_fp8_slower_than_bf16_is_diagnosed_with_the_causes_its_run_shows():
+    assert fp8_slower("fp8", fp8_run(), 10.0, 12.0) is None
+    found = fp8_slower("fp8", fp8_run(compiled=False, fp8={"flop_share": 0.3}), 15.0, 12.0)
+    assert found["rule"] == "fp8 slower than bf16" and found["at_stake_ms"] == pytest.approx(3.0)
+    for cause in ("no --compile", "small (the largest is 16640 x 384 x 1536", "only 30% of the step"):
+        assert cause in found["evidence"], found["evidence"]
+    large = fp8_slower("fp8", fp8_run(fp8={"matmul_shapes": [[16384, 4096, 4096]]}), 15.0, 12.0)
+    assert "small" not in large["evidence"] and "emulated" not in large["evidence"]
+
+
+def test_fp8_mode_table_entries():
+    fp8, rowwise = MODES["fp8"], MODES["fp8-rowwise"]
+    assert (fp8.compute_dtype, fp8.low_precision_dtype, fp8.float8) == ("float8", "bfloat16", "tensorwise")
+    assert rowwise.float8 == "rowwise" and fp8.fp32_weights and not fp8.scaled
+    assert len({mode.colour for mode in MODES.values()}) == len(MODES)
+
+
+def test_the_mfu_peak_of_an_fp8_mode_is_that_of_its_flop_mix():
+    from utils.measure import flops
+    peak, why = flops.peak_tflops("NVIDIA H100 80GB HBM3", MODES["fp8"], 0.5)
+    assert why is None and peak == pytest.approx(1 / (0.5 / 1978.9 + 0.5 / 989.4))
+    assert flops.peak_tflops("NVIDIA A100-SXM4-80GB", MODES["fp8"], 0.5) == (
+        None, "NVIDIA A100-SXM4-80GB has no fp8 tensor cores")
+
+
+def test_emulated_and_real_fp8_never_pool():
+    from utils.results.record import setup_of
+    document = {"config": {"fp8_emulate": True}, "env": {"device": "cuda"}, "data": {"name": "x"}, "runs": []}
+    emulated, real = setup_of(document), setup_of(dict(document, config={}))
+    assert emulated != real and real["fp8_emulate"] is False
+
+
+@pytest.mark.long
+def test_a_two_process_gloo_run_trains_fp8_emulated(tmp_path):
+    env = {**os.environ, "MASTER_PORT": free_port(), "OMP_NUM_THREADS": "1"}
+    result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "main.py", *VIT,
+                             "-n", "3", "--modes", "fp8", "--json", str(tmp_path / "r.json")], cwd=ROOT,
+                            capture_output=True, text=True, timeout=600, env=env)
+    assert result.returncode == 0, result.stderr
+    document = json.loads((tmp_path / "r.json").read_text())
+    run = document["runs"][0]
+    assert (document["env"]["world_size"], document["env"]["backend"], run["global_batch_size"]) == (2, "gloo", 8)
+    assert run["fp8"]["converted_layers"] == 24 and all(map(math.isfinite, run["loss_curve"]))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return str(s.getsockname()[1])
+
+
+def test_a_garbled_fp8_block_in_a_result_file_is_named():
+    from utils.results import validate
+    block = {"recipe": "rowwise", "emulated": True, "linear_layers": 37, "converted_layers": 24, "flop_share": "x",
+             "left_out": []}
+    with pytest.raises(validate.Invalid, match=r"runs\[0\].fp8.flop_share is \"x\", not a number"):
+        validate.FP8.check(block, "runs[0].fp8")

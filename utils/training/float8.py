@@ -1,0 +1,136 @@
+"""The fp8 modes' float8 Linear layers, by torchao's float8 training: which device may run them,
+which layers convert and why the others stay in bfloat16, and the share of a step's matmul
+FLOPs that runs in FP8.
+
+torchao is optional (requirements-fp8.txt) and imported here alone, only when an fp8 mode runs.
+"""
+import dataclasses
+
+from torch import nn
+
+from utils import compat
+from utils.errors import UserError
+
+INSTALL = "pip install --no-deps -r requirements-fp8.txt"
+FP8_CAPABILITY = (8, 9)  # FP8 tensor cores: Ada (8.9) and Hopper (9.0) on
+FP8_MULTIPLE = 16  # torch._scaled_mm needs both dimensions of a weight in multiples of 16
+LOW_SHARE = 0.5  # below this share of the step's matmul FLOPs in FP8, a run says so loudly
+HEAD = "the model's output layer (the head), kept in bfloat16"
+UNALIGNED = f"a dimension not a multiple of {FP8_MULTIPLE}, which FP8 matmuls need"
+USED_DIRECTLY = ("inside nn.MultiheadAttention, which uses its weight through F.linear, never the layer's own "
+                 "forward")
+NEVER_RAN = "its forward never runs in a training step"
+QKV = "not an nn.Linear: nn.MultiheadAttention's QKV projection is a weight of its own (in_proj_weight)"
+CONVOLUTION = "not an nn.Linear: a convolution"
+
+
+def check_supported(mode, device, emulate):
+    """Refuse, before any training, an fp8 mode that this torch, torchao or device cannot run."""
+    import torch
+
+    if not compat.has_float8_training():
+        low = compat.MIN_FLOAT8_TORCH
+        raise UserError(f"mode {mode.name} needs torch {low[0]}.{low[1]} or newer for torchao's float8 training, "
+                        f"and this is torch {torch.__version__}: use amp-bf16.")
+    try:
+        quiet_import()
+    except ImportError:
+        raise UserError(f"mode {mode.name} needs torchao, which is not installed here: {INSTALL} (it leaves torch "
+                        "as it is).") from None
+    if emulate:
+        return
+    if device.type != "cuda":
+        raise UserError(f"mode {mode.name} needs a GPU with FP8 tensor cores (-p); on the CPU add --fp8-emulate, "
+                        "which checks that fp8 trains but does not measure FP8 speed.")
+    capability = torch.cuda.get_device_capability(device)
+    if capability < FP8_CAPABILITY:
+        raise UserError(f"mode {mode.name} needs FP8 tensor cores (compute capability 8.9: Ada, Hopper or newer); "
+                        f"this GPU has {capability[0]}.{capability[1]}: use amp-bf16.")
+
+
+def quiet_import():
+    """Import torchao.float8 without the deprecation log line torch's pytree writes at its import
+    (torchao registers an Enum for torch.compile): nothing a user can act on."""
+    import importlib
+    import logging
+
+    log = logging.getLogger("torch.utils._pytree")
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        importlib.import_module("torchao.float8")
+    finally:
+        log.setLevel(level)
+
+
+def left_out(model):
+    """{name: why} of every nn.Linear that stays in bfloat16; every other nn.Linear converts."""
+    linears = [(name, module) for name, module in model.named_modules() if isinstance(module, nn.Linear)]
+    inside_attention = {f"{name}.{child}" if name else child for name, module in model.named_modules()
+                        if isinstance(module, nn.MultiheadAttention) for child, _ in module.named_children()}
+    why = {}
+    for index, (name, module) in enumerate(linears):
+        if name in inside_attention:
+            why[name] = USED_DIRECTLY
+        elif index == len(linears) - 1:
+            why[name] = HEAD
+        elif module.in_features % FP8_MULTIPLE or module.out_features % FP8_MULTIPLE:
+            why[name] = UNALIGNED
+    return why
+
+
+def convert(model, recipe, emulate):
+    """Swap `model`'s convertible nn.Linear layers, in place, for torchao's Float8Linear with
+    `recipe`'s scaling ("tensorwise" or "rowwise"); `emulate` computes FP8 on any device."""
+    from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+
+    config = dataclasses.replace(Float8LinearConfig.from_recipe_name(recipe), emulate=emulate)
+    stay = left_out(model)
+    convert_to_float8_training(model, config=config, module_filter_fn=lambda module, name: name not in stay)
+    return model
+
+
+def accounting(model, batch_size, model_name):
+    """What runs in FP8 in one step of `model`: the Linear layers converted out of all, their
+    share of the step's matmul and convolution FLOPs (torch's FLOP counter), and every layer left
+    out with why. Refuses a model in which nothing would run in FP8."""
+    from utils.measure import flops
+
+    linear_flops, total = flops.linear_flops_per_step(model, batch_size)
+    why = left_out(model)
+    for name, module in model.named_modules():
+        if isinstance(module, nn.Linear) and name not in why and name not in linear_flops:
+            why[name] = NEVER_RAN
+    converted = [name for name in linear_flops if name not in why]
+    if not converted:
+        raise UserError(f"model {model_name} has no nn.Linear layer that FP8 can run (its matmul FLOPs are in "
+                        "convolutions and the head, which torchao's float8 training leaves in bfloat16), so fp8 "
+                        "would time amp-bf16 with extra work: use amp-bf16, or a transformer (vit_t4, vit_s4).")
+    fp8_flops = sum(linear_flops[name][0] for name in converted)
+    linears = len([module for module in model.modules() if isinstance(module, nn.Linear)])
+    return {"linear_layers": linears, "converted_layers": len(converted), "fp8_flops_per_step": fp8_flops,
+            "flop_share": fp8_flops / total, "left_out": sorted_left_out(model, why),
+            "matmul_shapes": sorted({linear_flops[name][1] for name in converted})}
+
+
+def sorted_left_out(model, why):
+    """[{layer, why}] in the model's order: the Linear layers in `why`, and the matmul and
+    convolution layers that are not nn.Linear."""
+    found = []
+    for name, module in model.named_modules():
+        if name in why:
+            found.append({"layer": name, "why": why[name]})
+        elif isinstance(module, nn.MultiheadAttention):
+            found.append({"layer": f"{name}.in_proj_weight", "why": QKV})
+        elif isinstance(module, nn.modules.conv._ConvNd):
+            found.append({"layer": name, "why": CONVOLUTION})
+    return found
+
+
+def low_share_note(block, mode_name):
+    """A loud sentence when under LOW_SHARE of the step's matmul FLOPs runs in FP8, else None."""
+    if block["flop_share"] >= LOW_SHARE:
+        return None
+    return (f"only {100 * block['flop_share']:.0f}% of the step's matmul FLOPs run in FP8 in {mode_name} "
+            f"({block['converted_layers']} of {block['linear_layers']} Linear layers), so its speed is mostly "
+            "bfloat16's: read it against amp-bf16.")
