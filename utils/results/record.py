@@ -13,8 +13,9 @@ from typing import Dict, List, Optional
 from utils.clock import now_utc
 from utils.explain.diagnose import diagnose_run
 from utils.measure.step_stats import outliers, summarize
+from utils.results.accuracy import DEFAULT_MARGIN_POINTS
 from utils.results.compare import learned
-from utils.setup_keys import SETUP_KEYS
+from utils.setup_keys import ACCURACY_KEYS, SETUP_KEYS
 
 SCHEMA = "ampbench.result/2"
 # /1 files are still read: their peak_memory_bytes included the warm-up (cuDNN autotuning,
@@ -187,9 +188,11 @@ def make_document(env, config, data_info, incomplete, runs, comparison):
 
 def setup_of(document):
     """What must match for runs to be compared: everything but the precision mode that can
-    change step times, memory or accuracy (a channels_last run never pools with a plain one)."""
+    change step times, memory or accuracy (a channels_last run never pools with a plain one),
+    and the accuracy question asked (target, margin, evaluation cadence)."""
     config, env = document["config"], document["env"]
-    setup = {key: config.get(key) for key in SETUP_KEYS}
+    setup = {key: config.get(key) for key in (*SETUP_KEYS, *ACCURACY_KEYS)}
+    setup["accuracy_margin"] = config.get("accuracy_margin", DEFAULT_MARGIN_POINTS)  # older files: the default
     setup["optimizer_impl"] = optimizer_impl(document)
     setup.update(workers=config.get("workers") if config.get("loader") == "torchvision" else None,
                  compile_mode=config.get("compile_mode") if config.get("compile") else None,

@@ -20,8 +20,8 @@ from utils.results.record import SCHEMA, setup_of
 from utils.setup_keys import RESNET_FAMILY, SETUP_KEYS
 # The columns a reader filters on first (the setup), then the figures; run_id tells rows apart,
 # so that appending the same runs again (a merge repeated) adds nothing.
-CSV_COLUMNS = ["run_id", "timestamp_utc", "hostname", "device", "torch", "world_size", "data", *SETUP_KEYS, "workers",
-               "compile_mode", "tf32", "mode", "runs", "median_step_ms", "p90_step_ms", "spread_pct", "images_per_sec",
+CSV_COLUMNS = ["run_id", "schema", "timestamp_utc", "hostname", "device", "torch", "world_size", "data", *SETUP_KEYS,
+               "workers", "compile_mode", "accuracy_margin", "eval_every", "tf32", "mode", "runs", "median_step_ms", "p90_step_ms", "spread_pct", "images_per_sec",
                "speedup_vs_fp32", "speedup_ci95_low", "speedup_ci95_high", "speedup_significant", "peak_memory_bytes",
                "memory_ratio_vs_fp32", "memory_ratio_ci95_low", "memory_ratio_ci95_high", "final_loss", "test_accuracy",
                "accuracy_delta_vs_fp32", "learned", "seeds", "accuracy_mean", "accuracy_delta_ci95_low",
