@@ -141,6 +141,8 @@ def build_parser():
     accuracy.add_argument("--stop-at-target", action="store_true",
                           help="end each run at the first evaluation that reaches --target-accuracy")
     train.add_argument("--list-models", action="store_true", help="print every usable model name and exit")
+    train.add_argument("--check-flags", action="store_true",
+                       help="check every flag and their combinations, then exit 0 without importing torch or training")
 
     precision = parser.add_argument_group("precision")
     precision.add_argument("--gpu", "-p", action="store_true", help="train on CUDA (default: CPU)")
@@ -257,12 +259,15 @@ def build_parser():
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
+    check_only = vars(args).pop("check_flags")  # not a setting of the run: RunConfig never sees it
     from utils.errors import RankLost, UserError, WriteFailed
     from utils.stop import StopRequest
 
     with StopRequest() as stop:  # a signal from here on stops the run cleanly, even during `import torch`
         try:
             run_config = config.RunConfig.from_args(args)  # refuses bad combinations before torch is imported
+            if check_only:
+                return 0
             from utils import compat
             compat.check_versions()  # before importing code that needs the supported torch
             from utils.app import run

@@ -120,6 +120,17 @@ check_text() {
     fi
 }
 
+# A path handed to a command as a word of its own: one that begins with a dash would be read
+# as an option (by dirname, mkdir, the container runtime or main.py).
+check_path() {
+    local value=${!1}
+    check_text "$1"
+    if [[ "${value}" == -* ]]; then
+        quote value "${value}"
+        fail "$1=${value} begins with a dash, which commands read as an option; write it as ./${value}."
+    fi
+}
+
 check_modes() {
     local name="[A-Za-z0-9][A-Za-z0-9_-]*" mode seen=,
     check_format MODES "^${name}(,${name})*$" \
@@ -147,9 +158,9 @@ check_container() {
         || fail "CONTAINER is not set: set it to an NGC PyTorch image, e.g. from" \
                 "apptainer build pytorch_24.04-py3.sif docker://nvcr.io/nvidia/pytorch:24.04-py3."
     [[ -n "${CIFAR10_DIR}" ]] || fail "CIFAR10_DIR is not set: set it to the folder that holds cifar-10-batches-py."
-    check_text CONTAINER
-    check_text CIFAR10_DIR
-    check_text BIND
+    check_path CONTAINER
+    check_path CIFAR10_DIR
+    check_path BIND
     [[ "${DRY_RUN}" != 1 ]] || return 0
     command -v "${CONTAINER_RUNTIME}" >/dev/null \
         || fail "${CONTAINER_RUNTIME} is not on PATH: load it (module load ${CONTAINER_RUNTIME})" \
@@ -173,7 +184,7 @@ check_nodes() {
 # Made here (a dry run makes nothing), so that no stage starts without a place for its results.
 check_results_root() {
     local existing=${RESULTS_ROOT}
-    check_text RESULTS_ROOT
+    check_path RESULTS_ROOT
     while [[ ! -e "${existing}" && ! -L "${existing}" ]]; do
         existing=$(dirname "${existing}")
     done
@@ -223,8 +234,8 @@ preflight() {
         PER_NODE=${GPUS_PER_NODE:-${NOMINAL_GPUS}}
         return
     fi
-    report=$("${on_one_node[@]}" "${in_container[@]}" python -m utils.compat) \
-        || fail "the container's Python cannot run ampbench (see above); use a newer image (CONTAINER=...)."
+    report=$(in_container_checked python -m utils.compat) \
+        || fail "CONTAINER=${CONTAINER} cannot run ampbench (${report}); use an NGC PyTorch image."
     echo "container ${CONTAINER}: ${report%$'\n'*}"
     gpus=${report##*gpus=}
     [[ "${gpus}" =~ ^[0-9]+$ ]] \
@@ -240,16 +251,55 @@ preflight() {
     fi
 }
 
+# Runs "$@" on the first node in the container, printing its stdout; when it fails, prints
+# instead the last sentence it gave on stderr (its `error:` line without the prefix), so that
+# the caller's own sentence is the only one the user reads.
+in_container_checked() {
+    local errors status=0 said
+    errors=$(mktemp)
+    "${on_one_node[@]}" "${in_container[@]}" "$@" 2>"${errors}" || status=$?
+    if (( status )); then
+        said=$(grep -v '^[[:space:]]*$' "${errors}" | tail -n 1 || true)
+        said=${said#*error: }
+        echo "${said%.}"
+    fi
+    rm -f "${errors}"
+    return "${status}"
+}
+
+# main.py's flags for one mode's run in stage $1: the array `flags`.
+main_flags() {
+    flags=(-n "${STEPS}" "${gpu_flags[@]}" --model "${MODEL}" -b "${BATCH}" --modes "$2" --data cifar10
+           --data-dir "${CIFAR10_DIR}" "${extra[@]}" --json "${RESULTS_DIR}/$1-$2.json"
+           --checkpoint "${RESULTS_DIR}/$1-$2.pt" --checkpoint-every "${CHECKPOINT_EVERY}")
+}
+
+# main.py refuses MODES and EXTRA_ARGS it cannot run here, in the container, before any stage
+# (a refusal inside a stage would reach the user through torchrun's traceback).
+check_main_flags() {
+    local mode said flags
+    for mode in "${modes[@]}"; do
+        main_flags check "${mode}"
+        if [[ "${DRY_RUN}" == 1 ]]; then
+            run "${on_one_node[@]}" "${in_container[@]}" python main.py "${flags[@]}" --check-flags
+        else
+            said=$(in_container_checked python main.py "${flags[@]}" --check-flags) \
+                || fail "main.py refuses the flags MODES and EXTRA_ARGS give it (${said}); change them."
+        fi
+    done
+}
+
 FAILED=()
 # One stage: every mode as its own run with its own checkpoint, launched by "$@".
 stage() {
-    local name=$1 mode out checkpoint resume
+    local name=$1 mode checkpoint resume flags
     shift
     for mode in "${modes[@]}"; do
-        out="${RESULTS_DIR}/${name}-${mode}.json"
+        main_flags "${name}" "${mode}"
         checkpoint="${RESULTS_DIR}/${name}-${mode}.pt"
-        if [[ -f "${out}" ]] && ! grep -q '"incomplete": true' "${out}"; then
-            echo "ampbench: ${name} ${mode} is done (${out}); skipping it."
+        if [[ -f "${RESULTS_DIR}/${name}-${mode}.json" ]] \
+                && ! grep -q '"incomplete": true' "${RESULTS_DIR}/${name}-${mode}.json"; then
+            echo "ampbench: ${name} ${mode} is done (${RESULTS_DIR}/${name}-${mode}.json); skipping it."
             continue
         fi
         resume=()
@@ -258,10 +308,7 @@ stage() {
             echo "ampbench: ${name} ${mode} resumes from ${checkpoint}."
         fi
         # Progress stays on: without a terminal main.py logs plain phase and progress lines.
-        run "$@" main.py -n "${STEPS}" "${gpu_flags[@]}" --model "${MODEL}" -b "${BATCH}" --modes "${mode}" \
-            --data cifar10 --data-dir "${CIFAR10_DIR}" "${extra[@]}" --json "${out}" \
-            --checkpoint "${checkpoint}" --checkpoint-every "${CHECKPOINT_EVERY}" "${resume[@]}" \
-            || FAILED+=("${name} ${mode}")
+        run "$@" main.py "${flags[@]}" "${resume[@]}" || FAILED+=("${name} ${mode}")
     done
 }
 
@@ -296,8 +343,9 @@ if [[ "${USE_GPU}" == 1 ]]; then
     gpu_flags=(-p)
 fi
 RESULTS_DIR=$(results_dir)
-run mkdir -p "${RESULTS_DIR}"
 preflight
+check_main_flags
+run mkdir -p "${RESULTS_DIR}"
 echo "ampbench (${SCHEDULER} job ${JOB_ID:-none}): ${NODES} node(s) x ${PER_NODE} rank(s), ${MODEL}, ${STEPS} steps," \
      "modes ${MODES} -> ${RESULTS_DIR}"
 
