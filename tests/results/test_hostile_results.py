@@ -48,6 +48,10 @@ def replaced(text, old, new):
 RUN0 = (lambda d: d["runs"][0])
 
 
+GENUINE_HOST = {"cores": 2, "torch_threads": 1, "wall_s": 0.5, "process_cpu_cores": 0.9, "process_cpu_share": 0.45,
+                "load_avg_1m_start": 1.0, "load_avg_1m_end": 1.1, "warning": None}
+
+
 def CURVE_POINT(**changed):
     """A genuine accuracy_curve point with `changed` fields."""
     return dict({"step": 4, "epoch": 0.5, "train_s": 1.25, "accuracy": 0.25}, **changed)
@@ -137,6 +141,9 @@ HOSTILE = [  # (what, the file's content from the genuine document, the field th
      "runs[0].loss_curve[1] holds a number and a loss_curve_nonfinite mark"),
     ("a nonfinite mark of a word", edited(lambda d: RUN0(d).update(final_loss=None, final_loss_nonfinite={"": "big"})),
      'runs[0].final_loss_nonfinite is "big", not "nan", "inf" or "-inf"'),
+    ("host without cores", edited(lambda d: RUN0(d).update(host={"warning": None})), "runs[0].host.cores is missing"),
+    ("host warning a number", edited(lambda d: RUN0(d).update(host=dict(GENUINE_HOST, warning=3))),
+     "runs[0].host.warning is 3, not text"),
     ("wrong schema", edited(lambda d: d.update(schema="other/1")), "is not an ampbench result file"),
     ("a JSON number", lambda d: "3", "is not an ampbench result file"),
     ("binary", lambda d: b"\x00\x01\xff", "cannot read result file"),

@@ -7,11 +7,13 @@ contract README's "Results file" documents.
 """
 import math
 import os
+import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional
 
 from utils.clock import now_utc
 from utils.explain.diagnose import diagnose_run
+from utils.measure import host_load
 from utils.measure.step_stats import outliers, summarize
 from utils.results.accuracy import DEFAULT_MARGIN_POINTS
 from utils.results.compare import learned
@@ -94,6 +96,7 @@ class RunRecord:
     epochs_to_target: Optional[float] = None
     best_accuracy: Optional[float] = None  # the curve's best, e.g. of a run that never reached the target
     outlier_steps: Optional[List[Dict]] = None  # step_stats.outliers(): timed steps over 10x the median (a pause)
+    host: Optional[Dict] = None  # host_load.over(): load and CPU use over the timed steps, and its warning
 
     def to_dict(self):
         return asdict(self)
@@ -160,12 +163,22 @@ def build(config, trainer, outcome, data, context, findings, repeat=0, flops_per
         repeat=repeat, finished_utc=now_utc(), numerics=findings.numerics, memory=findings.memory,
         max_batch=findings.max_batch, warmup_peak_memory_bytes=stats.warmup_peak_memory_bytes or None,
         peak_reserved_bytes=stats.peak_reserved_bytes if device.type == "cuda" else None,
-        optimizer_impl=trainer.optimizer_impl, seed=config.seed, **accuracy_fields(findings.curve), **utilisation)
+        optimizer_impl=trainer.optimizer_impl, seed=config.seed, host=host_fields(outcome.host, device.type, stats),
+        **accuracy_fields(findings.curve), **utilisation)
     record.learned = learned(record.data, record.loss_curve, record.test_accuracy)
     if findings.profile is not None:
         record.profile = dict(findings.profile, diagnosis=diagnose_run(record, findings.profile,
                                                                        config.workers, os.cpu_count() or 1))
     return record
+
+
+def host_fields(host, device_type, stats):
+    """runs[].host: the loop's reading of the host, with the warning it calls for (or null)."""
+    if host is None:
+        return None
+    step_ms = statistics.median(stats.step_ms) if stats.step_ms else 0.0
+    share = statistics.median(stats.data_ms) / step_ms if step_ms > 0 and stats.data_ms else None
+    return dict(host, warning=host_load.warning(host, device_type, share))
 
 
 def accuracy_fields(curve):

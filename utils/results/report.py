@@ -318,7 +318,7 @@ def notes(document):
             lines.append(f"warning: {mode} did not learn (final loss {fmt(row['final_loss'], '.4f')}, ln 10 = "
                          f"{CHANCE_LOSS:.4f}; accuracy {fmt(row['test_accuracy'], '.1f', 100, '%')}, chance 10%): "
                          "its accuracy is not compared; lower --lr or train longer.")
-    lines += accuracy_notes(document) + outlier_notes(document)
+    lines += accuracy_notes(document) + outlier_notes(document) + host_notes(document)
     largest = {mode: row for mode, row in comparison.items() if row.get("max_batch") is not None}
     if largest:
         lines.append("Largest batch in this GPU's memory (--max-batch): " + ", ".join(
@@ -351,6 +351,15 @@ def spread_notes(comparison):
         lines.append(f"warning: the timings spread over {SPREAD_WARNING_PCT:.0f}% ({', '.join(wide)}): something else "
                      "ran, or the clocks changed; every figure above is unsteady, rerun on a quiet machine.")
     return lines
+
+
+def host_notes(document):
+    """One warning per mode whose runs the host distorted (host_load.warning), the first run's."""
+    found = {}
+    for run in document["runs"]:
+        if (run.get("host") or {}).get("warning") and run["mode"] not in found:
+            found[run["mode"]] = run["host"]["warning"]
+    return [f"warning: {mode}: {text} (runs[].host)." for mode, text in found.items()]
 
 
 def outlier_notes(document):

@@ -171,6 +171,10 @@ MEMORY = Fields({key: BYTES for key in ("parameters_bytes", "gradients_bytes", "
 ACCURACY = Number(low=0, high=1)  # a share of the test set, as every accuracy field holds it
 CURVE_POINT = Fields({"step": COUNT, "epoch": Number(low=0), "train_s": Number(low=0), "accuracy": ACCURACY})
 OUTLIER = Fields({"timed_step": Number(whole=True, low=1), "ms": Number(low=0)})
+HOST = Fields({"cores": Number(whole=True, low=1), "torch_threads": Number(whole=True, low=1),
+               "wall_s": Number(above=0), "process_cpu_cores": Number(low=0), "process_cpu_share": Number(low=0),
+               "load_avg_1m_start": Nullable(Number(low=0)), "load_avg_1m_end": Nullable(Number(low=0)),
+               "warning": Nullable(TEXT)})
 NARROWER = {
     "step_time_ms": Nullable(Fields({"median": Number(above=0), "p90": Number(low=0)}, {"p10": Number(low=0)})),
     "data_time_ms": Nullable(Fields({"median": Number(low=0)})),
@@ -182,6 +186,7 @@ NARROWER = {
     "loss_scale_curve": Nullable(ListOf(Number(finite=False, low=0))),
     "test_accuracy": Nullable(ACCURACY), "target_accuracy": Nullable(ACCURACY), "best_accuracy": Nullable(ACCURACY),
     "accuracy_curve": Nullable(ListOf(CURVE_POINT)), "outlier_steps": Nullable(ListOf(OUTLIER)),
+    "host": Nullable(HOST),
     "time_to_target_s": Nullable(Number(low=0)), "epochs_to_target": Nullable(Number(above=0)),
     "tflops": Nullable(Number(low=0)), "mfu_pct": Nullable(Number(low=0)),
     "profile": Nullable(PROFILE), "numerics": Nullable(NUMERICS), "memory": Nullable(MEMORY),

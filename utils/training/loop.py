@@ -12,7 +12,7 @@ from typing import List, Optional
 
 import torch
 
-from utils.measure import memory
+from utils.measure import host_load, memory
 from utils.measure.progress import scale_of
 from utils.measure.timing import StepTimer
 from utils.training import distributed
@@ -56,6 +56,7 @@ class LoopOutcome:
     stopped_by: Optional[str]  # the signal that ended the run early, if any
     diverged_at: Optional[int]  # 1-based step of the first non-finite loss, when that ends the run
     reached_target: bool = False  # --stop-at-target ended the run at an evaluation that reached it
+    host: Optional[dict] = None  # host_load.over(): the load and this process's CPU use over the timed steps
 
     def ran_all_steps(self, steps):
         """Whether the loop ran to its end: all `steps`, or to the evaluation that reached the
@@ -109,6 +110,7 @@ class Recorder:
         self.warmup_peak = 0
         memory.reset_peak(context.device)
         self.started = time.perf_counter()
+        self.host_start = host_load.read()  # read again where the warm-up ends
 
     def before_step(self, batches, optimizer):
         if self.first_batch is None:
@@ -127,6 +129,7 @@ class Recorder:
         if step == self.start_step + self.config.warmup:  # the steady state's peak starts after the warm-up
             self.warmup_peak = memory.peak_bytes(device)[0]
             memory.reset_peak(device)
+            self.host_start = host_load.read()  # system calls only: no wait for the device
 
     def train_s(self, timer):
         """Training time so far: every closed step of every process, warm-up included."""
@@ -213,7 +216,8 @@ def outcome(trainer, recorder, stats, policy, completed_steps, stopped_by, reach
                        skipped_steps=skipped_steps(trainer, policy, stats), first_step_s=recorder.first_step_s,
                        first_batch_sha256=digest(recorder.first_batch) if recorder.first_batch is not None else None,
                        stopped_by=stopped_by, diverged_at=bad + 1 if bad is not None and policy == "stop" else None,
-                       reached_target=reached)
+                       reached_target=reached, host=host_load.over(recorder.host_start, host_load.read(),
+                                                                   host_load.cores(), torch.get_num_threads()))
 
 
 def host_values(values):
