@@ -14,6 +14,8 @@ INPUT_BOUND_SHARE = 0.20  # the input pipeline
 LAUNCH_BOUND_SHARE = 0.30  # CUDA: the GPU idle, waiting for the host
 MEMORY_BOUND_SHARE = 0.35  # normalisation and elementwise ops
 CAST_SHARE = 0.10  # dtype conversions
+SHRINK_EXPECTED = 1.1  # conv+matmul that ran less than this many times as fast as in fp32 failed to shrink
+SHOWN_GROWTH = 3  # the fallback names at most this many categories that grew
 TENSOR_CORE_MULTIPLE = 8  # FP16/BF16 tensor cores want channels, features and batch in multiples of 8
 # CPU instruction sets that make float16 / bfloat16 arithmetic faster than FP32 (/proc/cpuinfo flags)
 FAST_CPU_FLAGS = {"float16": ("avx512_fp16", "amx_fp16"), "bfloat16": ("avx512_bf16", "amx_bf16")}
@@ -206,6 +208,39 @@ def diagnose_comparison(mode, base, profile, device_type, cpu_flags, speedup, tf
                              "reading the speedup over tf32: most FP32 code on Ampere and newer GPUs runs "
                              "convolutions in TF32 by default"))
     return found
+
+
+def fallback(mode, base, profile, speedup):
+    """When `mode` is no faster than fp32 (`speedup`, else its profiled step's) and no rule fired:
+    why, from its own categories ({category: ms} against fp32's `base`): which grew, whether
+    conv+matmul failed to shrink, and the casts' share of its step. None when it is faster."""
+    total, base_total = sum(profile.values()), sum(base.values())
+    if speedup is None and total:
+        speedup = base_total / total
+    if mode == "fp32" or speedup is None or speedup > 1.0 or not total:
+        return None
+    grew = sorted((name for name in NAMES if profile.get(name, 0.0) > base.get(name, 0.0)),
+                  key=lambda name: base.get(name, 0.0) - profile[name])[:SHOWN_GROWTH]
+    parts = [", ".join(f"{name} +{profile[name] - base.get(name, 0.0):.1f} ms" for name in grew) + " grew"] if grew else []
+    work_base = sum(base.get(name, 0.0) for name in TENSOR_CORE_WORK)
+    work = sum(profile.get(name, 0.0) for name in TENSOR_CORE_WORK)
+    shrink = work_base / work if work_base and work else None
+    if shrink is not None and shrink < SHRINK_EXPECTED:
+        parts.append(f"conv+matmul failed to shrink ({times(shrink)} as fast as in fp32)")
+    parts.append(f"casts are {100 * profile.get('cast', 0.0) / total:.0f}% of its step")
+    return finding("no faster, no rule matched", mode, max(total - base_total, 0.0),
+                   f"it is {times(speedup)} as fast as fp32 and no rule fired; by its own categories, "
+                   + "; ".join(parts), fallback_remedy(mode, grew, shrink))
+
+
+def fallback_remedy(mode, grew, shrink):
+    """What to try for fallback()'s finding: fusion when casts or memory-bound ops grew, another
+    device when the arithmetic itself did not speed up, else more profiled steps."""
+    if "cast" in grew or set(grew) & set(MEMORY_BOUND):
+        return "--compile, which fuses the casts and elementwise ops into their neighbours"
+    if set(grew) & set(TENSOR_CORE_WORK) or (shrink is not None and shrink < SHRINK_EXPECTED):
+        return f"fp32 on this device, or a device with fast {low_precision_dtype(mode) or 'low-precision'} arithmetic"
+    return "more --explain-steps and --repeats, to see whether the difference holds"
 
 
 def ranked(findings):

@@ -220,9 +220,19 @@ def compare_modes(runs, margin_points=DEFAULT_MARGIN_POINTS):
         if mode == BASELINE:
             continue
         row["amdahl"] = diagnose.amdahl(base["profile_ms"], row["profile_ms"], row["speedup_vs_fp32"])
-        profiled = next(run for run in groups[mode] if run.get("profile"))
-        row["diagnosis"] = diagnose.diagnose_comparison(
-            mode, base["profile_ms"], row["profile_ms"], "cuda" if profiled["device"].startswith("cuda") else "cpu",
-            profiled["profile"].get("cpu_fast_half_flags"), row["speedup_vs_fp32"],
-            figures["tf32"]["speedup_vs_fp32"] if "tf32" in figures else None)
+        row["diagnosis"] = comparison_findings(mode, row, base, groups[mode],
+                                               figures["tf32"]["speedup_vs_fp32"] if "tf32" in figures else None)
     return figures
+
+
+def comparison_findings(mode, row, base, group, tf32_speedup):
+    """The findings against fp32 of `mode` (its figures `row`, its runs `group`); when neither
+    they nor its runs' own findings say why a mode no faster than fp32 is so, the fallback does."""
+    profiled = next(run for run in group if run.get("profile"))
+    found = diagnose.diagnose_comparison(
+        mode, base["profile_ms"], row["profile_ms"], "cuda" if profiled["device"].startswith("cuda") else "cpu",
+        profiled["profile"].get("cpu_fast_half_flags"), row["speedup_vs_fp32"], tf32_speedup)
+    if found or any((run.get("profile") or {}).get("diagnosis") for run in group):
+        return found
+    why = diagnose.fallback(mode, base["profile_ms"], row["profile_ms"], row["speedup_vs_fp32"])
+    return [why] if why else []
