@@ -1,4 +1,4 @@
-"""The generated campaign of issue 32's families 5-8, run against any ampbench checkout:
+"""The generated campaign of hostile edges (families 5-8), run against any ampbench checkout:
 
     python tests/edges_campaign.py [ROOT]     (default: this checkout)
 

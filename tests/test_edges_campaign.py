@@ -1,4 +1,4 @@
-"""Issue 32's generated campaign for families 5-8 (tests/edges_campaign.py) on this checkout:
+"""The generated campaign of hostile edges, families 5-8 (tests/edges_campaign.py), on this checkout:
 not one case broken. Long: some thirty job-script runs and four runs beside busy loops."""
 import pytest
 
