@@ -259,14 +259,13 @@ def build_parser():
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    check_only = vars(args).pop("check_flags")  # not a setting of the run: RunConfig never sees it
     from utils.errors import RankLost, UserError, WriteFailed
     from utils.stop import StopRequest
 
     with StopRequest() as stop:  # a signal from here on stops the run cleanly, even during `import torch`
         try:
             run_config = config.RunConfig.from_args(args)  # refuses bad combinations before torch is imported
-            if check_only:
+            if run_config.check_flags:
                 return 0
             from utils import compat
             compat.check_versions()  # before importing code that needs the supported torch
