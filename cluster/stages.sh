@@ -251,8 +251,8 @@ preflight() {
     fi
 }
 
-# Runs "$@" on the first node in the container, printing its stdout; when it fails, prints
-# instead the last sentence it gave on stderr (its `error:` line without the prefix), so that
+# Runs "$@" on the first node in the container, printing its stdout (and its stderr to stderr);
+# when it fails, prints instead the last sentence it gave on stderr (its `error:` line without the prefix), so that
 # the caller's own sentence is the only one the user reads.
 in_container_checked() {
     local errors status=0 said
@@ -262,6 +262,8 @@ in_container_checked() {
         said=$(grep -v '^[[:space:]]*$' "${errors}" | tail -n 1 || true)
         said=${said#*error: }
         echo "${said%.}"
+    else
+        cat "${errors}" >&2  # a warning of a command that succeeded stays in the job's log
     fi
     rm -f "${errors}"
     return "${status}"
@@ -292,14 +294,14 @@ check_main_flags() {
 FAILED=()
 # One stage: every mode as its own run with its own checkpoint, launched by "$@".
 stage() {
-    local name=$1 mode checkpoint resume flags
+    local name=$1 mode out checkpoint resume flags
     shift
     for mode in "${modes[@]}"; do
         main_flags "${name}" "${mode}"
+        out="${RESULTS_DIR}/${name}-${mode}.json"
         checkpoint="${RESULTS_DIR}/${name}-${mode}.pt"
-        if [[ -f "${RESULTS_DIR}/${name}-${mode}.json" ]] \
-                && ! grep -q '"incomplete": true' "${RESULTS_DIR}/${name}-${mode}.json"; then
-            echo "ampbench: ${name} ${mode} is done (${RESULTS_DIR}/${name}-${mode}.json); skipping it."
+        if [[ -f "${out}" ]] && ! grep -q '"incomplete": true' "${out}"; then
+            echo "ampbench: ${name} ${mode} is done (${out}); skipping it."
             continue
         fi
         resume=()
