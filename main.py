@@ -114,6 +114,8 @@ def build_parser():
     accuracy.add_argument("--stop-at-target", action="store_true",
                           help="end each run at the first evaluation that reaches --target-accuracy")
     train.add_argument("--list-models", action="store_true", help="print every usable model name and exit")
+    train.add_argument("--check-flags", action="store_true",
+                       help="check every flag and their combinations, then exit 0 without importing torch or training")
 
     precision = parser.add_argument_group("precision")
     precision.add_argument("--gpu", "-p", action="store_true", help="train on CUDA (default: CPU)")
@@ -247,6 +249,8 @@ def main(argv=None):
     with StopRequest() as stop:  # a signal from here on stops the run cleanly, even during `import torch`
         try:
             run_config = config.RunConfig.from_args(args)  # refuses bad combinations before torch is imported
+            if run_config.check_flags:
+                return 0
             from utils import compat
             compat.check_versions()  # before importing code that needs the supported torch
             from utils.app import run

@@ -126,6 +126,17 @@ check_text() {
     fi
 }
 
+# A path handed to a command as a word of its own: one that begins with a dash would be read
+# as an option (by dirname, mkdir, the container runtime or main.py).
+check_path() {
+    local value=${!1}
+    check_text "$1"
+    if [[ "${value}" == -* ]]; then
+        quote value "${value}"
+        fail "$1=${value} begins with a dash, which commands read as an option; write it as ./${value}."
+    fi
+}
+
 check_modes() {
     local name="[A-Za-z0-9][A-Za-z0-9_-]*" mode seen=,
     check_format MODES "^${name}(,${name})*$" \
@@ -164,9 +175,9 @@ check_container() {
         || fail "CONTAINER is not set: set it to an NGC PyTorch image, e.g. from" \
                 "apptainer build pytorch_24.04-py3.sif docker://nvcr.io/nvidia/pytorch:24.04-py3."
     [[ -n "${CIFAR10_DIR}" ]] || fail "CIFAR10_DIR is not set: set it to the folder that holds cifar-10-batches-py."
-    check_text CONTAINER
-    check_text CIFAR10_DIR
-    check_text BIND
+    check_path CONTAINER
+    check_path CIFAR10_DIR
+    check_path BIND
     [[ "${DRY_RUN}" != 1 ]] || return 0
     command -v "${CONTAINER_RUNTIME}" >/dev/null \
         || fail "${CONTAINER_RUNTIME} is not on PATH: load it (module load ${CONTAINER_RUNTIME})" \
@@ -190,7 +201,7 @@ check_nodes() {
 # Made here (a dry run makes nothing), so that no stage starts without a place for its results.
 check_results_root() {
     local existing=${RESULTS_ROOT}
-    check_text RESULTS_ROOT
+    check_path RESULTS_ROOT
     while [[ ! -e "${existing}" && ! -L "${existing}" ]]; do
         existing=$(dirname "${existing}")
     done
@@ -242,8 +253,8 @@ preflight() {
         PER_NODE=${GPUS_PER_NODE:-${NOMINAL_GPUS}}
         return
     fi
-    report=$("${on_one_node[@]}" "${in_container[@]}" python -m utils.compat) \
-        || fail "the container's Python cannot run ampbench (see above); use a newer image (CONTAINER=...)."
+    report=$(in_container_checked python -m utils.compat) \
+        || fail "CONTAINER=${CONTAINER} cannot run ampbench (${report}); use an NGC PyTorch image."
     echo "container ${CONTAINER}: ${report%$'\n'*}"
     gpus=${report##*gpus=}
     [[ "${gpus}" =~ ^[0-9]+$ ]] \
@@ -259,12 +270,53 @@ preflight() {
     fi
 }
 
+# Runs "$@" on the first node in the container, printing its stdout (and its stderr to stderr);
+# when it fails, prints instead the last sentence it gave on stderr (its `error:` line without the prefix), so that
+# the caller's own sentence is the only one the user reads.
+in_container_checked() {
+    local errors status=0 said
+    errors=$(mktemp)
+    "${on_one_node[@]}" "${in_container[@]}" "$@" 2>"${errors}" || status=$?
+    if (( status )); then
+        said=$(grep -v '^[[:space:]]*$' "${errors}" | tail -n 1 || true)
+        said=${said#*error: }
+        echo "${said%.}"
+    else
+        cat "${errors}" >&2  # a warning of a command that succeeded stays in the job's log
+    fi
+    rm -f "${errors}"
+    return "${status}"
+}
+
+# main.py's flags for one mode's run in stage $1: the array `flags`.
+main_flags() {
+    flags=(-n "${STEPS}" "${gpu_flags[@]}" --model "${MODEL}" -b "${BATCH}" --modes "$2" --data cifar10
+           --data-dir "${CIFAR10_DIR}" "${extra[@]}" --json "${RESULTS_DIR}/$1-$2.json"
+           --checkpoint "${RESULTS_DIR}/$1-$2.pt" --checkpoint-every "${CHECKPOINT_EVERY}")
+}
+
+# main.py refuses MODES and EXTRA_ARGS it cannot run here, in the container, before any stage
+# (a refusal inside a stage would reach the user through torchrun's traceback).
+check_main_flags() {
+    local mode said flags
+    for mode in "${modes[@]}"; do
+        main_flags check "${mode}"
+        if [[ "${DRY_RUN}" == 1 ]]; then
+            run "${on_one_node[@]}" "${in_container[@]}" python main.py "${flags[@]}" --check-flags
+        else
+            said=$(in_container_checked python main.py "${flags[@]}" --check-flags) \
+                || fail "main.py refuses the flags MODES and EXTRA_ARGS give it (${said}); change them."
+        fi
+    done
+}
+
 FAILED=()
 # One stage: every mode as its own run with its own checkpoint, launched by "$@".
 stage() {
-    local name=$1 mode out checkpoint resume
+    local name=$1 mode out checkpoint resume flags
     shift
     for mode in "${modes[@]}"; do
+        main_flags "${name}" "${mode}"
         out="${RESULTS_DIR}/${name}-${mode}.json"
         checkpoint="${RESULTS_DIR}/${name}-${mode}.pt"
         if [[ -f "${out}" ]] && ! grep -q '"incomplete": true' "${out}"; then
@@ -277,10 +329,7 @@ stage() {
             echo "ampbench: ${name} ${mode} resumes from ${checkpoint}."
         fi
         # Progress stays on: without a terminal main.py logs plain phase and progress lines.
-        run "$@" main.py -n "${STEPS}" "${gpu_flags[@]}" --model "${MODEL}" -b "${BATCH}" --modes "${mode}" \
-            --data cifar10 --data-dir "${CIFAR10_DIR}" "${extra[@]}" --json "${out}" \
-            --checkpoint "${checkpoint}" --checkpoint-every "${CHECKPOINT_EVERY}" "${resume[@]}" \
-            || FAILED+=("${name} ${mode}")
+        run "$@" main.py "${flags[@]}" "${resume[@]}" || FAILED+=("${name} ${mode}")
     done
 }
 
@@ -310,8 +359,6 @@ study_point() {
 # The scaling study: 1 GPU, one node, then 2, 4, ... nodes up to NODES, merged by benchmarks/scaling.py.
 study() {
     local count=2
-    (( NODES * PER_NODE > 1 )) \
-        || fail "STUDY=1 needs 2 or more ranks, and this job has 1 node x 1 rank; add nodes or GPUS_PER_NODE."
     run mkdir -p "${RESULTS_DIR}/study"
     study_point 1 "${on_one_node[@]}" "${in_container[@]}" python
     if (( PER_NODE > 1 )); then
@@ -359,8 +406,12 @@ if [[ "${USE_GPU}" == 1 ]]; then
     gpu_flags=(-p)
 fi
 RESULTS_DIR=$(results_dir)
-run mkdir -p "${RESULTS_DIR}"
 preflight
+if [[ "${STUDY}" == 1 ]] && (( NODES * PER_NODE < 2 )); then  # known once preflight counted the GPUs
+    fail "STUDY=1 needs 2 or more ranks, and this job has 1 node x 1 rank; add nodes or GPUS_PER_NODE."
+fi
+check_main_flags
+run mkdir -p "${RESULTS_DIR}"
 echo "ampbench (${SCHEDULER} job ${JOB_ID:-none}): ${NODES} node(s) x ${PER_NODE} rank(s), ${MODEL}, ${STEPS} steps," \
      "modes ${MODES} -> ${RESULTS_DIR}"
 

@@ -134,6 +134,7 @@ class RunConfig:
     target_accuracy: Optional[float] = None  # a fraction: time to reach it
     stop_at_target: bool = False
     list_models: bool = False
+    check_flags: bool = False  # main.py exits 0 once every flag is checked: what the job scripts ask first
     # precision
     gpu: bool = False
     fp16: bool = False

@@ -27,9 +27,13 @@ def main(argv=None):
     written = []
     try:
         report(args, written)
-    except (UserError, WriteFailed) as error:
+    except UserError as error:
         print(f"utils.report: error: {error}", file=sys.stderr)
-        return 2 if isinstance(error, UserError) else 1
+        return 2
+    except WriteFailed as error:  # say only what was written: every write is all or nothing
+        print(f"utils.report: error: {str(error).rstrip('.')}; " + (f"{', '.join(written)} written whole, nothing else."
+              if written else "nothing was written."), file=sys.stderr)
+        return 1
     except KeyboardInterrupt:  # every write is all or nothing: say which ones happened
         print("utils.report: interrupted; " + (f"{', '.join(written)} written whole, nothing else."
                                                if written else "nothing was written."), file=sys.stderr)
@@ -64,13 +68,13 @@ def report(args, written):
             print(f"{added} of {len(document['comparison'])} rows appended to {args.csv} (the others were "
                   "there already)\n" if added < len(document["comparison"]) else
                   f"{added} rows appended to {args.csv}\n")
+    if args.json:
+        write_json(args.json, merged)
+        written.append(args.json)
     if args.plot:
         plot.draw(args.plot, merged[0])
         written.append(args.plot)
         print(f"plot written to {args.plot}")
-    if args.json:
-        write_json(args.json, merged)
-        written.append(args.json)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,9 @@ SETUP_KEYS = {  # config field: its type in a results file or a checkpoint
     "warmup_lr_steps": int, "momentum": float, "weight_decay": float, "label_smoothing": float, "clip_grad": float,
     "grad_comm": str, "bucket_mb": float,
 }
+# The settings that change the accuracy verdict, not the step times: a merge never pools runs
+# asked different accuracy questions (utils/results/record.py's setup_of); each is a CSV column.
+ACCURACY_KEYS = ("target_accuracy", "accuracy_margin", "eval_every")
 # The models whose --stem applies (their `conv1` and `maxpool`); the table shows it only for them.
 RESNET_FAMILY = ("resnet", "resnext", "wide_resnet")
 # What a resume refuses to change, checked in every checkpoint's config (steps may grow).

@@ -277,3 +277,9 @@ def test_a_single_mode_table_has_no_comparison_columns():
                       "synthetic")
     assert result.returncode == 0, result.stderr
     assert "median ms" in result.stdout and "speedup" not in result.stdout and "mem ratio" not in result.stdout
+
+
+def test_check_flags_checks_and_exits_without_training():
+    checked = run_main("--modes", "fp32,amp-bf16", "--data", "synthetic", "--check-flags")
+    assert checked.returncode == 0 and checked.stdout == "" and checked.stderr == ""
+    assert_user_error(run_main("--modes", "AMP-BF16", "--check-flags"), "unknown precision mode 'AMP-BF16'")

@@ -205,8 +205,10 @@ def test_dry_runs_print_every_stage_and_create_nothing(script, nodes, per_node, 
     result = subprocess.run(["bash", script], cwd=ROOT, capture_output=True, text=True, env=env)
     assert result.returncode == 0, result.stderr
     commands = [line[2:] for line in result.stdout.splitlines() if line.startswith("+ ")]
-    assert commands[1].endswith("python -m utils.compat"), "the container is checked first"
-    runs = [c for c in commands if " main.py " in c]
+    assert commands[0].endswith("python -m utils.compat"), "the container is checked first"
+    assert [c.split(" main.py ")[1].split()[8] for c in commands[1:3]] == ["fp32", "amp-bf16"], "then each mode's flags"
+    assert all(c.endswith(" --check-flags") for c in commands[1:3]) and commands[3].startswith("mkdir -p ")
+    runs = [c for c in commands if " main.py " in c and "--check-flags" not in c]
     assert len(runs) == 2 * (3 if nodes > 1 else 2)
     assert all(" -p " in c and "--nv" in c and "--checkpoint " in c for c in runs)
     assert f"--nproc_per_node={per_node} main.py" in runs[2]

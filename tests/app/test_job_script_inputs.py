@@ -59,6 +59,8 @@ BAD_INPUTS = [
     ("AMPBENCH_DIR", "{tmp}"),
     ("STUDY", "yes"), ("GRAD_COMM", "fp8"), ("GRAD_COMM", "fp32,,bf16"), ("GRAD_COMM", "fp32 bf16"),
     ("GRAD_COMM", "fp32,fp32"), ("GRAD_COMM", "$(touch x)"),
+    ("RESULTS_ROOT", "-x"), ("RESULTS_ROOT", "--help"), ("CIFAR10_DIR", "-data"), ("CONTAINER", "-v"),
+    ("BIND", "--bind"),
 ]
 
 
@@ -87,8 +89,9 @@ def test_printed_commands_quote_paths_with_spaces(tmp_path):
     result = run_script("run_slurm.sh", env)
     assert result.returncode == 0, result.stderr
     commands = [shlex.split(line[2:]) for line in result.stdout.splitlines() if line.startswith("+ ")]
-    runs = [words for words in commands if "main.py" in words]
-    assert len(runs) == 6 and all(image in words and data in words for words in runs)
+    runs = [words for words in commands if "main.py" in words and "--check-flags" not in words]
+    checks = [words for words in commands if "--check-flags" in words]
+    assert len(runs) == 6 and all(image in words and data in words for words in runs + checks) and len(checks) == 2
     assert all(words[words.index("--json") + 1].startswith(f"{results}/") for words in runs)
     assert commands[-1][-1].startswith(f"{results}/") and commands[-1][-1].endswith("/merged.json")
     assert image in commands[1], "the container check too"
@@ -127,6 +130,39 @@ def test_a_missing_image_or_data_folder_is_refused(script, variable, tmp_path):
     assert not (tmp_path / "calls.log").exists() and not (tmp_path / "results").exists()
 
 
+def without_torch(tmp_path):
+    """A PYTHONPATH on which `import torch` fails: the container's Python of an image without torch."""
+    (tmp_path / "fake" / "torch").mkdir(parents=True)
+    (tmp_path / "fake" / "torch" / "__init__.py").write_text("raise ModuleNotFoundError('No module named torch')\n")
+    return str(tmp_path / "fake")
+
+
+# (case, variables, what the one sentence says): what only the container's main.py can refuse
+IN_CONTAINER = [
+    ("mode in capitals", {"MODES": "AMP-BF16"}, "unknown precision mode 'AMP-BF16'"),
+    ("a command in EXTRA_ARGS", {"EXTRA_ARGS": "--tag $(touch {canary})"}, "unrecognized arguments: --tag"),
+    ("flags main.py refuses together", {"EXTRA_ARGS": "--allow-unverified --seeds 2"}, "--checkpoint works with"),
+    ("an image without torch", {"PYTHONPATH": "{fake}"}, "torch is not installed"),
+]
+
+
+@pytest.mark.parametrize("variables, said", [case[1:] for case in IN_CONTAINER], ids=[case[0] for case in IN_CONTAINER])
+def test_what_the_container_refuses_is_one_sentence_before_any_stage(variables, said, tmp_path):
+    canary = tmp_path / "pwned"
+    values = {key: value.format(canary=canary, fake=without_torch(tmp_path)) for key, value in variables.items()}
+    job = start("run_slurm.sh", job_env("run_slurm.sh", tmp_path, NODES="1", **values))
+    out, err = job.communicate(timeout=120)
+    assert job.returncode == 2 and err.startswith("ampbench: error: ") and err.count("\n") == 1, err
+    assert said in err and "Traceback" not in err + out and "usage:" not in err + out, err
+    assert not canary.exists() and not list((tmp_path / "results").glob("*")), "no stage started"
+
+
+def test_a_dry_run_shows_the_flag_check_of_every_mode(tmp_path):
+    result = run_script("run_slurm.sh", dry_env(tmp_path))
+    checks = [line for line in result.stdout.splitlines() if line.endswith(" --check-flags")]
+    assert result.returncode == 0 and len(checks) == 2 and all("main.py" in line for line in checks), result.stdout
+
+
 # The campaign: hostile values for every variable, each through the three scripts.
 BAD_NUMBERS = ["0", "-2", "1.5", "abc", "08", " 2", "1e3", "0x10", "99999999999999999999", "2**3",
                "PATH[$(touch {canary})]", "x[$(touch {canary})]", "$(touch {canary})", "1;touch {canary}",
@@ -147,6 +183,7 @@ CAMPAIGN = (
     + [("EXTRA_ARGS", value, True) for value in ['--tag "a b"', "--warmup 1\n--no-eval", "--x\\ y", "--tag 'x'"]]
     + [("MASTER_ADDR", value, True) for value in ["a b", "$(touch {canary})", "host;touch {canary}"]]
     + [("CIFAR10_DIR", "a\nb", True), ("CONTAINER", "a\tb", True), ("BIND", "/lus\n/x", True)]
+    + [(name, value, True) for name in ["RESULTS_ROOT", "CIFAR10_DIR", "CONTAINER", "BIND"] for value in ["-x", "--help"]]
     # Accepted: never evaluated, so printed as they are.
     + [("EXTRA_ARGS", "$(touch {canary})", False), ("EXTRA_ARGS", "--warmup 1 *", False),
        ("CIFAR10_DIR", "$(touch {canary})", False), ("CONTAINER", "`touch {canary}`", False),

@@ -175,6 +175,51 @@ def test_slower_half_arithmetic_is_diagnosed_with_the_cpu_flags_as_evidence():
     assert rules(tf32) == ["TF32 already uses tensor cores"] and "1.50x over it" in tf32[0]["text"]
 
 
+def categories(**values):
+    """{category: ms}, every category 0 but `values`."""
+    found = {name: 0.0 for name in NAMES}
+    found.update(values)
+    return found
+
+
+def test_a_slower_mode_without_a_rule_is_explained_by_its_own_categories():
+    """The issue's case: amp-bf16 at 127 ms against fp32's 122 ms on an avx512_bf16 CPU."""
+    base = categories(conv=80.0, matmul=10.0, elementwise=20.0, norm=12.0)
+    slower = categories(conv=79.0, matmul=9.5, elementwise=24.0, norm=13.5, cast=1.0)
+    found = diagnose.fallback("amp-bf16", base, slower, 122 / 127)
+    assert found["rule"] == "no faster, no rule matched" and found["at_stake_ms"] == pytest.approx(5.0)
+    assert "0.96x as fast as fp32" in found["text"] and "elementwise +4.0 ms, norm +1.5 ms, cast +1.0 ms grew" \
+        in found["text"]
+    assert "conv+matmul failed to shrink (1.02x as fast as in fp32)" in found["text"]
+    assert "casts are 1% of its step" in found["text"] and "--compile" in found["remedy"]
+
+
+def test_the_fallback_names_arithmetic_that_did_not_speed_up():
+    base = categories(conv=80.0, elementwise=20.0)
+    found = diagnose.fallback("amp-bf16", base, categories(conv=80.0, elementwise=19.0, other=3.0), None)
+    assert "conv+matmul failed to shrink (1.00x" in found["text"] and "other +3.0 ms grew" in found["text"]
+    assert "fast bfloat16 arithmetic" in found["remedy"] and "0.98x as fast" in found["text"]  # from the profile
+
+
+@pytest.mark.parametrize("mode, speedup", [("amp-bf16", 1.3), ("fp32", 0.9)])
+def test_no_fallback_for_a_faster_mode_or_the_baseline(mode, speedup):
+    base = categories(conv=80.0, elementwise=20.0)
+    assert diagnose.fallback(mode, base, categories(conv=90.0, elementwise=20.0), speedup) is None
+
+
+def test_the_comparison_falls_back_only_when_no_rule_fired():
+    from utils.results import compare
+    base = categories(conv=80.0, elementwise=20.0)
+    profile = {"steps": 2, "categories": {name: {"ms": 0.0, "share": 0.0} for name in NAMES}, "cpu_fast_half_flags": []}
+    runs = {"fp32": {"device": "cpu", "profile": dict(profile, diagnosis=[])},
+            "amp-bf16": {"device": "cpu", "profile": dict(profile, diagnosis=[])}}
+    row = {"profile_ms": categories(conv=79.0, elementwise=24.0)}
+    found = compare.comparison_findings("amp-bf16", row, {"profile_ms": base}, [runs["amp-bf16"]], 0.96, None)
+    assert rules(found) == ["no faster, no rule matched"]
+    ruled = dict(runs["amp-bf16"], profile=dict(profile, diagnosis=[{"rule": "cast overhead"}]))
+    assert compare.comparison_findings("amp-bf16", row, {"profile_ms": base}, [ruled], 0.96, None) == []
+
+
 def test_explain_from_the_command_line(subset, tmp_path):
     """Three modes: the table, the Amdahl lines, the float16 diagnosis, the JSON, the traces
     (--trace-dir implies --explain) and the figure; the timed steps are the same steps as

@@ -3,7 +3,6 @@ sentence naming the file and the field, before anything is written; SIGINT exits
 line; the table needs neither torch nor matplotlib. The campaign that mutates genuine files
 at random is in tests/test_hostile_files.py (long)."""
 import contextlib
-import copy
 import io
 import json
 import os
@@ -47,6 +46,16 @@ def replaced(text, old, new):
 
 
 RUN0 = (lambda d: d["runs"][0])
+
+
+GENUINE_HOST = {"cores": 2, "torch_threads": 1, "wall_s": 0.5, "process_cpu_cores": 0.9, "process_cpu_share": 0.45,
+                "load_avg_1m_start": 1.0, "load_avg_1m_end": 1.1, "warning": None}
+
+
+def CURVE_POINT(**changed):
+    """A genuine accuracy_curve point with `changed` fields."""
+    return dict({"step": 4, "epoch": 0.5, "train_s": 1.25, "accuracy": 0.25}, **changed)
+
 HOSTILE = [  # (what, the file's content from the genuine document, the field the sentence names)
     ("no env", edited(lambda d: d.pop("env")), "env is missing"),
     ("no config", edited(lambda d: d.pop("config")), "config is missing"),
@@ -93,6 +102,48 @@ HOSTILE = [  # (what, the file's content from the genuine document, the field th
      "runs[0].memory.activations_bytes is missing"),
     ("sources of numbers", edited(lambda d: d.update(sources=[1])), "sources[0] is 1, not text"),
     ("second document of a list", lambda d: json.dumps([d, dict(d, env="x")]), '[1].env is "x", not an object'),
+    ("accuracy 5.0 in the curve", edited(lambda d: RUN0(d).update(accuracy_curve=[CURVE_POINT(accuracy=5.0)])),
+     "runs[0].accuracy_curve[0].accuracy is 5.0, not a number of at most 1"),
+    ("accuracy a string in the curve", edited(lambda d: RUN0(d).update(accuracy_curve=[CURVE_POINT(accuracy="x")])),
+     'runs[0].accuracy_curve[0].accuracy is "x", not a number'),
+    ("curve step a string", edited(lambda d: RUN0(d).update(accuracy_curve=[CURVE_POINT(step="4")])),
+     'runs[0].accuracy_curve[0].step is "4", not a whole number'),
+    ("curve point without train_s", edited(lambda d: RUN0(d).update(accuracy_curve=[
+        {key: value for key, value in CURVE_POINT().items() if key != "train_s"}])),
+     "runs[0].accuracy_curve[0].train_s is missing"),
+    ("test accuracy 5.0", edited(lambda d: RUN0(d).update(test_accuracy=5.0)),
+     "runs[0].test_accuracy is 5.0, not a number of at most 1"),
+    ("outlier without ms", edited(lambda d: RUN0(d).update(outlier_steps=[{"timed_step": 2}])),
+     "runs[0].outlier_steps[0].ms is missing"),
+    ("outlier ms a string", edited(lambda d: RUN0(d).update(outlier_steps=[{"timed_step": 2, "ms": "slow"}])),
+     'runs[0].outlier_steps[0].ms is "slow", not a number'),
+    ("outlier ms null", edited(lambda d: RUN0(d).update(outlier_steps=[{"timed_step": 2, "ms": None}])),
+     "runs[0].outlier_steps[0].ms is null, not a number"),
+    ("outlier a number", edited(lambda d: RUN0(d).update(outlier_steps=[3])),
+     "runs[0].outlier_steps[0] is 3, not an object"),
+    ("histogram counts a string", edited(lambda d: RUN0(d)["numerics"]["histogram"].update(counts="many")),
+     'runs[0].numerics.histogram.counts is "many", not a list'),
+    ("histogram negative count", edited(lambda d: RUN0(d)["numerics"]["histogram"]["counts"].__setitem__(3, -5)),
+     "runs[0].numerics.histogram.counts[3] is -5, not a whole number of at least 0"),
+    ("histogram without zeros", edited(lambda d: RUN0(d)["numerics"]["histogram"].pop("zeros")),
+     "runs[0].numerics.histogram.zeros is missing"),
+    ("histogram of nothing", edited(lambda d: RUN0(d)["numerics"].update(histogram={"log2_low": -80, "counts": [0],
+                                                                                   "zeros": 0})),
+     "runs[0].numerics.histogram counts no value"),
+    ("memory parameters null", edited(lambda d: RUN0(d)["memory"].update(parameters_bytes=None)),
+     "runs[0].memory.parameters_bytes is null, not a whole number"),
+    ("memory gradients a string", edited(lambda d: RUN0(d)["memory"].update(gradients_bytes="1 MiB")),
+     'runs[0].memory.gradients_bytes is "1 MiB", not a whole number'),
+    ("a number and its nonfinite mark", edited(lambda d: RUN0(d).update(final_loss=2.0,
+                                                                         final_loss_nonfinite={"": "nan"})),
+     "runs[0].final_loss holds a number and a final_loss_nonfinite mark"),
+    ("a list item and its nonfinite mark", edited(lambda d: RUN0(d).update(loss_curve_nonfinite={"1": "inf"})),
+     "runs[0].loss_curve[1] holds a number and a loss_curve_nonfinite mark"),
+    ("a nonfinite mark of a word", edited(lambda d: RUN0(d).update(final_loss=None, final_loss_nonfinite={"": "big"})),
+     'runs[0].final_loss_nonfinite is "big", not "nan", "inf" or "-inf"'),
+    ("host without cores", edited(lambda d: RUN0(d).update(host={"warning": None})), "runs[0].host.cores is missing"),
+    ("host warning a number", edited(lambda d: RUN0(d).update(host=dict(GENUINE_HOST, warning=3))),
+     "runs[0].host.warning is 3, not text"),
     ("wrong schema", edited(lambda d: d.update(schema="other/1")), "is not an ampbench result file"),
     ("a JSON number", lambda d: "3", "is not an ampbench result file"),
     ("binary", lambda d: b"\x00\x01\xff", "cannot read result file"),
@@ -197,3 +248,50 @@ def test_sigint_while_reading_exits_130_with_one_line_and_writes_nothing(tmp_pat
     assert process.returncode == 130, err
     assert err == "utils.report: interrupted; nothing was written.\n", err
     assert not merged.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
+
+
+def with_config(**changed):
+    document = genuine()
+    document["config"].update(changed)
+    return document
+
+
+@pytest.mark.parametrize("key, values", [("target_accuracy", (0.5, 0.9)), ("accuracy_margin", (0.5, 2.0)),
+                                         ("eval_every", (0.25, 0.1))])
+def test_files_asking_different_accuracy_questions_stay_apart(key, values, tmp_path):
+    paths = []
+    for index, value in enumerate(values):
+        paths.append(tmp_path / f"r{index}.json")
+        document = with_config(**{key: value})
+        for run in document["runs"]:  # another job: other runs, which would otherwise pool
+            run["finished_utc"] = f"2026-01-0{index + 1}T00:00:00Z"
+        paths[-1].write_text(json.dumps(document))
+    status, out, err = report(*paths, "--json", tmp_path / "m.json")
+    assert status == 0, err
+    merged = json.loads((tmp_path / "m.json").read_text())
+    assert len(merged) == 2 and [document["config"][key] for document in merged] == list(values)
+    assert all(f"setup: {key} {value}" in out for value in values), out
+
+
+def test_csv_rows_carry_their_schema_and_accuracy_question(tmp_path):
+    csv_path = tmp_path / "all.csv"
+    status, _, err = report(GENUINE, "--csv", csv_path)
+    assert status == 0, err
+    import csv
+    rows = list(csv.DictReader(csv_path.open()))
+    assert rows and all(row["schema"] == genuine()["schema"] and row["accuracy_margin"] == "0.5" for row in rows)
+
+
+@pytest.mark.parametrize("also_json", [False, True], ids=["plot only", "plot and json"])
+def test_a_plot_that_fails_says_only_what_was_written(also_json, tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    from utils.results import plot
+
+    def broken(document):
+        raise ValueError("a forged value")
+    monkeypatch.setattr(plot, "figure_of", broken)
+    merged = tmp_path / "m.json"
+    status, _, err = report(GENUINE, "--plot", tmp_path / "p.png", *(["--json", merged] if also_json else []))
+    assert status == 1 and err.count("\n") == 1 and "could not draw" in err, err
+    assert "JSON and CSV" not in err and merged.exists() == also_json
+    assert (f"{merged} written whole, nothing else." if also_json else "nothing was written.") in err, err

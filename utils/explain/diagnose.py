@@ -17,6 +17,8 @@ CAST_SHARE = 0.10  # dtype conversions
 COMM_BOUND_SHARE = 0.20  # all-reduce that no compute overlapped (a distributed run)
 SMALL_FP8_MATMUL = 2048  # an FP8 matmul with a weight dimension below this saves less than its casts and scales cost
 LOW_FP8_SHARE = 0.5  # share of the step's matmul FLOPs in FP8 below which the rest decides the speed
+SHRINK_EXPECTED = 1.1  # conv+matmul that ran less than this many times as fast as in fp32 failed to shrink
+SHOWN_GROWTH = 3  # the fallback names at most this many categories that grew
 TENSOR_CORE_MULTIPLE = 8  # FP16/BF16 tensor cores want channels, features and batch in multiples of 8
 # CPU instruction sets that make float16 / bfloat16 arithmetic faster than FP32 (/proc/cpuinfo flags)
 FAST_CPU_FLAGS = {"float16": ("avx512_fp16", "amx_fp16"), "bfloat16": ("avx512_bf16", "amx_bf16")}
@@ -248,6 +250,39 @@ def fp8_slower(mode, fp8_run, fp8_ms, bf16_ms):
                    (": " + "; ".join(causes) if causes else ""),
                    "--compile (it fuses the casts and amax into their neighbours), a wider model or a larger "
                    "batch, and reading fp8 against amp-bf16")
+
+
+def fallback(mode, base, profile, speedup):
+    """When `mode` is no faster than fp32 (`speedup`, else its profiled step's) and no rule fired:
+    why, from its own categories ({category: ms} against fp32's `base`): which grew, whether
+    conv+matmul failed to shrink, and the casts' share of its step. None when it is faster."""
+    total, base_total = sum(profile.values()), sum(base.values())
+    if speedup is None and total:
+        speedup = base_total / total
+    if mode == "fp32" or speedup is None or speedup > 1.0 or not total:
+        return None
+    grew = sorted((name for name in NAMES if profile.get(name, 0.0) > base.get(name, 0.0)),
+                  key=lambda name: base.get(name, 0.0) - profile[name])[:SHOWN_GROWTH]
+    parts = [", ".join(f"{name} +{profile[name] - base.get(name, 0.0):.1f} ms" for name in grew) + " grew"] if grew else []
+    work_base = sum(base.get(name, 0.0) for name in TENSOR_CORE_WORK)
+    work = sum(profile.get(name, 0.0) for name in TENSOR_CORE_WORK)
+    shrink = work_base / work if work_base and work else None
+    if shrink is not None and shrink < SHRINK_EXPECTED:
+        parts.append(f"conv+matmul failed to shrink ({times(shrink)} as fast as in fp32)")
+    parts.append(f"casts are {100 * profile.get('cast', 0.0) / total:.0f}% of its step")
+    return finding("no faster, no rule matched", mode, max(total - base_total, 0.0),
+                   f"it is {times(speedup)} as fast as fp32 and no rule fired; by its own categories, "
+                   + "; ".join(parts), fallback_remedy(mode, grew, shrink))
+
+
+def fallback_remedy(mode, grew, shrink):
+    """What to try for fallback()'s finding: fusion when casts or memory-bound ops grew, another
+    device when the arithmetic itself did not speed up, else more profiled steps."""
+    if "cast" in grew or set(grew) & set(MEMORY_BOUND):
+        return "--compile, which fuses the casts and elementwise ops into their neighbours"
+    if set(grew) & set(TENSOR_CORE_WORK) or (shrink is not None and shrink < SHRINK_EXPECTED):
+        return f"fp32 on this device, or a device with fast {low_precision_dtype(mode) or 'low-precision'} arithmetic"
+    return "more --explain-steps and --repeats, to see whether the difference holds"
 
 
 def ranked(findings):

@@ -242,14 +242,25 @@ def explain_figures(figures, groups):
             continue
         speedup = base["median_step_ms"] / row["median_step_ms"]
         row["amdahl"] = diagnose.amdahl(base["profile_ms"], row["profile_ms"], speedup)
-        profiled = next(run for run in groups[mode] if run.get("profile"))
         tf32 = figures.get("tf32")
-        row["diagnosis"] = diagnose.diagnose_comparison(
-            mode, base["profile_ms"], row["profile_ms"], "cuda" if profiled["device"].startswith("cuda") else "cpu",
-            profiled["profile"].get("cpu_fast_half_flags"), speedup,
-            base["median_step_ms"] / tf32["median_step_ms"] if tf32 else None)
+        row["diagnosis"] = comparison_findings(mode, row, base, groups[mode], speedup,
+                                               base["median_step_ms"] / tf32["median_step_ms"] if tf32 else None)
     fp8_findings(figures, groups)
     return figures
+
+
+def comparison_findings(mode, row, base, group, speedup, tf32_speedup):
+    """The findings against fp32 of `mode` (its figures `row`, its runs `group`, `speedup` against
+    fp32); when neither they nor its runs' own findings say why a mode no faster than fp32 is so,
+    the fallback does."""
+    profiled = next(run for run in group if run.get("profile"))
+    found = diagnose.diagnose_comparison(
+        mode, base["profile_ms"], row["profile_ms"], "cuda" if profiled["device"].startswith("cuda") else "cpu",
+        profiled["profile"].get("cpu_fast_half_flags"), speedup, tf32_speedup)
+    if found or any((run.get("profile") or {}).get("diagnosis") for run in group):
+        return found
+    why = diagnose.fallback(mode, base["profile_ms"], row["profile_ms"], speedup)
+    return [why] if why else []
 
 
 def fp8_findings(figures, groups):

@@ -42,6 +42,8 @@ def parsed(path):
         if depth(content) > DEEPEST:
             raise UserError(f"{path} nests more than {DEEPEST} levels deep; it is not an ampbench result file.")
         return strict.restored(content)
+    except strict.Conflict as error:
+        raise UserError(f"{path}: {error}; is it an ampbench result file?") from None
     except RecursionError:
         raise UserError(f"{path} nests too deeply to read; it is not an ampbench result file.") from None
     except (OSError, ValueError) as error:  # ValueError: not JSON, not UTF-8, an integer too long to convert

@@ -65,9 +65,9 @@ def draw(path, document):
         atomic_write(path, lambda f: figure.savefig(f, format=file_format(path), dpi=120))
     except WriteFailed:
         raise
-    except Exception as error:  # a matplotlib failure after training: the other outputs are already written
+    except Exception as error:  # the caller says which other outputs were written
         raise WriteFailed(f"could not draw {path} with matplotlib {matplotlib.__version__} "
-                          f"({type(error).__name__}: {error}); the JSON and CSV outputs are written.") from None
+                          f"({type(error).__name__}: {error}).") from None
     finally:
         if figure is not None:
             plt.close(figure)

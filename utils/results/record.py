@@ -7,14 +7,17 @@ contract README's "Results file" documents.
 """
 import math
 import os
+import statistics
 from dataclasses import asdict, dataclass, field, replace
 from typing import Dict, List, Optional
 
 from utils.clock import now_utc
 from utils.explain.diagnose import diagnose_run
+from utils.measure import host_load
 from utils.measure.step_stats import outliers, summarize
+from utils.results.accuracy import DEFAULT_MARGIN_POINTS
 from utils.results.compare import learned
-from utils.setup_keys import SETUP_KEYS, communication
+from utils.setup_keys import ACCURACY_KEYS, SETUP_KEYS, communication
 from utils.training.modes import DEFAULT_BASELINE
 
 SCHEMA = "ampbench.result/2"
@@ -100,6 +103,7 @@ class RunRecord:
     # fp8_flops_per_step, flop_share (of the step's matmul and convolution FLOPs), left_out [{layer, why}],
     # matmul_shapes [[M, K, N]] of the converted layers' forward matmuls (M: rows in one process's batch)
     fp8: Optional[Dict] = None
+    host: Optional[Dict] = None  # host_load.over(): load and CPU use over the timed steps, and its warning
 
     def to_dict(self):
         return asdict(self)
@@ -107,9 +111,9 @@ class RunRecord:
 
 def should_evaluate(config, data, outcome):
     """Test accuracy is measured for a run that finished with a finite loss on real data."""
-    curve = outcome.stats.losses
-    return not (config.no_eval or data.test_images is None or outcome.stopped_by or not curve
-                or not math.isfinite(curve[-1]))
+    losses = outcome.stats.losses
+    return not (config.no_eval or data.test_images is None or outcome.stopped_by or not losses
+                or not math.isfinite(losses[-1]))
 
 
 @dataclass
@@ -134,13 +138,12 @@ def build(config, trainer, outcome, data, context, findings, repeat=0, flops_per
     from utils.measure.envinfo import device_name, tf32_flags
 
     stats, mode, device, world = outcome.stats, trainer.mode, context.device, context.world
-    timed = bool(stats.step_ms)
-    step_stats = summarize(stats.step_ms) if timed else None
     global_batch = config.global_batch_size(world.size)
-    curve = stats.losses
-    utilisation = flops.utilisation(flops_per_step, step_stats["median"], device_name(device), mode,
+    timing = timing_fields(stats, global_batch)
+    losses = stats.losses
+    utilisation = flops.utilisation(flops_per_step, timing["step_time_ms"]["median"], device_name(device), mode,
                                     device.type == "cuda", world.size, fp8 and fp8["flop_share"]) \
-        if timed and flops_per_step else {}
+        if timing["step_time_ms"] and flops_per_step else {}
     record = RunRecord(
         mode=mode.name, description=mode.description, device=str(device), tf32=tf32_flags(),
         data=data.name, loader=config.loader, channels_last=config.channels_last, compiled=config.compile,
@@ -150,13 +153,8 @@ def build(config, trainer, outcome, data, context, findings, repeat=0, flops_per
         completed_steps=outcome.completed_steps,
         incomplete=not outcome.ran_all_steps(config.steps) or findings.stopped_by is not None,
         stopped_by=outcome.stopped_by or findings.stopped_by, resumed_from_step=outcome.start_step or None, segments=stats.segments,
-        warmup=config.warmup, timed_steps=len(stats.step_ms), step_time_ms=step_stats, step_times_ms=stats.step_ms,
-        outlier_steps=outliers(stats.step_ms),
-        images_per_sec=global_batch * 1000.0 / step_stats["median"] if timed else None,
-        data_time_ms=summarize(stats.data_ms) if timed else None,
-        compute_time_ms=summarize([s - d for s, d in zip(stats.step_ms, stats.data_ms)]) if timed else None,
-        peak_memory_bytes=stats.peak_memory_bytes, peak_memory_kind=memory.peak_bytes(device)[1],
-        final_loss=curve[-1] if curve else None, loss_curve=curve, lr_curve=stats.lrs,
+        warmup=config.warmup, **timing, peak_memory_bytes=stats.peak_memory_bytes, peak_memory_kind=memory.peak_bytes(device)[1],
+        final_loss=losses[-1] if losses else None, loss_curve=losses, lr_curve=stats.lrs,
         loss_scale_curve=stats.loss_scales if trainer.scaler.is_enabled() else None,
         skipped_steps=outcome.skipped_steps,
         final_loss_scale=trainer.scaler.get_scale() if trainer.scaler.is_enabled() else None,
@@ -168,13 +166,35 @@ def build(config, trainer, outcome, data, context, findings, repeat=0, flops_per
         repeat=repeat, finished_utc=now_utc(), numerics=findings.numerics, memory=findings.memory,
         max_batch=findings.max_batch, warmup_peak_memory_bytes=stats.warmup_peak_memory_bytes or None,
         peak_reserved_bytes=stats.peak_reserved_bytes if device.type == "cuda" else None,
-        optimizer_impl=trainer.optimizer_impl, seed=config.seed, fp8=fp8, **accuracy_fields(findings.curve), **utilisation,
+        optimizer_impl=trainer.optimizer_impl, seed=config.seed, fp8=fp8, host=host_fields(outcome.host, device.type, stats),
+        **accuracy_fields(findings.curve), **utilisation,
         grad_comm=trainer.grad_comm, bucket_mb=communication(config.to_dict(), world.size)["bucket_mb"])
     record.learned = learned(record.data, record.loss_curve, record.test_accuracy)
     if findings.profile is not None:
         record.profile = replace(findings.profile, diagnosis=diagnose_run(record, findings.profile, config.workers,
                                                                           os.cpu_count() or 1))
     return record
+
+
+def timing_fields(stats, global_batch):
+    """The record's step timings: their statistics, every timed step and the outliers, the
+    throughput, and the data wait and compute apart (all None when no step was timed)."""
+    timed = bool(stats.step_ms)
+    step_stats = summarize(stats.step_ms) if timed else None
+    return {"timed_steps": len(stats.step_ms), "step_time_ms": step_stats, "step_times_ms": stats.step_ms,
+            "outlier_steps": outliers(stats.step_ms),
+            "images_per_sec": global_batch * 1000.0 / step_stats["median"] if timed else None,
+            "data_time_ms": summarize(stats.data_ms) if timed else None,
+            "compute_time_ms": summarize([s - d for s, d in zip(stats.step_ms, stats.data_ms)]) if timed else None}
+
+
+def host_fields(host, device_type, stats):
+    """runs[].host: the loop's reading of the host, with the warning it calls for (or null)."""
+    if host is None:
+        return None
+    step_ms = statistics.median(stats.step_ms) if stats.step_ms else 0.0
+    share = statistics.median(stats.data_ms) / step_ms if step_ms > 0 and stats.data_ms else None
+    return dict(host, warning=host_load.warning(host, device_type, share))
 
 
 def accuracy_fields(curve):
@@ -197,10 +217,12 @@ def make_document(env, config, data_info, incomplete, runs, comparison):
 
 def setup_of(document):
     """What must match for runs to be compared: everything but the precision mode that can
-    change step times, memory or accuracy (a channels_last run never pools with a plain one)."""
+    change step times, memory or accuracy (a channels_last run never pools with a plain one),
+    and the accuracy question asked (target, margin, evaluation cadence)."""
     config, env = document["config"], document["env"]
-    setup = {key: config.get(key) for key in SETUP_KEYS}
+    setup = {key: config.get(key) for key in (*SETUP_KEYS, *ACCURACY_KEYS)}
     setup["optimizer"] = config.get("optimizer") or "sgd"  # files of earlier releases ran SGD
+    setup["accuracy_margin"] = config.get("accuracy_margin", DEFAULT_MARGIN_POINTS)  # older files: the default
     setup["optimizer_impl"] = optimizer_impl(document)
     setup.update(workers=config.get("workers") if config.get("loader") == "torchvision" else None,
                  compile_mode=config.get("compile_mode") if config.get("compile") else None,

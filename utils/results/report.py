@@ -22,10 +22,11 @@ from utils.setup_keys import RESNET_FAMILY, SETUP_KEYS
 from utils.training.modes import DEFAULT_BASELINE, REFERENCE
 # The columns a reader filters on first (the setup), then the figures; run_id tells rows apart,
 # so that appending the same runs again (a merge repeated) adds nothing.
-CSV_COLUMNS = ["run_id", "timestamp_utc", "hostname", "device", "torch", "world_size", "data", *SETUP_KEYS, "workers",
-               "compile_mode", "tf32", "mode", "runs", "median_step_ms", "p90_step_ms", "spread_pct", "images_per_sec",
-               "baseline", "speedup_vs_baseline", "speedup_ci95_low", "speedup_ci95_high", "speedup_significant", "peak_memory_bytes",
-               "memory_ratio_vs_baseline", "memory_ratio_ci95_low", "memory_ratio_ci95_high", "final_loss", "test_accuracy",
+CSV_COLUMNS = ["run_id", "schema", "timestamp_utc", "hostname", "device", "torch", "world_size", "data", *SETUP_KEYS,
+               "workers", "compile_mode", "accuracy_margin", "eval_every", "tf32", "mode", "runs", "median_step_ms",
+               "p90_step_ms", "spread_pct", "images_per_sec", "baseline", "speedup_vs_baseline", "speedup_ci95_low",
+               "speedup_ci95_high", "speedup_significant", "peak_memory_bytes", "memory_ratio_vs_baseline",
+               "memory_ratio_ci95_low", "memory_ratio_ci95_high", "final_loss", "test_accuracy",
                "accuracy_delta_vs_baseline", "learned", "seeds", "accuracy_mean", "accuracy_delta_ci95_low",
                "accuracy_delta_ci95_high", "accuracy_verdict", "target_accuracy", "target_reached_share",
                "time_to_target_s", "epochs_to_target", "time_to_target_speedup_vs_baseline", "skipped_steps",
@@ -342,7 +343,7 @@ def notes(document):
             lines.append(f"warning: {mode} did not learn (final loss {fmt(row['final_loss'], '.4f')}, ln 10 = "
                          f"{CHANCE_LOSS:.4f}; accuracy {fmt(row['test_accuracy'], '.1f', 100, '%')}, chance 10%): "
                          "its accuracy is not compared; lower --lr or train longer.")
-    lines += accuracy_notes(document) + outlier_notes(document) + fp8_notes(document)
+    lines += accuracy_notes(document) + outlier_notes(document) + fp8_notes(document) + host_notes(document)
     largest = {mode: row for mode, row in comparison.items() if row.get("max_batch") is not None}
     if largest:
         lines.append("Largest batch in this GPU's memory (--max-batch): " + ", ".join(
@@ -399,6 +400,15 @@ def spread_notes(comparison):
         lines.append(f"warning: the timings spread over {SPREAD_WARNING_PCT:.0f}% ({', '.join(wide)}): something else "
                      "ran, or the clocks changed; every figure above is unsteady, rerun on a quiet machine.")
     return lines
+
+
+def host_notes(document):
+    """One warning per mode whose runs the host distorted (host_load.warning), the first run's."""
+    found = {}
+    for run in document["runs"]:
+        if (run.get("host") or {}).get("warning") and run["mode"] not in found:
+            found[run["mode"]] = run["host"]["warning"]
+    return [f"warning: {mode}: {text} (runs[].host)." for mode, text in found.items()]
 
 
 def outlier_notes(document):

@@ -2,6 +2,7 @@
 refuse. A non-finite number is written as null, and beside its key a key `<key>_nonfinite`
 says what it was: {"": "nan"} for the value itself, {"12": "inf"} for item 12 of its list.
 utils.report reads such files back with the numbers restored."""
+import json
 import math
 
 SUFFIX = "_nonfinite"
@@ -30,21 +31,38 @@ def finite_copy(value):
     return value
 
 
-def restored(value):
-    """The inverse of finite_copy: the marked nulls become their numbers again."""
+WORDS = ("nan", "inf", "-inf")
+
+
+class Conflict(ValueError):
+    """A mark that cannot be read back: beside a number, or not one of WORDS."""
+
+
+def restored(value, where=""):
+    """The inverse of finite_copy: the marked nulls become their numbers again. A mark beside a
+    number (which is the value?) or of another word raises Conflict naming the field."""
     if isinstance(value, list):
-        return [restored(item) for item in value]
+        return [restored(item, f"{where}[{index}]") for index, item in enumerate(value)]
     if not isinstance(value, dict):
         return value
-    copy = {key: restored(item) for key, item in value.items() if not key.endswith(SUFFIX)}
+    inside = (lambda key: f"{where}.{key}" if where else key)
+    copy = {key: restored(item, inside(key)) for key, item in value.items() if not key.endswith(SUFFIX)}
     for key, marks in value.items():
         base = key[:-len(SUFFIX)]
-        if not key.endswith(SUFFIX) or base not in copy or not isinstance(marks, dict):
+        if not key.endswith(SUFFIX) or base not in copy:
             continue
-        for where, word in marks.items():
-            number = float(word) if word in ("nan", "inf", "-inf") else None
-            if where == "" and copy[base] is None:
-                copy[base] = number
-            elif isinstance(copy[base], list) and where.isdigit() and int(where) < len(copy[base]):
-                copy[base][int(where)] = number
+        if not isinstance(marks, dict):
+            raise Conflict(f"{inside(key)} is {json.dumps(marks)[:40]}, not an object")
+        for index, word in marks.items():
+            if word not in WORDS:
+                raise Conflict(f'{inside(key)} is {json.dumps(word)[:40]}, not "nan", "inf" or "-inf"')
+            field = inside(base) + (f"[{index}]" if index else "")
+            if index == "" and copy[base] is None:
+                copy[base] = float(word)
+            elif isinstance(copy[base], list) and index.isdigit() and int(index) < len(copy[base]):
+                if copy[base][int(index)] is not None:
+                    raise Conflict(f"{field} holds a number and a {key} mark")
+                copy[base][int(index)] = float(word)
+            elif index == "":
+                raise Conflict(f"{field} holds a number and a {key} mark")
     return copy

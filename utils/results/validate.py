@@ -43,8 +43,8 @@ def fail(where, value, wanted):
 class Number:
     """A JSON number (never true/false) within +-LARGEST, finite unless `finite` is False."""
 
-    def __init__(self, whole=False, low=None, above=None, finite=True):
-        self.whole, self.low, self.above, self.finite = whole, low, above, finite
+    def __init__(self, whole=False, low=None, above=None, finite=True, high=None):
+        self.whole, self.low, self.above, self.finite, self.high = whole, low, above, finite, high
 
     def check(self, value, where):
         kind = "a whole number" if self.whole else "a number"
@@ -60,6 +60,8 @@ class Number:
             fail(where, value, f"{kind} of at least {self.low}")
         if self.above is not None and value <= self.above:
             fail(where, value, f"{kind} above {self.above}")
+        if self.high is not None and value > self.high:
+            fail(where, value, f"{kind} of at most {self.high}")
 
 
 class Kind:
@@ -145,11 +147,16 @@ SHARE = Number(finite=False)
 PASS = Fields({"flushed_share": SHARE, "subnormal_share": SHARE},
               {"worst_layer": Nullable(TEXT), "worst_flushed_share": Nullable(SHARE),
                "relative_error": Nullable(SHARE)})
+COUNT = Number(whole=True, low=0)
+# the plot draws the histogram's bins from log2_low: float16's range sits well inside +-1100
+HISTOGRAM = Fields({"log2_low": Number(whole=True, low=-1100, high=1100), "counts": ListOf(COUNT, nonempty=True),
+                    "zeros": COUNT})
 NUMERICS = Fields({"dtype": TEXT, "sampled_steps": ListOf(Number(whole=True)),
                    "passes": Fields({"unscaled": PASS},
                                     {"scaled": Fields({"scale": Number(above=0), "flushed_share": SHARE,
                                                        "subnormal_share": SHARE, "overflow_share": SHARE})}),
-                   "activation_max": Fields({"value": Number(), "layer": TEXT, "share_of_fp16_max": Number()})})
+                   "activation_max": Fields({"value": Number(), "layer": TEXT, "share_of_fp16_max": Number()}),
+                   "histogram": HISTOGRAM})
 PROFILE = Fields({"steps": Number(whole=True, low=1),
                   "categories": Fields({name: Fields({"ms": Number(low=0)}) for name in CATEGORIES if name not in ADDED},
                                        {name: Fields({"ms": Number(low=0)}) for name in ADDED})},
@@ -158,9 +165,18 @@ PROFILE = Fields({"steps": Number(whole=True, low=1),
                   "cpu_fast_half_flags": Nullable(ListOf(TEXT)), "comm_exposed_ms": Nullable(Number(low=0)),
                   "wall_ms": Nullable(Number(low=0))})
 BYTES = Number(whole=True, low=0)
-MEMORY = Fields({"activations_bytes": BYTES}, {key: Nullable(BYTES) for key in (
-    "parameters_bytes", "gradients_bytes", "optimizer_bytes", "weight_copies_bytes", "cuda_peak_allocated_bytes",
-    "cuda_peak_reserved_bytes")})
+# the parts the table and the plot stack; the CUDA peaks are null on a CPU
+MEMORY = Fields({key: BYTES for key in ("parameters_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes",
+                                        "weight_copies_bytes")},
+                {"cuda_peak_allocated_bytes": Nullable(BYTES), "cuda_peak_reserved_bytes": Nullable(BYTES),
+                 "activations_by_dtype": MapOf(BYTES)})
+ACCURACY = Number(low=0, high=1)  # a share of the test set, as every accuracy field holds it
+CURVE_POINT = Fields({"step": COUNT, "epoch": Number(low=0), "train_s": Number(low=0), "accuracy": ACCURACY})
+OUTLIER = Fields({"timed_step": Number(whole=True, low=1), "ms": Number(low=0)})
+HOST = Fields({"cores": Number(whole=True, low=1), "torch_threads": Number(whole=True, low=1),
+               "wall_s": Number(above=0), "process_cpu_cores": Number(low=0), "process_cpu_share": Number(low=0),
+               "load_avg_1m_start": Nullable(Number(low=0)), "load_avg_1m_end": Nullable(Number(low=0)),
+               "warning": Nullable(TEXT)})
 FP8 = Fields({"recipe": TEXT, "emulated": FLAG, "linear_layers": Number(whole=True, low=0),
               "converted_layers": Number(whole=True, low=0), "flop_share": Number(low=0),
               "left_out": ListOf(Fields({"layer": TEXT, "why": TEXT}))},
@@ -175,7 +191,9 @@ NARROWER = {
     "skipped_steps": Number(whole=True, low=0), "max_batch": Nullable(Number(whole=True, low=1)),
     "final_loss_scale": Nullable(Number(finite=False, low=0)),
     "loss_scale_curve": Nullable(ListOf(Number(finite=False, low=0))),
-    "test_accuracy": Nullable(Number(low=0)), "target_accuracy": Nullable(Number(low=0)),
+    "test_accuracy": Nullable(ACCURACY), "target_accuracy": Nullable(ACCURACY), "best_accuracy": Nullable(ACCURACY),
+    "accuracy_curve": Nullable(ListOf(CURVE_POINT)), "outlier_steps": Nullable(ListOf(OUTLIER)),
+    "host": Nullable(HOST),
     "time_to_target_s": Nullable(Number(low=0)), "epochs_to_target": Nullable(Number(above=0)),
     "tflops": Nullable(Number(low=0)), "mfu_pct": Nullable(Number(low=0)),
     "profile": Nullable(PROFILE), "numerics": Nullable(NUMERICS), "memory": Nullable(MEMORY), "fp8": Nullable(FP8),
@@ -188,7 +206,8 @@ ENV = Fields({"timestamp_utc": TEXT, "hostname": TEXT, "device": TEXT, "torch": 
 CONFIG = Fields({"model": TEXT}, {**{key: Nullable(Number(whole=kind is int) if kind in (int, float)
                                                     else from_annotation(kind)) for key, kind in SETUP_KEYS.items()},
                                   "workers": Nullable(Number(whole=True)),
-                                  "compile_mode": Nullable(TEXT), "accuracy_margin": Number(low=0)})
+                                  "compile_mode": Nullable(TEXT), "accuracy_margin": Number(low=0),
+                                  "eval_every": Nullable(Number(above=0)), "target_accuracy": Nullable(ACCURACY)})
 DOCUMENT = Fields({"env": ENV, "config": CONFIG, "data": Fields({"name": TEXT}), "runs": ListOf(RUN, nonempty=True)},
                   {"sources": ListOf(TEXT)})
 
@@ -199,3 +218,6 @@ def check(document, where=""):
     for index, run in enumerate(document["runs"]):
         if run["step_time_ms"] is not None and not (run["step_times_ms"] and run["data_time_ms"] is not None):
             raise Invalid(f"{at(where, 'runs')}[{index}] has a step_time_ms but no step_times_ms or data_time_ms")
+        histogram = (run["numerics"] or {}).get("histogram")
+        if histogram and not sum(histogram["counts"]) + histogram["zeros"]:
+            raise Invalid(f"{at(where, 'runs')}[{index}].numerics.histogram counts no value")

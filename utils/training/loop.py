@@ -12,7 +12,7 @@ from typing import List, Optional
 
 import torch
 
-from utils.measure import memory
+from utils.measure import host_load, memory
 from utils.measure.progress import scale_of
 from utils.measure.timing import StepTimer
 from utils.training import distributed
@@ -55,7 +55,8 @@ class LoopOutcome:
     first_batch_sha256: Optional[str]
     stopped_by: Optional[str]  # the signal that ended the run early, if any
     diverged_at: Optional[int]  # 1-based step of the first non-finite loss, when that ends the run
-    reached_target: bool = False  # --stop-at-target ended the run: an evaluation reached it
+    reached_target: bool = False  # --stop-at-target ended the run at an evaluation that reached it
+    host: Optional[dict] = None  # host_load.over(): the load and this process's CPU use over the timed steps
 
     def ran_all_steps(self, steps):
         """Whether the loop ran to its end: all `steps`, or to the evaluation that reached the
@@ -109,6 +110,7 @@ class Recorder:
         self.warmup_peak = 0
         memory.reset_peak(context.device)
         self.started = time.perf_counter()
+        self.host_start = host_load.read()  # read again where the warm-up ends
 
     def before_step(self, batches, optimizer):
         if self.first_batch is None:
@@ -127,6 +129,7 @@ class Recorder:
         if step == self.start_step + self.config.warmup:  # the steady state's peak starts after the warm-up
             self.warmup_peak = memory.peak_bytes(device)[0]
             memory.reset_peak(device)
+            self.host_start = host_load.read()  # system calls only: no wait for the device
 
     def train_s(self, timer):
         """Training time so far: every closed step of every process, warm-up included."""
@@ -140,15 +143,15 @@ class Recorder:
         step_ms, data_ms = timer.step_ms[warmup:], timer.data_ms[warmup:]
         if not step_ms:  # no step of this process was timed: its peak is the warm-up's, or none (no step)
             warmup_peak, peak, reserved = max(warmup_peak, peak) if timer.step_ms else 0, 0, 0
-        curve = torch.stack(self.losses).float() if self.losses else torch.zeros(0, device=device)
+        losses = torch.stack(self.losses).float() if self.losses else torch.zeros(0, device=device)
         if world.distributed:
             step_ms = distributed.all_reduce(torch.tensor(step_ms, dtype=torch.float64, device=device), "max").tolist()
             data_ms = distributed.all_reduce(torch.tensor(data_ms, dtype=torch.float64, device=device), "max").tolist()
-            curve = distributed.all_reduce(curve, "sum") / world.size
+            losses = distributed.all_reduce(losses, "sum") / world.size
             peaks = distributed.all_reduce(torch.tensor([peak, warmup_peak, reserved], device=device), "max")
             peak, warmup_peak, reserved = peaks.tolist()
         return Statistics(step_ms=previous.step_ms + step_ms, data_ms=previous.data_ms + data_ms,
-                          losses=previous.losses + curve.cpu().tolist(), lrs=previous.lrs + self.lrs,
+                          losses=previous.losses + losses.cpu().tolist(), lrs=previous.lrs + self.lrs,
                           loss_scales=previous.loss_scales + host_values(self.scales),
                           wall_time_s=previous.wall_time_s + time.perf_counter() - self.started,
                           peak_memory_bytes=max(previous.peak_memory_bytes, peak),
@@ -217,7 +220,8 @@ def outcome(trainer, recorder, stats, policy, completed_steps, stopped_by, reach
                        skipped_steps=skipped_steps(trainer, policy, stats), first_step_s=recorder.first_step_s,
                        first_batch_sha256=digest(recorder.first_batch) if recorder.first_batch is not None else None,
                        stopped_by=stopped_by, diverged_at=bad + 1 if bad is not None and policy == "stop" else None,
-                       reached_target=reached)
+                       reached_target=reached, host=host_load.over(recorder.host_start, host_load.read(),
+                                                                   host_load.cores(), torch.get_num_threads()))
 
 
 def host_values(values):
