@@ -9,7 +9,6 @@ import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-import models
 from utils.data.loaders import make_train_loader, memory_format
 from utils.setup_keys import communication
 from utils.training import distributed, float8, precision
@@ -38,7 +37,8 @@ def build_trainer(initial_model, mode, data, config, device, world):
     """A copy of `initial_model` set up for `mode`: every mode starts from the same weights,
     and the loader, seeded with config.seed, gives every mode the same batches."""
     precision.set_tf32(mode.tf32)
-    config = config.with_recipe(models.has_batch_norm(initial_model), world.size)  # unchanged when app.py did it
+    if config.optimizer is None or config.lr is None:  # the recipe is resolved once, where the data is known
+        raise ValueError("build_trainer needs a config whose recipe is resolved: RunConfig.with_recipe()")
     model = copy.deepcopy(initial_model).to(device)
     initial_weights = digest(model.state_dict().values())
     if config.channels_last:
