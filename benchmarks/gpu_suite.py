@@ -420,7 +420,7 @@ def verdicts(out):
 
 def render(out):
     """The Markdown of the full results page for the suite results in `out` (its README.md)."""
-    from utils.results.report import summary as table_text
+    from utils.results.output import summary as table_text
 
     suite, header = suite_header(out)
     lines = ["# ampbench GPU suite results", ""] + header
@@ -575,7 +575,7 @@ def percent_or_dash(value):
 
 def fp8_lines(document):
     """What ran in FP8 per fp8 mode (the summary's line) and the rule for an fp8 slower than bf16."""
-    from utils.results.report import fp8_notes
+    from utils.results.output import fp8_notes
 
     found = [finding["text"] for row in document["comparison"].values() for finding in row.get("diagnosis") or []
              if finding["rule"] == "fp8 slower than bf16"]

@@ -37,7 +37,7 @@ def bare_loop(initial_model, data, mode, config, device):
 
     precision.set_tf32(mode.tf32)
     model = copy.deepcopy(initial_model).to(device)
-    params, scaler = precision.prepare(model, mode, device, config.loss_scale)
+    params, scaler = precision.prepare_model(model, mode, device, config.loss_scale)
     optimizer, _ = make_optimizer(params, config.lr, config.momentum, config.weight_decay, config.nesterov,
                                   config.optimizer_impl, config.optimizer, no_decay_flags(model))
     scheduler = make_scheduler(optimizer, config.lr_schedule, config.steps, config.warmup_lr_steps)

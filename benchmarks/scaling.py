@@ -151,7 +151,7 @@ def finish(out, results, ran, options):
     """The table on stdout; scaling.json and scaling.png under `out`."""
     from utils.results import scaling
     from utils.results.merge import load_result
-    from utils.results.report import describe, write_json
+    from utils.results.output import describe, write_json
     from utils.results.record import setup_of
 
     documents = [document for path in results for document in load_result(str(path))]

@@ -69,8 +69,8 @@ def at_step(number, action):
 def signal_in_evaluation(number, nth):
     """A setup that sends signal `number` in the middle of the process's `nth` evaluation."""
     def setup(tmp, monkeypatch):
-        from utils.training import step
-        original, passes = step.eval_batches, []
+        from utils.training import evaluation
+        original, passes = evaluation.eval_batches, []
 
         def eval_batches(*args, **kwargs):
             passes.append(1)
@@ -78,7 +78,7 @@ def signal_in_evaluation(number, nth):
                 if index == 1 and len(passes) == nth:
                     os.kill(os.getpid(), number)
                 yield batch
-        monkeypatch.setattr(step, "eval_batches", eval_batches)
+        monkeypatch.setattr(evaluation, "eval_batches", eval_batches)
     return setup
 
 

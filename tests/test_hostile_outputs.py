@@ -17,7 +17,7 @@ from utils import fileio
 from utils.app import check_outputs
 from utils.config import RunConfig
 from utils.errors import UserError
-from utils.results import live, report
+from utils.results import live, output
 from utils.training.distributed import World
 
 pytestmark = pytest.mark.long  # its own CI stage (pytest.ini)
@@ -86,9 +86,9 @@ def snapshot(folder):
 def write(flag, path, document):
     """What main.py writes to `path` after training."""
     if flag == "json":
-        report.write_json(path, document)
+        output.write_json(path, document)
     elif flag == "csv":
-        report.append_csv(path, document)
+        output.append_csv(path, document)
     elif flag == "checkpoint":
         fileio.atomic_write(path, lambda f: f.write(b"checkpoint bytes"))
     elif flag == "jsonl":

@@ -20,13 +20,13 @@ from utils import fileio
 from utils.fileio import ensure_writable
 from utils.measure import envinfo, flops, memory
 from utils.measure.progress import Reporter
-from utils.results import live, plot, record, report
+from utils.results import live, plot, record, output
 from utils.results.compare import compare_modes
 from utils.setup_keys import SETUP_KEYS
 from utils.training import checkpoint, distributed, float8, loop, precision
 from utils.training.context import RunContext
 from utils.training.curve import AccuracyCurve
-from utils.training.step import evaluate
+from utils.training.evaluation import evaluate
 from utils.training.trainer import build_trainer
 
 
@@ -64,7 +64,7 @@ def check_outputs(config, world):
         fileio.ensure_appendable(config.jsonl, "--jsonl")
     if config.csv:
         fileio.ensure_lockable(config.csv, "--csv")
-        report.check_csv_header(config.csv)
+        output.check_csv_header(config.csv)
     if config.checkpoint and world.is_main:
         removed = fileio.remove_leftovers(config.checkpoint)
         if removed:
@@ -293,7 +293,7 @@ def run_mode(initial_model, mode, data, config, context, saved=None, repeat=0, f
                              context.device, context.world.is_main, warn) if config.checkpoint else None
     census = numerics.Census(mode, context.device, config.steps, config.numerics_every) if config.numerics else None
     context.reporter.phase(f"{mode.name}: training steps {start_step + 1} to {config.steps}")
-    outcome = loop.run(trainer, config, context, start_step, previous, saver, census, curve)
+    outcome = loop.train(trainer, config, context, start_step, previous, saver, census, curve)
     findings = final_evaluation(config, context, data, outcome, curve, census)
     if saver is not None and outcome.diverged_at is None and (outcome.completed_steps > start_step
                                                               or findings.test_accuracy is not None):
@@ -411,7 +411,7 @@ def finish(config, context, data, runs, saved):
                                 bool(diverged) or interrupted)
     written, failed = write_outputs(config, context, document)  # before printing: a closed stdout costs none
     failures += failed
-    print(report.summary(document, config.wide))
+    print(output.summary(document, config.wide))
     for line in written:
         print(line)
     for failure in failures:
@@ -465,18 +465,18 @@ def write_outputs(config, context, document):
 def output_writers(config, context, document):
     """A function per output asked for, which writes it and returns the line that says so."""
     def results():
-        report.write_json(config.json, document)
+        output.write_json(config.json, document)
         return f"results written to {config.json}"
 
     def rows():
-        return f"{report.append_csv(config.csv, document)} rows appended to {config.csv}"
+        return f"{output.append_csv(config.csv, document)} rows appended to {config.csv}"
 
     def figure():
         plot.draw(config.plot, document)
         return f"plot written to {config.plot}"
 
     def streams():
-        stream.comparison(report.summary(document, wide=True))
+        stream.comparison(output.summary(document, wide=True))
         stream.close()
         return "; ".join(([f"TensorBoard logs written to {stream.tensorboard}"] if config.tensorboard else [])
                          + ([f"{config.jsonl} appended"] if config.jsonl else []))

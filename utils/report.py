@@ -8,7 +8,7 @@ import sys
 from utils.errors import UserError, WriteFailed
 from utils.fileio import ensure_lockable, ensure_writable
 from utils.results.merge import load_result, merge, setup_differences
-from utils.results.report import append_csv, check_csv_header, summary, write_json
+from utils.results.output import append_csv, check_csv_header, summary, write_json
 
 
 def main(argv=None):

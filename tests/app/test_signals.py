@@ -13,8 +13,8 @@ import main
 from conftest import copy_subset
 from utils import compat
 from utils.data import dataset
-from utils.results import report
-from utils.training import loop, step
+from utils.results import output
+from utils.training import evaluation, loop
 from utils.training.checkpoint import read
 
 SIGNALS = [signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1]
@@ -42,7 +42,7 @@ def signal_in(monkeypatch, phase, number):
     elif phase == "data load":
         before(dataset, "load")
     elif phase == "writing results":
-        before(report, "write_json")
+        before(output, "write_json")
     elif phase == "training":
         original = loop.train_step
         calls = []
@@ -54,14 +54,14 @@ def signal_in(monkeypatch, phase, number):
             return original(*args, **kwargs)
         monkeypatch.setattr(loop, "train_step", train_step)
     elif phase == "evaluation":
-        original = step.eval_batches
+        original = evaluation.eval_batches
 
         def eval_batches(*args, **kwargs):
             for index, batch in enumerate(original(*args, **kwargs)):
                 if index == 1:
                     raise_signal()
                 yield batch
-        monkeypatch.setattr(step, "eval_batches", eval_batches)
+        monkeypatch.setattr(evaluation, "eval_batches", eval_batches)
 
 
 @pytest.fixture(scope="module")

@@ -162,7 +162,7 @@ def test_clipping_sees_unscaled_gradients(monkeypatch):
     model.zero_grad()
 
     mode = modes.MODES["amp-fp16"]
-    params, scaler = precision.prepare(model, mode, CPU, 128)
+    params, scaler = precision.prepare_model(model, mode, CPU, 128)
     optimizer, _ = make_optimizer(params, 0.1, momentum=0.0, weight_decay=0.0)
     train_step(model, [(x, y)], nn.CrossEntropyLoss(), optimizer, scaler, mode, CPU, clip_grad=1e-3)
     assert scaler.get_scale() > 1000  # the loss really was scaled
@@ -178,7 +178,7 @@ def test_accumulation_matches_one_big_batch_in_fp32():
     x, y = torch.randn(32, 8), torch.randint(0, 10, (32,))
     mode = modes.MODES["fp32"]
     for model, batches in ((big, [(x, y)]), (small, [(x[i:i + 8], y[i:i + 8]) for i in range(0, 32, 8)])):
-        params, scaler = precision.prepare(model, mode, CPU, 128)
+        params, scaler = precision.prepare_model(model, mode, CPU, 128)
         optimizer, _ = make_optimizer(params, 0.1)
         loss = train_step(model, batches, nn.CrossEntropyLoss(), optimizer, scaler, mode, CPU)
         if model is big:
@@ -210,7 +210,7 @@ def test_accumulation_holds_one_micro_batch_at_a_time():
     stream = loader()
     model = nn.Sequential(nn.Linear(8, 10))
     mode = modes.MODES["fp32"]
-    params, scaler = precision.prepare(model, mode, CPU, 128)
+    params, scaler = precision.prepare_model(model, mode, CPU, 128)
     optimizer, _ = make_optimizer(params, 0.1)
     train_step(model, MicroBatches(next(stream), stream, 16), nn.CrossEntropyLoss(), optimizer, scaler, mode, CPU)
     assert most[0] == 1, f"{most[0]} micro-batches were held at once"
@@ -237,7 +237,7 @@ def test_the_lr_schedule_counts_skipped_steps_like_the_others(impl):
     images, labels = torch.randint(0, 256, (64, 3, 32, 32), dtype=torch.uint8), torch.randint(0, 10, (64,))
     data = Data("synthetic", images, labels, None, None, {})
     config = RunConfig.build(steps=4, warmup=1, batch_size=8, lr=0.1, lr_schedule="cosine", no_progress=True,
-                             no_eval=True, optimizer_impl=impl)
+                             no_eval=True, optimizer_impl=impl).with_recipe(True, 1)
     result = run_mode(PoisonOnce(), modes.MODES["amp-fp16"], data, config, RunContext(CPU)).record
     assert result.skipped_steps == 1
     assert result.lr_curve == pytest.approx([0.1 * 0.5 * (1 + math.cos(math.pi * step / 4)) for step in range(4)])
@@ -465,7 +465,7 @@ def test_weights_gone_nan_cost_the_checkpoint_but_not_the_run(tmp_path):
     data = Data("synthetic", images, labels, None, None, {})
     path = tmp_path / "c.pt"
     config = RunConfig.build(steps=4, warmup=1, batch_size=8, lr=0.1, no_progress=True, no_eval=True,
-                             checkpoint=str(path), checkpoint_every=2)
+                             checkpoint=str(path), checkpoint_every=2).with_recipe(True, 1)
     run = run_mode(PoisonWeightsAfter(3), modes.MODES["fp32"], data, config, RunContext(CPU))
     assert run.record.completed_steps == 4 and not run.record.incomplete
     assert run.checkpoint_step == 2 and checkpoint.read(path, CPU)["step"] == 2

@@ -35,7 +35,7 @@ def train(data, mode, impl, steps, **settings):
     config = RunConfig.build(steps=steps, warmup=1, batch_size=8, no_progress=True, no_eval=True, modes=mode,
                              optimizer_impl=impl, **settings).with_recipe(True, 1)
     trainer = build_trainer(tiny_model(), modes.MODES[mode], data, config, CPU, distributed.World())
-    return trainer, loop.run(trainer, config, RunContext(CPU))
+    return trainer, loop.train(trainer, config, RunContext(CPU))
 
 
 def syncs(data, mode, impl, steps):

@@ -62,7 +62,7 @@ class InfGradient(nn.Module):
 def test_grad_scaler_skips_the_step_when_a_gradient_is_inf(impl):
     mode = modes.MODES["amp-fp16"]
     model = InfGradient()
-    params, scaler = precision.prepare(model, mode, CPU, 128)
+    params, scaler = precision.prepare_model(model, mode, CPU, 128)
     optimizer, _ = make_optimizer(params, 0.1, impl=impl)
     x, y = torch.randn(8, 4), torch.randint(0, 10, (8,))
     before = model.linear.weight.detach().clone()
@@ -79,7 +79,7 @@ def test_grad_scaler_skips_the_step_when_a_gradient_is_inf(impl):
 def test_fp32_step_changes_weights():
     mode = modes.MODES["fp32"]
     model = nn.Linear(4, 10)
-    params, scaler = precision.prepare(model, mode, CPU, 128)
+    params, scaler = precision.prepare_model(model, mode, CPU, 128)
     optimizer, _ = make_optimizer(params, 0.1)
     before = model.weight.detach().clone()
     loss = train_step(model, [(torch.randn(8, 4), torch.randint(0, 10, (8,)))], nn.CrossEntropyLoss(), optimizer,
@@ -90,7 +90,7 @@ def test_fp32_step_changes_weights():
 def test_fp16_master_keeps_fp32_masters_and_batchnorm_and_updates_weights():
     mode = modes.MODES["fp16-master"]
     model = models.build_model("resnet18", "imagenet")
-    params, scaler = precision.prepare(model, mode, torch.device("cpu"), 128)
+    params, scaler = precision.prepare_model(model, mode, torch.device("cpu"), 128)
     assert model.conv1.weight.dtype == torch.float16 and model.fc.weight.dtype == torch.float16
     assert model.bn1.weight.dtype == torch.float32 and model.bn1.running_mean.dtype == torch.float32
     assert all(p.dtype == torch.float32 for p in params)
@@ -108,7 +108,7 @@ def test_fp16_master_keeps_fp32_masters_and_batchnorm_and_updates_weights():
 def test_fp16_master_skips_a_step_whose_gradients_overflow():
     mode = modes.MODES["fp16-master"]
     model = nn.Sequential(nn.Linear(4, 10))
-    params, scaler = precision.prepare(model, mode, torch.device("cpu"), 1e30)  # overflows FP16 at once
+    params, scaler = precision.prepare_model(model, mode, torch.device("cpu"), 1e30)  # overflows FP16 at once
     optimizer, _ = make_optimizer(params, 0.1)
     before = copy.deepcopy(params[0].detach())
     train_step(model, [(torch.randn(2, 4), torch.tensor([1, 2]))], nn.CrossEntropyLoss(), optimizer, scaler, mode,

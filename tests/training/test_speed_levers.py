@@ -26,7 +26,7 @@ def dataset():
 
 def run_config(**overrides):
     return RunConfig.build(**{"steps": 3, "warmup": 1, "batch_size": 8, "lr": 0.01, "no_progress": True,
-                              "no_eval": True, "workers": 0, **overrides})
+                              "no_eval": True, "workers": 0, **overrides}).with_recipe(True, 1)
 
 
 def test_both_loaders_give_the_same_kind_of_batches(dataset):

@@ -45,7 +45,7 @@ def fits_on_gpu(initial_model, mode, config, device):
     """fits(batch) for largest_batch: two training steps of a fresh copy in `mode`."""
     def attempt(batch):
         model = copy.deepcopy(initial_model).to(device)
-        params, scaler = precision.prepare(model, mode, device, config.loss_scale)
+        params, scaler = precision.prepare_model(model, mode, device, config.loss_scale)
         optimizer, _ = make_optimizer(params, 0.01, config.momentum, config.weight_decay, config.nesterov,
                                       config.optimizer_impl, config.optimizer, no_decay_flags(model))
         images = torch.randn(batch, 3, 32, 32, device=device)

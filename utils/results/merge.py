@@ -7,7 +7,7 @@ from utils.results import strict, validate
 from utils.results.accuracy import DEFAULT_MARGIN_POINTS
 from utils.results.compare import compare_modes
 from utils.results.record import READABLE_SCHEMAS, SCHEMA, baseline_of, setup_of
-from utils.results.report import run_key
+from utils.results.output import run_key
 
 
 LARGEST_FILE = 256 << 20  # bytes: a result file of 10,000 steps in each of six modes is a few MiB

@@ -12,7 +12,7 @@ from utils.fileio import atomic_write
 from utils.results.compare import CHANCE_ACCURACY, scaler_skips
 from utils.explain.fp16 import FP16_MAX, FP16_MIN_NORMAL, FP16_MIN_SUBNORMAL
 from utils.results.record import baseline_of, setup_of
-from utils.results.report import describe, first_of
+from utils.results.output import describe, first_of
 from utils.training.modes import MODES, REFERENCE
 
 FORMATS = ("png", "pdf", "svg")

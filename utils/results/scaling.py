@@ -13,7 +13,7 @@ import statistics
 from utils.errors import UserError
 from utils.results.accuracy import DEFAULT_MARGIN_POINTS, accuracy_figures
 from utils.results.compare import run_learned, speedup_interval
-from utils.results.report import format_table, with_interval
+from utils.results.output import format_table, with_interval
 from utils.results.merge import merge
 from utils.setup_keys import GRAD_COMM
 from utils.training.modes import DEFAULT_BASELINE

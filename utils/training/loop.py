@@ -162,7 +162,7 @@ class Recorder:
                           eval_time_s=self.curve.eval_time_s if self.curve else previous.eval_time_s)
 
 
-def run(trainer, config, context, start_step=0, previous=None, save=None, census=None, curve=None):
+def train(trainer, config, context, start_step=0, previous=None, save=None, census=None, curve=None):
     """Train from `start_step` to config.steps, continuing `previous` (earlier processes'
     Statistics). A stop signal ends the run after the current step; `save(step, stats)` is
     called every --checkpoint-every steps; `census` (--numerics) examines the steps it wants,

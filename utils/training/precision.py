@@ -68,7 +68,7 @@ def set_tf32(enabled):
     torch.backends.cudnn.allow_tf32 = enabled
 
 
-def prepare(model, mode, device, static_loss_scale):
+def prepare_model(model, mode, device, static_loss_scale):
     """Make `model` ready for `mode`; return (parameters the optimizer updates, scaler).
 
     The scaler is a GradScaler that passes through unless the mode scales the loss; for

@@ -1,4 +1,4 @@
-"""The training step, its optimizer and learning-rate schedule, and the test-set evaluation.
+"""The training step, its optimizer and its learning-rate schedule.
 
 The step is PyTorch's AMP recipe: autocast around forward and loss, then GradScaler's
 scale(loss).backward(), step(optimizer), update(), with gradient accumulation and clipping
@@ -15,8 +15,7 @@ import torch
 from torch import nn
 
 from utils import compat
-from utils.data.loaders import eval_batches
-from utils.training import distributed, precision
+from utils.training import precision
 
 
 def train_step(model, batches, criterion, optimizer, scaler, mode, device, clip_grad=None, skip_nonfinite=False):
@@ -149,27 +148,3 @@ def make_scheduler(optimizer, schedule, steps, warmup_steps):
         return 1.0
 
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
-
-
-@torch.no_grad()
-def evaluate(model, mode, data, config, context):
-    """Top-1 accuracy on the test set, under the same autocast as training; with several
-    ranks each scores its shard of the test set and the counts are summed. None when a stop
-    signal cut the pass short on any rank. In a terminal, the context's reporter shows a bar."""
-    device, world, batch_size = context.device, context.world, config.batch_size
-    model.eval()
-    counts = torch.zeros(3, dtype=torch.long, device=device)  # correct, seen, stopped
-    batches = eval_batches(data.test_images, data.test_labels, batch_size, device, config.channels_last,
-                           (world.rank, world.size))
-    shard = -(-len(data.test_labels) // world.size)
-    batches = context.reporter.evaluation(batches, -(-shard // batch_size), mode.name)
-    for images, labels in batches:
-        if context.stop.requested:  # a host flag: no sync
-            counts[2] = 1
-            break
-        with precision.autocast(mode, device):
-            counts[0] += (model(images).argmax(dim=1) == labels).sum()
-        counts[1] += len(labels)
-    model.train()
-    correct, seen, stopped = distributed.all_reduce(counts, "sum").tolist()
-    return None if stopped else correct / seen

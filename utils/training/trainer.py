@@ -45,7 +45,7 @@ def build_trainer(initial_model, mode, data, config, device, world):
         model = model.to(memory_format=memory_format(True))
     if mode.float8:  # before DDP and compile wrap the model, and before the optimizer takes its parameters
         float8.convert(model, mode.float8, config.fp8_emulate)
-    params, scaler = precision.prepare(model, mode, device, config.loss_scale)
+    params, scaler = precision.prepare_model(model, mode, device, config.loss_scale)
     step_model, grad_comm = model, None
     if world.distributed:  # broadcasts rank 0's weights, all-reduces gradients in backward
         step_model, grad_comm = data_parallel(model, device, config, world.size)
