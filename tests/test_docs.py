@@ -78,3 +78,16 @@ def test_the_call_path_in_the_layout_page_points_at_each_function():
         at = lines[int(line) - 1] if int(line) <= len(lines) else ""
         assert at.startswith(f"def {name}("), f"{path}:{line} is not {name}(); it is at line {found}"
 
+
+def test_the_sample_outputs_in_docs_are_what_the_code_prints():
+    """Each sample block is `python -m utils.report` of a committed result file: when the printed
+    summary changes, the sample must be regenerated (python docs/samples/generate.py)."""
+    import subprocess
+    import sys
+
+    checked = subprocess.run([sys.executable, "docs/samples/generate.py", "--check"], cwd=ROOT,
+                             capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stderr
+    pages = "\n".join(page.read_text() for page in PAGES)
+    for sample in (ROOT / "docs" / "samples").glob("*.json"):
+        assert pages.count(f"<!-- sample: {sample.stem} -->") == 1, sample.name

@@ -1,0 +1,80 @@
+"""Writes the sample outputs in docs/ from the result files beside this script, so that they
+are what the code prints, not typed: each block after a `<!-- sample: NAME -->` line is the
+command that measured NAME.json, then `python -m utils.report NAME.json`'s output (the summary
+main.py printed, from the same code). After changing what the summary prints, run
+
+    python docs/samples/generate.py
+
+and commit the pages it rewrites; `--check` (run by tests/test_docs.py) lists the samples that
+drifted from the code and changes nothing.
+"""
+import argparse
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+DATA = "--data-dir ../shared/data/cifar10-subset --allow-unverified"
+
+# name: (the command that wrote docs/samples/NAME.json, the first line of the output to show)
+SAMPLES = {
+    "reading-the-numbers": (
+        "python main.py -n 40 -b 32 --model resnet18 --stem imagenet " + DATA + " --modes fp32,amp-bf16 "
+        "--repeats 3 --log-every 20 --json ex.json --plot docs/reading-the-numbers.png 2> job.log", None),
+    "why": (
+        "python main.py -m resnet18 --stem imagenet -b 32 -n 30 --modes fp32,amp-bf16 --explain " + DATA +
+        " --json why.json --plot docs/why-is-it-not-faster.png", None),
+    "loss-scaling": (
+        "python main.py -m resnet18 --stem imagenet -b 32 -n 8 --warmup 2 --modes "
+        "fp32,amp-fp16-noscale,amp-fp16,amp-bf16 --numerics --numerics-every 4 --allow-slow-fp16 " + DATA +
+        " --json loss-scaling.json --plot docs/why-loss-scaling.png", "Gradient census"),
+}
+MARK = re.compile(r"^<!-- sample: ([\w-]+) -->\n```text\n.*?^```$", re.MULTILINE | re.DOTALL)
+
+
+def command_lines(command):
+    """The command as a shell prompt, wrapped at 100 columns with continuation backslashes."""
+    lines = textwrap.wrap(command, 96, break_long_words=False, break_on_hyphens=False)
+    return [("$ " if i == 0 else "      ") + line + (" \\" if i < len(lines) - 1 else "")
+            for i, line in enumerate(lines)]
+
+
+def block(name):
+    """The fenced block of sample `name`, as the code prints it now."""
+    command, first_line = SAMPLES[name]
+    printed = subprocess.run([sys.executable, "-m", "utils.report", str(HERE / f"{name}.json")], cwd=ROOT,
+                             capture_output=True, text=True, check=True).stdout.rstrip("\n").splitlines()
+    if first_line is not None:
+        start = next(i for i, line in enumerate(printed) if line.startswith(first_line))
+        printed = ["...   (the tables of times, memory and learning)"] + printed[start:]
+    return "\n".join([f"<!-- sample: {name} -->", "```text", *command_lines(command), *printed, "```"])
+
+
+def rewritten(page):
+    """`page`'s text with every sample block as the code prints it now."""
+    return MARK.sub(lambda match: block(match.group(1)), page.read_text())
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="Write the sample outputs in docs/ from docs/samples/*.json.")
+    parser.add_argument("--check", action="store_true", help="list the pages whose samples drifted; write nothing")
+    args = parser.parse_args(argv)
+    drifted = []
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        text = rewritten(page)
+        if text != page.read_text():
+            drifted.append(page.relative_to(ROOT))
+            if not args.check:
+                page.write_text(text)
+    if args.check and drifted:
+        print(f"these pages' samples differ from what the code prints: {', '.join(map(str, drifted))}; run "
+              "python docs/samples/generate.py and commit them.", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
