@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, SUBSET
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from gpu_suite import BEGIN, END  # noqa: E402
@@ -22,7 +22,7 @@ def test_quick_suite_runs_every_step_and_renders_a_well_formed_readme_section(tm
     original = (ROOT / "README.md").read_text()
     readme.write_text(original)
     suite = [sys.executable, str(ROOT / "benchmarks" / "gpu_suite.py"), "--results-root", str(tmp_path / "results"),
-             "--readme", str(readme)]
+             "--readme", str(readme), "--data-dir", str(SUBSET)]  # the convergence section evaluates
     result = subprocess.run([*suite, "--quick"], cwd=ROOT, capture_output=True, text=True, timeout=1200)
     assert result.returncode == 0, result.stdout + result.stderr
 

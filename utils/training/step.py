@@ -60,7 +60,7 @@ warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step
 
 
 OPTIMIZERS = {"sgd": torch.optim.SGD, "adamw": torch.optim.AdamW}
-FUSED_RELEASES = {"sgd": compat.has_fused_sgd, "adamw": compat.has_fused_adamw}
+FUSED_RELEASES = {"sgd": "has_fused_sgd", "adamw": "has_fused_adamw"}  # compat's checks, looked up when used
 # What AdamW's weight decay spares, as DeiT (timm) and the CIFAR ViT references do: biases and
 # norms (parameters of one dimension), the class token and the position embeddings.
 NO_DECAY_NAMES = ("class_token", "pos_embedding", "relative_position_bias_table")
@@ -75,9 +75,10 @@ def make_optimizer(params, lr, momentum=0.9, weight_decay=5e-4, nesterov=False, 
     scaled step). `no_decay` flags the parameters AdamW's weight decay spares."""
     params = list(params)
     device = params[0].device
-    if impl == "fused" and not (FUSED_RELEASES[kind]() and fused_optimizer_works(device.type, kind)):
-        compat.degrade("optimizer", f"fused {kind} is not available with torch {torch.__version__} on "
-                                    f"{device.type}: the foreach {kind} ran, and GradScaler waits for the host once "
+    if impl == "fused" and not (getattr(compat, FUSED_RELEASES[kind])() and fused_optimizer_works(device.type, kind)):
+        name = OPTIMIZERS[kind].__name__
+        compat.degrade("optimizer", f"fused {name} is not available with torch {torch.__version__} on "
+                                    f"{device.type}: the foreach {name} ran, and GradScaler waits for the host once "
                                     "per step")
         impl = "foreach"
     cls = OPTIMIZERS[kind]
