@@ -137,26 +137,19 @@ check_path() {
     fi
 }
 
-check_modes() {
-    local name="[A-Za-z0-9][A-Za-z0-9_-]*" mode seen=,
-    check_format MODES "^${name}(,${name})*$" \
-        "a comma list of precision modes without spaces or empty items (e.g. fp32,amp-bf16)"
-    IFS=, read -r -a modes <<< "${MODES}"
-    for mode in "${modes[@]}"; do
-        [[ "${seen}" != *",${mode},"* ]] || fail "MODES=${MODES} names ${mode} twice; name each mode once."
-        seen+="${mode},"
+# The variable named $1 holds a comma list of items matching $2 (described by $3), each item
+# once; they go into the array named $4.
+check_list() {
+    local item seen=, items
+    check_format "$1" "^$2(,$2)*\$" "$3"
+    IFS=, read -r -a items <<< "${!1}"
+    for item in "${items[@]}"; do
+        [[ "${seen}" != *",${item},"* ]] || fail "$1=${!1} names ${item} twice; name each once."
+        seen+="${item},"
     done
-}
-
-check_grad_comm() {
-    local comm seen=,
-    check_format GRAD_COMM '^(fp32|fp16|bf16)(,(fp32|fp16|bf16))*$' \
-        "a comma list from fp32, fp16 and bf16 without spaces (e.g. fp32,bf16)"
-    IFS=, read -r -a grad_comms <<< "${GRAD_COMM}"
-    for comm in "${grad_comms[@]}"; do
-        [[ "${seen}" != *",${comm},"* ]] || fail "GRAD_COMM=${GRAD_COMM} names ${comm} twice; name each once."
-        seen+="${comm},"
-    done
+    local -n list=$4
+    # shellcheck disable=SC2034  # a nameref: this sets the caller's array
+    list=("${items[@]}")
 }
 
 # EXTRA_ARGS is split at white space (read -r -a): no quotes, no escapes, no expansion.
@@ -226,8 +219,10 @@ validate() {
     check_format MASTER_ADDR '^[A-Za-z0-9._:%-]+$' "a host name or address"
     check_format MODEL '^[A-Za-z0-9][A-Za-z0-9_.-]*$' \
         "a model name (letters, digits, _ . -; see python main.py --list-models)"
-    check_modes
-    check_grad_comm
+    check_list MODES "[A-Za-z0-9][A-Za-z0-9_-]*" \
+        "a comma list of precision modes without spaces or empty items (e.g. fp32,amp-bf16)" modes
+    check_list GRAD_COMM "(fp32|fp16|bf16)" "a comma list from fp32, fp16 and bf16 without spaces (e.g. fp32,bf16)" \
+        grad_comms
     check_extra_args
     check_container
     check_nodes
