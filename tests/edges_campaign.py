@@ -23,8 +23,8 @@ import os
 import random
 import subprocess
 import sys
-import time
 import tempfile
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
