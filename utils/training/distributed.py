@@ -142,8 +142,14 @@ def init(world, config):
     device = bind_device(world, config.gpu)
     with watchdog(address, world, config.dist_timeout):
         join(world, device, address, config.dist_timeout)
-        agree_on_settings(world, config)
-        check_grad_comm(config.grad_comm, device)
+        try:
+            agree_on_settings(world, config)
+            check_grad_comm(config.grad_comm, device)
+        except UserError:
+            # every rank refuses alike, from the same gathered facts: leaving the group together
+            # brings their exits close, so a launcher seldom ends one that lags behind another
+            shutdown(world)
+            raise
     return device
 
 
