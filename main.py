@@ -107,7 +107,7 @@ def build_parser():
                           "starts from the same weights and batches (default %(default)s)")
     accuracy.add_argument("--accuracy-margin", type=in_range("accuracy_margin"), metavar="POINTS",
                           help="the accuracy verdict's margin: a mode holds when the 95%% interval of its paired "
-                          "difference from fp32 lies within +-POINTS (default %(default)s)")
+                          "difference from the baseline lies within +-POINTS (default %(default)s)")
     accuracy.add_argument("--target-accuracy", type=in_range("target_accuracy"), metavar="A",
                           help="report the training time, steps and epochs to reach test accuracy A (a fraction, "
                           "e.g. 0.9), per mode and against fp32; needs --eval-every")
