@@ -465,7 +465,7 @@ def write_outputs(config, context, document):
 def output_writers(config, context, document):
     """A function per output asked for, which writes it and returns the line that says so."""
     def results():
-        output.write_json(config.json, document)
+        output.write_json(config.json, output.json_document(document))
         return f"results written to {config.json}"
 
     def rows():
