@@ -1,7 +1,7 @@
 """The comparison row: one precision mode's figures against the baseline mode, the one definition
 of what a results document's "comparison" holds per mode (docs/results-schema.md lists the
 same fields). compare.compare_modes builds each row once, from figures computed first; the
-table, CSV, plot and notes read its attributes, and the JSON writer alone turns it into a dict."""
+table, notes and plot read its attributes, and only the JSON and CSV writers turn it into a dict."""
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Dict, List, Optional
 
@@ -11,7 +11,7 @@ WITH_TARGET = {"only_with_target": True}
 
 @dataclass(frozen=True)
 class ComparisonRow:
-    """A mode's figures; the field order is the order of the keys in the JSON."""
+    """A mode's figures, never changed once built; the field order is the order of the JSON's keys."""
     # the mode's own runs: step time pooled over repeats (medians of medians), memory, learning,
     # loss scaling, compute rate; profile_ms is --explain's time per category, max_batch --max-batch's
     runs: int
@@ -52,11 +52,11 @@ class ComparisonRow:
     seconds_per_epoch: Optional[float] = field(metadata=WITH_TARGET)
     time_to_target_speedup_vs_baseline: Optional[float] = field(metadata=WITH_TARGET)
     # against the baseline mode: ratios, their 95% intervals and what those rest on
-    speedup_vs_baseline: Optional[float]
-    speedup_ci95: Optional[List[float]]
-    speedup_significant: Optional[bool]
-    memory_ratio_ci95: Optional[List[float]]
-    speedup_interval: Optional[str]
+    speedup_vs_baseline: Optional[float]  # the baseline's median step over this mode's
+    speedup_ci95: Optional[List[float]]  # [low, high], or null (speedup_interval says why)
+    speedup_significant: Optional[bool]  # whether that interval leaves out 1.0
+    memory_ratio_ci95: Optional[List[float]]  # null unless both modes ran compare.MIN_RUNS times or more
+    speedup_interval: Optional[str]  # what the interval rests on, or why there is none
     memory_ratio_vs_baseline: Optional[float]
     accuracy_delta_vs_baseline: Optional[float]
     max_batch_ratio_vs_baseline: Optional[float]
