@@ -404,14 +404,14 @@ def verdicts(out):
         return []
     config, lines = document["config"], []
     for mode, row in document["comparison"].items():
-        if mode == "fp32" or not row.get("accuracy_verdict"):
+        if mode == "fp32" or not row.accuracy_verdict:
             continue
-        delta = row["accuracy_delta_ci95"]
+        delta = row.accuracy_delta_ci95
         interval = f" [{100 * delta[0]:+.2f}, {100 * delta[1]:+.2f}] points" if delta else ""
-        speedup = row.get("time_to_target_speedup_vs_baseline")
-        lines.append(f"* {mode}: accuracy **{row['accuracy_verdict']}** against fp32 ({row['seeds']} seeds, "
-                     f"{100 * row['accuracy_mean_delta']:+.2f}{interval})"
-                     + (f"; time to {100 * row['target_accuracy']:g}%: {speedup:.2f}x fp32's" if speedup else "") + ".")
+        speedup = row.time_to_target_speedup_vs_baseline
+        lines.append(f"* {mode}: accuracy **{row.accuracy_verdict}** against fp32 ({row.seeds} seeds, "
+                     f"{100 * row.accuracy_mean_delta:+.2f}{interval})"
+                     + (f"; time to {100 * row.target_accuracy:g}%: {speedup:.2f}x fp32's" if speedup else "") + ".")
     if not lines:
         return []
     return [f"Does accuracy hold? resnet18, {config.get('seeds')} seeds paired across modes, "
@@ -470,10 +470,10 @@ def headline(out, suite):
             if document is None:
                 continue
             comparison = document["comparison"]
-            base = comparison.get("fp32", {}).get("median_step_ms")
-            cells = [f"{c['speedup_vs_baseline']:.2f}x" if c.get("speedup_vs_baseline") else "-"
-                     for c in (comparison.get(mode, {}) for mode in MODES[1:])]
-            memory = comparison.get("amp-fp16", {}).get("memory_ratio_vs_baseline")
+            fp32, fp16 = comparison.get("fp32"), comparison.get("amp-fp16")
+            cells = [f"{row.speedup_vs_baseline:.2f}x" if row and row.speedup_vs_baseline else "-"
+                     for row in (comparison.get(mode) for mode in MODES[1:])]
+            base, memory = fp32 and fp32.median_step_ms, fp16 and fp16.memory_ratio_vs_baseline
             rows.append(f"| {model} | {'yes' if layout else 'no'} | {fmt_ms(base)} | " + " | ".join(cells) +
                         f" | {'-' if memory is None else f'{memory:.2f}'} |")
     if not rows:
@@ -542,12 +542,13 @@ def transformers(out):
         return []
     rows, config = [], documents["eager"]["config"]
     for mode, row in documents["eager"]["comparison"].items():
-        compiled = (documents["compile"] or {}).get("comparison", {}).get(mode, {})
-        accuracy = (documents["accuracy"] or {}).get("comparison", {}).get(mode, {}).get("test_accuracy")
-        cells = [fmt_ms(row["median_step_ms"]), fmt_ms(compiled.get("median_step_ms")),
+        compiled = (documents["compile"] or {}).get("comparison", {}).get(mode)
+        evaluated = (documents["accuracy"] or {}).get("comparison", {}).get(mode)
+        accuracy = evaluated and evaluated.test_accuracy
+        cells = [fmt_ms(row.median_step_ms), fmt_ms(compiled and compiled.median_step_ms),
                  versus_bf16(documents["eager"], mode), versus_bf16(documents["compile"], mode),
-                 percent_or_dash(row.get("mfu_pct")), percent_or_dash(compiled.get("mfu_pct")),
-                 f"{row['peak_memory_bytes'] / 2 ** 30:.2f}", percent_or_dash(accuracy and 100 * accuracy)]
+                 percent_or_dash(row.mfu_pct), percent_or_dash(compiled and compiled.mfu_pct),
+                 f"{row.peak_memory_bytes / 2 ** 30:.2f}", percent_or_dash(accuracy and 100 * accuracy)]
         rows.append(f"| {mode} | " + " | ".join(cells) + " |")
     notes = [f"* {line}" for line in fp8_lines(documents["eager"])]
     epochs = documents["accuracy"]["runs"][0]["epochs_seen"] if documents["accuracy"] else None
@@ -566,7 +567,7 @@ def versus_bf16(document, mode):
     comparison = (document or {}).get("comparison", {})
     if mode not in comparison or "amp-bf16" not in comparison:
         return "-"
-    return f"{comparison['amp-bf16']['median_step_ms'] / comparison[mode]['median_step_ms']:.2f}x"
+    return f"{comparison['amp-bf16'].median_step_ms / comparison[mode].median_step_ms:.2f}x"
 
 
 def percent_or_dash(value):
@@ -577,7 +578,7 @@ def fp8_lines(document):
     """What ran in FP8 per fp8 mode (the summary's line) and the rule for an fp8 slower than bf16."""
     from utils.results.output import fp8_notes
 
-    found = [finding["text"] for row in document["comparison"].values() for finding in row.get("diagnosis") or []
+    found = [finding["text"] for row in document["comparison"].values() for finding in row.diagnosis or []
              if finding["rule"] == "fp8 slower than bf16"]
     return fp8_notes(document) + found
 

@@ -72,3 +72,11 @@ def copy_subset(subset, tmp_path):
     for path in folder.iterdir():
         path.chmod(0o644)
     return folder
+
+
+def read_results(path):
+    """A results file as utils.report holds it: checked, and its comparison computed again from
+    its runs (the file holds each row as a dict, the code as a ComparisonRow)."""
+    from utils.results import merge
+    (document,) = merge.merge(merge.load_result(path))
+    return document

@@ -4,7 +4,6 @@ of every awkward kind (FIFOs, links to devices, symlink loops, dangling links, n
 then asks what main.py asks before training. The property: either the path is refused with
 one sentence and nothing there changes, or the write after training succeeds and leaves a
 regular file; special files are never replaced, and nothing raises anything else."""
-import json
 import os
 import stat
 
@@ -12,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import run_main
+from conftest import read_results, run_main
 from utils import fileio
 from utils.app import check_outputs
 from utils.config import RunConfig
@@ -34,7 +33,7 @@ def document(tmp_path_factory):
     result = run_main("--data", "synthetic", "-n", "2", "--warmup", "1", "--model", "squeezenet1_1", "-b", "4",
                       "--no-progress", "--json", path)
     assert result.returncode == 0, result.stderr
-    return json.loads(path.read_text())
+    return read_results(path)
 
 
 def make(kind, folder, index):
@@ -86,7 +85,7 @@ def snapshot(folder):
 def write(flag, path, document):
     """What main.py writes to `path` after training."""
     if flag == "json":
-        output.write_json(path, document)
+        output.write_json(path, output.json_document(document))
     elif flag == "csv":
         output.append_csv(path, document)
     elif flag == "checkpoint":

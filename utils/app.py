@@ -294,13 +294,13 @@ def run_mode(initial_model, mode, data, config, context, saved=None, repeat=0, f
     census = numerics.Census(mode, context.device, config.steps, config.numerics_every) if config.numerics else None
     context.reporter.phase(f"{mode.name}: training steps {start_step + 1} to {config.steps}")
     outcome = loop.train(trainer, config, context, start_step, previous, saver, census, curve)
-    findings = final_evaluation(config, context, data, outcome, curve, census)
+    evaluated = final_evaluation(config, context, data, outcome, curve, census)
     if saver is not None and outcome.diverged_at is None and (outcome.completed_steps > start_step
-                                                              or findings.test_accuracy is not None):
+                                                              or evaluated.test_accuracy is not None):
         # after the final evaluation, so that the checkpoint holds it: one cut short is resumed alone
         saver(outcome.completed_steps, dataclasses.replace(
             outcome.stats, accuracy_curve=list(curve.points), eval_time_s=curve.eval_time_s) if curve else outcome.stats)
-    measure_beside_the_loop(initial_model, trainer, config, context, outcome, repeat, findings)
+    findings = measure_beside_the_loop(initial_model, trainer, config, context, outcome, repeat, evaluated)
     result = record.build(config, trainer, outcome, data, context, findings, repeat, flops_per_step,
                           dict(fp8, recipe=mode.float8) if fp8 else None)
     if stream is not None:
@@ -351,24 +351,27 @@ def final_evaluation(config, context, data, outcome, curve, census):
     return findings
 
 
-def measure_beside_the_loop(initial_model, trainer, config, context, outcome, repeat, findings):
-    """--explain's profile and --max-batch into `findings`, each after the timed loop and the
-    final evaluation (neither changes their figures); nothing after a cut evaluation."""
+def measure_beside_the_loop(initial_model, trainer, config, context, outcome, repeat, evaluated):
+    """The run's findings: `evaluated` (the final evaluation's) with --explain's profile (and a
+    trace that could not be written among the failures) and --max-batch, each measured after the
+    timed loop and the final evaluation (neither changes their figures); none after a cut evaluation."""
     mode = trainer.mode
-    finished = outcome.ran_all_steps(config.steps) and outcome.diverged_at is None and findings.stopped_by is None
-    if config.explain and finished:
-        findings.profile = explain(trainer, config, context, repeat, findings.failures)
+    finished = outcome.ran_all_steps(config.steps) and outcome.diverged_at is None and evaluated.stopped_by is None
+    profile, failed = explain(trainer, config, context, repeat) if config.explain and finished else (None, None)
+    largest = None
     if config.max_batch and repeat == 0 and finished:
         context.reporter.phase(f"{mode.name}: finding the largest batch that fits (--max-batch)")
-        findings.max_batch = max_batch.largest_batch_of(initial_model, mode, config, context.device)
-        context.reporter.phase(f"{mode.name}: the largest batch that fits is {findings.max_batch}")
+        largest = max_batch.largest_batch_of(initial_model, mode, config, context.device)
+        context.reporter.phase(f"{mode.name}: the largest batch that fits is {largest}")
+    return dataclasses.replace(evaluated, profile=profile, max_batch=largest,
+                               failures=evaluated.failures + ([failed] if failed else []))
 
 
-def explain(trainer, config, context, repeat, failures):
+def explain(trainer, config, context, repeat):
     """--explain: profile a few steps after the timed ones and the evaluation (so neither
-    changes), writing the trace with --trace-dir (a trace that cannot be written joins
-    `failures`). None when a signal cut the profiling short; with several ranks every rank takes
-    all the steps, as DDP's all-reduce needs."""
+    changes), writing the trace with --trace-dir. Returns (the profile, or None when a signal
+    cut the profiling short; the sentence saying the trace could not be written, or None); with
+    several ranks every rank takes all the steps, as DDP's all-reduce needs."""
     world, mode = context.world, trainer.mode
     context.reporter.phase(f"{mode.name}: profiling {config.explain_steps} more steps (--explain)")
     trace = None
@@ -380,15 +383,13 @@ def explain(trainer, config, context, repeat, failures):
     profile, failed = profiler.profile_steps(trainer, config, context.device, config.explain_steps,
                                              None if world.distributed else context.stop, trace)
     if profile is None:
-        return None
+        return None, None
     if profile.gpu_kernels_missing:
         warn(f"{mode.name}: torch.profiler recorded no GPU kernel (CUPTI unusable here, e.g. another "
              "profiler holds it), so --explain shows the host's time per op, not the GPU's.")
-    if failed:
-        failures.append(failed)
-    elif trace:
+    if trace and not failed:
         context.reporter.phase(f"{mode.name}: trace written to {trace}")
-    return profile
+    return profile, failed
 
 
 def finish(config, context, data, runs, saved):
@@ -465,7 +466,7 @@ def write_outputs(config, context, document):
 def output_writers(config, context, document):
     """A function per output asked for, which writes it and returns the line that says so."""
     def results():
-        output.write_json(config.json, document)
+        output.write_json(config.json, output.json_document(document))
         return f"results written to {config.json}"
 
     def rows():

@@ -8,7 +8,7 @@ import sys
 from utils.errors import UserError, WriteFailed
 from utils.fileio import ensure_lockable, ensure_writable
 from utils.results.merge import load_result, merge, setup_differences
-from utils.results.output import append_csv, check_csv_header, summary, write_json
+from utils.results.output import append_csv, check_csv_header, json_document, summary, write_json
 
 
 def main(argv=None):
@@ -69,7 +69,7 @@ def report(args, written):
                   "there already)\n" if added < len(document["comparison"]) else
                   f"{added} rows appended to {args.csv}\n")
     if args.json:
-        write_json(args.json, merged)
+        write_json(args.json, [json_document(document) for document in merged])
         written.append(args.json)
     if args.plot:
         plot.draw(args.plot, merged[0])

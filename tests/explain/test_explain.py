@@ -342,9 +342,9 @@ def test_explain_scales_its_categories_to_the_timed_median_and_warns_when_they_d
             profiled_run("amp-bf16", 631.2, {name: 500.0, NAMES[1]: 246.0})]
     comparison = compare.compare_modes(runs)
     bf16 = comparison["amp-bf16"]
-    assert sum(comparison["fp32"]["profile_ms"].values()) == pytest.approx(1376.0)
-    assert bf16["profile_speedup"]["total"] == pytest.approx(bf16["speedup_vs_baseline"]) == pytest.approx(2.18, abs=0.01)
-    assert comparison["fp32"]["profiled_vs_timed"] == pytest.approx(3126.0 / 1376.0)
+    assert sum(comparison["fp32"].profile_ms.values()) == pytest.approx(1376.0)
+    assert bf16.profile_speedup["total"] == pytest.approx(bf16.speedup_vs_baseline) == pytest.approx(2.18, abs=0.01)
+    assert comparison["fp32"].profiled_vs_timed == pytest.approx(3126.0 / 1376.0)
     document = {"env": {"torch": "x", "device_type": "cpu"}, "runs": runs, "comparison": comparison}
     text = " ".join(" ".join(output.explanation(document, wide=True)).split())
     assert "warning: the profiled step differs from the timed median by over 20% (fp32 2.27x, amp-bf16 1.18x)" \

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from conftest import assert_user_error, run_main
+from conftest import assert_user_error, read_results, run_main
 from test_compare import fake_run, run_cli_module
 from utils.results import compare, output
 
@@ -20,14 +20,14 @@ def test_every_figure_is_against_the_baseline_mode():
     bf16 = dict(fake_run("amp-bf16", 50.0, learning, 0.40), peak_memory_bytes=1 << 19)
     comparison = compare.compare_modes([fp32, bf16], baseline="amp-bf16")
     row, base = comparison["fp32"], comparison["amp-bf16"]
-    assert row["speedup_vs_baseline"] == pytest.approx(0.5) and base["speedup_vs_baseline"] == 1.0
-    assert row["memory_ratio_vs_baseline"] == 2.0 and base["memory_ratio_vs_baseline"] == 1.0
-    assert row["accuracy_delta_vs_baseline"] == pytest.approx(0.03) and base["accuracy_delta_vs_baseline"] == 0.0
-    low, high = row["speedup_ci95"]
-    assert low <= 0.5 <= high < 1.0 and row["speedup_significant"] is True
-    assert base["speedup_ci95"] is None  # the baseline has no interval against itself
+    assert row.speedup_vs_baseline == pytest.approx(0.5) and base.speedup_vs_baseline == 1.0
+    assert row.memory_ratio_vs_baseline == 2.0 and base.memory_ratio_vs_baseline == 1.0
+    assert row.accuracy_delta_vs_baseline == pytest.approx(0.03) and base.accuracy_delta_vs_baseline == 0.0
+    low, high = row.speedup_ci95
+    assert low <= 0.5 <= high < 1.0 and row.speedup_significant is True
+    assert base.speedup_ci95 is None  # the baseline has no interval against itself
     default = compare.compare_modes([fp32, bf16])  # fp32 unless told
-    assert default["amp-bf16"]["speedup_vs_baseline"] == pytest.approx(2.0)
+    assert default["amp-bf16"].speedup_vs_baseline == pytest.approx(2.0)
 
 
 def test_the_verdict_over_seeds_pairs_each_mode_with_the_baseline():
@@ -35,8 +35,8 @@ def test_the_verdict_over_seeds_pairs_each_mode_with_the_baseline():
     runs = [dict(fake_run(mode, ms, learning, accuracy + 0.001 * seed), seed=seed)
             for seed in range(3) for mode, ms, accuracy in (("fp32", 100.0, 0.40), ("amp-bf16", 50.0, 0.30))]
     comparison = compare.compare_modes(runs, baseline="amp-bf16")
-    assert comparison["fp32"]["accuracy_mean_delta"] == pytest.approx(0.10)
-    assert comparison["fp32"]["accuracy_verdict"] == "differs"
+    assert comparison["fp32"].accuracy_mean_delta == pytest.approx(0.10)
+    assert comparison["fp32"].accuracy_verdict == "differs"
 
 
 def test_a_baseline_that_is_not_run_is_refused_before_training():
@@ -97,7 +97,7 @@ def test_merges_refuse_to_pool_different_baselines_unless_one_is_chosen(against_
 
 
 def test_the_same_runs_against_another_baseline_are_new_csv_rows(against_bf16, tmp_path):
-    document = json.loads((against_bf16[1] / "r.json").read_text())
+    document = read_results(against_bf16[1] / "r.json")
     path = tmp_path / "r.csv"
     assert output.append_csv(path, document) == 2 and output.append_csv(path, document) == 0
     document["config"]["baseline"] = "fp32"

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import ROOT, assert_user_error, run_cli, run_main
+from conftest import ROOT, assert_user_error, read_results, run_cli, run_main
 from utils.errors import WriteFailed
 from utils.results import merge, output
 
@@ -95,7 +95,7 @@ def test_csv_has_one_row_per_mode_one_header_and_no_row_twice(compared, tmp_path
     path = compared[1] / "r.csv"
     rows = list(csv.reader(path.open()))
     assert rows[0] == output.CSV_COLUMNS and len(rows) == 4
-    document = json.loads((compared[1] / "r.json").read_text())
+    document = read_results(compared[1] / "r.json")
     assert output.append_csv(path, document) == 0 and len(list(csv.reader(path.open()))) == 4
     assert output.append_csv(path, other_runs(document, "again")) == 3
     rows = list(csv.reader(path.open()))
@@ -188,7 +188,7 @@ def test_outputs_that_are_one_file_are_refused_before_training(outputs, tmp_path
 
 def test_plot_suffix_picks_the_format_or_is_refused(compared, tmp_path):
     from utils.results import plot
-    document = json.loads((compared[1] / "r.json").read_text())
+    document = read_results(compared[1] / "r.json")
     plot.draw(tmp_path / "r.pdf", document)
     plot.draw(tmp_path / "r.svg", document)
     assert (tmp_path / "r.pdf").read_bytes().startswith(b"%PDF")
@@ -211,7 +211,7 @@ def append_from_a_process(path, document, start):
 
 def test_concurrent_appends_to_a_new_csv_write_one_header(compared, tmp_path):
     import multiprocessing
-    document = json.loads((compared[1] / "r.json").read_text())
+    document = read_results(compared[1] / "r.json")
     path = tmp_path / "shared.csv"
     start = multiprocessing.Barrier(4)
     workers = [multiprocessing.Process(target=append_from_a_process, args=(path, other_runs(document, i), start))
@@ -228,7 +228,7 @@ def test_concurrent_appends_to_a_new_csv_write_one_header(compared, tmp_path):
 def test_a_full_disk_during_an_append_keeps_the_csv_whole(compared, tmp_path, monkeypatch):
     import errno
     import os
-    document = json.loads((compared[1] / "r.json").read_text())
+    document = read_results(compared[1] / "r.json")
     path = tmp_path / "r.csv"
     output.append_csv(path, document)
     before = path.read_bytes()
@@ -310,18 +310,18 @@ def test_an_interval_says_what_it_rests_on_and_two_runs_give_none():
     rng = np.random.default_rng(0)
     drift = 100.0 + np.cumsum(rng.normal(0.0, 1.0, 200))  # a random walk: neighbouring steps are alike
     one = compare.compare_modes([timed_run("fp32", drift), timed_run("amp-bf16", drift / 1.5)])["amp-bf16"]
-    assert one["speedup_interval"].startswith("block bootstrap over the timed steps of one run per mode (blocks of 6)")
-    low, high = one["speedup_ci95"]
+    assert one.speedup_interval.startswith("block bootstrap over the timed steps of one run per mode (blocks of 6)")
+    low, high = one.speedup_ci95
     naive_low, naive_high = compare.bootstrap_ratio(drift, drift / 1.5)
     assert low < 1.5 < high and high - low > 1.5 * (naive_high - naive_low)
     runs = [timed_run(mode, rng.normal(ms, 2.0, 30), repeat) for repeat in range(3)
             for mode, ms in (("fp32", 100.0), ("amp-bf16", 50.0))]
     three = compare.compare_modes(runs)["amp-bf16"]
-    assert three["speedup_interval"] == "bootstrap over the runs' medians (repeats and seeds)"
-    assert three["speedup_significant"] is True and three["memory_ratio_ci95"] is not None
+    assert three.speedup_interval == "bootstrap over the runs' medians (repeats and seeds)"
+    assert three.speedup_significant is True and three.memory_ratio_ci95 is not None
     two = compare.compare_modes([run for run in runs if run["repeat"] < 2])["amp-bf16"]
-    assert two["speedup_ci95"] is None and two["speedup_significant"] is None and two["memory_ratio_ci95"] is None
-    assert two["speedup_interval"] == "none with 2 runs per mode: an interval over runs needs 3 (--repeats 3)"
+    assert two.speedup_ci95 is None and two.speedup_significant is None and two.memory_ratio_ci95 is None
+    assert two.speedup_interval == "none with 2 runs per mode: an interval over runs needs 3 (--repeats 3)"
 
 
 def test_a_spread_over_20_percent_is_warned_about():
@@ -329,7 +329,7 @@ def test_a_spread_over_20_percent_is_warned_about():
     steady = [timed_run("fp32", [100.0, 101.0, 99.0] * 10, repeat) for repeat in range(2)]
     noisy = [timed_run("amp-bf16", [60.0] * 30), timed_run("amp-bf16", [93.0] * 30, 1)]  # 55% apart
     comparison = compare.compare_modes(steady + noisy)
-    assert round(comparison["amp-bf16"]["spread_pct"]) == 43 and comparison["fp32"]["spread_pct"] == 0.0
+    assert round(comparison["amp-bf16"].spread_pct) == 43 and comparison["fp32"].spread_pct == 0.0
     text = "\n".join(output.spread_notes(comparison))
     assert "warning: the timings spread over 20% (amp-bf16 43%)" in text and "fp32 0%" not in text
     assert not any("warning" in line for line in output.spread_notes(compare.compare_modes(steady)))
@@ -350,9 +350,9 @@ def test_a_run_that_did_not_learn_is_flagged_and_its_accuracy_not_compared():
             fake_run("amp-bf16", 60.0, stuck, 0.103)]
     comparison = compare.compare_modes(runs)
     assert compare.run_learned(runs[0]) is True and compare.run_learned(runs[1]) is False
-    assert comparison["amp-bf16"]["learned"] is False and comparison["amp-bf16"]["accuracy_delta_vs_baseline"] is None
-    assert comparison["fp32"]["accuracy_delta_vs_baseline"] == 0.0
-    assert comparison["amp-bf16"]["speedup_significant"] is True
+    assert comparison["amp-bf16"].learned is False and comparison["amp-bf16"].accuracy_delta_vs_baseline is None
+    assert comparison["fp32"].accuracy_delta_vs_baseline == 0.0
+    assert comparison["amp-bf16"].speedup_significant is True
     chance_accuracy = fake_run("fp32", 100.0, [1.5] * 20, 0.115)
     assert compare.run_learned(chance_accuracy) is False
     assert compare.run_learned(dict(chance_accuracy, data="synthetic")) is None
@@ -365,7 +365,7 @@ def test_a_run_that_did_not_learn_is_flagged_and_its_accuracy_not_compared():
 def test_the_table_fits_80_columns_and_the_header_says_only_what_applies(compared):
     """The table fits 80 columns, and its header names only what applies (no stem for squeezenet, no TF32 on a CPU)."""
     result, folder = compared
-    document = json.loads((folder / "r.json").read_text())
+    document = read_results(folder / "r.json")
     assert max(len(line) for line in result.stdout.splitlines()) <= 80
     assert "speedup [95% CI]" in result.stdout
     assert "95% CI: none with 2 runs per mode: an interval over runs needs 3 (--repeats 3)." in \

@@ -8,6 +8,8 @@ run-to-run noise the verdict weighs. The interval is Student's t over the seeds'
 import math
 import statistics
 
+from utils.results.comparison_row import TARGET_FIELDS
+
 # Student's t, two-sided 95%, by degrees of freedom (a missing one takes the next lower: wider)
 T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
          12: 2.179, 15: 2.131, 20: 2.086, 25: 2.060, 30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980}
@@ -93,10 +95,11 @@ def accuracy_figures(runs, base_runs, margin):
 def target_figures(runs, base_runs):
     """Time to the target accuracy over seeds: the median training time, epochs and seconds
     per epoch of the seeds that reached it, the share that did, and the speedup against the baseline's
-    median (statistical efficiency: epochs; hardware efficiency: seconds per epoch)."""
+    median (statistical efficiency: epochs; hardware efficiency: seconds per epoch); every
+    figure None without a target."""
     aimed = [run for run in runs if run.get("target_accuracy") is not None]
     if not aimed:
-        return {"target_accuracy": None}
+        return dict.fromkeys(("target_accuracy",) + TARGET_FIELDS)
     times, epochs = by_seed(aimed, "time_to_target_s"), by_seed(aimed, "epochs_to_target")
     tried = {run.get("seed") for run in aimed}
     median_time = statistics.median(times.values()) if times else None

@@ -16,6 +16,7 @@ import numpy as np
 
 from utils.explain import diagnose
 from utils.results.accuracy import DEFAULT_MARGIN_POINTS, accuracy_figures, target_figures
+from utils.results.comparison_row import ComparisonRow
 from utils.explain.categories import NAMES as CATEGORIES
 from utils.training import modes
 from utils.training.modes import DEFAULT_BASELINE, MODES, REFERENCE
@@ -157,6 +158,7 @@ def profiled_vs_timed(group):
 
 
 def mode_figures(group):
+    """The figures of a mode's own runs `group`, pooled over its repeats and seeds."""
     medians = [run["step_time_ms"]["median"] for run in group]
     median = statistics.median(medians)
     batch = group[0]["global_batch_size"]
@@ -189,64 +191,61 @@ def mode_figures(group):
 
 
 def compare_modes(runs, margin_points=DEFAULT_MARGIN_POINTS, baseline=DEFAULT_BASELINE):
-    """{mode: figures} with speedup (and its 95% interval), memory ratio (with its interval over
-    repeats, when there are several) and accuracy difference against `baseline`: null when the
-    baseline was not run, and no accuracy difference against a run that did not learn. Over
-    seeds, the accuracy verdict against the baseline within +-`margin_points` and the time to a
-    target accuracy."""
+    """{mode: ComparisonRow} with speedup (and its 95% interval), memory ratio (with its interval
+    over runs, when each mode ran at least MIN_RUNS times) and accuracy difference against
+    `baseline`: null when the baseline was not run, and no accuracy difference against a run
+    that did not learn. Over seeds, the accuracy verdict against the baseline within
+    +-`margin_points` and the time to a target accuracy. Each row is built once, from its parts."""
     groups = group_by_mode(runs)
-    figures = {mode: mode_figures(group) for mode, group in groups.items()}
+    measured = {mode: mode_figures(group) for mode, group in groups.items()}
     learning = {mode: [run for run in group if run_learned(run) is not False] for mode, group in groups.items()}
-    for mode, row in figures.items():
-        row.update(accuracy_figures(learning[mode], learning.get(baseline), margin_points / 100.0))
-        row.update(target_figures(groups[mode], groups.get(baseline)))
-    base = figures.get(baseline)
-    for mode, row in figures.items():
-        row.update(ratio_figures(row, base, groups[mode], groups.get(baseline), mode == baseline))
-    explain_figures(figures, groups)
-    return figures
+    return {mode: ComparisonRow(
+        **measured[mode], **accuracy_figures(learning[mode], learning.get(baseline), margin_points / 100.0),
+        **target_figures(group, groups.get(baseline)),
+        **ratio_figures(measured[mode], measured.get(baseline), group, groups.get(baseline), mode == baseline),
+        **explain_figures(mode, measured, groups)) for mode, group in groups.items()}
 
 
 def ratio_figures(row, base, group, base_group, is_baseline):
     """A mode's speedup, memory ratio, accuracy difference and max-batch ratio against `base`
-    (the baseline's figures, or None when it did not run)."""
-    found = {"speedup_vs_baseline": base["median_step_ms"] / row["median_step_ms"] if base else None,
-             "speedup_ci95": None, "speedup_significant": None, "memory_ratio_ci95": None, "speedup_interval": None}
+    (the baseline's measured figures, or None when it did not run), from its measured `row`."""
+    interval, rests_on, memory_interval = None, None, None
     if base and not is_baseline:
-        interval, found["speedup_interval"] = speedup_interval(base_group, group)
-        found["speedup_ci95"] = interval
-        found["speedup_significant"] = None if interval is None else not interval[0] <= 1.0 <= interval[1]
+        interval, rests_on = speedup_interval(base_group, group)
         if min(len(group), len(base_group)) >= MIN_RUNS:
-            found["memory_ratio_ci95"] = bootstrap_ratio([run["peak_memory_bytes"] for run in group],
-                                                         [run["peak_memory_bytes"] for run in base_group], np.max)
-    found["memory_ratio_vs_baseline"] = row["peak_memory_bytes"] / base["peak_memory_bytes"] \
-        if base and base["peak_memory_bytes"] else None
+            memory_interval = bootstrap_ratio([run["peak_memory_bytes"] for run in group],
+                                              [run["peak_memory_bytes"] for run in base_group], np.max)
     both = base and row["test_accuracy"] is not None and base["test_accuracy"] is not None
     both = both and row["learned"] is not False and base["learned"] is not False
-    found["accuracy_delta_vs_baseline"] = row["test_accuracy"] - base["test_accuracy"] if both else None
-    found["max_batch_ratio_vs_baseline"] = row["max_batch"] / base["max_batch"] \
-        if base and row["max_batch"] and base["max_batch"] else None
-    return found
+    return {"speedup_vs_baseline": base["median_step_ms"] / row["median_step_ms"] if base else None,
+            "speedup_ci95": interval,
+            "speedup_significant": None if interval is None else not interval[0] <= 1.0 <= interval[1],
+            "memory_ratio_ci95": memory_interval, "speedup_interval": rests_on,
+            "memory_ratio_vs_baseline": row["peak_memory_bytes"] / base["peak_memory_bytes"]
+            if base and base["peak_memory_bytes"] else None,
+            "accuracy_delta_vs_baseline": row["test_accuracy"] - base["test_accuracy"] if both else None,
+            "max_batch_ratio_vs_baseline": row["max_batch"] / base["max_batch"]
+            if base and row["max_batch"] and base["max_batch"] else None}
 
 
-def explain_figures(figures, groups):
-    """--explain: per category against fp32, whose profile its rules read, whatever the baseline
-    (after every figure is known)."""
-    base = figures.get(REFERENCE)
-    for mode, row in figures.items():
-        row["profile_speedup"] = row["amdahl"] = row["diagnosis"] = None
-        if row["profile_ms"] is None or not base or base["profile_ms"] is None:
-            continue
-        row["profile_speedup"] = diagnose.profile_speedup(base["profile_ms"], row["profile_ms"])
-        if mode == REFERENCE:
-            continue
-        speedup = base["median_step_ms"] / row["median_step_ms"]
-        row["amdahl"] = diagnose.amdahl(base["profile_ms"], row["profile_ms"], speedup)
-        tf32 = figures.get("tf32")
-        row["diagnosis"] = comparison_findings(mode, row, base, groups[mode], speedup,
-                                               base["median_step_ms"] / tf32["median_step_ms"] if tf32 else None)
-    fp8_findings(figures, groups)
-    return figures
+def explain_figures(mode, measured, groups):
+    """--explain: a mode's figures per category against fp32, whose profile its rules read,
+    whatever the baseline, and its findings (an fp8 mode's against amp-bf16 among them), from
+    every mode's `measured` figures; all None without the profiles they need."""
+    row, base = measured[mode], measured.get(REFERENCE)
+    profile_speedup = amdahl = diagnosis = None
+    if row["profile_ms"] is not None and base and base["profile_ms"] is not None:
+        profile_speedup = diagnose.profile_speedup(base["profile_ms"], row["profile_ms"])
+        if mode != REFERENCE:
+            speedup = base["median_step_ms"] / row["median_step_ms"]
+            amdahl = diagnose.amdahl(base["profile_ms"], row["profile_ms"], speedup)
+            tf32 = measured.get("tf32")
+            diagnosis = comparison_findings(mode, row, base, groups[mode], speedup,
+                                            base["median_step_ms"] / tf32["median_step_ms"] if tf32 else None)
+    slower = fp8_finding(mode, row, groups[mode], measured.get(FP8_BASELINE))
+    if slower:
+        diagnosis = diagnose.ranked((diagnosis or []) + [slower])
+    return {"profile_speedup": profile_speedup, "amdahl": amdahl, "diagnosis": diagnosis}
 
 
 def comparison_findings(mode, row, base, group, speedup, tf32_speedup):
@@ -263,13 +262,10 @@ def comparison_findings(mode, row, base, group, speedup, tf32_speedup):
     return [why] if why else []
 
 
-def fp8_findings(figures, groups):
-    """--explain: the fp8 modes that ran slower than amp-bf16 get the rule that says why."""
-    bf16 = figures.get(FP8_BASELINE)
-    for mode, row in figures.items():
-        fp8_run = next((run for run in groups[mode] if run.get("fp8")), None)
-        if bf16 is None or fp8_run is None or row["profile_ms"] is None:
-            continue
-        found = diagnose.fp8_slower(mode, fp8_run, row["median_step_ms"], bf16["median_step_ms"])
-        if found:
-            row["diagnosis"] = diagnose.ranked((row["diagnosis"] or []) + [found])
+def fp8_finding(mode, row, group, bf16):
+    """--explain: the rule that says why an fp8 `mode` (its measured `row`, its runs `group`) ran
+    slower than amp-bf16 (`bf16`, its measured figures, or None when it did not run); else None."""
+    fp8_run = next((run for run in group if run.get("fp8")), None)
+    if bf16 is None or fp8_run is None or row["profile_ms"] is None:
+        return None
+    return diagnose.fp8_slower(mode, fp8_run, row["median_step_ms"], bf16["median_step_ms"])

@@ -56,8 +56,8 @@ def with_interval(value, interval, spec, suffix=""):
 
 
 def speedup_cell(row):
-    cell = with_interval(row["speedup_vs_baseline"], row.get("speedup_ci95"), ".2f", "x")
-    return cell + " n.s." if row.get("speedup_significant") is False else cell
+    cell = with_interval(row.speedup_vs_baseline, row.speedup_ci95, ".2f", "x")
+    return cell + " n.s." if row.speedup_significant is False else cell
 
 
 def format_table(header, rows):
@@ -89,36 +89,36 @@ def describe(setup, env):
 # learning. Without --wide each block is a table of its own (split again should one exceed
 # TABLE_WIDTH characters); --wide prints them all as one table.
 BLOCKS = [
-    [("median ms", lambda row: fmt(row["median_step_ms"], ".2f")),
-     ("p90 ms", lambda row: fmt(row["p90_step_ms"], ".2f")),
-     ("spread", lambda row: fmt(row.get("spread_pct"), ".1f", suffix="%")),
-     ("img/s", lambda row: fmt(row["images_per_sec"], ".0f")),
+    [("median ms", lambda row: fmt(row.median_step_ms, ".2f")),
+     ("p90 ms", lambda row: fmt(row.p90_step_ms, ".2f")),
+     ("spread", lambda row: fmt(row.spread_pct, ".1f", suffix="%")),
+     ("img/s", lambda row: fmt(row.images_per_sec, ".0f")),
      ("speedup [95% CI]", speedup_cell)],
-    [("data ms", lambda row: fmt(row["data_time_ms"], ".2f")),
-     ("peak mem", lambda row: human_bytes(row["peak_memory_bytes"])),
-     ("mem ratio", lambda row: with_interval(row["memory_ratio_vs_baseline"], row.get("memory_ratio_ci95"), ".2f")),
-     ("TFLOP/s", lambda row: fmt(row["tflops"], ".3g")),
-     ("MFU", lambda row: fmt(row["mfu_pct"], ".1f", suffix="%"))],
-    [("final loss", lambda row: fmt(row["final_loss"], ".4f")),
-     ("test acc", lambda row: fmt(row["test_accuracy"], ".2f", 100, "%")),
-     ("acc diff", lambda row: fmt(row["accuracy_delta_vs_baseline"], "+.2f", 100, " pt")),
-     ("skipped", lambda row: str(row["skipped_steps"])),
-     ("loss scale", lambda row: fmt(row["final_loss_scale"], "g")),
-     ("scale drops", lambda row: fmt(row.get("scale_drops"), ".0f"))],
+    [("data ms", lambda row: fmt(row.data_time_ms, ".2f")),
+     ("peak mem", lambda row: human_bytes(row.peak_memory_bytes)),
+     ("mem ratio", lambda row: with_interval(row.memory_ratio_vs_baseline, row.memory_ratio_ci95, ".2f")),
+     ("TFLOP/s", lambda row: fmt(row.tflops, ".3g")),
+     ("MFU", lambda row: fmt(row.mfu_pct, ".1f", suffix="%"))],
+    [("final loss", lambda row: fmt(row.final_loss, ".4f")),
+     ("test acc", lambda row: fmt(row.test_accuracy, ".2f", 100, "%")),
+     ("acc diff", lambda row: fmt(row.accuracy_delta_vs_baseline, "+.2f", 100, " pt")),
+     ("skipped", lambda row: str(row.skipped_steps)),
+     ("loss scale", lambda row: fmt(row.final_loss_scale, "g")),
+     ("scale drops", lambda row: fmt(row.scale_drops, ".0f"))],
 ]
 AGAINST_BASELINE = ("speedup [95% CI]", "mem ratio", "acc diff", "vs base [95% CI]", "verdict", "speedup to target")
 # Does accuracy hold? Shown when several seeds ran or a target was given (over seeds, paired with the baseline).
 LEARNING = [
-    ("seeds", lambda row: str(row.get("seeds") or 0)),
-    ("acc [95% CI]", lambda row: with_interval(percent_points(row.get("accuracy_mean")),
-                                                points(row.get("accuracy_ci95")), ".2f", "%")),
-    ("vs base [95% CI]", lambda row: with_interval(percent_points(row.get("accuracy_mean_delta")),
-                                                   points(row.get("accuracy_delta_ci95")), "+.2f")),
-    ("verdict", lambda row: row.get("accuracy_verdict") or "-"),
-    ("epochs to target", lambda row: fmt(row.get("epochs_to_target"), ".2f")),
-    ("time to target", lambda row: fmt(row.get("time_to_target_s"), ".1f", suffix=" s")),
-    ("reached", lambda row: fmt(row.get("target_reached_share"), ".0f", 100, "%")),
-    ("speedup to target", lambda row: fmt(row.get("time_to_target_speedup_vs_baseline"), ".2f", suffix="x")),
+    ("seeds", lambda row: str(row.seeds)),
+    ("acc [95% CI]", lambda row: with_interval(percent_points(row.accuracy_mean), points(row.accuracy_ci95), ".2f",
+                                                "%")),
+    ("vs base [95% CI]", lambda row: with_interval(percent_points(row.accuracy_mean_delta),
+                                                   points(row.accuracy_delta_ci95), "+.2f")),
+    ("verdict", lambda row: row.accuracy_verdict or "-"),
+    ("epochs to target", lambda row: fmt(row.epochs_to_target, ".2f")),
+    ("time to target", lambda row: fmt(row.time_to_target_s, ".1f", suffix=" s")),
+    ("reached", lambda row: fmt(row.target_reached_share, ".0f", 100, "%")),
+    ("speedup to target", lambda row: fmt(row.time_to_target_speedup_vs_baseline, ".2f", suffix="x")),
 ]
 
 
@@ -152,7 +152,7 @@ def fit_tables(label_header, labels, columns, wide=False):
 def comparison_table(comparison, wide=False):
     """One row per mode: one table with `wide`, else one per block, each within TABLE_WIDTH."""
     modes = list(comparison)
-    blocks = BLOCKS + ([LEARNING] if any(row.get("seeds", 0) > 1 or row.get("target_accuracy") is not None
+    blocks = BLOCKS + ([LEARNING] if any(row.seeds > 1 or row.target_accuracy is not None
                                          for row in comparison.values()) else [])
     if len(modes) == 1:  # nothing to compare with: no 1.00x, 1.00 or +0.00 columns
         blocks = [[column for column in block if column[0] not in AGAINST_BASELINE] for block in blocks]
@@ -174,40 +174,40 @@ def explanation(document, wide=False):
     """--explain's block: ms per step and share by category per mode (and each category's
     speedup against fp32), the Amdahl lines, then the diagnosis, largest stake first."""
     comparison = document["comparison"]
-    modes = [mode for mode, row in comparison.items() if row.get("profile_ms")]
+    modes = [mode for mode, row in comparison.items() if row.profile_ms]
     if not modes:
         return []
-    shown = [name for name in CATEGORIES if any(comparison[mode]["profile_ms"].get(name, 0.0) > 0 for mode in modes)]
+    shown = [name for name in CATEGORIES if any(comparison[mode].profile_ms.get(name, 0.0) > 0 for mode in modes)]
     columns = []
     for mode in modes:
         row = comparison[mode]
-        total = sum(row["profile_ms"].values())
-        speedups = row.get("profile_speedup") if mode != REFERENCE else None
+        total = sum(row.profile_ms.values())
+        speedups = row.profile_speedup if mode != REFERENCE else None
         cells = []
         for name in shown + ["total"]:
-            value = total if name == "total" else row["profile_ms"][name]
+            value = total if name == "total" else row.profile_ms[name]
             cell = milliseconds(value) + ("" if name == "total" else f" {100 * value / total:3.0f}%")
             if speedups is not None:
                 cell += f" {times(speedups[name]):>7}" if name in speedups else " " * 8
             cells.append(cell)
-        columns.append((mode, cells + [milliseconds(row["profiled_vs_timed"] * row["median_step_ms"])]))
+        columns.append((mode, cells + [milliseconds(row.profiled_vs_timed * row.median_step_ms)]))
     steps = next(run["profile"]["steps"] for run in document["runs"] if run.get("profile"))
     lines = [f"Where the time goes: ms per step by category, scaled to the timed median, share of the step and "
              f"speed against fp32 ({steps} profiled steps per mode after the timed ones; categories: docs/explain.md)",
              "\n\n".join(fit_tables("category", shown + ["total", "profiled step"], columns, wide))]
-    stretched = [f"{mode} {comparison[mode]['profiled_vs_timed']:.2f}x" for mode in modes
-                 if abs(comparison[mode]["profiled_vs_timed"] - 1) > PROFILE_TOLERANCE]
+    stretched = [f"{mode} {comparison[mode].profiled_vs_timed:.2f}x" for mode in modes
+                 if abs(comparison[mode].profiled_vs_timed - 1) > PROFILE_TOLERANCE]
     if stretched:
         lines.append(f"warning: the profiled step differs from the timed median by over {PROFILE_TOLERANCE:.0%} "
                      f"({', '.join(stretched)}): the profiler's own cost or a busy machine; the categories are "
                      "scaled to the timed median, so read their shares and ratios, which stay comparable.")
-    lines += [amdahl_line(mode, comparison[mode]["amdahl"]) for mode in modes if comparison[mode].get("amdahl")]
+    lines += [amdahl_line(mode, comparison[mode].amdahl) for mode in modes if comparison[mode].amdahl]
     lines += communication_lines(document["runs"], modes)
     found, seen = [], set()
     for run in document["runs"]:
         found += (run.get("profile") or {}).get("diagnosis") or []
     for mode in modes:
-        found += comparison[mode].get("diagnosis") or []
+        found += comparison[mode].diagnosis or []
     found = [item for item in ranked(found) if (item["mode"], item["rule"]) not in seen
              and not seen.add((item["mode"], item["rule"]))]
     if found:
@@ -305,22 +305,22 @@ def accuracy_notes(document):
     """What the accuracy columns rest on: the verdict's rule and margin, or how little one run
     per mode tells; the time-to-target rule."""
     comparison, lines = document["comparison"], []
-    verdicts = {mode: row for mode, row in comparison.items() if row.get("accuracy_verdict")}
+    verdicts = {mode: row for mode, row in comparison.items() if row.accuracy_verdict}
     if verdicts:
         margin = document["config"].get("accuracy_margin", DEFAULT_MARGIN_POINTS)
         lines.append(f"verdict: the 95% interval of each mode's accuracy minus {baseline_of(document)}'s, paired by "
                      "seed, against "
                      f"+-{margin:g} points (--accuracy-margin): holds inside it, differs when it excludes 0 and leaves "
-                     "it, else inconclusive." + "".join(f" {mode}: {row['accuracy_verdict_why']}."
+                     "it, else inconclusive." + "".join(f" {mode}: {row.accuracy_verdict_why}."
                                                         for mode, row in verdicts.items()
-                                                        if row.get("accuracy_verdict_why")))
-    elif any(row["accuracy_delta_vs_baseline"] is not None for row in comparison.values()):
-        runs = min(row["runs"] for row in comparison.values())
+                                                        if row.accuracy_verdict_why))
+    elif any(row.accuracy_delta_vs_baseline is not None for row in comparison.values()):
+        runs = min(row.runs for row in comparison.values())
         steps = document["runs"][0]["steps"]
         lines.append(f"acc diff: from {runs} run{'s' if runs > 1 else ''} of {steps} steps per mode, indicative "
                      "only: differences of a point or two are within run-to-run noise; --seeds 3 or more gives a "
                      "verdict.")
-    target = next((row["target_accuracy"] for row in comparison.values() if row.get("target_accuracy")), None)
+    target = next((row.target_accuracy for row in comparison.values() if row.target_accuracy), None)
     if target is not None:
         lines.append(f"time to target {100 * target:g}%: training time (steps and warm-up, never the evaluations) "
                      "until the first evaluation at or above it, median over the seeds that reached it = epochs to "
@@ -331,27 +331,27 @@ def accuracy_notes(document):
 def notes(document):
     """The lines under the table: what the marks mean and what cannot be compared."""
     comparison, lines, baseline = document["comparison"], [], baseline_of(document)
-    unclear = [mode for mode, row in comparison.items() if row.get("speedup_significant") is False]
+    unclear = [mode for mode, row in comparison.items() if row.speedup_significant is False]
     if unclear:
         lines.append(f"n.s.: not significant, the 95% interval of {', '.join(unclear)} holds 1.00x; "
                      "run more steps or --repeats.")
-    bases = sorted({row["speedup_interval"] for row in comparison.values() if row.get("speedup_interval")})
+    bases = sorted({row.speedup_interval for row in comparison.values() if row.speedup_interval})
     lines += [f"95% CI: {basis}." for basis in bases]
     lines += spread_notes(comparison)
     for mode, row in comparison.items():
-        if row.get("learned") is False:
-            lines.append(f"warning: {mode} did not learn (final loss {fmt(row['final_loss'], '.4f')}, ln 10 = "
-                         f"{CHANCE_LOSS:.4f}; accuracy {fmt(row['test_accuracy'], '.1f', 100, '%')}, chance 10%): "
+        if row.learned is False:
+            lines.append(f"warning: {mode} did not learn (final loss {fmt(row.final_loss, '.4f')}, ln 10 = "
+                         f"{CHANCE_LOSS:.4f}; accuracy {fmt(row.test_accuracy, '.1f', 100, '%')}, chance 10%): "
                          "its accuracy is not compared; lower --lr or train longer.")
     lines += accuracy_notes(document) + outlier_notes(document) + fp8_notes(document) + host_notes(document)
-    largest = {mode: row for mode, row in comparison.items() if row.get("max_batch") is not None}
+    largest = {mode: row for mode, row in comparison.items() if row.max_batch is not None}
     if largest:
         lines.append("Largest batch in this GPU's memory (--max-batch): " + ", ".join(
-            f"{mode} {row['max_batch']}" + (f" ({row['max_batch_ratio_vs_baseline']:.2f}x {baseline}'s)"
-                                            if row.get("max_batch_ratio_vs_baseline") and mode != baseline else "")
+            f"{mode} {row.max_batch}" + (f" ({row.max_batch_ratio_vs_baseline:.2f}x {baseline}'s)"
+                                         if row.max_batch_ratio_vs_baseline and mode != baseline else "")
             for mode, row in largest.items()) + ".")
     if document.get("schema") == SCHEMA:
-        warmup = [row["warmup_peak_memory_bytes"] for row in comparison.values() if row.get("warmup_peak_memory_bytes")]
+        warmup = [row.warmup_peak_memory_bytes for row in comparison.values() if row.warmup_peak_memory_bytes]
         lines.append("peak mem: the steady state, over the timed steps" + (
             f"; the warm-up (cuDNN autotuning, compilation) peaked at up to {human_bytes(max(warmup))}, "
             "runs[].warmup_peak_memory_bytes" if warmup else "") + ".")
@@ -391,7 +391,7 @@ def fp8_notes(document):
 
 def spread_notes(comparison):
     """What the spread column holds, and a warning for a mode whose timings spread too widely."""
-    spread = {mode: row["spread_pct"] for mode, row in comparison.items() if row.get("spread_pct") is not None}
+    spread = {mode: row.spread_pct for mode, row in comparison.items() if row.spread_pct is not None}
     if not spread:
         return []
     lines = ["spread: between the runs' medians, or with one run its steps' p10 to p90, in % of the median."]
@@ -438,6 +438,11 @@ def summary(document, wide=False):
                      + ([""] + explained if explained else []))
 
 
+def json_document(document):
+    """A results document as its file holds it: each comparison row turned into its dict."""
+    return {**document, "comparison": {mode: row.to_dict() for mode, row in document["comparison"].items()}}
+
+
 def write_json(path, content):
     atomic_write(path, lambda f: f.write(json.dumps(strict.finite_copy(content), indent=2, allow_nan=False).encode()
                                          + b"\n"))
@@ -461,9 +466,9 @@ def csv_rows(document):
     for mode, row in document["comparison"].items():
         runs = [run for run in document["runs"] if run["mode"] == mode and run["step_time_ms"] is not None]
         finished = [run["finished_utc"] for run in runs if run.get("finished_utc")]
-        speedup_ci, memory_ci = row.get("speedup_ci95") or [None, None], row.get("memory_ratio_ci95") or [None, None]
-        accuracy_ci = row.get("accuracy_delta_ci95") or [None, None]
-        values = {**setup, **row, "mode": mode, "run_id": run_id(runs, baseline_of(document)),
+        speedup_ci, memory_ci = row.speedup_ci95 or [None, None], row.memory_ratio_ci95 or [None, None]
+        accuracy_ci = row.accuracy_delta_ci95 or [None, None]
+        values = {**setup, **row.to_dict(), "mode": mode, "run_id": run_id(runs, baseline_of(document)),
                   "baseline": baseline_of(document),
                   "timestamp_utc": max(finished) if finished else env["timestamp_utc"],
                   "hostname": env["hostname"], "git_commit": env["git_commit"],

@@ -80,7 +80,7 @@ def figure_of(document):
     comparison = document["comparison"]
     modes = list(comparison)
     extra = []  # (draw, arguments) of the panels after the first four, two to a row
-    explained = [mode for mode, row in comparison.items() if row.get("profile_ms")]
+    explained = [mode for mode, row in comparison.items() if row.profile_ms]
     if explained:
         extra += [(draw_time_by_category, (comparison, explained)), (draw_category_speedups, (comparison, explained))]
     if any(run.get("loss_scale_curve") for run in document["runs"]):
@@ -134,7 +134,7 @@ def draw_step_times(axis, document, modes):
     axis.set_ylabel("step time (ms)")
     note = f"{len(repeats)} repeats, a marker each; " if len(repeats) > 1 else ""
     axis.set_title(f"every timed step ({note}black: median)", fontsize=10)
-    medians = [row["median_step_ms"] for row in (document["comparison"][mode] for mode in modes)]
+    medians = [row.median_step_ms for row in (document["comparison"][mode] for mode in modes)]
     if max(medians) > 10 * min(medians):  # keep every mode readable
         axis.set_yscale("log")
         axis.set_ylabel("step time (ms, log scale)")
@@ -144,19 +144,19 @@ def draw_step_times(axis, document, modes):
 
 
 def draw_speedups(axis, comparison, modes, baseline):
-    speedups = [comparison[mode]["speedup_vs_baseline"] for mode in modes]
+    speedups = [comparison[mode].speedup_vs_baseline for mode in modes]
     if None in speedups:
-        values = [comparison[mode]["images_per_sec"] for mode in modes]
+        values = [comparison[mode].images_per_sec for mode in modes]
         bars = axis.bar(modes, values, color=[colour_of(mode) for mode in modes])
         axis.bar_label(bars, labels=[f"{value:.0f}" for value in values], fontsize=8)
         axis.set_title(f"images/s (no {baseline} run to compare with)", fontsize=10)
         axis.set_ylim(0, max(values) * 1.15)
         return
-    intervals = [comparison[mode].get("speedup_ci95") or [value, value] for mode, value in zip(modes, speedups)]
+    intervals = [comparison[mode].speedup_ci95 or [value, value] for mode, value in zip(modes, speedups)]
     errors = [[value - low for value, (low, _) in zip(speedups, intervals)],
               [high - value for value, (_, high) in zip(speedups, intervals)]]
     bars = axis.bar(modes, speedups, yerr=errors, capsize=6, color=[colour_of(mode) for mode in modes])
-    labels = [f"{value:.2f}x" + ("\nn.s." if comparison[mode].get("speedup_significant") is False else "")
+    labels = [f"{value:.2f}x" + ("\nn.s." if comparison[mode].speedup_significant is False else "")
               for mode, value in zip(modes, speedups)]
     axis.bar_label(bars, labels=labels, padding=8, fontsize=8)
     axis.axhline(1.0, color="grey", linewidth=0.8)
@@ -165,8 +165,8 @@ def draw_speedups(axis, comparison, modes, baseline):
 
 
 def draw_memory(axis, comparison, modes, baseline):
-    values = [comparison[mode]["peak_memory_bytes"] / 2 ** 20 for mode in modes]
-    ratios = [comparison[mode]["memory_ratio_vs_baseline"] for mode in modes]
+    values = [comparison[mode].peak_memory_bytes / 2 ** 20 for mode in modes]
+    ratios = [comparison[mode].memory_ratio_vs_baseline for mode in modes]
     bars = axis.bar(modes, values, color=[colour_of(mode) for mode in modes])
     axis.bar_label(bars, labels=[f"{value:.0f} MiB" + (f"\n{ratio:.2f}x" if ratio is not None else "")
                                  for value, ratio in zip(values, ratios)], fontsize=8)
@@ -176,7 +176,7 @@ def draw_memory(axis, comparison, modes, baseline):
 
 
 def draw_accuracy(axis, comparison, modes):
-    accuracies = [comparison[mode]["test_accuracy"] for mode in modes]
+    accuracies = [comparison[mode].test_accuracy for mode in modes]
     if all(value is None for value in accuracies):
         axis.text(0.5, 0.5, "no test accuracy\n(synthetic data, --no-eval or a cut run)", ha="center",
                   va="center", transform=axis.transAxes)
@@ -185,7 +185,7 @@ def draw_accuracy(axis, comparison, modes):
         axis.set_title("test accuracy", fontsize=10)
         return
     values = [100.0 * (value or 0.0) for value in accuracies]
-    stuck = [comparison[mode].get("learned") is False for mode in modes]
+    stuck = [comparison[mode].learned is False for mode in modes]
     bars = axis.bar(modes, values, color=[colour_of(mode) for mode in modes], edgecolor="#d62728",
                     linewidth=[2 if flag else 0 for flag in stuck])
     for bar, flag in zip(bars, stuck):
@@ -228,11 +228,11 @@ def draw_accuracy_curves(axis, runs, x_key, label):
 def draw_time_by_category(axis, comparison, modes):
     """--explain: each mode's profiled step stacked by category, in ms (or in shares of the step
     when one mode is many times slower, which would flatten the others)."""
-    totals = [sum(comparison[mode]["profile_ms"].values()) for mode in modes]
+    totals = [sum(comparison[mode].profile_ms.values()) for mode in modes]
     as_shares = max(totals) > SHARES_ABOVE * min(totals)
     bottoms = [0.0] * len(modes)
     for name in CATEGORIES:
-        values = [comparison[mode]["profile_ms"].get(name, 0.0) for mode in modes]
+        values = [comparison[mode].profile_ms.get(name, 0.0) for mode in modes]
         if not any(values):
             continue
         if as_shares:
@@ -250,18 +250,18 @@ def draw_time_by_category(axis, comparison, modes):
 
 def draw_category_speedups(axis, comparison, modes):
     """--explain: each category's speedup against fp32, per mode (log scale; 1 = as fast)."""
-    others = [mode for mode in modes if mode != REFERENCE and comparison[mode].get("profile_speedup")]
+    others = [mode for mode in modes if mode != REFERENCE and comparison[mode].profile_speedup]
     if not others:
         axis.text(0.5, 0.5, "no fp32 profile to compare with", ha="center", va="center", transform=axis.transAxes)
         axis.set_xticks([])
         axis.set_yticks([])
         return
-    names = [name for name in CATEGORIES if all(name in comparison[mode]["profile_speedup"] for mode in others)
-             and max(comparison[mode]["profile_ms"].get(name, 0.0) / sum(comparison[mode]["profile_ms"].values())
+    names = [name for name in CATEGORIES if all(name in comparison[mode].profile_speedup for mode in others)
+             and max(comparison[mode].profile_ms.get(name, 0.0) / sum(comparison[mode].profile_ms.values())
                      for mode in modes) >= SHOWN_SHARE] + ["total"]
     height = 0.8 / len(others)
     for index, mode in enumerate(others):  # a stem from 1.0 (as fast) to each category's speedup
-        values = [comparison[mode]["profile_speedup"][name] for name in names]
+        values = [comparison[mode].profile_speedup[name] for name in names]
         shown = [min(max(value, 1 / RATIO_LIMIT), RATIO_LIMIT) for value in values]  # one extreme ratio
         rows = [y + index * height for y in range(len(names))]  # (cast 0.0031x) flattened the rest
         axis.hlines(rows, 1.0, shown, color=colour_of(mode), linewidth=3)

@@ -1,9 +1,10 @@
 """The result record: the one definition of what a results file holds (schema ampbench.result/2).
 
 A results document is {"schema", "env", "config", "data", "incomplete", "runs", "comparison"};
-each entry of "runs" is a RunRecord, one precision mode's run, field for field as below. The
-comparison, table, CSV and plot read these fields back from JSON, so their names are the
-contract README's "Results file" documents.
+each entry of "runs" is a RunRecord, one precision mode's run, field for field as below, and
+each value of "comparison" a ComparisonRow (comparison_row.py). The comparison, table, CSV and
+plot read these fields back from JSON, so their names are the contract README's "Results file"
+documents.
 """
 import math
 import os

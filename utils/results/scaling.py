@@ -90,7 +90,7 @@ def accuracy_against_fp32_comm(groups, group, mode, runs):
 
 def row_of(mode, ranks, group, runs, base_runs):
     value, interval, rests_on = efficiency(base_runs, runs, ranks)
-    comparison = group["comparison"].get(mode, {})
+    compared = group["comparison"][mode]  # by_mode keeps the runs with timed steps, as the comparison does
     baseline = group["config"].get("baseline") or DEFAULT_BASELINE  # the AMP speedup's reference
     exposed_ms, share = comm_share(runs)
     return {"mode": mode, "world_size": ranks, "grad_comm": runs[0].get("grad_comm") if ranks > 1 else None,
@@ -98,8 +98,8 @@ def row_of(mode, ranks, group, runs, base_runs):
             "median_step_ms": statistics.median(run["step_time_ms"]["median"] for run in runs),
             "images_per_sec": statistics.median(run["images_per_sec"] for run in runs),
             "scaling": value * ranks, "efficiency": value, "efficiency_ci95": interval, "efficiency_interval": rests_on,
-            "amp_speedup": comparison.get("speedup_vs_baseline") if mode != baseline else None,
-            "amp_speedup_ci95": comparison.get("speedup_ci95") if mode != baseline else None,
+            "amp_speedup": compared.speedup_vs_baseline if mode != baseline else None,
+            "amp_speedup_ci95": compared.speedup_ci95 if mode != baseline else None,
             "comm_exposed_ms": exposed_ms, "comm_share": share}
 
 
