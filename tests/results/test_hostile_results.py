@@ -295,3 +295,19 @@ def test_a_plot_that_fails_says_only_what_was_written(also_json, tmp_path, monke
     assert status == 1 and err.count("\n") == 1 and "could not draw" in err, err
     assert "JSON and CSV" not in err and merged.exists() == also_json
     assert (f"{merged} written whole, nothing else." if also_json else "nothing was written.") in err, err
+
+
+COMMITTED = sorted((ROOT / "results").glob("*/*/*.json"))
+
+
+@pytest.mark.parametrize("path", COMMITTED, ids=lambda path: path.name)
+def test_every_committed_results_file_is_reported_or_refused_in_one_sentence(path, tmp_path):
+    """Files of earlier schemas lack fields added since (numerics, host, ...): read as absent."""
+    is_result = json.loads(path.read_text()).get("schema", "").startswith("ampbench.result/")
+    status, out, err = report(path, "--json", tmp_path / "m.json", "--csv", tmp_path / "m.csv")
+    assert "Traceback" not in out + err
+    if is_result:
+        assert status == 0 and "median ms" in out, err
+        assert json.loads((tmp_path / "m.json").read_text())[0]["comparison"]
+    else:
+        assert status == 2 and err.count("\n") == 1 and "is not an ampbench result file" in err

@@ -218,6 +218,6 @@ def check(document, where=""):
     for index, run in enumerate(document["runs"]):
         if run["step_time_ms"] is not None and not (run["step_times_ms"] and run["data_time_ms"] is not None):
             raise Invalid(f"{at(where, 'runs')}[{index}] has a step_time_ms but no step_times_ms or data_time_ms")
-        histogram = (run["numerics"] or {}).get("histogram")
+        histogram = (run.get("numerics") or {}).get("histogram")  # older files have no numerics
         if histogram and not sum(histogram["counts"]) + histogram["zeros"]:
             raise Invalid(f"{at(where, 'runs')}[{index}].numerics.histogram counts no value")
