@@ -44,10 +44,10 @@ GRAD_COMM = ("fp32", "fp16", "bf16")
 DDP_BUCKET_MB = 25.0
 
 
-def communication(config, world_size):
-    """How a job's gradients travelled, from its config (a dict): {"grad_comm", "bucket_mb"},
-    both None in one process, where nothing travels; files older than --grad-comm sent fp32
-    gradients in DDP's own buckets."""
+def communication(grad_comm, bucket_mb, world_size):
+    """How a job's gradients travelled, from its --grad-comm and --bucket-mb: {"grad_comm",
+    "bucket_mb"}, both None in one process, where nothing travels; unset (as in files older than
+    --grad-comm), fp32 gradients in DDP's own buckets."""
     if world_size <= 1:
         return {"grad_comm": None, "bucket_mb": None}
-    return {"grad_comm": config.get("grad_comm") or "fp32", "bucket_mb": config.get("bucket_mb") or DDP_BUCKET_MB}
+    return {"grad_comm": grad_comm or "fp32", "bucket_mb": bucket_mb or DDP_BUCKET_MB}

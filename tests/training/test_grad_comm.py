@@ -27,9 +27,9 @@ def test_the_default_communication_is_accepted_in_one_process():
 
 
 def test_the_recorded_communication_of_one_process_of_a_job_and_of_an_older_file():
-    assert communication({"grad_comm": "fp32", "bucket_mb": None}, 1) == {"grad_comm": None, "bucket_mb": None}
-    assert communication({"grad_comm": "bf16", "bucket_mb": 4.0}, 8) == {"grad_comm": "bf16", "bucket_mb": 4.0}
-    assert communication({}, 2) == {"grad_comm": "fp32", "bucket_mb": DDP_BUCKET_MB}  # before --grad-comm
+    assert communication("fp32", None, 1) == {"grad_comm": None, "bucket_mb": None}
+    assert communication("bf16", 4.0, 8) == {"grad_comm": "bf16", "bucket_mb": 4.0}
+    assert communication(None, None, 2) == {"grad_comm": "fp32", "bucket_mb": DDP_BUCKET_MB}  # before --grad-comm
 
 
 def test_a_backend_without_the_dtype_is_refused_in_one_sentence(monkeypatch):

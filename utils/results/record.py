@@ -169,7 +169,7 @@ def build(config, trainer, outcome, data, context, findings, repeat=0, flops_per
         peak_reserved_bytes=stats.peak_reserved_bytes if device.type == "cuda" else None,
         optimizer_impl=trainer.optimizer_impl, seed=config.seed, fp8=fp8, host=host_fields(outcome.host, device.type, stats),
         **accuracy_fields(findings.curve), **utilisation,
-        grad_comm=trainer.grad_comm, bucket_mb=communication(config.to_dict(), world.size)["bucket_mb"])
+        grad_comm=trainer.grad_comm, bucket_mb=communication(config.grad_comm, config.bucket_mb, world.size)["bucket_mb"])
     record.learned = learned(record.data, record.loss_curve, record.test_accuracy)
     if findings.profile is not None:
         record.profile = replace(findings.profile, diagnosis=diagnose_run(record, findings.profile, config.workers,
@@ -230,7 +230,7 @@ def setup_of(document):
                  world_size=env.get("world_size", 1), device=env["device"], torch=env.get("torch"),
                  data=document["data"]["name"], schema=document.get("schema"),
                  fp8_emulate=bool(config.get("fp8_emulate")))  # emulated FP8 never pools with FP8 tensor cores
-    setup.update(communication(config, setup["world_size"]))
+    setup.update(communication(config.get("grad_comm"), config.get("bucket_mb"), setup["world_size"]))
     return setup
 
 

@@ -66,7 +66,7 @@ def build_trainer(initial_model, mode, data, config, device, world):
 def data_parallel(model, device, config, world_size):
     """The model in DDP with --bucket-mb's buckets and --grad-comm's hook, and the dtype its
     gradients travel in: the hook's, or without one the gradients' own (float16 in fp16-master)."""
-    comm = communication(config.to_dict(), world_size)
+    comm = communication(config.grad_comm, config.bucket_mb, world_size)
     wrapped = DistributedDataParallel(model, device_ids=[device.index] if device.index is not None else None,
                                       bucket_cap_mb=comm["bucket_mb"])
     if comm["grad_comm"] != "fp32":
