@@ -162,7 +162,7 @@ def finish(out, results, ran, options):
     accuracy = scaling.accuracy_table(rows)
     print("\n\n".join([title, scaling.table(rows), "\n".join(notes)] + (["\n".join(accuracy)] if accuracy else [])))
     write_json(str(out / "scaling.json"), {"schema": scaling.SCHEMA, "title": title, "rounds": options.rounds,
-                                           "rows": rows, "notes": notes, "launches": ran,
+                                           "rows": [row.to_dict() for row in rows], "notes": notes, "launches": ran,
                                            "env": {key: base["env"].get(key) for key in
                                                    ("device", "torch", "hostname", "git_commit", "timestamp_utc")}})
     scaling.draw(str(out / "scaling.png"), rows, title)

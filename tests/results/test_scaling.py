@@ -1,5 +1,6 @@
 """The scaling study's arithmetic against hand-computed figures, and its refusals."""
 import importlib.util
+from dataclasses import replace
 
 import pytest
 
@@ -109,14 +110,18 @@ def test_16_bit_gradients_get_the_paired_accuracy_verdict_against_fp32_communica
 
 
 def test_the_accuracy_table_shows_each_compressed_row_in_points():
-    row = {"mode": "amp-bf16", "world_size": 4, "grad_comm": "fp16", "accuracy_vs_fp32_comm": {
-        "seeds": 3, "accuracy_mean_delta": 0.002, "accuracy_delta_ci95": [-0.0005, 0.0045], "accuracy_verdict": "holds",
-        "accuracy_verdict_why": None}}
-    lines = scaling.accuracy_table([dict(row, grad_comm=None, accuracy_vs_fp32_comm=None), row])
+    row = scaling.StudyRow(
+        mode="amp-bf16", world_size=4, grad_comm="fp16", bucket_mb=25.0, batch_size=32, runs=3, median_step_ms=100.0,
+        images_per_sec=1280.0, scaling=3.2, efficiency=0.8, efficiency_ci95=[0.75, 0.85],
+        efficiency_interval="3 launches", amp_speedup=1.5, amp_speedup_ci95=[1.4, 1.6], comm_exposed_ms=5.0,
+        comm_share=0.05, accuracy_vs_fp32_comm={"seeds": 3, "accuracy_mean_delta": 0.002,
+                                                "accuracy_delta_ci95": [-0.0005, 0.0045], "accuracy_verdict": "holds",
+                                                "accuracy_verdict_why": None})
+    lines = scaling.accuracy_table([replace(row, grad_comm=None, accuracy_vs_fp32_comm=None), row])
     assert lines[0].startswith("Accuracy with 16-bit gradients") and len(lines) == 2
     assert lines[1].splitlines()[-1].split() == ["amp-bf16", "4", "fp16", "3", "+0.20", "pt", "[-0.05,", "+0.45]",
                                                  "holds"]
-    assert scaling.accuracy_table([dict(row, accuracy_vs_fp32_comm=None)]) == []
+    assert scaling.accuracy_table([replace(row, accuracy_vs_fp32_comm=None)]) == []
 
 
 def test_merging_a_folder_without_results_is_refused(tmp_path, capsys):

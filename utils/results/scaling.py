@@ -9,16 +9,44 @@ communication share of a step, the exposed all-reduce time of --explain's profil
 profiled step's wall time.
 """
 import statistics
+from dataclasses import asdict, dataclass
+from typing import Dict, List, Optional
 
 from utils.errors import UserError
 from utils.results.accuracy import DEFAULT_MARGIN_POINTS, accuracy_figures
-from utils.results.compare import run_learned, speedup_interval
+from utils.results.compare import group_by_mode, run_learned, speedup_interval
 from utils.results.output import format_table, with_interval
 from utils.results.merge import merge
 from utils.setup_keys import GRAD_COMM
 from utils.training.modes import DEFAULT_BASELINE
 
 SCHEMA = "ampbench.scaling/1"
+
+
+@dataclass(frozen=True)
+class StudyRow:
+    """One mode at one world size and --grad-comm; the field order is scaling.json's."""
+    mode: str
+    world_size: int
+    grad_comm: Optional[str]  # None in one process, where nothing travels
+    bucket_mb: Optional[float]
+    batch_size: int  # per process
+    runs: int
+    median_step_ms: float
+    images_per_sec: float
+    scaling: float  # images/s over the 1-process images/s
+    efficiency: float  # that over the ranks
+    efficiency_ci95: Optional[List[float]]
+    efficiency_interval: str  # what the interval rests on
+    amp_speedup: Optional[float]  # against the baseline mode at this size and --grad-comm
+    amp_speedup_ci95: Optional[List[float]]
+    comm_exposed_ms: Optional[float]
+    comm_share: Optional[float]
+    accuracy_vs_fp32_comm: Optional[Dict]  # accuracy_against_fp32_comm()
+
+    def to_dict(self):
+        """The row as scaling.json holds it."""
+        return asdict(self)
 
 
 def efficiency(base_runs, runs, ranks):
@@ -43,14 +71,6 @@ def comm_share(runs):
     return statistics.median(ms for ms, _ in pairs), statistics.median(share for _, share in pairs)
 
 
-def by_mode(document):
-    groups = {}
-    for run in document["runs"]:
-        if run["step_time_ms"] is not None:
-            groups.setdefault(run["mode"], []).append(run)
-    return groups
-
-
 def study(documents):
     """The study's rows, from every result file it wrote: one group per (world size,
     --grad-comm) after merging, runs of one mode pooled over rounds and repeats."""
@@ -60,16 +80,16 @@ def study(documents):
         raise UserError(f"the study needs the runs of one process in one setup and runs on more ranks, and these "
                         f"files hold {len(bases)} setups of one process and {len(groups) - len(bases)} of more; "
                         "run the study on 2 or more ranks with the same flags.")
-    base = by_mode(bases[0])
+    base = group_by_mode(bases[0]["runs"])
     rows = []
     for group in groups:
         ranks = group["env"].get("world_size", 1)
-        for mode, runs in by_mode(group).items():
+        for mode, runs in group_by_mode(group["runs"]).items():
             if mode in base:
-                rows.append(dict(row_of(mode, ranks, group, runs, base[mode]),
-                                 accuracy_vs_fp32_comm=accuracy_against_fp32_comm(groups, group, mode, runs)))
-    return sorted(rows, key=lambda row: (list(base).index(row["mode"]), GRAD_COMM.index(row["grad_comm"] or "fp32"),
-                                         row["world_size"]))
+                rows.append(row_of(mode, ranks, group, runs, base[mode],
+                                   accuracy_against_fp32_comm(groups, group, mode, runs)))
+    return sorted(rows, key=lambda row: (list(base).index(row.mode), GRAD_COMM.index(row.grad_comm or "fp32"),
+                                         row.world_size))
 
 
 def accuracy_against_fp32_comm(groups, group, mode, runs):
@@ -79,39 +99,39 @@ def accuracy_against_fp32_comm(groups, group, mode, runs):
     ranks, comm = group["env"].get("world_size", 1), group["config"].get("grad_comm") or "fp32"
     twins = [other for other in groups if other["env"].get("world_size", 1) == ranks
              and (other["config"].get("grad_comm") or "fp32") == "fp32"]
-    if ranks == 1 or comm == "fp32" or not twins or mode not in by_mode(twins[0]):
+    if ranks == 1 or comm == "fp32" or not twins or mode not in group_by_mode(twins[0]["runs"]):
         return None
     margin = group["config"].get("accuracy_margin", DEFAULT_MARGIN_POINTS) / 100.0
     figures = accuracy_figures([run for run in runs if run_learned(run) is not False],
-                               [run for run in by_mode(twins[0])[mode] if run_learned(run) is not False], margin)
+                               [run for run in group_by_mode(twins[0]["runs"])[mode] if run_learned(run) is not False], margin)
     return {key: figures[key] for key in ("seeds", "accuracy_mean", "accuracy_mean_delta", "accuracy_delta_ci95",
                                           "accuracy_verdict", "accuracy_verdict_why")}
 
 
-def row_of(mode, ranks, group, runs, base_runs):
+def row_of(mode, ranks, group, runs, base_runs, accuracy_vs_fp32_comm):
     value, interval, rests_on = efficiency(base_runs, runs, ranks)
-    compared = group["comparison"][mode]  # by_mode keeps the runs with timed steps, as the comparison does
+    compared = group["comparison"][mode]  # group_by_mode keeps the runs with timed steps, as the comparison does
     baseline = group["config"].get("baseline") or DEFAULT_BASELINE  # the AMP speedup's reference
     exposed_ms, share = comm_share(runs)
-    return {"mode": mode, "world_size": ranks, "grad_comm": runs[0].get("grad_comm") if ranks > 1 else None,
-            "bucket_mb": runs[0].get("bucket_mb"), "batch_size": runs[0]["batch_size"], "runs": len(runs),
-            "median_step_ms": statistics.median(run["step_time_ms"]["median"] for run in runs),
-            "images_per_sec": statistics.median(run["images_per_sec"] for run in runs),
-            "scaling": value * ranks, "efficiency": value, "efficiency_ci95": interval, "efficiency_interval": rests_on,
-            "amp_speedup": compared.speedup_vs_baseline if mode != baseline else None,
-            "amp_speedup_ci95": compared.speedup_ci95 if mode != baseline else None,
-            "comm_exposed_ms": exposed_ms, "comm_share": share}
+    return StudyRow(mode=mode, world_size=ranks, grad_comm=runs[0].get("grad_comm") if ranks > 1 else None,
+                    bucket_mb=runs[0].get("bucket_mb"), batch_size=runs[0]["batch_size"], runs=len(runs),
+                    median_step_ms=statistics.median(run["step_time_ms"]["median"] for run in runs),
+                    images_per_sec=statistics.median(run["images_per_sec"] for run in runs),
+                    scaling=value * ranks, efficiency=value, efficiency_ci95=interval, efficiency_interval=rests_on,
+                    amp_speedup=compared.speedup_vs_baseline if mode != baseline else None,
+                    amp_speedup_ci95=compared.speedup_ci95 if mode != baseline else None,
+                    comm_exposed_ms=exposed_ms, comm_share=share, accuracy_vs_fp32_comm=accuracy_vs_fp32_comm)
 
 
 def table(rows):
     """The study as text: one line per mode, --grad-comm and world size."""
     header = ["mode", "ranks", "grad comm", "step ms", "img/s", "scaling", "efficiency [95% CI]",
               "AMP speedup [95% CI]", "exposed comm"]
-    lines = [[row["mode"], str(row["world_size"]), row["grad_comm"] or "-", f"{row['median_step_ms']:.1f}",
-              f"{row['images_per_sec']:.1f}", f"{row['scaling']:.2f}x",
-              with_interval(100 * row["efficiency"], percent(row["efficiency_ci95"]), ".0f", "%"),
-              with_interval(row["amp_speedup"], row["amp_speedup_ci95"], ".2f", "x"),
-              "-" if row["comm_share"] is None else f"{row['comm_exposed_ms']:.1f} ms {100 * row['comm_share']:.0f}%"]
+    lines = [[row.mode, str(row.world_size), row.grad_comm or "-", f"{row.median_step_ms:.1f}",
+              f"{row.images_per_sec:.1f}", f"{row.scaling:.2f}x",
+              with_interval(100 * row.efficiency, percent(row.efficiency_ci95), ".0f", "%"),
+              with_interval(row.amp_speedup, row.amp_speedup_ci95, ".2f", "x"),
+              "-" if row.comm_share is None else f"{row.comm_exposed_ms:.1f} ms {100 * row.comm_share:.0f}%"]
              for row in rows]
     return format_table(header, lines)
 
@@ -119,19 +139,19 @@ def table(rows):
 def accuracy_table(rows):
     """Accuracy under 16-bit gradients against fp32 communication, paired by seed; [] without
     --grad-comm fp16 or bf16."""
-    compared = [row for row in rows if row.get("accuracy_vs_fp32_comm")]
+    compared = [row for row in rows if row.accuracy_vs_fp32_comm]
     if not compared:
         return []
     header = ["mode", "ranks", "grad comm", "seeds", "vs fp32 comm [95% CI]", "verdict"]
     lines = []
     for row in compared:
-        figures = row["accuracy_vs_fp32_comm"]
+        figures = row.accuracy_vs_fp32_comm
         delta = figures["accuracy_mean_delta"]
-        lines.append([row["mode"], str(row["world_size"]), row["grad_comm"], str(figures["seeds"]),
+        lines.append([row.mode, str(row.world_size), row.grad_comm, str(figures["seeds"]),
                       with_interval(None if delta is None else 100 * delta, percent(figures["accuracy_delta_ci95"]),
                                     "+.2f", " pt"),
                       figures["accuracy_verdict"] or "-"])
-    whys = sorted({row["accuracy_vs_fp32_comm"]["accuracy_verdict_why"] for row in compared} - {None})
+    whys = sorted({row.accuracy_vs_fp32_comm["accuracy_verdict_why"] for row in compared} - {None})
     return ["Accuracy with 16-bit gradients: test accuracy against --grad-comm fp32 at the same size, paired by seed",
             format_table(header, lines)] + [f"inconclusive: {why}." for why in whys]
 
@@ -142,8 +162,8 @@ def percent(interval):
 
 def notes(rows):
     """What the table's figures mean and rest on, once each."""
-    batch = rows[0]["batch_size"]
-    resting = sorted({row["efficiency_interval"] for row in rows if row["world_size"] > 1})
+    batch = rows[0].batch_size
+    resting = sorted({row.efficiency_interval for row in rows if row.world_size > 1})
     return [f"weak scaling: batch {batch} per process; scaling is images/s over the 1-process images/s, efficiency "
             "that over the ranks (100% is perfect).",
             "efficiency 95% CI: " + "; ".join(resting) + ". Each world size is a launch of its own: --rounds 3 "
@@ -168,19 +188,19 @@ def draw(path, rows, title):
         for (mode, grad_comm), line in lines_of(rows).items():
             style = dict(color=colour_of(mode), marker="o", linestyle=LINE_STYLES.get(grad_comm, "-"),
                          label=f"{mode}, grad comm {grad_comm}")
-            sizes = [row["world_size"] for row in line]
-            rates.plot(sizes, [row["images_per_sec"] for row in line], **style)
-            rates.plot(sizes, [size * line[0]["images_per_sec"] for size in sizes], color=style["color"],
+            sizes = [row.world_size for row in line]
+            rates.plot(sizes, [row.images_per_sec for row in line], **style)
+            rates.plot(sizes, [size * line[0].images_per_sec for size in sizes], color=style["color"],
                        linestyle=":", linewidth=0.8)
-            below = [100 * (row["efficiency"] - (row["efficiency_ci95"] or [row["efficiency"]] * 2)[0]) for row in line]
-            above = [100 * ((row["efficiency_ci95"] or [row["efficiency"]] * 2)[1] - row["efficiency"]) for row in line]
-            efficiencies.errorbar(sizes, [100 * row["efficiency"] for row in line], yerr=[below, above], capsize=3,
+            below = [100 * (row.efficiency - (row.efficiency_ci95 or [row.efficiency] * 2)[0]) for row in line]
+            above = [100 * ((row.efficiency_ci95 or [row.efficiency] * 2)[1] - row.efficiency) for row in line]
+            efficiencies.errorbar(sizes, [100 * row.efficiency for row in line], yerr=[below, above], capsize=3,
                                   **style)
         rates.set(xlabel="ranks", ylabel="images/s (dotted: N x the 1-process rate)", title="throughput")
         efficiencies.set(xlabel="ranks", ylabel="scaling efficiency (%)", title="efficiency, 95% interval")
         efficiencies.axhline(100, color="grey", linewidth=0.8)
         for axis in (rates, efficiencies):
-            axis.set_xticks(sorted({row["world_size"] for row in rows}))
+            axis.set_xticks(sorted({row.world_size for row in rows}))
             axis.legend(fontsize=8)
         figure.suptitle(title, fontsize=10)
         figure.tight_layout()
@@ -196,7 +216,7 @@ def lines_of(rows):
     """{(mode, grad_comm): its rows by world size}, each line starting from the 1-process row."""
     lines = {}
     for row in rows:
-        if row["world_size"] > 1:
-            lines.setdefault((row["mode"], row["grad_comm"]), []).append(row)
-    base = {row["mode"]: row for row in rows if row["world_size"] == 1}
-    return {key: [base[key[0]]] + sorted(line, key=lambda row: row["world_size"]) for key, line in lines.items()}
+        if row.world_size > 1:
+            lines.setdefault((row.mode, row.grad_comm), []).append(row)
+    base = {row.mode: row for row in rows if row.world_size == 1}
+    return {key: [base[key[0]]] + sorted(line, key=lambda row: row.world_size) for key, line in lines.items()}
