@@ -61,8 +61,9 @@ def ensure_folder_writable(folder, flag):
 
 def prove_creatable(path):
     """Raise the OSError that writing `path` (its missing folders created) would raise: every
-    name within the file system's limit, and a temporary file created and removed in the
-    nearest folder that exists. Creates nothing that stays."""
+    name within the file system's limit, and a probe file created and removed in the nearest
+    folder that exists. Creates nothing that stays. The probe is never named like a killed
+    write's leftover: in a job every rank probes --checkpoint while rank 0 removes those."""
     existing, missing = os.path.dirname(path), [os.path.basename(path)]
     while not os.path.lexists(existing):
         existing, name = os.path.split(existing)
@@ -73,7 +74,7 @@ def prove_creatable(path):
     if longest > name_max(existing):
         raise OSError(errno.ENAMETOOLONG, f"its name is longer than the {name_max(existing)} bytes a file name "
                                           "may have there")
-    fd, probe = temporary_beside(os.path.join(existing, missing[-1]))
+    fd, probe = tempfile.mkstemp(dir=existing, prefix=temporary_prefix(missing[-1]), suffix=".probe")
     os.close(fd)
     os.unlink(probe)
 

@@ -101,6 +101,22 @@ def test_temporary_files_of_a_killed_checkpoint_save_are_removed_on_the_next_sta
     assert checkpoint.exists()
 
 
+def test_no_rank_takes_another_ranks_write_probe_for_a_leftover(tmp_path, monkeypatch):
+    """In a job every rank proves --checkpoint writable while rank 0 removes a killed save's
+    leftovers beside it: here that removal runs while this rank's probe exists."""
+    checkpoint, probes, mkstemp = str(tmp_path / "c.pt"), [], fileio.tempfile.mkstemp
+
+    def probe_while_rank_0_cleans(**where):
+        fd, name = mkstemp(**where)
+        probes.append(name)
+        fileio.remove_leftovers(checkpoint)
+        return fd, name
+
+    monkeypatch.setattr(fileio.tempfile, "mkstemp", probe_while_rank_0_cleans)
+    fileio.ensure_writable(checkpoint, "--checkpoint")
+    assert len(probes) == 1 and os.listdir(tmp_path) == []
+
+
 def limit_file_size():
     """A file-size limit that the checkpoint exceeds and the JSON does not: writes past it
     fail with EFBIG, as a full disk fails them with ENOSPC."""
