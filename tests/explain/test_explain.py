@@ -38,6 +38,8 @@ CPU = torch.device("cpu")
     (["ProfilerStep#3", "ampbench.data", "aten::_to_copy"], "data"),  # the loader's own conversions
     (["ProfilerStep#3", "nccl:all_reduce"], "comm"),
     (["ProfilerStep#3", "aten::max_pool2d", "aten::max_pool2d_with_indices"], "elementwise"),
+    (["ProfilerStep#3", "aten::abs"], "other"),  # a model's own abs or max is no float8 work
+    (["ProfilerStep#3", "aten::linear", "aten::max"], "matmul"),
     (["ProfilerStep#3"], "other"),
     (["ProfilerStep#3", "aten::view"], "other"),
 ])

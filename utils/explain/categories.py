@@ -6,7 +6,9 @@ An op's own (self) time goes to one category, decided along its chain of enclosi
    loss scaler, gradient communication (a cast inside the loss is the loss's cost);
 2. else float8 work, then a dtype conversion, the innermost one: autocast's casts run inside
    the op they feed (aten::conv2d -> aten::_to_copy), and their time is the casts', not the
-   convolution's; a cast inside torchao's cast to float8 is float8 work;
+   convolution's; a cast inside torchao's cast to float8 is float8 work, and so are the amax
+   and scale ops (abs, max, reciprocal) inside an op that names float8, and only there: a
+   model's own abs or max is not;
 3. else the outermost op with a kind: aten::conv2d's helpers (aten::empty, ...) are the
    convolution's time;
 4. else "other", which the top-ops list names (Python between ops is "(Python, between ops)").
@@ -30,7 +32,7 @@ CATEGORIES = [
      r"|native_dropout.*|where|masked_fill_?|softmax|accumulategrad|lerp_?|addcmul_?|addcdiv_?|flip|index"
      r"|gather|constant_pad_nd|pad|.*interpolate.*|upsample.*)"),
     ("float8", "the fp8 modes' float8 work: casts to float8, their scales and the amax (abs, max) they need",
-     r"tofloat8.*|.*to_float8.*|.*float8_?cast.*|amax|abs|max|reciprocal"),
+     r"tofloat8.*|.*to_float8.*|.*float8_?cast.*"),
     ("cast", "dtype conversions, such as the ones autocast inserts",
      r"to|to_copy|tocopy|type_as|autocast_to_.*|.*cast.*"),
     ("loss", "the loss: cross-entropy, log-softmax, NLL, forward and backward",
@@ -58,6 +60,7 @@ SCALER_LABEL = "ampbench.scaler"  # and around each call of the loss scaler
 STEP_MARK = "ProfilerStep"  # torch.profiler's mark around each step: its own time is Python between ops
 PYTHON = "(Python, between ops)"
 _PATTERNS = [(name, re.compile(pattern)) for name, _, pattern in CATEGORIES]
+FLOAT8_SCALING = re.compile(r"amax|abs|max|reciprocal")  # float8 work inside an op that names float8
 
 
 def core_name(name):
@@ -78,6 +81,8 @@ def category_of(chain):
     """The category of the op at the end of `chain`, the names of its enclosing ops from the
     outermost in."""
     kinds = [kind_of(name) for name in chain]
+    if FLOAT8_SCALING.fullmatch(core_name(chain[-1])) and any("float8" in name.lower() for name in chain[:-1]):
+        kinds[-1] = "float8"
     for wanted in (STAGES, ("float8",), ("cast",)):
         inner = [kind for kind in kinds if kind in wanted]
         if inner:
