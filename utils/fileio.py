@@ -74,7 +74,7 @@ def prove_creatable(path):
     if longest > name_max(existing):
         raise OSError(errno.ENAMETOOLONG, f"its name is longer than the {name_max(existing)} bytes a file name "
                                           "may have there")
-    fd, probe = tempfile.mkstemp(dir=existing, prefix=temporary_prefix(missing[-1]), suffix=".probe")
+    fd, probe = temporary_beside(os.path.join(existing, missing[-1]), suffix=".probe")
     os.close(fd)
     os.unlink(probe)
 
@@ -109,9 +109,9 @@ def temporary_prefix(path):
     return f".{os.path.basename(path)[:40]}."
 
 
-def temporary_beside(path):
+def temporary_beside(path, suffix=".tmp"):
     """mkstemp's (fd, name) in `path`'s folder, named after it."""
-    return tempfile.mkstemp(dir=os.path.dirname(path), prefix=temporary_prefix(path), suffix=".tmp")
+    return tempfile.mkstemp(dir=os.path.dirname(path), prefix=temporary_prefix(path), suffix=suffix)
 
 
 def remove_leftovers(path):

@@ -7,7 +7,7 @@ shows are kept with that run (runs[].profile.diagnosis); those that need the fp3
 comparison's (comparison[mode].diagnosis).
 """
 from utils.explain.categories import DATA_LABEL, MEMORY_BOUND, NAMES, SCALER_LABEL, TENSOR_CORE_WORK
-from utils.training.modes import MODES
+from utils.training.modes import LOW_FP8_SHARE, MODES
 
 # The rules' thresholds, as shares of a profiled step.
 INPUT_BOUND_SHARE = 0.20  # the input pipeline
@@ -16,7 +16,6 @@ MEMORY_BOUND_SHARE = 0.35  # normalisation and elementwise ops
 CAST_SHARE = 0.10  # dtype conversions
 COMM_BOUND_SHARE = 0.20  # all-reduce that no compute overlapped (a distributed run)
 SMALL_FP8_MATMUL = 2048  # an FP8 matmul with a weight dimension below this saves less than its casts and scales cost
-LOW_FP8_SHARE = 0.5  # share of the step's matmul FLOPs in FP8 below which the rest decides the speed
 SHRINK_EXPECTED = 1.1  # conv+matmul that ran less than this many times as fast as in fp32 failed to shrink
 SHOWN_GROWTH = 3  # the fallback names at most this many categories that grew
 TENSOR_CORE_MULTIPLE = 8  # FP16/BF16 tensor cores want channels, features and batch in multiples of 8

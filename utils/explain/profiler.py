@@ -11,7 +11,7 @@ kernels each op launched, and "idle" the rest of the step: the GPU waiting for t
 import collections
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 import torch
@@ -90,9 +90,6 @@ class Profile:
     unaligned_layers: List[str]  # layers and batch off the tensor cores' multiple
     cpu_fast_half_flags: Optional[List[str]]  # on the CPU, its fast float16/bfloat16 flags
     diagnosis: List[Dict] = field(default_factory=list)
-
-    def to_dict(self):
-        return asdict(self)
 
 
 def profile_steps(trainer, config, device, steps, stop=None, trace_path=None):

@@ -4,9 +4,8 @@ import json
 
 from utils.errors import UserError
 from utils.results import strict, validate
-from utils.results.accuracy import DEFAULT_MARGIN_POINTS
 from utils.results.compare import compare_modes
-from utils.results.record import READABLE_SCHEMAS, SCHEMA, baseline_of, setup_of
+from utils.results.record import READABLE_SCHEMAS, SCHEMA, baseline_of, margin_of, setup_of
 from utils.results.output import run_key
 
 
@@ -109,6 +108,5 @@ def merge(documents, baseline=None):
         group["sources"] += [source for source in sources if source not in group["sources"]]
     merged = list(groups.values())
     for document in merged:
-        document["comparison"] = compare_modes(document["runs"], document["config"].get("accuracy_margin",
-                                                                                        DEFAULT_MARGIN_POINTS), baseline)
+        document["comparison"] = compare_modes(document["runs"], margin_of(document), baseline)
     return merged

@@ -15,9 +15,8 @@ from utils.explain.categories import NAMES as CATEGORIES
 from utils.explain.diagnose import amdahl_line, ranked, times
 from utils.measure.step_stats import OUTLIER_FACTOR
 from utils.results import strict
-from utils.results.accuracy import DEFAULT_MARGIN_POINTS
 from utils.results.compare import CHANCE_LOSS, SPREAD_WARNING_PCT
-from utils.results.record import SCHEMA, baseline_of, setup_of
+from utils.results.record import SCHEMA, baseline_of, margin_of, setup_of
 from utils.setup_keys import RESNET_FAMILY, SETUP_KEYS
 from utils.training.modes import DEFAULT_BASELINE, REFERENCE
 # The columns a reader filters on first (the setup), then the figures; run_id tells rows apart,
@@ -307,7 +306,7 @@ def accuracy_notes(document):
     comparison, lines = document["comparison"], []
     verdicts = {mode: row for mode, row in comparison.items() if row.accuracy_verdict}
     if verdicts:
-        margin = document["config"].get("accuracy_margin", DEFAULT_MARGIN_POINTS)
+        margin = margin_of(document)
         lines.append(f"verdict: the 95% interval of each mode's accuracy minus {baseline_of(document)}'s, paired by "
                      "seed, against "
                      f"+-{margin:g} points (--accuracy-margin): holds inside it, differs when it excludes 0 and leaves "
@@ -372,12 +371,8 @@ def notes(document):
 def fp8_notes(document):
     """One line per fp8 mode: its recipe, the Linear layers and the share of the step's matmul
     FLOPs in FP8, and the layers left out, counted by why (runs[].fp8.left_out names them)."""
-    blocks = {}
-    for run in document["runs"]:
-        if run.get("fp8"):
-            blocks.setdefault(run["mode"], run["fp8"])
     lines = []
-    for mode, block in blocks.items():
+    for mode, block in first_of(document, "fp8").items():
         reasons = {}
         for layer in block["left_out"]:
             reasons.setdefault(layer["why"], []).append(layer["layer"])

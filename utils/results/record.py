@@ -8,7 +8,6 @@ documents.
 """
 import math
 import os
-import statistics
 from dataclasses import asdict, dataclass, field, replace
 from typing import Dict, List, Optional
 
@@ -167,7 +166,7 @@ def build(config, trainer, outcome, data, context, findings, repeat=0, flops_per
         repeat=repeat, finished_utc=now_utc(), numerics=findings.numerics, memory=findings.memory,
         max_batch=findings.max_batch, warmup_peak_memory_bytes=stats.warmup_peak_memory_bytes or None,
         peak_reserved_bytes=stats.peak_reserved_bytes if device.type == "cuda" else None,
-        optimizer_impl=trainer.optimizer_impl, seed=config.seed, fp8=fp8, host=host_fields(outcome.host, device.type, stats),
+        optimizer_impl=trainer.optimizer_impl, seed=config.seed, fp8=fp8, host=host_fields(outcome.host, device.type, timing),
         **accuracy_fields(findings.curve), **utilisation,
         grad_comm=trainer.grad_comm, bucket_mb=communication(config.grad_comm, config.bucket_mb, world.size)["bucket_mb"])
     record.learned = learned(record.data, record.loss_curve, record.test_accuracy)
@@ -189,12 +188,13 @@ def timing_fields(stats, global_batch):
             "compute_time_ms": summarize([s - d for s, d in zip(stats.step_ms, stats.data_ms)]) if timed else None}
 
 
-def host_fields(host, device_type, stats):
-    """runs[].host: the loop's reading of the host, with the warning it calls for (or null)."""
+def host_fields(host, device_type, timing):
+    """runs[].host: the loop's reading of the host, with the warning it calls for (or null);
+    `timing` is timing_fields()'."""
     if host is None:
         return None
-    step_ms = statistics.median(stats.step_ms) if stats.step_ms else 0.0
-    share = statistics.median(stats.data_ms) / step_ms if step_ms > 0 and stats.data_ms else None
+    step, data = timing["step_time_ms"], timing["data_time_ms"]
+    share = data["median"] / step["median"] if step and step["median"] > 0 else None
     return dict(host, warning=host_load.warning(host, device_type, share))
 
 
@@ -223,7 +223,7 @@ def setup_of(document):
     config, env = document["config"], document["env"]
     setup = {key: config.get(key) for key in (*SETUP_KEYS, *ACCURACY_KEYS)}
     setup["optimizer"] = config.get("optimizer") or "sgd"  # files of earlier releases ran SGD
-    setup["accuracy_margin"] = config.get("accuracy_margin", DEFAULT_MARGIN_POINTS)  # older files: the default
+    setup["accuracy_margin"] = margin_of(document)
     setup["optimizer_impl"] = optimizer_impl(document)
     setup.update(workers=config.get("workers") if config.get("loader") == "torchvision" else None,
                  compile_mode=config.get("compile_mode") if config.get("compile") else None,
@@ -237,6 +237,11 @@ def setup_of(document):
 def baseline_of(document):
     """The mode `document`'s comparison is against (--baseline; fp32 in files of earlier releases)."""
     return (document.get("config") or {}).get("baseline") or DEFAULT_BASELINE
+
+
+def margin_of(document):
+    """`document`'s --accuracy-margin in points (the default in files of earlier releases)."""
+    return (document.get("config") or {}).get("accuracy_margin", DEFAULT_MARGIN_POINTS)
 
 
 def optimizer_impl(document):

@@ -13,12 +13,12 @@ from dataclasses import asdict, dataclass
 from typing import Dict, List, Optional
 
 from utils.errors import UserError
-from utils.results.accuracy import DEFAULT_MARGIN_POINTS, accuracy_figures
+from utils.results.accuracy import accuracy_figures
 from utils.results.compare import group_by_mode, run_learned, speedup_interval
 from utils.results.output import format_table, with_interval
 from utils.results.merge import merge
+from utils.results.record import baseline_of, margin_of
 from utils.setup_keys import GRAD_COMM
-from utils.training.modes import DEFAULT_BASELINE
 
 SCHEMA = "ampbench.scaling/1"
 
@@ -101,7 +101,7 @@ def accuracy_against_fp32_comm(groups, group, mode, runs):
              and (other["config"].get("grad_comm") or "fp32") == "fp32"]
     if ranks == 1 or comm == "fp32" or not twins or mode not in group_by_mode(twins[0]["runs"]):
         return None
-    margin = group["config"].get("accuracy_margin", DEFAULT_MARGIN_POINTS) / 100.0
+    margin = margin_of(group) / 100.0
     figures = accuracy_figures([run for run in runs if run_learned(run) is not False],
                                [run for run in group_by_mode(twins[0]["runs"])[mode] if run_learned(run) is not False], margin)
     return {key: figures[key] for key in ("seeds", "accuracy_mean", "accuracy_mean_delta", "accuracy_delta_ci95",
@@ -111,7 +111,7 @@ def accuracy_against_fp32_comm(groups, group, mode, runs):
 def row_of(mode, ranks, group, runs, base_runs, accuracy_vs_fp32_comm):
     value, interval, rests_on = efficiency(base_runs, runs, ranks)
     compared = group["comparison"][mode]  # group_by_mode keeps the runs with timed steps, as the comparison does
-    baseline = group["config"].get("baseline") or DEFAULT_BASELINE  # the AMP speedup's reference
+    baseline = baseline_of(group)  # the AMP speedup's reference
     exposed_ms, share = comm_share(runs)
     return StudyRow(mode=mode, world_size=ranks, grad_comm=runs[0].get("grad_comm") if ranks > 1 else None,
                     bucket_mb=runs[0].get("bucket_mb"), batch_size=runs[0]["batch_size"], runs=len(runs),

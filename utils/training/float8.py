@@ -10,11 +10,11 @@ from torch import nn
 
 from utils import compat
 from utils.errors import UserError
+from utils.training.modes import LOW_FP8_SHARE
 
 INSTALL = "pip install --no-deps -r requirements-fp8.txt"
 FP8_CAPABILITY = (8, 9)  # FP8 tensor cores: Ada (8.9) and Hopper (9.0) on
 FP8_MULTIPLE = 16  # torch._scaled_mm needs both dimensions of a weight in multiples of 16
-LOW_SHARE = 0.5  # below this share of the step's matmul FLOPs in FP8, a run says so loudly
 HEAD = "the model's output layer (the head), kept in bfloat16"
 UNALIGNED = f"a dimension not a multiple of {FP8_MULTIPLE}, which FP8 matmuls need"
 USED_DIRECTLY = ("inside nn.MultiheadAttention, which uses its weight through F.linear, never the layer's own "
@@ -128,8 +128,8 @@ def sorted_left_out(model, why):
 
 
 def low_share_note(block, mode_name):
-    """A loud sentence when under LOW_SHARE of the step's matmul FLOPs runs in FP8, else None."""
-    if block["flop_share"] >= LOW_SHARE:
+    """A loud sentence when under LOW_FP8_SHARE of the step's matmul FLOPs runs in FP8, else None."""
+    if block["flop_share"] >= LOW_FP8_SHARE:
         return None
     return (f"only {100 * block['flop_share']:.0f}% of the step's matmul FLOPs run in FP8 in {mode_name} "
             f"({block['converted_layers']} of {block['linear_layers']} Linear layers), so its speed is mostly "

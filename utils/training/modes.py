@@ -77,6 +77,9 @@ MODES = {
                         float8="rowwise"),
 }
 REFERENCE = "fp32"  # --explain's rules and --numerics' ratios read this mode's figures, whatever --baseline
+# Below this share of a step's matmul FLOPs in FP8, the rest of the step decides an fp8 mode's speed:
+# its run says so loudly, and --explain names it when FP8 is slower than bf16.
+LOW_FP8_SHARE = 0.5
 DEFAULT_BASELINE = REFERENCE  # --baseline's default, and what files of earlier releases compared against
 DEFAULT_COMPARE = ("fp32", "amp-fp16")  # on a GPU
 # On a CPU: most have no fast float16 arithmetic (fallback kernels, many times slower than fp32),

@@ -73,7 +73,7 @@ def data_parallel(model, device, config, world_size):
         wrapped.register_comm_hook(None, distributed.comm_hook(comm["grad_comm"]))
         return wrapped, comm["grad_comm"]
     own = next(p.dtype for p in model.parameters() if p.requires_grad)
-    return wrapped, {torch.float16: "fp16", torch.bfloat16: "bf16"}.get(own, "fp32")
+    return wrapped, {dtype: name for name, dtype in distributed.COMM_DTYPES.items()}.get(own, "fp32")
 
 
 def digest(tensors):
