@@ -283,26 +283,62 @@ in_container_checked() {
     return "${status}"
 }
 
+# main.py's flags every run of the job shares, with --modes and what follows it given: the array `flags`.
+job_flags() {
+    flags=(-n "${STEPS}" "${gpu_flags[@]}" --model "${MODEL}" -b "${BATCH}" --modes "$@" --data cifar10
+           --data-dir "${CIFAR10_DIR}" "${extra[@]}")
+}
+
 # main.py's flags for one mode's run in stage $1: the array `flags`.
 main_flags() {
-    flags=(-n "${STEPS}" "${gpu_flags[@]}" --model "${MODEL}" -b "${BATCH}" --modes "$2" --data cifar10
-           --data-dir "${CIFAR10_DIR}" "${extra[@]}" --json "${RESULTS_DIR}/$1-$2.json"
-           --checkpoint "${RESULTS_DIR}/$1-$2.pt" --checkpoint-every "${CHECKPOINT_EVERY}")
+    job_flags "$2"
+    flags+=(--json "${RESULTS_DIR}/$1-$2.json" --checkpoint "${RESULTS_DIR}/$1-$2.pt"
+            --checkpoint-every "${CHECKPOINT_EVERY}")
+}
+
+# main.py's flags for the study's point on $1 ranks with --grad-comm $2 (every mode in one run,
+# with --explain; one process sends no gradients): the array `flags` and its results file `out`.
+study_flags() {
+    local comm_flags=(--grad-comm "$2")
+    out="${RESULTS_DIR}/study/ranks$1-$2.json"
+    if (( $1 == 1 )); then
+        out="${RESULTS_DIR}/study/ranks1.json"
+        comm_flags=()
+    fi
+    job_flags "${MODES}" --explain
+    flags+=("${comm_flags[@]}" --json "${out}")
+}
+
+# Whether the results file $1 holds a finished run (a stopped one says "incomplete": true).
+finished() {
+    [[ -f "$1" ]] && ! grep -q '"incomplete": true' "$1"
 }
 
 # main.py refuses MODES and EXTRA_ARGS it cannot run here, in the container, before any stage
-# (a refusal inside a stage would reach the user through torchrun's traceback).
+# (a refusal inside a stage would reach the user through torchrun's traceback): the command
+# each mode's stages run, or with STUDY=1 the study's (its --grad-comm values are checked above).
 check_main_flags() {
-    local mode said flags
+    local mode flags out
+    if [[ "${STUDY}" == 1 ]]; then
+        study_flags 1 fp32
+        check_flags
+        return
+    fi
     for mode in "${modes[@]}"; do
         main_flags check "${mode}"
-        if [[ "${DRY_RUN}" == 1 ]]; then
-            run "${on_one_node[@]}" "${in_container[@]}" python main.py "${flags[@]}" --check-flags
-        else
-            said=$(in_container_checked python main.py "${flags[@]}" --check-flags) \
-                || fail "main.py refuses the flags MODES and EXTRA_ARGS give it (${said}); change them."
-        fi
+        check_flags
     done
+}
+
+# main.py --check-flags on the array `flags`, inside the container.
+check_flags() {
+    local said
+    if [[ "${DRY_RUN}" == 1 ]]; then
+        run "${on_one_node[@]}" "${in_container[@]}" python main.py "${flags[@]}" --check-flags
+    else
+        said=$(in_container_checked python main.py "${flags[@]}" --check-flags) \
+            || fail "main.py refuses the flags MODES and EXTRA_ARGS give it (${said}); change them."
+    fi
 }
 
 FAILED=()
@@ -314,7 +350,7 @@ stage() {
         main_flags "${name}" "${mode}"
         out="${RESULTS_DIR}/${name}-${mode}.json"
         checkpoint="${RESULTS_DIR}/${name}-${mode}.pt"
-        if [[ -f "${out}" ]] && ! grep -q '"incomplete": true' "${out}"; then
+        if finished "${out}"; then
             echo "ampbench: ${name} ${mode} is done (${out}); skipping it."
             continue
         fi
@@ -331,21 +367,14 @@ stage() {
 # One point of the study on $1 ranks, launched by the rest: every mode in one run with --explain,
 # once per GRAD_COMM where gradients travel; a point already done is skipped.
 study_point() {
-    local ranks=$1 comm out comm_flags
+    local ranks=$1 comm out flags
     shift
     for comm in "${grad_comms[@]}"; do
-        out="${RESULTS_DIR}/study/ranks${ranks}-${comm}.json"
-        comm_flags=(--grad-comm "${comm}")
-        if (( ranks == 1 )); then
-            out="${RESULTS_DIR}/study/ranks1.json"
-            comm_flags=()
-        fi
-        if [[ -f "${out}" ]] && ! grep -q '"incomplete": true' "${out}"; then
+        study_flags "${ranks}" "${comm}"
+        if finished "${out}"; then
             echo "ampbench: study point ${out} is done; skipping it."
         else
-            run "$@" main.py -n "${STEPS}" "${gpu_flags[@]}" --model "${MODEL}" -b "${BATCH}" --modes "${MODES}" \
-                --explain --data cifar10 --data-dir "${CIFAR10_DIR}" "${extra[@]}" "${comm_flags[@]}" \
-                --json "${out}" || FAILED+=("study ${out##*/}")
+            run "$@" main.py "${flags[@]}" || FAILED+=("study ${out##*/}")
         fi
         (( ranks > 1 )) || return 0
     done

@@ -163,6 +163,15 @@ def test_a_dry_run_shows_the_flag_check_of_every_mode(tmp_path):
     assert result.returncode == 0 and len(checks) == 2 and all("main.py" in line for line in checks), result.stdout
 
 
+def test_the_study_checks_the_command_it_runs(tmp_path):
+    """Every mode in one run with --explain and no checkpoint, so that --seeds (which the study's
+    accuracy verdict pairs on) passes the check that a stage's one-mode command would refuse."""
+    result = run_script("run_slurm.sh", dry_env(tmp_path, STUDY="1", NODES="2", EXTRA_ARGS="--seeds 3"))
+    checks = [line for line in result.stdout.splitlines() if line.endswith(" --check-flags")]
+    assert result.returncode == 0 and len(checks) == 1, result.stdout + result.stderr
+    assert "--explain" in checks[0] and "--seeds 3" in checks[0] and "--checkpoint" not in checks[0]
+
+
 # The campaign: hostile values for every variable, each through the three scripts.
 BAD_NUMBERS = ["0", "-2", "1.5", "abc", "08", " 2", "1e3", "0x10", "99999999999999999999", "2**3",
                "PATH[$(touch {canary})]", "x[$(touch {canary})]", "$(touch {canary})", "1;touch {canary}",
