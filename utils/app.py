@@ -195,9 +195,9 @@ def check_resume(saved, config, setup, evaluates):
     accuracy, so that a checkpoint at the last step whose final evaluation was cut short resumes
     that evaluation alone."""
     resume_warning = checkpoint.check_compatible(saved, config, config.precision_modes[0], config.checkpoint, setup)
-    if saved["step"] == config.steps and evaluates and checkpoint.lacks_final_evaluation(saved, config):
-        return  # the steps are all trained: the run evaluates, and trains nothing more
-    if saved["step"] >= config.steps:
+    # the steps are all trained and the final evaluation was cut: the run evaluates, and trains nothing more
+    evaluates_only = saved["step"] == config.steps and evaluates and checkpoint.lacks_final_evaluation(saved, config)
+    if saved["step"] >= config.steps and not evaluates_only:
         raise UserError(f"{config.checkpoint} is at step {saved['step']}, which already reaches the "
                         f"{config.steps} steps asked for; raise --steps/--epochs to train further.")
     if resume_warning:

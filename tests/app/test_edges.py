@@ -222,3 +222,16 @@ def test_tensorboard_on_a_full_disk_warns_and_ends_with_a_sentence(tmp_path, mon
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
     assert "could not write --tensorboard" in result.stderr.strip().splitlines()[-1]
     assert json.loads((tmp_path / "r.json").read_text())["runs"][0]["completed_steps"] == 4
+
+
+def test_a_resume_that_only_evaluates_still_gives_the_checkpoint_warning(monkeypatch, capsys):
+    """The evaluation-only resume passes the same checks and warnings as any other resume."""
+    from utils import app
+    from utils.config import RunConfig
+    from utils.training import checkpoint
+
+    config = RunConfig.build(model="squeezenet1_1", steps=4, checkpoint="c.pt", resume=True)
+    monkeypatch.setattr(checkpoint, "check_compatible", lambda *_: "the schedule was stretched.")
+    monkeypatch.setattr(checkpoint, "lacks_final_evaluation", lambda *_: True)
+    app.check_resume({"step": 4}, config, None, evaluates=True)
+    assert "the schedule was stretched." in capsys.readouterr().err
