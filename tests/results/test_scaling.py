@@ -127,3 +127,15 @@ def test_the_accuracy_table_shows_each_compressed_row_in_points():
 def test_merging_a_folder_without_results_is_refused(tmp_path, capsys):
     assert study_script().main(["--from", str(tmp_path), "--out", str(tmp_path / "study")]) == 2
     assert capsys.readouterr().err == f"scaling.py: error: --from {tmp_path} holds no result files (*.json) of main.py.\n"
+
+
+def test_a_figure_matplotlib_cannot_draw_is_a_write_failure_not_a_traceback(tmp_path, monkeypatch):
+    from utils.errors import WriteFailed
+
+    def broken(rows, title):
+        raise ValueError("no such font")
+
+    monkeypatch.setattr(scaling, "study_figure", broken)
+    with pytest.raises(WriteFailed, match=r"could not draw .*scaling.png .*ValueError: no such font"):
+        scaling.draw(str(tmp_path / "scaling.png"), [], "title")
+    assert list(tmp_path.iterdir()) == []

@@ -55,13 +55,18 @@ def file_format(path):
 
 def draw(path, document):
     """Write the figure of `document` to `path`, all or nothing, titled with its setup."""
+    save_figure(path, lambda: figure_of(document))
+
+
+def save_figure(path, make_figure):
+    """Draw `make_figure()` into `path`, all or nothing; matplotlib's failure is a WriteFailed."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     figure = None
     try:
-        figure = figure_of(document)
+        figure = make_figure()
         atomic_write(path, lambda f: figure.savefig(f, format=file_format(path), dpi=120))
     except WriteFailed:
         raise

@@ -174,39 +174,40 @@ def notes(rows):
 
 
 def draw(path, rows, title):
-    """The study's figure, all or nothing: images/s against ranks beside the ideal N x the
-    1-process rate, and the efficiency with its 95% interval, per mode and --grad-comm."""
-    import matplotlib
-    matplotlib.use("Agg")
+    """The study's figure, all or nothing."""
+    from utils.results.plot import save_figure
+
+    save_figure(path, lambda: study_figure(rows, title))
+
+
+def study_figure(rows, title):
+    """Images/s against ranks beside the ideal N x the 1-process rate, and the efficiency with
+    its 95% interval, per mode and --grad-comm."""
     import matplotlib.pyplot as plt
 
-    from utils.fileio import atomic_write
-    from utils.results.plot import colour_of, file_format
+    from utils.results.plot import colour_of
 
     figure, (rates, efficiencies) = plt.subplots(1, 2, figsize=(12, 4.5))
-    try:
-        for (mode, grad_comm), line in lines_of(rows).items():
-            style = dict(color=colour_of(mode), marker="o", linestyle=LINE_STYLES.get(grad_comm, "-"),
-                         label=f"{mode}, grad comm {grad_comm}")
-            sizes = [row.world_size for row in line]
-            rates.plot(sizes, [row.images_per_sec for row in line], **style)
-            rates.plot(sizes, [size * line[0].images_per_sec for size in sizes], color=style["color"],
-                       linestyle=":", linewidth=0.8)
-            below = [100 * (row.efficiency - (row.efficiency_ci95 or [row.efficiency] * 2)[0]) for row in line]
-            above = [100 * ((row.efficiency_ci95 or [row.efficiency] * 2)[1] - row.efficiency) for row in line]
-            efficiencies.errorbar(sizes, [100 * row.efficiency for row in line], yerr=[below, above], capsize=3,
-                                  **style)
-        rates.set(xlabel="ranks", ylabel="images/s (dotted: N x the 1-process rate)", title="throughput")
-        efficiencies.set(xlabel="ranks", ylabel="scaling efficiency (%)", title="efficiency, 95% interval")
-        efficiencies.axhline(100, color="grey", linewidth=0.8)
-        for axis in (rates, efficiencies):
-            axis.set_xticks(sorted({row.world_size for row in rows}))
-            axis.legend(fontsize=8)
-        figure.suptitle(title, fontsize=10)
-        figure.tight_layout()
-        atomic_write(path, lambda f: figure.savefig(f, format=file_format(path), dpi=120))
-    finally:
-        plt.close(figure)
+    for (mode, grad_comm), line in lines_of(rows).items():
+        style = dict(color=colour_of(mode), marker="o", linestyle=LINE_STYLES.get(grad_comm, "-"),
+                     label=f"{mode}, grad comm {grad_comm}")
+        sizes = [row.world_size for row in line]
+        rates.plot(sizes, [row.images_per_sec for row in line], **style)
+        rates.plot(sizes, [size * line[0].images_per_sec for size in sizes], color=style["color"],
+                   linestyle=":", linewidth=0.8)
+        below = [100 * (row.efficiency - (row.efficiency_ci95 or [row.efficiency] * 2)[0]) for row in line]
+        above = [100 * ((row.efficiency_ci95 or [row.efficiency] * 2)[1] - row.efficiency) for row in line]
+        efficiencies.errorbar(sizes, [100 * row.efficiency for row in line], yerr=[below, above], capsize=3,
+                              **style)
+    rates.set(xlabel="ranks", ylabel="images/s (dotted: N x the 1-process rate)", title="throughput")
+    efficiencies.set(xlabel="ranks", ylabel="scaling efficiency (%)", title="efficiency, 95% interval")
+    efficiencies.axhline(100, color="grey", linewidth=0.8)
+    for axis in (rates, efficiencies):
+        axis.set_xticks(sorted({row.world_size for row in rows}))
+        axis.legend(fontsize=8)
+    figure.suptitle(title, fontsize=10)
+    figure.tight_layout()
+    return figure
 
 
 LINE_STYLES = {"fp32": "-", "fp16": "--", "bf16": "-."}
