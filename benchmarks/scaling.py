@@ -13,7 +13,6 @@ communication share). Flags after `--` go to every launch of main.py. Rounds int
 world sizes; with --rounds 3 the intervals rest on the launches' medians.
 """
 import argparse
-import socket
 import subprocess
 import sys
 import time
@@ -93,18 +92,12 @@ def launches(sizes, comms, rounds):
             for comm in (comms if size > 1 else [None])]
 
 
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def launch(out, plan, names, options):
     """Run one launch of main.py under torchrun; returns its results file and what ran."""
     number, size, comm = plan
     name = f"round{number}-ranks{size}" + (f"-{comm}" if comm else "")
     result, log = out / f"{name}.json", out / "logs" / f"{name}.log"
-    command = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={size}", f"--master-port={free_port()}",
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={size}",
                str(ROOT / "main.py"), *options.main_flags, *(["-p"] if options.gpu else []), "--modes", names,
                "--explain", "--no-progress", "--json", str(result), *(["--grad-comm", comm] if comm else [])]
     started = time.monotonic()
