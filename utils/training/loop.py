@@ -135,6 +135,11 @@ class Recorder:
         """Training time so far: every closed step of every process, warm-up included."""
         return self.previous.train_time_s + sum(timer.step_ms) / 1000.0
 
+    def host_reading(self):
+        """runs[].host from the warm-up's end until now; taken before statistics(), whose
+        all-reduces wait for the other ranks, which would pass for a process starved of CPU."""
+        return host_load.over(self.host_start, host_load.read(), host_load.cores(), torch.get_num_threads())
+
     def statistics(self, timer):
         """All statistics so far: earlier processes' plus this one's (timings, and the memory
         peak, after its warm-up; the warm-up's own peak beside it)."""
@@ -211,17 +216,16 @@ def train(trainer, config, context, start_step=0, previous=None, save=None, cens
             break
     timer.close()  # synchronizes: the progress's last line reads its copies without waiting
     progress.close()
-    return outcome(trainer, recorder, recorder.statistics(timer), policy, step, stopped_by, reached)
+    return outcome(trainer, recorder, recorder.host_reading(), recorder.statistics(timer), policy, step, stopped_by, reached)
 
 
-def outcome(trainer, recorder, stats, policy, completed_steps, stopped_by, reached):
+def outcome(trainer, recorder, host, stats, policy, completed_steps, stopped_by, reached):
     bad = next((i for i, value in enumerate(stats.losses) if not math.isfinite(value)), None)
     return LoopOutcome(stats=stats, start_step=recorder.start_step, completed_steps=completed_steps,
                        skipped_steps=skipped_steps(trainer, policy, stats), first_step_s=recorder.first_step_s,
                        first_batch_sha256=digest(recorder.first_batch) if recorder.first_batch is not None else None,
                        stopped_by=stopped_by, diverged_at=bad + 1 if bad is not None and policy == "stop" else None,
-                       reached_target=reached, host=host_load.over(recorder.host_start, host_load.read(),
-                                                                   host_load.cores(), torch.get_num_threads()))
+                       reached_target=reached, host=host)
 
 
 def host_values(values):
