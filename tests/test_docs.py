@@ -1,6 +1,8 @@
 """README is a front page a newcomer reads in minutes; docs/ holds the rest, complete and
 linked: every flag of -h, every field of a run's record, every link resolving."""
 import re
+import subprocess
+import sys
 from dataclasses import fields
 
 import pytest
@@ -34,6 +36,14 @@ def test_every_flag_of_the_help_is_documented():
              if flag.startswith("--") and flag != "--help"}
     missing = sorted(flag for flag in flags if not re.search(re.escape(flag) + r"(?![\w-])", documented))
     assert not missing
+
+
+def test_the_flags_page_is_what_the_flag_table_says():
+    """docs/flags.md's tables are written from utils/flags.py, which -h shows too: when a flag
+    changes, the page must be regenerated (python docs/generate_flags.py)."""
+    checked = subprocess.run([sys.executable, "docs/generate_flags.py", "--check"], cwd=ROOT,
+                             capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stderr
 
 
 def test_every_run_field_is_in_the_schema_page():
@@ -81,9 +91,6 @@ def test_the_call_path_in_the_layout_page_names_where_each_function_is():
 def test_the_sample_outputs_in_docs_are_what_the_code_prints():
     """Each sample block is `python -m utils.report` of a committed result file: when the printed
     summary changes, the sample must be regenerated (python docs/samples/generate.py)."""
-    import subprocess
-    import sys
-
     checked = subprocess.run([sys.executable, "docs/samples/generate.py", "--check"], cwd=ROOT,
                              capture_output=True, text=True)
     assert checked.returncode == 0, checked.stderr
