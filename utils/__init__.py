@@ -12,6 +12,7 @@
     explain/         --explain's profile and diagnosis, --numerics' census, --max-batch
     results/         the result record, comparison, table, JSON, CSV, plot and TensorBoard
     config           RunConfig: the validated request, built once from main.py's arguments
+    flags            every flag of main.py described once: -h and docs/flags.md come from it
     app              what main.py runs: prepare, every (repeat, mode), finish
     report           `python -m utils.report`: merge result files of several jobs
 """

@@ -104,7 +104,8 @@ def default_workers():
 
 @dataclass(frozen=True)
 class RunConfig:
-    """Field names are main.py's argument names, so the JSON results' `config` lists them."""
+    """Field names are main.py's argument names, so the JSON results' `config` lists them;
+    utils/flags.py describes each flag."""
     # training
     lr: Optional[float] = None  # set by with_recipe(): --lr, or the default recipe's
     steps: Optional[int] = None  # set by build(): --steps, --epochs worth of batches, or DEFAULT_STEPS
@@ -128,23 +129,23 @@ class RunConfig:
     on_nan: str = "stop"
     no_eval: bool = False
     # does accuracy hold?
-    eval_every: Optional[float] = None  # epochs between evaluations during training (and at the end)
-    seeds: int = 1  # seeds seed .. seed+seeds-1, each run in every mode (paired)
-    accuracy_margin: float = DEFAULT_MARGIN_POINTS  # points: the accuracy verdict's equivalence margin
-    target_accuracy: Optional[float] = None  # a fraction: time to reach it
+    eval_every: Optional[float] = None
+    seeds: int = 1
+    accuracy_margin: float = DEFAULT_MARGIN_POINTS
+    target_accuracy: Optional[float] = None
     stop_at_target: bool = False
     list_models: bool = False
-    check_flags: bool = False  # main.py exits 0 once every flag is checked: what the job scripts ask first
+    check_flags: bool = False
     # precision
     gpu: bool = False
     fp16: bool = False
     bf16: bool = False
     loss_scaling: bool = False
-    amp: bool = False  # timm's and NVIDIA's spelling: autocast in --amp-dtype, dynamic loss scaling for float16
-    amp_dtype: Optional[str] = None  # --amp's dtype: float16 unless given (None: not given, so it can be refused)
+    amp: bool = False
+    amp_dtype: Optional[str] = None  # None when not given, so that it can be refused without --amp
     tf32: bool = False
-    allow_slow_fp16: bool = False  # run float16 modes on a CPU without fast float16 arithmetic anyway
-    fp8_emulate: bool = False  # the fp8 modes compute FP8 in software: checks that they train, never their speed
+    allow_slow_fp16: bool = False
+    fp8_emulate: bool = False
     compare: bool = False
     modes: Optional[str] = None
     baseline: Optional[str] = None  # set by build(): --baseline, or DEFAULT_BASELINE
@@ -153,7 +154,7 @@ class RunConfig:
     # data
     data: str = "auto"
     data_dir: str = field(default_factory=default_data_dir)
-    download: bool = True  # --no-download: never fetch CIFAR-10
+    download: bool = True
     allow_unverified: bool = False
     loader: str = "device"
     workers: int = field(default_factory=default_workers)
@@ -180,8 +181,8 @@ class RunConfig:
     max_batch: bool = False
     # distributed
     dist_timeout: int = 600
-    grad_comm: str = "fp32"  # the dtype DDP all-reduces gradients in (a communication hook for fp16 and bf16)
-    bucket_mb: Optional[float] = None  # DDP's bucket_cap_mb; None: DDP's own (setup_keys.DDP_BUCKET_MB)
+    grad_comm: str = "fp32"
+    bucket_mb: Optional[float] = None  # None: DDP's own (setup_keys.DDP_BUCKET_MB)
     # checkpoints
     checkpoint: Optional[str] = None
     checkpoint_every: int = 0

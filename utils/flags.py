@@ -1,0 +1,269 @@
+"""Every flag of main.py, described once: its names, its -h group, its argparse settings, its
+-h help and, where docs/flags.md says more, the page's text. main.py builds its parser from
+FLAGS and docs/generate_flags.py writes docs/flags.md from them.
+
+A flag whose setting has a range in utils.config.RANGES parses through it, so the ranges are
+not repeated here. No torch: main.py imports this module and still answers -h at once.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+from utils import config
+from utils.setup_keys import DDP_BUCKET_MB, GRAD_COMM
+from utils.training import modes  # the mode table, without torch
+
+TRAINING = "training"
+ACCURACY = "does accuracy hold?"
+PRECISION = "precision"
+DATA = "data"
+SPEED = "speed levers"
+MEASUREMENT = "measurement and output"
+DISTRIBUTED = "distributed (launch with torchrun or mpirun; -b is per process)"
+CHECKPOINTS = "checkpoints"
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One flag. `help` and `doc` are written as argparse help is (%(default)s, %%); `doc` is
+    docs/flags.md's text where the page says more than -h, with `{help}` standing for `help`."""
+    names: Tuple[str, ...]
+    group: str
+    help: str
+    doc: Optional[str] = None
+    action: Optional[str] = None
+    choices: Optional[Tuple[str, ...]] = None
+    metavar: Optional[str] = None
+    dest: Optional[str] = None
+
+    @property
+    def setting(self):
+        """The RunConfig field the flag sets: argparse's dest."""
+        return self.dest or self.names[0].lstrip("-").replace("-", "_")
+
+    def argparse_settings(self):
+        """The add_argument keywords this flag gives, besides its help and type."""
+        settings = {"action": self.action, "choices": self.choices, "metavar": self.metavar, "dest": self.dest}
+        return {name: value for name, value in settings.items() if value is not None}
+
+
+PRECISION_MODES_LINK = "[Precision modes](modes.md#precision-modes)"
+COMPARING_LINK = "[Comparing precisions](modes.md#comparing-precisions---compare)"
+LONG_RUNS_LINK = "[Long runs](long-runs-and-clusters.md#long-runs)"
+
+# In -h's order: the usage line lists them so, each group in the order of its first flag.
+FLAGS = (
+    Flag(("--lr",), TRAINING,
+         f"peak learning rate (default: SGD {config.BASE_LR} x global batch / {config.BASE_BATCH}, "
+         f"{config.BASE_LR_WITHOUT_BATCH_NORM} x global batch / {config.BASE_BATCH} for models "
+         f"without batch norm; AdamW {config.BASE_LR_ADAMW:g} x sqrt(global batch / {config.BASE_BATCH}))",
+         doc="{help}; see [the default recipe](#the-default-recipe)"),
+    Flag(("--optimizer",), TRAINING,
+         "sgd or adamw (default: the model family's recipe: adamw for vision transformers, sgd for the rest)",
+         doc="{help}; `--momentum` and `--nesterov` are SGD's and refused with AdamW",
+         choices=tuple(config.OPTIMIZER_DEFAULTS)),
+    Flag(("--steps", "-n"), TRAINING,
+         f"optimizer steps to run (default {config.DEFAULT_STEPS}; the ThetaGPU AMP tutorial counted epochs with -n)"),
+    Flag(("--epochs",), TRAINING, "train this many epochs instead of --steps (fractions allowed)",
+         doc="{help}; see " + LONG_RUNS_LINK),
+    Flag(("--batch-size", "-b"), TRAINING, "batch size (default %(default)s)"),
+    Flag(("--model", "-m"), TRAINING, "torchvision classification model (default %(default)s; see --list-models)"),
+    Flag(("--stem",), TRAINING,
+         "cifar: 3x3 stride-1 first conv and no max-pool for ResNet-family models; "
+         "imagenet: torchvision's layout unchanged (default %(default)s)",
+         doc="{help}; see [Models](data-and-models.md#models)", choices=("cifar", "imagenet")),
+    Flag(("--dropout",), TRAINING, "dropout probability for models that have one (default: the model's own)",
+         metavar="P"),
+    Flag(("--seed",), TRAINING, "seed for weights, data order and augmentation", doc="{help} (default %(default)s)"),
+    Flag(("--momentum",), TRAINING, f"SGD momentum (default {config.OPTIMIZER_DEFAULTS['sgd'][0]}; not for AdamW)"),
+    Flag(("--weight-decay",), TRAINING,
+         f"weight decay (default: SGD {config.OPTIMIZER_DEFAULTS['sgd'][1]:g}, "
+         f"AdamW {config.OPTIMIZER_DEFAULTS['adamw'][1]:g}, "
+         "which spares biases, norms, the class token and the position embedding)"),
+    Flag(("--nesterov",), TRAINING, "Nesterov momentum", action="store_true"),
+    Flag(("--label-smoothing",), TRAINING,
+         f"label smoothing (default: {config.RECIPES['convnet'][1]:g} for convnets, "
+         f"{config.RECIPES['transformer'][1]:g} for vision transformers)"),
+    Flag(("--lr-schedule",), TRAINING, "learning-rate schedule over the run (default %(default)s)",
+         choices=("constant", "cosine", "onecycle")),
+    Flag(("--warmup-lr-steps",), TRAINING,
+         "linear learning-rate warm-up steps (default: 5%% of the steps; one-cycle ramps up by itself)"),
+    Flag(("--clip-grad",), TRAINING, "clip the gradient norm (of the unscaled gradients) to NORM",
+         metavar="NORM"),
+    Flag(("--optimizer-impl",), TRAINING,
+         "SGD or AdamW implementation: fused (GradScaler's inf check and skip stay on the device; foreach where "
+         "torch has no fused one) or foreach (the classic recipe: one host sync per scaled step) "
+         "(default %(default)s)",
+         doc="{help}; see " + PRECISION_MODES_LINK, choices=("fused", "foreach")),
+    Flag(("--accum-steps",), TRAINING,
+         "accumulate gradients over K micro-batches of --batch-size per optimizer step",
+         doc="{help}; see " + LONG_RUNS_LINK, metavar="K"),
+    Flag(("--on-nan",), TRAINING,
+         "without a loss scaler, a non-finite loss stops the run or skips the step (default %(default)s)",
+         choices=("stop", "skip")),
+    Flag(("--no-eval",), TRAINING, "skip the test-set accuracy pass", action="store_true"),
+    Flag(("--eval-every",), ACCURACY,
+         "also evaluate the test set every E epochs during training (fractions allowed); "
+         "the evaluations are timed apart from the steps",
+         doc="{help}; see [Does accuracy hold?](accuracy.md)", metavar="E"),
+    Flag(("--seeds",), ACCURACY,
+         "run every mode with seeds --seed .. --seed+K-1, paired: for one seed every mode "
+         "starts from the same weights and batches (default %(default)s)",
+         doc="{help}; the last seed must be at most `2**63-1`", metavar="K"),
+    Flag(("--accuracy-margin",), ACCURACY,
+         "the accuracy verdict's margin: a mode holds when the 95%% interval of its paired "
+         "difference from the baseline lies within +-POINTS (default %(default)s)",
+         doc="{help}; POINTS are percentage points (the JSON's accuracies are fractions); the baseline is "
+         "`--baseline`, fp32 unless told", metavar="POINTS"),
+    Flag(("--target-accuracy",), ACCURACY,
+         "report the training time, steps and epochs to reach test accuracy A (a fraction, "
+         "e.g. 0.9), per mode and against fp32; needs --eval-every", metavar="A"),
+    Flag(("--stop-at-target",), ACCURACY, "end each run at the first evaluation that reaches --target-accuracy",
+         doc="{help} (after the warm-up: one in it ends the run at the first timed step)", action="store_true"),
+    Flag(("--list-models",), TRAINING, "print every usable model name and exit",
+         doc="{help}: the models that take 32x32 images (stdout), and those left out, with why (stderr)",
+         action="store_true"),
+    Flag(("--check-flags",), TRAINING,
+         "check every flag and their combinations, then exit 0 without importing torch or training",
+         doc="check every flag and the rules between them, then exit 0 (or 2 with the refusal's sentence) without "
+         "importing torch, reading data or training: what the job scripts run before any stage",
+         action="store_true"),
+    Flag(("--gpu", "-p"), PRECISION, "train on CUDA (default: CPU)", action="store_true"),
+    Flag(("--fp16",), PRECISION, "autocast to float16", action="store_true"),
+    Flag(("--bf16",), PRECISION, "autocast to bfloat16 (no loss scaling needed)",
+         doc="{help}: bfloat16 has FP32's exponent range", action="store_true"),
+    Flag(("--loss_scaling", "-s"), PRECISION, "dynamic loss scaling with torch.amp.GradScaler (for --fp16)",
+         doc="{help}; ignored with a warning otherwise, which says why: FP32 or bfloat16 need none, `--amp` "
+         "scales float16 already", action="store_true"),
+    Flag(("--amp",), PRECISION,
+         "timm's and NVIDIA's spelling: autocast to --amp-dtype, with dynamic loss scaling "
+         "for float16 (--amp alone is --fp16 -s)", action="store_true"),
+    Flag(("--amp-dtype",), PRECISION, "the autocast dtype of --amp (default float16; bfloat16 is --bf16)",
+         doc="{help}; refused without `--amp`", choices=("float16", "bfloat16")),
+    Flag(("--allow-slow-fp16",), PRECISION,
+         "run float16 modes on a CPU without fast float16 arithmetic (avx512_fp16, amx_fp16), "
+         "where they are refused: they take many times longer than fp32",
+         doc="{help}; see " + PRECISION_MODES_LINK, action="store_true"),
+    Flag(("--fp8-emulate",), PRECISION,
+         "run the fp8 modes with FP8 computed in software, on the CPU or any GPU: checks "
+         "that they train; emulated times are not FP8 speed",
+         doc="{help}; see [Transformers and FP8](transformers-and-fp8.md)", action="store_true"),
+    Flag(("--tf32",), PRECISION,
+         "allow TF32 tensor cores in FP32 matmuls and convolutions (off by default, so that FP32 means FP32)",
+         doc="{help}; refused with `--fp16`, `--bf16` or `--amp`, which choose another mode", action="store_true"),
+    Flag(("--compare",), PRECISION,
+         "run several precision modes back to back from the same weights and batches "
+         f"(default modes: {','.join(modes.DEFAULT_COMPARE)} with -p, "
+         f"{','.join(modes.DEFAULT_COMPARE_CPU)} on the CPU)",
+         doc="{help}; on the CPU the default leaves float16 out, as it is slow there; see " + COMPARING_LINK,
+         action="store_true"),
+    Flag(("--modes",), PRECISION, f"comma list for --compare from {', '.join(modes.MODES)} (implies --compare)",
+         metavar="LIST"),
+    Flag(("--baseline",), PRECISION,
+         "the mode the speedups, memory ratios, accuracy differences and verdicts compare with "
+         f"(default {modes.DEFAULT_BASELINE}; when given, one of the modes run)",
+         doc="{help}: one that is not exits 2 before training; the intervals compare with it too, `--explain`'s "
+         "categories stay against fp32; recorded as `config.baseline`", metavar="MODE"),
+    Flag(("--repeats",), PRECISION,
+         "run the whole set of modes R times, in alternating order (default %(default)s)"),
+    Flag(("--loss-scale",), PRECISION,
+         f"static loss scale of the fp16-master mode (default {config.DEFAULT_LOSS_SCALE:g})",
+         doc="{help}; refused for runs without `fp16-master`, where it would do nothing"),
+    Flag(("--data",), DATA,
+         "auto: CIFAR-10 if a verified copy is present or can be downloaded (10 s connection "
+         "timeout), else synthetic with a warning (default %(default)s)",
+         choices=("auto", "cifar10", "synthetic")),
+    Flag(("--data-dir",), DATA,
+         "folder holding cifar-10-batches-py, or that folder itself (default $CIFAR10_DIR, else ./data)"),
+    Flag(("--download",), DATA,
+         "fetch the official archive when no copy is there (the default; kept for old scripts)",
+         action="store_true"),
+    Flag(("--no-download",), DATA,
+         "never try the network: without a copy on disk, --data auto uses synthetic data",
+         action="store_false", dest="download"),
+    Flag(("--allow-unverified",), DATA, "use a CIFAR-10 copy whose md5 sums differ from the official ones",
+         doc="{help} (e.g. the test subset)", action="store_true"),
+    Flag(("--loader",), DATA,
+         "device: dataset on the training device, whole-batch augmentation; torchvision: the "
+         "classic per-image DataLoader path (default %(default)s)",
+         doc="{help}; see [Feeding the GPU](data-and-models.md#feeding-the-gpu-loaders-and-speed-levers)",
+         choices=("device", "torchvision")),
+    Flag(("--workers",), DATA,
+         "DataLoader worker processes for --loader torchvision (default: min(8, CPUs) = %(default)s)",
+         doc="DataLoader worker processes for --loader torchvision (default: min(8, CPUs))"),
+    Flag(("--channels-last",), SPEED,
+         "model and inputs in channels_last memory format (tensor cores for convolutions)", action="store_true"),
+    Flag(("--compile",), SPEED, "torch.compile the model; compile time is reported apart from step times",
+         action="store_true"),
+    Flag(("--compile-mode",), SPEED, "torch.compile mode (default %(default)s)",
+         choices=("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")),
+    Flag(("--no-cudnn-benchmark",), SPEED, "turn off cuDNN autotuning (on by default on CUDA)",
+         action="store_true"),
+    Flag(("--warmup",), MEASUREMENT,
+         f"steps excluded from timing statistics (default {config.DEFAULT_WARMUP}, at most half of the run)",
+         doc="{help}; a run shorter than twice the default warms up for half of its steps and says so"),
+    Flag(("--json",), MEASUREMENT, "write the results as one JSON document",
+         doc="{help} (folders created, written atomically)", metavar="PATH"),
+    Flag(("--csv",), MEASUREMENT, "append one row per mode to a CSV file (header once)", metavar="PATH"),
+    Flag(("--plot",), MEASUREMENT,
+         "draw step-time distributions and speedups as .png, .pdf or .svg (needs matplotlib)",
+         doc="{help}; the figure also shows the speedups' intervals, memory and accuracy; matplotlib must be 3.5 or "
+         "newer",
+         metavar="PATH.png"),
+    Flag(("--tensorboard",), MEASUREMENT,
+         "write TensorBoard logs under DIR while training: each run's loss, lr, loss scale and "
+         "accuracy at the log's cadence, then its step ms, img/s and hparams (needs tensorboard)",
+         doc="{help}; see " + COMPARING_LINK, metavar="DIR"),
+    Flag(("--jsonl",), MEASUREMENT,
+         "append one JSON line per phase, per log interval and per run to PATH while training "
+         "(what a killed run leaves)",
+         doc="{help}; each evaluation gets a line too; see " + COMPARING_LINK, metavar="PATH"),
+    Flag(("--explain",), MEASUREMENT,
+         "after each mode's timed steps, profile a few more (torch.profiler) and report where "
+         "the step time goes by category, against fp32, with a diagnosis",
+         doc="{help}; see [Why is it (not) faster?](explain.md)", action="store_true"),
+    Flag(("--explain-steps",), MEASUREMENT,
+         f"steps --explain profiles per mode, besides one warm-up (default {config.EXPLAIN_STEPS}; implies --explain)",
+         metavar="N"),
+    Flag(("--trace-dir",), MEASUREMENT,
+         "write each mode's profiled steps as a Chrome/Perfetto trace under DIR, to open in "
+         "ui.perfetto.dev or TensorBoard (implies --explain)", metavar="DIR"),
+    Flag(("--numerics",), MEASUREMENT,
+         "on sampled steps, compare each layer's low-precision gradients with an FP32 backward "
+         "of the same batch (underflow, subnormals, overflow: why FP16 needs loss scaling) and "
+         "measure where the step's memory goes",
+         doc="{help}; see [Why loss scaling?](numerics-and-memory.md#why-loss-scaling---numerics)",
+         action="store_true"),
+    Flag(("--numerics-every",), MEASUREMENT,
+         f"--numerics samples every N steps and the last (default {config.NUMERICS_EVERY}; "
+         "implies --numerics); the samples are left out of the step times", metavar="N"),
+    Flag(("--max-batch",), MEASUREMENT,
+         "CUDA: after each mode's run, find the largest batch it trains in this GPU's memory "
+         "(doubling, then bisection)", action="store_true"),
+    Flag(("--wide",), MEASUREMENT, "print the results as one wide table instead of blocks that fit 80 columns",
+         action="store_true"),
+    Flag(("--no-progress",), MEASUREMENT, "no progress bar and no progress lines", action="store_true"),
+    Flag(("--log-every",), MEASUREMENT,
+         "when stderr is not a terminal (batch jobs), a progress line every N steps (default: about every 30 s)",
+         metavar="N"),
+    Flag(("--dist-timeout",), DISTRIBUTED,
+         "seconds the rendezvous and each collective may wait for the other ranks before the "
+         "job fails (default %(default)s)", metavar="S"),
+    Flag(("--grad-comm",), DISTRIBUTED,
+         "the dtype DDP all-reduces gradients in: fp32 (default), or fp16/bf16 through PyTorch's "
+         "compression hooks (half the bytes; the optimizer still steps in FP32)",
+         doc="{help}; the hooks are `fp16_compress_hook` and `bf16_compress_hook`; refused in a single process "
+         "and where the backend cannot all-reduce the dtype; see "
+         "[Gradient communication](long-runs-and-clusters.md#gradient-communication---grad-comm---bucket-mb)",
+         choices=tuple(GRAD_COMM)),
+    Flag(("--bucket-mb",), DISTRIBUTED,
+         f"DDP's gradient bucket size in MB (bucket_cap_mb; default DDP's own, {DDP_BUCKET_MB:g})",
+         doc="{help}; refused in a single process", metavar="MB"),
+    Flag(("--checkpoint",), CHECKPOINTS,
+         "save a checkpoint here at the end, when stopped, and every --checkpoint-every steps",
+         doc="{help}; see " + LONG_RUNS_LINK, metavar="PATH"),
+    Flag(("--checkpoint-every",), CHECKPOINTS, "also save every K steps (default 0: only at the end and when stopped)",
+         metavar="K"),
+    Flag(("--resume",), CHECKPOINTS, "continue from --checkpoint", action="store_true"),
+)
