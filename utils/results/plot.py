@@ -9,8 +9,8 @@ from utils.compat import release
 from utils.errors import UserError, WriteFailed
 from utils.explain.categories import ADDED, NAMES as CATEGORIES
 from utils.fileio import atomic_write
+from utils.numerics.fp16 import FP16_MAX, FP16_MIN_NORMAL, FP16_MIN_SUBNORMAL
 from utils.results.compare import CHANCE_ACCURACY, scaler_skips
-from utils.explain.fp16 import FP16_MAX, FP16_MIN_NORMAL, FP16_MIN_SUBNORMAL
 from utils.results.record import baseline_of, setup_of
 from utils.results.output import describe, first_of
 from utils.training.modes import MODES, REFERENCE

@@ -21,8 +21,8 @@ import math
 
 import torch
 
-from utils.explain.footprint import Footprint
-from utils.explain.fp16 import FP16_MAX, FP16_MIN_NORMAL
+from utils.measure.footprint import Footprint
+from utils.numerics.fp16 import FP16_MAX, FP16_MIN_NORMAL
 from utils.training.modes import INITIAL_LOSS_SCALE
 
 LOG2_LOW, LOG2_HIGH = -80, 24  # the histogram's bins: [e, e+1) for e in this range, the ends open
