@@ -13,12 +13,12 @@ LAYERS = [
     ("utils.setup_keys", 0), ("utils.console", 0),
     ("models", 1), ("utils.data", 1), ("utils.measure", 1),
     ("utils.training", 2),
-    ("utils.explain", 3),
+    ("utils.explain", 3), ("utils.numerics", 3),
     ("utils.results", 4),
     ("utils.config", 5), ("utils.flags", 5),
     ("utils.app", 6), ("utils.report", 6),
 ]
-STAGES = ("utils/data", "utils/training", "utils/measure", "utils/explain", "utils/results")
+STAGES = ("utils/data", "utils/training", "utils/measure", "utils/explain", "utils/numerics", "utils/results")
 
 
 def module_name(path):

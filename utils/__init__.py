@@ -6,10 +6,12 @@
     stop             stop signals, caught from argument parsing on (no torch)
     setup_keys       the settings besides the mode that change a run's numbers, named once
     data/            CIFAR-10 on disk, synthetic images, the training and test loaders
-    measure/         step timing, memory, FLOPs, progress, the environment a result depends on
+    measure/         step timing, memory and a step's memory by kind, FLOPs, progress, the
+                     environment a result depends on
     training/        precision modes, the training step, a mode's trainer, the timed loop, the run
-                     context, rank agreement, checkpoints, DDP
-    explain/         --explain's profile and diagnosis, --numerics' census, --max-batch
+                     context, rank agreement, checkpoints, DDP, --max-batch
+    explain/         --explain's profile and diagnosis
+    numerics/        --numerics' gradient census and float16's limits
     results/         the result record, comparison, table, JSON, CSV, plot and TensorBoard
     config           RunConfig: the validated request, built once from main.py's arguments
     flags            every flag of main.py described once: -h and docs/flags.md come from it

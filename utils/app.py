@@ -15,15 +15,16 @@ from utils import compat
 from utils.data import cifar10, dataset
 from utils.config import no_test_images
 from utils.errors import UserError, WriteFailed
-from utils.explain import diagnose, max_batch, numerics, profiler
+from utils.explain import diagnose, profiler
 from utils import fileio
 from utils.fileio import ensure_writable
 from utils.measure import envinfo, flops, memory
 from utils.measure.progress import Reporter
+from utils.numerics.census import Census
 from utils.results import live, plot, record, output
 from utils.results.compare import compare_modes
 from utils.setup_keys import SETUP_KEYS
-from utils.training import checkpoint, distributed, float8, loop, precision
+from utils.training import checkpoint, distributed, float8, loop, max_batch, precision
 from utils.training.context import RunContext
 from utils.training.curve import AccuracyCurve
 from utils.training.evaluation import evaluate
@@ -291,7 +292,7 @@ def run_mode(initial_model, mode, data, config, context, saved=None, repeat=0, f
         curve.take(start_step, previous.train_time_s if previous else 0.0)
     saver = checkpoint.Saver(config.checkpoint, trainer, config, checkpoint.resume_setup(data, context.world),
                              context.device, context.world.is_main, warn) if config.checkpoint else None
-    census = numerics.Census(mode, context.device, config.steps, config.numerics_every) if config.numerics else None
+    census = Census(mode, context.device, config.steps, config.numerics_every) if config.numerics else None
     context.reporter.phase(f"{mode.name}: training steps {start_step + 1} to {config.steps}")
     outcome = loop.train(trainer, config, context, start_step, previous, saver, census, curve)
     evaluated = final_evaluation(config, context, data, outcome, curve, census)

@@ -27,7 +27,7 @@ def test_two_seeds_with_a_large_spread_are_inconclusive_and_say_how_many_would_s
     # the mean (one point) is beyond the margin: settling it means excluding 0, a half-width under
     # the mean, which that many seeds of this spread reach and one fewer does not
     spread, needed = statistics.stdev([0.03, -0.01]), found["seeds_needed"]
-    half_width = lambda count: accuracy.t_975(count - 1) * spread / count ** 0.5  # noqa: E731
+    half_width = lambda count: accuracy.critical_t(count - 1) * spread / count ** 0.5  # noqa: E731
     assert half_width(needed) < 0.01 <= half_width(needed - 1)
 
 
@@ -38,7 +38,24 @@ def test_one_seed_gives_no_interval():
 
 def test_the_interval_is_students_t_over_the_seeds():
     mean, (low, high) = accuracy.paired_interval([0.01, 0.02, 0.03])
-    assert mean == pytest.approx(0.02) and high - mean == pytest.approx(4.303 * 0.01 / 3 ** 0.5)
+    assert mean == pytest.approx(0.02) and high - mean == pytest.approx(4.3026527 * 0.01 / 3 ** 0.5)
+
+
+# Student's t two-sided 95% quantiles, to the published seven decimals, by degrees of freedom
+KNOWN_T = {1: 12.7062047, 2: 4.3026527, 3: 3.1824463, 5: 2.5705818, 10: 2.2281389, 11: 2.2009852, 14: 2.1447867,
+           17: 2.1098156, 19: 2.0930241, 30: 2.0422725, 100: 1.9839715, 1000: 1.9623391}
+
+
+@pytest.mark.parametrize("degrees", sorted(KNOWN_T))
+def test_the_t_quantile_is_exact_for_every_degree_of_freedom(degrees):
+    assert accuracy.critical_t(degrees) == pytest.approx(KNOWN_T[degrees], abs=5e-8)
+
+
+def test_the_t_quantile_falls_to_the_normal_one_up_to_the_most_seeds_allowed():
+    normal = statistics.NormalDist().inv_cdf(0.975)  # 1.9599640
+    quantiles = [accuracy.critical_t(degrees) for degrees in (999, 1000, 10 ** 4, 10 ** 6, 2 ** 31 - 2)]
+    assert quantiles == sorted(quantiles, reverse=True) and quantiles[-1] == pytest.approx(normal, abs=1e-8)
+    assert quantiles[-1] > normal
 
 
 def test_the_target_is_reached_at_the_first_evaluation_at_or_above_it():

@@ -53,11 +53,13 @@ def low_precision_dtype(mode_name):
     return mode.low_precision_dtype if mode is not None else None
 
 
-def share(profile, categories):
+def category_share(profile, categories):
+    """The share of the profiled step that `categories` took together."""
     return sum(profile.categories[name]["share"] for name in categories)
 
 
-def ms(profile, categories):
+def category_ms(profile, categories):
+    """The milliseconds per profiled step that `categories` took together."""
     return sum(profile.categories[name]["ms"] for name in categories)
 
 
@@ -89,12 +91,13 @@ def diagnose_run(run, profile, workers, cpu_count):
                              "whole step at once)"))
     if profile.host_syncs_per_step:
         found.append(host_sync_finding(run, profile, idle if cuda else 0.0))
-    bound = share(profile, MEMORY_BOUND)
-    if bound >= MEMORY_BOUND_SHARE:
+    bound_share = category_share(profile, MEMORY_BOUND)
+    if bound_share >= MEMORY_BOUND_SHARE:
         remedy = "--compile, which fuses them" if run.channels_last else "--channels-last and --compile (fusion)"
-        found.append(finding("memory-bound", mode, ms(profile, MEMORY_BOUND),
-                             f"normalisation and elementwise ops take {ms(profile, MEMORY_BOUND):.1f} ms, "
-                             f"{100 * bound:.0f}% of the step: they move data, and lower precision speeds them "
+        bound_ms = category_ms(profile, MEMORY_BOUND)
+        found.append(finding("memory-bound", mode, bound_ms,
+                             f"normalisation and elementwise ops take {bound_ms:.1f} ms, "
+                             f"{100 * bound_share:.0f}% of the step: they move data, and lower precision speeds them "
                              "up by 2x at most", remedy))
     exposed = profile.comm_exposed_ms or 0.0
     if run.world_size > 1 and profile.wall_ms and exposed >= COMM_BOUND_SHARE * profile.wall_ms:
@@ -107,9 +110,9 @@ def diagnose_run(run, profile, workers, cpu_count):
                              "--compile, which fuses the casts into their neighbours"))
     unaligned = profile.unaligned_layers
     if cuda and low_precision_dtype(mode) and unaligned:
-        shown = ", ".join(unaligned[:4]) + (f" and {len(unaligned) - 4} more" if len(unaligned) > 4 else "")
+        listed = ", ".join(unaligned[:4]) + (f" and {len(unaligned) - 4} more" if len(unaligned) > 4 else "")
         found.append(finding("tensor-core shapes", mode, 0.0,
-                             f"{shown} {'has' if len(unaligned) == 1 else 'have'} sizes that are not multiples of "
+                             f"{listed} {'has' if len(unaligned) == 1 else 'have'} sizes that are not multiples of "
                              f"{TENSOR_CORE_MULTIPLE}, which FP16/BF16 tensor cores need",
                              f"-b a multiple of {TENSOR_CORE_MULTIPLE}; a layer's widths are the model's "
                              "(CIFAR-10's 3-channel input and 10-class head are inherent)"))
@@ -187,17 +190,17 @@ def amdahl(base, profile, measured):
             "limit": 1.0 / (1.0 - p) if p < 1 else None, "measured": measured}
 
 
-def times(value):
+def speedup_text(value):
     """"1.87x", or two significant digits below 0.1 ("0.0089x", where "0.01x" would hide it)."""
     return f"{value:.2f}x" if value >= 0.1 else f"{value:.2g}x"
 
 
 def amdahl_line(mode, figures):
-    limit = times(figures["limit"]) if figures["limit"] else "unbounded"
+    limit = speedup_text(figures["limit"]) if figures["limit"] else "unbounded"
     return (f"{mode}: conv+matmul are {100 * figures['share']:.0f}% of the fp32 step and ran "
-            f"{times(figures['speedup'])} as fast; with the rest unchanged the step would be "
-            f"{times(figures['predicted'])} as fast ({limit} were they free); measured "
-            + (f"{times(figures['measured'])}." if figures["measured"] is not None else "-."))
+            f"{speedup_text(figures['speedup'])} as fast; with the rest unchanged the step would be "
+            f"{speedup_text(figures['predicted'])} as fast ({limit} were they free); measured "
+            + (f"{speedup_text(figures['measured'])}." if figures["measured"] is not None else "-."))
 
 
 def diagnose_comparison(mode, base, profile, device_type, cpu_flags, speedup, tf32_speedup):
@@ -232,18 +235,18 @@ def fp8_slower(mode, fp8_run, fp8_ms, bf16_ms):
     shows: emulation, no --compile, small matmuls, a low FP8 share; None when it is faster."""
     if fp8_ms <= bf16_ms:
         return None
-    block, causes = fp8_run["fp8"], []
-    if block.get("emulated"):
+    fp8, causes = fp8_run["fp8"], []
+    if fp8.get("emulated"):
         causes.append("FP8 was emulated (--fp8-emulate), which measures software, not FP8 tensor cores")
     if not fp8_run.get("compiled"):
         causes.append("no --compile, so every float8 cast, scale and amax is a kernel of its own")
-    shapes = [shape for shape in block.get("matmul_shapes") or [] if len(shape) == 3]  # [M, K, N]
+    shapes = [shape for shape in fp8.get("matmul_shapes") or [] if len(shape) == 3]  # [M, K, N]
     largest = max(shapes, key=lambda shape: shape[1] * shape[2]) if shapes else None
     if largest and min(largest[1:]) < SMALL_FP8_MATMUL:
         causes.append(f"its FP8 matmuls are small (the largest is {largest[0]} x {largest[1]} x {largest[2]}, "
                       f"M x K x N), and below {SMALL_FP8_MATMUL} wide the casts cost about what FP8 saves")
-    if block["flop_share"] < LOW_FP8_SHARE:
-        causes.append(f"only {100 * block['flop_share']:.0f}% of the step's matmul FLOPs run in FP8")
+    if fp8["flop_share"] < LOW_FP8_SHARE:
+        causes.append(f"only {100 * fp8['flop_share']:.0f}% of the step's matmul FLOPs run in FP8")
     return finding("fp8 slower than bf16", mode, fp8_ms - bf16_ms,
                    f"{fp8_ms:.1f} ms a step against amp-bf16's {bf16_ms:.1f} ms" +
                    (": " + "; ".join(causes) if causes else ""),
@@ -267,10 +270,10 @@ def fallback(mode, base, profile, speedup):
     work = sum(profile.get(name, 0.0) for name in TENSOR_CORE_WORK)
     shrink = work_base / work if work_base and work else None
     if shrink is not None and shrink < SHRINK_EXPECTED:
-        parts.append(f"conv+matmul failed to shrink ({times(shrink)} as fast as in fp32)")
+        parts.append(f"conv+matmul failed to shrink ({speedup_text(shrink)} as fast as in fp32)")
     parts.append(f"casts are {100 * profile.get('cast', 0.0) / total:.0f}% of its step")
     return finding("no faster, no rule matched", mode, max(total - base_total, 0.0),
-                   f"it is {times(speedup)} as fast as fp32 and no rule fired; by its own categories, "
+                   f"it is {speedup_text(speedup)} as fast as fp32 and no rule fired; by its own categories, "
                    + "; ".join(parts), fallback_remedy(mode, grew, shrink))
 
 

@@ -136,14 +136,14 @@ def profile_steps(trainer, config, device, steps, stop=None, trace_path=None):
 
 def write_trace(profiler, path):
     """torch.profiler's Chrome trace (opens in Perfetto and TensorBoard), all or nothing."""
-    tmp = f"{path}.tmp-{os.getpid()}.json"
+    partial = f"{path}.tmp-{os.getpid()}.json"
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        profiler.export_chrome_trace(tmp)
-        os.replace(tmp, path)
+        profiler.export_chrome_trace(partial)
+        os.replace(partial, path)
     except OSError as error:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        if os.path.exists(partial):
+            os.unlink(partial)
         raise WriteFailed(f"could not write the trace {path} ({error.strerror or error}).") from None
 
 
@@ -167,24 +167,30 @@ def exposed_comm_us(events, cuda):
     """µs of all-reduce that nothing overlapped (utils/explain/exposed.py): on CUDA between
     kernels, on the CPU against the training thread's other ops."""
     events = [event for event in events if not getattr(event, "is_async", False)]
-    span = [(event.time_range.start, event.time_range.end) for event in events]
     if cuda:
-        on_device = [event.device_type != torch.autograd.DeviceType.CPU for event in events]
-        comm = [kind_of(event.name) == "comm" for event in events]
-        return exposed.exposed([s for s, d, c in zip(span, on_device, comm) if d and c],
-                               [s for s, d, c in zip(span, on_device, comm) if d and not c])
+        kernels = [event for event in events if event.device_type != torch.autograd.DeviceType.CPU]
+        return exposed.exposed([span(event) for event in kernels if kind_of(event.name) == "comm"],
+                               [span(event) for event in kernels if kind_of(event.name) != "comm"])
     training = {event.thread for event in events if event.name.startswith(STEP_MARK)}
-    comm = [category_of(chain_of(event)) == "comm" for event in events]
-    mine = [event.thread in training and not event.name.startswith(STEP_MARK) for event in events]
-    return exposed.exposed([s for s, c in zip(span, comm) if c], [s for s, m, c in zip(span, mine, comm) if m and not c],
-                           [s for s, m, c in zip(span, mine, comm) if m and c])
+    comm, busy, comm_on_training_thread = [], [], []
+    for event in events:
+        is_comm = category_of(chain_of(event)) == "comm"
+        if is_comm:
+            comm.append(span(event))
+        if event.thread in training and not event.name.startswith(STEP_MARK):
+            (comm_on_training_thread if is_comm else busy).append(span(event))
+    return exposed.exposed(comm, busy, comm_on_training_thread)
+
+
+def span(event):
+    return event.time_range.start, event.time_range.end
 
 
 def profile_of(events, steps, wall_ms, cuda, facts):
     """The Profile of `events`, recorded over `steps` steps that took `wall_ms` each, with the
     exposed communication's and the model's and machine's `facts` (Profile's fields after top_ops)."""
-    by_category = collections.Counter()
-    host = collections.Counter()
+    category_us = collections.Counter()
+    host_us = collections.Counter()
     ops = collections.defaultdict(lambda: [0, 0.0])  # (name, category) -> [calls, µs]
     syncs = collections.Counter()  # the op of the step that synced -> count
     device_busy_us = 0.0
@@ -198,7 +204,7 @@ def profile_of(events, steps, wall_ms, cuda, facts):
         category, in_step = category_of(chain), chain[0].startswith(STEP_MARK)
         own_us = device_us(event, own=True) if cuda else event.self_cpu_time_total
         if in_step:
-            host[category] += event.self_cpu_time_total
+            host_us[category] += event.self_cpu_time_total
             if event.name in SYNC_OPS:
                 syncs[chain[1] if len(chain) > 2 else event.name] += 1
         elif not cuda:  # another thread's time is not the step's
@@ -206,18 +212,18 @@ def profile_of(events, steps, wall_ms, cuda, facts):
         name = PYTHON if event.name.startswith(STEP_MARK) else event.name
         ops[(name, category)][0] += 1
         ops[(name, category)][1] += own_us
-        by_category[category] += own_us
+        category_us[category] += own_us
     if cuda:  # kernels no op claimed (e.g. launched by a library's own thread) are "other"
-        by_category["other"] += max(0.0, device_busy_us - sum(by_category.values()))
-        by_category["idle"] = max(0.0, 1000.0 * wall_ms * steps - device_busy_us)
-    per_step = {name: by_category[name] / 1000.0 / steps for name in NAMES}
+        category_us["other"] += max(0.0, device_busy_us - sum(category_us.values()))
+        category_us["idle"] = max(0.0, 1000.0 * wall_ms * steps - device_busy_us)
+    per_step = {name: category_us[name] / 1000.0 / steps for name in NAMES}
     total = sum(per_step.values())
     top = sorted(ops.items(), key=lambda item: -item[1][1])[:TOP_OPS]
     return Profile(
         steps=steps, activities=["cpu", "cuda"] if cuda else ["cpu"], wall_ms=wall_ms, total_ms=total,
         categories={name: {"ms": per_step[name], "share": per_step[name] / total if total else 0.0} for name in NAMES},
         idle_ms=per_step["idle"] if cuda else None,
-        host_ms={name: host[name] / 1000.0 / steps for name in NAMES if host[name]},
+        host_ms={name: host_us[name] / 1000.0 / steps for name in NAMES if host_us[name]},
         host_syncs_per_step=sum(syncs.values()) / steps,
         host_syncs=[{"in": name, "per_step": count / steps} for name, count in syncs.most_common()],
         top_ops=[{"name": name, "calls": calls / steps, "self_ms": us / 1000.0 / steps, "category": category}

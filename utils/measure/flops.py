@@ -104,7 +104,8 @@ def layer_flops_per_step(model, batch_size):
             forward = 2 * output.numel() * module.in_features
         total.append(forward * (1 + inputs[0].requires_grad + module.weight.requires_grad))
 
-    hooks = [m.register_forward_hook(count) for m in twin.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
+    layers = [module for module in twin.modules() if isinstance(module, (nn.Conv2d, nn.Linear))]
+    hooks = [layer.register_forward_hook(count) for layer in layers]
     try:
         twin(torch.zeros(COUNT_BATCH, 3, 32, 32))
     finally:

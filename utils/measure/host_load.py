@@ -25,12 +25,12 @@ class Reading(NamedTuple):
 
 def read():
     """The host now: a few system calls, no device sync."""
-    times = os.times()
+    cpu_times = os.times()
     try:
         load = os.getloadavg()[0]
     except (AttributeError, OSError):
         load = None
-    return Reading(time.perf_counter(), times.user + times.system, load)
+    return Reading(time.perf_counter(), cpu_times.user + cpu_times.system, load)
 
 
 def cores():

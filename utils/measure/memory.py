@@ -10,8 +10,8 @@ def reset_peak(device):
         torch.cuda.reset_peak_memory_stats(device)
         return
     try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
+        with open("/proc/self/clear_refs", "w") as clear_refs:
+            clear_refs.write("5")
     except OSError:
         pass  # peak_bytes then reports the process-lifetime peak, and says so
 
@@ -21,8 +21,8 @@ def peak_bytes(device):
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device), "cuda_max_allocated"
     try:
-        with open("/proc/self/status") as f:
-            for line in f:
+        with open("/proc/self/status") as status:
+            for line in status:
                 if line.startswith("VmHWM:"):
                     return int(line.split()[1]) * 1024, "peak_rss"
     except OSError:

@@ -42,10 +42,11 @@ class Reporter:
         if self.lines:
             print(f"[{datetime.datetime.now():%H:%M:%S}] {text}", file=sys.stderr, flush=True)
 
-    def training(self, total, label, batch_size, initial=0, scaler=None, history=None):
-        """`history`: the loop's own lists of every step's loss (on the device) and lr, which the
-        live log sends on at each line, read where the loop keeps them."""
-        return TrainingProgress(self, total, label, batch_size, initial, scaler, history or ([], []))
+    def training(self, total, label, batch_size, initial=0, history=None):
+        """`history`: the loop's own lists of every step's loss (on the device), lr, and loss
+        scale (a device tensor or a number; empty without a scaler), which the lines show and
+        the live log sends on, read where the loop keeps them."""
+        return TrainingProgress(self, total, label, batch_size, initial, history or ([], [], []))
 
     def evaluation(self, batches, total, label):
         """`batches`, shown as a bar in a terminal and as a line every LOG_INTERVAL_S in a log."""
@@ -73,24 +74,14 @@ def bar_columns():
     return min(BAR_COLUMNS, shutil.get_terminal_size((BAR_COLUMNS, 24)).columns)
 
 
-def scale_of(scaler):
-    """The loss scale as a device tensor or a number (None without a scaler). GradScaler keeps
-    it in `_scale` on the device; its get_scale() would make the host wait for the GPU."""
-    if scaler is None or not scaler.is_enabled():
-        return None
-    scale = getattr(scaler, "_scale", None)
-    return scale if isinstance(scale, torch.Tensor) else scaler.get_scale()
-
-
 class TrainingProgress:
-    def __init__(self, reporter, total, label, batch_size, initial, scaler, history):
+    def __init__(self, reporter, total, label, batch_size, initial, history):
         self.reporter, self.total, self.label, self.batch_size = reporter, total, label, batch_size
-        self.scaler = scaler
         self.step = initial
         self.step_ms = []  # host wall-clock per step: what the log's median and ETA use
         self.last_time = self.last_shown = time.perf_counter()
         self.pending = None  # (step, HostCopy of the losses since the last line, their lrs, the scale)
-        self.losses, self.lrs = history
+        self.losses, self.lrs, self.loss_scales = history
         self.sent = 0  # how many of them the live log has been handed
         self.bar = tqdm(total=total, initial=initial, desc=label, file=sys.stderr, disable=not reporter.bars,
                         ncols=bar_columns(), leave=False,
@@ -139,7 +130,7 @@ class TrainingProgress:
     def start_copies(self, loss):
         """Copy, without waiting, what the next line shows: the losses since the last line (the
         live log wants every step's; the log line, the last), and the loss scale."""
-        scale = scale_of(self.scaler)
+        scale = self.loss_scales[-1] if self.loss_scales else None
         live = self.reporter.live is not None and self.sent < len(self.losses)
         losses = torch.stack(self.losses[self.sent:]).detach() if live else loss.detach().reshape(1)
         self.pending = (self.step, HostCopy(losses.float()), self.lrs[self.sent:] if live else [],

@@ -39,8 +39,8 @@ class StepTimer:
         if self.cuda:
             torch.cuda.synchronize()
         marks, ready = self.boundaries, self.data_ready
-        self.step_ms += [self.elapsed_ms(a, b) for a, b in zip(marks, marks[1:])]
-        self.data_ms += [self.elapsed_ms(a, b) for a, b in zip(marks, ready)]
+        self.step_ms += [self.elapsed_ms(start, end) for start, end in zip(marks, marks[1:])]
+        self.data_ms += [self.elapsed_ms(start, end) for start, end in zip(marks, ready)]
         self.boundaries, self.data_ready = [], []
 
     def elapsed_ms(self, start, end):

@@ -10,15 +10,58 @@ import statistics
 
 from utils.results.comparison_row import TARGET_FIELDS
 
-# Student's t, two-sided 95%, by degrees of freedom (a missing one takes the next lower: wider)
-T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
-         12: 2.179, 15: 2.131, 20: 2.086, 25: 2.060, 30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980}
+CONFIDENCE = 0.95  # the intervals' two-sided level
+SERIES_FROM = 1000  # degrees of freedom from which the Cornish-Fisher series alone is exact to double precision
+NEWTON_TOLERANCE = 1e-12  # relative: a Newton step this small leaves an error far below double precision
 DEFAULT_MARGIN_POINTS = 0.5  # --accuracy-margin: a mode holds within +-0.5 points of the baseline
 MOST_SEEDS = 1000  # beyond this, "how many seeds would settle it" says "more than"
 
 
-def t_975(degrees):
-    return T_975[max(key for key in T_975 if key <= degrees)]
+def critical_t(degrees):
+    """Student's t quantile of a two-sided CONFIDENCE interval with `degrees` degrees of freedom
+    (12.7062 for 1, 1.95996 in the limit): the Cornish-Fisher series, refined below SERIES_FROM
+    by Newton's method on the exact distribution function. There the series lies below the
+    quantile and the function is concave, so each step climbs towards it without passing it."""
+    t = cornish_fisher(degrees)
+    if degrees >= SERIES_FROM:
+        return t
+    while True:
+        step = (CONFIDENCE - probability_within(t, degrees)) / (2 * density(t, degrees))
+        t += step
+        if abs(step) < NEWTON_TOLERANCE * t:
+            return t
+
+
+def cornish_fisher(degrees):
+    """The t quantile as the normal one, z, plus its first four corrections in 1/degrees
+    (Abramowitz and Stegun 26.7.5)."""
+    z = statistics.NormalDist().inv_cdf((1 + CONFIDENCE) / 2)
+    z2 = z * z
+    corrections = [z, (z2 + 1) * z / 4, ((5 * z2 + 16) * z2 + 3) * z / 96,
+                   (((3 * z2 + 19) * z2 + 17) * z2 - 15) * z / 384,
+                   ((((79 * z2 + 776) * z2 + 1482) * z2 - 1920) * z2 - 945) * z / 92160]
+    return sum(term / degrees ** power for power, term in enumerate(corrections))
+
+
+def probability_within(t, degrees):
+    """P(-t <= T <= t): Abramowitz and Stegun 26.7.3 (even degrees) and 26.7.4 (odd), finite
+    sums of powers of cos(theta) for theta = atan(t / sqrt(degrees))."""
+    theta = math.atan(t / math.sqrt(degrees))
+    cos_squared = math.cos(theta) ** 2
+    odd = degrees % 2
+    term, total = math.cos(theta) ** odd, 0.0
+    for power in range(odd, degrees - 1, 2):  # cos(theta) ** power: 1, 3, ... or 0, 2, ... up to degrees - 2
+        total += term
+        term *= cos_squared * (power + 1) / (power + 2)
+    if odd:
+        return 2 / math.pi * (theta + math.sin(theta) * total)
+    return math.sin(theta) * total
+
+
+def density(t, degrees):
+    """Student's t probability density at `t`."""
+    log_norm = math.lgamma((degrees + 1) / 2) - math.lgamma(degrees / 2) - math.log(degrees * math.pi) / 2
+    return math.exp(log_norm - (degrees + 1) / 2 * math.log1p(t * t / degrees))
 
 
 def paired_interval(differences):
@@ -26,7 +69,7 @@ def paired_interval(differences):
     mean = statistics.mean(differences)
     if len(differences) < 2:
         return mean, None
-    half = t_975(len(differences) - 1) * statistics.stdev(differences) / math.sqrt(len(differences))
+    half = critical_t(len(differences) - 1) * statistics.stdev(differences) / math.sqrt(len(differences))
     return mean, [mean - half, mean + half]
 
 
@@ -59,7 +102,7 @@ def seeds_needed(differences, margin):
     mean, spread = abs(statistics.mean(differences)), statistics.stdev(differences)
     room = margin - mean if mean < margin else mean
     for count in range(len(differences) + 1, MOST_SEEDS + 1):
-        if t_975(count - 1) * spread / math.sqrt(count) < room:
+        if critical_t(count - 1) * spread / math.sqrt(count) < room:
             return count
     return None
 

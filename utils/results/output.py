@@ -12,7 +12,7 @@ from utils.errors import UserError, WriteFailed
 from utils import fileio
 from utils.fileio import atomic_write
 from utils.explain.categories import NAMES as CATEGORIES
-from utils.explain.diagnose import amdahl_line, ranked, times
+from utils.explain.diagnose import amdahl_line, ranked, speedup_text
 from utils.measure.step_stats import OUTLIER_FACTOR
 from utils.results import strict
 from utils.results.compare import CHANCE_LOSS, SPREAD_WARNING_PCT
@@ -187,7 +187,7 @@ def explanation(document, wide=False):
             value = total if name == "total" else row.profile_ms[name]
             cell = milliseconds(value) + ("" if name == "total" else f" {100 * value / total:3.0f}%")
             if speedups is not None:
-                cell += f" {times(speedups[name]):>7}" if name in speedups else " " * 8
+                cell += f" {speedup_text(speedups[name]):>7}" if name in speedups else " " * 8
             cells.append(cell)
         columns.append((mode, cells + [milliseconds(row.profiled_vs_timed * row.median_step_ms)]))
     steps = next(run["profile"]["steps"] for run in document["runs"] if run.get("profile"))

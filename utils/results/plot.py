@@ -9,8 +9,8 @@ from utils.compat import release
 from utils.errors import UserError, WriteFailed
 from utils.explain.categories import ADDED, NAMES as CATEGORIES
 from utils.fileio import atomic_write
+from utils.numerics.fp16 import FP16_MAX, FP16_MIN_NORMAL, FP16_MIN_SUBNORMAL
 from utils.results.compare import CHANCE_ACCURACY, scaler_skips
-from utils.explain.fp16 import FP16_MAX, FP16_MIN_NORMAL, FP16_MIN_SUBNORMAL
 from utils.results.record import baseline_of, setup_of
 from utils.results.output import describe, first_of
 from utils.training.modes import MODES, REFERENCE
@@ -67,7 +67,7 @@ def save_figure(path, make_figure):
     figure = None
     try:
         figure = make_figure()
-        atomic_write(path, lambda f: figure.savefig(f, format=file_format(path), dpi=120))
+        atomic_write(path, lambda stream: figure.savefig(stream, format=file_format(path), dpi=120))
     except WriteFailed:
         raise
     except Exception as error:  # the caller says which other outputs were written
@@ -123,7 +123,7 @@ def figure_of(document):
 def draw_step_times(axis, document, modes):
     """Every timed step as a point in its mode's colour, a marker per repeat, its median as a bar."""
     repeats = sorted({run["repeat"] for run in document["runs"]})
-    for x, mode in enumerate(modes):
+    for position, mode in enumerate(modes):
         for run in document["runs"]:
             if run["mode"] != mode or not run["step_times_ms"]:
                 continue
@@ -131,9 +131,10 @@ def draw_step_times(axis, document, modes):
             times = run["step_times_ms"]
             offset = (repeats.index(run["repeat"]) + 0.5) / len(repeats) * 0.6 - 0.3
             spread = [offset + 0.12 * ((i * 0.618) % 1 - 0.5) for i in range(len(times))]
-            axis.scatter([x + s for s in spread], times, s=8, alpha=0.5, color=colour_of(mode), marker=marker,
-                         linewidths=0)
-            axis.hlines(run["step_time_ms"]["median"], x + offset - 0.09, x + offset + 0.09, color="black")
+            axis.scatter([position + jitter for jitter in spread], times, s=8, alpha=0.5, color=colour_of(mode),
+                         marker=marker, linewidths=0)
+            axis.hlines(run["step_time_ms"]["median"], position + offset - 0.09, position + offset + 0.09,
+                        color="black")
     axis.set_xticks(range(len(modes)))
     axis.set_xticklabels(modes)
     axis.set_ylabel("step time (ms)")
@@ -215,12 +216,13 @@ def draw_accuracy_curves(axis, runs, x_key, label):
             by_mode.setdefault(run["mode"], []).append(run["accuracy_curve"])
     for mode, curves in by_mode.items():
         length = min(len(curve) for curve in curves)
-        x = np.median([[point[x_key] for point in curve[:length]] for curve in curves], axis=0)
-        y = 100.0 * np.array([[point["accuracy"] for point in curve[:length]] for curve in curves])
+        clock = np.median([[point[x_key] for point in curve[:length]] for curve in curves], axis=0)
+        percent = 100.0 * np.array([[point["accuracy"] for point in curve[:length]] for curve in curves])
         colour = colour_of(mode)
-        axis.plot(x, np.median(y, axis=0), color=colour, label=f"{mode} ({len(curves)} run{'s' * (len(curves) > 1)})")
+        axis.plot(clock, np.median(percent, axis=0), color=colour,
+                  label=f"{mode} ({len(curves)} run{'s' * (len(curves) > 1)})")
         if len(curves) > 1:
-            axis.fill_between(x, y.min(axis=0), y.max(axis=0), color=colour, alpha=0.2)
+            axis.fill_between(clock, percent.min(axis=0), percent.max(axis=0), color=colour, alpha=0.2)
     target = next((run["target_accuracy"] for run in runs if run.get("target_accuracy")), None)
     if target is not None:
         axis.axhline(100 * target, color="grey", linestyle=":", linewidth=1, label=f"target {100 * target:g}%")
@@ -244,8 +246,9 @@ def draw_time_by_category(axis, comparison, modes):
             values = [100.0 * value / total for value, total in zip(values, totals)]
         axis.bar(modes, values, bottom=bottoms, color=CATEGORY_COLOURS[name], label=name, width=0.6)
         bottoms = [bottom + value for bottom, value in zip(bottoms, values)]
-    for x, total in enumerate(totals):
-        axis.text(x, bottoms[x], f"{total:.0f} ms" if total >= 10 else f"{total:.2f} ms", ha="center", va="bottom")
+    for position, total in enumerate(totals):
+        axis.text(position, bottoms[position], f"{total:.0f} ms" if total >= 10 else f"{total:.2f} ms", ha="center",
+                  va="bottom")
     axis.set_ylabel("share of the step (%)" if as_shares else "ms per step")
     axis.set_title("where the time goes (--explain)" + (": shares; labels: ms per step" if as_shares else ""),
                    fontsize=10)
@@ -267,11 +270,11 @@ def draw_category_speedups(axis, comparison, modes):
     height = 0.8 / len(others)
     for index, mode in enumerate(others):  # a stem from 1.0 (as fast) to each category's speedup
         values = [comparison[mode].profile_speedup[name] for name in names]
-        shown = [min(max(value, 1 / RATIO_LIMIT), RATIO_LIMIT) for value in values]  # one extreme ratio
+        clipped_values = [min(max(value, 1 / RATIO_LIMIT), RATIO_LIMIT) for value in values]  # one extreme ratio
         rows = [y + index * height for y in range(len(names))]  # (cast 0.0031x) flattened the rest
-        axis.hlines(rows, 1.0, shown, color=colour_of(mode), linewidth=3)
-        axis.scatter(shown, rows, color=colour_of(mode), label=mode, zorder=3)
-        for value, clipped, row in zip(values, shown, rows):
+        axis.hlines(rows, 1.0, clipped_values, color=colour_of(mode), linewidth=3)
+        axis.scatter(clipped_values, rows, color=colour_of(mode), label=mode, zorder=3)
+        for value, clipped, row in zip(values, clipped_values, rows):
             if value != clipped:
                 axis.text(clipped, row - height / 2, f"{value:.2g}x", fontsize=7, va="bottom",
                           ha="right" if value > 1 else "left", color=colour_of(mode))
@@ -289,10 +292,10 @@ def draw_category_speedups(axis, comparison, modes):
 def draw_loss_scales(axis, runs):
     """The loss scale after every step of each scaled run (log 2 scale), a cross at each drop:
     a dynamic scaler halves the scale at each step it skips."""
-    shown = [run for run in runs if run.get("loss_scale_curve")]
-    for run in shown:
+    scaled_runs = [run for run in runs if run.get("loss_scale_curve")]
+    for run in scaled_runs:
         curve = run["loss_scale_curve"]
-        label = run["mode"] + (f" (repeat {run['repeat']})" if any(other["repeat"] for other in shown) else "")
+        label = run["mode"] + (f" (repeat {run['repeat']})" if any(other["repeat"] for other in scaled_runs) else "")
         colour, steps, fell = colour_of(run["mode"]), range(1, len(curve) + 1), scaler_skips(run)
         axis.step(steps, curve, where="post", color=colour, linestyle="-" if not run["repeat"] else "--",
                   label=f"{label}: {len(fell)} drop{'' if len(fell) == 1 else 's'}, {run['skipped_steps']} skipped")
@@ -348,8 +351,8 @@ def draw_footprint(axis, footprints):
         values = [footprints[mode][key] / 2 ** 20 for mode in modes]
         axis.bar(modes, values, bottom=bottoms, color=colour, label=label, width=0.6)
         bottoms = [bottom + value for bottom, value in zip(bottoms, values)]
-    for x, total in enumerate(bottoms):
-        axis.text(x, total, f"{total:.0f} MiB", ha="center", va="bottom")
+    for position, total in enumerate(bottoms):
+        axis.text(position, total, f"{total:.0f} MiB", ha="center", va="bottom")
     axis.set_ylabel("MiB")
     axis.set_ylim(0, max(bottoms) * 1.15)
     axis.set_title("where one step's memory goes (--numerics)", fontsize=10)

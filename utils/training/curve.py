@@ -1,6 +1,6 @@
 """The test accuracy during training (--eval-every) and at the end: each point with the
-training time so far, the steps and warm-up only, never the evaluations (MLPerf's rule: the
-clock that reaches a target counts training, and the evaluations are timed apart)."""
+training time so far, every step's (the timing warm-up's too), never the evaluations' (MLPerf's
+rule: the clock that reaches a target counts training, and the evaluations are timed apart)."""
 import time
 
 

@@ -33,6 +33,7 @@ from utils.errors import RankLost, UserError
 
 DEFAULT_PORT = "29500"
 MOST_RANKS = 2 ** 31 - 1  # c10d holds ranks in a C int
+MOST_QUOTED = 40  # characters of a launcher variable's value that an error quotes
 RENDEZVOUS_GRACE_S = 5  # the watchdog waits this long past --dist-timeout, so that torch's own timeout answers first
 
 # Each launcher's variables: name, rank, size, local rank (first found), local size (first found).
@@ -83,8 +84,8 @@ def detect(env=None):
             return checked_world(env, launcher, rank_name, size_name, local_rank_names, local_size_names)
         if (rank_name in env or size_name in env) and launcher not in HALF_SET_IS_SINGLE:
             given, missing = (rank_name, size_name) if rank_name in env else (size_name, rank_name)
-            raise UserError(f"{given}={shown(env[given])} is set but {missing} is not, so this process cannot tell its "
-                            f"place in the job; start it with {launcher}, which sets both, or unset {given}.")
+            raise UserError(f"{given}={printable(env[given])} is set but {missing} is not, so this process cannot tell "
+                            f"its place in the job; start it with {launcher}, which sets both, or unset {given}.")
     return World()
 
 
@@ -112,7 +113,7 @@ def number(env, name, launcher, low, high, bound=""):
     text = env[name]
     if re.fullmatch(r"[0-9]{1,10}", text) and low <= int(text) <= high:
         return int(text)
-    raise UserError(f"{name}={shown(text)} must be an integer from {low} to {high}{bound}, as {launcher} sets it; "
+    raise UserError(f"{name}={printable(text)} must be an integer from {low} to {high}{bound}, as {launcher} sets it; "
                     f"start the job with {launcher} or correct {name}.")
 
 
@@ -123,15 +124,15 @@ def slurm_tasks_per_node(text, size):
         most = max(int(n) for n in re.findall(r"(?<![x0-9])[0-9]+", text))  # the counts, not their repeats
         if 1 <= most <= size:
             return most
-    raise UserError(f"SLURM_STEP_TASKS_PER_NODE={shown(text)} must list the tasks per node as srun does (4, or "
+    raise UserError(f"SLURM_STEP_TASKS_PER_NODE={printable(text)} must list the tasks per node as srun does (4, or "
                     f"2(x3),1), each from 1 to SLURM_STEP_NUM_TASKS={size}; start the job with srun.")
 
 
-def shown(text):
+def printable(text):
     """A variable's value as it can be printed in one line, quoted where spaces or control characters would hide."""
-    if text and text.isprintable() and text == text.strip() and len(text) <= 40:
+    if text and text.isprintable() and text == text.strip() and len(text) <= MOST_QUOTED:
         return text
-    return ascii(text[:40]) + ("..." if len(text) > 40 else "")
+    return ascii(text[:MOST_QUOTED]) + ("..." if len(text) > MOST_QUOTED else "")
 
 
 def init(world, config):
@@ -190,11 +191,11 @@ def rendezvous_address(world):
         env["MASTER_ADDR"] = "127.0.0.1"
     port = env.setdefault("MASTER_PORT", DEFAULT_PORT)
     if not (re.fullmatch(r"[0-9]{1,5}", port) and 1 <= int(port) <= 65535):
-        raise UserError(f"MASTER_PORT={shown(port)} must be a TCP port from 1 to 65535, the same on every rank.")
+        raise UserError(f"MASTER_PORT={printable(port)} must be a TCP port from 1 to 65535, the same on every rank.")
     try:
         socket.getaddrinfo(env["MASTER_ADDR"], int(port))
     except (socket.gaierror, UnicodeError):
-        raise UserError(f"MASTER_ADDR={shown(env['MASTER_ADDR'])} is not a host name this node can resolve; set it "
+        raise UserError(f"MASTER_ADDR={printable(env['MASTER_ADDR'])} is not a host name this node can resolve; set it "
                         "to the first node's hostname or address.") from None
     return f"{env['MASTER_ADDR']}:{port}"
 

@@ -13,7 +13,6 @@ from typing import List, Optional
 import torch
 
 from utils.measure import host_load, memory
-from utils.measure.progress import scale_of
 from utils.measure.timing import StepTimer
 from utils.training import distributed
 from utils.training.rank_agreement import RankAgreement
@@ -28,8 +27,8 @@ STOPPED_BY_ANOTHER_RANK = "signal to another rank"  # what stopped_by says on ra
 @dataclass
 class Statistics:
     """A mode's measurements so far, over every process that trained it (checkpoint segments);
-    warm-up steps removed. Across ranks a step lasts as long as its slowest rank, and the loss
-    is the ranks' mean."""
+    the timing warm-up's steps (--warmup) removed. Across ranks a step lasts as long as its
+    slowest rank, and the loss is the ranks' mean."""
     step_ms: List[float] = field(default_factory=list)
     data_ms: List[float] = field(default_factory=list)
     losses: List[float] = field(default_factory=list)
@@ -99,15 +98,16 @@ def synchronize(device):
 class Recorder:
     """What the loop keeps of each step besides its timing, without waiting for the device:
     losses and loss scales stay device tensors, the learning rate is a host float, the first
-    batch a device copy hashed afterwards; the warm-up's memory peak is taken, and the peak
-    reset, when the warm-up ends."""
+    batch a device copy hashed afterwards; the timing warm-up's memory peak is taken, and the
+    peak reset, when it ends."""
 
     def __init__(self, previous, config, start_step, context, curve=None):
         self.previous, self.config, self.start_step, self.context = previous, config, start_step, context
         self.curve = curve  # an AccuracyCurve: its points and evaluation time go into the statistics
-        self.losses, self.lrs, self.scales = [], [], []  # this process's, warm-up included (as the timer's)
+        self.losses, self.lrs, self.loss_scales = [], [], []  # this process's, warm-up included (as the timer's)
         self.first_batch = self.first_step_s = None
-        self.warmup_peak = 0
+        self.timing_warmup = config.warmup  # the steps left out of the timings (--warmup), not the lr's warm-up
+        self.timing_warmup_peak = 0
         memory.reset_peak(context.device)
         self.started = time.perf_counter()
         self.host_start = host_load.read()  # read again where the warm-up ends
@@ -120,16 +120,20 @@ class Recorder:
     def after_step(self, step, loss, scaler):
         device = self.context.device
         self.losses.append(loss)
-        scale = scale_of(scaler)
+        scale = current_loss_scale(scaler)
         if scale is not None:  # GradScaler's is a device tensor it updates in place: copied on the device
-            self.scales.append(scale.detach().clone() if isinstance(scale, torch.Tensor) else scale)
-        if step == self.start_step + 1 and self.config.warmup > 0:  # a warm-up step: waiting costs nothing
+            self.loss_scales.append(scale.detach().clone() if isinstance(scale, torch.Tensor) else scale)
+        if step == self.start_step + 1 and self.timing_warmup > 0:  # a warm-up step: waiting costs nothing
             synchronize(device)
             self.first_step_s = time.perf_counter() - self.started
-        if step == self.start_step + self.config.warmup:  # the steady state's peak starts after the warm-up
-            self.warmup_peak = memory.peak_bytes(device)[0]
+        if step == self.start_step + self.timing_warmup:  # the steady state's peak starts after the warm-up
+            self.timing_warmup_peak = memory.peak_bytes(device)[0]
             memory.reset_peak(device)
             self.host_start = host_load.read()  # system calls only: no wait for the device
+
+    def timed(self, step):
+        """Whether `step` (1-based) is past the timing warm-up."""
+        return step > self.start_step + self.timing_warmup
 
     def train_s(self, timer):
         """Training time so far: every closed step of every process, warm-up included."""
@@ -143,9 +147,10 @@ class Recorder:
     def statistics(self, timer):
         """All statistics so far: earlier processes' plus this one's (timings, and the memory
         peak, after its warm-up; the warm-up's own peak beside it)."""
-        device, world, previous, warmup = self.context.device, self.context.world, self.previous, self.config.warmup
-        peak, reserved, warmup_peak = memory.peak_bytes(device)[0], memory.peak_reserved_bytes(device), self.warmup_peak
-        step_ms, data_ms = timer.step_ms[warmup:], timer.data_ms[warmup:]
+        device, world, previous = self.context.device, self.context.world, self.previous
+        peak, reserved = memory.peak_bytes(device)[0], memory.peak_reserved_bytes(device)
+        warmup_peak = self.timing_warmup_peak
+        step_ms, data_ms = timer.step_ms[self.timing_warmup:], timer.data_ms[self.timing_warmup:]
         if not step_ms:  # no step of this process was timed: its peak is the warm-up's, or none (no step)
             warmup_peak, peak, reserved = max(warmup_peak, peak) if timer.step_ms else 0, 0, 0
         losses = torch.stack(self.losses).float() if self.losses else torch.zeros(0, device=device)
@@ -157,7 +162,7 @@ class Recorder:
             peak, warmup_peak, reserved = peaks.tolist()
         return Statistics(step_ms=previous.step_ms + step_ms, data_ms=previous.data_ms + data_ms,
                           losses=previous.losses + losses.cpu().tolist(), lrs=previous.lrs + self.lrs,
-                          loss_scales=previous.loss_scales + host_values(self.scales),
+                          loss_scales=previous.loss_scales + host_values(self.loss_scales),
                           wall_time_s=previous.wall_time_s + time.perf_counter() - self.started,
                           peak_memory_bytes=max(previous.peak_memory_bytes, peak),
                           warmup_peak_memory_bytes=max(previous.warmup_peak_memory_bytes, warmup_peak),
@@ -180,7 +185,7 @@ def train(trainer, config, context, start_step=0, previous=None, save=None, cens
     agreement = RankAgreement(device, world, recorder.losses, policy == "stop") \
         if policy == "stop" or world.distributed else None
     progress = context.reporter.training(config.steps, trainer.mode.name, config.global_batch_size(world.size),
-                                         start_step, trainer.scaler, (recorder.losses, recorder.lrs))
+                                         start_step, (recorder.losses, recorder.lrs, recorder.loss_scales))
     step, stopped_by, reached = start_step, None, False
     while step < config.steps:
         signalled = stop.signal_name is not None
@@ -211,21 +216,34 @@ def train(trainer, config, context, start_step=0, previous=None, save=None, cens
             timer.close()
             curve.take(step, recorder.train_s(timer))
         # the target ends the run once a step is timed: one reached in the warm-up ends it after
-        if config.stop_at_target and curve is not None and step > start_step + config.warmup and curve.reached_target:
+        if config.stop_at_target and curve is not None and recorder.timed(step) and curve.reached_target:
             reached = True
             break
     timer.close()  # synchronizes: the progress's last line reads its copies without waiting
     progress.close()
-    return outcome(trainer, recorder, recorder.host_reading(), recorder.statistics(timer), policy, step, stopped_by, reached)
+    return loop_outcome(trainer, recorder, timer, policy, step, stopped_by, reached)
 
 
-def outcome(trainer, recorder, host, stats, policy, completed_steps, stopped_by, reached):
-    bad = next((i for i, value in enumerate(stats.losses) if not math.isfinite(value)), None)
+def loop_outcome(trainer, recorder, timer, policy, completed_steps, stopped_by, reached):
+    """The LoopOutcome of a finished loop: what `recorder` kept, and the skipped steps and the
+    first divergent one, found in its statistics after the loop."""
+    host = recorder.host_reading()  # before statistics(), whose all-reduces wait for the other ranks
+    stats = recorder.statistics(timer)
+    first_nonfinite = next((step for step, loss in enumerate(stats.losses, 1) if not math.isfinite(loss)), None)
     return LoopOutcome(stats=stats, start_step=recorder.start_step, completed_steps=completed_steps,
                        skipped_steps=skipped_steps(trainer, policy, stats), first_step_s=recorder.first_step_s,
                        first_batch_sha256=digest(recorder.first_batch) if recorder.first_batch is not None else None,
-                       stopped_by=stopped_by, diverged_at=bad + 1 if bad is not None and policy == "stop" else None,
+                       stopped_by=stopped_by, diverged_at=first_nonfinite if policy == "stop" else None,
                        reached_target=reached, host=host)
+
+
+def current_loss_scale(scaler):
+    """The loss scale as a device tensor or a number (None without a scaler). GradScaler keeps
+    it in `_scale` on the device; its get_scale() would make the host wait for the GPU."""
+    if scaler is None or not scaler.is_enabled():
+        return None
+    scale = getattr(scaler, "_scale", None)
+    return scale if isinstance(scale, torch.Tensor) else scaler.get_scale()
 
 
 def host_values(values):

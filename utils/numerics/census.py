@@ -21,11 +21,12 @@ import math
 
 import torch
 
-from utils.explain.footprint import Footprint
-from utils.explain.fp16 import FP16_MAX, FP16_MIN_NORMAL
+from utils.measure.footprint import Footprint
+from utils.numerics.fp16 import FP16_MAX, FP16_MIN_NORMAL
 from utils.training.modes import INITIAL_LOSS_SCALE
 
 LOG2_LOW, LOG2_HIGH = -80, 24  # the histogram's bins: [e, e+1) for e in this range, the ends open
+ELEMENTS, FLUSHED, SUBNORMAL, OVERFLOW = range(4)  # a layer's counts, in this order
 
 
 def census_dtype(mode):
@@ -44,7 +45,7 @@ class Census:
         self.mode, self.device, self.steps, self.every = mode, device, steps, every
         self.dtype = census_dtype(mode)
         self.samples = []
-        self.passes = {}  # name -> {"scale", "counts": {layer: [elements, flushed, subnormal, overflow]}, "error"}
+        self.passes = {}  # name -> {"scale", "counts": {layer: [ELEMENTS, FLUSHED, SUBNORMAL, OVERFLOW]}, "error"}
         self.histogram = torch.zeros(LOG2_HIGH - LOG2_LOW, dtype=torch.long)
         self.zeros = 0
         self.activation_max = (0.0, None)
@@ -93,10 +94,11 @@ class Census:
         counts = entry["counts"].setdefault(layer, [0, 0, 0, 0])
         magnitude = grad.abs()
         underflows = (reference * scale).abs() < torch.finfo(grad.dtype).tiny  # below the dtype's normal range
-        counts[0] += grad.numel()
-        counts[1] += int(((grad == 0) & (reference != 0) & underflows).sum())
-        counts[2] += int(((magnitude > 0) & (magnitude < FP16_MIN_NORMAL)).sum()) if grad.dtype == torch.float16 else 0
-        counts[3] += int((~torch.isfinite(grad)).sum())
+        counts[ELEMENTS] += grad.numel()
+        counts[FLUSHED] += int(((grad == 0) & (reference != 0) & underflows).sum())
+        if grad.dtype == torch.float16:
+            counts[SUBNORMAL] += int(((magnitude > 0) & (magnitude < FP16_MIN_NORMAL)).sum())
+        counts[OVERFLOW] += int((~torch.isfinite(grad)).sum())
         finite = torch.isfinite(grad)
         difference = torch.where(finite, grad.float() / scale - reference, torch.zeros_like(reference))
         entry["error"][0] += float(difference.pow(2).sum())
@@ -112,16 +114,18 @@ class Census:
             return None
         passes = {}
         for name, entry in self.passes.items():
-            totals = [sum(counts[i] for counts in entry["counts"].values()) for i in range(4)]
-            layers = {layer: {"elements": counts[0], "flushed_share": counts[1] / counts[0],
-                              "subnormal_share": counts[2] / counts[0], "overflow_share": counts[3] / counts[0]}
-                      for layer, counts in entry["counts"].items() if counts[0]}
+            totals = [sum(counts[index] for counts in entry["counts"].values()) for index in range(OVERFLOW + 1)]
+            layers = {layer: {"elements": counts[ELEMENTS], "flushed_share": counts[FLUSHED] / counts[ELEMENTS],
+                              "subnormal_share": counts[SUBNORMAL] / counts[ELEMENTS],
+                              "overflow_share": counts[OVERFLOW] / counts[ELEMENTS]}
+                      for layer, counts in entry["counts"].items() if counts[ELEMENTS]}
             worst = max(layers, key=lambda layer: layers[layer]["flushed_share"]) if layers else None
+            elements = totals[ELEMENTS]
             passes[name] = {
-                "scale": entry["scale"], "elements": totals[0],
-                "flushed_share": totals[1] / totals[0] if totals[0] else 0.0,
-                "subnormal_share": totals[2] / totals[0] if totals[0] else 0.0,
-                "overflow_share": totals[3] / totals[0] if totals[0] else 0.0,
+                "scale": entry["scale"], "elements": elements,
+                "flushed_share": totals[FLUSHED] / elements if elements else 0.0,
+                "subnormal_share": totals[SUBNORMAL] / elements if elements else 0.0,
+                "overflow_share": totals[OVERFLOW] / elements if elements else 0.0,
                 "relative_error": math.sqrt(entry["error"][0] / entry["error"][1]) if entry["error"][1] else None,
                 "worst_layer": worst, "worst_flushed_share": layers[worst]["flushed_share"] if worst else None,
                 "layers": layers}

@@ -38,8 +38,8 @@ class Footprint:
             key = (tensor.data_ptr(), tensor.numel(), tensor.dtype)
             if tensor.data_ptr() not in self.parameter_ids and key not in self.seen:
                 self.seen.add(key)
-                kind = self.weight_copies if is_parameter_copy(tensor) else self.saved
-                kind[str(tensor.dtype).replace("torch.", "")] += tensor_bytes(tensor)
+                counter = self.weight_copies if is_parameter_copy(tensor) else self.saved
+                counter[str(tensor.dtype).replace("torch.", "")] += tensor_bytes(tensor)
             return tensor
 
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):

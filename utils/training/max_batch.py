@@ -23,22 +23,21 @@ LARGEST_TRY = 1 << 20  # a million images a step: beyond any GPU today
 def largest_batch(fits, start, limit=LARGEST_TRY):
     """The largest batch for which fits(batch) holds, assuming every smaller one fits: doubling
     from `start`, then bisection; 0 when even `start` does not fit."""
-    good, bad, batch = 0, None, start
+    fitted, failed, batch = 0, None, start
     while batch <= limit:
         if not fits(batch):
-            bad = batch
+            failed = batch
             break
-        good, batch = batch, batch * 2
-    if bad is None:
-        return good
-    low = good if good else 0
-    while bad - low > 1:
-        middle = (low + bad) // 2
+        fitted, batch = batch, batch * 2
+    if failed is None:
+        return fitted
+    while failed - fitted > 1:
+        middle = (fitted + failed) // 2
         if fits(middle):
-            low = middle
+            fitted = middle
         else:
-            bad = middle
-    return low
+            failed = middle
+    return fitted
 
 
 def fits_on_gpu(initial_model, mode, config, device):

@@ -1,5 +1,5 @@
-"""--numerics: the gradient census (why FP16 needs loss scaling), the memory of a step, and the
-loss scale over time."""
+"""--numerics: the gradient census (why FP16 needs loss scaling), the memory of a step, the
+loss scale over time, and float16's limits."""
 import json
 
 import pytest
@@ -7,10 +7,11 @@ import torch
 from torch import nn
 
 import models
-from conftest import assert_user_error, run_cli, run_main
+from conftest import run_cli
 from utils.config import RunConfig
 from utils.data.dataset import synthetic
-from utils.explain.numerics import Census
+from utils.numerics.census import Census
+from utils.numerics.fp16 import FLOAT16, FP16_MAX, FP16_MIN_NORMAL, FP16_MIN_SUBNORMAL
 from utils.results.compare import scale_drops, scaler_skips
 from utils.training import distributed
 from utils.training.loop import MicroBatches
@@ -51,6 +52,12 @@ def census_of(mode, model_name="squeezenet1_1", stem="cifar", criterion=None, tr
     assert all(torch.equal(before[name], after[name]) for name in before)  # batch-norm statistics restored
     assert all(param.grad is None for param in trainer.model.parameters())
     return dict(census.result(), memory=census.footprint)
+
+
+def test_float16s_limits_are_numpys():
+    assert (FP16_MAX, FP16_MIN_NORMAL, FP16_MIN_SUBNORMAL) == (65504.0, 2.0 ** -14, 2.0 ** -24)
+    assert FP16_MIN_NORMAL * float(FLOAT16.eps) == FP16_MIN_SUBNORMAL  # the subnormal before numpy 1.22 names it
+    assert (FP16_MAX, FP16_MIN_NORMAL) == (torch.finfo(torch.float16).max, torch.finfo(torch.float16).tiny)
 
 
 def test_tiny_gradients_flush_to_zero_without_a_scale_and_not_with_gradscalers():
@@ -111,21 +118,3 @@ def test_numerics_from_the_command_line(tmp_path):
     from matplotlib import image
     assert image.imread(str(picture)).shape[0] == 1980  # four rows: loss scale, histogram and memory added
 
-
-def test_the_largest_batch_is_found_by_doubling_then_bisection():
-    from utils.explain.max_batch import largest_batch
-
-    tried = []
-
-    def fits(batch):
-        tried.append(batch)
-        return batch <= 300
-
-    assert largest_batch(fits, 32) == 300
-    assert tried[:5] == [32, 64, 128, 256, 512] and len(tried) <= 5 + 9  # bisection of 256..512
-    assert largest_batch(lambda batch: batch <= 20, 32) == 20  # below the start: bisection from 0
-    assert largest_batch(lambda batch: True, 32, limit=100) == 64
-
-
-def test_max_batch_needs_a_gpu():
-    assert_user_error(run_main("--max-batch", "-n", "2", "--data", "synthetic"), "--max-batch", "add -p/--gpu")
