@@ -10,7 +10,7 @@ from typing import List, Optional
 
 import torch
 
-import models
+from models import factory, families
 from utils import compat
 from utils.data import cifar10, dataset
 from utils.config import no_test_images
@@ -127,9 +127,9 @@ def run(config, stop):
 
 
 def list_models():
-    names = models.model_names()
-    print("\n".join(name for name in names if models.refusal_at_32(name) is None))
-    left_out = [f"{name} ({models.refusal_at_32(name)})" for name in names if models.refusal_at_32(name)]
+    names = factory.model_names()
+    print("\n".join(name for name in names if families.refusal_at_32(name) is None))
+    left_out = [f"{name} ({families.refusal_at_32(name)})" for name in names if families.refusal_at_32(name)]
     print(f"{len(names) - len(left_out)} models; {len(left_out)} more in torchvision cannot take 32x32 CIFAR-10 "
           f"images: {', '.join(left_out)}.", file=sys.stderr)
     return 0
@@ -170,7 +170,7 @@ def prepare(config, context):
                            + (f", {len(data.test_images)} test images" if data.test_images is not None else "")
                            + f", on {context.device}")
     size = context.world.size
-    config = config.for_dataset(len(data.train_images), size).with_recipe(models.has_batch_norm(model), size)
+    config = config.for_dataset(len(data.train_images), size).with_recipe(factory.has_batch_norm(model), size)
     if config.short_run_note():
         warn(config.short_run_note(), "note")
     if saved is not None:
@@ -207,7 +207,7 @@ def check_resume(saved, config, setup, evaluates):
 def seeded_model(config):
     """The model's initial weights for config.seed: every mode of that seed copies them."""
     torch.manual_seed(config.seed)
-    return models.build_model(config.model, config.stem, config.dropout, config.batch_size)
+    return factory.build_model(config.model, config.stem, config.dropout, config.batch_size)
 
 
 def run_all(config, context, model, data, saved):

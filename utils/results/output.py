@@ -8,6 +8,7 @@ import os
 import statistics
 import textwrap
 
+from models.families import uses_resnet_stem
 from utils.errors import UserError, WriteFailed
 from utils import fileio
 from utils.fileio import atomic_write
@@ -17,7 +18,7 @@ from utils.measure.step_stats import OUTLIER_FACTOR
 from utils.results import strict
 from utils.results.compare import CHANCE_LOSS, SPREAD_WARNING_PCT
 from utils.results.record import SCHEMA, baseline_of, margin_of, setup_of
-from utils.setup_keys import RESNET_FAMILY, SETUP_KEYS
+from utils.setup_keys import SETUP_KEYS
 from utils.training.modes import DEFAULT_BASELINE, REFERENCE
 # The columns a reader filters on first (the setup), then the figures; run_id tells rows apart,
 # so that appending the same runs again (a merge repeated) adds nothing.
@@ -78,7 +79,7 @@ def describe(setup, env):
               f"loader torchvision ({setup.get('workers')} workers)" if setup.get("loader") == "torchvision" else None,
               "AdamW" if setup.get("optimizer") == "adamw" else None]
     levers = "".join(f", {lever}" for lever in levers if lever)
-    stem = f" (stem {setup['stem']})" if setup["model"].startswith(RESNET_FAMILY) else ""
+    stem = f" (stem {setup['stem']})" if uses_resnet_stem(setup["model"]) else ""
     tf32 = " | TF32 off except in mode tf32" if env.get("device_type") == "cuda" else ""
     return (f"{setup['model']}{stem}, {batch}{levers}, {setup['steps']} steps ({setup['warmup']} warm-up), "
             f"data {setup['data']} | {setup['device']} | torch {env['torch']}{tf32}")
