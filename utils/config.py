@@ -17,7 +17,7 @@ from models import families
 from utils.errors import UserError
 from utils.results.accuracy import DEFAULT_MARGIN_POINTS
 from utils.setup_keys import GRAD_COMM
-from utils.training.modes import DEFAULT_BASELINE
+from utils.training.modes import BASELINES
 
 DEFAULT_STEPS = 200
 # Every family's recipe (models/families.py) starts with a linear warm-up over this share of the
@@ -186,7 +186,7 @@ class RunConfig:
                          numerics_every=config.numerics_every or NUMERICS_EVERY)
         config.check()
         config = replace(config, loss_scale=config.loss_scale or DEFAULT_LOSS_SCALE,
-                         baseline=config.baseline or DEFAULT_BASELINE)
+                         baseline=config.baseline or BASELINES["default"])
         if config.epochs is None:
             config = config.with_steps(config.steps or DEFAULT_STEPS)
         return config
