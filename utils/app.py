@@ -15,7 +15,7 @@ from utils import compat
 from utils.data import cifar10, dataset
 from utils.config import no_test_images
 from utils.errors import UserError, WriteFailed
-from utils.explain import diagnose, max_batch, numerics, profiler
+from utils.explain import max_batch, numerics, profiler
 from utils import fileio
 from utils.fileio import ensure_writable
 from utils.measure import envinfo, flops, memory
@@ -145,10 +145,9 @@ def prepare(config, context):
     """Everything checked before the first step: the modes on this device, the outputs, the
     checkpoint to resume; then the model, the data and the config they complete."""
     for mode in config.precision_modes:
-        if mode.float8:
-            float8.check_supported(mode, context.device, config.fp8_emulate)
-        precision.check_supported(mode, context.device)
-        check_fast_enough(mode, config, context.device)
+        slow = precision.check_supported(mode, context.device, config.fp8_emulate, config.allow_slow_fp16)
+        if slow:
+            warn(f"{slow}.")
     if config.fp8_emulate:
         warn("--fp8-emulate: the fp8 modes compute FP8 in software, much slower than FP8 tensor cores and "
              "slower than bfloat16: their times are NOT FP8 speed; use them to check that fp8 trains, never to "
@@ -177,17 +176,6 @@ def prepare(config, context):
         check_resume(saved, config, checkpoint.resume_setup(data, context.world),
                      not config.no_eval and data.test_images is not None)
     return config, model, data, saved
-
-
-def check_fast_enough(mode, config, device):
-    """Before training: a mode this CPU has no fast arithmetic for gets one line; float16, which
-    turns minutes into hours there, is refused unless --allow-slow-fp16."""
-    slow = diagnose.slow_on_this_cpu(mode.name) if device.type == "cpu" else None
-    if slow and diagnose.low_precision_dtype(mode.name) == "float16" and not config.allow_slow_fp16:
-        raise UserError(f"{slow}; use amp-bf16 (--bf16, or --modes fp32,amp-bf16), a GPU (-p), or add "
-                        "--allow-slow-fp16 to run it anyway.")
-    if slow:
-        warn(f"{slow}.")
 
 
 def check_resume(saved, config, setup, evaluates):
