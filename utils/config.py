@@ -375,7 +375,7 @@ class RunConfig:
             return [modes.MODES[name] for name in (modes.DEFAULT_COMPARE if self.gpu else modes.DEFAULT_COMPARE_CPU)]
         if self.amp:  # dynamic loss scaling for float16, none needed for bfloat16
             return [modes.MODES["amp-bf16" if self.amp_dtype == "bfloat16" else "amp-fp16"]]  # float16 by default
-        return [modes.mode_from_flags(self.fp16, self.bf16, self.loss_scaling, self.tf32)]
+        return [modes.mode_from_flags(fp16=self.fp16, bf16=self.bf16, loss_scaling=self.loss_scaling, tf32=self.tf32)]
 
     @property
     def effective_batch_size(self):

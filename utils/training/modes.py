@@ -121,7 +121,7 @@ def parse_modes(text):
     return [MODES[name] for name in names]
 
 
-def mode_from_flags(fp16, bf16, loss_scaling, tf32):
+def mode_from_flags(*, fp16, bf16, loss_scaling, tf32):
     """The mode the seed flags ask for (--fp16 [-s] / --bf16 / --tf32 / none)."""
     if fp16:
         return MODES["amp-fp16" if loss_scaling else "amp-fp16-noscale"]
