@@ -79,17 +79,15 @@ def device_facts(quick):
     import torch
 
     from utils.errors import UserError
-    from utils.training import float8, precision
+    from utils.training import precision
 
     device = torch.device("cpu" if quick else "cuda")
     if device.type == "cuda" and not torch.cuda.is_available():
         raise SystemExit("gpu_suite.py: no CUDA device is visible; run --quick for the CPU check.")
     refused = {}
     for name in dict.fromkeys(MODES + TRANSFORMER_MODES):
-        try:
-            if modes.MODES[name].float8:  # --quick emulates FP8 on the CPU
-                float8.check_supported(modes.MODES[name], device, emulate=quick)
-            precision.check_supported(modes.MODES[name], device)
+        try:  # --quick emulates FP8 on the CPU, and runs float16 there with --allow-slow-fp16
+            precision.check_supported(modes.MODES[name], device, fp8_emulate=quick, allow_slow_fp16=quick)
         except UserError as error:  # the sentence says why
             refused[name] = str(error)
     if device.type == "cuda":

@@ -40,7 +40,7 @@ def batches_per_second(loader, batches, device, rounds=5):
 
 
 def amp_step_ms(model_name, data, batch_size, device):
-    import models
+    from models import factory
     from utils.app import run_mode
     from utils.config import RunConfig
     from utils.training import modes
@@ -48,7 +48,7 @@ def amp_step_ms(model_name, data, batch_size, device):
 
     config = RunConfig.build(steps=60, batch_size=batch_size, lr=0.01, channels_last=True, no_progress=True,
                              no_eval=True)
-    result = run_mode(models.build_model(model_name), modes.MODES["amp-fp16"], data, config, RunContext(device)).record
+    result = run_mode(factory.build_model(model_name), modes.MODES["amp-fp16"], data, config, RunContext(device)).record
     return result.step_time_ms["median"]
 
 

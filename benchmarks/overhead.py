@@ -39,7 +39,7 @@ def bare_loop(initial_model, data, mode, config, device):
     model = copy.deepcopy(initial_model).to(device)
     params, scaler = precision.prepare_model(model, mode, device, config.loss_scale)
     optimizer, _ = make_optimizer(params, config.lr, config.momentum, config.weight_decay, config.nesterov,
-                                  config.optimizer_impl, config.optimizer, no_decay_flags(model))
+                                  config.optimizer_impl, config.optimizer, no_decay_flags(model, config.model))
     scheduler = make_scheduler(optimizer, config.lr_schedule, config.steps, config.warmup_lr_steps)
     loader = make_train_loader(config.loader, data.train_images, data.train_labels, config.batch_size, device,
                                config.seed, config.workers, config.channels_last)
@@ -87,7 +87,7 @@ def main():
     import numpy as np
     import torch
 
-    import models
+    from models import factory
     from utils.app import pick_device, seeded_model
     from utils.config import RunConfig
     from utils.data.dataset import synthetic
@@ -100,7 +100,7 @@ def main():
                              batch_size=options.batch_size, no_progress=True, no_eval=True,
                              optimizer_impl=options.optimizer_impl, gpu=options.gpu)
     model = seeded_model(config)
-    config = config.with_recipe(models.has_batch_norm(model), 1)
+    config = config.with_recipe(factory.has_batch_norm(model), 1)
 
     times = {"ampbench": [], "bare": []}
     loops = {"ampbench": ampbench_loop, "bare": bare_loop}

@@ -7,13 +7,10 @@ vit_t4 is the Tiny width with 4x4 patches.
 """
 from torchvision.models.vision_transformer import VisionTransformer
 
+from models.families import CIFAR_VITS
+
 IMAGE_SIZE = 32
 PATCH_SIZE = 4
-# name -> (hidden width, layers, heads, MLP width)
-CIFAR_VITS = {
-    "vit_t4": (192, 12, 3, 768),
-    "vit_s4": (384, 12, 6, 1536),
-}
 
 
 def build_cifar_vit(name, num_classes, dropout=None):

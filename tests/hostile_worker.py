@@ -31,7 +31,7 @@ def check_batch(path):
 def checkpoint_checker():
     """load, check_compatible, restore into a fresh trainer of the run that the genuine
     checkpoint came from, and one training step: what a --resume does."""
-    import models
+    from models import factory
     from utils.config import RunConfig
     from utils.data import dataset
     from utils.training import checkpoint, distributed
@@ -39,9 +39,9 @@ def checkpoint_checker():
     from utils.training.step import train_step
     cpu = torch.device("cpu")
     config = RunConfig.build(model="squeezenet1_1", batch_size=4, steps=6, warmup=1, data="synthetic")
-    model = models.build_model(config.model, config.stem)
+    model = factory.build_model(config.model, config.stem)
     data, _ = dataset.load("synthetic", ".", False, False, cpu, config.seed)
-    config = config.for_dataset(len(data.train_images), 1).with_recipe(models.has_batch_norm(model), 1)
+    config = config.for_dataset(len(data.train_images), 1).with_recipe(factory.has_batch_norm(model), 1)
     mode = config.precision_modes[0]
     setup = checkpoint.resume_setup(data, distributed.World())
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-import models
+from models import factory
 from conftest import ROOT, assert_user_error, run_cli
 from utils import compat
 from utils.errors import UserError
@@ -68,7 +68,7 @@ FLOP_MODELS = ["resnet18", "resnet50", "resnext50_32x4d", "mobilenet_v2", "vgg11
 @pytest.mark.skipif(not compat.has_flop_counter(), reason="torch.utils.flop_counter arrived in torch 2.1")
 @pytest.mark.parametrize("name", FLOP_MODELS)
 def test_layer_flop_count_agrees_with_the_flop_counter(name):
-    model = models.build_model(name)
+    model = factory.build_model(name)
     counted, by_layers = flops.training_flops_per_step(model, 32), flops.layer_flops_per_step(model, 32)
     assert by_layers == pytest.approx(counted, rel=0.01)
 
@@ -85,7 +85,7 @@ def test_a_grouped_convolution_counts_its_weight_gradient_once():
 def test_without_the_flop_counter_the_count_is_by_layers_and_recorded(monkeypatch):
     monkeypatch.setattr(compat, "has_flop_counter", lambda: False)
     monkeypatch.setattr(compat, "_degraded", {})
-    model = models.build_model("resnet18")
+    model = factory.build_model("resnet18")
     assert flops.training_flops_per_step(model, 8) == flops.layer_flops_per_step(model, 8)
     assert "torch.utils.flop_counter" in compat.degraded()["flops"]
 
@@ -101,7 +101,7 @@ def test_without_fused_sgd_the_foreach_sgd_runs_and_is_recorded(monkeypatch):
 def test_checkpoints_are_read_without_running_code_before_weights_only(tmp_path, monkeypatch):
     monkeypatch.setattr(compat, "has_weights_only_load", lambda: False)
     monkeypatch.setattr(compat, "_degraded", {})
-    model = models.build_model("squeezenet1_1")
+    model = factory.build_model("squeezenet1_1")
     state = {"format": checkpoint.FORMAT, "model": model.state_dict(), "step": 3,
              "optimizer": make_optimizer(list(model.parameters()), 0.1)[0].state_dict(),
              "rng": {"torch": torch.get_rng_state()}, "stats": {"step_ms": [1.5], "note": None}}
@@ -123,12 +123,12 @@ def test_checkpoints_are_read_without_running_code_before_weights_only(tmp_path,
 
 
 def test_models_are_listed_without_torchvisions_registry(monkeypatch):
-    registry = models.model_names()
+    registry = factory.model_names()
     monkeypatch.setattr(compat, "has_model_registry", lambda: False)
-    listed = models.model_names()
+    listed = factory.model_names()
     assert {"resnet18", "resnet50", "vgg11", "mobilenet_v2"} <= set(listed)
     assert set(registry) <= set(listed), "no model is lost (newer torchvision also lists its registry helpers)"
-    assert models.build_model("resnet18").fc.out_features == 10
+    assert factory.build_model("resnet18").fc.out_features == 10
 
 
 def test_a_torch_older_than_the_minimum_exits_2_naming_both():

@@ -2,12 +2,12 @@ import pytest
 import torch
 from torch import nn
 
-import models
+from models import factory, families
 from utils.errors import UserError
 
 
 def test_cifar_stem_changes_only_the_resnet_stem():
-    cifar, imagenet = models.build_model("resnet18", "cifar"), models.build_model("resnet18", "imagenet")
+    cifar, imagenet = factory.build_model("resnet18", "cifar"), factory.build_model("resnet18", "imagenet")
     assert (cifar.conv1.kernel_size, cifar.conv1.stride, cifar.conv1.padding) == ((3, 3), (1, 1), (1, 1))
     assert cifar.conv1.bias is None and isinstance(cifar.maxpool, nn.Identity)
     assert (imagenet.conv1.kernel_size, imagenet.conv1.stride) == ((7, 7), (2, 2))
@@ -17,7 +17,7 @@ def test_cifar_stem_changes_only_the_resnet_stem():
 
 @pytest.mark.parametrize("name", ["resnet18", "resnext50_32x4d", "wide_resnet50_2"])
 def test_resnet_family_keeps_32x32_resolution_into_layer1(name):
-    model = models.build_model(name, "cifar").eval()
+    model = factory.build_model(name, "cifar").eval()
     with torch.no_grad():
         stem = model.maxpool(model.relu(model.bn1(model.conv1(torch.zeros(1, 3, 32, 32)))))
     assert stem.shape[-2:] == (32, 32)
@@ -25,27 +25,27 @@ def test_resnet_family_keeps_32x32_resolution_into_layer1(name):
 
 @pytest.mark.parametrize("name", ["resnet18", "mobilenet_v3_small", "googlenet", "squeezenet1_1"])
 def test_models_have_ten_outputs_and_train_mode(name):
-    model = models.build_model(name)
+    model = factory.build_model(name)
     assert model.training
     assert model(torch.randn(2, 3, 32, 32)).shape == (2, 10)
 
 
 def test_other_families_keep_their_stem():
-    a, b = models.build_model("mobilenet_v3_small", "cifar"), models.build_model("mobilenet_v3_small", "imagenet")
+    a, b = factory.build_model("mobilenet_v3_small", "cifar"), factory.build_model("mobilenet_v3_small", "imagenet")
     assert str(a) == str(b)
 
 
 def test_unknown_and_unusable_models_are_user_errors():
     with pytest.raises(UserError, match="did you mean resnet50"):
-        models.build_model("resnet51")
+        factory.build_model("resnet51")
     with pytest.raises(UserError, match="--list-models"):
-        models.build_model("definitely-not-a-model")
+        factory.build_model("definitely-not-a-model")
     with pytest.raises(UserError, match="cannot take 32x32"):
-        models.build_model("alexnet")
+        factory.build_model("alexnet")
 
 
 def test_model_names_are_classification_models():
-    names = models.model_names()
+    names = factory.model_names()
     assert "resnet50" in names and "fasterrcnn_resnet50_fpn" not in names and names == sorted(names)
 
 
@@ -53,27 +53,27 @@ def test_model_names_are_classification_models():
 def test_list_models_offers_exactly_the_models_that_take_32x32_images():
     """Every torchvision model is built; those --list-models leaves out
     are refused, and the others build and take a 32x32 batch (four minutes on 2 cores)."""
-    for name in models.model_names():
-        if models.refusal_at_32(name):
+    for name in factory.model_names():
+        if families.refusal_at_32(name):
             with pytest.raises(UserError, match="cannot take 32x32"):
-                models.build_model(name)
+                factory.build_model(name)
         else:
-            models.build_model(name)  # raises UserError if the image size does not fit
+            factory.build_model(name)  # raises UserError if the image size does not fit
 
 
 def test_cifar_vits_are_torchvision_vits_at_32x32_with_their_widths():
     from torchvision.models.vision_transformer import VisionTransformer
 
     for name, width, heads in (("vit_t4", 192, 3), ("vit_s4", 384, 6)):
-        model = models.build_model(name)
+        model = factory.build_model(name)
         assert isinstance(model, VisionTransformer)
         assert (model.image_size, model.patch_size, model.hidden_dim) == (32, 4, width)
         assert len(model.encoder.layers) == 12 and model.encoder.layers[0].self_attention.num_heads == heads
         assert model(torch.randn(2, 3, 32, 32)).shape == (2, 10)
-    assert "vit_t4" in models.model_names() and models.refusal_at_32("vit_t4") is None
+    assert "vit_t4" in factory.model_names() and families.refusal_at_32("vit_t4") is None
 
 
 def test_torchvisions_vits_are_refused_naming_the_cifar_ones():
-    assert "vit_t4 and vit_s4" in models.refusal_at_32("vit_b_16")
+    assert "vit_t4 and vit_s4" in families.refusal_at_32("vit_b_16")
     with pytest.raises(UserError, match="cannot take 32x32"):
-        models.build_model("vit_b_16")
+        factory.build_model("vit_b_16")

@@ -10,12 +10,12 @@ from typing import List, Optional
 
 import torch
 
-import models
+from models import factory, families
 from utils import compat
 from utils.data import cifar10, dataset
 from utils.config import no_test_images
 from utils.errors import UserError, WriteFailed
-from utils.explain import diagnose, profiler
+from utils.explain import profiler
 from utils import fileio
 from utils.fileio import ensure_writable
 from utils.measure import envinfo, flops, memory
@@ -128,9 +128,9 @@ def run(config, stop):
 
 
 def list_models():
-    names = models.model_names()
-    print("\n".join(name for name in names if models.refusal_at_32(name) is None))
-    left_out = [f"{name} ({models.refusal_at_32(name)})" for name in names if models.refusal_at_32(name)]
+    names = factory.model_names()
+    print("\n".join(name for name in names if families.refusal_at_32(name) is None))
+    left_out = [f"{name} ({families.refusal_at_32(name)})" for name in names if families.refusal_at_32(name)]
     print(f"{len(names) - len(left_out)} models; {len(left_out)} more in torchvision cannot take 32x32 CIFAR-10 "
           f"images: {', '.join(left_out)}.", file=sys.stderr)
     return 0
@@ -146,10 +146,9 @@ def prepare(config, context):
     """Everything checked before the first step: the modes on this device, the outputs, the
     checkpoint to resume; then the model, the data and the config they complete."""
     for mode in config.precision_modes:
-        if mode.float8:
-            float8.check_supported(mode, context.device, config.fp8_emulate)
-        precision.check_supported(mode, context.device)
-        check_fast_enough(mode, config, context.device)
+        slow = precision.check_supported(mode, context.device, config.fp8_emulate, config.allow_slow_fp16)
+        if slow:
+            warn(f"{slow}.")
     if config.fp8_emulate:
         warn("--fp8-emulate: the fp8 modes compute FP8 in software, much slower than FP8 tensor cores and "
              "slower than bfloat16: their times are NOT FP8 speed; use them to check that fp8 trains, never to "
@@ -171,24 +170,13 @@ def prepare(config, context):
                            + (f", {len(data.test_images)} test images" if data.test_images is not None else "")
                            + f", on {context.device}")
     size = context.world.size
-    config = config.for_dataset(len(data.train_images), size).with_recipe(models.has_batch_norm(model), size)
+    config = config.for_dataset(len(data.train_images), size).with_recipe(factory.has_batch_norm(model), size)
     if config.short_run_note():
         warn(config.short_run_note(), "note")
     if saved is not None:
         check_resume(saved, config, checkpoint.resume_setup(data, context.world),
                      not config.no_eval and data.test_images is not None)
     return config, model, data, saved
-
-
-def check_fast_enough(mode, config, device):
-    """Before training: a mode this CPU has no fast arithmetic for gets one line; float16, which
-    turns minutes into hours there, is refused unless --allow-slow-fp16."""
-    slow = diagnose.slow_on_this_cpu(mode.name) if device.type == "cpu" else None
-    if slow and diagnose.low_precision_dtype(mode.name) == "float16" and not config.allow_slow_fp16:
-        raise UserError(f"{slow}; use amp-bf16 (--bf16, or --modes fp32,amp-bf16), a GPU (-p), or add "
-                        "--allow-slow-fp16 to run it anyway.")
-    if slow:
-        warn(f"{slow}.")
 
 
 def check_resume(saved, config, setup, evaluates):
@@ -208,7 +196,7 @@ def check_resume(saved, config, setup, evaluates):
 def seeded_model(config):
     """The model's initial weights for config.seed: every mode of that seed copies them."""
     torch.manual_seed(config.seed)
-    return models.build_model(config.model, config.stem, config.dropout, config.batch_size)
+    return factory.build_model(config.model, config.stem, config.dropout, config.batch_size)
 
 
 def run_all(config, context, model, data, saved):

@@ -13,35 +13,16 @@ import os
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from typing import Optional
 
+from models import families
 from utils.errors import UserError
 from utils.results.accuracy import DEFAULT_MARGIN_POINTS
 from utils.setup_keys import GRAD_COMM
-from utils.training.modes import DEFAULT_BASELINE
+from utils.training.modes import BASELINES
 
 DEFAULT_STEPS = 200
-# The default recipes, one per model family, tuned so that every model learns within a
-# default-length run; flags override each setting. Convnets: SGD with momentum 0.9 and weight
-# decay 5e-4 at an lr of BASE_LR x global batch / 128 (linear scaling; less for models without
-# batch norm, e.g. squeezenet, which stall at 0.1 and learn at 0.03 to 0.04 on the subset).
-# Transformers, as DeiT (timm) and the CIFAR ViT references train them: AdamW with weight decay
-# 0.05 (none on biases, norms, the class token and the position embedding) and label smoothing
-# 0.1, at an lr of BASE_LR_ADAMW x sqrt(global batch / 128) (1e-3 at batch 128, as the CIFAR
-# references use; Adam's square-root scaling, which keeps 512 at 2e-3 where linear scaling
-# would reach 4e-3). Both: a linear warm-up over 5% of the steps, then cosine decay to zero.
-BASE_LR = 0.1
-BASE_LR_WITHOUT_BATCH_NORM = 0.04
-BASE_LR_ADAMW = 1e-3
-BASE_BATCH = 128
+# Every family's recipe (models/families.py) starts with a linear warm-up over this share of the
+# steps, then follows --lr-schedule (cosine decay to zero by default).
 WARMUP_LR_SHARE = 0.05
-TRANSFORMER_FAMILY = ("vit_", "swin_")  # model names whose family trains with the transformer recipe
-RECIPES = {  # family: (optimizer, label smoothing)
-    "convnet": ("sgd", 0.0),
-    "transformer": ("adamw", 0.1),
-}
-OPTIMIZER_DEFAULTS = {  # optimizer: (momentum, weight decay)
-    "sgd": (0.9, 5e-4),
-    "adamw": (None, 0.05),  # AdamW's betas stay torch's (0.9, 0.999)
-}
 LARGEST_COUNT = 2 ** 31 - 1  # the most steps, images or seconds a flag may ask for
 LARGEST_FLOAT = 3.4028234663852886e38  # float32's largest finite value: torch holds no larger rate or scale
 LARGEST_SEED = 2 ** 63 - 1  # torch.manual_seed's largest
@@ -148,7 +129,7 @@ class RunConfig:
     fp8_emulate: bool = False
     compare: bool = False
     modes: Optional[str] = None
-    baseline: Optional[str] = None  # set by build(): --baseline, or DEFAULT_BASELINE
+    baseline: Optional[str] = None  # set by build(): --baseline, or BASELINES["default"]
     repeats: int = 1
     loss_scale: Optional[float] = None  # set by build(): --loss-scale, or DEFAULT_LOSS_SCALE
     # data
@@ -206,7 +187,7 @@ class RunConfig:
                          numerics_every=config.numerics_every or NUMERICS_EVERY)
         config.check()
         config = replace(config, loss_scale=config.loss_scale or DEFAULT_LOSS_SCALE,
-                         baseline=config.baseline or DEFAULT_BASELINE)
+                         baseline=config.baseline or BASELINES["default"])
         if config.epochs is None:
             config = config.with_steps(config.steps or DEFAULT_STEPS)
         return config
@@ -293,7 +274,7 @@ class RunConfig:
                                          ("--stop-at-target", self.stop_at_target)) if value]
 
     def check_optimizer_flags(self):
-        adamw = self.optimizer == "adamw" or (self.optimizer is None and self.family == "transformer")
+        adamw = (self.optimizer or families.recipe_of(self.model).optimizer) == "adamw"
         if adamw and (self.momentum is not None or self.nesterov):
             flag = "--momentum" if self.momentum is not None else "--nesterov"
             raise UserError(f"{flag} sets SGD's momentum, and {self.model} trains with AdamW here; drop {flag} or "
@@ -365,32 +346,24 @@ class RunConfig:
             return None
         return max(1, round(self.eval_every * self.steps_per_epoch(train_images, ranks)))
 
-    @property
-    def family(self):
-        """The model family whose recipe fills the unset training flags: transformer or convnet."""
-        return "transformer" if self.model.startswith(TRANSFORMER_FAMILY) else "convnet"
-
     def with_recipe(self, batch_norm, world_size):
-        """The config with the model family's recipe where the flags left a setting unset:
-        `batch_norm` says whether the model has batch norms; the lr scales with the global batch."""
-        family = self.family
-        optimizer_default, smoothing = RECIPES[family]
-        optimizer = self.optimizer or optimizer_default
-        momentum, weight_decay = OPTIMIZER_DEFAULTS[optimizer]
+        """The config with the model family's recipe (models/families.py) where the flags left a
+        setting unset: `batch_norm` says whether the model has batch norms; the lr scales with
+        the global batch."""
+        recipe_name = families.family_of(self.model).recipe
+        recipe = families.RECIPES[recipe_name]
+        optimizer = self.optimizer or recipe.optimizer
+        defaults = families.OPTIMIZER_DEFAULTS[optimizer]
         lr = self.lr
         if lr is None:
-            scale = self.global_batch_size(world_size) / BASE_BATCH
-            if optimizer == "adamw":
-                lr = BASE_LR_ADAMW * math.sqrt(scale)
-            else:
-                lr = (BASE_LR if batch_norm else BASE_LR_WITHOUT_BATCH_NORM) * scale
+            lr = defaults.lr(self.global_batch_size(world_size), batch_norm)
         warmup = self.warmup_lr_steps
         if warmup is None:  # one-cycle ramps up by itself (30% of the steps)
             warmup = 0 if self.lr_schedule == "onecycle" else round(WARMUP_LR_SHARE * self.steps)
-        return replace(self, lr=lr, warmup_lr_steps=warmup, optimizer=optimizer, recipe=family,
-                       momentum=momentum if self.momentum is None else self.momentum,
-                       weight_decay=weight_decay if self.weight_decay is None else self.weight_decay,
-                       label_smoothing=smoothing if self.label_smoothing is None else self.label_smoothing)
+        return replace(self, lr=lr, warmup_lr_steps=warmup, optimizer=optimizer, recipe=recipe_name,
+                       momentum=defaults.momentum if self.momentum is None else self.momentum,
+                       weight_decay=defaults.weight_decay if self.weight_decay is None else self.weight_decay,
+                       label_smoothing=recipe.label_smoothing if self.label_smoothing is None else self.label_smoothing)
 
     @property
     def precision_modes(self):
@@ -403,7 +376,7 @@ class RunConfig:
             return [modes.MODES[name] for name in (modes.DEFAULT_COMPARE if self.gpu else modes.DEFAULT_COMPARE_CPU)]
         if self.amp:  # dynamic loss scaling for float16, none needed for bfloat16
             return [modes.MODES["amp-bf16" if self.amp_dtype == "bfloat16" else "amp-fp16"]]  # float16 by default
-        return [modes.mode_from_flags(self.fp16, self.bf16, self.loss_scaling, self.tf32)]
+        return [modes.mode_from_flags(fp16=self.fp16, bf16=self.bf16, loss_scaling=self.loss_scaling, tf32=self.tf32)]
 
     @property
     def effective_batch_size(self):

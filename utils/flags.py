@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
+from models.families import BASE_BATCH, OPTIMIZER_DEFAULTS, RECIPES
 from utils import config
 from utils.setup_keys import DDP_BUCKET_MB, GRAD_COMM
 from utils.training import modes  # the mode table, without torch
@@ -48,6 +49,7 @@ class Flag:
         return {name: value for name, value in settings.items() if value is not None}
 
 
+SGD, ADAMW = OPTIMIZER_DEFAULTS["sgd"], OPTIMIZER_DEFAULTS["adamw"]
 PRECISION_MODES_LINK = "[Precision modes](modes.md#precision-modes)"
 COMPARING_LINK = "[Comparing precisions](modes.md#comparing-precisions---compare)"
 LONG_RUNS_LINK = "[Long runs](long-runs-and-clusters.md#long-runs)"
@@ -55,14 +57,14 @@ LONG_RUNS_LINK = "[Long runs](long-runs-and-clusters.md#long-runs)"
 # In -h's order: the usage line lists them so, each group in the order of its first flag.
 FLAGS = (
     Flag(("--lr",), TRAINING,
-         f"peak learning rate (default: SGD {config.BASE_LR} x global batch / {config.BASE_BATCH}, "
-         f"{config.BASE_LR_WITHOUT_BATCH_NORM} x global batch / {config.BASE_BATCH} for models "
-         f"without batch norm; AdamW {config.BASE_LR_ADAMW:g} x sqrt(global batch / {config.BASE_BATCH}))",
+         f"peak learning rate (default: SGD {SGD.base_lr} x global batch / {BASE_BATCH}, "
+         f"{SGD.base_lr_without_batch_norm} x global batch / {BASE_BATCH} for models "
+         f"without batch norm; AdamW {ADAMW.base_lr:g} x sqrt(global batch / {BASE_BATCH}))",
          doc="{help}; see [the default recipe](#the-default-recipe)"),
     Flag(("--optimizer",), TRAINING,
          "sgd or adamw (default: the model family's recipe: adamw for vision transformers, sgd for the rest)",
          doc="{help}; `--momentum` and `--nesterov` are SGD's and refused with AdamW",
-         choices=tuple(config.OPTIMIZER_DEFAULTS)),
+         choices=tuple(OPTIMIZER_DEFAULTS)),
     Flag(("--steps", "-n"), TRAINING,
          f"optimizer steps to run (default {config.DEFAULT_STEPS}; the ThetaGPU AMP tutorial counted epochs with -n)"),
     Flag(("--epochs",), TRAINING, "train this many epochs instead of --steps (fractions allowed)",
@@ -76,15 +78,15 @@ FLAGS = (
     Flag(("--dropout",), TRAINING, "dropout probability for models that have one (default: the model's own)",
          metavar="P"),
     Flag(("--seed",), TRAINING, "seed for weights, data order and augmentation", doc="{help} (default %(default)s)"),
-    Flag(("--momentum",), TRAINING, f"SGD momentum (default {config.OPTIMIZER_DEFAULTS['sgd'][0]}; not for AdamW)"),
+    Flag(("--momentum",), TRAINING, f"SGD momentum (default {SGD.momentum}; not for AdamW)"),
     Flag(("--weight-decay",), TRAINING,
-         f"weight decay (default: SGD {config.OPTIMIZER_DEFAULTS['sgd'][1]:g}, "
-         f"AdamW {config.OPTIMIZER_DEFAULTS['adamw'][1]:g}, "
+         f"weight decay (default: SGD {SGD.weight_decay:g}, "
+         f"AdamW {ADAMW.weight_decay:g}, "
          "which spares biases, norms, the class token and the position embedding)"),
     Flag(("--nesterov",), TRAINING, "Nesterov momentum", action="store_true"),
     Flag(("--label-smoothing",), TRAINING,
-         f"label smoothing (default: {config.RECIPES['convnet'][1]:g} for convnets, "
-         f"{config.RECIPES['transformer'][1]:g} for vision transformers)"),
+         f"label smoothing (default: {RECIPES['convnet'].label_smoothing:g} for convnets, "
+         f"{RECIPES['transformer'].label_smoothing:g} for vision transformers)"),
     Flag(("--lr-schedule",), TRAINING, "learning-rate schedule over the run (default %(default)s)",
          choices=("constant", "cosine", "onecycle")),
     Flag(("--warmup-lr-steps",), TRAINING,
@@ -162,7 +164,7 @@ FLAGS = (
          metavar="LIST"),
     Flag(("--baseline",), PRECISION,
          "the mode the speedups, memory ratios, accuracy differences and verdicts compare with "
-         f"(default {modes.DEFAULT_BASELINE}; when given, one of the modes run)",
+         f"(default {modes.BASELINES['default']}; when given, one of the modes run)",
          doc="{help}: one that is not exits 2 before training; the intervals compare with it too, `--explain`'s "
          "categories stay against fp32; recorded as `config.baseline`", metavar="MODE"),
     Flag(("--repeats",), PRECISION,

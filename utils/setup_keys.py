@@ -14,8 +14,6 @@ SETUP_KEYS = {  # config field: its type in a results file or a checkpoint
 # The settings that change the accuracy verdict, not the step times: a merge never pools runs
 # asked different accuracy questions (utils/results/record.py's setup_of); each is a CSV column.
 ACCURACY_KEYS = ("target_accuracy", "accuracy_margin", "eval_every")
-# The models whose --stem applies (their `conv1` and `maxpool`); the table shows it only for them.
-RESNET_FAMILY = ("resnet", "resnext", "wide_resnet")
 # What a resume refuses to change, checked in every checkpoint's config (steps may grow).
 RESUME_KEYS = ("model", "stem", "batch_size", "accum_steps", "lr_schedule", "loader")
 # Also refused when changed, for checkpoints that hold them (earlier releases' lack some): every

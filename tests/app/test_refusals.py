@@ -80,8 +80,8 @@ def test_an_existing_csv_that_is_not_text_is_refused_before_training(content, tm
     ([], [], "quiet"),
 ])
 def test_a_mode_this_cpu_cannot_run_fast_is_named_before_training(flags, argv, outcome, monkeypatch):
-    from utils.explain import diagnose
-    monkeypatch.setattr(diagnose, "cpu_flags", lambda: flags)
+    from utils.training import cpu_arithmetic
+    monkeypatch.setattr(cpu_arithmetic, "cpu_flags", lambda: flags)
     result = run_main(*TINY, "-b", "4", "-n", "2", *argv)
     slow = "this CPU has no fast"
     if outcome == "refused":

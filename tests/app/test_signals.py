@@ -37,8 +37,8 @@ def signal_in(monkeypatch, phase, number):
     if phase == "startup":
         before(compat, "check_versions")
     elif phase == "model build":
-        import models
-        before(models, "build_model")
+        from models import factory
+        before(factory, "build_model")
     elif phase == "data load":
         before(dataset, "load")
     elif phase == "writing results":

@@ -7,7 +7,7 @@ import types
 import pytest
 import torch
 
-import models
+from models import factory
 from conftest import ROOT, run_cli, run_main
 from utils.config import RunConfig
 from utils.data.dataset import synthetic
@@ -61,7 +61,7 @@ def test_core_names_and_one_table():
 
 def trainer_for(model_name, mode, stem="cifar", batch=16):
     torch.manual_seed(0)
-    model = models.build_model(model_name, stem, None, batch)
+    model = factory.build_model(model_name, stem, None, batch)
     config = RunConfig.build(steps=10, warmup=1, batch_size=batch, no_progress=True).with_recipe(True, 1)
     return build_trainer(model, MODES[mode], synthetic(CPU, seed=0), config, CPU, distributed.World()), config
 
@@ -148,7 +148,7 @@ def test_the_rules_fire_at_their_thresholds_and_not_below():
 
 
 def test_tensor_core_shapes_are_named_from_the_model():
-    model = models.build_model("resnet18", "cifar", None, 12)
+    model = factory.build_model("resnet18", "cifar", None, 12)
     assert diagnose.unaligned_layers(model, 12) == ["the batch (12)", "conv1 (3->64)", "fc (512->10)"]
     assert diagnose.unaligned_layers(model, 16) == ["conv1 (3->64)", "fc (512->10)"]
 

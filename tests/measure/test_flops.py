@@ -1,13 +1,13 @@
 """FLOPs per training step, and TFLOP/s and MFU against the dense peak of known GPUs."""
 import pytest
 
-import models
+from models import factory
 from utils.measure import flops
 from utils.training import modes
 
 
 def test_flops_are_counted_per_step_and_scale_with_batch():
-    model = models.build_model("resnet18", "cifar")
+    model = factory.build_model("resnet18", "cifar")
     per_8, per_16 = flops.training_flops_per_step(model, 8), flops.training_flops_per_step(model, 16)
     assert per_16 == 2 * per_8
     assert 3.0e9 < per_8 / 8 < 3.7e9  # about 3x the 1.1 GFLOP forward pass of a CIFAR resnet18

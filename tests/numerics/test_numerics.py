@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-import models
+from models import factory
 from conftest import run_cli
 from utils.config import RunConfig
 from utils.data.dataset import synthetic
@@ -24,7 +24,7 @@ CPU = torch.device("cpu")
 
 def trainer_for(model_name, mode, stem="cifar", batch=8):
     torch.manual_seed(0)
-    model = models.build_model(model_name, stem, None, batch)
+    model = factory.build_model(model_name, stem, None, batch)
     config = RunConfig.build(steps=10, warmup=1, batch_size=batch, no_progress=True).with_recipe(True, 1)
     return build_trainer(model, MODES[mode], synthetic(CPU, seed=0), config, CPU, distributed.World())
 

@@ -17,7 +17,7 @@ from utils import compat
 from utils.errors import UserError
 from utils.explain.categories import category_of
 from utils.explain.diagnose import fp8_slower
-from utils.training import float8
+from utils.training import float8, precision
 from utils.training.modes import MODES
 
 torchao = pytest.importorskip("torchao.float8", reason="torchao is optional: pip install -r requirements-fp8.txt")
@@ -131,13 +131,13 @@ def test_a_convnet_is_refused_fp8():
 def test_an_old_torch_is_refused_fp8_with_one_sentence(monkeypatch, release):
     monkeypatch.setattr(compat, "torch_release", lambda: release)
     with pytest.raises(UserError, match="mode fp8 needs torch 2.11 or newer for torchao's float8 training"):
-        float8.check_supported(MODES["fp8"], CPU, emulate=True)
+        precision.check_supported(MODES["fp8"], CPU, fp8_emulate=True)
 
 
 def test_a_missing_torchao_names_the_install_command(monkeypatch):
     monkeypatch.setitem(sys.modules, "torchao.float8", None)
     with pytest.raises(UserError, match="pip install --no-deps -r requirements-fp8.txt"):
-        float8.check_supported(MODES["fp8"], CPU, emulate=True)
+        precision.check_supported(MODES["fp8"], CPU, fp8_emulate=True)
 
 
 @pytest.mark.parametrize("capability, refused", [((8, 0), True), ((8, 9), False), ((9, 0), False)])
@@ -145,9 +145,9 @@ def test_a_gpu_below_compute_capability_8_9_is_refused(monkeypatch, capability, 
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
     if refused:
         with pytest.raises(UserError, match="needs FP8 tensor cores .compute capability 8.9.*this GPU has 8.0"):
-            float8.check_supported(MODES["fp8"], torch.device("cuda"), emulate=False)
+            precision.check_supported(MODES["fp8"], torch.device("cuda"))
     else:
-        float8.check_supported(MODES["fp8"], torch.device("cuda"), emulate=False)
+        precision.check_supported(MODES["fp8"], torch.device("cuda"))
 
 
 def test_the_float8_work_is_a_category_of_its_own():

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-import models
+from models import factory
 from utils.measure.envinfo import tf32_flags
 from utils.training import modes, precision
 from utils.training.step import make_optimizer, train_step
@@ -26,11 +26,11 @@ def test_autocast_runs_conv_and_linear_in_the_low_dtype_and_loss_in_fp32(name, d
 
 
 def test_flags_map_to_modes():
-    assert modes.mode_from_flags(True, False, True, False).name == "amp-fp16"
-    assert modes.mode_from_flags(True, False, False, False).name == "amp-fp16-noscale"
-    assert modes.mode_from_flags(False, True, False, False).name == "amp-bf16"
-    assert modes.mode_from_flags(False, False, False, True).name == "tf32"
-    assert modes.mode_from_flags(False, False, False, False).name == "fp32"
+    assert modes.mode_from_flags(fp16=True, bf16=False, loss_scaling=True, tf32=False).name == "amp-fp16"
+    assert modes.mode_from_flags(fp16=True, bf16=False, loss_scaling=False, tf32=False).name == "amp-fp16-noscale"
+    assert modes.mode_from_flags(fp16=False, bf16=True, loss_scaling=False, tf32=False).name == "amp-bf16"
+    assert modes.mode_from_flags(fp16=False, bf16=False, loss_scaling=False, tf32=True).name == "tf32"
+    assert modes.mode_from_flags(fp16=False, bf16=False, loss_scaling=False, tf32=False).name == "fp32"
 
 
 def test_fp32_switches_tf32_off_explicitly():
@@ -89,7 +89,7 @@ def test_fp32_step_changes_weights():
 
 def test_fp16_master_keeps_fp32_masters_and_batchnorm_and_updates_weights():
     mode = modes.MODES["fp16-master"]
-    model = models.build_model("resnet18", "imagenet")
+    model = factory.build_model("resnet18", "imagenet")
     params, scaler = precision.prepare_model(model, mode, torch.device("cpu"), 128)
     assert model.conv1.weight.dtype == torch.float16 and model.fc.weight.dtype == torch.float16
     assert model.bn1.weight.dtype == torch.float32 and model.bn1.running_mean.dtype == torch.float32

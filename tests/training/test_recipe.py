@@ -4,8 +4,9 @@ import json
 
 import pytest
 import torch
+from torch import nn
 
-import models
+from models import factory, families
 from conftest import assert_user_error, run_main
 from utils.config import RunConfig
 from utils.training.step import make_optimizer, no_decay_flags
@@ -54,18 +55,40 @@ def test_sgd_settings_with_adamw_are_refused(argv, phrase):
     assert_user_error(run_main(*TINY, *argv), phrase)
 
 
+def test_a_family_added_to_the_table_alone_trains_and_builds_as_its_row_says(monkeypatch):
+    """Adding a family touches models/families.py alone: a made-up family with a recipe of its
+    own gets that recipe's optimizer, label smoothing and lr rule, its parameters spared weight
+    decay, the --stem rule and its refusal at 32x32 from its rows, and nothing else."""
+    monkeypatch.setitem(families.RECIPES, "mixer", families.Recipe("adamw", 0.2))
+    monkeypatch.setitem(families.FAMILIES, "toymixer", families.Family(
+        "mixer", prefixes=("toymixer_",), no_decay=("token_bias",), resnet_stem=True,
+        refused_at_32="its tokens need 64x64 images"))
+    config = recipe(model="toymixer_s", world_size=4)
+    assert (config.recipe, config.optimizer, config.lr, config.momentum, config.weight_decay,
+            config.label_smoothing) == ("mixer", "adamw", pytest.approx(2e-3), None, 0.05, 0.2)  # sqrt(512 / 128)
+    model = nn.Module()
+    model.token_bias, model.proj = nn.Parameter(torch.zeros(4, 4)), nn.Linear(4, 4)
+    assert dict(zip([name for name, _ in model.named_parameters()], no_decay_flags(model, "toymixer_s"))) == {
+        "token_bias": True, "proj.weight": False, "proj.bias": True}
+    assert no_decay_flags(model, "resnet18") == [False, False, True]
+    assert families.uses_resnet_stem("toymixer_s") and families.refusal_at_32("toymixer_s") == (
+        "its tokens need 64x64 images")
+    assert_user_error(run_main(*TINY, "-m", "toymixer_s", "--momentum", "0.8"),
+                      "--momentum sets SGD's momentum, and toymixer_s trains with AdamW here")
+
+
 def test_adamw_spares_biases_norms_the_class_token_and_the_position_embedding():
     """vit_t4 by hand: per block of 12, four matrices decay (QKV in, attention out, two MLP
     layers); besides, the patch projection and the head; nothing else."""
-    model = models.build_model("vit_t4")
+    model = factory.build_model("vit_t4")
     names = [name for name, param in model.named_parameters() if param.requires_grad]
-    decayed = {name for name, spared in zip(names, no_decay_flags(model)) if not spared}
+    decayed = {name for name, spared in zip(names, no_decay_flags(model, "vit_t4")) if not spared}
     per_block = {f"encoder.layers.encoder_layer_{i}.{part}" for i in range(12) for part in (
         "self_attention.in_proj_weight", "self_attention.out_proj.weight", "mlp.0.weight", "mlp.3.weight")}
     assert decayed == per_block | {"conv_proj.weight", "heads.head.weight"}
     assert "class_token" in names and "encoder.pos_embedding" in names
     optimizer, _ = make_optimizer(list(model.parameters()), 1e-3, None, 0.05, impl="foreach", kind="adamw",
-                                  no_decay=no_decay_flags(model))
+                                  no_decay=no_decay_flags(model, "vit_t4"))
     assert isinstance(optimizer, torch.optim.AdamW)
     assert [(len(group["params"]), group["weight_decay"]) for group in optimizer.param_groups] == [
         (50, 0.05), (len(names) - 50, 0.0)]

@@ -4,7 +4,7 @@ import json
 import pytest
 import torch
 
-import models
+from models import factory
 from conftest import assert_user_error, run_cli, run_main
 from utils import compat
 from utils.app import run_mode
@@ -69,7 +69,7 @@ def test_epochs_count_global_batches_across_ranks():
 
 def test_channels_last_reaches_the_model_and_its_inputs():
     seen = []
-    model = models.build_model("resnet18", "imagenet")
+    model = factory.build_model("resnet18", "imagenet")
     model.register_forward_pre_hook(lambda module, inputs: seen.append(
         (inputs[0].is_contiguous(memory_format=torch.channels_last),
          module.conv1.weight.is_contiguous(memory_format=torch.channels_last))))

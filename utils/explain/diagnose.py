@@ -7,6 +7,7 @@ shows are kept with that run (runs[].profile.diagnosis); those that need the fp3
 comparison's (comparison[mode].diagnosis).
 """
 from utils.explain.categories import DATA_LABEL, MEMORY_BOUND, NAMES, SCALER_LABEL, TENSOR_CORE_WORK
+from utils.training.cpu_arithmetic import FAST_CPU_FLAGS
 from utils.training.modes import LOW_FP8_SHARE, MODES
 
 # The rules' thresholds, as shares of a profiled step.
@@ -19,31 +20,6 @@ SMALL_FP8_MATMUL = 2048  # an FP8 matmul with a weight dimension below this save
 SHRINK_EXPECTED = 1.1  # conv+matmul that ran less than this many times as fast as in fp32 failed to shrink
 SHOWN_GROWTH = 3  # the fallback names at most this many categories that grew
 TENSOR_CORE_MULTIPLE = 8  # FP16/BF16 tensor cores want channels, features and batch in multiples of 8
-# CPU instruction sets that make float16 / bfloat16 arithmetic faster than FP32 (/proc/cpuinfo flags)
-FAST_CPU_FLAGS = {"float16": ("avx512_fp16", "amx_fp16"), "bfloat16": ("avx512_bf16", "amx_bf16")}
-
-
-def cpu_flags():
-    """Which of FAST_CPU_FLAGS this CPU lists in /proc/cpuinfo (the evidence for "no fast
-    float16 arithmetic"); None where the file is missing."""
-    from utils.measure.envinfo import cpuinfo  # imports torch: only when a CPU run is explained
-
-    present = cpuinfo("flags")
-    if present is None:
-        return None
-    return [flag for flags in FAST_CPU_FLAGS.values() for flag in flags if flag in present.split()]
-
-
-def slow_on_this_cpu(mode_name):
-    """Why `mode_name` will run slowly on this CPU, or None: its low-precision dtype has none of
-    FAST_CPU_FLAGS here, so it runs on fallback kernels, many times slower than fp32 for float16.
-    Read before training, from /proc/cpuinfo."""
-    dtype, flags = low_precision_dtype(mode_name), cpu_flags()
-    if dtype is None or flags is None or set(FAST_CPU_FLAGS[dtype]) & set(flags):
-        return None
-    return (f"this CPU has no fast {dtype} arithmetic (neither {' nor '.join(FAST_CPU_FLAGS[dtype])} in "
-            f"/proc/cpuinfo), so {mode_name} runs on fallback kernels: expect it to be slower than fp32, for "
-            "float16 often many times slower")
 
 
 def low_precision_dtype(mode_name):

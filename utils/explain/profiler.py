@@ -20,6 +20,7 @@ from torch.profiler import ProfilerActivity, profile, record_function, schedule
 from utils.errors import WriteFailed
 from utils.explain import diagnose, exposed
 from utils.explain.categories import DATA_LABEL, NAMES, PYTHON, SCALER_LABEL, STEP_MARK, category_of, kind_of
+from utils.training import cpu_arithmetic
 from utils.training.loop import MicroBatches, synchronize
 from utils.training.step import train_step
 
@@ -130,7 +131,7 @@ def profile_steps(trainer, config, device, steps, stop=None, trace_path=None):
     facts = {"comm_exposed_ms": exposed_comm_us(events, kernels) / 1000.0 / steps,
              "gpu_kernels_missing": cuda and not kernels,
              "unaligned_layers": diagnose.unaligned_layers(trainer.model, config.batch_size),
-             "cpu_fast_half_flags": None if cuda else diagnose.cpu_flags()}
+             "cpu_fast_half_flags": None if cuda else cpu_arithmetic.cpu_flags()}
     return profile_of(events, steps, wall_ms, kernels, facts), trace_failed
 
 

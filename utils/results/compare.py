@@ -19,9 +19,8 @@ from utils.results.accuracy import DEFAULT_MARGIN_POINTS, accuracy_figures, targ
 from utils.results.comparison_row import ComparisonRow
 from utils.explain.categories import NAMES as CATEGORIES
 from utils.training import modes
-from utils.training.modes import DEFAULT_BASELINE, MODES, REFERENCE
+from utils.training.modes import BASELINES, MODES
 
-FP8_BASELINE = "amp-bf16"  # an fp8 mode's fair comparison: the same autocast without the float8 layers
 RESAMPLES = 2000
 CONFIDENCE = 95.0
 MIN_RUNS = 3  # an interval over runs rests on at least this many per mode
@@ -190,7 +189,7 @@ def mode_figures(group):
     }
 
 
-def compare_modes(runs, margin_points=DEFAULT_MARGIN_POINTS, baseline=DEFAULT_BASELINE):
+def compare_modes(runs, margin_points=DEFAULT_MARGIN_POINTS, baseline=BASELINES["default"]):
     """{mode: ComparisonRow} with speedup (and its 95% interval), memory ratio (with its interval
     over runs, when each mode ran at least MIN_RUNS times) and accuracy difference against
     `baseline`: null when the baseline was not run, and no accuracy difference against a run
@@ -232,17 +231,17 @@ def explain_figures(mode, measured, groups):
     """--explain: a mode's figures per category against fp32, whose profile its rules read,
     whatever the baseline, and its findings (an fp8 mode's against amp-bf16 among them), from
     every mode's `measured` figures; all None without the profiles they need."""
-    row, base = measured[mode], measured.get(REFERENCE)
+    row, base = measured[mode], measured.get(BASELINES["reference"])
     profile_speedup = amdahl = diagnosis = None
     if row["profile_ms"] is not None and base and base["profile_ms"] is not None:
         profile_speedup = diagnose.profile_speedup(base["profile_ms"], row["profile_ms"])
-        if mode != REFERENCE:
+        if mode != BASELINES["reference"]:
             speedup = base["median_step_ms"] / row["median_step_ms"]
             amdahl = diagnose.amdahl(base["profile_ms"], row["profile_ms"], speedup)
             tf32 = measured.get("tf32")
             diagnosis = comparison_findings(mode, row, base, groups[mode], speedup,
                                             base["median_step_ms"] / tf32["median_step_ms"] if tf32 else None)
-    slower = fp8_finding(mode, row, groups[mode], measured.get(FP8_BASELINE))
+    slower = fp8_finding(mode, row, groups[mode], measured.get(BASELINES["fp8"]))
     if slower:
         diagnosis = diagnose.ranked((diagnosis or []) + [slower])
     return {"profile_speedup": profile_speedup, "amdahl": amdahl, "diagnosis": diagnosis}

@@ -8,6 +8,7 @@ import os
 import statistics
 import textwrap
 
+from models.families import uses_resnet_stem
 from utils.errors import UserError, WriteFailed
 from utils import fileio
 from utils.fileio import atomic_write
@@ -17,8 +18,8 @@ from utils.measure.step_stats import OUTLIER_FACTOR
 from utils.results import strict
 from utils.results.compare import CHANCE_LOSS, SPREAD_WARNING_PCT
 from utils.results.record import SCHEMA, baseline_of, margin_of, setup_of
-from utils.setup_keys import RESNET_FAMILY, SETUP_KEYS
-from utils.training.modes import DEFAULT_BASELINE, REFERENCE
+from utils.setup_keys import SETUP_KEYS
+from utils.training.modes import BASELINES
 # The columns a reader filters on first (the setup), then the figures; run_id tells rows apart,
 # so that appending the same runs again (a merge repeated) adds nothing.
 CSV_COLUMNS = ["run_id", "schema", "timestamp_utc", "hostname", "device", "torch", "world_size", "data", *SETUP_KEYS,
@@ -78,7 +79,7 @@ def describe(setup, env):
               f"loader torchvision ({setup.get('workers')} workers)" if setup.get("loader") == "torchvision" else None,
               "AdamW" if setup.get("optimizer") == "adamw" else None]
     levers = "".join(f", {lever}" for lever in levers if lever)
-    stem = f" (stem {setup['stem']})" if setup["model"].startswith(RESNET_FAMILY) else ""
+    stem = f" (stem {setup['stem']})" if uses_resnet_stem(setup["model"]) else ""
     tf32 = " | TF32 off except in mode tf32" if env.get("device_type") == "cuda" else ""
     return (f"{setup['model']}{stem}, {batch}{levers}, {setup['steps']} steps ({setup['warmup']} warm-up), "
             f"data {setup['data']} | {setup['device']} | torch {env['torch']}{tf32}")
@@ -181,7 +182,7 @@ def explanation(document, wide=False):
     for mode in modes:
         row = comparison[mode]
         total = sum(row.profile_ms.values())
-        speedups = row.profile_speedup if mode != REFERENCE else None
+        speedups = row.profile_speedup if mode != BASELINES["reference"] else None
         cells = []
         for name in shown + ["total"]:
             value = total if name == "total" else row.profile_ms[name]
@@ -290,7 +291,7 @@ def numerics_block(document, wide=False):
         modes = list(footprints)
         columns = [(header, [human_bytes(footprints[mode].get(key)) for mode in modes]) for header, key in MEMORY_COLUMNS
                    if any(footprints[mode].get(key) is not None for mode in modes)]
-        base = footprints.get(REFERENCE)
+        base = footprints.get(BASELINES["reference"])
         if base and base["activations_bytes"]:
             columns.insert(4, ("act. ratio", [f"{footprints[mode]['activations_bytes'] / base['activations_bytes']:.2f}"
                                               for mode in modes]))
@@ -362,7 +363,7 @@ def notes(document):
     if len(comparison) > 1 and baseline not in comparison:
         lines.append(f"No {baseline} run, the baseline: speedup, memory ratio and accuracy difference need one "
                      f"(--modes {baseline},...).")
-    elif len(comparison) > 1 and baseline != DEFAULT_BASELINE:
+    elif len(comparison) > 1 and baseline != BASELINES["default"]:
         lines.append(f"baseline: {baseline} (--baseline): speedup, mem ratio, acc diff and vs base compare each "
                      "mode with it.")
     return lines

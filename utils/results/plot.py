@@ -13,7 +13,7 @@ from utils.numerics.fp16 import FP16_MAX, FP16_MIN_NORMAL, FP16_MIN_SUBNORMAL
 from utils.results.compare import CHANCE_ACCURACY, scaler_skips
 from utils.results.record import baseline_of, setup_of
 from utils.results.output import describe, first_of
-from utils.training.modes import MODES, REFERENCE
+from utils.training.modes import BASELINES, MODES
 
 FORMATS = ("png", "pdf", "svg")
 OLDEST_MATPLOTLIB = (3, 5)
@@ -258,7 +258,7 @@ def draw_time_by_category(axis, comparison, modes):
 
 def draw_category_speedups(axis, comparison, modes):
     """--explain: each category's speedup against fp32, per mode (log scale; 1 = as fast)."""
-    others = [mode for mode in modes if mode != REFERENCE and comparison[mode].profile_speedup]
+    others = [mode for mode in modes if mode != BASELINES["reference"] and comparison[mode].profile_speedup]
     if not others:
         axis.text(0.5, 0.5, "no fp32 profile to compare with", ha="center", va="center", transform=axis.transAxes)
         axis.set_xticks([])

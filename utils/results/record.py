@@ -18,7 +18,7 @@ from utils.measure.step_stats import outliers, summarize
 from utils.results.accuracy import DEFAULT_MARGIN_POINTS
 from utils.results.compare import learned
 from utils.setup_keys import ACCURACY_KEYS, SETUP_KEYS, communication
-from utils.training.modes import DEFAULT_BASELINE
+from utils.training.modes import BASELINES
 
 SCHEMA = "ampbench.result/2"
 # /1 files are still read: their peak_memory_bytes included the warm-up (cuDNN autotuning,
@@ -236,7 +236,7 @@ def setup_of(document):
 
 def baseline_of(document):
     """The mode `document`'s comparison is against (--baseline; fp32 in files of earlier releases)."""
-    return (document.get("config") or {}).get("baseline") or DEFAULT_BASELINE
+    return (document.get("config") or {}).get("baseline") or BASELINES["default"]
 
 
 def margin_of(document):

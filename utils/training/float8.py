@@ -24,8 +24,9 @@ QKV = "not an nn.Linear: nn.MultiheadAttention's QKV projection is a weight of i
 CONVOLUTION = "not an nn.Linear: a convolution"
 
 
-def check_supported(mode, device, emulate):
-    """Refuse, before any training, an fp8 mode that this torch, torchao or device cannot run."""
+def check_requirements(mode, device, emulate):
+    """Refuse an fp8 mode that this torch, torchao or device cannot run (a part of
+    utils/training/precision.py's check_supported, the one answer)."""
     import torch
 
     if not compat.has_float8_training():

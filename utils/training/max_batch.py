@@ -46,7 +46,7 @@ def fits_on_gpu(initial_model, mode, config, device):
         model = copy.deepcopy(initial_model).to(device)
         params, scaler = precision.prepare_model(model, mode, device, config.loss_scale)
         optimizer, _ = make_optimizer(params, 0.01, config.momentum, config.weight_decay, config.nesterov,
-                                      config.optimizer_impl, config.optimizer, no_decay_flags(model))
+                                      config.optimizer_impl, config.optimizer, no_decay_flags(model, config.model))
         images = torch.randn(batch, 3, 32, 32, device=device)
         labels = torch.randint(0, 10, (batch,), device=device)
         batches = iter(lambda: (images, labels), None)

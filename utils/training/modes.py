@@ -76,11 +76,16 @@ MODES = {
                         "autocast bfloat16 + torchao float8 Linear layers, rowwise dynamic scaling", "#e377c2",
                         float8="rowwise"),
 }
-REFERENCE = "fp32"  # --explain's rules and --numerics' ratios read this mode's figures, whatever --baseline
+
+# The mode the others are read against, by role, and why it is that mode.
+BASELINES = {
+    "reference": "fp32",  # --explain's rules and --numerics' ratios read this mode's figures, whatever --baseline
+    "default": "fp32",  # --baseline's default, and what files of earlier releases compared against
+    "fp8": "amp-bf16",  # an fp8 mode's fair comparison: the same autocast without the float8 layers
+}
 # Below this share of a step's matmul FLOPs in FP8, the rest of the step decides an fp8 mode's speed:
 # its run says so loudly, and --explain names it when FP8 is slower than bf16.
 LOW_FP8_SHARE = 0.5
-DEFAULT_BASELINE = REFERENCE  # --baseline's default, and what files of earlier releases compared against
 DEFAULT_COMPARE = ("fp32", "amp-fp16")  # on a GPU
 # On a CPU: most have no fast float16 arithmetic (fallback kernels, many times slower than fp32),
 # while bfloat16 autocast runs at FP32's speed or better where the CPU has bfloat16 instructions
@@ -116,7 +121,7 @@ def parse_modes(text):
     return [MODES[name] for name in names]
 
 
-def mode_from_flags(fp16, bf16, loss_scaling, tf32):
+def mode_from_flags(*, fp16, bf16, loss_scaling, tf32):
     """The mode the seed flags ask for (--fp16 [-s] / --bf16 / --tf32 / none)."""
     if fp16:
         return MODES["amp-fp16" if loss_scaling else "amp-fp16-noscale"]

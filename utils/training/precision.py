@@ -12,20 +12,42 @@ from torch import nn
 
 from utils import compat
 from utils.errors import UserError
+from utils.training import cpu_arithmetic, float8
 from utils.training.modes import INITIAL_LOSS_SCALE
 
 
-def check_supported(mode, device):
-    """Refuse, before any training, a mode this device cannot run."""
+def check_supported(mode, device, fp8_emulate=False, allow_slow_fp16=False):
+    """Whether `mode` can run on `device`, the one answer, asked before any training: refuses a
+    mode that this torch (torchao for the fp8 modes; `fp8_emulate` computes FP8 in software) or
+    device cannot run, or that this CPU would run for hours instead of minutes (float16 without
+    fast float16 arithmetic, unless `allow_slow_fp16`). Returns a sentence, to print, for a mode that
+    runs but slower than fp32 on this CPU; else None."""
+    if mode.float8:
+        float8.check_requirements(mode, device, fp8_emulate)
     if device.type == "cuda":
-        capability = torch.cuda.get_device_capability(device)
-        if mode.tf32 and capability < (8, 0):
-            raise UserError(f"mode tf32 needs an Ampere or newer GPU (compute capability 8.0); this GPU has "
-                            f"{capability[0]}.{capability[1]}: use fp32.")
-        if mode.autocast_dtype == torch.bfloat16 and capability < (8, 0):  # is_bf16_supported() counts emulation
-            raise UserError(f"mode amp-bf16 needs native bfloat16 (Ampere or newer, compute capability 8.0); this "
-                            f"GPU has {capability[0]}.{capability[1]} and would only emulate it: use amp-fp16.")
-        return
+        check_gpu(mode, device)
+        return None
+    check_cpu(mode)
+    slow = cpu_arithmetic.slow_on_this_cpu(mode)
+    if slow and mode.low_precision_dtype == "float16" and not allow_slow_fp16:
+        raise UserError(f"{slow}; use amp-bf16 (--bf16, or --modes fp32,amp-bf16), a GPU (-p), or add "
+                        "--allow-slow-fp16 to run it anyway.")
+    return slow
+
+
+def check_gpu(mode, device):
+    """A GPU's part: TF32 and native bfloat16 need Ampere (compute capability 8.0)."""
+    capability = torch.cuda.get_device_capability(device)
+    if mode.tf32 and capability < (8, 0):
+        raise UserError(f"mode tf32 needs an Ampere or newer GPU (compute capability 8.0); this GPU has "
+                        f"{capability[0]}.{capability[1]}: use fp32.")
+    if mode.autocast_dtype == torch.bfloat16 and capability < (8, 0):  # is_bf16_supported() counts emulation
+        raise UserError(f"mode amp-bf16 needs native bfloat16 (Ampere or newer, compute capability 8.0); this "
+                        f"GPU has {capability[0]}.{capability[1]} and would only emulate it: use amp-fp16.")
+
+
+def check_cpu(mode):
+    """The CPU's part: no TF32 there, and what this torch build lacks on it."""
     if mode.tf32:
         raise UserError("mode tf32 (--tf32) only applies to CUDA GPUs: on the CPU run fp32, or add -p on a GPU node.")
     if mode.autocast_dtype == torch.float16 and not cpu_autocasts_to_half():

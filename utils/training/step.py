@@ -14,6 +14,7 @@ import warnings
 import torch
 from torch import nn
 
+from models import families
 from utils import compat
 from utils.training import precision
 
@@ -61,9 +62,6 @@ warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step
 
 OPTIMIZERS = {"sgd": torch.optim.SGD, "adamw": torch.optim.AdamW}
 FUSED_RELEASES = {"sgd": "has_fused_sgd", "adamw": "has_fused_adamw"}  # compat's checks, looked up when used
-# What AdamW's weight decay spares, as DeiT (timm) and the CIFAR ViT references do: biases and
-# norms (parameters of one dimension), the class token and the position embeddings.
-NO_DECAY_NAMES = ("class_token", "pos_embedding", "relative_position_bias_table")
 
 
 def make_optimizer(params, lr, momentum=0.9, weight_decay=5e-4, nesterov=False, impl="fused", kind="sgd",
@@ -97,9 +95,13 @@ def make_optimizer(params, lr, momentum=0.9, weight_decay=5e-4, nesterov=False, 
     return optimizer, impl
 
 
-def no_decay_flags(model):
-    """For each trainable parameter of `model`, in order, whether AdamW's weight decay spares it."""
-    return [param.ndim <= 1 or name.rsplit(".", 1)[-1] in NO_DECAY_NAMES
+def no_decay_flags(model, model_name):
+    """For each trainable parameter of `model` (the model named `model_name`), in order, whether
+    AdamW's weight decay spares it, as DeiT (timm) and the CIFAR ViT references do: biases and
+    norms (parameters of one dimension), and the parameters its family names (a ViT's class
+    token and position embedding)."""
+    spared = families.family_of(model_name).no_decay
+    return [param.ndim <= 1 or name.rsplit(".", 1)[-1] in spared
             for name, param in model.named_parameters() if param.requires_grad]
 
 

@@ -55,7 +55,7 @@ def build_trainer(initial_model, mode, data, config, device, world):
                                config.seed, config.workers, config.channels_last, (world.rank, world.size))
     optimizer, optimizer_impl = make_optimizer(params, config.lr, config.momentum, config.weight_decay,
                                                config.nesterov, config.optimizer_impl, config.optimizer,
-                                               no_decay_flags(model))
+                                               no_decay_flags(model, config.model))
     return Trainer(mode=mode, model=model, step_model=step_model, params=params, scaler=scaler, optimizer=optimizer,
                    optimizer_impl=optimizer_impl,
                    scheduler=make_scheduler(optimizer, config.lr_schedule, config.steps, config.warmup_lr_steps),

@@ -1,0 +1,92 @@
+"""torchvision classification models, built for 10 classes and 32x32 CIFAR images, each as its
+family (models/families.py) says."""
+import difflib
+import inspect
+
+import torch
+import torchvision.models as tvm
+from torch import nn
+
+from models import families
+from models.families import CIFAR_VITS
+from models.vit import build_cifar_vit
+from utils import compat
+from utils.errors import UserError
+
+NUM_CLASSES = 10
+
+
+def model_names():
+    """Every model name, sorted: torchvision's classification models (before torchvision 0.14's
+    registry: the public functions of torchvision.models, which are its model builders then) and
+    the CIFAR ViTs."""
+    if compat.has_model_registry():
+        names = tvm.list_models(module=tvm)
+    else:
+        names = [name for name, obj in vars(tvm).items() if inspect.isfunction(obj) and not name.startswith("_")]
+    return sorted(set(names) | set(CIFAR_VITS))
+
+
+def build_model(name, stem="cifar", dropout=None, batch_size=None):
+    """A randomly initialised model with a 10-class head (and the given dropout probability,
+    for models that have one).
+
+    With stem="cifar", ResNet-family models get the usual CIFAR stem: the first conv becomes
+    3x3 stride 1 (same output channels, no bias) and the max-pool is removed, so 32x32 inputs
+    keep their resolution into layer1. Other families keep torchvision's layout. Each family's
+    builder options apply (ResNet-family models start each residual block at the identity, a
+    zero-initialised last batch norm). Given `batch_size`, a batch too small for the model's
+    batch norms in training is refused.
+    """
+    names = model_names()
+    if name not in names:
+        close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
+        hint = f"did you mean {', '.join(close)}?" if close else "run with --list-models to see them all."
+        raise UserError(f"unknown model '{name}': {hint}")
+    family = families.family_of(name)
+    options = dict(family.options, **({} if dropout is None else {"dropout": dropout}))
+    try:
+        if name in CIFAR_VITS:
+            model = build_cifar_vit(name, NUM_CLASSES, dropout)
+        else:
+            model = getattr(tvm, name)(num_classes=NUM_CLASSES, **options)  # no weights: random initialisation
+    except TypeError:
+        raise UserError(f"model '{name}' has no dropout setting; drop --dropout.") from None
+    if stem == "cifar" and family.resnet_stem:
+        model.conv1 = nn.Conv2d(3, model.conv1.out_channels, kernel_size=3, stride=1, padding=1, bias=False)
+        nn.init.kaiming_normal_(model.conv1.weight, mode="fan_out", nonlinearity="relu")
+        model.maxpool = nn.Identity()
+    check_accepts_cifar_images(model, name, batch_size)
+    return model
+
+
+def has_batch_norm(model):
+    return any(isinstance(module, nn.modules.batchnorm._BatchNorm) for module in model.modules())
+
+
+def check_accepts_cifar_images(model, name, batch_size=None):
+    """Run two 32x32 images through the new model (eval mode, no grad: no state changes), so
+    that models with a fixed or minimum input size fail now with a clear sentence; and, given
+    the batch size, that every batch norm will see more than one value per channel in training."""
+    values_per_image = {}
+
+    def record(module, inputs, output):
+        values_per_image[module] = inputs[0][0].numel() // inputs[0].shape[1]
+
+    norms = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    hooks = [m.register_forward_hook(record) for m in norms]
+    try:
+        with torch.no_grad():
+            model.eval()(torch.zeros(2, 3, 32, 32))
+    except (RuntimeError, ValueError, AssertionError) as error:
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise UserError(f"model '{name}' cannot take 32x32 CIFAR-10 images ({reason}); "
+                        "choose another, e.g. resnet18 or resnet50.") from None
+    finally:
+        for hook in hooks:
+            hook.remove()
+    model.train()
+    fewest = min(values_per_image.values(), default=None)
+    if batch_size is not None and fewest is not None and batch_size * fewest < 2:
+        raise UserError(f"model '{name}' has a batch norm that sees {fewest} value per channel of each 32x32 image, "
+                        f"so training needs a batch of at least {-(-2 // fewest)}; raise --batch-size/-b.")

@@ -1,0 +1,126 @@
+"""Model families, one table: the models each covers, how it trains unless flags say otherwise,
+which of its parameters AdamW's weight decay spares, whether --stem applies, what it needs of
+the builder, and why it cannot take 32x32 images, if it cannot.
+
+Adding a family is adding a row to FAMILIES: RunConfig's recipe and lr, the optimizer's
+parameter groups, the --stem rule, the builder and --list-models all read it. Nothing here
+imports torch (nor anything of the project): utils/config.py reads it, and `main.py -h` stays
+instant.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Dict, Optional, Tuple
+
+BASE_BATCH = 128  # the global batch (images per optimizer step across all processes) each base lr is for
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A family's optimizer and label smoothing, where the flags leave them unset."""
+    optimizer: str  # a key of OPTIMIZER_DEFAULTS
+    label_smoothing: float
+
+
+# The default recipes, tuned so that every model learns within a default-length run; flags
+# override each setting. Transformers train as DeiT (timm) and the CIFAR ViT references train
+# them: AdamW and label smoothing 0.1.
+RECIPES = {
+    "convnet": Recipe("sgd", 0.0),
+    "transformer": Recipe("adamw", 0.1),
+}
+
+
+@dataclass(frozen=True)
+class OptimizerDefaults:
+    """An optimizer's settings where the flags leave them unset, and its lr rule: the base lr
+    at BASE_BATCH, scaled with the global batch."""
+    momentum: Optional[float]
+    weight_decay: float
+    base_lr: float
+    sqrt_scaling: bool  # the lr grows with sqrt(global batch / BASE_BATCH), else linearly
+    base_lr_without_batch_norm: Optional[float] = None  # for models without batch norm, where base_lr stalls
+
+    def lr(self, global_batch, batch_norm):
+        """The lr for `global_batch` images a step; `batch_norm`: whether the model has batch norms."""
+        scale = global_batch / BASE_BATCH
+        low = not batch_norm and self.base_lr_without_batch_norm is not None
+        base = self.base_lr_without_batch_norm if low else self.base_lr
+        return base * (math.sqrt(scale) if self.sqrt_scaling else scale)
+
+
+OPTIMIZER_DEFAULTS = {
+    # SGD with momentum, linear scaling; models without batch norm, e.g. squeezenet, stall at 0.1
+    # and learn at 0.03 to 0.04 on the subset.
+    "sgd": OptimizerDefaults(momentum=0.9, weight_decay=5e-4, base_lr=0.1, sqrt_scaling=False,
+                             base_lr_without_batch_norm=0.04),
+    # AdamW's betas stay torch's (0.9, 0.999). 1e-3 at batch 128, as the CIFAR references use;
+    # Adam's square-root scaling keeps 512 at 2e-3 where linear scaling would reach 4e-3.
+    "adamw": OptimizerDefaults(momentum=None, weight_decay=0.05, base_lr=1e-3, sqrt_scaling=True),
+}
+
+# The vision transformers built here for 32x32 images (models/vit.py): torchvision's own class
+# with the Tiny and Small widths of DeiT; name -> (hidden width, layers, heads, MLP width).
+CIFAR_VITS = {
+    "vit_t4": (192, 12, 3, 768),
+    "vit_s4": (384, 12, 6, 1536),
+}
+
+
+@dataclass(frozen=True)
+class Family:
+    """Models that train, build and refuse alike."""
+    recipe: str  # a key of RECIPES
+    names: Tuple[str, ...] = ()  # the model names it covers ...
+    prefixes: Tuple[str, ...] = ()  # ... and every name that starts with one of these
+    no_decay: Tuple[str, ...] = ()  # parameters AdamW's weight decay spares, besides biases and norms
+    resnet_stem: bool = False  # a 7x7 stride-2 conv1 and a max-pool, which --stem cifar replaces
+    refused_at_32: Optional[str] = None  # why it cannot take 32x32 images: --list-models leaves it out
+    options: Dict[str, object] = field(default_factory=dict)  # the torchvision builder's keyword arguments
+
+    def covers(self, model):
+        return model in self.names or model.startswith(self.prefixes)
+
+
+VIT_NO_DECAY = ("class_token", "pos_embedding")  # as DeiT (timm) and the CIFAR ViT references
+AUX_LOGITS_OFF = {"aux_logits": False, "init_weights": True}  # no auxiliary heads in training mode
+# The first family that covers a model name is its family; a model no family covers is one of
+# OTHER_CONVNETS (tests/test_models.py builds every model to keep refused_at_32 true).
+FAMILIES = {
+    "cifar_vit": Family("transformer", names=tuple(CIFAR_VITS), no_decay=VIT_NO_DECAY),
+    "vit": Family("transformer", prefixes=("vit_",), no_decay=VIT_NO_DECAY,
+                  refused_at_32="torchvision's vision transformers are built for 224x224 images; "
+                                f"{' and '.join(CIFAR_VITS)} are the same class built for 32x32"),
+    "swin": Family("transformer", prefixes=("swin_",), no_decay=("relative_position_bias_table",)),
+    # The last batch norm of each residual block starts at zero, so each block starts as the
+    # identity (Goyal et al., 2017): at the default lr of 0.1 a resnet18 then learns from the
+    # first epoch (28.6% after one epoch of the subset at -b 128, against 12.7%, chance, without).
+    "resnet": Family("convnet", prefixes=("resnet", "resnext", "wide_resnet"), resnet_stem=True,
+                     options={"zero_init_residual": True}),
+    "googlenet": Family("convnet", names=("googlenet",), options=AUX_LOGITS_OFF),
+    "inception_v3": Family("convnet", names=("inception_v3",), options=AUX_LOGITS_OFF,
+                           refused_at_32="it needs images of at least 75x75"),
+    "alexnet": Family("convnet", names=("alexnet",), refused_at_32="its feature maps shrink to nothing"),
+    "maxvit": Family("convnet", names=("maxvit_t",), no_decay=("relative_position_bias_table",),
+                     refused_at_32="its attention windows need 224x224 images"),
+}
+OTHER_CONVNETS = Family("convnet")
+
+
+def family_of(model):
+    """The family of the model named `model`."""
+    return next((family for family in FAMILIES.values() if family.covers(model)), OTHER_CONVNETS)
+
+
+def recipe_of(model):
+    return RECIPES[family_of(model).recipe]
+
+
+def refusal_at_32(model):
+    """Why `model` cannot take 32x32 images, or None."""
+    return family_of(model).refused_at_32
+
+
+def uses_resnet_stem(model):
+    return family_of(model).resnet_stem
