@@ -12,16 +12,15 @@ import torch
 
 import models
 from utils import compat
-from utils.data import cifar10, dataset
+from utils.data import dataset
 from utils.config import no_test_images
-from utils.errors import UserError, WriteFailed
+from utils.errors import UserError
 from utils.explain import diagnose, max_batch, numerics, profiler
-from utils import fileio
-from utils.fileio import ensure_writable
 from utils.measure import envinfo, flops, memory
 from utils.measure.progress import Reporter
-from utils.results import live, plot, record, output
+from utils.results import live, record, run_outputs
 from utils.results.compare import compare_modes
+from utils.results.summary import summary
 from utils.setup_keys import SETUP_KEYS
 from utils.training import checkpoint, distributed, float8, loop, precision
 from utils.training.context import RunContext
@@ -43,39 +42,6 @@ def pick_device(use_gpu, cudnn_benchmark):
                         "GPU node with a CUDA build of torch (in a container: singularity exec --nv).")
     torch.backends.cudnn.benchmark = cudnn_benchmark
     return torch.device("cuda")
-
-
-def check_outputs(config, world):
-    """Every output path is checked before training starts, not after an hour of it: writable
-    the way it will be written, and no two outputs (symlinks followed) nor an output and a data
-    file are one file. Temporary checkpoints a killed save left behind are removed."""
-    outputs = [(path, flag) for path, flag in [(config.json, "--json"), (config.csv, "--csv"), (config.plot, "--plot"),
-                                                (config.checkpoint, "--checkpoint"), (config.jsonl, "--jsonl")] if path]
-    seen = {}
-    for path, flag in outputs:
-        ensure_writable(path, flag)
-        real = os.path.realpath(path)
-        if real in seen:
-            raise UserError(f"{seen[real]} and {flag} name the same file {path}; give each output its own file.")
-        seen[real] = flag
-        if os.path.dirname(real) == os.path.realpath(cifar10.batches_folder(config.data_dir)):
-            raise UserError(f"{flag} {path} is in the CIFAR-10 folder; write results elsewhere.")
-    if config.jsonl:
-        fileio.ensure_appendable(config.jsonl, "--jsonl")
-    if config.csv:
-        fileio.ensure_lockable(config.csv, "--csv")
-        output.check_csv_header(config.csv)
-    if config.checkpoint and world.is_main:
-        removed = fileio.remove_leftovers(config.checkpoint)
-        if removed:
-            warn(f"removed {removed / 2 ** 20:.1f} MiB of temporary files that a killed save of {config.checkpoint} "
-                 "left beside it.")
-    if config.plot:
-        plot.check_available(config.plot)
-    if config.tensorboard:
-        live.check_tensorboard(config.tensorboard)
-    if config.trace_dir:
-        fileio.ensure_folder_writable(config.trace_dir, "--trace-dir")
 
 
 def resume_line(config, last, checkpoint_holds, saves_failed, world):
@@ -155,7 +121,7 @@ def prepare(config, context):
              "benchmark it.", "WARNING")
     if config.compile and not compat.has_compile():
         raise UserError(f"--compile needs torch 2.0 or newer, and this is torch {torch.__version__}: drop --compile.")
-    check_outputs(config, context.world)
+    run_outputs.check(config, context.world, warn)
     saved = checkpoint.load(config.checkpoint, context.device) if config.resume else None
     model = seeded_model(config)
     context.reporter.phase(f"model {config.model} built: {sum(p.numel() for p in model.parameters()) / 1e6:.1f} M "
@@ -410,9 +376,10 @@ def finish(config, context, data, runs, saved):
         return status()
     document = results_document(config, context, data, job, [run.record for run in runs],
                                 bool(diverged) or interrupted)
-    written, failed = write_outputs(config, context, document)  # before printing: a closed stdout costs none
+    # before printing: a closed stdout costs none
+    written, failed = run_outputs.write(config, context.reporter.live, document)
     failures += failed
-    print(output.summary(document, config.wide))
+    print(summary(document, config.wide))
     for line in written:
         print(line)
     for failure in failures:
@@ -448,47 +415,3 @@ def distributed_env(world, config):
     return {"world_size": world.size, "launcher": world.launcher,
             "backend": ("nccl" if config.gpu else "gloo") if world.distributed else None,
             "nodes": sorted(set(names)), "global_batch_size": config.global_batch_size(world.size)}
-
-
-def write_outputs(config, context, document):
-    """Write every output asked for, each on its own, the results file first: one that fails
-    (a full disk, a file made read-only meanwhile) is reported and the others are still
-    written. Returns (the lines saying what was written, the failures' sentences)."""
-    written, failures = [], []
-    for write in output_writers(config, context, document):
-        try:
-            written.append(write())
-        except WriteFailed as error:
-            failures.append(str(error))
-    return written, failures
-
-
-def output_writers(config, context, document):
-    """A function per output asked for, which writes it and returns the line that says so."""
-    def results():
-        output.write_json(config.json, output.json_document(document))
-        return f"results written to {config.json}"
-
-    def rows():
-        return f"{output.append_csv(config.csv, document)} rows appended to {config.csv}"
-
-    def figure():
-        plot.draw(config.plot, document)
-        return f"plot written to {config.plot}"
-
-    def streams():
-        stream.comparison(output.summary(document, wide=True))
-        stream.close()
-        return "; ".join(([f"TensorBoard logs written to {stream.tensorboard}"] if config.tensorboard else [])
-                         + ([f"{config.jsonl} appended"] if config.jsonl else []))
-
-    def nothing_to(flag, path):
-        def refuse():
-            raise WriteFailed(f"{flag} {path} was not written: no run got past its warm-up, so there are no step "
-                              "times to compare.")
-        return refuse
-
-    compared, stream = bool(document["comparison"]), context.reporter.live
-    wanted = [(results, config.json), (rows if compared else nothing_to("--csv", config.csv), config.csv),
-              (figure if compared else nothing_to("--plot", config.plot), config.plot), (streams, stream is not None)]
-    return [write for write, asked in wanted if asked]

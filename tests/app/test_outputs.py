@@ -138,12 +138,12 @@ def test_a_checkpoint_that_cannot_be_saved_costs_neither_the_run_nor_its_results
 
 def test_a_failed_output_after_training_still_writes_the_others(tmp_path, monkeypatch):
     from utils.errors import WriteFailed
-    from utils.results import output
+    from utils.results import files
 
     def full_disk(path, document):
         raise WriteFailed(f"could not write {path} (No space left on device); the file there before, if any, "
                           "is kept as it was.")
-    monkeypatch.setattr(output, "write_json", full_disk)
+    monkeypatch.setattr(files, "write_json", full_disk)
     result = run_main(*TINY, "--json", tmp_path / "r.json", "--csv", tmp_path / "r.csv")
     assert result.returncode == 1
     assert "main.py: error: could not write" in result.stderr and "No space left on device" in result.stderr

@@ -15,15 +15,10 @@ from utils.clock import now_utc
 from utils.explain.diagnose import diagnose_run
 from utils.measure import host_load
 from utils.measure.step_stats import outliers, summarize
-from utils.results.accuracy import DEFAULT_MARGIN_POINTS
 from utils.results.compare import learned
 from utils.setup_keys import ACCURACY_KEYS, SETUP_KEYS, communication
-from utils.training.modes import DEFAULT_BASELINE
 
 SCHEMA = "ampbench.result/2"
-# /1 files are still read: their peak_memory_bytes included the warm-up (cuDNN autotuning,
-# compilation), so they never pool with /2 runs (setup_of holds the schema).
-READABLE_SCHEMAS = ("ampbench.result/1", SCHEMA)
 
 
 @dataclass
@@ -87,7 +82,7 @@ class RunRecord:
     max_batch: Optional[int] = None  # --max-batch (CUDA): the largest batch this mode trains in the GPU's memory
     warmup_peak_memory_bytes: Optional[int] = None  # the warm-up steps' peak (null without warm-up)
     peak_reserved_bytes: Optional[int] = None  # CUDA: the caching allocator's reserved peak over the timed steps
-    optimizer_impl: Optional[str] = None  # the SGD that ran: "fused" or "foreach" (/1 files: foreach)
+    optimizer_impl: Optional[str] = None  # the SGD that ran: "fused" or "foreach"
     seed: Optional[int] = None  # the seed of its weights and data order: the same in every mode of a seed
     accuracy_curve: Optional[List[Dict]] = None  # {step, epoch, train_s, accuracy}: --eval-every's and the last
     eval_time_s: Optional[float] = None  # the evaluations' own time, apart from train_s
@@ -219,33 +214,22 @@ def make_document(env, config, data_info, incomplete, runs, comparison):
 def setup_of(document):
     """What must match for runs to be compared: everything but the precision mode that can
     change step times, memory or accuracy (a channels_last run never pools with a plain one),
-    and the accuracy question asked (target, margin, evaluation cadence)."""
+    and the accuracy question asked (target, margin, evaluation cadence). A document read from a
+    file is upgraded first (upgrade.py)."""
     config, env = document["config"], document["env"]
     setup = {key: config.get(key) for key in (*SETUP_KEYS, *ACCURACY_KEYS)}
-    setup["optimizer"] = config.get("optimizer") or "sgd"  # files of earlier releases ran SGD
-    setup["accuracy_margin"] = margin_of(document)
     setup["optimizer_impl"] = optimizer_impl(document)
     setup.update(workers=config.get("workers") if config.get("loader") == "torchvision" else None,
                  compile_mode=config.get("compile_mode") if config.get("compile") else None,
-                 world_size=env.get("world_size", 1), device=env["device"], torch=env.get("torch"),
+                 world_size=env["world_size"], device=env["device"], torch=env.get("torch"),
                  data=document["data"]["name"], schema=document.get("schema"),
                  fp8_emulate=bool(config.get("fp8_emulate")))  # emulated FP8 never pools with FP8 tensor cores
     setup.update(communication(config.get("grad_comm"), config.get("bucket_mb"), setup["world_size"]))
     return setup
 
 
-def baseline_of(document):
-    """The mode `document`'s comparison is against (--baseline; fp32 in files of earlier releases)."""
-    return (document.get("config") or {}).get("baseline") or DEFAULT_BASELINE
-
-
-def margin_of(document):
-    """`document`'s --accuracy-margin in points (the default in files of earlier releases)."""
-    return (document.get("config") or {}).get("accuracy_margin", DEFAULT_MARGIN_POINTS)
-
-
 def optimizer_impl(document):
-    """The SGD the document's runs used ("fused" or "foreach"; a /1 file's always foreach):
-    what ran, which a degraded run records, rather than what was asked for."""
-    ran = {run.get("optimizer_impl") or "foreach" for run in document["runs"]}
+    """The SGD the document's runs used ("fused" or "foreach"): what ran, which a degraded run
+    records, rather than what was asked for."""
+    ran = {run["optimizer_impl"] for run in document["runs"]}
     return ran.pop() if len(ran) == 1 else "mixed"

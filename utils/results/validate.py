@@ -4,7 +4,8 @@ forged file is refused with one sentence naming the field instead of failing dee
 
 The run fields and their types come from RunRecord (record.py); NARROWER only tightens the
 fields the figures divide by or need finite, and spells out the nested sections the report
-reads (profile, numerics, memory). Fields nobody reads are checked for their type only."""
+reads (profile, numerics, memory). Fields nobody reads are checked for their type only. A field
+that files of earlier releases lack may be missing; upgrade.py fills in those a reader needs."""
 import json
 import math
 import typing
