@@ -103,8 +103,8 @@ def list_models():
 
 def benchmark(config, context):
     """Prepare once, run every (repeat, mode), then print, write and choose the exit status."""
-    config, model, data, saved = prepare(config, context)
-    return finish(config, context, data, run_all(config, context, model, data, saved), saved)
+    config, model, data, resume_state = prepare(config, context)
+    return finish(config, context, data, run_all(config, context, model, data, resume_state), resume_state)
 
 
 def prepare(config, context):
@@ -122,7 +122,7 @@ def prepare(config, context):
     if config.compile and not compat.has_compile():
         raise UserError(f"--compile needs torch 2.0 or newer, and this is torch {torch.__version__}: drop --compile.")
     run_outputs.check(config, context.world, warn)
-    saved = checkpoint.load(config.checkpoint, context.device) if config.resume else None
+    resume_state = checkpoint.load(config.checkpoint, context.device) if config.resume else None
     model = seeded_model(config)
     context.reporter.phase(f"model {config.model} built: {sum(p.numel() for p in model.parameters()) / 1e6:.1f} M "
                            "parameters")
@@ -139,10 +139,10 @@ def prepare(config, context):
     config = config.for_dataset(len(data.train_images), size).with_recipe(models.has_batch_norm(model), size)
     if config.short_run_note():
         warn(config.short_run_note(), "note")
-    if saved is not None:
-        check_resume(saved, config, checkpoint.resume_setup(data, context.world),
+    if resume_state is not None:
+        check_resume(resume_state, config, checkpoint.resume_setup(data, context.world),
                      not config.no_eval and data.test_images is not None)
-    return config, model, data, saved
+    return config, model, data, resume_state
 
 
 def check_fast_enough(mode, config, device):
@@ -156,15 +156,17 @@ def check_fast_enough(mode, config, device):
         warn(f"{slow}.")
 
 
-def check_resume(saved, config, setup, evaluates):
+def check_resume(resume_state, config, setup, evaluates):
     """Refuse a checkpoint this run cannot continue; `evaluates`: whether the run measures test
     accuracy, so that a checkpoint at the last step whose final evaluation was cut short resumes
     that evaluation alone."""
-    resume_warning = checkpoint.check_compatible(saved, config, config.precision_modes[0], config.checkpoint, setup)
+    resume_warning = checkpoint.check_compatible(resume_state, config, config.precision_modes[0], config.checkpoint,
+                                                 setup)
     # the steps are all trained and the final evaluation was cut: the run evaluates, and trains nothing more
-    evaluates_only = saved["step"] == config.steps and evaluates and checkpoint.lacks_final_evaluation(saved, config)
-    if saved["step"] >= config.steps and not evaluates_only:
-        raise UserError(f"{config.checkpoint} is at step {saved['step']}, which already reaches the "
+    evaluates_only = resume_state["step"] == config.steps and evaluates and \
+        checkpoint.lacks_final_evaluation(resume_state, config)
+    if resume_state["step"] >= config.steps and not evaluates_only:
+        raise UserError(f"{config.checkpoint} is at step {resume_state['step']}, which already reaches the "
                         f"{config.steps} steps asked for; raise --steps/--epochs to train further.")
     if resume_warning:
         warn(resume_warning)
@@ -176,7 +178,7 @@ def seeded_model(config):
     return models.build_model(config.model, config.stem, config.dropout, config.batch_size)
 
 
-def run_all(config, context, model, data, saved):
+def run_all(config, context, model, data, resume_state):
     """For each seed (its own weights and data order), every mode, `--repeats` times in
     alternating order (to expose drift); stops at the first run that diverged or was
     interrupted. Returns the ModeRuns in the order they ran."""
@@ -192,7 +194,7 @@ def run_all(config, context, model, data, saved):
             modes = config.precision_modes
             for mode in modes if repeat % 2 == 0 else modes[::-1]:
                 restore_random_state(state, context.device)
-                runs.append(run_mode(initial, mode, data, seeded, context, saved, repeat, flops_per_step,
+                runs.append(run_mode(initial, mode, data, seeded, context, resume_state, repeat, flops_per_step,
                                      fp8 if mode.float8 else None))
                 if runs[-1].outcome.diverged_at is not None or runs[-1].record.incomplete:
                     return runs
@@ -234,9 +236,10 @@ class ModeRun:
     failures: List[str]  # writes that failed on the way (checkpoint saves, a trace), in words
 
 
-def run_mode(initial_model, mode, data, config, context, saved=None, repeat=0, flops_per_step=None, fp8=None):
-    """Train a copy of `initial_model` for config.steps steps in `mode` (continuing `saved`, a
-    checkpoint, if given), then measure what the flags ask beside the loop; returns its ModeRun.
+def run_mode(initial_model, mode, data, config, context, resume_state=None, repeat=0, flops_per_step=None,
+             fp8=None):
+    """Train a copy of `initial_model` for config.steps steps in `mode` (continuing `resume_state`,
+    a checkpoint's, if given), then measure what the flags ask beside the loop; returns its ModeRun.
 
     Each call starts from the same weights and the same data order (the loader is seeded with
     config.seed), and run_all gives every mode of a seed the same global random state
@@ -248,31 +251,31 @@ def run_mode(initial_model, mode, data, config, context, saved=None, repeat=0, f
     stream = context.reporter.live
     if stream is not None:
         stream.begin_run(run_label(config, mode, repeat))
-    start_step, previous = 0, None
-    if saved is not None:
-        start_step, previous = checkpoint.restore(trainer, saved, context.device, config.checkpoint)
-    curve = accuracy_curve(trainer, config, context, data, previous)
+    start_step, resumed_stats = 0, None
+    if resume_state is not None:
+        start_step, resumed_stats = checkpoint.restore(trainer, resume_state, context.device, config.checkpoint)
+    curve = accuracy_curve(trainer, config, context, data, resumed_stats)
     if start_step and curve is not None and curve.wants(start_step, config.steps):
         # the earlier process evaluated its last step after writing the checkpoint: again here
-        curve.take(start_step, previous.train_time_s if previous else 0.0)
+        curve.take(start_step, resumed_stats.train_time_s if resumed_stats else 0.0)
     saver = checkpoint.Saver(config.checkpoint, trainer, config, checkpoint.resume_setup(data, context.world),
                              context.device, context.world.is_main, warn) if config.checkpoint else None
     census = numerics.Census(mode, context.device, config.steps, config.numerics_every) if config.numerics else None
     context.reporter.phase(f"{mode.name}: training steps {start_step + 1} to {config.steps}")
-    outcome = loop.train(trainer, config, context, start_step, previous, saver, census, curve)
-    evaluated = final_evaluation(config, context, data, outcome, curve, census)
+    outcome = loop.train(trainer, config, context, start_step, resumed_stats, saver, census, curve)
+    evaluation = final_evaluation(config, context, data, outcome, curve, census)
     if saver is not None and outcome.diverged_at is None and (outcome.completed_steps > start_step
-                                                              or evaluated.test_accuracy is not None):
+                                                              or evaluation.test_accuracy is not None):
         # after the final evaluation, so that the checkpoint holds it: one cut short is resumed alone
         saver(outcome.completed_steps, dataclasses.replace(
             outcome.stats, accuracy_curve=list(curve.points), eval_time_s=curve.eval_time_s) if curve else outcome.stats)
-    findings = measure_beside_the_loop(initial_model, trainer, config, context, outcome, repeat, evaluated)
-    result = record.build(config, trainer, outcome, data, context, findings, repeat, flops_per_step,
+    measured = measure_beside_the_loop(initial_model, trainer, config, context, outcome, repeat, evaluation)
+    result = record.build(config, trainer, outcome, data, context, measured, repeat, flops_per_step,
                           dict(fp8, recipe=mode.float8) if fp8 else None)
     if stream is not None:
         stream.end_run(result.to_dict(), {key: getattr(config, key) for key in SETUP_KEYS})
     return ModeRun(result, outcome, saver.holds if saver else None,
-                   (saver.failures if saver else []) + findings.failures)
+                   (saver.failures if saver else []) + measured.failures)
 
 
 def run_label(config, mode, repeat):
@@ -282,14 +285,14 @@ def run_label(config, mode, repeat):
         (f"-repeat{repeat}" if config.repeats > 1 else "")
 
 
-def accuracy_curve(trainer, config, context, data, previous):
+def accuracy_curve(trainer, config, context, data, resumed_stats):
     """The run's AccuracyCurve (None without test images or with --no-eval), continuing the
-    points of a resumed checkpoint."""
+    points of a resumed checkpoint (`resumed_stats`, its Statistics of this mode, or None)."""
     if config.no_eval or data.test_images is None:
         return None
     mode, images, ranks = trainer.mode, len(data.train_images), context.world.size
 
-    def evaluated(step):
+    def evaluate_at(step):
         context.reporter.phase(f"{mode.name}: evaluating on {len(data.test_labels)} test images")
         accuracy = evaluate(trainer.model, mode, data, config, context)
         if accuracy is not None:
@@ -298,39 +301,40 @@ def accuracy_curve(trainer, config, context, data, previous):
                 context.reporter.live.evaluation(step, accuracy)
         return accuracy
 
-    return AccuracyCurve(evaluated, config.eval_every_steps(images, ranks), config.steps_per_epoch(images, ranks),
-                         config.target_accuracy, previous.accuracy_curve if previous else None,
-                         previous.eval_time_s if previous else 0.0)
+    return AccuracyCurve(evaluate_at, config.eval_every_steps(images, ranks), config.steps_per_epoch(images, ranks),
+                         config.target_accuracy, resumed_stats.accuracy_curve if resumed_stats else None,
+                         resumed_stats.eval_time_s if resumed_stats else 0.0)
 
 
 def final_evaluation(config, context, data, outcome, curve, census):
-    """The run's Findings with --numerics' census (taken in the loop) and the final test
-    accuracy, measured after the timed loop; a signal that cuts the evaluation short is the
-    findings' stopped_by."""
-    findings = record.Findings(curve=curve)
+    """The run's SideMeasurements with --numerics' census (taken in the loop) and the final
+    test accuracy, measured after the timed loop; a signal that cuts the evaluation short is
+    their stopped_by."""
+    measured = record.SideMeasurements(curve=curve)
     if census is not None:
-        findings.numerics, findings.memory = census.result(), census.footprint
+        measured.numerics, measured.memory = census.result(), census.footprint
     if curve is not None and record.should_evaluate(config, data, outcome):
-        findings.test_accuracy = curve.take(outcome.completed_steps, outcome.stats.train_time_s)
-        if findings.test_accuracy is None:
-            findings.stopped_by = context.stop.signal_name or loop.STOPPED_BY_ANOTHER_RANK
-    return findings
+        measured.test_accuracy = curve.take(outcome.completed_steps, outcome.stats.train_time_s)
+        if measured.test_accuracy is None:
+            measured.stopped_by = context.stop.signal_name or loop.STOPPED_BY_ANOTHER_RANK
+    return measured
 
 
-def measure_beside_the_loop(initial_model, trainer, config, context, outcome, repeat, evaluated):
-    """The run's findings: `evaluated` (the final evaluation's) with --explain's profile (and a
-    trace that could not be written among the failures) and --max-batch, each measured after the
-    timed loop and the final evaluation (neither changes their figures); none after a cut evaluation."""
+def measure_beside_the_loop(initial_model, trainer, config, context, outcome, repeat, evaluation):
+    """The run's SideMeasurements: `evaluation` (the final evaluation's) with --explain's profile
+    (and a trace that could not be written among the failures) and --max-batch, each measured
+    after the timed loop and the final evaluation (neither changes their figures); none after a
+    cut evaluation."""
     mode = trainer.mode
-    finished = outcome.ran_all_steps(config.steps) and outcome.diverged_at is None and evaluated.stopped_by is None
+    finished = outcome.ran_all_steps(config.steps) and outcome.diverged_at is None and evaluation.stopped_by is None
     profile, failed = explain(trainer, config, context, repeat) if config.explain and finished else (None, None)
     largest = None
     if config.max_batch and repeat == 0 and finished:
         context.reporter.phase(f"{mode.name}: finding the largest batch that fits (--max-batch)")
         largest = max_batch.largest_batch_of(initial_model, mode, config, context.device)
         context.reporter.phase(f"{mode.name}: the largest batch that fits is {largest}")
-    return dataclasses.replace(evaluated, profile=profile, max_batch=largest,
-                               failures=evaluated.failures + ([failed] if failed else []))
+    return dataclasses.replace(evaluation, profile=profile, max_batch=largest,
+                               failures=evaluation.failures + ([failed] if failed else []))
 
 
 def explain(trainer, config, context, repeat):
@@ -358,7 +362,7 @@ def explain(trainer, config, context, repeat):
     return profile, failed
 
 
-def finish(config, context, data, runs, saved):
+def finish(config, context, data, runs, resume_state):
     """Print and write the results (rank 0 alone), say what the user can do after a
     divergence or a signal, and return the exit status every rank shares."""
     stop, world, last = context.stop, context.world, runs[-1]
@@ -391,7 +395,7 @@ def finish(config, context, data, runs, saved):
               file=sys.stderr)
     elif interrupted:
         holds = last.checkpoint_step if last.checkpoint_step is not None else \
-            saved["step"] if saved is not None else None
+            resume_state["step"] if resume_state is not None else None
         print(resume_line(config, last.record, holds, bool(last.failures), context.world), file=sys.stderr)
     elif stop.requested:
         print(f"main.py: {stop.signal_name} arrived after the last step and evaluation; the results above are "

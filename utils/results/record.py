@@ -112,7 +112,7 @@ def should_evaluate(config, data, outcome):
 
 
 @dataclass
-class Findings:
+class SideMeasurements:
     """What was measured of a run beside its timed loop (none of it changes the loop's figures)."""
     test_accuracy: Optional[float] = None
     profile: Optional[object] = None  # --explain: a utils.explain.profiler.Profile, without its diagnosis
@@ -124,10 +124,10 @@ class Findings:
     failures: List[str] = field(default_factory=list)  # writes that failed on the way (a trace), in words
 
 
-def build(config, trainer, outcome, data, context, findings, repeat=0, flops_per_step=None, fp8=None):
-    """The record of one mode's run, built once from what its loop measured and the findings
-    beside it; with `flops_per_step` (the whole job's), also the TFLOP/s and MFU at its median;
-    `fp8` is an fp8 mode's accounting."""
+def build(config, trainer, outcome, data, context, measured, repeat=0, flops_per_step=None, fp8=None):
+    """The record of one mode's run, built once from what its loop measured and what was
+    `measured` beside it (SideMeasurements); with `flops_per_step` (the whole job's), also the
+    TFLOP/s and MFU at its median; `fp8` is an fp8 mode's accounting."""
     # imported here, as they import torch: reading result files (utils.report) needs no torch
     from utils.measure import flops, memory
     from utils.measure.envinfo import device_name, tf32_flags
@@ -146,27 +146,27 @@ def build(config, trainer, outcome, data, context, findings, repeat=0, flops_per
         accum_steps=config.accum_steps, effective_batch_size=config.effective_batch_size, world_size=world.size,
         global_batch_size=global_batch, timing_unit="optimizer_step", steps=config.steps,
         completed_steps=outcome.completed_steps,
-        incomplete=not outcome.ran_all_steps(config.steps) or findings.stopped_by is not None,
-        stopped_by=outcome.stopped_by or findings.stopped_by, resumed_from_step=outcome.start_step or None, segments=stats.segments,
+        incomplete=not outcome.ran_all_steps(config.steps) or measured.stopped_by is not None,
+        stopped_by=outcome.stopped_by or measured.stopped_by, resumed_from_step=outcome.start_step or None, segments=stats.segments,
         warmup=config.warmup, **timing, peak_memory_bytes=stats.peak_memory_bytes, peak_memory_kind=memory.peak_bytes(device)[1],
         final_loss=losses[-1] if losses else None, loss_curve=losses, lr_curve=stats.lrs,
         loss_scale_curve=stats.loss_scales if trainer.scaler.is_enabled() else None,
         skipped_steps=outcome.skipped_steps,
         final_loss_scale=trainer.scaler.get_scale() if trainer.scaler.is_enabled() else None,
-        final_lr=trainer.optimizer.param_groups[0]["lr"], test_accuracy=findings.test_accuracy,
+        final_lr=trainer.optimizer.param_groups[0]["lr"], test_accuracy=measured.test_accuracy,
         epochs_seen=outcome.completed_steps * global_batch / len(data.train_images),
         wall_time_s=stats.wall_time_s, first_step_s=outcome.first_step_s,
         compile_time_s=outcome.first_step_s if config.compile else None,
         initial_weights_sha256=trainer.initial_weights_sha256, first_batch_sha256=outcome.first_batch_sha256,
-        repeat=repeat, finished_utc=now_utc(), numerics=findings.numerics, memory=findings.memory,
-        max_batch=findings.max_batch, warmup_peak_memory_bytes=stats.warmup_peak_memory_bytes or None,
+        repeat=repeat, finished_utc=now_utc(), numerics=measured.numerics, memory=measured.memory,
+        max_batch=measured.max_batch, warmup_peak_memory_bytes=stats.warmup_peak_memory_bytes or None,
         peak_reserved_bytes=stats.peak_reserved_bytes if device.type == "cuda" else None,
         optimizer_impl=trainer.optimizer_impl, seed=config.seed, fp8=fp8, host=host_fields(outcome.host, device.type, timing),
-        **accuracy_fields(findings.curve), **utilisation,
+        **accuracy_fields(measured.curve), **utilisation,
         grad_comm=trainer.grad_comm, bucket_mb=communication(config.grad_comm, config.bucket_mb, world.size)["bucket_mb"])
     record.learned = learned(record.data, record.loss_curve, record.test_accuracy)
-    if findings.profile is not None:
-        record.profile = replace(findings.profile, diagnosis=diagnose_run(record, findings.profile, config.workers,
+    if measured.profile is not None:
+        record.profile = replace(measured.profile, diagnosis=diagnose_run(record, measured.profile, config.workers,
                                                                           os.cpu_count() or 1))
     return record
 

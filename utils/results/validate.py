@@ -22,7 +22,7 @@ class Invalid(Exception):
     """The sentence's middle: which field is wrong and what it holds."""
 
 
-def shown(value):
+def value_in_words(value):
     """A short, quoted picture of a JSON value for the sentence."""
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) > LARGEST:
         return f"an integer of {len(str(abs(value)))} digits" if abs(value) < 10 ** 4000 else "a huge integer"
@@ -38,7 +38,7 @@ def at(where, key):
 
 
 def fail(where, value, wanted):
-    raise Invalid(f"{where} is {shown(value)}, not {wanted}")
+    raise Invalid(f"{where} is {value_in_words(value)}, not {wanted}")
 
 
 class Number:
