@@ -341,14 +341,16 @@ def run_suite(options):
 
 
 def load(out, name):
-    """A saved document; for a results document, its comparison recomputed from its runs by this version's
-    statistics (intervals, the learned flag), as utils.report does when it merges."""
+    """A saved document; a results document upgraded to this version's form and its comparison recomputed
+    from its runs by this version's statistics (intervals, the learned flag), as utils.report does when it
+    merges."""
     from utils.results.compare import compare_modes
-    from utils.results.record import baseline_of
+    from utils.results.upgrade import upgrade
 
     document = saved(out, name)
     if document is not None and "runs" in document:  # resume-weights.json is a record of its own
-        document["comparison"] = compare_modes(document["runs"], baseline=baseline_of(document))
+        document = upgrade(document)
+        document["comparison"] = compare_modes(document["runs"], baseline=document["config"]["baseline"])
     return document
 
 
@@ -418,7 +420,7 @@ def verdicts(out):
 
 def render(out):
     """The Markdown of the full results page for the suite results in `out` (its README.md)."""
-    from utils.results.output import summary as table_text
+    from utils.results.summary import summary as table_text
 
     suite, header = suite_header(out)
     lines = ["# ampbench GPU suite results", ""] + header
@@ -502,7 +504,7 @@ def classics(out):
 def recipes(out):
     """Per mode, the median step of each recipe, the fastest whose loss stayed finite, its
     speedup over fp32 in eager mode, and its MFU."""
-    documents = {recipe: saved(out, f"recipe-{recipe}") for recipe, _ in RECIPES}
+    documents = {recipe: load(out, f"recipe-{recipe}") for recipe, _ in RECIPES}
     if not any(documents.values()):
         return []
     runs = {recipe: {run["mode"]: run for run in document["runs"] if run["step_time_ms"]} if document else {}
@@ -524,7 +526,7 @@ def recipes(out):
         rows.append(f"| {mode} | " + " | ".join(cells) + f" | {best or '-'} | {speedup} | {mfu} |")
     config = next(document for document in documents.values() if document)["config"]
     return ["#### The fastest honest recipe per mode", "",
-            f"resnet18, batch {config['batch_size']}, channels_last, {config.get('optimizer_impl', 'foreach')} SGD; "
+            f"resnet18, batch {config['batch_size']}, channels_last, {config['optimizer_impl']} SGD; "
             "median ms per step; the fastest recipe whose loss stayed finite, its speedup over fp32 in eager mode "
             "and its MFU.", "",
             "| mode | eager ms | compile ms | compile + CUDA graphs ms | fastest | speedup vs fp32 eager | MFU |",
@@ -574,7 +576,7 @@ def percent_or_dash(value):
 
 def fp8_lines(document):
     """What ran in FP8 per fp8 mode (the summary's line) and the rule for an fp8 slower than bf16."""
-    from utils.results.output import fp8_notes
+    from utils.results.summary import fp8_notes
 
     found = [finding["text"] for row in document["comparison"].values() for finding in row.diagnosis or []
              if finding["rule"] == "fp8 slower than bf16"]

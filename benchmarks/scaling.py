@@ -144,12 +144,13 @@ def finish(out, results, ran, options):
     """The table on stdout; scaling.json and scaling.png under `out`."""
     from utils.results import scaling
     from utils.results.merge import load_result
-    from utils.results.output import describe, write_json
+    from utils.results.files import write_json
     from utils.results.record import setup_of
+    from utils.results.summary import describe
 
     documents = [document for path in results for document in load_result(str(path))]
     rows = scaling.study(documents)
-    base = next(document for document in documents if document["env"].get("world_size", 1) == 1)
+    base = next(document for document in documents if document["env"]["world_size"] == 1)
     title = describe(setup_of(base), base["env"]).replace("batch ", "batch per process ", 1)
     notes = scaling.notes(rows)
     accuracy = scaling.accuracy_table(rows)

@@ -13,10 +13,9 @@ from hypothesis import strategies as st
 
 from conftest import read_results, run_main
 from utils import fileio
-from utils.app import check_outputs
 from utils.config import RunConfig
 from utils.errors import UserError
-from utils.results import live, output
+from utils.results import files, live, run_outputs
 from utils.training.distributed import World
 
 pytestmark = pytest.mark.long  # its own CI stage (pytest.ini)
@@ -73,8 +72,8 @@ def make(kind, folder, index):
 def snapshot(folder):
     """Every entry under `folder`: its kind, inode and content (of regular files)."""
     found = {}
-    for root, dirs, files in os.walk(folder):
-        for entry in dirs + files:
+    for root, dirs, names in os.walk(folder):
+        for entry in dirs + names:
             path = os.path.join(root, entry)
             info = os.lstat(path)
             content = open(path, "rb").read() if stat.S_ISREG(info.st_mode) else None
@@ -85,9 +84,9 @@ def snapshot(folder):
 def write(flag, path, document):
     """What main.py writes to `path` after training."""
     if flag == "json":
-        output.write_json(path, output.json_document(document))
+        files.write_json(path, files.json_document(document))
     elif flag == "csv":
-        output.append_csv(path, document)
+        files.append_csv(path, document)
     elif flag == "checkpoint":
         fileio.atomic_write(path, lambda f: f.write(b"checkpoint bytes"))
     elif flag == "jsonl":
@@ -112,7 +111,7 @@ def test_every_output_path_is_refused_before_training_or_written_whole(outputs, 
     before = snapshot(folder)
     try:
         config = RunConfig.build(data="synthetic", steps=3, warmup=1, **paths)
-        check_outputs(config, World())
+        run_outputs.check(config, World(), lambda message: None)
     except UserError as error:
         assert "\n" not in str(error).replace("line\nbreak", "") and str(error).endswith("."), str(error)
         assert snapshot(folder) == before, "a refused output changed what was there"

@@ -12,17 +12,16 @@ import torch
 
 from models import factory, families
 from utils import compat
-from utils.data import cifar10, dataset
+from utils.data import dataset
 from utils.config import no_test_images
-from utils.errors import UserError, WriteFailed
+from utils.errors import UserError
 from utils.explain import profiler
-from utils import fileio
-from utils.fileio import ensure_writable
 from utils.measure import envinfo, flops, memory
 from utils.measure.progress import Reporter
 from utils.numerics.census import Census
-from utils.results import live, plot, record, output
+from utils.results import live, record, run_outputs
 from utils.results.compare import compare_modes
+from utils.results.summary import summary
 from utils.setup_keys import SETUP_KEYS
 from utils.training import checkpoint, distributed, float8, loop, max_batch, precision
 from utils.training.context import RunContext
@@ -44,39 +43,6 @@ def pick_device(use_gpu, cudnn_benchmark):
                         "GPU node with a CUDA build of torch (in a container: singularity exec --nv).")
     torch.backends.cudnn.benchmark = cudnn_benchmark
     return torch.device("cuda")
-
-
-def check_outputs(config, world):
-    """Every output path is checked before training starts, not after an hour of it: writable
-    the way it will be written, and no two outputs (symlinks followed) nor an output and a data
-    file are one file. Temporary checkpoints a killed save left behind are removed."""
-    outputs = [(path, flag) for path, flag in [(config.json, "--json"), (config.csv, "--csv"), (config.plot, "--plot"),
-                                                (config.checkpoint, "--checkpoint"), (config.jsonl, "--jsonl")] if path]
-    seen = {}
-    for path, flag in outputs:
-        ensure_writable(path, flag)
-        real = os.path.realpath(path)
-        if real in seen:
-            raise UserError(f"{seen[real]} and {flag} name the same file {path}; give each output its own file.")
-        seen[real] = flag
-        if os.path.dirname(real) == os.path.realpath(cifar10.batches_folder(config.data_dir)):
-            raise UserError(f"{flag} {path} is in the CIFAR-10 folder; write results elsewhere.")
-    if config.jsonl:
-        fileio.ensure_appendable(config.jsonl, "--jsonl")
-    if config.csv:
-        fileio.ensure_lockable(config.csv, "--csv")
-        output.check_csv_header(config.csv)
-    if config.checkpoint and world.is_main:
-        removed = fileio.remove_leftovers(config.checkpoint)
-        if removed:
-            warn(f"removed {removed / 2 ** 20:.1f} MiB of temporary files that a killed save of {config.checkpoint} "
-                 "left beside it.")
-    if config.plot:
-        plot.check_available(config.plot)
-    if config.tensorboard:
-        live.check_tensorboard(config.tensorboard)
-    if config.trace_dir:
-        fileio.ensure_folder_writable(config.trace_dir, "--trace-dir")
 
 
 def resume_line(config, last, checkpoint_holds, saves_failed, world):
@@ -138,8 +104,8 @@ def list_models():
 
 def benchmark(config, context):
     """Prepare once, run every (repeat, mode), then print, write and choose the exit status."""
-    config, model, data, saved = prepare(config, context)
-    return finish(config, context, data, run_all(config, context, model, data, saved), saved)
+    config, model, data, resume_state = prepare(config, context)
+    return finish(config, context, data, run_all(config, context, model, data, resume_state), resume_state)
 
 
 def prepare(config, context):
@@ -155,8 +121,8 @@ def prepare(config, context):
              "benchmark it.", "WARNING")
     if config.compile and not compat.has_compile():
         raise UserError(f"--compile needs torch 2.0 or newer, and this is torch {torch.__version__}: drop --compile.")
-    check_outputs(config, context.world)
-    saved = checkpoint.load(config.checkpoint, context.device) if config.resume else None
+    run_outputs.check(config, context.world, warn)
+    resume_state = checkpoint.load(config.checkpoint, context.device) if config.resume else None
     model = seeded_model(config)
     context.reporter.phase(f"model {config.model} built: {sum(p.numel() for p in model.parameters()) / 1e6:.1f} M "
                            "parameters")
@@ -173,21 +139,23 @@ def prepare(config, context):
     config = config.for_dataset(len(data.train_images), size).with_recipe(factory.has_batch_norm(model), size)
     if config.short_run_note():
         warn(config.short_run_note(), "note")
-    if saved is not None:
-        check_resume(saved, config, checkpoint.resume_setup(data, context.world),
+    if resume_state is not None:
+        check_resume(resume_state, config, checkpoint.resume_setup(data, context.world),
                      not config.no_eval and data.test_images is not None)
-    return config, model, data, saved
+    return config, model, data, resume_state
 
 
-def check_resume(saved, config, setup, evaluates):
+def check_resume(resume_state, config, setup, evaluates):
     """Refuse a checkpoint this run cannot continue; `evaluates`: whether the run measures test
     accuracy, so that a checkpoint at the last step whose final evaluation was cut short resumes
     that evaluation alone."""
-    resume_warning = checkpoint.check_compatible(saved, config, config.precision_modes[0], config.checkpoint, setup)
+    resume_warning = checkpoint.check_compatible(resume_state, config, config.precision_modes[0], config.checkpoint,
+                                                 setup)
     # the steps are all trained and the final evaluation was cut: the run evaluates, and trains nothing more
-    evaluates_only = saved["step"] == config.steps and evaluates and checkpoint.lacks_final_evaluation(saved, config)
-    if saved["step"] >= config.steps and not evaluates_only:
-        raise UserError(f"{config.checkpoint} is at step {saved['step']}, which already reaches the "
+    evaluates_only = resume_state["step"] == config.steps and evaluates and \
+        checkpoint.lacks_final_evaluation(resume_state, config)
+    if resume_state["step"] >= config.steps and not evaluates_only:
+        raise UserError(f"{config.checkpoint} is at step {resume_state['step']}, which already reaches the "
                         f"{config.steps} steps asked for; raise --steps/--epochs to train further.")
     if resume_warning:
         warn(resume_warning)
@@ -199,7 +167,7 @@ def seeded_model(config):
     return factory.build_model(config.model, config.stem, config.dropout, config.batch_size)
 
 
-def run_all(config, context, model, data, saved):
+def run_all(config, context, model, data, resume_state):
     """For each seed (its own weights and data order), every mode, `--repeats` times in
     alternating order (to expose drift); stops at the first run that diverged or was
     interrupted. Returns the ModeRuns in the order they ran."""
@@ -215,7 +183,7 @@ def run_all(config, context, model, data, saved):
             modes = config.precision_modes
             for mode in modes if repeat % 2 == 0 else modes[::-1]:
                 restore_random_state(state, context.device)
-                runs.append(run_mode(initial, mode, data, seeded, context, saved, repeat, flops_per_step,
+                runs.append(run_mode(initial, mode, data, seeded, context, resume_state, repeat, flops_per_step,
                                      fp8 if mode.float8 else None))
                 if runs[-1].outcome.diverged_at is not None or runs[-1].record.incomplete:
                     return runs
@@ -257,9 +225,10 @@ class ModeRun:
     failures: List[str]  # writes that failed on the way (checkpoint saves, a trace), in words
 
 
-def run_mode(initial_model, mode, data, config, context, saved=None, repeat=0, flops_per_step=None, fp8=None):
-    """Train a copy of `initial_model` for config.steps steps in `mode` (continuing `saved`, a
-    checkpoint, if given), then measure what the flags ask beside the loop; returns its ModeRun.
+def run_mode(initial_model, mode, data, config, context, resume_state=None, repeat=0, flops_per_step=None,
+             fp8=None):
+    """Train a copy of `initial_model` for config.steps steps in `mode` (continuing `resume_state`,
+    a checkpoint's, if given), then measure what the flags ask beside the loop; returns its ModeRun.
 
     Each call starts from the same weights and the same data order (the loader is seeded with
     config.seed), and run_all gives every mode of a seed the same global random state
@@ -271,31 +240,31 @@ def run_mode(initial_model, mode, data, config, context, saved=None, repeat=0, f
     stream = context.reporter.live
     if stream is not None:
         stream.begin_run(run_label(config, mode, repeat))
-    start_step, previous = 0, None
-    if saved is not None:
-        start_step, previous = checkpoint.restore(trainer, saved, context.device, config.checkpoint)
-    curve = accuracy_curve(trainer, config, context, data, previous)
+    start_step, resumed_stats = 0, None
+    if resume_state is not None:
+        start_step, resumed_stats = checkpoint.restore(trainer, resume_state, context.device, config.checkpoint)
+    curve = accuracy_curve(trainer, config, context, data, resumed_stats)
     if start_step and curve is not None and curve.wants(start_step, config.steps):
         # the earlier process evaluated its last step after writing the checkpoint: again here
-        curve.take(start_step, previous.train_time_s if previous else 0.0)
+        curve.take(start_step, resumed_stats.train_time_s if resumed_stats else 0.0)
     saver = checkpoint.Saver(config.checkpoint, trainer, config, checkpoint.resume_setup(data, context.world),
                              context.device, context.world.is_main, warn) if config.checkpoint else None
     census = Census(mode, context.device, config.steps, config.numerics_every) if config.numerics else None
     context.reporter.phase(f"{mode.name}: training steps {start_step + 1} to {config.steps}")
-    outcome = loop.train(trainer, config, context, start_step, previous, saver, census, curve)
-    evaluated = final_evaluation(config, context, data, outcome, curve, census)
+    outcome = loop.train(trainer, config, context, start_step, resumed_stats, saver, census, curve)
+    evaluation = final_evaluation(config, context, data, outcome, curve, census)
     if saver is not None and outcome.diverged_at is None and (outcome.completed_steps > start_step
-                                                              or evaluated.test_accuracy is not None):
+                                                              or evaluation.test_accuracy is not None):
         # after the final evaluation, so that the checkpoint holds it: one cut short is resumed alone
         saver(outcome.completed_steps, dataclasses.replace(
             outcome.stats, accuracy_curve=list(curve.points), eval_time_s=curve.eval_time_s) if curve else outcome.stats)
-    findings = measure_beside_the_loop(initial_model, trainer, config, context, outcome, repeat, evaluated)
-    result = record.build(config, trainer, outcome, data, context, findings, repeat, flops_per_step,
+    measured = measure_beside_the_loop(initial_model, trainer, config, context, outcome, repeat, evaluation)
+    result = record.build(config, trainer, outcome, data, context, measured, repeat, flops_per_step,
                           dict(fp8, recipe=mode.float8) if fp8 else None)
     if stream is not None:
         stream.end_run(result.to_dict(), {key: getattr(config, key) for key in SETUP_KEYS})
     return ModeRun(result, outcome, saver.holds if saver else None,
-                   (saver.failures if saver else []) + findings.failures)
+                   (saver.failures if saver else []) + measured.failures)
 
 
 def run_label(config, mode, repeat):
@@ -305,14 +274,14 @@ def run_label(config, mode, repeat):
         (f"-repeat{repeat}" if config.repeats > 1 else "")
 
 
-def accuracy_curve(trainer, config, context, data, previous):
+def accuracy_curve(trainer, config, context, data, resumed_stats):
     """The run's AccuracyCurve (None without test images or with --no-eval), continuing the
-    points of a resumed checkpoint."""
+    points of a resumed checkpoint (`resumed_stats`, its Statistics of this mode, or None)."""
     if config.no_eval or data.test_images is None:
         return None
     mode, images, ranks = trainer.mode, len(data.train_images), context.world.size
 
-    def evaluated(step):
+    def evaluate_at(step):
         context.reporter.phase(f"{mode.name}: evaluating on {len(data.test_labels)} test images")
         accuracy = evaluate(trainer.model, mode, data, config, context)
         if accuracy is not None:
@@ -321,39 +290,40 @@ def accuracy_curve(trainer, config, context, data, previous):
                 context.reporter.live.evaluation(step, accuracy)
         return accuracy
 
-    return AccuracyCurve(evaluated, config.eval_every_steps(images, ranks), config.steps_per_epoch(images, ranks),
-                         config.target_accuracy, previous.accuracy_curve if previous else None,
-                         previous.eval_time_s if previous else 0.0)
+    return AccuracyCurve(evaluate_at, config.eval_every_steps(images, ranks), config.steps_per_epoch(images, ranks),
+                         config.target_accuracy, resumed_stats.accuracy_curve if resumed_stats else None,
+                         resumed_stats.eval_time_s if resumed_stats else 0.0)
 
 
 def final_evaluation(config, context, data, outcome, curve, census):
-    """The run's Findings with --numerics' census (taken in the loop) and the final test
-    accuracy, measured after the timed loop; a signal that cuts the evaluation short is the
-    findings' stopped_by."""
-    findings = record.Findings(curve=curve)
+    """The run's SideMeasurements with --numerics' census (taken in the loop) and the final
+    test accuracy, measured after the timed loop; a signal that cuts the evaluation short is
+    their stopped_by."""
+    measured = record.SideMeasurements(curve=curve)
     if census is not None:
-        findings.numerics, findings.memory = census.result(), census.footprint
+        measured.numerics, measured.memory = census.result(), census.footprint
     if curve is not None and record.should_evaluate(config, data, outcome):
-        findings.test_accuracy = curve.take(outcome.completed_steps, outcome.stats.train_time_s)
-        if findings.test_accuracy is None:
-            findings.stopped_by = context.stop.signal_name or loop.STOPPED_BY_ANOTHER_RANK
-    return findings
+        measured.test_accuracy = curve.take(outcome.completed_steps, outcome.stats.train_time_s)
+        if measured.test_accuracy is None:
+            measured.stopped_by = context.stop.signal_name or loop.STOPPED_BY_ANOTHER_RANK
+    return measured
 
 
-def measure_beside_the_loop(initial_model, trainer, config, context, outcome, repeat, evaluated):
-    """The run's findings: `evaluated` (the final evaluation's) with --explain's profile (and a
-    trace that could not be written among the failures) and --max-batch, each measured after the
-    timed loop and the final evaluation (neither changes their figures); none after a cut evaluation."""
+def measure_beside_the_loop(initial_model, trainer, config, context, outcome, repeat, evaluation):
+    """The run's SideMeasurements: `evaluation` (the final evaluation's) with --explain's profile
+    (and a trace that could not be written among the failures) and --max-batch, each measured
+    after the timed loop and the final evaluation (neither changes their figures); none after a
+    cut evaluation."""
     mode = trainer.mode
-    finished = outcome.ran_all_steps(config.steps) and outcome.diverged_at is None and evaluated.stopped_by is None
+    finished = outcome.ran_all_steps(config.steps) and outcome.diverged_at is None and evaluation.stopped_by is None
     profile, failed = explain(trainer, config, context, repeat) if config.explain and finished else (None, None)
     largest = None
     if config.max_batch and repeat == 0 and finished:
         context.reporter.phase(f"{mode.name}: finding the largest batch that fits (--max-batch)")
         largest = max_batch.largest_batch_of(initial_model, mode, config, context.device)
         context.reporter.phase(f"{mode.name}: the largest batch that fits is {largest}")
-    return dataclasses.replace(evaluated, profile=profile, max_batch=largest,
-                               failures=evaluated.failures + ([failed] if failed else []))
+    return dataclasses.replace(evaluation, profile=profile, max_batch=largest,
+                               failures=evaluation.failures + ([failed] if failed else []))
 
 
 def explain(trainer, config, context, repeat):
@@ -381,7 +351,7 @@ def explain(trainer, config, context, repeat):
     return profile, failed
 
 
-def finish(config, context, data, runs, saved):
+def finish(config, context, data, runs, resume_state):
     """Print and write the results (rank 0 alone), say what the user can do after a
     divergence or a signal, and return the exit status every rank shares."""
     stop, world, last = context.stop, context.world, runs[-1]
@@ -399,9 +369,10 @@ def finish(config, context, data, runs, saved):
         return status()
     document = results_document(config, context, data, job, [run.record for run in runs],
                                 bool(diverged) or interrupted)
-    written, failed = write_outputs(config, context, document)  # before printing: a closed stdout costs none
+    # before printing: a closed stdout costs none
+    written, failed = run_outputs.write(config, context.reporter.live, document)
     failures += failed
-    print(output.summary(document, config.wide))
+    print(summary(document, config.wide))
     for line in written:
         print(line)
     for failure in failures:
@@ -413,7 +384,7 @@ def finish(config, context, data, runs, saved):
               file=sys.stderr)
     elif interrupted:
         holds = last.checkpoint_step if last.checkpoint_step is not None else \
-            saved["step"] if saved is not None else None
+            resume_state["step"] if resume_state is not None else None
         print(resume_line(config, last.record, holds, bool(last.failures), context.world), file=sys.stderr)
     elif stop.requested:
         print(f"main.py: {stop.signal_name} arrived after the last step and evaluation; the results above are "
@@ -437,47 +408,3 @@ def distributed_env(world, config):
     return {"world_size": world.size, "launcher": world.launcher,
             "backend": ("nccl" if config.gpu else "gloo") if world.distributed else None,
             "nodes": sorted(set(names)), "global_batch_size": config.global_batch_size(world.size)}
-
-
-def write_outputs(config, context, document):
-    """Write every output asked for, each on its own, the results file first: one that fails
-    (a full disk, a file made read-only meanwhile) is reported and the others are still
-    written. Returns (the lines saying what was written, the failures' sentences)."""
-    written, failures = [], []
-    for write in output_writers(config, context, document):
-        try:
-            written.append(write())
-        except WriteFailed as error:
-            failures.append(str(error))
-    return written, failures
-
-
-def output_writers(config, context, document):
-    """A function per output asked for, which writes it and returns the line that says so."""
-    def results():
-        output.write_json(config.json, output.json_document(document))
-        return f"results written to {config.json}"
-
-    def rows():
-        return f"{output.append_csv(config.csv, document)} rows appended to {config.csv}"
-
-    def figure():
-        plot.draw(config.plot, document)
-        return f"plot written to {config.plot}"
-
-    def streams():
-        stream.comparison(output.summary(document, wide=True))
-        stream.close()
-        return "; ".join(([f"TensorBoard logs written to {stream.tensorboard}"] if config.tensorboard else [])
-                         + ([f"{config.jsonl} appended"] if config.jsonl else []))
-
-    def nothing_to(flag, path):
-        def refuse():
-            raise WriteFailed(f"{flag} {path} was not written: no run got past its warm-up, so there are no step "
-                              "times to compare.")
-        return refuse
-
-    compared, stream = bool(document["comparison"]), context.reporter.live
-    wanted = [(results, config.json), (rows if compared else nothing_to("--csv", config.csv), config.csv),
-              (figure if compared else nothing_to("--plot", config.plot), config.plot), (streams, stream is not None)]
-    return [write for write, asked in wanted if asked]

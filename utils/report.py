@@ -8,7 +8,8 @@ import sys
 from utils.errors import UserError, WriteFailed
 from utils.fileio import ensure_lockable, ensure_writable
 from utils.results.merge import load_result, merge, setup_differences
-from utils.results.output import append_csv, check_csv_header, json_document, summary, write_json
+from utils.results.files import append_csv, check_csv_header, json_document, write_json
+from utils.results.summary import summary
 
 
 def main(argv=None):

@@ -138,12 +138,12 @@ def test_a_checkpoint_that_cannot_be_saved_costs_neither_the_run_nor_its_results
 
 def test_a_failed_output_after_training_still_writes_the_others(tmp_path, monkeypatch):
     from utils.errors import WriteFailed
-    from utils.results import output
+    from utils.results import files
 
     def full_disk(path, document):
         raise WriteFailed(f"could not write {path} (No space left on device); the file there before, if any, "
                           "is kept as it was.")
-    monkeypatch.setattr(output, "write_json", full_disk)
+    monkeypatch.setattr(files, "write_json", full_disk)
     result = run_main(*TINY, "--json", tmp_path / "r.json", "--csv", tmp_path / "r.csv")
     assert result.returncode == 1
     assert "main.py: error: could not write" in result.stderr and "No space left on device" in result.stderr
@@ -211,15 +211,15 @@ def test_a_trace_that_cannot_be_written_is_returned_with_the_findings_not_stashe
     """What is measured beside the loop comes back as new findings: the profile, the largest
     batch and a trace that could not be written; the final evaluation's findings stay as they were."""
     from utils import app
-    from utils.results.record import Findings
+    from utils.results.record import SideMeasurements
     monkeypatch.setattr(app, "explain", lambda trainer, config, context, repeat: ("profile", "trace not written"))
     monkeypatch.setattr(app.max_batch, "largest_batch_of", lambda model, mode, config, device: 512)
     config = types.SimpleNamespace(steps=3, explain=True, max_batch=True)
     context = types.SimpleNamespace(reporter=types.SimpleNamespace(phase=lambda text: None), device="cpu")
     outcome = types.SimpleNamespace(ran_all_steps=lambda steps: True, diverged_at=None)
-    evaluated = Findings(test_accuracy=0.5)
+    evaluation = SideMeasurements(test_accuracy=0.5)
     found = app.measure_beside_the_loop(None, types.SimpleNamespace(mode=types.SimpleNamespace(name="fp32")), config,
-                                        context, outcome, 0, evaluated)
+                                        context, outcome, 0, evaluation)
     assert (found.profile, found.max_batch, found.failures, found.test_accuracy) == \
         ("profile", 512, ["trace not written"], 0.5)
-    assert evaluated == Findings(test_accuracy=0.5)
+    assert evaluation == SideMeasurements(test_accuracy=0.5)

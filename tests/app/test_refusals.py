@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from conftest import ROOT, run_main
-from utils.results import output
+from utils.results import files
 
 TINY = ["--model", "squeezenet1_1", "-n", "3", "--warmup", "1", "--no-progress", "--data", "synthetic"]
 
@@ -50,10 +50,10 @@ def test_a_results_file_that_cannot_be_written_after_training_exits_1_and_keeps_
 
     def full_disk(*args, **kwargs):  # the temporary file is written, then the disk is full
         raise OSError(errno.ENOSPC, "No space left on device")
-    monkeypatch.setattr(output.json, "dumps", full_disk)
+    monkeypatch.setattr(files.json, "dumps", full_disk)
     result = run_main(*TINY, "-b", "4", "--json", old)
     status, err = result.returncode, result.stderr
-    monkeypatch.setattr(output.json, "dumps", real_dumps)
+    monkeypatch.setattr(files.json, "dumps", real_dumps)
     assert status == 1, err
     assert f"could not write {old} (No space left on device)" in err and "is kept as it was" in err
     assert old.read_text() == '{"earlier": "results"}\n'

@@ -13,7 +13,7 @@ import main
 from conftest import copy_subset
 from utils import compat
 from utils.data import dataset
-from utils.results import output
+from utils.results import files
 from utils.training import evaluation, loop
 from utils.training.checkpoint import read
 
@@ -42,7 +42,7 @@ def signal_in(monkeypatch, phase, number):
     elif phase == "data load":
         before(dataset, "load")
     elif phase == "writing results":
-        before(output, "write_json")
+        before(files, "write_json")
     elif phase == "training":
         original = loop.train_step
         calls = []

@@ -338,7 +338,7 @@ def profiled_run(mode, timed_ms, profiled):
 def test_explain_scales_its_categories_to_the_timed_median_and_warns_when_they_disagree():
     """fp32 profiled at 3,126 ms against a timed 1,376 ms gave "total 4.19x" beside a measured
     2.18x; scaled, the total is the measured speedup and the table says why."""
-    from utils.results import compare, output
+    from utils.results import compare, summary
     name = NAMES[0]
     runs = [profiled_run("fp32", 1376.0, {name: 2126.0, NAMES[1]: 1000.0}),
             profiled_run("amp-bf16", 631.2, {name: 500.0, NAMES[1]: 246.0})]
@@ -348,7 +348,7 @@ def test_explain_scales_its_categories_to_the_timed_median_and_warns_when_they_d
     assert bf16.profile_speedup["total"] == pytest.approx(bf16.speedup_vs_baseline) == pytest.approx(2.18, abs=0.01)
     assert comparison["fp32"].profiled_vs_timed == pytest.approx(3126.0 / 1376.0)
     document = {"env": {"torch": "x", "device_type": "cpu"}, "runs": runs, "comparison": comparison}
-    text = " ".join(" ".join(output.explanation(document, wide=True)).split())
+    text = " ".join(" ".join(summary.explanation(document, wide=True)).split())
     assert "warning: the profiled step differs from the timed median by over 20% (fp32 2.27x, amp-bf16 1.18x)" \
         not in text  # amp-bf16 is within 20%
     assert "warning: the profiled step differs from the timed median by over 20% (fp32 2.27x)" in text

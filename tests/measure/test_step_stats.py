@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from utils.measure.step_stats import outliers, summarize
-from utils.results.output import outlier_notes
+from utils.results.summary import outlier_notes
 
 
 def test_summarize_matches_numpy():

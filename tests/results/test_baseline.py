@@ -7,7 +7,7 @@ import pytest
 
 from conftest import assert_user_error, read_results, run_main
 from test_compare import fake_run, run_cli_module
-from utils.results import compare, output
+from utils.results import compare, files
 
 SMALL = ["--model", "squeezenet1_1", "-b", "8", "-n", "4", "--warmup", "1", "--no-progress", "--data", "synthetic"]
 
@@ -99,7 +99,7 @@ def test_merges_refuse_to_pool_different_baselines_unless_one_is_chosen(against_
 def test_the_same_runs_against_another_baseline_are_new_csv_rows(against_bf16, tmp_path):
     document = read_results(against_bf16[1] / "r.json")
     path = tmp_path / "r.csv"
-    assert output.append_csv(path, document) == 2 and output.append_csv(path, document) == 0
+    assert files.append_csv(path, document) == 2 and files.append_csv(path, document) == 0
     document["config"]["baseline"] = "fp32"
     document["comparison"] = compare.compare_modes(document["runs"], baseline="fp32")
-    assert output.append_csv(path, document) == 2
+    assert files.append_csv(path, document) == 2

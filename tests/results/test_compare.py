@@ -11,7 +11,7 @@ import torch
 
 from conftest import ROOT, assert_user_error, read_results, run_cli, run_main
 from utils.errors import WriteFailed
-from utils.results import merge, output
+from utils.results import files, merge, summary
 
 SMALL = ["--model", "squeezenet1_1", "-b", "8", "-n", "4", "--warmup", "1", "--no-progress"]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -94,12 +94,12 @@ def test_csv_has_one_row_per_mode_one_header_and_no_row_twice(compared, tmp_path
     their runs' own time and the setup columns a reader filters on."""
     path = compared[1] / "r.csv"
     rows = list(csv.reader(path.open()))
-    assert rows[0] == output.CSV_COLUMNS and len(rows) == 4
+    assert rows[0] == files.CSV_COLUMNS and len(rows) == 4
     document = read_results(compared[1] / "r.json")
-    assert output.append_csv(path, document) == 0 and len(list(csv.reader(path.open()))) == 4
-    assert output.append_csv(path, other_runs(document, "again")) == 3
+    assert files.append_csv(path, document) == 0 and len(list(csv.reader(path.open()))) == 4
+    assert files.append_csv(path, other_runs(document, "again")) == 3
     rows = list(csv.reader(path.open()))
-    assert len(rows) == 7 and rows.count(output.CSV_COLUMNS) == 1
+    assert len(rows) == 7 and rows.count(files.CSV_COLUMNS) == 1
     table = [dict(zip(rows[0], row)) for row in rows[1:]]
     assert [row["mode"] for row in table] == ["fp32", "amp-bf16", "fp16-master"] * 2
     assert len({row["run_id"] for row in table}) == 6
@@ -206,7 +206,7 @@ def test_writes_through_a_symlink_replace_its_target_and_keep_the_link(tmp_path)
 
 def append_from_a_process(path, document, start):
     start.wait()
-    output.append_csv(path, document)
+    files.append_csv(path, document)
 
 
 def test_concurrent_appends_to_a_new_csv_write_one_header(compared, tmp_path):
@@ -221,7 +221,7 @@ def test_concurrent_appends_to_a_new_csv_write_one_header(compared, tmp_path):
     for worker in workers:
         worker.join(60)
     rows = list(csv.reader(path.open()))
-    assert rows.count(output.CSV_COLUMNS) == 1 and rows[0] == output.CSV_COLUMNS
+    assert rows.count(files.CSV_COLUMNS) == 1 and rows[0] == files.CSV_COLUMNS
     assert len(rows) == 1 + 4 * len(document["comparison"])
 
 
@@ -230,7 +230,7 @@ def test_a_full_disk_during_an_append_keeps_the_csv_whole(compared, tmp_path, mo
     import os
     document = read_results(compared[1] / "r.json")
     path = tmp_path / "r.csv"
-    output.append_csv(path, document)
+    files.append_csv(path, document)
     before = path.read_bytes()
 
     def full(fd):
@@ -238,7 +238,7 @@ def test_a_full_disk_during_an_append_keeps_the_csv_whole(compared, tmp_path, mo
 
     monkeypatch.setattr(os, "fsync", full)
     with pytest.raises(WriteFailed, match="No space left on device"):
-        output.append_csv(path, other_runs(document, "new"))
+        files.append_csv(path, other_runs(document, "new"))
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
 
@@ -256,7 +256,7 @@ def test_merging_never_pools_runs_of_different_setups(compared):
     same_setup_other_mode["config"].update(fp16=True, loss_scaling=True)  # precision flags never split a setup
     merged = merge.merge(variants + [same_setup_other_mode])
     assert len(merged) == 6 and len(merged[0]["runs"]) == 2 * len(document["runs"])
-    headers = [output.summary(group).splitlines()[0] for group in merged]
+    headers = [summary.summary(group).splitlines()[0] for group in merged]
     assert "channels_last" in headers[1] and "compile (max-autotune)" in headers[2]
     assert "loader torchvision (4 workers)" in headers[3] and "accum 2" in headers[5]
     differences = merge.setup_differences(merged)  # what utils.report prints above each table
@@ -330,9 +330,9 @@ def test_a_spread_over_20_percent_is_warned_about():
     noisy = [timed_run("amp-bf16", [60.0] * 30), timed_run("amp-bf16", [93.0] * 30, 1)]  # 55% apart
     comparison = compare.compare_modes(steady + noisy)
     assert round(comparison["amp-bf16"].spread_pct) == 43 and comparison["fp32"].spread_pct == 0.0
-    text = "\n".join(output.spread_notes(comparison))
+    text = "\n".join(summary.spread_notes(comparison))
     assert "warning: the timings spread over 20% (amp-bf16 43%)" in text and "fp32 0%" not in text
-    assert not any("warning" in line for line in output.spread_notes(compare.compare_modes(steady)))
+    assert not any("warning" in line for line in summary.spread_notes(compare.compare_modes(steady)))
 
 
 def fake_run(mode, step_ms, losses, accuracy, repeat=0):
@@ -356,9 +356,9 @@ def test_a_run_that_did_not_learn_is_flagged_and_its_accuracy_not_compared():
     chance_accuracy = fake_run("fp32", 100.0, [1.5] * 20, 0.115)
     assert compare.run_learned(chance_accuracy) is False
     assert compare.run_learned(dict(chance_accuracy, data="synthetic")) is None
-    document = {"env": {"torch": "x", "device_type": "cpu"}, "runs": [dict(run, steps=30) for run in runs],
-                "comparison": comparison}
-    text = "\n".join(output.notes(document))
+    document = {"env": {"torch": "x", "device_type": "cpu"}, "config": {"baseline": "fp32"},
+                "runs": [dict(run, steps=30) for run in runs], "comparison": comparison}
+    text = "\n".join(summary.notes(document))
     assert "warning: amp-bf16 did not learn" in text and "fp32 did not learn" not in text
 
 
@@ -373,7 +373,7 @@ def test_the_table_fits_80_columns_and_the_header_says_only_what_applies(compare
     first_line = result.stdout.splitlines()[0]
     assert first_line.startswith("squeezenet1_1, batch 8") and "stem" not in first_line and "TF32" not in result.stdout
     assert document["env"]["cuda"] is None
-    wide = output.summary(document, wide=True).splitlines()
+    wide = summary.summary(document, wide=True).splitlines()
     assert sum(line.lstrip().startswith("mode ") for line in wide) == 1 and max(map(len, wide)) > 80
-    assert sum(line.lstrip().startswith("mode ") for line in output.summary(document).splitlines()) == 3
+    assert sum(line.lstrip().startswith("mode ") for line in summary.summary(document).splitlines()) == 3
 

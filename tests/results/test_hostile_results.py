@@ -179,7 +179,7 @@ def test_a_file_over_256_mib_is_refused_unread(tmp_path):
 @pytest.mark.parametrize("body", [b"\x00\x9f\x92\x96binary\n", b"a,b\n", "\u00e9,".encode("latin-1")],
                          ids=["binary", "other length", "not utf-8"])
 def test_a_broken_csv_body_is_refused_before_anything_is_written(body, tmp_path):
-    from utils.results.output import CSV_COLUMNS
+    from utils.results.files import CSV_COLUMNS
     csv_path = tmp_path / "all.csv"
     csv_path.write_bytes(",".join(CSV_COLUMNS).encode() + b"\n" + body)
     before = csv_path.read_bytes()

@@ -6,6 +6,7 @@ import pytest
 
 from conftest import ROOT
 from utils.errors import UserError
+from utils.results.accuracy import DEFAULT_MARGIN_POINTS
 from utils.results import scaling
 
 
@@ -89,7 +90,7 @@ def test_the_study_refuses_in_one_sentence_before_launching(argv, sentence, tmp_
 
 def group(ranks, grad_comm, accuracies):
     """A merged group of runs of fp32 on `ranks` ranks, one per seed, with these test accuracies."""
-    return {"env": {"world_size": ranks}, "config": {"grad_comm": grad_comm},
+    return {"env": {"world_size": ranks}, "config": {"grad_comm": grad_comm, "accuracy_margin": DEFAULT_MARGIN_POINTS},
             "runs": [{"mode": "fp32", "seed": seed, "test_accuracy": accuracy, "data": "cifar10", "loss_curve": [1.0],
                       "step_time_ms": {"median": 10.0}} for seed, accuracy in enumerate(accuracies)]}
 

@@ -190,7 +190,8 @@ def test_the_mfu_peak_of_an_fp8_mode_is_that_of_its_flop_mix():
 
 def test_emulated_and_real_fp8_never_pool():
     from utils.results.record import setup_of
-    document = {"config": {"fp8_emulate": True}, "env": {"device": "cuda"}, "data": {"name": "x"}, "runs": []}
+    document = {"config": {"fp8_emulate": True}, "env": {"device": "cuda", "world_size": 1}, "data": {"name": "x"},
+                "runs": []}
     emulated, real = setup_of(document), setup_of(dict(document, config={}))
     assert emulated != real and real["fp8_emulate"] is False
 

@@ -21,7 +21,7 @@ from utils.config import RunConfig
 from utils.data.dataset import Data
 from utils import fileio
 from utils.errors import UserError, WriteFailed
-from utils.training import checkpoint, modes, precision
+from utils.training import checkpoint, checkpoint_format, modes, precision
 from utils.training.context import RunContext
 from utils.training.step import make_optimizer, train_step
 
@@ -418,10 +418,26 @@ def test_bad_input_catalogue(build, phrase, tmp_path, subset, small_checkpoint):
     assert not os.path.exists("/tmp/ampbench-catalogue")
 
 
+def test_a_checkpoint_of_an_earlier_release_resumes_as_one_of_this_release(small_checkpoint, tmp_path):
+    """Without what later releases added to a checkpoint (the setup, the optimizer, the warm-up's
+    and reserved peaks, the accuracy curve's statistics), it is read as this release's
+    (checkpoint_format.upgrade): SGD, no ranks or data to check, those statistics at their start."""
+    earlier = tampered(small_checkpoint, tmp_path, setup=None,
+                       config=lambda config: {key: value for key, value in config.items() if key != "optimizer"},
+                       stats=lambda stats: {key: value for key, value in stats.items()
+                                            if key not in checkpoint_format.STATS_ADDED})
+    state = checkpoint.load(earlier, "cpu")
+    assert state["setup"] is None and state["config"]["optimizer"] == "sgd"
+    assert state["stats"]["accuracy_curve"] == [] and state["stats"]["train_time_s"] == 0.0
+    result = run_main(*Case.SYNTHETIC, "-n", "6", "--checkpoint", earlier, "--resume", "--json", tmp_path / "r.json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads((tmp_path / "r.json").read_text())["runs"][0]["resumed_from_step"] == 3
+
+
 def test_fp16_master_checkpoint_cannot_continue_in_fp32():
     state = {"config": {"model": "m", "stem": "cifar", "batch_size": 4, "accum_steps": 1, "lr_schedule": "cosine",
                         "loader": "device", "steps": 3}, "mode": "fp16-master",
-             "scaler": {"scale": 128.0}}
+             "scaler": {"scale": 128.0}, "setup": None}
     config = RunConfig.build(model="m", stem="cifar", batch_size=4, accum_steps=1).with_recipe(True, 1)
     with pytest.raises(UserError, match="whose weights cannot continue in mode fp32"):
         checkpoint.check_compatible(state, config, modes.MODES["fp32"], "c.pt", None)

@@ -137,21 +137,16 @@ def profile_ms(group):
     scaled = []
     for run in group:
         profile = run.get("profile")
-        total = sum(category_ms(profile, name) for name in CATEGORIES) if profile else 0
+        total = sum(profile["categories"][name]["ms"] for name in CATEGORIES) if profile else 0
         if total > 0:
             scale = run["step_time_ms"]["median"] / total if run["step_time_ms"] else 1.0
-            scaled.append({name: category_ms(profile, name) * scale for name in CATEGORIES})
+            scaled.append({name: profile["categories"][name]["ms"] * scale for name in CATEGORIES})
     return {name: statistics.median(ms[name] for ms in scaled) for name in CATEGORIES} if scaled else None
-
-
-def category_ms(profile, name):
-    """A category's ms per step; 0 for one an older ampbench did not have (categories.ADDED)."""
-    return profile["categories"][name]["ms"] if name in profile["categories"] else 0.0
 
 
 def profiled_vs_timed(group):
     """The median over profiled runs of their profiled step / their timed median (1.0: they agree)."""
-    ratios = [sum(category_ms(run["profile"], name) for name in CATEGORIES) / run["step_time_ms"]["median"]
+    ratios = [sum(run["profile"]["categories"][name]["ms"] for name in CATEGORIES) / run["step_time_ms"]["median"]
               for run in group if run.get("profile") and run["step_time_ms"]]
     return statistics.median(ratios) if ratios else None
 

@@ -5,8 +5,9 @@ import json
 from utils.errors import UserError
 from utils.results import strict, validate
 from utils.results.compare import compare_modes
-from utils.results.record import READABLE_SCHEMAS, SCHEMA, baseline_of, margin_of, setup_of
-from utils.results.output import run_key
+from utils.results.files import run_key
+from utils.results.record import SCHEMA, setup_of
+from utils.results.upgrade import READABLE_SCHEMAS, upgrade
 
 
 LARGEST_FILE = 256 << 20  # bytes: a result file of 10,000 steps in each of six modes is a few MiB
@@ -15,7 +16,8 @@ DEEPEST = 64  # levels of nested objects and lists: a result file has about ten
 
 def load_result(path):
     """The result documents in a file: the one a run wrote with --json, or the list that
-    utils.report --json wrote; each checked (validate.py) before anything reads it."""
+    utils.report --json wrote; each checked (validate.py) before anything reads it, then
+    upgraded to this release's form (upgrade.py)."""
     content = parsed(path)
     documents = content if isinstance(content, list) and content else [content]
     for index, document in enumerate(documents):
@@ -25,7 +27,7 @@ def load_result(path):
             validate.check(document, f"[{index}]" if documents is content else "")
         except validate.Invalid as error:
             raise UserError(f"{path}: {error}; is it an ampbench result file?") from None
-    return documents
+    return [upgrade(document) for document in documents]
 
 
 def parsed(path):
@@ -77,13 +79,14 @@ def setup_differences(documents):
 
 
 def merge(documents, baseline=None):
-    """Pool the runs of several result files into one document per setup (record.setup_of:
-    everything but the precision mode), with a comparison across all of them: e.g. the FP32 and
-    the AMP job of a batch submission become one table with speedups, while a channels_last
-    run and a plain one stay two tables. A run met twice (a merged file merged again) counts once.
+    """Pool the runs of several result files (`documents` as load_result reads them) into one
+    document per setup (record.setup_of: everything but the precision mode), with a comparison
+    across all of them: e.g. the FP32 and the AMP job of a batch submission become one table
+    with speedups, while a channels_last run and a plain one stay two tables. A run met twice
+    (a merged file merged again) counts once.
     The comparison is against `baseline`, else the one baseline the files share: files that
     compare against different baselines are refused, as their figures would silently change."""
-    found = sorted({baseline_of(document) for document in documents})
+    found = sorted({document["config"]["baseline"] for document in documents})
     if baseline is None and len(found) > 1:
         raise UserError(f"these files compare against different baselines ({', '.join(found)}); choose the one to "
                         "compare with, e.g. --baseline " + found[0] + ".")
@@ -100,7 +103,6 @@ def merge(documents, baseline=None):
                            "sources": []}
         group = groups[key]
         for run in document["runs"]:
-            run = dict(run, finished_utc=run.get("finished_utc") or document["env"]["timestamp_utc"])
             if run_key(run) not in seen:
                 seen.add(run_key(run))
                 group["runs"].append(run)
@@ -108,5 +110,5 @@ def merge(documents, baseline=None):
         group["sources"] += [source for source in sources if source not in group["sources"]]
     merged = list(groups.values())
     for document in merged:
-        document["comparison"] = compare_modes(document["runs"], margin_of(document), baseline)
+        document["comparison"] = compare_modes(document["runs"], document["config"]["accuracy_margin"], baseline)
     return merged

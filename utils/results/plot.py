@@ -11,8 +11,8 @@ from utils.explain.categories import ADDED, NAMES as CATEGORIES
 from utils.fileio import atomic_write
 from utils.numerics.fp16 import FP16_MAX, FP16_MIN_NORMAL, FP16_MIN_SUBNORMAL
 from utils.results.compare import CHANCE_ACCURACY, scaler_skips
-from utils.results.record import baseline_of, setup_of
-from utils.results.output import describe, first_of
+from utils.results.record import setup_of
+from utils.results.summary import describe, first_of
 from utils.training.modes import BASELINES, MODES
 
 FORMATS = ("png", "pdf", "svg")
@@ -104,8 +104,8 @@ def figure_of(document):
     figure.suptitle("\n".join(textwrap.wrap(title, 110)), fontsize=11)
     try:
         draw_step_times(axes[0][0], document, modes)
-        draw_speedups(axes[0][1], comparison, modes, baseline_of(document))
-        draw_memory(axes[1][0], comparison, modes, baseline_of(document))
+        draw_speedups(axes[0][1], comparison, modes, document["config"]["baseline"])
+        draw_memory(axes[1][0], comparison, modes, document["config"]["baseline"])
         draw_accuracy(axes[1][1], comparison, modes)
         for index, (draw_panel, arguments) in enumerate(extra):
             draw_panel(axes[2 + index // 2][index % 2], *arguments)

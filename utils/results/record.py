@@ -15,15 +15,10 @@ from utils.clock import now_utc
 from utils.explain.diagnose import diagnose_run
 from utils.measure import host_load
 from utils.measure.step_stats import outliers, summarize
-from utils.results.accuracy import DEFAULT_MARGIN_POINTS
 from utils.results.compare import learned
 from utils.setup_keys import ACCURACY_KEYS, SETUP_KEYS, communication
-from utils.training.modes import BASELINES
 
 SCHEMA = "ampbench.result/2"
-# /1 files are still read: their peak_memory_bytes included the warm-up (cuDNN autotuning,
-# compilation), so they never pool with /2 runs (setup_of holds the schema).
-READABLE_SCHEMAS = ("ampbench.result/1", SCHEMA)
 
 
 @dataclass
@@ -82,12 +77,12 @@ class RunRecord:
     loss_scale_curve: Optional[List[float]] = None  # the loss scale after every step (null without a scaler)
     finished_utc: Optional[str] = None  # when the run's evaluation ended: each CSV row's timestamp
     profile: Optional[object] = None  # --explain: a utils.explain.profiler.Profile, with this run's diagnosis
-    numerics: Optional[Dict] = None  # --numerics: utils.explain.numerics' gradient census
-    memory: Optional[Dict] = None  # --numerics: utils.explain.footprint's breakdown of one step's memory
+    numerics: Optional[Dict] = None  # --numerics: utils.numerics.census' gradient census
+    memory: Optional[Dict] = None  # --numerics: utils.measure.footprint's breakdown of one step's memory
     max_batch: Optional[int] = None  # --max-batch (CUDA): the largest batch this mode trains in the GPU's memory
     warmup_peak_memory_bytes: Optional[int] = None  # the warm-up steps' peak (null without warm-up)
     peak_reserved_bytes: Optional[int] = None  # CUDA: the caching allocator's reserved peak over the timed steps
-    optimizer_impl: Optional[str] = None  # the SGD that ran: "fused" or "foreach" (/1 files: foreach)
+    optimizer_impl: Optional[str] = None  # the SGD that ran: "fused" or "foreach"
     seed: Optional[int] = None  # the seed of its weights and data order: the same in every mode of a seed
     accuracy_curve: Optional[List[Dict]] = None  # {step, epoch, train_s, accuracy}: --eval-every's and the last
     eval_time_s: Optional[float] = None  # the evaluations' own time, apart from train_s
@@ -117,7 +112,7 @@ def should_evaluate(config, data, outcome):
 
 
 @dataclass
-class Findings:
+class SideMeasurements:
     """What was measured of a run beside its timed loop (none of it changes the loop's figures)."""
     test_accuracy: Optional[float] = None
     profile: Optional[object] = None  # --explain: a utils.explain.profiler.Profile, without its diagnosis
@@ -129,10 +124,10 @@ class Findings:
     failures: List[str] = field(default_factory=list)  # writes that failed on the way (a trace), in words
 
 
-def build(config, trainer, outcome, data, context, findings, repeat=0, flops_per_step=None, fp8=None):
-    """The record of one mode's run, built once from what its loop measured and the findings
-    beside it; with `flops_per_step` (the whole job's), also the TFLOP/s and MFU at its median;
-    `fp8` is an fp8 mode's accounting."""
+def build(config, trainer, outcome, data, context, measured, repeat=0, flops_per_step=None, fp8=None):
+    """The record of one mode's run, built once from what its loop measured and what was
+    `measured` beside it (SideMeasurements); with `flops_per_step` (the whole job's), also the
+    TFLOP/s and MFU at its median; `fp8` is an fp8 mode's accounting."""
     # imported here, as they import torch: reading result files (utils.report) needs no torch
     from utils.measure import flops, memory
     from utils.measure.envinfo import device_name, tf32_flags
@@ -151,27 +146,27 @@ def build(config, trainer, outcome, data, context, findings, repeat=0, flops_per
         accum_steps=config.accum_steps, effective_batch_size=config.effective_batch_size, world_size=world.size,
         global_batch_size=global_batch, timing_unit="optimizer_step", steps=config.steps,
         completed_steps=outcome.completed_steps,
-        incomplete=not outcome.ran_all_steps(config.steps) or findings.stopped_by is not None,
-        stopped_by=outcome.stopped_by or findings.stopped_by, resumed_from_step=outcome.start_step or None, segments=stats.segments,
+        incomplete=not outcome.ran_all_steps(config.steps) or measured.stopped_by is not None,
+        stopped_by=outcome.stopped_by or measured.stopped_by, resumed_from_step=outcome.start_step or None, segments=stats.segments,
         warmup=config.warmup, **timing, peak_memory_bytes=stats.peak_memory_bytes, peak_memory_kind=memory.peak_bytes(device)[1],
         final_loss=losses[-1] if losses else None, loss_curve=losses, lr_curve=stats.lrs,
         loss_scale_curve=stats.loss_scales if trainer.scaler.is_enabled() else None,
         skipped_steps=outcome.skipped_steps,
         final_loss_scale=trainer.scaler.get_scale() if trainer.scaler.is_enabled() else None,
-        final_lr=trainer.optimizer.param_groups[0]["lr"], test_accuracy=findings.test_accuracy,
+        final_lr=trainer.optimizer.param_groups[0]["lr"], test_accuracy=measured.test_accuracy,
         epochs_seen=outcome.completed_steps * global_batch / len(data.train_images),
         wall_time_s=stats.wall_time_s, first_step_s=outcome.first_step_s,
         compile_time_s=outcome.first_step_s if config.compile else None,
         initial_weights_sha256=trainer.initial_weights_sha256, first_batch_sha256=outcome.first_batch_sha256,
-        repeat=repeat, finished_utc=now_utc(), numerics=findings.numerics, memory=findings.memory,
-        max_batch=findings.max_batch, warmup_peak_memory_bytes=stats.warmup_peak_memory_bytes or None,
+        repeat=repeat, finished_utc=now_utc(), numerics=measured.numerics, memory=measured.memory,
+        max_batch=measured.max_batch, warmup_peak_memory_bytes=stats.warmup_peak_memory_bytes or None,
         peak_reserved_bytes=stats.peak_reserved_bytes if device.type == "cuda" else None,
         optimizer_impl=trainer.optimizer_impl, seed=config.seed, fp8=fp8, host=host_fields(outcome.host, device.type, timing),
-        **accuracy_fields(findings.curve), **utilisation,
+        **accuracy_fields(measured.curve), **utilisation,
         grad_comm=trainer.grad_comm, bucket_mb=communication(config.grad_comm, config.bucket_mb, world.size)["bucket_mb"])
     record.learned = learned(record.data, record.loss_curve, record.test_accuracy)
-    if findings.profile is not None:
-        record.profile = replace(findings.profile, diagnosis=diagnose_run(record, findings.profile, config.workers,
+    if measured.profile is not None:
+        record.profile = replace(measured.profile, diagnosis=diagnose_run(record, measured.profile, config.workers,
                                                                           os.cpu_count() or 1))
     return record
 
@@ -219,33 +214,22 @@ def make_document(env, config, data_info, incomplete, runs, comparison):
 def setup_of(document):
     """What must match for runs to be compared: everything but the precision mode that can
     change step times, memory or accuracy (a channels_last run never pools with a plain one),
-    and the accuracy question asked (target, margin, evaluation cadence)."""
+    and the accuracy question asked (target, margin, evaluation cadence). A document read from a
+    file is upgraded first (upgrade.py)."""
     config, env = document["config"], document["env"]
     setup = {key: config.get(key) for key in (*SETUP_KEYS, *ACCURACY_KEYS)}
-    setup["optimizer"] = config.get("optimizer") or "sgd"  # files of earlier releases ran SGD
-    setup["accuracy_margin"] = margin_of(document)
     setup["optimizer_impl"] = optimizer_impl(document)
     setup.update(workers=config.get("workers") if config.get("loader") == "torchvision" else None,
                  compile_mode=config.get("compile_mode") if config.get("compile") else None,
-                 world_size=env.get("world_size", 1), device=env["device"], torch=env.get("torch"),
+                 world_size=env["world_size"], device=env["device"], torch=env.get("torch"),
                  data=document["data"]["name"], schema=document.get("schema"),
                  fp8_emulate=bool(config.get("fp8_emulate")))  # emulated FP8 never pools with FP8 tensor cores
     setup.update(communication(config.get("grad_comm"), config.get("bucket_mb"), setup["world_size"]))
     return setup
 
 
-def baseline_of(document):
-    """The mode `document`'s comparison is against (--baseline; fp32 in files of earlier releases)."""
-    return (document.get("config") or {}).get("baseline") or BASELINES["default"]
-
-
-def margin_of(document):
-    """`document`'s --accuracy-margin in points (the default in files of earlier releases)."""
-    return (document.get("config") or {}).get("accuracy_margin", DEFAULT_MARGIN_POINTS)
-
-
 def optimizer_impl(document):
-    """The SGD the document's runs used ("fused" or "foreach"; a /1 file's always foreach):
-    what ran, which a degraded run records, rather than what was asked for."""
-    ran = {run.get("optimizer_impl") or "foreach" for run in document["runs"]}
+    """The SGD the document's runs used ("fused" or "foreach"): what ran, which a degraded run
+    records, rather than what was asked for."""
+    ran = {run["optimizer_impl"] for run in document["runs"]}
     return ran.pop() if len(ran) == 1 else "mixed"

@@ -15,9 +15,8 @@ from typing import Dict, List, Optional
 from utils.errors import UserError
 from utils.results.accuracy import accuracy_figures
 from utils.results.compare import group_by_mode, run_learned, speedup_interval
-from utils.results.output import format_table, with_interval
 from utils.results.merge import merge
-from utils.results.record import baseline_of, margin_of
+from utils.results.summary import format_table, points, with_interval
 from utils.setup_keys import GRAD_COMM
 
 SCHEMA = "ampbench.scaling/1"
@@ -72,10 +71,11 @@ def comm_share(runs):
 
 
 def study(documents):
-    """The study's rows, from every result file it wrote: one group per (world size,
-    --grad-comm) after merging, runs of one mode pooled over rounds and repeats."""
+    """The study's rows, from every result file it wrote (as merge.load_result reads them): one
+    group per (world size, --grad-comm) after merging, runs of one mode pooled over rounds and
+    repeats."""
     groups = merge(documents)
-    bases = [group for group in groups if group["env"].get("world_size", 1) == 1]
+    bases = [group for group in groups if group["env"]["world_size"] == 1]
     if len(bases) != 1 or len(groups) < 2:
         raise UserError(f"the study needs the runs of one process in one setup and runs on more ranks, and these "
                         f"files hold {len(bases)} setups of one process and {len(groups) - len(bases)} of more; "
@@ -83,7 +83,7 @@ def study(documents):
     base = group_by_mode(bases[0]["runs"])
     rows = []
     for group in groups:
-        ranks = group["env"].get("world_size", 1)
+        ranks = group["env"]["world_size"]
         for mode, runs in group_by_mode(group["runs"]).items():
             if mode in base:
                 rows.append(row_of(mode, ranks, group, runs, base[mode],
@@ -96,12 +96,12 @@ def accuracy_against_fp32_comm(groups, group, mode, runs):
     """Does accuracy hold with 16-bit gradients? The paired verdict (utils/results/accuracy.py)
     of a --grad-comm fp16 or bf16 group's runs of `mode` against the fp32-communication runs of
     the same mode, size and seeds; None for fp32 communication and one process."""
-    ranks, comm = group["env"].get("world_size", 1), group["config"].get("grad_comm") or "fp32"
-    twins = [other for other in groups if other["env"].get("world_size", 1) == ranks
-             and (other["config"].get("grad_comm") or "fp32") == "fp32"]
+    ranks, comm = group["env"]["world_size"], group["config"]["grad_comm"]
+    twins = [other for other in groups
+             if other["env"]["world_size"] == ranks and other["config"]["grad_comm"] == "fp32"]
     if ranks == 1 or comm == "fp32" or not twins or mode not in group_by_mode(twins[0]["runs"]):
         return None
-    margin = margin_of(group) / 100.0
+    margin = group["config"]["accuracy_margin"] / 100.0
     figures = accuracy_figures([run for run in runs if run_learned(run) is not False],
                                [run for run in group_by_mode(twins[0]["runs"])[mode] if run_learned(run) is not False], margin)
     return {key: figures[key] for key in ("seeds", "accuracy_mean", "accuracy_mean_delta", "accuracy_delta_ci95",
@@ -111,7 +111,7 @@ def accuracy_against_fp32_comm(groups, group, mode, runs):
 def row_of(mode, ranks, group, runs, base_runs, accuracy_vs_fp32_comm):
     value, interval, rests_on = efficiency(base_runs, runs, ranks)
     compared = group["comparison"][mode]  # group_by_mode keeps the runs with timed steps, as the comparison does
-    baseline = baseline_of(group)  # the AMP speedup's reference
+    baseline = group["config"]["baseline"]  # the AMP speedup's reference
     exposed_ms, share = comm_share(runs)
     return StudyRow(mode=mode, world_size=ranks, grad_comm=runs[0].get("grad_comm") if ranks > 1 else None,
                     bucket_mb=runs[0].get("bucket_mb"), batch_size=runs[0]["batch_size"], runs=len(runs),
@@ -129,7 +129,7 @@ def table(rows):
               "AMP speedup [95% CI]", "exposed comm"]
     lines = [[row.mode, str(row.world_size), row.grad_comm or "-", f"{row.median_step_ms:.1f}",
               f"{row.images_per_sec:.1f}", f"{row.scaling:.2f}x",
-              with_interval(100 * row.efficiency, percent(row.efficiency_ci95), ".0f", "%"),
+              with_interval(100 * row.efficiency, points(row.efficiency_ci95), ".0f", "%"),
               with_interval(row.amp_speedup, row.amp_speedup_ci95, ".2f", "x"),
               "-" if row.comm_share is None else f"{row.comm_exposed_ms:.1f} ms {100 * row.comm_share:.0f}%"]
              for row in rows]
@@ -148,16 +148,12 @@ def accuracy_table(rows):
         figures = row.accuracy_vs_fp32_comm
         delta = figures["accuracy_mean_delta"]
         lines.append([row.mode, str(row.world_size), row.grad_comm, str(figures["seeds"]),
-                      with_interval(None if delta is None else 100 * delta, percent(figures["accuracy_delta_ci95"]),
+                      with_interval(None if delta is None else 100 * delta, points(figures["accuracy_delta_ci95"]),
                                     "+.2f", " pt"),
                       figures["accuracy_verdict"] or "-"])
     whys = sorted({row.accuracy_vs_fp32_comm["accuracy_verdict_why"] for row in compared} - {None})
     return ["Accuracy with 16-bit gradients: test accuracy against --grad-comm fp32 at the same size, paired by seed",
             format_table(header, lines)] + [f"inconclusive: {why}." for why in whys]
-
-
-def percent(interval):
-    return None if interval is None else [100 * interval[0], 100 * interval[1]]
 
 
 def notes(rows):

@@ -4,7 +4,8 @@ forged file is refused with one sentence naming the field instead of failing dee
 
 The run fields and their types come from RunRecord (record.py); NARROWER only tightens the
 fields the figures divide by or need finite, and spells out the nested sections the report
-reads (profile, numerics, memory). Fields nobody reads are checked for their type only."""
+reads (profile, numerics, memory). Fields nobody reads are checked for their type only. A field
+that files of earlier releases lack may be missing; upgrade.py fills in those a reader needs."""
 import json
 import math
 import typing
@@ -21,7 +22,7 @@ class Invalid(Exception):
     """The sentence's middle: which field is wrong and what it holds."""
 
 
-def shown(value):
+def value_in_words(value):
     """A short, quoted picture of a JSON value for the sentence."""
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) > LARGEST:
         return f"an integer of {len(str(abs(value)))} digits" if abs(value) < 10 ** 4000 else "a huge integer"
@@ -37,7 +38,7 @@ def at(where, key):
 
 
 def fail(where, value, wanted):
-    raise Invalid(f"{where} is {shown(value)}, not {wanted}")
+    raise Invalid(f"{where} is {value_in_words(value)}, not {wanted}")
 
 
 class Number:

@@ -3,20 +3,18 @@ atomically, read with weights_only=True, and checked against the run before anyt
 from them."""
 import collections
 import io
-import math
-import numbers
 import os
 import re
 import zipfile
-from dataclasses import asdict, fields
+from dataclasses import asdict
 
 import torch
 
 from utils import compat, safepickle
 from utils.errors import UserError, WriteFailed
 from utils.fileio import atomic_write
-from utils.setup_keys import RESUME_KEYS, RESUME_SETTINGS, SETUP_KEYS
-from utils.training import modes
+from utils.setup_keys import RESUME_KEYS, RESUME_SETTINGS
+from utils.training import checkpoint_format, modes
 from utils.training.loop import Statistics, nonfinite_policy, skipped_steps
 from utils.training.step import start_momentum
 
@@ -37,8 +35,9 @@ def save(path, state, model):
 
 
 def load(path, device):
-    """The checkpoint at `path`, refused with a sentence unless its archive is intact, it runs no
-    code and every entry has the type and form that capture() writes."""
+    """The checkpoint at `path` in this release's form (checkpoint_format.upgrade), refused with a
+    sentence unless its archive is intact, it runs no code and every entry has the type and form
+    that capture() writes."""
     if not os.path.isfile(path):
         raise UserError(f"--resume: no checkpoint at {path}; run once with --checkpoint {path} first, "
                         "or drop --resume.")
@@ -50,7 +49,10 @@ def load(path, device):
                         "delete it or point --checkpoint elsewhere.") from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise UserError(f"{path} is not an ampbench checkpoint; delete it or point --checkpoint elsewhere.")
-    problem = schema_problem(state)
+    problem = checkpoint_format.entries_problem(state)
+    if problem is None:
+        state = checkpoint_format.upgrade(state)
+        problem = checkpoint_format.schema_problem(state)
     if problem:
         raise UserError(f"{path} is not a complete ampbench checkpoint: {problem}; delete it or point "
                         "--checkpoint elsewhere.")
@@ -80,67 +82,6 @@ def load_failure(error):
         return f"it names {forbidden.group(1)}, which a checkpoint never holds"
     lines = [line for line in text.splitlines() if line.strip() and "weights_only" not in line]
     return lines[0][:200] if lines else f"{type(error).__name__}, the file ends early or is not a torch file"
-
-
-ENTRIES = {"config": dict, "mode": str, "step": int, "model": dict, "masters": (list, type(None)),
-           "optimizer": dict, "scheduler": dict, "scaler": (dict, type(None)), "rng": dict, "stats": dict}
-CONFIG_ENTRIES = {key: SETUP_KEYS[key] for key in RESUME_KEYS + ("steps",)}
-# where the run happened, beside its config: checkpoints of earlier releases lack it
-SETUP_ENTRIES = {"world_size": int, "data": str, "train_images": int}
-CURVES = ("step_ms", "data_ms", "losses", "lrs", "loss_scales")
-POINT_KEYS = ("step", "epoch", "train_s", "accuracy")  # of each accuracy_curve entry
-# checkpoints of earlier releases lack these
-STATS_ADDED = ("warmup_peak_memory_bytes", "peak_reserved_bytes", "train_time_s", "accuracy_curve", "eval_time_s")
-STATS_ENTRIES = {**{f.name: (list if f.name in CURVES + ("accuracy_curve",) else numbers.Real)
-                    for f in fields(Statistics)},
-                 "optimizer_steps": int}
-
-
-def schema_problem(state):
-    """The first entry that capture() would not have written (missing, of another type, out of
-    range), in words; None when the checkpoint has the exact form, before it reaches a trainer."""
-    for table, entries, where in ((state, ENTRIES, ""), (state.get("config"), CONFIG_ENTRIES, "config "),
-                                  (state.get("stats"), STATS_ENTRIES, "stats ")):
-        for key, kind in entries.items():
-            if key not in table:
-                if where == "stats " and key in STATS_ADDED:
-                    continue
-                return f"it has no {where}entry {key!r}"
-            if not isinstance(table[key], kind) or isinstance(table[key], bool):
-                return f"its {where}entry {key!r} is a {type(table[key]).__name__}"
-    setup = state.get("setup")
-    if setup is not None and not (isinstance(setup, dict) and all(
-            isinstance(setup.get(key), kind) and not isinstance(setup.get(key), bool)
-            for key, kind in SETUP_ENTRIES.items())):
-        return "its setup entry is not the one a run saves"
-    settings = [state["config"][key] for key in RESUME_SETTINGS if key in state["config"]]
-    if not all(value is None or isinstance(value, (bool, numbers.Real, str)) for value in settings):
-        return "its optimizer settings are not plain values"
-    if state["step"] < 0 or state["stats"]["optimizer_steps"] < 0:
-        return "its step counts are negative"
-    stats = state["stats"]
-    if not all(isinstance(value, numbers.Real) for key in CURVES for value in stats[key]):
-        return "its statistics hold values that are not numbers"
-    points = stats.get("accuracy_curve", [])
-    if not all(isinstance(point, dict) and set(point) == set(POINT_KEYS) and all(
-            isinstance(point[key], numbers.Real) and math.isfinite(point[key]) for key in POINT_KEYS) for point in points):
-        return "its accuracy curve holds entries that are not points of one"
-    times = stats["step_ms"] + stats["data_ms"] + [stats["wall_time_s"]] + [
-        stats[key] for key in ("peak_memory_bytes", "warmup_peak_memory_bytes", "peak_reserved_bytes", "train_time_s",
-                               "eval_time_s") if key in stats]
-    if not all(math.isfinite(value) and value >= 0 for value in times):  # losses may be inf: skipped steps
-        return "its timing statistics hold negative or non-finite values"
-    tensors = list(state["model"].items()) + [(f"master {i}", t) for i, t in enumerate(state["masters"] or [])]
-    for name, tensor in tensors:
-        if not isinstance(tensor, torch.Tensor):
-            return f"its weight {name} is a {type(tensor).__name__}, not a tensor"
-        if tensor.is_floating_point() and not torch.isfinite(tensor).all():
-            return f"its weight {name} holds inf or NaN, which a checkpoint is never written with"
-    rng = state["rng"]
-    if not (isinstance(rng.get("torch"), torch.Tensor) and rng["torch"].dtype == torch.uint8
-            and isinstance(rng.get("loader"), dict) and isinstance(rng.get("cuda"), (list, type(None)))):
-        return "its random-number state is not the one a run saves"
-    return None
 
 
 def read(path, device):
@@ -225,7 +166,7 @@ def capture(trainer, config, step, stats, device, setup):
 
 
 def restore(trainer, state, device, path):
-    """Load a checkpoint (checked by schema_problem and check_compatible) into `trainer`; returns
+    """Load a checkpoint (checked by load() and check_compatible) into `trainer`; returns
     (step to start from, the statistics to continue: those of the same mode, else none). A state
     of the right form that still does not fit this model or loader is refused with a sentence."""
     try:
@@ -238,7 +179,7 @@ def restore(trainer, state, device, path):
 
 def restore_state(trainer, state, device):
     same_mode = state["mode"] == trainer.mode.name
-    problem = trainer_state_problem(trainer, state, same_mode)
+    problem = checkpoint_format.trainer_state_problem(trainer, state, same_mode)
     if problem:
         raise ValueError(problem)
     trainer.model.load_state_dict(state["model"])
@@ -259,95 +200,19 @@ def restore_state(trainer, state, device):
     return state["step"], Statistics(**earlier) if same_mode else None
 
 
-def trainer_state_problem(trainer, state, same_mode):
-    """Where the saved optimizer, schedule, scaler and FP32 master weights differ in form from
-    `trainer`'s own (torch would load them and fail, or train wrongly, at the next step)."""
-    params = [p for group in trainer.optimizer.param_groups for p in group["params"]]
-    own = trainer.optimizer.state_dict()
-    saved = state["optimizer"]
-    if [group.get("params") for group in saved.get("param_groups", [])] != [g["params"] for g in own["param_groups"]]:
-        return "its optimizer holds other parameters than this model's"
-    missing = {key for key in ("lr", "initial_lr", "momentum", "dampening", "weight_decay")  # no default in SGD
-               for group, own_group in zip(saved["param_groups"], own["param_groups"])
-               if key in own_group and not (isinstance(group, dict) and key in group)}
-    if missing:
-        return f"its optimizer settings lack {', '.join(sorted(missing))}"
-    problem = form_problem(saved["param_groups"], own["param_groups"], "its optimizer settings")
-    if problem or not isinstance(saved.get("state"), dict):
-        return problem or "its optimizer has no per-parameter state"
-    for index, entry in saved["state"].items():
-        if not (isinstance(index, int) and 0 <= index < len(params) and isinstance(entry, dict)):
-            return f"its optimizer state names parameter {index!r:.20}, which this model does not have"
-        problem = entry_problem(entry, index, params[index])
-        if problem:
-            return problem
-    # The schedule counts every step; checkpoints of earlier releases counted the optimizer's own
-    if state["scheduler"].get("last_epoch") not in (state["step"], state["stats"]["optimizer_steps"]):
-        return "its learning-rate schedule is not at the step its optimizer reached"
-    checks = [(state["scheduler"], trainer.scheduler.state_dict(), "its learning-rate schedule")]
-    if trainer.mode.master_weights:
-        checks.append((state["masters"], [p.detach() for p in trainer.params], "its FP32 master weights"))
-    if state["scaler"] is not None and trainer.scaler.is_enabled() and same_mode:
-        checks.append((state["scaler"], trainer.scaler.state_dict(), "its loss scaler"))
-    return next((p for p in (form_problem(*check) for check in checks) if p), None)
-
-
-def entry_problem(entry, index, param):
-    """Where a parameter's saved optimizer state does not fit `param`: SGD keeps a momentum
-    buffer of its shape, AdamW two moments of its shape and a step count (one number)."""
-    for key, value in entry.items():
-        if value is None:
-            continue
-        if key == "step" and isinstance(value, numbers.Real) and not isinstance(value, bool):
-            value = torch.tensor(float(value))
-        fits = isinstance(value, torch.Tensor) and (value.numel() == 1 if key == "step" else value.shape == param.shape)
-        if not fits:
-            return (f"its optimizer {key} of parameter {index} is not "
-                    + ("one number" if key == "step" else "a tensor of the parameter's shape"))
-        if value.is_floating_point() and not torch.isfinite(value).all():
-            return f"its optimizer {key} of parameter {index} holds inf or NaN"
-    return None
-
-
-def form_problem(saved, reference, where):
-    """Where `saved` differs in form from `reference` (a state of the same kind that this run
-    built): types, list lengths, tensor shapes, finite numbers. Keys `reference` has and `saved`
-    lacks are allowed (another torch release), and None in `reference` accepts a plain value."""
-    if isinstance(reference, dict):
-        if not isinstance(saved, dict):
-            return f"{where} is a {type(saved).__name__}"
-        return next((p for p in (form_problem(saved[key], value, f"{where} {key}")
-                                 for key, value in reference.items() if key in saved) if p), None)
-    if isinstance(reference, (list, tuple)):
-        if not isinstance(saved, (list, tuple)) or len(saved) != len(reference):
-            return f"{where} is not a list of {len(reference)}"
-        return next((p for p in (form_problem(s, r, where) for s, r in zip(saved, reference)) if p), None)
-    if isinstance(reference, torch.Tensor):
-        fits = isinstance(saved, torch.Tensor) and saved.shape == reference.shape
-    elif isinstance(reference, bool):
-        fits = isinstance(saved, bool)
-    elif isinstance(reference, numbers.Real):
-        fits = isinstance(saved, numbers.Real) and not isinstance(saved, bool) and math.isfinite(saved)
-    elif isinstance(reference, str):
-        fits = isinstance(saved, str)
-    else:  # None: an unset option, which a plain value may set
-        fits = saved is None or isinstance(saved, (bool, str)) or (
-            isinstance(saved, numbers.Real) and math.isfinite(saved))
-    return None if fits else f"{where} is {saved!r:.40}, where this run has a {type(reference).__name__}"
-
-
 def check_compatible(state, config, mode, path, setup):
     """Refuse a checkpoint of another model, batch, optimizer setting, rank count or data set
     (`setup`: this run's resume_setup()); between FP32-weight modes allow it and say what happens
     to the loss scaler (as PyTorch's AMP notes do). Returns a warning or None."""
     check_setup(state, path, setup)
-    saved = dict({"optimizer": "sgd"}, **state["config"])  # checkpoints of earlier releases ran SGD
+    saved = state["config"]
+    # a setting an earlier release's checkpoint did not record is not checked
     for key in RESUME_KEYS + tuple(key for key in RESUME_SETTINGS if key in saved):
         if saved[key] != getattr(config, key):
             why = f" ({RESUME_SETTINGS[key]})" if key in RESUME_SETTINGS else ""
-            raise UserError(f"{path} holds a run with --{key.replace('_', '-')} {shown(saved[key])}, not "
-                            f"{shown(getattr(config, key))}{why}; resume with the same settings or use another "
-                            "--checkpoint.")
+            raise UserError(f"{path} holds a run with --{key.replace('_', '-')} {setting_in_words(saved[key])}, "
+                            f"not {setting_in_words(getattr(config, key))}{why}; resume with the same settings or use "
+                            "another --checkpoint.")
     if saved.get("warmup_lr_steps") not in (None, config.warmup_lr_steps) and saved["steps"] == config.steps:
         raise UserError(f"{path} holds a run with --warmup-lr-steps {saved['warmup_lr_steps']}, not "
                         f"{config.warmup_lr_steps}; resume with the same settings or use another --checkpoint.")
@@ -363,7 +228,7 @@ def check_compatible(state, config, mode, path, setup):
     return " ".join(filter(None, [stretched, mode_change_note(state, mode, path)]))
 
 
-def shown(value):
+def setting_in_words(value):
     """A setting as a refusal names it: on/off for a switch, "unset" for None."""
     return ("on" if value else "off") if isinstance(value, bool) else "unset" if value is None else value
 
@@ -371,16 +236,16 @@ def shown(value):
 def lacks_final_evaluation(state, config):
     """Whether the checkpoint's run, in the mode `config` runs, has no accuracy at its last step
     (a signal cut its final evaluation short)."""
-    points = state["stats"].get("accuracy_curve", [])
+    points = state["stats"]["accuracy_curve"]
     return state["mode"] == config.precision_modes[0].name and not (points and points[-1]["step"] == state["step"])
 
 
 def check_setup(state, path, setup):
     """Refuse a checkpoint of another number of ranks or another data set: its schedule and
     data order belong to them."""
-    saved = state.get("setup")
+    saved = state["setup"]
     if saved is None:
-        return  # an earlier release's checkpoint: its ranks and data were not recorded
+        return  # an earlier release's checkpoint: its ranks and data were not recorded (upgrade)
     if saved["world_size"] != setup["world_size"]:
         raise UserError(f"{path} was written by a job of {saved['world_size']} rank(s), and this one has "
                         f"{setup['world_size']}: the global batch and the lr would change; resume with the "

@@ -1,0 +1,88 @@
+"""The outputs of a run (--json, --csv, --plot, --checkpoint, --jsonl, --tensorboard,
+--trace-dir): every path proven before training starts, not after an hour of it, and each file
+written after the runs, on its own, so that one failure loses no other."""
+import os
+
+from utils import fileio
+from utils.data import cifar10
+from utils.errors import UserError, WriteFailed
+from utils.results import files, live, plot
+from utils.results.summary import summary
+
+
+def check(config, world, warn):
+    """Every output path writable the way it will be written, and no two outputs (symlinks
+    followed) nor an output and a data file are one file. Temporary checkpoints a killed save
+    left behind are removed (rank 0 alone), and said with `warn`."""
+    outputs = [(path, flag) for path, flag in [(config.json, "--json"), (config.csv, "--csv"), (config.plot, "--plot"),
+                                                (config.checkpoint, "--checkpoint"), (config.jsonl, "--jsonl")] if path]
+    seen = {}
+    for path, flag in outputs:
+        fileio.ensure_writable(path, flag)
+        real = os.path.realpath(path)
+        if real in seen:
+            raise UserError(f"{seen[real]} and {flag} name the same file {path}; give each output its own file.")
+        seen[real] = flag
+        if os.path.dirname(real) == os.path.realpath(cifar10.batches_folder(config.data_dir)):
+            raise UserError(f"{flag} {path} is in the CIFAR-10 folder; write results elsewhere.")
+    if config.jsonl:
+        fileio.ensure_appendable(config.jsonl, "--jsonl")
+    if config.csv:
+        fileio.ensure_lockable(config.csv, "--csv")
+        files.check_csv_header(config.csv)
+    if config.checkpoint and world.is_main:
+        removed = fileio.remove_leftovers(config.checkpoint)
+        if removed:
+            warn(f"removed {removed / 2 ** 20:.1f} MiB of temporary files that a killed save of {config.checkpoint} "
+                 "left beside it.")
+    if config.plot:
+        plot.check_available(config.plot)
+    if config.tensorboard:
+        live.check_tensorboard(config.tensorboard)
+    if config.trace_dir:
+        fileio.ensure_folder_writable(config.trace_dir, "--trace-dir")
+
+
+def write(config, stream, document):
+    """Write every output asked for, each on its own, the results file first: one that fails
+    (a full disk, a file made read-only meanwhile) is reported and the others are still
+    written; `stream` is the run's live log (None without --jsonl and --tensorboard). Returns
+    (the lines saying what was written, the failures' sentences)."""
+    written, failures = [], []
+    for write_one in writers(config, stream, document):
+        try:
+            written.append(write_one())
+        except WriteFailed as error:
+            failures.append(str(error))
+    return written, failures
+
+
+def writers(config, stream, document):
+    """A function per output asked for, which writes it and returns the line that says so."""
+    def results():
+        files.write_json(config.json, files.json_document(document))
+        return f"results written to {config.json}"
+
+    def rows():
+        return f"{files.append_csv(config.csv, document)} rows appended to {config.csv}"
+
+    def figure():
+        plot.draw(config.plot, document)
+        return f"plot written to {config.plot}"
+
+    def streams():
+        stream.comparison(summary(document, wide=True))
+        stream.close()
+        return "; ".join(([f"TensorBoard logs written to {stream.tensorboard}"] if config.tensorboard else [])
+                         + ([f"{config.jsonl} appended"] if config.jsonl else []))
+
+    def nothing_to(flag, path):
+        def refuse():
+            raise WriteFailed(f"{flag} {path} was not written: no run got past its warm-up, so there are no step "
+                              "times to compare.")
+        return refuse
+
+    compared = bool(document["comparison"])
+    wanted = [(results, config.json), (rows if compared else nothing_to("--csv", config.csv), config.csv),
+              (figure if compared else nothing_to("--plot", config.plot), config.plot), (streams, stream is not None)]
+    return [write_one for write_one, asked in wanted if asked]

@@ -1,0 +1,45 @@
+"""Result files of earlier ampbench releases, read as this release's: upgrade() fills in what
+such a file lacks with what its runs did, once, where a file is read (merge.load_result and the
+GPU suite's report), so that every reader after it reads one form. A document this release
+writes has all of it already, and upgrade() leaves it as it is.
+
+Run fields an earlier release did not record and that mean nothing when absent (numerics, fp8,
+host, ...) stay absent: their readers take a missing one as null, as validate.py accepts it."""
+from utils.explain.categories import ADDED
+from utils.results.accuracy import DEFAULT_MARGIN_POINTS
+from utils.results.record import SCHEMA
+from utils.training.modes import BASELINES
+
+# ampbench.result/1 files are still read: their peak_memory_bytes included the warm-up (cuDNN
+# autotuning, compilation), which /2 measures apart, so they never pool with /2 runs
+# (record.setup_of holds the schema) and the table says so under them (summary.notes).
+READABLE_SCHEMAS = ("ampbench.result/1", SCHEMA)
+
+
+def upgrade(document):
+    """A copy of `document` (validate.py checked it) with every rule below applied."""
+    env, config = dict(document["env"]), dict(document["config"])
+    env.setdefault("world_size", 1)  # before DDP (torchrun, mpirun): one process
+    config["optimizer"] = config.get("optimizer") or "sgd"  # before --optimizer (AdamW beside SGD): SGD
+    config.setdefault("optimizer_impl", "foreach")  # before fused SGD (ampbench.result/2): foreach SGD
+    config["baseline"] = config.get("baseline") or BASELINES["default"]  # before --baseline: against fp32
+    # before the accuracy verdict (--seeds, --accuracy-margin): the margin's default
+    config.setdefault("accuracy_margin", DEFAULT_MARGIN_POINTS)
+    config["grad_comm"] = config.get("grad_comm") or "fp32"  # before --grad-comm: fp32 gradients
+    return dict(document, env=env, config=config,
+                runs=[upgrade_run(run, env["timestamp_utc"]) for run in document["runs"]])
+
+
+def upgrade_run(run, written_utc):
+    """A copy of `run`, of a file written at `written_utc`, with the rules for runs applied."""
+    run = dict(run)
+    run["optimizer_impl"] = run.get("optimizer_impl") or "foreach"  # before fused SGD (ampbench.result/2)
+    # before CSV rows had run ids (finished_utc tells runs apart): the run ended by the time the file was written
+    run["finished_utc"] = run.get("finished_utc") or written_utc
+    if run.get("profile"):
+        # before the fp8 modes, --explain had no float8 category (categories.ADDED): no time was spent in one
+        categories = dict(run["profile"]["categories"])
+        for name in ADDED:
+            categories.setdefault(name, {"ms": 0.0, "share": 0.0})
+        run["profile"] = dict(run["profile"], categories=categories)
+    return run
