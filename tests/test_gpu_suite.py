@@ -1,5 +1,6 @@
 """benchmarks/gpu_suite.py --quick: the GPU suite's plumbing keeps working while no GPU is around."""
 import json
+import os
 import re
 import subprocess
 import sys
@@ -80,3 +81,46 @@ def test_the_recipe_table_names_the_fastest_recipe_whose_loss_stayed_finite(tmp_
     table = "\n".join(recipes(tmp_path))
     assert "| fp32 | 20.00 | 16.00 | 18.00 | compile | 1.25x | 40.0% |" in table
     assert "| amp-bf16 | 10.00 | 4.00 | 8.00 | cudagraphs | 2.50x | 40.0% |" in table  # compile's loss was NaN
+
+
+# an unofficial copy where main.py looks (no --data-dir): --data auto takes synthetic data, as on a
+# machine without CIFAR-10, with no network to ask
+WITHOUT_CIFAR10 = f"no usable CIFAR-10 in {SUBSET} (give --data-dir)"
+NO_TEST_IMAGES = f"it measures test accuracy, and the runs get synthetic data, which has no test images: {WITHOUT_CIFAR10}"
+
+
+@pytest.mark.parametrize("quick, ran, skipped", [
+    (True, ["overhead", "transformers-eager"],
+     {"convergence": NO_TEST_IMAGES, "loaders": f"benchmarks/loader.py times CIFAR-10's images: {WITHOUT_CIFAR10}"}),
+    (False, ["overhead", "transformers-eager", "transformers-compile"],
+     {"convergence": NO_TEST_IMAGES, "loaders": f"benchmarks/loader.py times CIFAR-10's images: {WITHOUT_CIFAR10}",
+      "transformers-accuracy": NO_TEST_IMAGES}),
+])
+def test_every_step_that_needs_cifar10_is_skipped_with_the_reason_where_the_runs_get_synthetic_data(
+        quick, ran, skipped, tmp_path, monkeypatch):
+    from gpu_suite import Plan, Suite, run_convergence, run_scripts, run_transformers
+
+    monkeypatch.setenv("CIFAR10_DIR", str(SUBSET))
+    suite, started = Suite(tmp_path, None, Plan(quick), ["fp32"], {"--fp8-emulate", "--modes"}, ["fp32"]), []
+    suite.run = lambda name, argv, timeout=300: started.append(name)  # the commands, not their processes
+    for section in (run_convergence, run_scripts, run_transformers):
+        section(suite)
+    assert started == ran
+    assert {step["name"]: step["skipped"] for step in suite.steps if step["name"] in skipped} == skipped
+
+
+def test_the_quick_suite_without_cifar10_skips_the_convergence_section_and_succeeds(tmp_path):
+    """`python benchmarks/gpu_suite.py --quick` as docs/benchmarks.md shows it, the convergence
+    section alone: it is skipped with the reason, printed and kept in suite.json and the page."""
+    readme = tmp_path / "README.md"
+    readme.write_text((ROOT / "README.md").read_text())
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_suite.py"), "--quick", "--only",
+                             "convergence", "--results-root", str(tmp_path / "results"), "--readme", str(readme)],
+                            cwd=ROOT, capture_output=True, text=True, timeout=600,
+                            env={**os.environ, "CIFAR10_DIR": str(SUBSET)})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"convergence: skipped ({NO_TEST_IMAGES})" in result.stdout and "failed steps" not in result.stderr
+    (out,) = (tmp_path / "results").glob("CPU*/*")
+    steps = json.loads((out / "suite.json").read_text())["steps_run"]
+    assert {"name": "convergence", "section": "convergence", "skipped": NO_TEST_IMAGES} in steps
+    assert f"* `convergence`: skipped: {NO_TEST_IMAGES}" in (out / "README.md").read_text()

@@ -8,7 +8,8 @@ TensorBoard: DIR/<model>-b<batch>-<start time>/<run> per run (mode, and seed or 
 there are several), every scalar against the optimizer step: train/loss and train/lr for
 every step, train/loss_scale at each interval, eval/test_accuracy at each evaluation, then
 after the run time/step_ms and time/images_per_sec for each timed step (CUDA events, known
-only after the loop) and the run's hparams in its own folder.
+only after the loop) and the run's hparams in its own folder. Logs found deleted during the
+run are written anew, as the --jsonl file is.
 """
 import datetime
 import errno
@@ -44,12 +45,17 @@ class LiveLog:
 
     def __init__(self, jsonl_path, tensorboard_dir, folder_name, warn=None):
         self.jsonl_path, self.jsonl = jsonl_path, None  # opened at the first line: by then it is proven writable
-        self.tensorboard = unused(os.path.join(tensorboard_dir, folder_name)) if tensorboard_dir else None
+        # this invocation's folder: its name until the first run makes it (after the outputs
+        # were checked), then the folder made, with a suffix when a run of the same second took the name
+        self.tensorboard = os.path.join(tensorboard_dir, folder_name) if tensorboard_dir else None
+        self.board_made = False
         self.writer = self.run = self.first_run = None
+        self.run_folders = []  # every run's TensorBoard folder so far
         self.warn = warn or (lambda sentence: None)
         self.failed = None  # the first jsonl write that failed: the run goes on, the exit status says so
         self.board_failed = None  # the same for TensorBoard, whose logs end there
         self.recreated = None  # when --jsonl was found deleted and written anew
+        self.board_recreated = None  # (when, what) TensorBoard logs were first found deleted and written anew
         if self.tensorboard:
             quiet_writer_threads()
 
@@ -90,27 +96,55 @@ class LiveLog:
         self.emit("phase", text=text)
 
     def board(self, write):
-        """Call write() on the TensorBoard logs until one fails (a removed folder, a full disk):
-        then the logs end, with a warning now and a closing sentence at the end."""
+        """Call write() on the TensorBoard logs until one fails (a full disk, a folder that cannot
+        be made): then the logs end, with a warning now and a closing sentence at the end. Logs
+        found deleted (the folder, a run's folder, the open event file) are written anew, and a
+        write that failed because they went while it wrote is made once more in the new file."""
         if self.board_failed:
             return
         try:
-            write()
+            self.reopen_if_deleted()
+            try:
+                write()
+            except Exception:
+                if not self.reopen_if_deleted():
+                    raise
+                write()
         except Exception as error:  # whatever the writer (or its thread, re-raised here) met
             reason = getattr(error, "strerror", None) or (str(error).splitlines() or [type(error).__name__])[0]
             self.board_failed = f"could not write --tensorboard {self.tensorboard} ({reason})"
             self.warn(f"{self.board_failed}; its logs end here. Training goes on; the results are still written.")
             self.writer = None
 
+    def reopen_if_deleted(self):
+        """Note the first of the logs found deleted, and give the open writer a new event file
+        (its folders made again) when its own went: True when it did."""
+        written = [self.tensorboard] + self.run_folders if self.board_made else []
+        if self.writer is not None:
+            written.append(event_file(self.writer))
+        gone = next((path for path in written if not os.path.exists(path)), None)
+        if gone is None:
+            return False
+        self.board_recreated = self.board_recreated or (now_utc("seconds"), gone)
+        if self.writer is None or os.path.exists(event_file(self.writer)):
+            return False  # the next writer opened makes its folders
+        try:
+            self.writer.close()
+        except Exception:
+            pass  # its thread failed on the deleted file: nothing it holds can be saved
+        self.writer = summary_writer(os.path.join(self.tensorboard, self.run))
+        return True
+
     def begin_run(self, run):
         """The run whose scalars follow: its name is its TensorBoard folder."""
         self.run = run
         self.first_run = self.first_run or run
         if self.tensorboard:
-            from torch.utils.tensorboard import SummaryWriter
-
             def open_writer():
-                self.writer = SummaryWriter(os.path.join(self.tensorboard, run))
+                if not self.board_made:
+                    self.tensorboard, self.board_made = made_anew(self.tensorboard), True
+                self.run_folders.append(os.path.join(self.tensorboard, run))
+                self.writer = summary_writer(self.run_folders[-1])
             self.board(open_writer)
 
     def train(self, first_step, losses, lrs, scale, host_step_ms, images_per_sec):
@@ -163,16 +197,14 @@ class LiveLog:
     def comparison(self, text):
         """The printed table, as text in the first run's folder."""
         if self.tensorboard and self.first_run:
-            from torch.utils.tensorboard import SummaryWriter
-
             def table():
-                with SummaryWriter(os.path.join(self.tensorboard, self.first_run)) as writer:
+                with summary_writer(os.path.join(self.tensorboard, self.first_run)) as writer:
                     writer.add_text("comparison", "\n".join("    " + line for line in text.splitlines()))
             self.board(table)
 
     def close_writer(self):
         if self.writer is not None:
-            self.board(self.writer.close)
+            self.board(lambda: self.writer.close())  # the writer at the time: board() may open a new one
             self.writer = None
 
     def close(self):
@@ -187,6 +219,10 @@ class LiveLog:
         if self.recreated and not self.failed:
             failures.append(f"--jsonl {self.jsonl_path} was deleted during the run and written anew at "
                             f"{self.recreated}, so it holds only the lines from then on.")
+        if self.board_recreated and not self.board_failed:
+            when, path = self.board_recreated
+            failures.append(f"--tensorboard logs were deleted during the run ({path}) and written anew from {when}, "
+                            f"so {self.tensorboard} holds only the logs from then on.")
         if any(failures):
             raise WriteFailed(" ".join(filter(None, failures)))
 
@@ -225,10 +261,28 @@ def quiet_writer_threads():
     threading.excepthook = hook
 
 
-def unused(path):
-    """`path`, or `path`-2, -3, ... when a run of the same second is already there."""
+def summary_writer(folder):
+    from torch.utils.tensorboard import SummaryWriter
+
+    return SummaryWriter(folder)
+
+
+def event_file(writer):
+    """The file a SummaryWriter appends to, reopened at each write: tensorboard names it only
+    in this attribute."""
+    return writer.file_writer.event_writer._file_name
+
+
+def made_anew(path):
+    """Make the folder `path`, or `path`-2, -3, ... when that name is taken (a run of the same
+    second): os.mkdir refuses a name that exists, so two runs can never take one folder, as a
+    look before making it would let them. Returns the folder made."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     candidate, number = path, 1
-    while os.path.exists(candidate):
-        number += 1
-        candidate = f"{path}-{number}"
-    return candidate
+    while True:
+        try:
+            os.mkdir(candidate)
+            return candidate
+        except FileExistsError:
+            number += 1
+            candidate = f"{path}-{number}"

@@ -11,20 +11,22 @@ from utils.results.summary import summary
 
 
 def check(config, world, warn):
-    """Every output path writable the way it will be written, and no two outputs (symlinks
-    followed) nor an output and a data file are one file. Temporary checkpoints a killed save
-    left behind are removed (rank 0 alone), and said with `warn`."""
+    """Every output path writable the way it will be written, no two outputs (symlinks followed)
+    are one file, and none, file or folder, is in the CIFAR-10 folder. Temporary checkpoints a
+    killed save left behind are removed (rank 0 alone), and said with `warn`."""
     outputs = [(path, flag) for path, flag in [(config.json, "--json"), (config.csv, "--csv"), (config.plot, "--plot"),
                                                 (config.checkpoint, "--checkpoint"), (config.jsonl, "--jsonl")] if path]
-    seen = {}
+    seen, data_folder = {}, os.path.realpath(cifar10.batches_folder(config.data_dir))
     for path, flag in outputs:
         fileio.ensure_writable(path, flag)
         real = os.path.realpath(path)
         if real in seen:
             raise UserError(f"{seen[real]} and {flag} name the same file {path}; give each output its own file.")
         seen[real] = flag
-        if os.path.dirname(real) == os.path.realpath(cifar10.batches_folder(config.data_dir)):
-            raise UserError(f"{flag} {path} is in the CIFAR-10 folder; write results elsewhere.")
+        refuse_in_data_folder(flag, path, os.path.dirname(real), data_folder)
+    for path, flag in [(config.tensorboard, "--tensorboard"), (config.trace_dir, "--trace-dir")]:
+        if path:
+            refuse_in_data_folder(flag, path, os.path.realpath(path), data_folder)
     if config.jsonl:
         fileio.ensure_appendable(config.jsonl, "--jsonl")
     if config.csv:
@@ -41,6 +43,12 @@ def check(config, world, warn):
         live.check_tensorboard(config.tensorboard)
     if config.trace_dir:
         fileio.ensure_folder_writable(config.trace_dir, "--trace-dir")
+
+
+def refuse_in_data_folder(flag, path, written_in, data_folder):
+    """An output writes in the folder `written_in`: never in CIFAR-10's folder, at any depth."""
+    if os.path.commonpath([written_in, data_folder]) == data_folder:
+        raise UserError(f"{flag} {path} is in the CIFAR-10 folder; write results elsewhere.")
 
 
 def write(config, stream, document):
