@@ -378,12 +378,20 @@ def load(out, name):
     from its runs by this version's statistics (intervals, the learned flag), as utils.report does when it
     merges."""
     from utils.results.compare import compare_modes
+
+    document = upgraded(out, name)
+    if document is not None and "runs" in document:
+        document["comparison"] = compare_modes(document["runs"], baseline=document["config"]["baseline"])
+    return document
+
+
+def upgraded(out, name):
+    """A saved document; a results document upgraded to this version's form."""
     from utils.results.upgrade import upgrade
 
     document = saved(out, name)
     if document is not None and "runs" in document:  # resume-weights.json is a record of its own
         document = upgrade(document)
-        document["comparison"] = compare_modes(document["runs"], baseline=document["config"]["baseline"])
     return document
 
 
@@ -537,7 +545,7 @@ def classics(out):
 def recipes(out):
     """Per mode, the median step of each recipe, the fastest whose loss stayed finite, its
     speedup over fp32 in eager mode, and its MFU."""
-    documents = {recipe: load(out, f"recipe-{recipe}") for recipe, _ in RECIPES}
+    documents = {recipe: upgraded(out, f"recipe-{recipe}") for recipe, _ in RECIPES}
     if not any(documents.values()):
         return []
     runs = {recipe: {run["mode"]: run for run in document["runs"] if run["step_time_ms"]} if document else {}
