@@ -4,12 +4,15 @@ The official archive is a set of Python pickles. Reading a pickle can execute co
 batch file is read with a restricted unpickler that only rebuilds what CIFAR batches hold
 (dicts, lists, strings, numbers and numpy arrays), whether or not its checksum matched.
 """
+from __future__ import annotations
+
 import codecs
 import math
 import os
 import pickle
 import socket
 from dataclasses import dataclass
+from typing import List, Optional, Sequence, Tuple, Type
 
 import numpy as np
 import torch
@@ -37,19 +40,19 @@ class Cifar10:
     verified: bool
 
 
-def batches_folder(data_dir):
+def batches_folder(data_dir: str) -> str:
     """`data_dir` may be the folder holding cifar-10-batches-py or that folder itself."""
     if os.path.basename(os.path.normpath(data_dir)) == FOLDER:
         return data_dir
     return os.path.join(data_dir, FOLDER)
 
 
-def is_present(data_dir):
+def is_present(data_dir: str) -> bool:
     folder = batches_folder(data_dir)
     return all(os.path.isfile(os.path.join(folder, name)) for name, _ in TRAIN_FILES + TEST_FILES)
 
 
-def mismatched_files(data_dir):
+def mismatched_files(data_dir: str) -> List[str]:
     """Names of the files whose md5 differs from the official one (empty when all match)."""
     folder = batches_folder(data_dir)
     return [name for name, md5 in TRAIN_FILES + TEST_FILES + [META_FILE]
@@ -59,7 +62,7 @@ def mismatched_files(data_dir):
 DOWNLOAD_TIMEOUT_S = 10  # per connection attempt and read: a compute node without internet fails fast
 
 
-def download(data_dir):
+def download(data_dir: str) -> None:
     """Fetch and unpack the official archive with torchvision's own md5-checked download; a
     network that does not answer within DOWNLOAD_TIMEOUT_S fails instead of hanging."""
     root = os.path.dirname(os.path.normpath(batches_folder(data_dir))) or "."
@@ -86,13 +89,13 @@ INTEGER_CODES = ("u1", "i1", "u2", "i2", "u4", "i4", "u8", "i8")
 class PickledDtype:
     """What the pickle's numpy.dtype(code, align, copy) + BUILD(state) describes, checked."""
 
-    def __init__(self, code, align=False, copy=True):
+    def __init__(self, code: object, align: object = False, copy: object = True):
         code = code.decode("latin1") if isinstance(code, bytes) else code
         if not isinstance(code, str) or code.lstrip("<>|=") not in INTEGER_CODES:
             raise pickle.UnpicklingError(f"refusing dtype {code!r}: CIFAR batches hold plain integers")
         self.dtype = np.dtype(code.lstrip("<>|="))
 
-    def __setstate__(self, state):
+    def __setstate__(self, state: object) -> None:
         if not (isinstance(state, tuple) and len(state) in (8, 9) and state[0] == 3 and state[1] in "<>|="
                 and state[2:8] == (None, None, None, -1, -1, 0)):
             raise pickle.UnpicklingError(f"refusing a forged dtype state {state!r:.80}")
@@ -104,12 +107,12 @@ class PickledArray:
     """What numpy's _reconstruct(ndarray, (0,), b) + BUILD(state) describes, built from the raw
     bytes by np.frombuffer once its dtype, shape and length are checked."""
 
-    def __init__(self, cls, shape, code):
+    def __init__(self, cls: object, shape: object, code: object):
         if cls is not PickledArray or shape != (0,):
             raise pickle.UnpicklingError("refusing an array rebuilt from anything but numpy.ndarray")
-        self.array = None
+        self.array: Optional[np.ndarray] = None
 
-    def __setstate__(self, state):
+    def __setstate__(self, state: object) -> None:
         if not (isinstance(state, tuple) and len(state) == 5 and isinstance(state[2], PickledDtype)):
             raise pickle.UnpicklingError("refusing an array state that is not (version, shape, dtype, order, bytes)")
         _, shape, dtype, fortran, raw = state
@@ -122,14 +125,14 @@ class PickledArray:
         self.array = np.frombuffer(raw, dtype=dtype.dtype).reshape(shape)
 
 
-def empty_bytes(*args):
+def empty_bytes(*args: object) -> bytes:
     """builtins.bytes(), as protocol 2 pickles the empty bytes of an empty array."""
     if args:
         raise pickle.UnpicklingError("refusing bytes() of anything: only the empty bytes are pickled so")
     return b""
 
 
-def latin1_encode(text, encoding):
+def latin1_encode(text: object, encoding: object) -> bytes:
     """_codecs.encode, as Python 3 pickles bytes for protocol 2: only str to latin-1 bytes."""
     if not isinstance(text, str) or encoding not in ("latin1", "latin-1"):
         raise pickle.UnpicklingError("refusing _codecs.encode of anything but text to latin-1")
@@ -150,7 +153,7 @@ SAFE_GLOBALS = {
 }
 
 
-def as_array(value, dtype):
+def as_array(value: object, dtype: Type[np.integer]) -> np.ndarray:
     """A batch entry (a checked pickled array, or a list) as a numpy array of `dtype`."""
     if isinstance(value, PickledArray):
         if value.array is None:
@@ -168,7 +171,7 @@ def as_array(value, dtype):
 IMAGE_BYTES = 3 * 32 * 32  # one row of a batch's data: the R, G and B planes of a 32 x 32 image
 
 
-def read_batch(path):
+def read_batch(path: str) -> Tuple[torch.Tensor, torch.Tensor]:
     """One CIFAR batch file as (uint8 images N x 3 x 32 x 32, int64 labels N), or a UserError
     that names the file and its problem."""
     try:
@@ -187,7 +190,7 @@ def read_batch(path):
     return torch.from_numpy(data.reshape(-1, 3, 32, 32).copy()), torch.from_numpy(labels)
 
 
-def failure(error):
+def failure(error: Exception) -> str:
     """A read failure in words, never an empty "()"."""
     if isinstance(error, KeyError):
         return f"it has no {error.args[0]!r} entry" if error.args else "an entry is missing"
@@ -196,7 +199,7 @@ def failure(error):
     return (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
 
 
-def batch_problem(data, labels):
+def batch_problem(data: np.ndarray, labels: np.ndarray) -> Optional[str]:
     """What is wrong with a batch's arrays, in words (None when nothing is)."""
     if data.ndim != 2 or data.shape[1] != IMAGE_BYTES:
         return f"holds data of shape {data.shape}, not N x {IMAGE_BYTES} (N images of 3 x 32 x 32 bytes)"
@@ -209,12 +212,12 @@ def batch_problem(data, labels):
     return None
 
 
-def read_split(folder, files):
+def read_split(folder: str, files: Sequence[Sequence[str]]) -> Tuple[torch.Tensor, torch.Tensor]:
     parts = [read_batch(os.path.join(folder, name)) for name, _ in files]
     return torch.cat([images for images, _ in parts]), torch.cat([labels for _, labels in parts])
 
 
-def load(data_dir, allow_download=False, allow_unverified=False):
+def load(data_dir: str, allow_download: bool = False, allow_unverified: bool = False) -> Cifar10:
     """The dataset from `data_dir`, downloading it first if allowed and missing.
 
     A copy whose md5 sums are not the official ones is refused unless `allow_unverified`.

@@ -1,4 +1,6 @@
 """The images a run trains on: CIFAR-10 when a usable copy is there, else synthetic images."""
+from __future__ import annotations
+
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
@@ -22,13 +24,14 @@ class Data:
     info: dict
 
 
-def synthetic(device, seed, count=SYNTHETIC_TRAIN_IMAGES):
+def synthetic(device: torch.device, seed: int, count: int = SYNTHETIC_TRAIN_IMAGES) -> Data:
     images, labels = synthetic_images(count, device, seed)
     return Data("synthetic", images, labels, None, None,
                 {"name": "synthetic", "train_images": len(images), "test_images": 0})
 
 
-def load(choice, data_dir, download, allow_unverified, device, seed) -> Tuple[Data, List[str]]:
+def load(choice: str, data_dir: str, download: bool, allow_unverified: bool, device: torch.device,
+         seed: int) -> Tuple[Data, List[str]]:
     """(data moved to the device once, warnings). `choice` auto takes CIFAR-10 when a usable
     copy is there, or downloads it when none is there and `download` allows (a first run gets
     real data); else synthetic data with a loud warning, in seconds where there is no network.

@@ -6,6 +6,10 @@ tensor ops (as airbench and hlb-CIFAR10 do) means the input pipeline never hides
 that mixed precision brings. The "torchvision" loader is the classic per-image path (PIL
 transforms in DataLoader workers) that most training scripts use, kept as the reference.
 """
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Iterator, Optional, Tuple, Union
+
 import torch
 import torch.nn.functional as F
 from PIL import Image
@@ -17,7 +21,7 @@ STD = (0.2470, 0.2435, 0.2616)
 PADDING = 4
 
 
-def memory_format(channels_last):
+def memory_format(channels_last: bool) -> torch.memory_format:
     """The memory format of models and batches: channels_last (NHWC) or the default NCHW."""
     return torch.channels_last if channels_last else torch.contiguous_format
 
@@ -25,16 +29,17 @@ def memory_format(channels_last):
 class Normalize:
     """uint8 images -> float32 (x / 255 - mean) / std, in one multiply and one subtract."""
 
-    def __init__(self, device):
+    def __init__(self, device: torch.device):
         std = torch.tensor(STD, device=device).view(1, 3, 1, 1)
         self.scale = 1.0 / (255.0 * std)
         self.shift = torch.tensor(MEAN, device=device).view(1, 3, 1, 1) / std
 
-    def __call__(self, images):
+    def __call__(self, images: torch.Tensor) -> torch.Tensor:
         return images.float().mul_(self.scale).sub_(self.shift)
 
 
-def random_crop_flip(images, generator, padding=PADDING, shard=(0, 1)):
+def random_crop_flip(images: torch.Tensor, generator: torch.Generator, padding: int = PADDING,
+                     shard: Tuple[int, int] = (0, 1)) -> torch.Tensor:
     """Per image: a random 32x32 crop of the zero-padded image (offsets uniform in 0..2*padding)
     and a horizontal flip with probability 1/2, as torchvision's RandomCrop(32, padding=4) and
     RandomHorizontalFlip do, done for the whole batch as one gather of flat pixel indices.
@@ -56,7 +61,7 @@ def random_crop_flip(images, generator, padding=PADDING, shard=(0, 1)):
     return padded.view(n, c, -1).gather(2, pixel.expand(n, c, h * w)).view(n, c, h, w)
 
 
-def batches_per_epoch(kind, images, batch_size, ranks):
+def batches_per_epoch(kind: str, images: int, batch_size: int, ranks: int) -> int:
     """Global batches in one epoch: the device loader completes the last partial batch from
     the next epoch (rounds up); the DataLoader path drops it, after DistributedSampler has
     dropped the images that do not divide among the ranks (rounds down)."""
@@ -75,7 +80,8 @@ class DeviceLoader:
     global batch, so the ranks' batches are disjoint and together form one process's batch.
     """
 
-    def __init__(self, images, labels, batch_size, device, seed, channels_last=False, shard=(0, 1)):
+    def __init__(self, images: torch.Tensor, labels: torch.Tensor, batch_size: int, device: torch.device, seed: int,
+                 channels_last: bool = False, shard: Tuple[int, int] = (0, 1)):
         self.images = images.to(device)
         self.labels = labels.to(device)
         self.batch_size = batch_size
@@ -88,10 +94,10 @@ class DeviceLoader:
         self.memory_format = memory_format(channels_last)
         self.shard = shard
 
-    def __len__(self):
+    def __len__(self) -> int:
         return batches_per_epoch("device", len(self.images), self.batch_size, self.shard[1])
 
-    def next_indices(self):
+    def next_indices(self) -> torch.Tensor:
         """This rank's slice of the next global batch of the stream."""
         parts, wanted = [], self.batch_size * self.shard[1]
         while wanted:
@@ -106,13 +112,13 @@ class DeviceLoader:
         rank = self.shard[0]
         return batch[rank * self.batch_size:(rank + 1) * self.batch_size]
 
-    def __iter__(self):
+    def __iter__(self) -> DeviceLoader:
         return self
 
-    def state_dict(self):
+    def state_dict(self) -> Dict[str, Any]:
         return {"generator": self.generator.get_state(), "order": self.order, "position": self.position}
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
         order, position = state["order"], state["position"]
         if order.dtype != torch.long or order.shape not in ((0,), (len(self.images),)):
             raise ValueError(f"its data order is for {len(order)} images, and this data has {len(self.images)}")
@@ -122,7 +128,7 @@ class DeviceLoader:
         self.order = order.to(self.device)
         self.position = position
 
-    def __next__(self):
+    def __next__(self) -> Tuple[torch.Tensor, torch.Tensor]:
         index = self.next_indices()
         images = random_crop_flip(self.images[index], self.generator, shard=self.shard)
         return self.normalize(images).contiguous(memory_format=self.memory_format), self.labels[index]
@@ -132,19 +138,19 @@ class CifarImages(Dataset):
     """CIFAR-10 the way torchvision.datasets.CIFAR10 serves it: one PIL image at a time
     through a transform (torchvision's class itself insists on the official checksums)."""
 
-    def __init__(self, images, labels, transform):
+    def __init__(self, images: torch.Tensor, labels: torch.Tensor, transform: Callable[[Image.Image], torch.Tensor]):
         self.images = images.permute(0, 2, 3, 1).cpu().numpy()  # N x 32 x 32 x 3, as PIL wants
         self.labels = labels.cpu().tolist()
         self.transform = transform
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.labels)
 
-    def __getitem__(self, index):
+    def __getitem__(self, index: int) -> Tuple[torch.Tensor, int]:
         return self.transform(Image.fromarray(self.images[index])), self.labels[index]
 
 
-def standard_transform():
+def standard_transform() -> transforms.Compose:
     """The usual CIFAR-10 training transforms: the same augmentation as random_crop_flip."""
     return transforms.Compose([transforms.RandomCrop(32, padding=PADDING), transforms.RandomHorizontalFlip(),
                                transforms.ToTensor(), transforms.Normalize(MEAN, STD)])
@@ -156,11 +162,12 @@ class TorchvisionLoader:
     copied to the device without blocking; an endless stream like DeviceLoader's. With several
     ranks a DistributedSampler gives each its share of every epoch (set_epoch each epoch)."""
 
-    def __init__(self, images, labels, batch_size, device, seed, workers, channels_last=False, shard=(0, 1)):
+    def __init__(self, images: torch.Tensor, labels: torch.Tensor, batch_size: int, device: torch.device, seed: int,
+                 workers: int, channels_last: bool = False, shard: Tuple[int, int] = (0, 1)):
         self.generator = torch.Generator()
         self.generator.manual_seed(seed)
         dataset = CifarImages(images, labels, standard_transform())
-        self.sampler = None
+        self.sampler: Optional[DistributedSampler] = None
         if shard[1] > 1:
             self.sampler = DistributedSampler(dataset, num_replicas=shard[1], rank=shard[0], shuffle=True, seed=seed,
                                               drop_last=True)
@@ -172,7 +179,7 @@ class TorchvisionLoader:
         self.epoch = 0
         self.start_epoch()
 
-    def start_epoch(self):
+    def start_epoch(self) -> None:
         """The epoch's order and worker seeds are drawn from the generator here, so its state
         now is all that is needed to replay the epoch."""
         self.epoch_start_state = self.generator.get_state()
@@ -182,10 +189,10 @@ class TorchvisionLoader:
         self.batches = iter(self.loader)
         self.position = 0
 
-    def state_dict(self):
+    def state_dict(self) -> Dict[str, Any]:
         return {"epoch_start_state": self.epoch_start_state, "position": self.position, "epoch": self.epoch}
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Replay the saved epoch's order and skip the batches already trained on."""
         if not 0 <= state["position"] <= len(self.loader):
             raise ValueError(f"its position {state['position']} lies outside an epoch of {len(self.loader)} batches")
@@ -196,13 +203,13 @@ class TorchvisionLoader:
             next(self.batches)
         self.position = state["position"]
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.loader)
 
-    def __iter__(self):
+    def __iter__(self) -> TorchvisionLoader:
         return self
 
-    def __next__(self):
+    def __next__(self) -> Tuple[torch.Tensor, torch.Tensor]:
         try:
             images, labels = next(self.batches)
         except StopIteration:
@@ -213,13 +220,17 @@ class TorchvisionLoader:
         return images, labels.to(self.device, non_blocking=True)
 
 
-def make_train_loader(kind, images, labels, batch_size, device, seed, workers, channels_last, shard=(0, 1)):
+def make_train_loader(kind: str, images: torch.Tensor, labels: torch.Tensor, batch_size: int, device: torch.device,
+                      seed: int, workers: int, channels_last: bool,
+                      shard: Tuple[int, int] = (0, 1)) -> Union[TorchvisionLoader, DeviceLoader]:
     if kind == "torchvision":
         return TorchvisionLoader(images, labels, batch_size, device, seed, workers, channels_last, shard)
     return DeviceLoader(images, labels, batch_size, device, seed, channels_last, shard)
 
 
-def eval_batches(images, labels, batch_size, device, channels_last=False, shard=(0, 1)):
+def eval_batches(images: torch.Tensor, labels: torch.Tensor, batch_size: int, device: torch.device,
+                 channels_last: bool = False,
+                 shard: Tuple[int, int] = (0, 1)) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
     """This rank's contiguous share of the test set, in order, unaugmented and normalised, one
     batch at a time (for either loader: evaluation is not timed)."""
     normalize = Normalize(device)
@@ -232,7 +243,7 @@ def eval_batches(images, labels, batch_size, device, channels_last=False, shard=
         yield batch, labels[start:start + batch_size]
 
 
-def synthetic_images(count, device, seed):
+def synthetic_images(count: int, device: torch.device, seed: int) -> Tuple[torch.Tensor, torch.Tensor]:
     """Fixed random uint8 images and labels of CIFAR shape, made on the device."""
     generator = torch.Generator(device=device)
     generator.manual_seed(seed)

@@ -13,7 +13,10 @@ An op's own (self) time goes to one category, decided along its chain of enclosi
    convolution's time;
 4. else "other", which the top-ops list names (Python between ops is "(Python, between ops)").
 """
+from __future__ import annotations
+
 import re
+from typing import Optional, Sequence
 
 # (category, what it holds, pattern) in README's order; a pattern is matched in full against an
 # op's core name: lower case, without its namespace ("aten::"), the autograd engine's
@@ -63,13 +66,13 @@ _PATTERNS = [(name, re.compile(pattern)) for name, _, pattern in CATEGORIES]
 FLOAT8_SCALING = re.compile(r"amax|abs|max|reciprocal")  # float8 work inside an op that names float8
 
 
-def core_name(name):
+def core_name(name: str) -> str:
     """"autograd::engine::evaluate_function: ConvolutionBackward0" -> "convolution"."""
     name = name.split("evaluate_function: ")[-1].split("::")[-1]
     return re.sub(r"backward\d*$", "", name.lower()).lstrip("_") or name.lower()
 
 
-def kind_of(name):
+def kind_of(name: str) -> Optional[str]:
     """The category an op's name alone says, or None."""
     if name.startswith(STEP_MARK):
         return None
@@ -77,7 +80,7 @@ def kind_of(name):
     return next((category for category, pattern in _PATTERNS if pattern.fullmatch(core)), None)
 
 
-def category_of(chain):
+def category_of(chain: Sequence[str]) -> str:
     """The category of the op at the end of `chain`, the names of its enclosing ops from the
     outermost in."""
     kinds = [kind_of(name) for name in chain]

@@ -6,9 +6,21 @@ findings are ranked by the milliseconds per step at stake. Findings that one run
 shows are kept with that run (runs[].profile.diagnosis); those that need the fp32 run are the
 comparison's (comparison[mode].diagnosis).
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence
+
 from utils.explain.categories import DATA_LABEL, MEMORY_BOUND, NAMES, SCALER_LABEL, TENSOR_CORE_WORK
 from utils.training.cpu_arithmetic import FAST_CPU_FLAGS
 from utils.training.modes import LOW_FP8_SHARE, MODES
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from utils.explain.profiler import Profile
+    from utils.results.record import RunRecord
+
+    Finding = Dict[str, Any]  # finding(): rule, mode, at_stake_ms, evidence, remedy, text, as results files hold it
 
 # The rules' thresholds, as shares of a profiled step.
 INPUT_BOUND_SHARE = 0.20  # the input pipeline
@@ -22,29 +34,29 @@ SHOWN_GROWTH = 3  # the fallback names at most this many categories that grew
 TENSOR_CORE_MULTIPLE = 8  # FP16/BF16 tensor cores want channels, features and batch in multiples of 8
 
 
-def low_precision_dtype(mode_name):
+def low_precision_dtype(mode_name: str) -> Optional[str]:
     """The low-precision dtype of the mode named in a results file (Mode.low_precision_dtype),
     None for an unknown name."""
     mode = MODES.get(mode_name)
     return mode.low_precision_dtype if mode is not None else None
 
 
-def category_share(profile, categories):
+def category_share(profile: Profile, categories: Iterable[str]) -> float:
     """The share of the profiled step that `categories` took together."""
     return sum(profile.categories[name]["share"] for name in categories)
 
 
-def category_ms(profile, categories):
+def category_ms(profile: Profile, categories: Iterable[str]) -> float:
     """The milliseconds per profiled step that `categories` took together."""
     return sum(profile.categories[name]["ms"] for name in categories)
 
 
-def finding(rule, mode, at_stake_ms, evidence, remedy):
+def finding(rule: str, mode: str, at_stake_ms: float, evidence: str, remedy: str) -> Finding:
     return {"rule": rule, "mode": mode, "at_stake_ms": at_stake_ms, "evidence": evidence, "remedy": remedy,
             "text": f"{mode}: {rule}: {evidence}; try {remedy}."}
 
 
-def diagnose_run(run, profile, workers, cpu_count):
+def diagnose_run(run: RunRecord, profile: Profile, workers: int, cpu_count: int) -> List[Finding]:
     """The findings one run's Profile shows by itself. `run` is its RunRecord."""
     found, mode, cuda = [], run.mode, run.device.startswith("cuda")
     step = profile.total_ms
@@ -95,7 +107,7 @@ def diagnose_run(run, profile, workers, cpu_count):
     return found
 
 
-def communication_finding(run, exposed_ms, wall_ms):
+def communication_finding(run: RunRecord, exposed_ms: float, wall_ms: float) -> Finding:
     """The step waits for gradients that no compute hides: send fewer bytes, in fewer and larger
     buckets, or give each all-reduce more compute to hide behind."""
     remedies = ["--grad-comm bf16 (half the bytes; fp16 where the backend lacks bfloat16)"] \
@@ -110,7 +122,7 @@ def communication_finding(run, exposed_ms, wall_ms):
 PLACES = {SCALER_LABEL: "the loss scaler's step", DATA_LABEL: "the input pipeline"}  # the labels, in words
 
 
-def host_sync_finding(run, profile, at_stake_ms):
+def host_sync_finding(run: RunRecord, profile: Profile, at_stake_ms: float) -> Finding:
     """The host waited for the device inside the step (a tensor read as a number), so the CPU
     cannot queue the next step's kernels ahead of the GPU."""
     where = profile.host_syncs[0]["in"]
@@ -126,7 +138,7 @@ def host_sync_finding(run, profile, at_stake_ms):
                    remedy)
 
 
-def unaligned_layers(model, batch_size):
+def unaligned_layers(model: nn.Module, batch_size: int) -> List[str]:
     """Convolutions and linear layers whose channels or features, and the batch, when it is not
     a multiple of TENSOR_CORE_MULTIPLE."""
     from torch import nn
@@ -144,7 +156,7 @@ def unaligned_layers(model, batch_size):
     return names
 
 
-def profile_speedup(base, profile):
+def profile_speedup(base: Dict[str, float], profile: Dict[str, float]) -> Dict[str, float]:
     """Per category, how many times faster it ran than in `base` (fp32); "total" for the step.
     Categories with no time in either are left out."""
     speedups = {name: base[name] / profile[name] for name in NAMES if base[name] > 0 and profile[name] > 0}
@@ -152,7 +164,7 @@ def profile_speedup(base, profile):
     return speedups
 
 
-def amdahl(base, profile, measured):
+def amdahl(base: Dict[str, float], profile: Dict[str, float], measured: float) -> Optional[Dict[str, Any]]:
     """The Amdahl line's figures: the share p of fp32's step in conv+matmul, the speedup s they
     got in this mode, the step's speedup were everything else unchanged, 1/((1-p) + p/s), its
     limit were they free, 1/(1-p), and the measured speedup (the timed steps')."""
@@ -166,12 +178,12 @@ def amdahl(base, profile, measured):
             "limit": 1.0 / (1.0 - p) if p < 1 else None, "measured": measured}
 
 
-def speedup_text(value):
+def speedup_text(value: float) -> str:
     """"1.87x", or two significant digits below 0.1 ("0.0089x", where "0.01x" would hide it)."""
     return f"{value:.2f}x" if value >= 0.1 else f"{value:.2g}x"
 
 
-def amdahl_line(mode, figures):
+def amdahl_line(mode: str, figures: Dict[str, Any]) -> str:
     limit = speedup_text(figures["limit"]) if figures["limit"] else "unbounded"
     return (f"{mode}: conv+matmul are {100 * figures['share']:.0f}% of the fp32 step and ran "
             f"{speedup_text(figures['speedup'])} as fast; with the rest unchanged the step would be "
@@ -179,7 +191,9 @@ def amdahl_line(mode, figures):
             + (f"{speedup_text(figures['measured'])}." if figures["measured"] is not None else "-."))
 
 
-def diagnose_comparison(mode, base, profile, device_type, cpu_flags, speedup, tf32_speedup):
+def diagnose_comparison(mode: str, base: Dict[str, float], profile: Dict[str, float], device_type: str,
+                        cpu_flags: Optional[Sequence[str]], speedup: Optional[float],
+                        tf32_speedup: Optional[float]) -> List[Finding]:
     """The findings that need the fp32 profile `base` ({category: ms}) beside this mode's:
     `speedup` is this mode's measured one, `tf32_speedup` the tf32 mode's, if it ran."""
     found, dtype = [], low_precision_dtype(mode)
@@ -206,7 +220,7 @@ def diagnose_comparison(mode, base, profile, device_type, cpu_flags, speedup, tf
     return found
 
 
-def fp8_slower(mode, fp8_run, fp8_ms, bf16_ms):
+def fp8_slower(mode: str, fp8_run: Dict[str, Any], fp8_ms: float, bf16_ms: float) -> Optional[Finding]:
     """An fp8 mode slower than amp-bf16 (`fp8_run` one of its runs), with the causes its run
     shows: emulation, no --compile, small matmuls, a low FP8 share; None when it is faster."""
     if fp8_ms <= bf16_ms:
@@ -230,7 +244,8 @@ def fp8_slower(mode, fp8_run, fp8_ms, bf16_ms):
                    "batch, and reading fp8 against amp-bf16")
 
 
-def fallback(mode, base, profile, speedup):
+def fallback(mode: str, base: Dict[str, float], profile: Dict[str, float],
+             speedup: Optional[float]) -> Optional[Finding]:
     """When `mode` is no faster than fp32 (`speedup`, else its profiled step's) and no rule fired:
     why, from its own categories ({category: ms} against fp32's `base`): which grew, whether
     conv+matmul failed to shrink, and the casts' share of its step. None when it is faster."""
@@ -253,7 +268,7 @@ def fallback(mode, base, profile, speedup):
                    + "; ".join(parts), fallback_remedy(mode, grew, shrink))
 
 
-def fallback_remedy(mode, grew, shrink):
+def fallback_remedy(mode: str, grew: Sequence[str], shrink: Optional[float]) -> str:
     """What to try for fallback()'s finding: fusion when casts or memory-bound ops grew, another
     device when the arithmetic itself did not speed up, else more profiled steps."""
     if "cast" in grew or set(grew) & set(MEMORY_BOUND):
@@ -263,6 +278,6 @@ def fallback_remedy(mode, grew, shrink):
     return "more --explain-steps and --repeats, to see whether the difference holds"
 
 
-def ranked(findings):
+def ranked(findings: Iterable[Finding]) -> List[Finding]:
     """Largest stake first; equal stakes in the order found."""
     return sorted(findings, key=lambda found: -found["at_stake_ms"])

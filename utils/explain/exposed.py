@@ -8,11 +8,17 @@ runs no other op; a wait the profiler does not label (DDP's reducer waiting at t
 backward pass) is a gap on the training thread, so it counts as exposed, and so does Python
 between ops while an all-reduce runs (a slight overestimate).
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterable, List, Sequence, Tuple
+
+if TYPE_CHECKING:
+    Interval = Tuple[float, float]  # (start, end)
 
 
-def union(intervals):
+def union(intervals: Iterable[Interval]) -> List[Interval]:
     """The sorted, disjoint union of (start, end) intervals; empty ones dropped."""
-    merged = []
+    merged: List[Interval] = []
     for start, end in sorted(pair for pair in intervals if pair[1] > pair[0]):
         if merged and start <= merged[-1][1]:
             merged[-1] = (merged[-1][0], max(merged[-1][1], end))
@@ -21,7 +27,7 @@ def union(intervals):
     return merged
 
 
-def subtract(keep, remove):
+def subtract(keep: Sequence[Interval], remove: Sequence[Interval]) -> List[Interval]:
     """What of the disjoint sorted `keep` lies outside the disjoint sorted `remove`."""
     left, index = [], 0
     for start, end in keep:
@@ -38,11 +44,11 @@ def subtract(keep, remove):
     return left
 
 
-def length(intervals):
+def length(intervals: Iterable[Interval]) -> float:
     return sum(end - start for start, end in intervals)
 
 
-def exposed(comm, busy, comm_on_busy_thread=()):
+def exposed(comm: Iterable[Interval], busy: Iterable[Interval], comm_on_busy_thread: Iterable[Interval] = ()) -> float:
     """The length of `comm` outside `busy`. On the CPU `busy` is the training thread's ops, which
     enclose its own all-reduce calls (DDP launches them from a gradient hook): those calls,
     `comm_on_busy_thread`, are communication, not busy."""

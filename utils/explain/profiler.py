@@ -8,11 +8,13 @@ torch.profiler's first profiled step is a warm-up that is left out. On the CPU e
 category holds the ops' own (self) time on the training thread; on CUDA the GPU time of the
 kernels each op launched, and "idle" the rest of the step: the GPU waiting for the host.
 """
+from __future__ import annotations
+
 import collections
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
@@ -24,6 +26,16 @@ from utils.training import cpu_arithmetic
 from utils.training.loop import MicroBatches, synchronize
 from utils.training.step import train_step
 
+if TYPE_CHECKING:
+    from torch.autograd.profiler_util import FunctionEvent
+
+    from utils.config import RunConfig
+    from utils.stop import StopRequest
+    from utils.training.precision import StaticLossScaler
+    from utils.training.trainer import Trainer
+
+    Batch = Tuple[torch.Tensor, torch.Tensor]  # (images, labels)
+
 TOP_OPS = 15
 # Where the host waits for the device: .item(), bool() and float() of a tensor run
 # aten::_local_scalar_dense; CUDA's runtime records its explicit synchronizations.
@@ -33,13 +45,13 @@ SYNC_OPS = ("aten::_local_scalar_dense", "cudaStreamSynchronize", "cudaDeviceSyn
 class LabelledLoader:
     """The trainer's loader, each batch drawn inside a profiler label."""
 
-    def __init__(self, loader):
+    def __init__(self, loader: Iterator[Batch]):
         self.loader = loader
 
-    def __iter__(self):
+    def __iter__(self) -> LabelledLoader:
         return self
 
-    def __next__(self):
+    def __next__(self) -> Batch:
         with record_function(DATA_LABEL):
             return next(self.loader)
 
@@ -48,25 +60,25 @@ class LabelledScaler:
     """The trainer's loss scaler, each call inside a profiler label (GradScaler.step calls the
     optimizer's step, which keeps its own label inside this one)."""
 
-    def __init__(self, scaler):
+    def __init__(self, scaler: Union[torch.amp.GradScaler, StaticLossScaler]):
         self.scaler = scaler
 
-    def is_enabled(self):
+    def is_enabled(self) -> bool:
         return self.scaler.is_enabled()
 
-    def scale(self, loss):
+    def scale(self, loss: torch.Tensor) -> torch.Tensor:
         with record_function(SCALER_LABEL):
             return self.scaler.scale(loss)
 
-    def unscale_(self, optimizer):
+    def unscale_(self, optimizer: torch.optim.Optimizer) -> None:
         with record_function(SCALER_LABEL):
             return self.scaler.unscale_(optimizer)
 
-    def step(self, optimizer):
+    def step(self, optimizer: torch.optim.Optimizer) -> Optional[float]:
         with record_function(SCALER_LABEL):
             return self.scaler.step(optimizer)
 
-    def update(self):
+    def update(self) -> None:
         with record_function(SCALER_LABEL):
             return self.scaler.update()
 
@@ -93,7 +105,9 @@ class Profile:
     diagnosis: List[Dict] = field(default_factory=list)
 
 
-def profile_steps(trainer, config, device, steps, stop=None, trace_path=None):
+def profile_steps(trainer: Trainer, config: RunConfig, device: torch.device, steps: int,
+                  stop: Optional[StopRequest] = None,
+                  trace_path: Optional[str] = None) -> Tuple[Optional[Profile], Optional[str]]:
     """Run `steps` profiled training steps (plus the profiler's warm-up step) and return
     (Profile, None when a stop signal cut the profiling short; the sentence saying why the trace
     could not be written, or None). With `trace_path`, also write the Chrome/Perfetto trace; a
@@ -135,7 +149,7 @@ def profile_steps(trainer, config, device, steps, stop=None, trace_path=None):
     return profile_of(events, steps, wall_ms, kernels, facts), trace_failed
 
 
-def write_trace(profiler, path):
+def write_trace(profiler: profile, path: str) -> None:
     """torch.profiler's Chrome trace (opens in Perfetto and TensorBoard), all or nothing."""
     partial = f"{path}.tmp-{os.getpid()}.json"
     try:
@@ -148,7 +162,7 @@ def write_trace(profiler, path):
         raise WriteFailed(f"could not write the trace {path} ({error.strerror or error}).") from None
 
 
-def chain_of(event):
+def chain_of(event: FunctionEvent) -> List[str]:
     """The names of the ops enclosing `event`, from the outermost in, `event` last."""
     names = []
     while event is not None:
@@ -157,14 +171,14 @@ def chain_of(event):
     return names[::-1]
 
 
-def device_us(event, own):
+def device_us(event: FunctionEvent, own: bool) -> float:
     """An event's device time in µs: its kernels' (own) or its whole span (a kernel's own event)."""
     if hasattr(event, "self_device_time_total"):  # torch 2.4; before, the cuda_ names
         return event.self_device_time_total if own else event.device_time_total
     return event.self_cuda_time_total if own else event.cuda_time_total
 
 
-def exposed_comm_us(events, cuda):
+def exposed_comm_us(events: Iterable[FunctionEvent], cuda: bool) -> float:
     """µs of all-reduce that nothing overlapped (utils/explain/exposed.py): on CUDA between
     kernels, on the CPU against the training thread's other ops."""
     events = [event for event in events if not getattr(event, "is_async", False)]
@@ -183,11 +197,12 @@ def exposed_comm_us(events, cuda):
     return exposed.exposed(comm, busy, comm_on_training_thread)
 
 
-def span(event):
+def span(event: FunctionEvent) -> Tuple[float, float]:
     return event.time_range.start, event.time_range.end
 
 
-def profile_of(events, steps, wall_ms, cuda, facts):
+def profile_of(events: Iterable[FunctionEvent], steps: int, wall_ms: float, cuda: bool,
+               facts: Dict[str, Any]) -> Profile:
     """The Profile of `events`, recorded over `steps` steps that took `wall_ms` each, with the
     exposed communication's and the model's and machine's `facts` (Profile's fields after top_ops)."""
     category_us = collections.Counter()

@@ -1,4 +1,6 @@
 """What a result depends on besides the code: versions, hardware, switches, command, time."""
+from __future__ import annotations
+
 import hashlib
 import os
 import platform
@@ -6,6 +8,7 @@ import shlex
 import socket
 import subprocess
 import sys
+from typing import Any, Dict, List, Optional
 
 import torch
 import torchvision
@@ -16,7 +19,7 @@ from utils.clock import now_utc
 PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def command_output(command):
+def command_output(command: List[str]) -> Optional[str]:
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=10, cwd=PROJECT_DIR)
     except (OSError, subprocess.SubprocessError):
@@ -24,7 +27,7 @@ def command_output(command):
     return done.stdout.strip() or None if done.returncode == 0 else None
 
 
-def cpuinfo(field):
+def cpuinfo(field: str) -> Optional[str]:
     """The first value of `field` in /proc/cpuinfo ("model name", "flags"), or None."""
     try:
         with open("/proc/cpuinfo") as f:
@@ -36,27 +39,27 @@ def cpuinfo(field):
     return None
 
 
-def cpu_name():
+def cpu_name() -> str:
     return cpuinfo("model name") or platform.processor() or platform.machine()
 
 
-def device_name(device):
+def device_name(device: torch.device) -> str:
     return torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name()
 
 
-def tf32_flags():
+def tf32_flags() -> Dict[str, bool]:
     """Whether FP32 matmuls (cuBLAS) and convolutions (cuDNN) may use TF32 tensor cores now."""
     return {"matmul": torch.backends.cuda.matmul.allow_tf32, "cudnn_conv": torch.backends.cudnn.allow_tf32}
 
 
-def diff_digest():
+def diff_digest() -> Optional[str]:
     """The sha256 of the uncommitted change (`git diff HEAD`), so that two "-dirty" results
     can be told apart; None for a clean tree or outside git."""
     done = command_output(["git", "diff", "HEAD", "--no-ext-diff", "--binary"])
     return hashlib.sha256(done.encode()).hexdigest() if done else None
 
 
-def collect(device):
+def collect(device: torch.device) -> Dict[str, Any]:
     """The environment of a run on `device` (the speed levers are in the config and each run)."""
     cuda = device.type == "cuda"
     return {

@@ -1,12 +1,20 @@
 """Training FLOPs per step, achieved TFLOP/s, and model FLOPs utilisation (MFU) where the GPU's
 dense peak is known."""
+from __future__ import annotations
+
 import copy
 import math
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
 
 from utils import compat
+
+if TYPE_CHECKING:
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from utils.training.modes import Mode
 
 # Dense (non-sparse) peak TFLOP/s from NVIDIA's datasheets, by the arithmetic each mode's
 # convolutions and matmuls use, keyed by the exact torch.cuda.get_device_name() of each card:
@@ -32,7 +40,7 @@ PEAK_TFLOPS = {
 COUNT_BATCH = 2  # conv and matmul FLOPs are linear in the batch: count 2 images, scale up
 
 
-def training_flops_per_step(model, batch_size):
+def training_flops_per_step(model: nn.Module, batch_size: int) -> int:
     """FLOPs of one forward and backward pass (convolutions and matmuls), counted on the meta
     device at no compute cost: by torch.utils.flop_counter where this torch has it (torch 2.1),
     with grouped convolutions' weight gradients counted once, not `groups` times as it does."""
@@ -43,7 +51,7 @@ def training_flops_per_step(model, batch_size):
     return counted_step(model).get_total_flops() * batch_size // COUNT_BATCH
 
 
-def counted_step(model, watch=None):
+def counted_step(model: nn.Module, watch: Optional[Callable[[nn.Module], None]] = None) -> FlopCounterMode:
     """A FlopCounterMode that has counted one forward and backward of COUNT_BATCH images
     through a meta-device twin of `model` (torch 2.1); `watch(twin)` may hook the twin first."""
     from torch.utils.flop_counter import FlopCounterMode
@@ -56,7 +64,8 @@ def counted_step(model, watch=None):
     return counter
 
 
-def linear_flops_per_step(model, batch_size):
+def linear_flops_per_step(model: nn.Module,
+                          batch_size: int) -> Tuple[Dict[str, Tuple[int, Tuple[int, int, int]]], int]:
     """({name: (FLOPs of one step, (M, K, N) of its forward matmul)} of each nn.Linear whose own
     forward runs, the step's total FLOPs by the counter), torch 2.1. A Linear's step is its
     forward, 2 x M x K x N, and as much again for its input's gradient (when the input needs one)
@@ -80,15 +89,17 @@ def linear_flops_per_step(model, batch_size):
     return found, total
 
 
-def conv_backward_flops(grad_out_shape, x_shape, w_shape, bias, stride, padding, dilation, transposed,
-                        output_padding, groups, output_mask, **shapes):
+def conv_backward_flops(grad_out_shape: Sequence[int], x_shape: Sequence[int], w_shape: Sequence[int],
+                        bias: Optional[Sequence[int]], stride: Sequence[int], padding: Sequence[int],
+                        dilation: Sequence[int], transposed: bool, output_padding: Sequence[int], groups: int,
+                        output_mask: Sequence[bool], **shapes: object) -> int:
     """A convolution's backward: its input gradient and its weight gradient each cost as much
     as its forward, 2 x output elements x (input channels / groups) x kernel size."""
     forward = 2 * math.prod(x_shape if transposed else grad_out_shape) * math.prod(w_shape[1:])
     return forward * (bool(output_mask[0]) + bool(output_mask[1]))
 
 
-def layer_flops_per_step(model, batch_size):
+def layer_flops_per_step(model: nn.Module, batch_size: int) -> int:
     """The same count without FlopCounterMode: each Conv2d and Linear does 2 x (multiply-adds)
     forward, as much again for the gradient of its input (unless that input needs none, as the
     images don't) and for the gradient of its weight; read from one forward pass of two images
@@ -119,11 +130,12 @@ ARITHMETIC = {"float32": "fp32", "tf32": "tf32", "float16": "fp16", "bfloat16": 
 
 
 
-def arithmetic(mode):
+def arithmetic(mode: Mode) -> str:
     return ARITHMETIC[mode.compute_dtype]
 
 
-def peak_tflops(device_name, mode, fp8_share=None):
+def peak_tflops(device_name: str, mode: Mode,
+                fp8_share: Optional[float] = None) -> Tuple[Optional[float], Optional[str]]:
     """(peak TFLOP/s or None, why none). An fp8 mode runs `fp8_share` of its FLOPs at the FP8
     peak and the rest at its autocast dtype's, so its peak is the rate of that mix at both peaks."""
     peaks = PEAK_TFLOPS.get(device_name)
@@ -138,7 +150,8 @@ def peak_tflops(device_name, mode, fp8_share=None):
     return peaks[kind], None
 
 
-def utilisation(flops_per_step, median_step_ms, device_name, mode, on_gpu, devices=1, fp8_share=None):
+def utilisation(flops_per_step: int, median_step_ms: float, device_name: str, mode: Mode, on_gpu: bool,
+                devices: int = 1, fp8_share: Optional[float] = None) -> Dict[str, Any]:
     """Achieved TFLOP/s at the median step time, and MFU % against the dense peak of all
     `devices` (flops_per_step is the whole job's); `fp8_share` is an fp8 mode's."""
     achieved = flops_per_step / (median_step_ms / 1000.0) / 1e12

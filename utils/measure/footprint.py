@@ -3,13 +3,17 @@ activations autograd saves for backward, counted exactly as it saves them
 (torch.autograd.graph.saved_tensors_hooks), by dtype, apart from the low-precision copies of
 the weights that autocast makes and saves too; on CUDA also the allocator's peaks,
 allocated and reserved (what nvidia-smi shows). Measured on one census step (--numerics)."""
+from __future__ import annotations
+
 import collections
 import contextlib
+from typing import Any, Counter, Dict, Iterator, Set, Tuple
 
 import torch
+from torch import nn
 
 
-def is_parameter_copy(tensor):
+def is_parameter_copy(tensor: torch.Tensor) -> bool:
     """Whether autograd made `tensor` by casting a parameter: autocast's low-precision weight."""
     function = tensor.grad_fn
     return function is not None and function.name().startswith("ToCopyBackward") and any(
@@ -17,21 +21,21 @@ def is_parameter_copy(tensor):
         for following, _ in function.next_functions)
 
 
-def tensor_bytes(tensor):
+def tensor_bytes(tensor: torch.Tensor) -> int:
     return tensor.numel() * tensor.element_size()
 
 
 class Footprint:
-    def __init__(self, model, optimizer, device):
+    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, device: torch.device):
         self.model, self.optimizer, self.device = model, optimizer, device
         self.parameter_ids = {param.data_ptr() for param in model.parameters()}
-        self.saved = collections.Counter()  # dtype name -> bytes of activations
-        self.weight_copies = collections.Counter()  # dtype name -> bytes of autocast's casts of the weights
-        self.seen = set()
+        self.saved: Counter[str] = collections.Counter()  # dtype name -> bytes of activations
+        self.weight_copies: Counter[str] = collections.Counter()  # dtype name -> bytes of autocast's casts of weights
+        self.seen: Set[Tuple[int, int, torch.dtype]] = set()
         self.gradient_bytes = 0
 
     @contextlib.contextmanager
-    def saving(self):
+    def saving(self) -> Iterator[None]:
         """Count each tensor autograd saves for backward once (a view or a weight saved by
         several ops is one allocation); the parameters themselves are counted as parameters."""
         def pack(tensor):
@@ -45,11 +49,11 @@ class Footprint:
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
             yield
 
-    def note_gradients(self):
+    def note_gradients(self) -> None:
         self.gradient_bytes = sum(tensor_bytes(param.grad) for param in self.model.parameters()
                                   if param.grad is not None)
 
-    def result(self):
+    def result(self) -> Dict[str, Any]:
         optimizer_bytes = sum(tensor_bytes(value) for state in self.optimizer.state.values()
                               for value in state.values() if isinstance(value, torch.Tensor))
         cuda = self.device.type == "cuda"

@@ -4,9 +4,11 @@ a step. Another process that competes for the cores oversubscribes torch's threa
 every step ten times slower; on a GPU, a host that cannot prepare batches fast enough leaves the
 GPU waiting. Either is named under the table instead of passing for a precision mode's speed.
 No torch here: the decision is tested with made-up readings."""
+from __future__ import annotations
+
 import os
 import time
-from typing import NamedTuple, Optional
+from typing import Any, Dict, NamedTuple, Optional
 
 # Others' demand, in cores (the run queue beyond this process), at which a run is contended: half a
 # core taken from a run that wants every core already slows each step.
@@ -23,7 +25,7 @@ class Reading(NamedTuple):
     load_1m: Optional[float]  # None where the platform has no load average
 
 
-def read():
+def read() -> Reading:
     """The host now: a few system calls, no device sync."""
     cpu_times = os.times()
     try:
@@ -33,7 +35,7 @@ def read():
     return Reading(time.perf_counter(), cpu_times.user + cpu_times.system, load)
 
 
-def cores():
+def cores() -> int:
     """The cores this process may run on (its affinity, as a batch job's cgroup sets it)."""
     try:
         return len(os.sched_getaffinity(0))
@@ -41,7 +43,7 @@ def cores():
         return os.cpu_count() or 1
 
 
-def over(start, end, cores, threads):
+def over(start: Reading, end: Reading, cores: int, threads: int) -> Dict[str, Any]:
     """runs[].host: the load and this process's CPU use between two readings."""
     wall = max(end.wall_s - start.wall_s, 1e-9)
     busy = max(end.cpu_s - start.cpu_s, 0.0) / wall  # cores' worth of CPU this process used
@@ -49,7 +51,7 @@ def over(start, end, cores, threads):
             "process_cpu_share": busy / cores, "load_avg_1m_start": start.load_1m, "load_avg_1m_end": end.load_1m}
 
 
-def warning(host, device_type, data_share):
+def warning(host: Optional[Dict[str, Any]], device_type: str, data_share: Optional[float]) -> Optional[str]:
     """The sentence that says the host distorted this run's timing, or None: another process
     competing for the cores (the load beyond this process's own use, or a CPU run's threads
     starved of CPU time), or, on a GPU, steps that mostly wait for their batch."""

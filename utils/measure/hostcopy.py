@@ -1,4 +1,8 @@
 """Reading device values on the host without making the host wait for the GPU."""
+from __future__ import annotations
+
+from typing import List, Union
+
 import torch
 
 
@@ -7,7 +11,7 @@ class HostCopy:
     says, without blocking, whether it has arrived; `value()` waits for it (briefly, if it was
     started long enough ago) and returns it as a number or a list. CPU tensors are simply copied."""
 
-    def __init__(self, tensor):
+    def __init__(self, tensor: torch.Tensor):
         self.ready = None
         if tensor.device.type != "cuda":
             self.host = tensor.detach().clone()
@@ -17,10 +21,10 @@ class HostCopy:
         self.ready = torch.cuda.Event()
         self.ready.record()
 
-    def done(self):
+    def done(self) -> bool:
         return self.ready is None or self.ready.query()
 
-    def value(self):
+    def value(self) -> Union[float, List[float]]:
         if self.ready is not None:
             self.ready.synchronize()
         return self.host.tolist() if self.host.dim() else self.host.item()

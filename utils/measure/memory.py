@@ -1,10 +1,13 @@
 """Peak memory of one run: CUDA max allocated on the GPU, peak resident set size on the CPU."""
+from __future__ import annotations
+
 import resource
+from typing import Tuple
 
 import torch
 
 
-def reset_peak(device):
+def reset_peak(device: torch.device) -> None:
     """Start a fresh peak. On Linux, writing 5 to clear_refs resets the process's peak RSS."""
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
@@ -16,7 +19,7 @@ def reset_peak(device):
         pass  # peak_bytes then reports the process-lifetime peak, and says so
 
 
-def peak_bytes(device):
+def peak_bytes(device: torch.device) -> Tuple[int, str]:
     """(bytes, what was measured)."""
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device), "cuda_max_allocated"
@@ -30,13 +33,13 @@ def peak_bytes(device):
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "peak_rss_process_lifetime"
 
 
-def peak_reserved_bytes(device):
+def peak_reserved_bytes(device: torch.device) -> int:
     """CUDA: the most memory the caching allocator held from the GPU since the last reset (what
     other processes could not use); 0 on the CPU."""
     return torch.cuda.max_memory_reserved(device) if device.type == "cuda" else 0
 
 
-def is_out_of_memory(error):
+def is_out_of_memory(error: BaseException) -> bool:
     """CUDA's OutOfMemoryError (a RuntimeError subclass; a plain RuntimeError before torch
     1.13), the CPU allocator's failure, or Python's MemoryError."""
     text = str(error)
@@ -44,7 +47,7 @@ def is_out_of_memory(error):
         isinstance(error, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text))
 
 
-def out_of_memory_advice(device, batch_size):
+def out_of_memory_advice(device: torch.device, batch_size: int) -> str:
     """The sentence for an out-of-memory failure: where, at which batch, the peak reached."""
     peak, _ = peak_bytes(device)
     total = torch.cuda.get_device_properties(device).total_memory if device.type == "cuda" else None

@@ -15,21 +15,31 @@ statistics and the random state are restored after each pass, so training contin
 census had not run. The first sample also measures the step's memory (`footprint`, which the
 result record keeps as runs[].memory).
 """
+from __future__ import annotations
+
 import collections
 import contextlib
 import math
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 import torch
+from torch import nn
 
 from utils.measure.footprint import Footprint
 from utils.numerics.fp16 import FP16_MAX, FP16_MIN_NORMAL
-from utils.training.modes import INITIAL_LOSS_SCALE
+from utils.training.modes import INITIAL_LOSS_SCALE, Mode
+
+if TYPE_CHECKING:
+    from utils.training.trainer import Trainer
+
+    # snapshot(): the buffers by name, the CPU random state, the CUDA one (None on the CPU)
+    Saved = Tuple[Dict[str, torch.Tensor], torch.Tensor, Optional[torch.Tensor]]
 
 LOG2_LOW, LOG2_HIGH = -80, 24  # the histogram's bins: [e, e+1) for e in this range, the ends open
 ELEMENTS, FLUSHED, SUBNORMAL, OVERFLOW = range(4)  # a layer's counts, in this order
 
 
-def census_dtype(mode):
+def census_dtype(mode: Mode) -> Optional[str]:
     """The dtype a mode's census examines, or None for a mode it cannot examine (fp16-master
     holds FP16 weights, so it has no FP32 reference to compare with)."""
     if mode.master_weights:
@@ -41,23 +51,24 @@ class Census:
     """The gradient census of one run: `wants(step)` says which steps it samples; `take`
     examines one; `result()` is runs[].numerics and `footprint` (after a sample) runs[].memory."""
 
-    def __init__(self, mode, device, steps, every):
+    def __init__(self, mode: Mode, device: torch.device, steps: int, every: int):
         self.mode, self.device, self.steps, self.every = mode, device, steps, every
         self.dtype = census_dtype(mode)
-        self.samples = []
-        self.passes = {}  # name -> {"scale", "counts": {layer: [ELEMENTS, FLUSHED, SUBNORMAL, OVERFLOW]}, "error"}
+        self.samples: List[int] = []
+        # name -> {"scale", "counts": {layer: [ELEMENTS, FLUSHED, SUBNORMAL, OVERFLOW]}, "error"}
+        self.passes: Dict[str, Dict[str, Any]] = {}
         self.histogram = torch.zeros(LOG2_HIGH - LOG2_LOW, dtype=torch.long)
         self.zeros = 0
-        self.activation_max = (0.0, None)
-        self.footprint = None
+        self.activation_max: Tuple[float, Optional[str]] = (0.0, None)
+        self.footprint: Optional[Dict[str, Any]] = None
 
-    def wants(self, step):
+    def wants(self, step: int) -> bool:
         return self.dtype is not None and (step % self.every == 0 or step == self.steps)
 
-    def take(self, trainer, images, labels, step):
+    def take(self, trainer: Trainer, images: torch.Tensor, labels: torch.Tensor, step: int) -> None:
         model, criterion = trainer.model, trainer.criterion
         saved = snapshot(model, self.device)
-        reference = {}
+        reference: Dict[str, torch.Tensor] = {}
         backward(model, criterion, images, labels, None, 1.0, saved, self.device,
                  on_gradient=lambda name, grad: reference.__setitem__(name, grad.float().clone()))  # autograd reuses it
         for grad in reference.values():
@@ -81,14 +92,15 @@ class Census:
                 self.footprint = footprint.result()
         self.samples.append(step)
 
-    def count_exponents(self, grad):
+    def count_exponents(self, grad: torch.Tensor) -> None:
         values = grad.abs().flatten()
         nonzero = values[values > 0]
         self.zeros += int(values.numel() - nonzero.numel())
         exponents = torch.floor(torch.log2(nonzero)).clamp(LOG2_LOW, LOG2_HIGH - 1).long() - LOG2_LOW
         self.histogram += torch.bincount(exponents, minlength=LOG2_HIGH - LOG2_LOW).cpu()
 
-    def compare(self, entry, layer, grad, reference, scale):
+    def compare(self, entry: Dict[str, Any], layer: str, grad: torch.Tensor, reference: Optional[torch.Tensor],
+                scale: float) -> None:
         if reference is None or reference.shape != grad.shape:
             return
         counts = entry["counts"].setdefault(layer, [0, 0, 0, 0])
@@ -104,11 +116,11 @@ class Census:
         entry["error"][0] += float(difference.pow(2).sum())
         entry["error"][1] += float(reference.pow(2).sum())
 
-    def note_activation(self, layer, value):
+    def note_activation(self, layer: str, value: float) -> None:
         if value > self.activation_max[0]:
             self.activation_max = (value, layer)
 
-    def result(self):
+    def result(self) -> Optional[Dict[str, Any]]:
         """runs[].numerics: what the samples found, per pass and per layer, and the histogram."""
         if not self.samples:
             return None
@@ -135,18 +147,18 @@ class Census:
                 "histogram": {"log2_low": LOG2_LOW, "counts": self.histogram.tolist(), "zeros": self.zeros}}
 
 
-def leaf_layers(model):
+def leaf_layers(model: nn.Module) -> List[Tuple[str, nn.Module]]:
     return [(name, module) for name, module in model.named_modules() if name and not list(module.children())]
 
 
-def snapshot(model, device):
+def snapshot(model: nn.Module, device: torch.device) -> Saved:
     """The buffers (batch-norm statistics) and random state that a forward pass changes."""
     cuda = device.type == "cuda"
     return ({name: buffer.detach().clone() for name, buffer in model.named_buffers()}, torch.get_rng_state(),
             torch.cuda.get_rng_state(device) if cuda else None)
 
 
-def restore(model, saved, device):
+def restore(model: nn.Module, saved: Saved, device: torch.device) -> None:
     buffers, cpu_state, cuda_state = saved
     with torch.no_grad():
         for name, buffer in model.named_buffers():
@@ -156,8 +168,11 @@ def restore(model, saved, device):
         torch.cuda.set_rng_state(cuda_state, device)
 
 
-def backward(model, criterion, images, labels, dtype, scale, saved, device, on_gradient, on_activation=None,
-             footprint=None):
+def backward(model: nn.Module, criterion: nn.Module, images: torch.Tensor, labels: torch.Tensor,
+             dtype: Optional[torch.dtype], scale: float, saved: Saved, device: torch.device,
+             on_gradient: Callable[[str, torch.Tensor], None],
+             on_activation: Optional[Callable[[str, float], None]] = None,
+             footprint: Optional[Footprint] = None) -> None:
     """One forward and backward of `images` under autocast to `dtype` (None: off), of the loss
     times `scale`, with `on_gradient(layer, gradient)` called for each leaf layer's output
     gradient; the weights' gradients are dropped and the buffers and random state restored."""
