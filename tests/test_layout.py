@@ -30,10 +30,26 @@ def project_modules():
     return {module_name(path): path for folder in ("utils", "models") for path in (ROOT / folder).rglob("*.py")}
 
 
+def for_type_checkers(node):
+    """Whether `node` is an `if TYPE_CHECKING:`, whose body only a type checker runs."""
+    test = node.test if isinstance(node, ast.If) else None
+    return isinstance(test, ast.Name) and test.id == "TYPE_CHECKING" or \
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+
+
+def run_time_nodes(node):
+    """`node` and everything under it, less the bodies of `if TYPE_CHECKING:` (their else runs)."""
+    yield node
+    children = node.orelse if for_type_checkers(node) else ast.iter_child_nodes(node)
+    for child in children:
+        yield from run_time_nodes(child)
+
+
 def imports_of(path, modules):
-    """Project modules that `path` imports anywhere in it (top level or inside a function)."""
+    """Project modules that `path` imports at run time anywhere in it (top level or inside a
+    function); an import under `if TYPE_CHECKING:` names a type for annotations alone."""
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in run_time_nodes(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module:
