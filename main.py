@@ -5,20 +5,23 @@
 Only argument parsing lives here, so that `-h` answers at once; torch is imported after it.
 The flags themselves are described in utils/flags.py.
 """
+from __future__ import annotations
+
 import argparse
 import difflib
 import sys
+from typing import Callable, NoReturn, Optional, Sequence, Union
 
 from utils import config
 from utils.flags import FLAGS
 
 
-def in_range(name):
+def in_range(name: str) -> Callable[[str], Union[int, float]]:
     """argparse's type for the flag of setting `name`: its range from utils.config, refused at
     parsing with the flag named (a non-number gets argparse's own "invalid int value")."""
     allowed = config.RANGES[name]
 
-    def parse(text):
+    def parse(text: str) -> Union[int, float]:
         value = allowed.kind(text)
         if not allowed.holds(value):
             raise argparse.ArgumentTypeError(f"must be {allowed.wording}, got {text}")
@@ -32,7 +35,7 @@ class Parser(argparse.ArgumentParser):
     """argparse that names the closest flag when one is mistyped (--loss-scaling, --channels_last),
     under a one-line usage instead of the whole flag list."""
 
-    def error(self, message):
+    def error(self, message: str) -> NoReturn:
         if message.startswith("unrecognized arguments:"):
             known = [flag for action in self._actions for flag in action.option_strings]
             typed = [word.split("=")[0] for word in message.split(":", 1)[1].split() if word.startswith("-")]
@@ -44,7 +47,7 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"usage: {self.prog} [flags] (python {self.prog} -h lists them)\n{self.prog}: error: {message}\n")
 
 
-def build_parser():
+def build_parser() -> Parser:
     """The parser of every flag in utils.flags, in its -h groups; defaults from utils.config."""
     parser = Parser(
         prog="main.py",
@@ -64,7 +67,7 @@ def build_parser():
     return parser
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     from utils.errors import RankLost, UserError, WriteFailed
     from utils.stop import StopRequest

@@ -1,12 +1,14 @@
 """What `python main.py` runs once its arguments are a RunConfig: set up the device and the
 data, run every mode (x repeats), assemble the results document, print and write it, and
 choose the exit status."""
+from __future__ import annotations
+
 import dataclasses
 import os
 import shlex
 import signal
 import sys
-from typing import List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple, Union
 
 import torch
 
@@ -29,13 +31,24 @@ from utils.training.curve import AccuracyCurve
 from utils.training.evaluation import evaluate
 from utils.training.trainer import build_trainer
 
+if TYPE_CHECKING:
+    from torch import nn
 
-def warn(message, kind="warning"):
+    from utils.config import RunConfig
+    from utils.data.dataset import Data
+    from utils.explain.profiler import Profile
+    from utils.stop import StopRequest
+    from utils.training.distributed import World
+    from utils.training.modes import Mode
+    from utils.training.trainer import Trainer
+
+
+def warn(message: str, kind: str = "warning") -> None:
     if distributed.detect().is_main:  # once per job, not once per rank
         print(f"main.py: {kind}: {message}", file=sys.stderr)
 
 
-def pick_device(use_gpu, cudnn_benchmark):
+def pick_device(use_gpu: bool, cudnn_benchmark: bool) -> torch.device:
     if not use_gpu:
         return torch.device("cpu")
     if not torch.cuda.is_available():
@@ -45,7 +58,8 @@ def pick_device(use_gpu, cudnn_benchmark):
     return torch.device("cuda")
 
 
-def resume_line(config, last, checkpoint_holds, saves_failed, world):
+def resume_line(config: RunConfig, last: record.RunRecord, checkpoint_holds: Optional[int], saves_failed: bool,
+                world: World) -> str:
     """What the user can do after a signal cut the run `last` short; `checkpoint_holds` is the
     step that --checkpoint holds for it, or None when nothing was written (and none resumed).
     The command repeats the launcher that started the job, so every rank resumes."""
@@ -67,7 +81,7 @@ def resume_line(config, last, checkpoint_holds, saves_failed, world):
     return f"main.py: {where}; {config.checkpoint} holds step {checkpoint_holds}; resume with: {command}"
 
 
-def run(config, stop):
+def run(config: RunConfig, stop: StopRequest) -> int:
     """`stop` is main.py's utils.stop.StopRequest, installed before torch was imported."""
     if config.list_models:
         return list_models()
@@ -93,7 +107,7 @@ def run(config, stop):
             stream.close_writer()  # a refusal or a traceback: the streams end where the run did
 
 
-def list_models():
+def list_models() -> int:
     names = factory.model_names()
     print("\n".join(name for name in names if families.refusal_at_32(name) is None))
     left_out = [f"{name} ({families.refusal_at_32(name)})" for name in names if families.refusal_at_32(name)]
@@ -102,13 +116,13 @@ def list_models():
     return 0
 
 
-def benchmark(config, context):
+def benchmark(config: RunConfig, context: RunContext) -> int:
     """Prepare once, run every (repeat, mode), then print, write and choose the exit status."""
     config, model, data, resume_state = prepare(config, context)
     return finish(config, context, data, run_all(config, context, model, data, resume_state), resume_state)
 
 
-def prepare(config, context):
+def prepare(config: RunConfig, context: RunContext) -> Tuple[RunConfig, nn.Module, Data, Optional[Dict[str, Any]]]:
     """Everything checked before the first step: the modes on this device, the outputs, the
     checkpoint to resume; then the model, the data and the config they complete."""
     for mode in config.precision_modes:
@@ -145,7 +159,8 @@ def prepare(config, context):
     return config, model, data, resume_state
 
 
-def check_resume(resume_state, config, setup, evaluates):
+def check_resume(resume_state: Dict[str, Any], config: RunConfig, setup: Dict[str, Union[int, str]],
+                 evaluates: bool) -> None:
     """Refuse a checkpoint this run cannot continue; `evaluates`: whether the run measures test
     accuracy, so that a checkpoint at the last step whose final evaluation was cut short resumes
     that evaluation alone."""
@@ -161,13 +176,14 @@ def check_resume(resume_state, config, setup, evaluates):
         warn(resume_warning)
 
 
-def seeded_model(config):
+def seeded_model(config: RunConfig) -> nn.Module:
     """The model's initial weights for config.seed: every mode of that seed copies them."""
     torch.manual_seed(config.seed)
     return factory.build_model(config.model, config.stem, config.dropout, config.batch_size)
 
 
-def run_all(config, context, model, data, resume_state):
+def run_all(config: RunConfig, context: RunContext, model: nn.Module, data: Data,
+            resume_state: Optional[Dict[str, Any]]) -> List[ModeRun]:
     """For each seed (its own weights and data order), every mode, `--repeats` times in
     alternating order (to expose drift); stops at the first run that diverged or was
     interrupted. Returns the ModeRuns in the order they ran."""
@@ -190,7 +206,7 @@ def run_all(config, context, model, data, resume_state):
     return runs
 
 
-def fp8_accounting(config, model, per_step):
+def fp8_accounting(config: RunConfig, model: nn.Module, per_step: int) -> Optional[Dict[str, Any]]:
     """The fp8 modes' accounting (utils/training/float8.py), with its FLOPs for the whole job's
     step, or None when no fp8 mode runs; a low FP8 share is said once, before training."""
     fp8_modes = [mode for mode in config.precision_modes if mode.float8]
@@ -205,11 +221,11 @@ def fp8_accounting(config, model, per_step):
     return block
 
 
-def random_state(device):
+def random_state(device: torch.device) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
     return torch.get_rng_state(), torch.cuda.get_rng_state(device) if device.type == "cuda" else None
 
 
-def restore_random_state(state, device):
+def restore_random_state(state: Tuple[torch.Tensor, Optional[torch.Tensor]], device: torch.device) -> None:
     torch.set_rng_state(state[0])
     if state[1] is not None:
         torch.cuda.set_rng_state(state[1], device)
@@ -225,8 +241,9 @@ class ModeRun:
     failures: List[str]  # writes that failed on the way (checkpoint saves, a trace), in words
 
 
-def run_mode(initial_model, mode, data, config, context, resume_state=None, repeat=0, flops_per_step=None,
-             fp8=None):
+def run_mode(initial_model: nn.Module, mode: Mode, data: Data, config: RunConfig, context: RunContext,
+             resume_state: Optional[Dict[str, Any]] = None, repeat: int = 0, flops_per_step: Optional[int] = None,
+             fp8: Optional[Dict[str, Any]] = None) -> ModeRun:
     """Train a copy of `initial_model` for config.steps steps in `mode` (continuing `resume_state`,
     a checkpoint's, if given), then measure what the flags ask beside the loop; returns its ModeRun.
 
@@ -267,21 +284,22 @@ def run_mode(initial_model, mode, data, config, context, resume_state=None, repe
                    (saver.failures if saver else []) + measured.failures)
 
 
-def run_label(config, mode, repeat):
+def run_label(config: RunConfig, mode: Mode, repeat: int) -> str:
     """The run's name in live logs and trace folders: the mode, then its seed and repeat where a
     job has several."""
     return mode.name + (f"-seed{config.seed}" if config.seeds > 1 else "") + \
         (f"-repeat{repeat}" if config.repeats > 1 else "")
 
 
-def accuracy_curve(trainer, config, context, data, resumed_stats):
+def accuracy_curve(trainer: Trainer, config: RunConfig, context: RunContext, data: Data,
+                   resumed_stats: Optional[loop.Statistics]) -> Optional[AccuracyCurve]:
     """The run's AccuracyCurve (None without test images or with --no-eval), continuing the
     points of a resumed checkpoint (`resumed_stats`, its Statistics of this mode, or None)."""
     if config.no_eval or data.test_images is None:
         return None
     mode, images, ranks = trainer.mode, len(data.train_images), context.world.size
 
-    def evaluate_at(step):
+    def evaluate_at(step: int) -> Optional[float]:
         context.reporter.phase(f"{mode.name}: evaluating on {len(data.test_labels)} test images")
         accuracy = evaluate(trainer.model, mode, data, config, context)
         if accuracy is not None:
@@ -295,7 +313,8 @@ def accuracy_curve(trainer, config, context, data, resumed_stats):
                          resumed_stats.eval_time_s if resumed_stats else 0.0)
 
 
-def final_evaluation(config, context, data, outcome, curve, census):
+def final_evaluation(config: RunConfig, context: RunContext, data: Data, outcome: loop.LoopOutcome,
+                     curve: Optional[AccuracyCurve], census: Optional[Census]) -> record.SideMeasurements:
     """The run's SideMeasurements with --numerics' census (taken in the loop) and the final
     test accuracy, measured after the timed loop; a signal that cuts the evaluation short is
     their stopped_by."""
@@ -309,7 +328,9 @@ def final_evaluation(config, context, data, outcome, curve, census):
     return measured
 
 
-def measure_beside_the_loop(initial_model, trainer, config, context, outcome, repeat, evaluation):
+def measure_beside_the_loop(initial_model: nn.Module, trainer: Trainer, config: RunConfig, context: RunContext,
+                            outcome: loop.LoopOutcome, repeat: int,
+                            evaluation: record.SideMeasurements) -> record.SideMeasurements:
     """The run's SideMeasurements: `evaluation` (the final evaluation's) with --explain's profile
     (and a trace that could not be written among the failures) and --max-batch, each measured
     after the timed loop and the final evaluation (neither changes their figures); none after a
@@ -326,7 +347,8 @@ def measure_beside_the_loop(initial_model, trainer, config, context, outcome, re
                                failures=evaluation.failures + ([failed] if failed else []))
 
 
-def explain(trainer, config, context, repeat):
+def explain(trainer: Trainer, config: RunConfig, context: RunContext,
+            repeat: int) -> Tuple[Optional[Profile], Optional[str]]:
     """--explain: profile a few steps after the timed ones and the evaluation (so neither
     changes), writing the trace with --trace-dir. Returns (the profile, or None when a signal
     cut the profiling short; the sentence saying the trace could not be written, or None); with
@@ -351,7 +373,8 @@ def explain(trainer, config, context, repeat):
     return profile, failed
 
 
-def finish(config, context, data, runs, resume_state):
+def finish(config: RunConfig, context: RunContext, data: Data, runs: List[ModeRun],
+           resume_state: Optional[Dict[str, Any]]) -> int:
     """Print and write the results (rank 0 alone), say what the user can do after a
     divergence or a signal, and return the exit status every rank shares."""
     stop, world, last = context.stop, context.world, runs[-1]
@@ -359,7 +382,7 @@ def finish(config, context, data, runs, resume_state):
     interrupted = last.record.incomplete and not diverged
     failures = [failure for run in runs for failure in run.failures]  # then the outputs' below
 
-    def status():  # read when returning: a signal may still arrive while the results are written
+    def status() -> int:  # read when returning: a signal may still arrive while the results are written
         if interrupted or stop.requested:
             return 128 + (stop.signal_number or signal.SIGTERM)
         return 1 if diverged or failures else 0
@@ -392,7 +415,8 @@ def finish(config, context, data, runs, resume_state):
     return status()
 
 
-def results_document(config, context, data, job, records, incomplete):
+def results_document(config: RunConfig, context: RunContext, data: Data, job: Dict[str, Any],
+                     records: List[record.RunRecord], incomplete: bool) -> Dict[str, Any]:
     """The results file's document: the environment (the machine and the job's ranks), the
     config, the data, every run and their comparison (computed from the runs as written, as
     utils.report computes it from files)."""
@@ -402,7 +426,7 @@ def results_document(config, context, data, job, records, incomplete):
                                 compare_modes(run_dicts, config.accuracy_margin, config.baseline))
 
 
-def distributed_env(world, config):
+def distributed_env(world: World, config: RunConfig) -> Dict[str, Any]:
     """The job's shape; gathering the hostnames is a collective, so every rank calls this."""
     names = distributed.hostnames(world)
     return {"world_size": world.size, "launcher": world.launcher,

@@ -4,23 +4,26 @@ Every version check lives here, so that the code runs from torch 1.11 (NVIDIA's 
 container) to the newest. Where this torch lacks an API, the caller takes a degraded path and
 records it with `degrade`; a run's results list those notes (env.degraded).
 """
+from __future__ import annotations
+
 import re
+from typing import Dict, Tuple
 
 from utils.errors import UserError
 
 MIN_TORCH = (1, 11)
 MIN_TORCHVISION = (0, 12)
 MIN_FLOAT8_TORCH = (2, 11)  # torchao 0.18, the release requirements-fp8.txt pins, is built for torch 2.11 on
-_degraded = {}
+_degraded: Dict[str, str] = {}
 
 
-def release(version):
+def release(version: str) -> Tuple[int, int]:
     """(major, minor) of a version string such as '2.3.1+cu121' or NGC's '1.11.0a0+17540c5'."""
     match = re.match(r"(\d+)\.(\d+)", version)
     return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
 
 
-def check_versions():
+def check_versions() -> None:
     """Refuse a torch or torchvision older than the oldest release ampbench is tested on."""
     try:
         import torch
@@ -34,63 +37,63 @@ def check_versions():
                             f"{minimum[0]}.{minimum[1]} or newer (an NGC PyTorch container from 22.01 on).")
 
 
-def torch_release():
+def torch_release() -> Tuple[int, int]:
     import torch
     return release(torch.__version__)
 
 
-def torchvision_release():
+def torchvision_release() -> Tuple[int, int]:
     import torchvision
     return release(torchvision.__version__)
 
 
-def has_flop_counter():
+def has_flop_counter() -> bool:
     return torch_release() >= (2, 1)  # torch.utils.flop_counter
 
 
-def has_fused_sgd():
+def has_fused_sgd() -> bool:
     return torch_release() >= (2, 3)  # torch.optim.SGD(fused=True), on CUDA; on the CPU later
 
 
-def has_fused_adamw():
+def has_fused_adamw() -> bool:
     return torch_release() >= (2, 0)  # torch.optim.AdamW(fused=True), on CUDA; on the CPU later
 
 
-def has_compile():
+def has_compile() -> bool:
     return torch_release() >= (2, 0)  # torch.compile
 
 
-def has_weights_only_load():
+def has_weights_only_load() -> bool:
     return torch_release() >= (1, 13)  # torch.load(weights_only=True)
 
 
-def has_device_grad_scaler():
+def has_device_grad_scaler() -> bool:
     return torch_release() >= (2, 3)  # torch.amp.GradScaler(device_type), CPU included
 
 
-def has_ddp_device_id():
+def has_ddp_device_id() -> bool:
     return torch_release() >= (2, 3)  # init_process_group(device_id=)
 
 
-def has_float8_training():
+def has_float8_training() -> bool:
     return torch_release() >= MIN_FLOAT8_TORCH  # torchao.float8 training (torchao 0.18)
 
 
-def has_model_registry():
+def has_model_registry() -> bool:
     return torchvision_release() >= (0, 14)  # torchvision.models.list_models / get_model
 
 
-def degrade(key, note):
+def degrade(key: str, note: str) -> None:
     """Record that this run took a degraded path (`note` says which, and what it costs)."""
     _degraded[key] = note
 
 
-def degraded():
+def degraded() -> Dict[str, str]:
     """The degraded paths taken so far, as {key: note}."""
     return dict(_degraded)
 
 
-def describe():
+def describe() -> Tuple[str, int]:
     """One line on this Python, torch and its GPUs (what the cluster scripts print before training),
     and the number of GPUs this process sees."""
     import platform
@@ -106,7 +109,7 @@ def describe():
             f"{torchvision.__version__}, {seen}"), gpus
 
 
-def main():
+def main() -> int:
     """python -m utils.compat: check this torch, describe it, end with a line `gpus=N`; exit 2 if too old."""
     import sys
     try:

@@ -8,16 +8,23 @@ benchmarks build one with `RunConfig.build(steps=3, ...)`.
 Nothing here imports torch: main.py takes its defaults from `defaults()` and still answers
 `-h` at once, and a config that breaks a rule is refused before the slow imports.
 """
+from __future__ import annotations
+
 import math
 import os
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from models import families
 from utils.errors import UserError
 from utils.results.accuracy import DEFAULT_MARGIN_POINTS
 from utils.setup_keys import GRAD_COMM
 from utils.training.modes import BASELINES
+
+if TYPE_CHECKING:
+    import argparse
+
+    from utils.training.modes import Mode
 
 DEFAULT_STEPS = 200
 # Every family's recipe (models/families.py) starts with a linear warm-up over this share of the
@@ -46,12 +53,12 @@ class Range:
     low_open: bool = False
     high_open: bool = False
 
-    def accepts(self, value):
+    def accepts(self, value: object) -> bool:
         """`value` set in code: a number of this kind (an int will do for a float) in the range."""
         numeric = (int,) if self.kind is int else (int, float)
         return isinstance(value, numeric) and not isinstance(value, bool) and self.holds(value)
 
-    def holds(self, value):
+    def holds(self, value: float) -> bool:
         above = value > self.low if self.low_open else value >= self.low
         below = value < self.high if self.high_open else value <= self.high
         return above and below  # False for NaN
@@ -75,11 +82,11 @@ RANGES = {
 }
 
 
-def default_data_dir():
+def default_data_dir() -> str:
     return os.environ.get("CIFAR10_DIR", "./data")
 
 
-def default_workers():
+def default_workers() -> int:
     return min(8, os.cpu_count() or 1)
 
 
@@ -170,12 +177,12 @@ class RunConfig:
     resume: bool = False
 
     @classmethod
-    def from_args(cls, namespace):
+    def from_args(cls, namespace: argparse.Namespace) -> RunConfig:
         """The config for main.py's parsed arguments."""
         return cls.build(**vars(namespace))
 
     @classmethod
-    def build(cls, **values):
+    def build(cls, **values: Any) -> RunConfig:
         """A validated config: defaults for what is not given, every cross-flag rule checked,
         and the steps fixed unless --epochs must wait for the dataset's size."""
         config = cls(**values)
@@ -192,7 +199,7 @@ class RunConfig:
             config = config.with_steps(config.steps or DEFAULT_STEPS)
         return config
 
-    def with_steps(self, steps):
+    def with_steps(self, steps: int) -> RunConfig:
         """The config for `steps` steps, checked, its default warm-up set (and shrunk to half of a
         short run, so that `-n 5` times 3 steps instead of being refused)."""
         warmup = self.warmup if self.warmup is not None else min(DEFAULT_WARMUP, steps // 2)
@@ -200,7 +207,7 @@ class RunConfig:
         config.check_steps()
         return config
 
-    def short_run_note(self):
+    def short_run_note(self) -> Optional[str]:
         """A sentence when the warm-up is half of a short run: the timings rest on few steps."""
         if self.steps < 2 * DEFAULT_WARMUP and self.warmup == self.steps // 2:
             return (f"the warm-up is {self.warmup} of the {self.steps} steps (the default is {DEFAULT_WARMUP}, at most "
@@ -208,7 +215,7 @@ class RunConfig:
                     "steadier figures.")
         return None
 
-    def check(self):
+    def check(self) -> None:
         self.check_ranges()
         modes = self.precision_modes  # refuses unknown, empty or repeated --modes
         names = [mode.name for mode in modes]
@@ -250,7 +257,7 @@ class RunConfig:
             raise UserError("--checkpoint works with one precision mode, one seed and no --repeats; run each mode "
                             "and seed as a job of its own and merge the results with python -m utils.report.")
 
-    def check_ranges(self):
+    def check_ranges(self) -> None:
         """Every numeric setting within its range, as main.py's parser checks its flags; here for
         configs built in code (benchmarks, tests) too."""
         for name, allowed in RANGES.items():
@@ -258,7 +265,7 @@ class RunConfig:
             if value is not None and not allowed.accepts(value):
                 raise UserError(f"--{name.replace('_', '-')} must be {allowed.wording}, got {value!r}.")
 
-    def check_precision_flags(self):
+    def check_precision_flags(self) -> None:
         """A precision flag that the chosen mode would not use is refused, never silently dropped."""
         if self.amp_dtype is not None and not self.amp:
             raise UserError(f"--amp-dtype sets the dtype of --amp, which is not given; add --amp (--amp --amp-dtype "
@@ -268,12 +275,12 @@ class RunConfig:
                             "mode instead; drop one, or compare them with --modes tf32,amp-fp16,amp-bf16.")
 
     @property
-    def accuracy_flags(self):
+    def accuracy_flags(self) -> List[str]:
         """The flags given that need test-set evaluations."""
         return [flag for flag, value in (("--eval-every", self.eval_every), ("--target-accuracy", self.target_accuracy),
                                          ("--stop-at-target", self.stop_at_target)) if value]
 
-    def check_optimizer_flags(self):
+    def check_optimizer_flags(self) -> None:
         adamw = (self.optimizer or families.recipe_of(self.model).optimizer) == "adamw"
         if adamw and (self.momentum is not None or self.nesterov):
             flag = "--momentum" if self.momentum is not None else "--nesterov"
@@ -282,7 +289,7 @@ class RunConfig:
         if self.nesterov and self.momentum == 0:
             raise UserError("--nesterov needs a non-zero --momentum.")
 
-    def check_accuracy_flags(self):
+    def check_accuracy_flags(self) -> None:
         asked = self.accuracy_flags
         if self.no_eval and asked:
             raise UserError(f"--no-eval skips the evaluations that {asked[0]} needs; drop one of them.")
@@ -296,7 +303,7 @@ class RunConfig:
         if self.data == "synthetic" and asked:
             raise UserError(no_test_images(asked[0]))
 
-    def check_steps(self):
+    def check_steps(self) -> None:
         if self.compile and self.warmup == 0:
             raise UserError("--compile needs --warmup 1 or more (and at least 2 steps): the first step compiles, and "
                             "it must stay out of the step statistics.")
@@ -307,7 +314,7 @@ class RunConfig:
             raise UserError(f"--warmup-lr-steps ({self.warmup_lr_steps}) must be smaller than the {self.steps} "
                             "steps to run.")
 
-    def check_world(self, ranks):
+    def check_world(self, ranks: int) -> None:
         """Refuse the settings of gradient communication in a job of one process, which has none."""
         given = ([f"--grad-comm {self.grad_comm}"] if self.grad_comm != "fp32" else []) + \
             ([f"--bucket-mb {self.bucket_mb:g}"] if self.bucket_mb else [])
@@ -316,7 +323,7 @@ class RunConfig:
                             "between processes, and this run is a single process; launch it on 2 or more ranks "
                             "(torchrun, mpirun) or drop the flag.")
 
-    def for_dataset(self, train_images, ranks):
+    def for_dataset(self, train_images: int, ranks: int) -> RunConfig:
         """The config checked against the dataset's size; with --epochs, its steps set."""
         if self.batch_size * ranks > train_images:
             raise UserError(f"a batch of {self.batch_size} images{f' on each of {ranks} ranks' if ranks > 1 else ''} "
@@ -334,19 +341,19 @@ class RunConfig:
                             "of the run; lower --eval-every (fractions of an epoch are allowed).")
         return config
 
-    def steps_per_epoch(self, train_images, ranks):
+    def steps_per_epoch(self, train_images: int, ranks: int) -> float:
         """Optimizer steps in one epoch of `train_images` (a fraction with --accum-steps)."""
         from utils.data.loaders import batches_per_epoch
 
         return batches_per_epoch(self.loader, train_images, self.batch_size, ranks) / self.accum_steps
 
-    def eval_every_steps(self, train_images, ranks):
+    def eval_every_steps(self, train_images: int, ranks: int) -> Optional[int]:
         """--eval-every in steps (at least one), or None."""
         if not self.eval_every:
             return None
         return max(1, round(self.eval_every * self.steps_per_epoch(train_images, ranks)))
 
-    def with_recipe(self, batch_norm, world_size):
+    def with_recipe(self, batch_norm: bool, world_size: int) -> RunConfig:
         """The config with the model family's recipe (models/families.py) where the flags left a
         setting unset: `batch_norm` says whether the model has batch norms; the lr scales with
         the global batch."""
@@ -366,7 +373,7 @@ class RunConfig:
                        label_smoothing=recipe.label_smoothing if self.label_smoothing is None else self.label_smoothing)
 
     @property
-    def precision_modes(self):
+    def precision_modes(self) -> List[Mode]:
         """The precision modes to run, in order."""
         from utils.training import modes
 
@@ -379,15 +386,15 @@ class RunConfig:
         return [modes.mode_from_flags(fp16=self.fp16, bf16=self.bf16, loss_scaling=self.loss_scaling, tf32=self.tf32)]
 
     @property
-    def effective_batch_size(self):
+    def effective_batch_size(self) -> int:
         """Images per optimizer step in one process."""
         return self.batch_size * self.accum_steps
 
-    def global_batch_size(self, world_size):
+    def global_batch_size(self, world_size: int) -> int:
         """Images per optimizer step across all processes."""
         return self.effective_batch_size * world_size
 
-    def warnings(self):
+    def warnings(self) -> List[str]:
         """Flags that are accepted but have no effect, as sentences to print once."""
         if not self.loss_scaling:
             return []
@@ -400,16 +407,16 @@ class RunConfig:
             return ["-s/--loss_scaling is ignored without --fp16: FP32 gradients need no loss scaling."]
         return []
 
-    def to_dict(self):
+    def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
 
 
-def no_test_images(flag):
+def no_test_images(flag: str) -> str:
     """Why `flag` cannot be served by a data set without test images (synthetic data)."""
     return (f"{flag} measures test accuracy, and synthetic data has no test images; use CIFAR-10 (--data cifar10) "
             f"or drop {flag}.")
 
 
-def defaults():
+def defaults() -> Dict[str, Any]:
     """{argument name: default}, for main.py's parser: one definition of every default."""
     return {f.name: f.default_factory() if f.default_factory is not MISSING else f.default for f in fields(RunConfig)}

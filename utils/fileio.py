@@ -1,17 +1,20 @@
 """Writing result files so that a failure never leaves a half-written or lost file, and
 proving before any training that every output can be written that way."""
+from __future__ import annotations
+
 import errno
 import glob
 import os
 import stat
 import tempfile
+from typing import BinaryIO, Callable, Tuple
 
 from utils.errors import UserError, WriteFailed
 
 NAME_MAX = 255  # bytes in one file name on Linux's file systems, where pathconf cannot say
 
 
-def ensure_writable(path, flag):
+def ensure_writable(path: str, flag: str) -> None:
     """Refuse, before any training, an output that atomic_write could not write: an empty
     name, something other than a regular file (a device, a FIFO, a symlink loop: renaming over
     it would replace it), a name too long for its file system, or a folder where no file can be
@@ -32,7 +35,7 @@ def ensure_writable(path, flag):
                         "choose a writable path.") from None
 
 
-def ensure_appendable(path, flag):
+def ensure_appendable(path: str, flag: str) -> None:
     """Refuse, before any training, an existing file that appends cannot reach (read-only,
     immutable); opening it to append changes nothing there."""
     if not os.path.isfile(path):
@@ -45,7 +48,7 @@ def ensure_appendable(path, flag):
                         "choose another path.") from None
 
 
-def ensure_folder_writable(folder, flag):
+def ensure_folder_writable(folder: str, flag: str) -> None:
     """Refuse, before any training, an output folder that is not one or cannot take a file."""
     if not folder:
         raise UserError(f"{flag} needs a path, and got an empty one; give a folder or leave out {flag}.")
@@ -59,7 +62,7 @@ def ensure_folder_writable(folder, flag):
                         "choose a writable folder.") from None
 
 
-def prove_creatable(path):
+def prove_creatable(path: str) -> None:
     """Raise the OSError that writing `path` (its missing folders created) would raise: every
     name within the file system's limit, and a probe file created and removed in the nearest
     folder that exists. Creates nothing that stays. The probe is never named like a killed
@@ -79,7 +82,7 @@ def prove_creatable(path):
     os.unlink(probe)
 
 
-def resolved(path, flag):
+def resolved(path: str, flag: str) -> str:
     """The file a write to `path` lands in, symlinks followed; a symlink loop is refused."""
     try:
         os.stat(path)
@@ -89,32 +92,32 @@ def resolved(path, flag):
     return os.path.realpath(path)
 
 
-def kind_of(path):
+def kind_of(path: str) -> str:
     mode = os.stat(path).st_mode
     return ("a folder" if stat.S_ISDIR(mode) else "a character device" if stat.S_ISCHR(mode)
             else "a block device" if stat.S_ISBLK(mode)
             else "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a file")
 
 
-def name_max(folder):
+def name_max(folder: str) -> int:
     try:
         return os.pathconf(folder, "PC_NAME_MAX")
     except (OSError, ValueError):
         return NAME_MAX
 
 
-def temporary_prefix(path):
+def temporary_prefix(path: str) -> str:
     """The start of the temporary files' names beside `path`: short enough that the longest
     allowed name still leaves room for the random part."""
     return f".{os.path.basename(path)[:40]}."
 
 
-def temporary_beside(path, suffix=".tmp"):
+def temporary_beside(path: str, suffix: str = ".tmp") -> Tuple[int, str]:
     """mkstemp's (fd, name) in `path`'s folder, named after it."""
     return tempfile.mkstemp(dir=os.path.dirname(path), prefix=temporary_prefix(path), suffix=suffix)
 
 
-def remove_leftovers(path):
+def remove_leftovers(path: str) -> int:
     """Remove the temporary files a killed write to `path` left behind; returns their total size.
     Only one process may write a given path at a time, so any such file is a leftover."""
     removed = 0
@@ -129,13 +132,13 @@ def remove_leftovers(path):
     return removed
 
 
-def lock_path(path):
+def lock_path(path: str) -> str:
     """The file whose exclusive lock serialises appends to `path` (concurrent jobs share a CSV)."""
     real = os.path.realpath(path)
     return os.path.join(os.path.dirname(real), f".{os.path.basename(real)[:200]}.lock")
 
 
-def ensure_lockable(path, flag):
+def ensure_lockable(path: str, flag: str) -> None:
     """Prove before any training that the lock beside `path` can be taken (created later)."""
     lock = lock_path(path)
     try:
@@ -151,7 +154,7 @@ def ensure_lockable(path, flag):
                         f"({error.strerror or error}); remove it or choose another path.") from None
 
 
-def atomic_write(path, write):
+def atomic_write(path: str, write: Callable[[BinaryIO], object]) -> None:
     """Call write(file) on a temporary file in the same folder, fsync it, then rename it over
     `path`: readers see the old file or the new one, never a partial one. A symlink is
     followed: its target is replaced, the link stays."""
@@ -178,7 +181,7 @@ def atomic_write(path, write):
         raise
 
 
-def creation_mode():
+def creation_mode() -> int:
     """The mode open() gives a new file: 0666 less the process's umask."""
     umask = os.umask(0)
     os.umask(umask)

@@ -8,7 +8,7 @@ not repeated here. No torch: main.py imports this module and still answers -h at
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from models.families import BASE_BATCH, OPTIMIZER_DEFAULTS, RECIPES
 from utils import config
@@ -39,11 +39,11 @@ class Flag:
     dest: Optional[str] = None
 
     @property
-    def setting(self):
+    def setting(self) -> str:
         """The RunConfig field the flag sets: argparse's dest."""
         return self.dest or self.names[0].lstrip("-").replace("-", "_")
 
-    def argparse_settings(self):
+    def argparse_settings(self) -> Dict[str, Any]:
         """The add_argument keywords this flag gives, besides its help and type."""
         settings = {"action": self.action, "choices": self.choices, "metavar": self.metavar, "dest": self.dest}
         return {name: value for name, value in settings.items() if value is not None}

@@ -4,6 +4,10 @@ Runs are merged into one comparison only when all of these match (utils/results/
 setup_of, which adds the device, torch, ranks and data); every one is a column of the CSV; a
 checkpoint holds them, and a resume refuses a change of those in RESUME_KEYS. No torch here.
 """
+from __future__ import annotations
+
+from typing import Any, Dict, Optional
+
 SETUP_KEYS = {  # config field: its type in a results file or a checkpoint
     "model": str, "stem": str, "batch_size": int, "accum_steps": int, "steps": int, "warmup": int, "loader": str,
     "channels_last": bool, "compile": bool, "optimizer": str, "optimizer_impl": str,
@@ -42,7 +46,7 @@ GRAD_COMM = ("fp32", "fp16", "bf16")
 DDP_BUCKET_MB = 25.0
 
 
-def communication(grad_comm, bucket_mb, world_size):
+def communication(grad_comm: Optional[str], bucket_mb: Optional[float], world_size: int) -> Dict[str, Any]:
     """How a job's gradients travelled, from its --grad-comm and --bucket-mb: {"grad_comm",
     "bucket_mb"}, both None in one process, where nothing travels; unset (as in files older than
     --grad-comm), fp32 gradients in DDP's own buckets."""

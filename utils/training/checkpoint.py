@@ -1,12 +1,15 @@
 """Checkpoints that survive crashes: a trainer's whole state captured and restored, written
 atomically, read with weights_only=True, and checked against the run before anything trains
 from them."""
+from __future__ import annotations
+
 import collections
 import io
 import os
 import re
 import zipfile
 from dataclasses import asdict
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Union
 
 import torch
 
@@ -18,6 +21,16 @@ from utils.training import checkpoint_format, modes
 from utils.training.loop import Statistics, nonfinite_policy, skipped_steps
 from utils.training.step import start_momentum
 
+if TYPE_CHECKING:
+    from torch import nn
+
+    from utils.config import RunConfig
+    from utils.data.dataset import Data
+    from utils.safepickle import Allowed
+    from utils.training.distributed import World
+    from utils.training.modes import Mode
+    from utils.training.trainer import Trainer
+
 FORMAT = "ampbench.checkpoint/1"
 
 
@@ -25,7 +38,7 @@ class NonFiniteWeights(Exception):
     """The model holds inf or NaN: such a state is never written."""
 
 
-def save(path, state, model):
+def save(path: str, state: Dict[str, Any], model: nn.Module) -> None:
     """Write `state` to `path` atomically: a crash or a full disk keeps the previous file."""
     if not all(torch.isfinite(p).all() for p in model.parameters()):
         raise NonFiniteWeights(path)
@@ -34,7 +47,7 @@ def save(path, state, model):
     atomic_write(path, lambda f: f.write(archive.getbuffer()))
 
 
-def load(path, device):
+def load(path: str, device: torch.device) -> Dict[str, Any]:
     """The checkpoint at `path` in this release's form (checkpoint_format.upgrade), refused with a
     sentence unless its archive is intact, it runs no code and every entry has the type and form
     that capture() writes."""
@@ -59,7 +72,7 @@ def load(path, device):
     return state
 
 
-def check_integrity(path):
+def check_integrity(path: str) -> None:
     """torch.save writes a zip archive with a CRC-32 per record, and torch.load never checks
     them: flipped bytes inside a tensor would load silently. zipfile's testzip checks them all."""
     try:
@@ -73,7 +86,7 @@ def check_integrity(path):
                         "error); delete it or point --checkpoint elsewhere.")
 
 
-def load_failure(error):
+def load_failure(error: Exception) -> str:
     """Why a load failed, in a few words: the forbidden name for a crafted pickle (never torch's
     hint to retry with weights_only=False, which would run it), else the first line."""
     text = str(error)
@@ -84,7 +97,7 @@ def load_failure(error):
     return lines[0][:200] if lines else f"{type(error).__name__}, the file ends early or is not a torch file"
 
 
-def read(path, device):
+def read(path: str, device: torch.device) -> object:
     """torch.load that never runs code from the file: weights_only=True (torch 1.13), before it
     the same restriction through our own unpickler."""
     if compat.has_weights_only_load():
@@ -94,9 +107,9 @@ def read(path, device):
     return torch.load(path, map_location=device, pickle_module=safepickle.pickle_module(checkpoint_globals()))
 
 
-def checkpoint_globals():
+def checkpoint_globals() -> Allowed:
     """What a checkpoint's pickle may name: tensors, their storages and ordered dicts."""
-    allowed = {("collections", "OrderedDict"): collections.OrderedDict,
+    allowed: Allowed = {("collections", "OrderedDict"): collections.OrderedDict,
                ("torch._utils", "_rebuild_tensor_v2"): torch._utils._rebuild_tensor_v2,
                ("torch._utils", "_rebuild_parameter"): torch._utils._rebuild_parameter}
     for name in dir(torch):
@@ -105,7 +118,7 @@ def checkpoint_globals():
     return allowed
 
 
-def resume_setup(data, world):
+def resume_setup(data: Data, world: World) -> Dict[str, Union[int, str]]:
     """What a resume must find again besides the config: the ranks and the data."""
     return {"world_size": world.size, "data": data.name, "train_images": len(data.train_images)}
 
@@ -115,13 +128,17 @@ class Saver:
     A save that fails (a full disk, weights gone inf/NaN) is reported once and training goes
     on, since an hour of training is worth more than its checkpoint: `holds` is the step the
     file holds for this run, `failures` says in one sentence what could not be saved."""
+    holds: Optional[int]
+    failed: int
+    last_error: Optional[str]
 
-    def __init__(self, path, trainer, config, setup, device, is_main, warn):
+    def __init__(self, path: str, trainer: Trainer, config: RunConfig, setup: Dict[str, Union[int, str]],
+                 device: torch.device, is_main: bool, warn: Callable[[str], None]):
         self.path, self.trainer, self.config, self.setup, self.device = path, trainer, config, setup, device
         self.is_main, self.warn = is_main, warn
         self.holds, self.failed, self.last_error = None, 0, None
 
-    def __call__(self, step, stats):
+    def __call__(self, step: int, stats: Statistics) -> None:
         if not self.is_main:
             return
         try:
@@ -133,14 +150,14 @@ class Saver:
         except WriteFailed as error:
             self.fail(step, str(error))
 
-    def fail(self, step, reason):
+    def fail(self, step: int, reason: str) -> None:
         if not self.failed:
             self.warn(f"{reason} Training goes on; the results are still written.")
         self.failed += 1
         self.last_error = reason
 
     @property
-    def failures(self):
+    def failures(self) -> List[str]:
         if not self.failed:
             return []
         kept = f"holds step {self.holds}" if self.holds is not None else "holds no step of this run"
@@ -148,7 +165,8 @@ class Saver:
                 f"{self.path} {kept}."]
 
 
-def capture(trainer, config, step, stats, device, setup):
+def capture(trainer: Trainer, config: RunConfig, step: int, stats: Statistics, device: torch.device,
+            setup: Dict[str, Union[int, str]]) -> Dict[str, Any]:
     """Everything a later process needs to continue exactly: weights, optimizer, schedule,
     scaler, random-number and loader state, and the statistics so far; `setup` is resume_setup()."""
     skipped = skipped_steps(trainer, nonfinite_policy(trainer.mode, config.on_nan), stats)
@@ -165,7 +183,8 @@ def capture(trainer, config, step, stats, device, setup):
     }
 
 
-def restore(trainer, state, device, path):
+def restore(trainer: Trainer, state: Dict[str, Any], device: torch.device,
+            path: str) -> Tuple[int, Optional[Statistics]]:
     """Load a checkpoint (checked by load() and check_compatible) into `trainer`; returns
     (step to start from, the statistics to continue: those of the same mode, else none). A state
     of the right form that still does not fit this model or loader is refused with a sentence."""
@@ -177,7 +196,7 @@ def restore(trainer, state, device, path):
                         "settings that wrote it, or use another --checkpoint.") from None
 
 
-def restore_state(trainer, state, device):
+def restore_state(trainer: Trainer, state: Dict[str, Any], device: torch.device) -> Tuple[int, Optional[Statistics]]:
     same_mode = state["mode"] == trainer.mode.name
     problem = checkpoint_format.trainer_state_problem(trainer, state, same_mode)
     if problem:
@@ -200,7 +219,8 @@ def restore_state(trainer, state, device):
     return state["step"], Statistics(**earlier) if same_mode else None
 
 
-def check_compatible(state, config, mode, path, setup):
+def check_compatible(state: Dict[str, Any], config: RunConfig, mode: Mode, path: str,
+                     setup: Dict[str, Union[int, str]]) -> Optional[str]:
     """Refuse a checkpoint of another model, batch, optimizer setting, rank count or data set
     (`setup`: this run's resume_setup()); between FP32-weight modes allow it and say what happens
     to the loss scaler (as PyTorch's AMP notes do). Returns a warning or None."""
@@ -228,19 +248,19 @@ def check_compatible(state, config, mode, path, setup):
     return " ".join(filter(None, [stretched, mode_change_note(state, mode, path)]))
 
 
-def setting_in_words(value):
+def setting_in_words(value: Union[bool, float, str, None]) -> Union[float, str]:
     """A setting as a refusal names it: on/off for a switch, "unset" for None."""
     return ("on" if value else "off") if isinstance(value, bool) else "unset" if value is None else value
 
 
-def lacks_final_evaluation(state, config):
+def lacks_final_evaluation(state: Dict[str, Any], config: RunConfig) -> bool:
     """Whether the checkpoint's run, in the mode `config` runs, has no accuracy at its last step
     (a signal cut its final evaluation short)."""
     points = state["stats"]["accuracy_curve"]
     return state["mode"] == config.precision_modes[0].name and not (points and points[-1]["step"] == state["step"])
 
 
-def check_setup(state, path, setup):
+def check_setup(state: Dict[str, Any], path: str, setup: Dict[str, Union[int, str]]) -> None:
     """Refuse a checkpoint of another number of ranks or another data set: its schedule and
     data order belong to them."""
     saved = state["setup"]
@@ -256,7 +276,7 @@ def check_setup(state, path, setup):
                         "(--data, --data-dir) or use another --checkpoint.")
 
 
-def mode_change_note(state, mode, path):
+def mode_change_note(state: Dict[str, Any], mode: Mode, path: str) -> str:
     """Refuse a checkpoint whose weights cannot continue in `mode`; else say what carries over."""
     saved_mode = modes.MODES.get(state["mode"])
     if saved_mode is None or not saved_mode.fp32_weights or not mode.fp32_weights:

@@ -2,16 +2,24 @@
 capture() writes with their types and ranges, checked before anything trains from a file; the
 rules that read checkpoints of earlier releases as this release's (upgrade); and the form of the
 optimizer, schedule and scaler state against the trainer they are restored into."""
+from __future__ import annotations
+
 import math
 import numbers
 from dataclasses import asdict, fields
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Tuple, Union
 
 import torch
 
 from utils.setup_keys import RESUME_KEYS, RESUME_SETTINGS, SETUP_KEYS
 from utils.training.loop import Statistics
 
-ENTRIES = {"config": dict, "mode": str, "step": int, "model": dict, "masters": (list, type(None)),
+if TYPE_CHECKING:
+    from utils.training.trainer import Trainer
+
+    Kinds = Mapping[str, Union[type, Tuple[type, ...]]]  # {entry: its type, or the types it may have}
+
+ENTRIES: Kinds = {"config": dict, "mode": str, "step": int, "model": dict, "masters": (list, type(None)),
            "optimizer": dict, "scheduler": dict, "scaler": (dict, type(None)), "rng": dict, "stats": dict}
 CONFIG_ENTRIES = {key: SETUP_KEYS[key] for key in RESUME_KEYS + ("steps",)}
 SETUP_ENTRIES = {"world_size": int, "data": str, "train_images": int}  # where the run happened, beside its config
@@ -25,7 +33,7 @@ STATS_ADDED = ("warmup_peak_memory_bytes", "peak_reserved_bytes",  # before the 
                "train_time_s", "accuracy_curve", "eval_time_s")  # before accuracy curves (--eval-every)
 
 
-def upgrade(state):
+def upgrade(state: Dict[str, Any]) -> Dict[str, Any]:
     """A copy of `state` (whose entries have their types: entries_problem) with what a
     checkpoint of an earlier release lacks filled in, as this release reads it. Two more rules
     fill nothing in: the settings an earlier checkpoint did not record are not checked against
@@ -41,13 +49,13 @@ def upgrade(state):
     return dict(state, config=config, stats=stats, setup=state.get("setup"))
 
 
-def entries_problem(state):
+def entries_problem(state: Dict[str, Any]) -> Optional[str]:
     """The first entry of the checkpoint that is missing or not of the type capture() writes, in
     words; None when all have their types."""
     return table_problem(state, ENTRIES, "")
 
 
-def table_problem(table, entries, where):
+def table_problem(table: Dict[str, Any], entries: Kinds, where: str) -> Optional[str]:
     """The first of `entries` ({key: type}) that `table` lacks or holds of another type, in words."""
     for key, kind in entries.items():
         if key not in table:
@@ -57,7 +65,7 @@ def table_problem(table, entries, where):
     return None
 
 
-def schema_problem(state):
+def schema_problem(state: Dict[str, Any]) -> Optional[str]:
     """The first entry of an upgraded `state` that capture() would not have written (missing, of
     another type, out of range), in words; None when the checkpoint has the exact form, before it
     reaches a trainer."""
@@ -90,7 +98,7 @@ def schema_problem(state):
     return tensors_problem(state)
 
 
-def tensors_problem(state):
+def tensors_problem(state: Dict[str, Any]) -> Optional[str]:
     """Where the weights or the random-number state are not what a run saves."""
     tensors = list(state["model"].items()) + [(f"master {i}", t) for i, t in enumerate(state["masters"] or [])]
     for name, tensor in tensors:
@@ -105,7 +113,7 @@ def tensors_problem(state):
     return None
 
 
-def trainer_state_problem(trainer, state, same_mode):
+def trainer_state_problem(trainer: Trainer, state: Dict[str, Any], same_mode: bool) -> Optional[str]:
     """Where the saved optimizer, schedule, scaler and FP32 master weights differ in form from
     `trainer`'s own (torch would load them and fail, or train wrongly, at the next step)."""
     params = [p for group in trainer.optimizer.param_groups for p in group["params"]]
@@ -139,7 +147,7 @@ def trainer_state_problem(trainer, state, same_mode):
     return next((p for p in (form_problem(*check) for check in checks) if p), None)
 
 
-def entry_problem(entry, index, param):
+def entry_problem(entry: Dict[str, Any], index: int, param: torch.Tensor) -> Optional[str]:
     """Where a parameter's saved optimizer state does not fit `param`: SGD keeps a momentum
     buffer of its shape, AdamW two moments of its shape and a step count (one number)."""
     for key, value in entry.items():
@@ -156,7 +164,7 @@ def entry_problem(entry, index, param):
     return None
 
 
-def form_problem(saved, reference, where):
+def form_problem(saved: object, reference: object, where: str) -> Optional[str]:
     """Where `saved` differs in form from `reference` (a state of the same kind that this run
     built): types, list lengths, tensor shapes, finite numbers. Keys `reference` has and `saved`
     lacks are allowed (another torch release), and None in `reference` accepts a plain value."""
