@@ -34,6 +34,9 @@ LARGEST_COUNT = 2 ** 31 - 1  # the most steps, images or seconds a flag may ask 
 LARGEST_FLOAT = 3.4028234663852886e38  # float32's largest finite value: torch holds no larger rate or scale
 LARGEST_SEED = 2 ** 63 - 1  # torch.manual_seed's largest
 MOST_WORKERS = 256
+# DDP holds its bucket size in bytes as a 64-bit integer, which 1e30 MB overflows deep in its
+# Reducer; a TiB bucket already holds any model whole.
+LARGEST_BUCKET_MB = 2 ** 20
 EXPLAIN_STEPS = 5  # steps --explain profiles per mode
 NUMERICS_EVERY = 50  # --numerics samples every this many steps, and the last
 DEFAULT_WARMUP = 10  # steps left out of the timings; a run of fewer than twice as many warms up for half
@@ -78,7 +81,9 @@ RANGES = {
     "accuracy_margin": POSITIVE_OR_ZERO, "target_accuracy": POSITIVE, "repeats": COUNT, "loss_scale": POSITIVE,
     "workers": Range(int, 0, MOST_WORKERS, f"from 0 to {MOST_WORKERS}"), "warmup": COUNT_OR_ZERO,
     "explain_steps": COUNT, "numerics_every": COUNT, "log_every": COUNT, "dist_timeout": COUNT,
-    "checkpoint_every": COUNT_OR_ZERO, "bucket_mb": POSITIVE,
+    "checkpoint_every": COUNT_OR_ZERO,
+    "bucket_mb": Range(float, 0, LARGEST_BUCKET_MB, f"a positive number of MB up to {LARGEST_BUCKET_MB} (1 TiB)",
+                       low_open=True),
 }
 
 

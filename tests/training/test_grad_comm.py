@@ -19,6 +19,13 @@ def test_communication_flags_in_one_process_are_refused(flags, sentence):
     assert_user_error(run_main("--data", "synthetic", "-n", "2", *flags), sentence)
 
 
+@pytest.mark.parametrize("value", ["1e30", "1048577", "inf", "nan"])
+def test_a_bucket_larger_than_ddp_can_hold_is_refused_at_parsing(value):
+    result = run_main("--bucket-mb", value, "--check-flags")
+    assert_user_error(result, f"argument --bucket-mb: must be a positive number of MB up to 1048576 (1 TiB), got "
+                              f"{value}")
+
+
 def test_the_default_communication_is_accepted_in_one_process():
     RunConfig.build(grad_comm="fp32").check_world(1)
     RunConfig.build(grad_comm="bf16", bucket_mb=5.0).check_world(2)
@@ -51,3 +58,27 @@ def test_a_peer_lost_during_the_trial_is_not_called_a_missing_dtype(monkeypatch)
     monkeypatch.setattr(distributed.dist, "all_reduce", all_reduce)
     with pytest.raises(RuntimeError, match="Connection closed by peer"):
         distributed.check_grad_comm("fp16", "cpu")
+
+
+@pytest.mark.long  # a 2-process gloo run: about 30 s on 2 cores
+def test_the_largest_bucket_the_flag_allows_trains(tmp_path, subset):
+    import json
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = str(probe.getsockname()[1])
+    result = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "main.py", "-m", "squeezenet1_1", "-b",
+         "8", "-n", "3", "--warmup", "1", "--no-eval", "--modes", "fp32", "--bucket-mb", "1048576", "--grad-comm",
+         "bf16", "--data-dir", str(subset), "--allow-unverified", "--json", str(tmp_path / "r.json")],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+        env={**os.environ, "MASTER_PORT": port, "OMP_NUM_THREADS": "1"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    run = json.loads((tmp_path / "r.json").read_text())["runs"][0]
+    assert (run["bucket_mb"], run["grad_comm"], run["completed_steps"]) == (1048576.0, "bf16", 3)
