@@ -177,6 +177,37 @@ def test_slower_half_arithmetic_is_diagnosed_with_the_cpu_flags_as_evidence():
     assert rules(tf32) == ["TF32 already uses tensor cores"] and "1.50x over it" in tf32[0]["text"]
 
 
+def test_a_cpu_that_lists_the_instructions_is_never_said_to_lack_them():
+    """A run whose cpu_fast_half_flags record avx512_bf16 and whose bfloat16 convs ran slower:
+    the finding names the flag it has, and never says "no fast bfloat16 arithmetic"."""
+    base = {name: 0.0 for name in NAMES}
+    base.update(conv=80.0, elementwise=20.0)
+    found = diagnose.diagnose_comparison("amp-bf16", base, dict(base, conv=160.0), "cpu", ["avx512_bf16"], 0.5, None)
+    assert rules(found) == ["bfloat16 kernels slower than fp32's despite avx512_bf16"]
+    assert "no fast" not in found[0]["text"] and "pays off only with" not in found[0]["text"]
+    assert "although this CPU lists avx512_bf16" in found[0]["evidence"]
+    both = diagnose.diagnose_comparison("amp-bf16", base, dict(base, conv=160.0), "cpu", ["avx512_bf16", "amx_bf16"],
+                                        0.5, None)
+    assert rules(both) == ["bfloat16 kernels slower than fp32's despite avx512_bf16 and amx_bf16"]
+    unknown = diagnose.diagnose_comparison("amp-bf16", base, dict(base, conv=160.0), "cpu", None, 0.5, None)
+    assert rules(unknown) == ["no fast bfloat16 arithmetic on this device"] and "neither" not in unknown[0]["evidence"]
+
+
+def test_a_diagnosis_from_a_busy_host_says_its_evidence_is_unsteady():
+    from utils.results.compare import UNSTEADY, compare_modes
+    from utils.results.upgrade import upgrade
+
+    document = upgrade(json.loads((ROOT / "tests" / "results" / "data" / "explained.json").read_text()))
+    quiet = compare_modes(document["runs"], baseline="fp32")["amp-fp16"].diagnosis
+    assert quiet and not any(UNSTEADY in found["evidence"] for found in quiet)
+    busy = [dict(run, host=dict(run.get("host") or {}, warning="the host was busy: load average 5.0 on 2 cores"))
+            if run["mode"] == "fp32" else run for run in document["runs"]]
+    flagged = compare_modes(busy, baseline="fp32")["amp-fp16"].diagnosis
+    assert [found["rule"] for found in flagged] == [found["rule"] for found in quiet]
+    assert all(found["evidence"].endswith(UNSTEADY) for found in flagged)
+    assert "this evidence is unsteady: rerun alone" in UNSTEADY
+
+
 def categories(**values):
     """{category: ms}, every category 0 but `values`."""
     found = {name: 0.0 for name in NAMES}

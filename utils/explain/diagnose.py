@@ -202,15 +202,23 @@ def diagnose_comparison(mode: str, base: Dict[str, float], profile: Dict[str, fl
     if dtype and work_base and work > work_base:
         evidence = (f"conv+matmul take {work / work_base:.1f}x as long as in fp32 ({work:.1f} vs {work_base:.1f} ms "
                     "per step)")
+        rule = f"no fast {dtype} arithmetic on this device"
         if device_type == "cpu":
             wanted = FAST_CPU_FLAGS[dtype]
-            if cpu_flags is not None and not set(wanted) & set(cpu_flags):
-                evidence += f", and this CPU has neither {' nor '.join(wanted)}"
-            remedy = (f"running it on a GPU (-p); on a CPU, {dtype} pays off only with {' or '.join(wanted)}, "
-                      "so keep fp32 here")
+            present = [flag for flag in wanted if flag in (cpu_flags or ())]
+            if present:  # the CPU has the instructions: the kernels this torch ran did not use them
+                rule = f"{dtype} kernels slower than fp32's despite {' and '.join(present)}"
+                evidence += (f", although this CPU lists {' and '.join(present)}: the {dtype} kernels this torch "
+                             "ran do not use them")
+                remedy = f"fp32 here, or a torch whose CPU kernels (oneDNN) use {' and '.join(present)}"
+            else:
+                if cpu_flags is not None:
+                    evidence += f", and this CPU has neither {' nor '.join(wanted)}"
+                remedy = (f"running it on a GPU (-p); on a CPU, {dtype} pays off only with {' or '.join(wanted)}, "
+                          "so keep fp32 here")
         else:
             remedy = f"fp32 or tf32 on this GPU, or a GPU with {dtype} tensor cores"
-        found.append(finding(f"no fast {dtype} arithmetic on this device", mode, work - work_base, evidence, remedy))
+        found.append(finding(rule, mode, work - work_base, evidence, remedy))
     if dtype and tf32_speedup is not None and speedup is not None:
         found.append(finding("TF32 already uses tensor cores", mode, 0.0,
                              f"tf32 is already {tf32_speedup:.2f}x faster than fp32, so {mode} gains "

@@ -239,7 +239,21 @@ def explain_figures(mode, measured, groups):
     slower = fp8_finding(mode, row, groups[mode], measured.get(BASELINES["fp8"]))
     if slower:
         diagnosis = diagnose.ranked((diagnosis or []) + [slower])
+    compared = [run for name in (mode, BASELINES["reference"], BASELINES["fp8"]) for run in groups.get(name, [])]
+    if diagnosis and any(busy_host(run) for run in compared):
+        diagnosis = [dict(found, evidence=found["evidence"] + UNSTEADY) for found in diagnosis]
     return {"profile_speedup": profile_speedup, "amdahl": amdahl, "diagnosis": diagnosis}
+
+
+# A finding read off runs the host slowed (runs[].host's warning) rests on times that another
+# process changed: it says so, beside the evidence it gives.
+UNSTEADY = ("; measured while the host was busy (the run warned so: runs[].host), so this evidence is unsteady: "
+            "rerun alone before acting on it")
+
+
+def busy_host(run):
+    """Whether another process competed for the cores while `run` was timed (host_load.warning)."""
+    return ((run.get("host") or {}).get("warning") or "").startswith("the host was busy")
 
 
 def comparison_findings(mode, row, base, group, speedup, tf32_speedup):
