@@ -31,9 +31,16 @@ def project_modules():
 
 
 def imports_of(path, modules):
-    """Project modules that `path` imports anywhere in it (top level or inside a function)."""
+    """Project modules that `path` imports when it runs, at its top level or inside a function;
+    not those under `if TYPE_CHECKING:`, which only a type checker reads (for annotations)."""
+    tree = ast.parse(path.read_text())
+    checker_only = {id(node) for block in ast.walk(tree)
+                    if isinstance(block, ast.If) and isinstance(block.test, ast.Name) and block.test.id == "TYPE_CHECKING"
+                    for statement in block.body for node in ast.walk(statement)}
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(tree):
+        if id(node) in checker_only:
+            continue
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module:
