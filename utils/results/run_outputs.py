@@ -1,7 +1,10 @@
 """The outputs of a run (--json, --csv, --plot, --checkpoint, --jsonl, --tensorboard,
 --trace-dir): every path proven before training starts, not after an hour of it, and each file
 written after the runs, on its own, so that one failure loses no other."""
+from __future__ import annotations
+
 import os
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from utils import fileio
 from utils.data import cifar10
@@ -9,14 +12,18 @@ from utils.errors import UserError, WriteFailed
 from utils.results import files, live, plot
 from utils.results.summary import summary
 
+if TYPE_CHECKING:  # annotations only: the config is above this layer, and World imports torch
+    from utils.config import RunConfig
+    from utils.training.distributed import World
 
-def check(config, world, warn):
+
+def check(config: RunConfig, world: World, warn: Callable[[str], None]) -> None:
     """Every output path writable the way it will be written, and no two outputs (symlinks
     followed) nor an output and a data file are one file. Temporary checkpoints a killed save
     left behind are removed (rank 0 alone), and said with `warn`."""
     outputs = [(path, flag) for path, flag in [(config.json, "--json"), (config.csv, "--csv"), (config.plot, "--plot"),
                                                 (config.checkpoint, "--checkpoint"), (config.jsonl, "--jsonl")] if path]
-    seen = {}
+    seen: Dict[str, str] = {}
     for path, flag in outputs:
         fileio.ensure_writable(path, flag)
         real = os.path.realpath(path)
@@ -43,7 +50,8 @@ def check(config, world, warn):
         fileio.ensure_folder_writable(config.trace_dir, "--trace-dir")
 
 
-def write(config, stream, document):
+def write(config: RunConfig, stream: Optional[live.LiveLog],
+          document: Dict[str, Any]) -> Tuple[List[str], List[str]]:
     """Write every output asked for, each on its own, the results file first: one that fails
     (a full disk, a file made read-only meanwhile) is reported and the others are still
     written; `stream` is the run's live log (None without --jsonl and --tensorboard). Returns
@@ -57,7 +65,8 @@ def write(config, stream, document):
     return written, failures
 
 
-def writers(config, stream, document):
+def writers(config: RunConfig, stream: Optional[live.LiveLog],
+            document: Dict[str, Any]) -> List[Callable[[], str]]:
     """A function per output asked for, which writes it and returns the line that says so."""
     def results():
         files.write_json(config.json, files.json_document(document))
