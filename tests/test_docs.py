@@ -77,15 +77,34 @@ def test_the_container_recipe_installs_what_the_container_lacks_and_never_torch(
     assert "pip install -q -r requirements-container.txt" in (ROOT / ".ci" / "run").read_text()
 
 
-def test_the_call_path_in_the_layout_page_names_where_each_function_is():
+def layout_block(heading):
+    """The text diagram under `heading` in docs/layout.md."""
     page = (ROOT / "docs" / "layout.md").read_text()
-    path_block = page.split("## The call path of a run", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
-    steps = re.findall(r"^(\S+)\s+(\w+)\(\)", path_block, re.MULTILINE)
+    return page.split(heading, 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
+
+
+def defines(path, name):
+    """Whether the file at `path` (from the repository root) defines a function or class `name`."""
+    return re.search(rf"^\s*(?:def|class) {name}\b", (ROOT / path).read_text(), re.MULTILINE) is not None
+
+
+def test_the_call_path_in_the_layout_page_names_where_each_function_is():
+    steps = re.findall(r"^(\S+)\s+(\w+)\(\)", layout_block("## The call path of a run"), re.MULTILINE)
     assert len(steps) >= 10
     for path, name in steps:
-        source = (ROOT / path).read_text()
-        defined = re.compile(rf"^\s*(?:def|class) {name}\b", re.MULTILINE)
-        assert defined.search(source), f"{path} defines no {name}()"
+        assert defines(path, name), f"{path} defines no {name}()"
+
+
+def test_the_data_path_in_the_layout_page_names_where_each_type_is():
+    """Each row of the path of a run's data (a line that is not indented) starts with a file and
+    the type or function it defines: RunConfig to the files written and read back."""
+    rows = [line for line in layout_block("## The path of a run's data").splitlines() if line and line[0] != " "]
+    steps = [re.match(r"(\S+\.py)\s+(\w+)(?:\(\))?\s", row) for row in rows]
+    assert len(steps) >= 15 and all(steps), rows
+    for path, name in (step.groups() for step in steps):
+        assert defines(path, name), f"{path} defines no {name}"
+    names = [step.group(2) for step in steps]
+    assert names[0] == "RunConfig" and names.index("RunRecord") < names.index("make_document") < names.index("upgrade")
 
 
 def test_the_sample_outputs_in_docs_are_what_the_code_prints():

@@ -2,8 +2,11 @@
 
     python -m utils.report fp32.json amp.json [--plot both.png] [--csv all.csv] [--json merged.json]
 """
+from __future__ import annotations
+
 import argparse
 import sys
+from typing import List, Optional, Sequence
 
 from utils.errors import UserError, WriteFailed
 from utils.fileio import ensure_lockable, ensure_writable
@@ -12,7 +15,7 @@ from utils.results.files import append_csv, check_csv_header, json_document, wri
 from utils.results.summary import summary
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m utils.report",
                                      description="Merge ampbench result files into one comparison table.")
     parser.add_argument("files", nargs="+", help="result files written with --json")
@@ -25,7 +28,7 @@ def main(argv=None):
                         "differ)")
     parser.add_argument("--wide", action="store_true", help="one wide table instead of blocks of 80 columns")
     args = parser.parse_args(argv)
-    written = []
+    written: List[str] = []
     try:
         report(args, written)
     except UserError as error:
@@ -42,7 +45,7 @@ def main(argv=None):
     return 0
 
 
-def report(args, written):
+def report(args: argparse.Namespace, written: List[str]) -> None:
     """Read, merge, print and write what `args` ask for, appending each path written to `written`."""
     for path, flag in ((args.json, "--json"), (args.csv, "--csv"), (args.plot, "--plot")):
         if path is not None:  # proven before anything is read: never a FIFO or device renamed over

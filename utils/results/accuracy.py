@@ -5,8 +5,11 @@ For one seed every mode starts from the same weights and sees the same batches, 
 difference between two modes of that seed is a paired sample: its spread over seeds is the
 run-to-run noise the verdict weighs. The interval is Student's t over the seeds' differences.
 """
+from __future__ import annotations
+
 import math
 import statistics
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from utils.results.comparison_row import TARGET_FIELDS
 
@@ -17,7 +20,7 @@ DEFAULT_MARGIN_POINTS = 0.5  # --accuracy-margin: a mode holds within +-0.5 poin
 MOST_SEEDS = 1000  # beyond this, "how many seeds would settle it" says "more than"
 
 
-def critical_t(degrees):
+def critical_t(degrees: int) -> float:
     """Student's t quantile of a two-sided CONFIDENCE interval with `degrees` degrees of freedom
     (12.7062 for 1, 1.95996 in the limit): the Cornish-Fisher series, refined below SERIES_FROM
     by Newton's method on the exact distribution function. There the series lies below the
@@ -32,7 +35,7 @@ def critical_t(degrees):
             return t
 
 
-def cornish_fisher(degrees):
+def cornish_fisher(degrees: int) -> float:
     """The t quantile as the normal one, z, plus its first four corrections in 1/degrees
     (Abramowitz and Stegun 26.7.5)."""
     z = statistics.NormalDist().inv_cdf((1 + CONFIDENCE) / 2)
@@ -43,7 +46,7 @@ def cornish_fisher(degrees):
     return sum(term / degrees ** power for power, term in enumerate(corrections))
 
 
-def probability_within(t, degrees):
+def probability_within(t: float, degrees: int) -> float:
     """P(-t <= T <= t): Abramowitz and Stegun 26.7.3 (even degrees) and 26.7.4 (odd), finite
     sums of powers of cos(theta) for theta = atan(t / sqrt(degrees))."""
     theta = math.atan(t / math.sqrt(degrees))
@@ -58,13 +61,13 @@ def probability_within(t, degrees):
     return math.sin(theta) * total
 
 
-def density(t, degrees):
+def density(t: float, degrees: int) -> float:
     """Student's t probability density at `t`."""
     log_norm = math.lgamma((degrees + 1) / 2) - math.lgamma(degrees / 2) - math.log(degrees * math.pi) / 2
     return math.exp(log_norm - (degrees + 1) / 2 * math.log1p(t * t / degrees))
 
 
-def paired_interval(differences):
+def paired_interval(differences: Sequence[float]) -> Tuple[float, Optional[List[float]]]:
     """(mean, [low, high]) of the differences' mean with its 95% t-interval; no interval for one."""
     mean = statistics.mean(differences)
     if len(differences) < 2:
@@ -73,7 +76,7 @@ def paired_interval(differences):
     return mean, [mean - half, mean + half]
 
 
-def verdict(differences, margin):
+def verdict(differences: Sequence[float], margin: float) -> Dict[str, Any]:
     """`holds` when the interval lies within +-margin, `differs` when it excludes 0 and leaves
     the margin, else `inconclusive`, with how many seeds the same spread would need to settle it."""
     mean, interval = paired_interval(differences)
@@ -96,7 +99,7 @@ def verdict(differences, margin):
             "why": why}
 
 
-def seeds_needed(differences, margin):
+def seeds_needed(differences: Sequence[float], margin: float) -> Optional[int]:
     """The fewest seeds whose interval, with this mean and spread, would lie within the margin
     (if the mean does) or exclude 0 (if it does not); None beyond MOST_SEEDS."""
     mean, spread = abs(statistics.mean(differences)), statistics.stdev(differences)
@@ -107,16 +110,17 @@ def seeds_needed(differences, margin):
     return None
 
 
-def by_seed(runs, key):
+def by_seed(runs: Sequence[Dict[str, Any]], key: str) -> Dict[Optional[int], float]:
     """{seed: the mean of `key` over that seed's runs} (repeats of a seed are averaged)."""
-    values = {}
+    values: Dict[Optional[int], List[float]] = {}
     for run in runs:
         if run.get(key) is not None:
             values.setdefault(run.get("seed"), []).append(run[key])
     return {seed: statistics.mean(found) for seed, found in values.items()}
 
 
-def accuracy_figures(runs, base_runs, margin):
+def accuracy_figures(runs: List[Dict[str, Any]], base_runs: Optional[List[Dict[str, Any]]],
+                     margin: float) -> Dict[str, Any]:
     """A mode's accuracy over seeds and, against the baseline's runs of the same seeds, the paired
     difference, its interval and the verdict. `runs` are the runs that learned."""
     accuracies = by_seed(runs, "test_accuracy")
@@ -135,7 +139,7 @@ def accuracy_figures(runs, base_runs, margin):
     return figures
 
 
-def target_figures(runs, base_runs):
+def target_figures(runs: List[Dict[str, Any]], base_runs: Optional[List[Dict[str, Any]]]) -> Dict[str, Any]:
     """Time to the target accuracy over seeds: the median training time, epochs and seconds
     per epoch of the seeds that reached it, the share that did, and the speedup against the baseline's
     median (statistical efficiency: epochs; hardware efficiency: seconds per epoch); every

@@ -9,8 +9,11 @@ circular block bootstrap over its timed steps (neighbouring steps are correlated
 them one by one would make the interval too narrow); with two, none, and the reason instead.
 A speedup whose interval holds 1.0 is not significant.
 """
+from __future__ import annotations
+
 import math
 import statistics
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -32,7 +35,7 @@ ACCURACY_TOLERANCE = 0.02  # ... or an accuracy within 2 points of chance: the r
 FINAL_LOSSES = 10  # the "final loss" judged is the mean of the last ten steps' losses, not one batch's
 
 
-def learned(data, loss_curve, accuracy):
+def learned(data: str, loss_curve: Sequence[float], accuracy: Optional[float]) -> Optional[bool]:
     """Whether a run on `data` learned: False when its test accuracy is within 2 points of
     chance, or, without one, when its final loss is within 2% of ln(10) (or not finite); None
     when nothing tells (synthetic data, no loss). The accuracy decides when there is one: it is measured
@@ -48,12 +51,13 @@ def learned(data, loss_curve, accuracy):
     return abs(final - CHANCE_LOSS) > LOSS_TOLERANCE * CHANCE_LOSS
 
 
-def run_learned(run):
+def run_learned(run: Dict[str, Any]) -> Optional[bool]:
     """learned() of a run read from a results file."""
     return learned(run["data"], run["loss_curve"], run["test_accuracy"])
 
 
-def bootstrap_ratio(numerators, denominators, statistic=np.median, seed=0, block=1):
+def bootstrap_ratio(numerators: Sequence[float], denominators: Sequence[float],
+                    statistic: Callable[..., np.ndarray] = np.median, seed: int = 0, block: int = 1) -> List[float]:
     """The 95% percentile-bootstrap interval of statistic(numerators) / statistic(denominators),
     resampling each sample independently, in circular blocks of `block` neighbours (a fixed
     seed: the same files give the same interval)."""
@@ -68,18 +72,19 @@ def bootstrap_ratio(numerators, denominators, statistic=np.median, seed=0, block
     return [float(low), float(high)]
 
 
-def block_indices(rng, count, block, resamples=250):
+def block_indices(rng: np.random.Generator, count: int, block: int, resamples: int = 250) -> np.ndarray:
     """`resamples` rows of `count` indices made of blocks of `block` neighbours, wrapping round."""
     starts = rng.integers(0, count, (resamples, -(-count // block)))
     return ((starts[:, :, None] + np.arange(block)) % count).reshape(resamples, -1)[:, :count]
 
 
-def block_length(count):
+def block_length(count: int) -> int:
     """The block bootstrap's usual length for a median, about the cube root of the sample."""
     return max(1, round(count ** (1 / 3)))
 
 
-def speedup_interval(base_group, group):
+def speedup_interval(base_group: List[Dict[str, Any]],
+                     group: List[Dict[str, Any]]) -> Tuple[Optional[List[float]], str]:
     """(the speedup's 95% interval or None, what it rests on or why there is none)."""
     runs = min(len(base_group), len(group))
     if runs >= MIN_RUNS:
@@ -94,7 +99,7 @@ def speedup_interval(base_group, group):
     return None, f"none with {runs} runs per mode: an interval over runs needs {MIN_RUNS} (--repeats {MIN_RUNS})"
 
 
-def spread_pct(group):
+def spread_pct(group: List[Dict[str, Any]]) -> Optional[float]:
     """How widely a mode's timings spread, in % of its median: between the runs' medians, or
     with one run, between its steps' p10 and p90."""
     if len(group) > 1:
@@ -104,32 +109,32 @@ def spread_pct(group):
     return 100.0 * (times["p90"] - times["p10"]) / times["median"] if times.get("p10") is not None else None
 
 
-def scaler_skips(run):
+def scaler_skips(run: Dict[str, Any]) -> List[int]:
     """The steps (from 1) at which the run's loss scale fell: the steps its GradScaler skipped."""
     mode = MODES.get(run["mode"])
     return modes.scale_drop_steps(run.get("loss_scale_curve") or [], mode is not None and mode.loss_scaling)
 
 
-def scale_drops(run):
+def scale_drops(run: Dict[str, Any]) -> Optional[int]:
     """How many times the run's loss scale fell; None without a scaler."""
     return len(scaler_skips(run)) if run.get("loss_scale_curve") else None
 
 
-def group_by_mode(runs):
+def group_by_mode(runs: Iterable[Dict[str, Any]]) -> Dict[str, List[Dict[str, Any]]]:
     """Runs with timed steps, by mode in order of appearance (an interrupted run may have none)."""
-    groups = {}
+    groups: Dict[str, List[Dict[str, Any]]] = {}
     for run in runs:
         if run["step_time_ms"] is not None:
             groups.setdefault(run["mode"], []).append(run)
     return groups
 
 
-def median_of(group, key):
+def median_of(group: List[Dict[str, Any]], key: str) -> Optional[float]:
     values = [run[key] for run in group if run[key] is not None]
     return statistics.median(values) if values else None
 
 
-def profile_ms(group):
+def profile_ms(group: List[Dict[str, Any]]) -> Optional[Dict[str, float]]:
     """--explain: the median over the mode's profiled runs of each category's ms per step,
     scaled so that the categories add up to the run's timed median: the profiler's own cost
     (and a busy machine) stretch a profiled step, and ratios of unscaled categories would not
@@ -144,14 +149,14 @@ def profile_ms(group):
     return {name: statistics.median(ms[name] for ms in scaled) for name in CATEGORIES} if scaled else None
 
 
-def profiled_vs_timed(group):
+def profiled_vs_timed(group: List[Dict[str, Any]]) -> Optional[float]:
     """The median over profiled runs of their profiled step / their timed median (1.0: they agree)."""
     ratios = [sum(run["profile"]["categories"][name]["ms"] for name in CATEGORIES) / run["step_time_ms"]["median"]
               for run in group if run.get("profile") and run["step_time_ms"]]
     return statistics.median(ratios) if ratios else None
 
 
-def mode_figures(group):
+def mode_figures(group: List[Dict[str, Any]]) -> Dict[str, Any]:
     """The figures of a mode's own runs `group`, pooled over its repeats and seeds."""
     medians = [run["step_time_ms"]["median"] for run in group]
     median = statistics.median(medians)
@@ -184,7 +189,8 @@ def mode_figures(group):
     }
 
 
-def compare_modes(runs, margin_points=DEFAULT_MARGIN_POINTS, baseline=BASELINES["default"]):
+def compare_modes(runs: List[Dict[str, Any]], margin_points: float = DEFAULT_MARGIN_POINTS,
+                  baseline: str = BASELINES["default"]) -> Dict[str, ComparisonRow]:
     """{mode: ComparisonRow} with speedup (and its 95% interval), memory ratio (with its interval
     over runs, when each mode ran at least MIN_RUNS times) and accuracy difference against
     `baseline`: null when the baseline was not run, and no accuracy difference against a run
@@ -200,7 +206,8 @@ def compare_modes(runs, margin_points=DEFAULT_MARGIN_POINTS, baseline=BASELINES[
         **explain_figures(mode, measured, groups)) for mode, group in groups.items()}
 
 
-def ratio_figures(row, base, group, base_group, is_baseline):
+def ratio_figures(row: Dict[str, Any], base: Optional[Dict[str, Any]], group: List[Dict[str, Any]],
+                  base_group: Optional[List[Dict[str, Any]]], is_baseline: bool) -> Dict[str, Any]:
     """A mode's speedup, memory ratio, accuracy difference and max-batch ratio against `base`
     (the baseline's measured figures, or None when it did not run), from its measured `row`."""
     interval, rests_on, memory_interval = None, None, None
@@ -222,7 +229,8 @@ def ratio_figures(row, base, group, base_group, is_baseline):
             if base and row["max_batch"] and base["max_batch"] else None}
 
 
-def explain_figures(mode, measured, groups):
+def explain_figures(mode: str, measured: Dict[str, Dict[str, Any]],
+                    groups: Dict[str, List[Dict[str, Any]]]) -> Dict[str, Any]:
     """--explain: a mode's figures per category against fp32, whose profile its rules read,
     whatever the baseline, and its findings (an fp8 mode's against amp-bf16 among them), from
     every mode's `measured` figures; all None without the profiles they need."""
@@ -251,12 +259,13 @@ UNSTEADY = ("; measured while the host was busy (the run warned so: runs[].host)
             "rerun alone before acting on it")
 
 
-def busy_host(run):
+def busy_host(run: Dict[str, Any]) -> bool:
     """Whether another process competed for the cores while `run` was timed (host_load.warning)."""
     return ((run.get("host") or {}).get("warning") or "").startswith("the host was busy")
 
 
-def comparison_findings(mode, row, base, group, speedup, tf32_speedup):
+def comparison_findings(mode: str, row: Dict[str, Any], base: Dict[str, Any], group: List[Dict[str, Any]],
+                        speedup: float, tf32_speedup: Optional[float]) -> List[Dict[str, Any]]:
     """The findings against fp32 of `mode` (its figures `row`, its runs `group`, `speedup` against
     fp32); when neither they nor its runs' own findings say why a mode no faster than fp32 is so,
     the fallback does."""
@@ -270,7 +279,8 @@ def comparison_findings(mode, row, base, group, speedup, tf32_speedup):
     return [why] if why else []
 
 
-def fp8_finding(mode, row, group, bf16):
+def fp8_finding(mode: str, row: Dict[str, Any], group: List[Dict[str, Any]],
+                bf16: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
     """--explain: the rule that says why an fp8 `mode` (its measured `row`, its runs `group`) ran
     slower than amp-bf16 (`bf16`, its measured figures, or None when it did not run); else None."""
     fp8_run = next((run for run in group if run.get("fp8")), None)

@@ -2,6 +2,8 @@
 of what a results document's "comparison" holds per mode (docs/results-schema.md lists the
 same fields). compare.compare_modes builds each row once, from figures computed first; the
 table, notes and plot read its attributes, and only the JSON and CSV writers turn it into a dict."""
+from __future__ import annotations
+
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Dict, List, Optional
 
@@ -65,7 +67,7 @@ class ComparisonRow:
     amdahl: Optional[Dict[str, float]]
     diagnosis: Optional[List[Dict[str, Any]]]
 
-    def to_dict(self):
+    def to_dict(self) -> Dict[str, Any]:
         """The row as the results file holds it (for the JSON and CSV writers)."""
         found = asdict(self)
         if self.target_accuracy is None:

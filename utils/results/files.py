@@ -1,11 +1,14 @@
 """The files a results document is kept in: the JSON document and the CSV rows, one per mode,
 appended to a file that several jobs may share."""
+from __future__ import annotations
+
 import csv
 import fcntl
 import hashlib
 import io
 import json
 import os
+from typing import Any, Dict, Iterator, List, Sequence, Set, Union
 
 from utils.errors import UserError, WriteFailed
 from utils import fileio
@@ -27,30 +30,30 @@ CSV_COLUMNS = ["run_id", "schema", "timestamp_utc", "hostname", "device", "torch
                "final_loss_scale", "tflops", "mfu_pct", "git_commit"]
 
 
-def json_document(document):
+def json_document(document: Dict[str, Any]) -> Dict[str, Any]:
     """A results document as its file holds it: each comparison row turned into its dict."""
     return {**document, "comparison": {mode: row.to_dict() for mode, row in document["comparison"].items()}}
 
 
-def write_json(path, content):
+def write_json(path: str, content: Union[Dict[str, Any], List[Dict[str, Any]]]) -> None:
     atomic_write(path, lambda f: f.write(json.dumps(strict.finite_copy(content), indent=2, allow_nan=False).encode()
                                          + b"\n"))
 
 
-def run_key(run):
+def run_key(run: Dict[str, Any]) -> str:
     """What tells one run from every other: its mode, repeat, end time and measured steps."""
     return json.dumps([run["mode"], run.get("repeat", 0), run["finished_utc"], run["initial_weights_sha256"],
                        run["step_times_ms"]])
 
 
-def run_id(runs, baseline):
+def run_id(runs: Sequence[Dict[str, Any]], baseline: str) -> str:
     """A row's stable id: the same runs compared with the same baseline give the same id, in
     whichever file they are merged."""
     keys = sorted(run_key(run) for run in runs) + [json.dumps({"baseline": baseline})]
     return hashlib.sha256("\n".join(keys).encode()).hexdigest()[:16]
 
 
-def csv_rows(document):
+def csv_rows(document: Dict[str, Any]) -> Iterator[List[Any]]:
     setup, env, baseline = setup_of(document), document["env"], document["config"]["baseline"]
     for mode, row in document["comparison"].items():
         runs = [run for run in document["runs"] if run["mode"] == mode and run["step_time_ms"] is not None]
@@ -69,13 +72,13 @@ def csv_rows(document):
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
-def safe_cell(value):
+def safe_cell(value: Any) -> Any:
     """A CSV cell that a spreadsheet never runs as a formula: text that starts with = + - @, a
     tab or a carriage return gets a leading apostrophe (numbers, negative ones too, stay numbers)."""
     return "'" + value if isinstance(value, str) and value.startswith(FORMULA_STARTS) else value
 
 
-def append_csv(path, document):
+def append_csv(path: str, document: Dict[str, Any]) -> int:
     """Append one row per mode, all or nothing, and return how many rows were new: a row whose
     run_id the file already holds is not appended again. Under an exclusive lock (concurrent
     batch jobs may share the file) the old rows plus the new ones are written to a temporary
@@ -110,7 +113,7 @@ def append_csv(path, document):
         return len(rows)
 
 
-def check_csv_header(path):
+def check_csv_header(path: str) -> None:
     """Refuse, before training or reading anything, to append to a file that is not a CSV of
     ours: unreadable, not UTF-8 text, other columns, or a row of another length."""
     if not (os.path.isfile(path) and os.path.getsize(path) > 0):
@@ -123,7 +126,7 @@ def check_csv_header(path):
                         "give a new file name.") from None
 
 
-def csv_run_ids(content, path):
+def csv_run_ids(content: bytes, path: str) -> Set[str]:
     """The run_id of every row of our CSV file's `content` (bytes); UserError if it is not one."""
     try:
         rows = [row for row in csv.reader(io.StringIO(content.decode("utf-8"), newline="")) if row]

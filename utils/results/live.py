@@ -11,19 +11,27 @@ after the run time/step_ms and time/images_per_sec for each timed step (CUDA eve
 only after the loop) and the run's hparams in its own folder. Logs found deleted during the
 run are written anew, as the --jsonl file is.
 """
+from __future__ import annotations
+
 import datetime
 import errno
 import json
 import os
 import threading
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Sequence
 
 from utils.clock import now_utc
 from utils.errors import UserError, WriteFailed
 from utils.fileio import ensure_folder_writable
 from utils.results import strict
 
+if TYPE_CHECKING:  # annotations only: the config is above this layer; tensorboard is optional
+    from torch.utils.tensorboard import SummaryWriter
 
-def check_tensorboard(directory):
+    from utils.config import RunConfig
+
+
+def check_tensorboard(directory: str) -> None:
     """Before training: the tensorboard package is there and DIR can be a folder."""
     try:
         from torch.utils.tensorboard import SummaryWriter  # noqa: F401  (it imports the tensorboard package)
@@ -35,7 +43,7 @@ def check_tensorboard(directory):
 
 class LiveLog:
     @classmethod
-    def of(cls, config, warn=None):
+    def of(cls, config: RunConfig, warn: Optional[Callable[[str], None]] = None) -> Optional[LiveLog]:
         """The live log of --jsonl and --tensorboard, or None without them; `warn(sentence)` says
         once, when it happens, that a stream stopped."""
         if not (config.jsonl or config.tensorboard):
@@ -43,7 +51,8 @@ class LiveLog:
         started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S")
         return cls(config.jsonl, config.tensorboard, f"{config.model}-b{config.batch_size}-{started}", warn)
 
-    def __init__(self, jsonl_path, tensorboard_dir, folder_name, warn=None):
+    def __init__(self, jsonl_path: Optional[str], tensorboard_dir: Optional[str], folder_name: str,
+                 warn: Optional[Callable[[str], None]] = None):
         self.jsonl_path, self.jsonl = jsonl_path, None  # opened at the first line: by then it is proven writable
         # this invocation's folder: its name until the first run makes it (after the outputs
         # were checked), then the folder made, with a suffix when a run of the same second took the name
@@ -59,7 +68,7 @@ class LiveLog:
         if self.tensorboard:
             quiet_writer_threads()
 
-    def emit(self, event, **fields):
+    def emit(self, event: str, **fields: Any) -> None:
         if self.jsonl_path is None or self.failed:
             return
         stamped = {"event": event, "time": now_utc("milliseconds"), **fields}
@@ -70,7 +79,7 @@ class LiveLog:
             self.failed = f"could not append to --jsonl {self.jsonl_path} ({error.strerror or error})"
             self.warn(f"{self.failed}; its later lines are lost. Training goes on; the results are still written.")
 
-    def append(self, data):
+    def append(self, data: bytes) -> None:
         """One write per line, so that a reader never sees half of one: a line the disk cut short
         is taken back. A file found deleted (or replaced) is opened anew at its path, and a file
         that does not end its last line gets the newline first."""
@@ -92,10 +101,10 @@ class LiveLog:
                 pass  # the file keeps the part: the failure is still reported
             raise
 
-    def phase(self, text):
+    def phase(self, text: str) -> None:
         self.emit("phase", text=text)
 
-    def board(self, write):
+    def board(self, write: Callable[[], object]) -> None:
         """Call write() on the TensorBoard logs until one fails (a full disk, a folder that cannot
         be made): then the logs end, with a warning now and a closing sentence at the end. Logs
         found deleted (the folder, a run's folder, the open event file) are written anew, and a
@@ -116,7 +125,7 @@ class LiveLog:
             self.warn(f"{self.board_failed}; its logs end here. Training goes on; the results are still written.")
             self.writer = None
 
-    def reopen_if_deleted(self):
+    def reopen_if_deleted(self) -> bool:
         """Note the first of the logs found deleted, and give the open writer a new event file
         (its folders made again) when its own went: True when it did."""
         written = [self.tensorboard] + self.run_folders if self.board_made else []
@@ -135,7 +144,7 @@ class LiveLog:
         self.writer = summary_writer(os.path.join(self.tensorboard, self.run))
         return True
 
-    def begin_run(self, run):
+    def begin_run(self, run: str) -> None:
         """The run whose scalars follow: its name is its TensorBoard folder."""
         self.run = run
         self.first_run = self.first_run or run
@@ -147,7 +156,8 @@ class LiveLog:
                 self.writer = summary_writer(self.run_folders[-1])
             self.board(open_writer)
 
-    def train(self, first_step, losses, lrs, scale, host_step_ms, images_per_sec):
+    def train(self, first_step: int, losses: Sequence[float], lrs: Sequence[float], scale: Optional[float],
+              host_step_ms: float, images_per_sec: Optional[float]) -> None:
         """Steps first_step.. with their losses and learning rates, the loss scale after the last."""
         last = first_step + len(losses) - 1
         self.emit("train", run=self.run, step=last, loss=losses[-1], lr=lrs[-1], loss_scale=scale,
@@ -164,12 +174,12 @@ class LiveLog:
             self.writer.flush()
         self.board(scalars)
 
-    def evaluation(self, step, accuracy):
+    def evaluation(self, step: int, accuracy: float) -> None:
         self.emit("eval", run=self.run, step=step, accuracy=accuracy)
         if self.writer is not None:
             self.board(lambda: (self.writer.add_scalar("eval/test_accuracy", accuracy, step), self.writer.flush()))
 
-    def end_run(self, run, setup):
+    def end_run(self, run: Dict[str, Any], setup: Dict[str, Any]) -> None:
         """After the run (a RunRecord's dict): its exact step times (timed steps, against their
         optimizer step), its headline figures as hparams, and a line that closes it."""
         self.emit("run", run=self.run, mode=run["mode"], completed_steps=run["completed_steps"],
@@ -180,7 +190,7 @@ class LiveLog:
             self.board(lambda: self.run_summary(run, setup))
         self.close_writer()
 
-    def run_summary(self, run, setup):
+    def run_summary(self, run: Dict[str, Any], setup: Dict[str, Any]) -> None:
         first = run["completed_steps"] - len(run["step_times_ms"]) + 1  # the timed steps end the run
         for step, ms in enumerate(run["step_times_ms"], first):
             self.writer.add_scalar("time/step_ms", ms, step)
@@ -194,7 +204,7 @@ class LiveLog:
         self.writer.add_hparams(hparams, {key: value for key, value in metrics.items() if value is not None},
                                 run_name=".")  # in the run's own folder: no extra run in TensorBoard's list
 
-    def comparison(self, text):
+    def comparison(self, text: str) -> None:
         """The printed table, as text in the first run's folder."""
         if self.tensorboard and self.first_run:
             def table():
@@ -202,12 +212,12 @@ class LiveLog:
                     writer.add_text("comparison", "\n".join("    " + line for line in text.splitlines()))
             self.board(table)
 
-    def close_writer(self):
+    def close_writer(self) -> None:
         if self.writer is not None:
             self.board(lambda: self.writer.close())  # the writer at the time: board() may open a new one
             self.writer = None
 
-    def close(self):
+    def close(self) -> None:
         """Close the streams; raise WriteFailed, with every stream's closing sentence, if a write
         failed on the way."""
         self.close_writer()
@@ -227,7 +237,7 @@ class LiveLog:
             raise WriteFailed(" ".join(filter(None, failures)))
 
 
-def same_file(path, fd):
+def same_file(path: str, fd: int) -> bool:
     """Whether `path` still names the open file `fd` (not deleted, moved or replaced)."""
     try:
         return os.path.samestat(os.stat(path), os.fstat(fd))
@@ -235,7 +245,7 @@ def same_file(path, fd):
         return False
 
 
-def ends_its_lines(path):
+def ends_its_lines(path: str) -> bool:
     """Whether the file at `path` is empty or ends its last line (one it cannot read: as if so)."""
     try:
         with open(path, "rb") as f:
@@ -247,7 +257,7 @@ def ends_its_lines(path):
         return True
 
 
-def quiet_writer_threads():
+def quiet_writer_threads() -> None:
     """TensorBoard writes from a thread of its own, which re-raises its failure in the next
     write, where board() reports it: the thread's own traceback is not printed."""
     previous = threading.excepthook
@@ -261,19 +271,19 @@ def quiet_writer_threads():
     threading.excepthook = hook
 
 
-def summary_writer(folder):
+def summary_writer(folder: str) -> SummaryWriter:
     from torch.utils.tensorboard import SummaryWriter
 
     return SummaryWriter(folder)
 
 
-def event_file(writer):
+def event_file(writer: SummaryWriter) -> str:
     """The file a SummaryWriter appends to, reopened at each write: tensorboard names it only
     in this attribute."""
     return writer.file_writer.event_writer._file_name
 
 
-def made_anew(path):
+def made_anew(path: str) -> str:
     """Make the folder `path`, or `path`-2, -3, ... when that name is taken (a run of the same
     second): os.mkdir refuses a name that exists, so two runs can never take one folder, as a
     look before making it would let them. Returns the folder made."""

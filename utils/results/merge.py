@@ -1,6 +1,9 @@
 """Merging the result files of several jobs (the command for that is utils/report.py): read
 each, pool runs of the same setup, compare them again."""
+from __future__ import annotations
+
 import json
+from typing import Any, Dict, List, Optional
 
 from utils.errors import UserError
 from utils.results import strict, validate
@@ -14,7 +17,7 @@ LARGEST_FILE = 256 << 20  # bytes: a result file of 10,000 steps in each of six 
 DEEPEST = 64  # levels of nested objects and lists: a result file has about ten
 
 
-def load_result(path):
+def load_result(path: str) -> List[Dict[str, Any]]:
     """The result documents in a file: the one a run wrote with --json, or the list that
     utils.report --json wrote; each checked (validate.py) before anything reads it, then
     upgraded to this release's form (upgrade.py)."""
@@ -30,7 +33,7 @@ def load_result(path):
     return [upgrade(document) for document in documents]
 
 
-def parsed(path):
+def parsed(path: str) -> Any:
     """The JSON in `path`, non-finite numbers restored; refused with a sentence when it is too
     large, too deeply nested or not JSON (an integer of thousands of digits included)."""
     try:
@@ -51,7 +54,7 @@ def parsed(path):
         raise UserError(f"cannot read result file {path} ({error}).") from None
 
 
-def whole_number(text):
+def whole_number(text: str) -> int:
     """An integer of the JSON text, refused beyond 1000 digits (a float has 309) before Python
     spends quadratic time converting it."""
     if len(text) > 1000:
@@ -59,7 +62,7 @@ def whole_number(text):
     return int(text)
 
 
-def depth(value):
+def depth(value: Any) -> int:
     """How deeply lists and objects nest in `value`, counted without recursion."""
     deepest, pending = 0, [(value, 1)]
     while pending:
@@ -70,7 +73,7 @@ def depth(value):
     return deepest
 
 
-def setup_differences(documents):
+def setup_differences(documents: List[Dict[str, Any]]) -> List[str]:
     """For each of several merged documents, the setup fields that are not the same in all of
     them, as "name value" text: what tells their tables apart."""
     setups = [setup_of(document) for document in documents]
@@ -78,7 +81,7 @@ def setup_differences(documents):
     return [", ".join(f"{key} {setup.get(key)}" for key in varying) for setup in setups]
 
 
-def merge(documents, baseline=None):
+def merge(documents: List[Dict[str, Any]], baseline: Optional[str] = None) -> List[Dict[str, Any]]:
     """Pool the runs of several result files (`documents` as load_result reads them) into one
     document per setup (record.setup_of: everything but the precision mode), with a comparison
     across all of them: e.g. the FP32 and the AMP job of a batch submission become one table

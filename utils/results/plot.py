@@ -1,9 +1,12 @@
 """A picture of a comparison, four panels: every timed step per mode and repeat; the speedup
 over FP32 with its 95% interval; peak memory; test accuracy against chance. matplotlib is
 optional (only --plot needs it); the releases NGC containers ship, 3.5 and up, draw it."""
+from __future__ import annotations
+
 import math
 import os
 import textwrap
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Tuple
 
 from utils.compat import release
 from utils.errors import UserError, WriteFailed
@@ -11,9 +14,14 @@ from utils.explain.categories import ADDED, NAMES as CATEGORIES
 from utils.fileio import atomic_write
 from utils.numerics.fp16 import FP16_MAX, FP16_MIN_NORMAL, FP16_MIN_SUBNORMAL
 from utils.results.compare import CHANCE_ACCURACY, scaler_skips
+from utils.results.comparison_row import ComparisonRow
 from utils.results.record import setup_of
 from utils.results.summary import describe, first_of
 from utils.training.modes import BASELINES, MODES
+
+if TYPE_CHECKING:  # matplotlib is optional: imported only where a figure is drawn
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 FORMATS = ("png", "pdf", "svg")
 OLDEST_MATPLOTLIB = (3, 5)
@@ -30,12 +38,12 @@ SHARES_ABOVE = 8  # when the slowest mode's step is this many times the fastest'
 UNKNOWN_MODE_COLOUR = "#9467bd"  # a mode a newer ampbench wrote
 
 
-def colour_of(mode):
+def colour_of(mode: str) -> str:
     """The colour of the mode named `mode` (Mode.colour)."""
     return MODES[mode].colour if mode in MODES else UNKNOWN_MODE_COLOUR
 
 
-def check_available(path):
+def check_available(path: str) -> None:
     """Before training: a matplotlib that can draw the figure, and a file suffix naming a format
     it writes."""
     try:
@@ -49,16 +57,16 @@ def check_available(path):
         raise UserError(f"--plot {path}: the file name must end in .png, .pdf or .svg, the format written.")
 
 
-def file_format(path):
+def file_format(path: str) -> str:
     return os.path.splitext(str(path))[1].lower().lstrip(".")
 
 
-def draw(path, document):
+def draw(path: str, document: Dict[str, Any]) -> None:
     """Write the figure of `document` to `path`, all or nothing, titled with its setup."""
     save_figure(path, lambda: figure_of(document))
 
 
-def save_figure(path, make_figure):
+def save_figure(path: str, make_figure: Callable[[], Figure]) -> None:
     """Draw `make_figure()` into `path`, all or nothing; matplotlib's failure is a WriteFailed."""
     import matplotlib
     matplotlib.use("Agg")
@@ -78,13 +86,14 @@ def save_figure(path, make_figure):
             plt.close(figure)
 
 
-def figure_of(document):
+def figure_of(document: Dict[str, Any]) -> Figure:
     """The figure: four panels, then two to a row those the flags asked for."""
     import matplotlib.pyplot as plt
 
     comparison = document["comparison"]
     modes = list(comparison)
-    extra = []  # (draw, arguments) of the panels after the first four, two to a row
+    # (draw, arguments) of the panels after the first four, two to a row
+    extra: List[Tuple[Callable[..., None], Tuple[Any, ...]]] = []
     explained = [mode for mode, row in comparison.items() if row.profile_ms]
     if explained:
         extra += [(draw_time_by_category, (comparison, explained)), (draw_category_speedups, (comparison, explained))]
@@ -120,7 +129,7 @@ def figure_of(document):
     return figure
 
 
-def draw_step_times(axis, document, modes):
+def draw_step_times(axis: Axes, document: Dict[str, Any], modes: List[str]) -> None:
     """Every timed step as a point in its mode's colour, a marker per repeat, its median as a bar."""
     repeats = sorted({run["repeat"] for run in document["runs"]})
     for position, mode in enumerate(modes):
@@ -149,7 +158,7 @@ def draw_step_times(axis, document, modes):
     axis.grid(axis="y", alpha=0.3)
 
 
-def draw_speedups(axis, comparison, modes, baseline):
+def draw_speedups(axis: Axes, comparison: Dict[str, ComparisonRow], modes: List[str], baseline: str) -> None:
     speedups = [comparison[mode].speedup_vs_baseline for mode in modes]
     if None in speedups:
         values = [comparison[mode].images_per_sec for mode in modes]
@@ -170,7 +179,7 @@ def draw_speedups(axis, comparison, modes, baseline):
     axis.set_ylim(0, max(high for _, high in intervals) * 1.2)
 
 
-def draw_memory(axis, comparison, modes, baseline):
+def draw_memory(axis: Axes, comparison: Dict[str, ComparisonRow], modes: List[str], baseline: str) -> None:
     values = [comparison[mode].peak_memory_bytes / 2 ** 20 for mode in modes]
     ratios = [comparison[mode].memory_ratio_vs_baseline for mode in modes]
     bars = axis.bar(modes, values, color=[colour_of(mode) for mode in modes])
@@ -181,7 +190,7 @@ def draw_memory(axis, comparison, modes, baseline):
     axis.set_ylim(0, max(values) * 1.25)
 
 
-def draw_accuracy(axis, comparison, modes):
+def draw_accuracy(axis: Axes, comparison: Dict[str, ComparisonRow], modes: List[str]) -> None:
     accuracies = [comparison[mode].test_accuracy for mode in modes]
     if all(value is None for value in accuracies):
         axis.text(0.5, 0.5, "no test accuracy\n(synthetic data, --no-eval or a cut run)", ha="center",
@@ -205,12 +214,12 @@ def draw_accuracy(axis, comparison, modes):
     axis.set_ylim(0, max(max(values) * 1.2, 15))
 
 
-def draw_accuracy_curves(axis, runs, x_key, label):
+def draw_accuracy_curves(axis: Axes, runs: List[Dict[str, Any]], x_key: str, label: str) -> None:
     """Test accuracy against training time or epochs: per mode the median over its runs (seeds)
     at each evaluation, a band from their lowest to their highest, and the target."""
     import numpy as np
 
-    by_mode = {}
+    by_mode: Dict[str, List[List[Dict[str, Any]]]] = {}
     for run in runs:
         if len(run.get("accuracy_curve") or []) > 1:
             by_mode.setdefault(run["mode"], []).append(run["accuracy_curve"])
@@ -232,7 +241,7 @@ def draw_accuracy_curves(axis, runs, x_key, label):
     axis.legend(fontsize=8)
 
 
-def draw_time_by_category(axis, comparison, modes):
+def draw_time_by_category(axis: Axes, comparison: Dict[str, ComparisonRow], modes: List[str]) -> None:
     """--explain: each mode's profiled step stacked by category, in ms (or in shares of the step
     when one mode is many times slower, which would flatten the others)."""
     totals = [sum(comparison[mode].profile_ms.values()) for mode in modes]
@@ -256,7 +265,7 @@ def draw_time_by_category(axis, comparison, modes):
     axis.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))
 
 
-def draw_category_speedups(axis, comparison, modes):
+def draw_category_speedups(axis: Axes, comparison: Dict[str, ComparisonRow], modes: List[str]) -> None:
     """--explain: each category's speedup against fp32, per mode (log scale; 1 = as fast)."""
     others = [mode for mode in modes if mode != BASELINES["reference"] and comparison[mode].profile_speedup]
     if not others:
@@ -289,7 +298,7 @@ def draw_category_speedups(axis, comparison, modes):
     axis.legend(fontsize=8)
 
 
-def draw_loss_scales(axis, runs):
+def draw_loss_scales(axis: Axes, runs: List[Dict[str, Any]]) -> None:
     """The loss scale after every step of each scaled run (log 2 scale), a cross at each drop:
     a dynamic scaler halves the scale at each step it skips."""
     scaled_runs = [run for run in runs if run.get("loss_scale_curve")]
@@ -307,7 +316,7 @@ def draw_loss_scales(axis, runs):
     axis.legend(fontsize=8)
 
 
-def draw_gradient_histogram(axis, censused):
+def draw_gradient_histogram(axis: Axes, censused: Dict[str, Dict[str, Any]]) -> None:
     """--numerics: the FP32 activation gradients' log2 histogram (Micikevicius et al. 2018,
     Figure 3), and the same values times each float16 mode's loss scale, against float16's
     range: left of its smallest subnormal a value flushes to zero, right of 65504 it overflows."""
@@ -339,7 +348,7 @@ def draw_gradient_histogram(axis, censused):
     axis.legend(fontsize=7, loc="best")
 
 
-def draw_footprint(axis, footprints):
+def draw_footprint(axis: Axes, footprints: Dict[str, Dict[str, Any]]) -> None:
     """--numerics: one step's memory per mode, stacked: parameters, gradients, optimizer
     state, saved activations, autocast's weight copies."""
     parts = [("parameters", "parameters_bytes", "#1f77b4"), ("gradients", "gradients_bytes", "#ff7f0e"),

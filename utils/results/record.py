@@ -6,17 +6,29 @@ each value of "comparison" a ComparisonRow (comparison_row.py). The comparison, 
 plot read these fields back from JSON, so their names are the contract README's "Results file"
 documents.
 """
+from __future__ import annotations
+
 import math
 import os
 from dataclasses import asdict, dataclass, field, replace
-from typing import Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from utils.clock import now_utc
 from utils.explain.diagnose import diagnose_run
 from utils.measure import host_load
 from utils.measure.step_stats import outliers, summarize
 from utils.results.compare import learned
+from utils.results.comparison_row import ComparisonRow
 from utils.setup_keys import ACCURACY_KEYS, SETUP_KEYS, communication
+
+if TYPE_CHECKING:  # annotations only: they import torch, or the config above this layer
+    from utils.config import RunConfig
+    from utils.data.dataset import Data
+    from utils.explain.profiler import Profile
+    from utils.training.context import RunContext
+    from utils.training.curve import AccuracyCurve
+    from utils.training.loop import LoopOutcome, Statistics
+    from utils.training.trainer import Trainer
 
 SCHEMA = "ampbench.result/2"
 
@@ -100,11 +112,11 @@ class RunRecord:
     fp8: Optional[Dict] = None
     host: Optional[Dict] = None  # host_load.over(): load and CPU use over the timed steps, and its warning
 
-    def to_dict(self):
+    def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
 
 
-def should_evaluate(config, data, outcome):
+def should_evaluate(config: RunConfig, data: Data, outcome: LoopOutcome) -> bool:
     """Test accuracy is measured for a run that finished with a finite loss on real data."""
     losses = outcome.stats.losses
     return not (config.no_eval or data.test_images is None or outcome.stopped_by or not losses
@@ -115,16 +127,18 @@ def should_evaluate(config, data, outcome):
 class SideMeasurements:
     """What was measured of a run beside its timed loop (none of it changes the loop's figures)."""
     test_accuracy: Optional[float] = None
-    profile: Optional[object] = None  # --explain: a utils.explain.profiler.Profile, without its diagnosis
+    profile: Optional[Profile] = None  # --explain: a utils.explain.profiler.Profile, without its diagnosis
     numerics: Optional[Dict] = None  # --numerics: the gradient census
     memory: Optional[Dict] = None  # --numerics: one step's memory, by kind
     max_batch: Optional[int] = None  # --max-batch
-    curve: Optional[object] = None  # the run's AccuracyCurve (training/curve.py), None without evaluation
+    curve: Optional[AccuracyCurve] = None  # the run's AccuracyCurve (training/curve.py), None without evaluation
     stopped_by: Optional[str] = None  # a signal that cut the final evaluation short
     failures: List[str] = field(default_factory=list)  # writes that failed on the way (a trace), in words
 
 
-def build(config, trainer, outcome, data, context, measured, repeat=0, flops_per_step=None, fp8=None):
+def build(config: RunConfig, trainer: Trainer, outcome: LoopOutcome, data: Data, context: RunContext,
+          measured: SideMeasurements, repeat: int = 0, flops_per_step: Optional[int] = None,
+          fp8: Optional[Dict[str, Any]] = None) -> RunRecord:
     """The record of one mode's run, built once from what its loop measured and what was
     `measured` beside it (SideMeasurements); with `flops_per_step` (the whole job's), also the
     TFLOP/s and MFU at its median; `fp8` is an fp8 mode's accounting."""
@@ -171,7 +185,7 @@ def build(config, trainer, outcome, data, context, measured, repeat=0, flops_per
     return record
 
 
-def timing_fields(stats, global_batch):
+def timing_fields(stats: Statistics, global_batch: int) -> Dict[str, Any]:
     """The record's step timings: their statistics, every timed step and the outliers, the
     throughput, and the data wait and compute apart (all None when no step was timed)."""
     timed = bool(stats.step_ms)
@@ -183,7 +197,7 @@ def timing_fields(stats, global_batch):
             "compute_time_ms": summarize([s - d for s, d in zip(stats.step_ms, stats.data_ms)]) if timed else None}
 
 
-def host_fields(host, device_type, timing):
+def host_fields(host: Optional[Dict[str, Any]], device_type: str, timing: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     """runs[].host: the loop's reading of the host, with the warning it calls for (or null);
     `timing` is timing_fields()'."""
     if host is None:
@@ -193,7 +207,7 @@ def host_fields(host, device_type, timing):
     return dict(host, warning=host_load.warning(host, device_type, share))
 
 
-def accuracy_fields(curve):
+def accuracy_fields(curve: Optional[AccuracyCurve]) -> Dict[str, Any]:
     """The record's accuracy curve and time to target, from the run's AccuracyCurve."""
     if curve is None:
         return {}
@@ -205,13 +219,14 @@ def accuracy_fields(curve):
             "best_accuracy": max((point["accuracy"] for point in points), default=None)}
 
 
-def make_document(env, config, data_info, incomplete, runs, comparison):
+def make_document(env: Dict[str, Any], config: Dict[str, Any], data_info: Dict[str, Any], incomplete: bool,
+                  runs: List[Dict[str, Any]], comparison: Dict[str, ComparisonRow]) -> Dict[str, Any]:
     """The whole results file."""
     return {"schema": SCHEMA, "env": env, "config": config, "data": data_info, "incomplete": incomplete,
             "runs": runs, "comparison": comparison}
 
 
-def setup_of(document):
+def setup_of(document: Dict[str, Any]) -> Dict[str, Any]:
     """What must match for runs to be compared: everything but the precision mode that can
     change step times, memory or accuracy (a channels_last run never pools with a plain one),
     and the accuracy question asked (target, margin, evaluation cadence). A document read from a
@@ -228,7 +243,7 @@ def setup_of(document):
     return setup
 
 
-def optimizer_impl(document):
+def optimizer_impl(document: Dict[str, Any]) -> str:
     """The SGD the document's runs used ("fused" or "foreach"): what ran, which a degraded run
     records, rather than what was asked for."""
     ran = {run["optimizer_impl"] for run in document["runs"]}

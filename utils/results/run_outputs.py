@@ -1,7 +1,10 @@
 """The outputs of a run (--json, --csv, --plot, --checkpoint, --jsonl, --tensorboard,
 --trace-dir): every path proven before training starts, not after an hour of it, and each file
 written after the runs, on its own, so that one failure loses no other."""
+from __future__ import annotations
+
 import os
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from utils import fileio
 from utils.data import cifar10
@@ -9,14 +12,19 @@ from utils.errors import UserError, WriteFailed
 from utils.results import files, live, plot
 from utils.results.summary import summary
 
+if TYPE_CHECKING:  # annotations only: the config is above this layer, and World imports torch
+    from utils.config import RunConfig
+    from utils.training.distributed import World
 
-def check(config, world, warn):
+
+def check(config: RunConfig, world: World, warn: Callable[[str], None]) -> None:
     """Every output path writable the way it will be written, no two outputs (symlinks followed)
     are one file, and none, file or folder, is in the CIFAR-10 folder. Temporary checkpoints a
     killed save left behind are removed (rank 0 alone), and said with `warn`."""
     outputs = [(path, flag) for path, flag in [(config.json, "--json"), (config.csv, "--csv"), (config.plot, "--plot"),
                                                 (config.checkpoint, "--checkpoint"), (config.jsonl, "--jsonl")] if path]
-    seen, data_folder = {}, os.path.realpath(cifar10.batches_folder(config.data_dir))
+    seen: Dict[str, str] = {}
+    data_folder = os.path.realpath(cifar10.batches_folder(config.data_dir))
     for path, flag in outputs:
         fileio.ensure_writable(path, flag)
         real = os.path.realpath(path)
@@ -45,13 +53,14 @@ def check(config, world, warn):
         fileio.ensure_folder_writable(config.trace_dir, "--trace-dir")
 
 
-def refuse_in_data_folder(flag, path, written_in, data_folder):
+def refuse_in_data_folder(flag: str, path: str, written_in: str, data_folder: str) -> None:
     """An output writes in the folder `written_in`: never in CIFAR-10's folder, at any depth."""
     if os.path.commonpath([written_in, data_folder]) == data_folder:
         raise UserError(f"{flag} {path} is in the CIFAR-10 folder; write results elsewhere.")
 
 
-def write(config, stream, document):
+def write(config: RunConfig, stream: Optional[live.LiveLog],
+          document: Dict[str, Any]) -> Tuple[List[str], List[str]]:
     """Write every output asked for, each on its own, the results file first: one that fails
     (a full disk, a file made read-only meanwhile) is reported and the others are still
     written; `stream` is the run's live log (None without --jsonl and --tensorboard). Returns
@@ -65,7 +74,8 @@ def write(config, stream, document):
     return written, failures
 
 
-def writers(config, stream, document):
+def writers(config: RunConfig, stream: Optional[live.LiveLog],
+            document: Dict[str, Any]) -> List[Callable[[], str]]:
     """A function per output asked for, which writes it and returns the line that says so."""
     def results():
         files.write_json(config.json, files.json_document(document))

@@ -8,9 +8,11 @@ runs; the AMP speedup against fp32 at that size, from the comparison of its own 
 communication share of a step, the exposed all-reduce time of --explain's profile over the
 profiled step's wall time.
 """
+from __future__ import annotations
+
 import statistics
 from dataclasses import asdict, dataclass
-from typing import Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from utils.errors import UserError
 from utils.results.accuracy import accuracy_figures
@@ -18,6 +20,9 @@ from utils.results.compare import group_by_mode, run_learned, speedup_interval
 from utils.results.merge import merge
 from utils.results.summary import format_table, points, with_interval
 from utils.setup_keys import GRAD_COMM
+
+if TYPE_CHECKING:  # matplotlib is optional: imported only where a figure is drawn
+    from matplotlib.figure import Figure
 
 SCHEMA = "ampbench.scaling/1"
 
@@ -43,12 +48,13 @@ class StudyRow:
     comm_share: Optional[float]
     accuracy_vs_fp32_comm: Optional[Dict]  # accuracy_against_fp32_comm()
 
-    def to_dict(self):
+    def to_dict(self) -> Dict[str, Any]:
         """The row as scaling.json holds it."""
         return asdict(self)
 
 
-def efficiency(base_runs, runs, ranks):
+def efficiency(base_runs: List[Dict[str, Any]], runs: List[Dict[str, Any]],
+               ranks: int) -> Tuple[float, Optional[List[float]], str]:
     """(efficiency, its 95% interval or None, what the interval rests on) of `runs` on `ranks`
     ranks against `base_runs` on one, from their images/s."""
     rate_1 = statistics.median(run["images_per_sec"] for run in base_runs)
@@ -59,7 +65,7 @@ def efficiency(base_runs, runs, ranks):
     return rate_n / (ranks * rate_1), interval, rests_on
 
 
-def comm_share(runs):
+def comm_share(runs: List[Dict[str, Any]]) -> Tuple[Optional[float], Optional[float]]:
     """The median over profiled runs of (exposed all-reduce ms, its share of the profiled step);
     (None, None) without --explain's profile."""
     pairs = [(run["profile"]["comm_exposed_ms"], run["profile"]["comm_exposed_ms"] / run["profile"]["wall_ms"])
@@ -70,7 +76,7 @@ def comm_share(runs):
     return statistics.median(ms for ms, _ in pairs), statistics.median(share for _, share in pairs)
 
 
-def study(documents):
+def study(documents: List[Dict[str, Any]]) -> List[StudyRow]:
     """The study's rows, from every result file it wrote (as merge.load_result reads them): one
     group per (world size, --grad-comm) after merging, runs of one mode pooled over rounds and
     repeats."""
@@ -92,7 +98,8 @@ def study(documents):
                                          row.world_size))
 
 
-def accuracy_against_fp32_comm(groups, group, mode, runs):
+def accuracy_against_fp32_comm(groups: List[Dict[str, Any]], group: Dict[str, Any], mode: str,
+                               runs: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
     """Does accuracy hold with 16-bit gradients? The paired verdict (utils/results/accuracy.py)
     of a --grad-comm fp16 or bf16 group's runs of `mode` against the fp32-communication runs of
     the same mode, size and seeds; None for fp32 communication and one process."""
@@ -108,7 +115,8 @@ def accuracy_against_fp32_comm(groups, group, mode, runs):
                                           "accuracy_verdict", "accuracy_verdict_why")}
 
 
-def row_of(mode, ranks, group, runs, base_runs, accuracy_vs_fp32_comm):
+def row_of(mode: str, ranks: int, group: Dict[str, Any], runs: List[Dict[str, Any]], base_runs: List[Dict[str, Any]],
+           accuracy_vs_fp32_comm: Optional[Dict[str, Any]]) -> StudyRow:
     value, interval, rests_on = efficiency(base_runs, runs, ranks)
     compared = group["comparison"][mode]  # group_by_mode keeps the runs with timed steps, as the comparison does
     baseline = group["config"]["baseline"]  # the AMP speedup's reference
@@ -123,7 +131,7 @@ def row_of(mode, ranks, group, runs, base_runs, accuracy_vs_fp32_comm):
                     comm_exposed_ms=exposed_ms, comm_share=share, accuracy_vs_fp32_comm=accuracy_vs_fp32_comm)
 
 
-def table(rows):
+def table(rows: List[StudyRow]) -> str:
     """The study as text: one line per mode, --grad-comm and world size."""
     header = ["mode", "ranks", "grad comm", "step ms", "img/s", "scaling", "efficiency [95% CI]",
               "AMP speedup [95% CI]", "exposed comm"]
@@ -136,7 +144,7 @@ def table(rows):
     return format_table(header, lines)
 
 
-def accuracy_table(rows):
+def accuracy_table(rows: List[StudyRow]) -> List[str]:
     """Accuracy under 16-bit gradients against fp32 communication, paired by seed; [] without
     --grad-comm fp16 or bf16."""
     compared = [row for row in rows if row.accuracy_vs_fp32_comm]
@@ -156,7 +164,7 @@ def accuracy_table(rows):
             format_table(header, lines)] + [f"inconclusive: {why}." for why in whys]
 
 
-def notes(rows):
+def notes(rows: List[StudyRow]) -> List[str]:
     """What the table's figures mean and rest on, once each."""
     batch = rows[0].batch_size
     resting = sorted({row.efficiency_interval for row in rows if row.world_size > 1})
@@ -169,14 +177,14 @@ def notes(rows):
             "its share of the profiled step."]
 
 
-def draw(path, rows, title):
+def draw(path: str, rows: List[StudyRow], title: str) -> None:
     """The study's figure, all or nothing."""
     from utils.results.plot import save_figure
 
     save_figure(path, lambda: study_figure(rows, title))
 
 
-def study_figure(rows, title):
+def study_figure(rows: List[StudyRow], title: str) -> Figure:
     """Images/s against ranks beside the ideal N x the 1-process rate, and the efficiency with
     its 95% interval, per mode and --grad-comm."""
     import matplotlib.pyplot as plt
@@ -209,9 +217,9 @@ def study_figure(rows, title):
 LINE_STYLES = {"fp32": "-", "fp16": "--", "bf16": "-."}
 
 
-def lines_of(rows):
+def lines_of(rows: List[StudyRow]) -> Dict[Tuple[str, Optional[str]], List[StudyRow]]:
     """{(mode, grad_comm): its rows by world size}, each line starting from the 1-process row."""
-    lines = {}
+    lines: Dict[Tuple[str, Optional[str]], List[StudyRow]] = {}
     for row in rows:
         if row.world_size > 1:
             lines.setdefault((row.mode, row.grad_comm), []).append(row)

@@ -2,20 +2,23 @@
 refuse. A non-finite number is written as null, and beside its key a key `<key>_nonfinite`
 says what it was: {"": "nan"} for the value itself, {"12": "inf"} for item 12 of its list.
 utils.report reads such files back with the numbers restored."""
+from __future__ import annotations
+
 import json
 import math
+from typing import Any, Dict
 
 SUFFIX = "_nonfinite"
 
 
-def nonfinite(value):
+def nonfinite(value: Any) -> bool:
     return isinstance(value, float) and not math.isfinite(value)
 
 
-def finite_copy(value):
+def finite_copy(value: Any) -> Any:
     """`value` (dicts, lists, numbers, strings) with every non-finite float null and marked."""
     if isinstance(value, dict):
-        copy = {}
+        copy: Dict[str, Any] = {}
         for key, item in value.items():
             if nonfinite(item):
                 copy[key], copy[key + SUFFIX] = None, {"": repr(item)}
@@ -38,7 +41,7 @@ class Conflict(ValueError):
     """A mark that cannot be read back: beside a number, or not one of WORDS."""
 
 
-def restored(value, where=""):
+def restored(value: Any, where: str = "") -> Any:
     """The inverse of finite_copy: the marked nulls become their numbers again. A mark beside a
     number (which is the value?) or of another word raises Conflict naming the field."""
     if isinstance(value, list):

@@ -1,20 +1,24 @@
 """The text printed at the end of a run and by utils.report: the setup line, the comparison
 table, the notes under it, --explain's breakdown and --numerics' census."""
+from __future__ import annotations
+
 import statistics
 import textwrap
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from models.families import uses_resnet_stem
 from utils.explain.categories import NAMES as CATEGORIES
 from utils.explain.diagnose import amdahl_line, ranked, speedup_text
 from utils.measure.step_stats import OUTLIER_FACTOR
 from utils.results.compare import CHANCE_LOSS, SPREAD_WARNING_PCT
+from utils.results.comparison_row import ComparisonRow
 from utils.results.record import SCHEMA, setup_of
 from utils.training.modes import BASELINES
 
 TABLE_WIDTH = 80
 
 
-def human_bytes(count):
+def human_bytes(count: Optional[float]) -> str:
     if count is None:
         return "-"
     for unit in ("B", "KiB", "MiB", "GiB"):
@@ -23,11 +27,11 @@ def human_bytes(count):
         count /= 1024
 
 
-def fmt(value, spec, scale=1.0, suffix=""):
+def fmt(value: Optional[float], spec: str, scale: float = 1.0, suffix: str = "") -> str:
     return "-" if value is None else f"{value * scale:{spec}}{suffix}"
 
 
-def with_interval(value, interval, spec, suffix=""):
+def with_interval(value: Optional[float], interval: Optional[Sequence[float]], spec: str, suffix: str = "") -> str:
     """"1.27x [1.21, 1.33]": a ratio and its 95% interval, when it has one."""
     if value is None:
         return "-"
@@ -35,19 +39,19 @@ def with_interval(value, interval, spec, suffix=""):
     return text if interval is None else f"{text} [{interval[0]:{spec}}, {interval[1]:{spec}}]"
 
 
-def speedup_cell(row):
+def speedup_cell(row: ComparisonRow) -> str:
     cell = with_interval(row.speedup_vs_baseline, row.speedup_ci95, ".2f", "x")
     return cell + " n.s." if row.speedup_significant is False else cell
 
 
-def format_table(header, rows):
+def format_table(header: List[str], rows: List[List[str]]) -> str:
     widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows)]
     lines = ["  ".join(str(cell).rjust(width) for cell, width in zip(row, widths)) for row in [header] + rows]
     lines.insert(1, "  ".join("-" * width for width in widths))
     return "\n".join(line.rstrip() for line in lines)
 
 
-def describe(setup, env):
+def describe(setup: Dict[str, Any], env: Dict[str, Any]) -> str:
     """The setup line above a table: only what applies to these runs."""
     ranks = setup["world_size"]
     batch = f"batch {setup['batch_size']}" + (f" per process x {ranks} processes" if ranks > 1 else "")
@@ -102,16 +106,17 @@ LEARNING = [
 ]
 
 
-def percent_points(fraction):
+def percent_points(fraction: Optional[float]) -> Optional[float]:
     return None if fraction is None else 100.0 * fraction
 
 
-def points(interval):
+def points(interval: Optional[Sequence[float]]) -> Optional[List[float]]:
     """An interval of fractions in percentage points."""
     return None if interval is None else [100.0 * value for value in interval]
 
 
-def fit_tables(label_header, labels, columns, wide=False):
+def fit_tables(label_header: str, labels: List[str], columns: List[Tuple[str, List[str]]],
+               wide: bool = False) -> List[str]:
     """Tables of one row per label and the (header, cells) `columns`: one table with `wide`,
     else as many as it takes to keep each within TABLE_WIDTH."""
     label_width = max(len(text) for text in [label_header] + labels)
@@ -129,7 +134,7 @@ def fit_tables(label_header, labels, columns, wide=False):
     return tables
 
 
-def comparison_table(comparison, wide=False):
+def comparison_table(comparison: Dict[str, ComparisonRow], wide: bool = False) -> str:
     """One row per mode: one table with `wide`, else one per block, each within TABLE_WIDTH."""
     modes = list(comparison)
     blocks = BLOCKS + ([LEARNING] if any(row.seeds > 1 or row.target_accuracy is not None
@@ -143,14 +148,14 @@ def comparison_table(comparison, wide=False):
     return "\n\n".join(tables)
 
 
-def milliseconds(value):
+def milliseconds(value: float) -> str:
     return f"{value:.0f}" if value >= 100 else f"{value:.1f}" if value >= 10 else f"{value:.2f}"
 
 
 PROFILE_TOLERANCE = 0.20  # a profiled step this far from the timed median is warned about
 
 
-def explanation(document, wide=False):
+def explanation(document: Dict[str, Any], wide: bool = False) -> List[str]:
     """--explain's block: ms per step and share by category per mode (and each category's
     speedup against fp32), the Amdahl lines, then the diagnosis, largest stake first."""
     comparison = document["comparison"]
@@ -198,7 +203,7 @@ def explanation(document, wide=False):
     return lines
 
 
-def communication_lines(runs, modes):
+def communication_lines(runs: List[Dict[str, Any]], modes: List[str]) -> List[str]:
     """A distributed run: per mode, the profiled step split into the all-reduce that no compute
     overlapped and the rest (compute, and communication hidden behind it); medians over runs."""
     lines = []
@@ -215,7 +220,7 @@ def communication_lines(runs, modes):
     return lines
 
 
-def first_of(document, key):
+def first_of(document: Dict[str, Any], key: str) -> Dict[str, Any]:
     """{mode: run[key] of its first run that has one}, in the comparison's order."""
     found = {}
     for run in document["runs"]:
@@ -224,11 +229,11 @@ def first_of(document, key):
     return {mode: found[mode] for mode in document["comparison"] if mode in found}
 
 
-def percent(share):
+def percent(share: float) -> str:
     return f"{100 * share:.2g}%" if 0 < share < 0.001 else f"{100 * share:.1f}%"
 
 
-def census_line(mode, numerics):
+def census_line(mode: str, numerics: Dict[str, Any]) -> str:
     """One sentence per mode: what the gradient census found."""
     passes, dtype = numerics["passes"], numerics["dtype"]
     plain = passes["unscaled"]
@@ -257,7 +262,7 @@ MEMORY_COLUMNS = [("params", "parameters_bytes"), ("grads", "gradients_bytes"), 
                   ("CUDA allocated", "cuda_peak_allocated_bytes"), ("CUDA reserved", "cuda_peak_reserved_bytes")]
 
 
-def numerics_block(document, wide=False):
+def numerics_block(document: Dict[str, Any], wide: bool = False) -> List[str]:
     """--numerics: the census sentences, then where one step's memory goes per mode."""
     found = first_of(document, "numerics")
     if not found:
@@ -281,7 +286,7 @@ def numerics_block(document, wide=False):
     return lines
 
 
-def accuracy_notes(document):
+def accuracy_notes(document: Dict[str, Any]) -> List[str]:
     """What the accuracy columns rest on: the verdict's rule and margin, or how little one run
     per mode tells; the time-to-target rule."""
     comparison, lines = document["comparison"], []
@@ -308,7 +313,7 @@ def accuracy_notes(document):
     return lines
 
 
-def notes(document):
+def notes(document: Dict[str, Any]) -> List[str]:
     """The lines under the table: what the marks mean and what cannot be compared."""
     comparison, lines, baseline = document["comparison"], [], document["config"]["baseline"]
     unclear = [mode for mode, row in comparison.items() if row.speedup_significant is False]
@@ -349,12 +354,12 @@ def notes(document):
     return lines
 
 
-def fp8_notes(document):
+def fp8_notes(document: Dict[str, Any]) -> List[str]:
     """One line per fp8 mode: its recipe, the Linear layers and the share of the step's matmul
     FLOPs in FP8, and the layers left out, counted by why (runs[].fp8.left_out names them)."""
     lines = []
     for mode, block in first_of(document, "fp8").items():
-        reasons = {}
+        reasons: Dict[str, List[str]] = {}
         for layer in block["left_out"]:
             reasons.setdefault(layer["why"], []).append(layer["layer"])
         left = "; ".join(f"{len(names)} {'layer' if len(names) == 1 else 'layers'} ({names[0]}"
@@ -365,7 +370,7 @@ def fp8_notes(document):
     return lines
 
 
-def spread_notes(comparison):
+def spread_notes(comparison: Dict[str, ComparisonRow]) -> List[str]:
     """What the spread column holds, and a warning for a mode whose timings spread too widely."""
     spread = {mode: row.spread_pct for mode, row in comparison.items() if row.spread_pct is not None}
     if not spread:
@@ -378,7 +383,7 @@ def spread_notes(comparison):
     return lines
 
 
-def host_notes(document):
+def host_notes(document: Dict[str, Any]) -> List[str]:
     """One warning per mode whose runs the host distorted (host_load.warning), the first run's."""
     found = {}
     for run in document["runs"]:
@@ -387,9 +392,9 @@ def host_notes(document):
     return [f"warning: {mode}: {text} (runs[].host)." for mode, text in found.items()]
 
 
-def outlier_notes(document):
+def outlier_notes(document: Dict[str, Any]) -> List[str]:
     """One line per mode whose timed steps include pauses (timing.outliers)."""
-    found = {}
+    found: Dict[str, List[float]] = {}
     for run in document["runs"]:
         found.setdefault(run["mode"], []).extend(step["ms"] for step in run.get("outlier_steps") or [])
     return [f"outliers: {len(ms)} timed step{'s' if len(ms) > 1 else ''} of {mode} took over {OUTLIER_FACTOR}x the "
@@ -397,7 +402,7 @@ def outlier_notes(document):
             "are robust to them, means are not (runs[].outlier_steps)." for mode, ms in found.items() if ms]
 
 
-def summary(document, wide=False):
+def summary(document: Dict[str, Any], wide: bool = False) -> str:
     """The text printed at the end of a run: setup line, the table, then its notes; without
     `wide`, every line within TABLE_WIDTH characters."""
     header, notes_ = describe(setup_of(document), document["env"]), notes(document)

@@ -5,6 +5,10 @@ writes has all of it already, and upgrade() leaves it as it is.
 
 Run fields an earlier release did not record and that mean nothing when absent (numerics, fp8,
 host, ...) stay absent: their readers take a missing one as null, as validate.py accepts it."""
+from __future__ import annotations
+
+from typing import Any, Dict
+
 from utils.explain.categories import ADDED
 from utils.results.accuracy import DEFAULT_MARGIN_POINTS
 from utils.results.record import SCHEMA
@@ -16,7 +20,7 @@ from utils.training.modes import BASELINES
 READABLE_SCHEMAS = ("ampbench.result/1", SCHEMA)
 
 
-def upgrade(document):
+def upgrade(document: Dict[str, Any]) -> Dict[str, Any]:
     """A copy of `document` (validate.py checked it) with every rule below applied."""
     env, config = dict(document["env"]), dict(document["config"])
     env.setdefault("world_size", 1)  # before DDP (torchrun, mpirun): one process
@@ -30,7 +34,7 @@ def upgrade(document):
                 runs=[upgrade_run(run, env["timestamp_utc"]) for run in document["runs"]])
 
 
-def upgrade_run(run, written_utc):
+def upgrade_run(run: Dict[str, Any], written_utc: str) -> Dict[str, Any]:
     """A copy of `run`, of a file written at `written_utc`, with the rules for runs applied."""
     run = dict(run)
     run["optimizer_impl"] = run.get("optimizer_impl") or "foreach"  # before fused SGD (ampbench.result/2)

@@ -6,10 +6,13 @@ The run fields and their types come from RunRecord (record.py); NARROWER only ti
 fields the figures divide by or need finite, and spells out the nested sections the report
 reads (profile, numerics, memory). Fields nobody reads are checked for their type only. A field
 that files of earlier releases lack may be missing; upgrade.py fills in those a reader needs."""
+from __future__ import annotations
+
 import json
 import math
 import typing
 from dataclasses import MISSING, fields
+from typing import TYPE_CHECKING, Any, Dict, NoReturn, Optional, Union
 
 from utils.explain.categories import ADDED, NAMES as CATEGORIES
 from utils.results.record import RunRecord
@@ -22,7 +25,7 @@ class Invalid(Exception):
     """The sentence's middle: which field is wrong and what it holds."""
 
 
-def value_in_words(value):
+def value_in_words(value: Any) -> str:
     """A short, quoted picture of a JSON value for the sentence."""
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) > LARGEST:
         return f"an integer of {len(str(abs(value)))} digits" if abs(value) < 10 ** 4000 else "a huge integer"
@@ -32,22 +35,23 @@ def value_in_words(value):
     return text if len(text) <= 40 else text[:37] + '..."'
 
 
-def at(where, key):
+def at(where: str, key: str) -> str:
     """The path of `key` inside `where`: runs[0].step_time_ms."""
     return f"{where}.{key}" if where else key
 
 
-def fail(where, value, wanted):
+def fail(where: str, value: Any, wanted: str) -> NoReturn:
     raise Invalid(f"{where} is {value_in_words(value)}, not {wanted}")
 
 
 class Number:
     """A JSON number (never true/false) within +-LARGEST, finite unless `finite` is False."""
 
-    def __init__(self, whole=False, low=None, above=None, finite=True, high=None):
+    def __init__(self, whole: bool = False, low: Optional[float] = None, above: Optional[float] = None,
+                 finite: bool = True, high: Optional[float] = None):
         self.whole, self.low, self.above, self.finite, self.high = whole, low, above, finite, high
 
-    def check(self, value, where):
+    def check(self, value: Any, where: str) -> None:
         kind = "a whole number" if self.whole else "a number"
         if isinstance(value, bool) or not isinstance(value, int if self.whole else (int, float)):
             fail(where, value, kind)
@@ -68,10 +72,10 @@ class Number:
 class Kind:
     """A value of one Python type: str, bool, or any (None: not read, not checked)."""
 
-    def __init__(self, kind, name):
+    def __init__(self, kind: Optional[type], name: str):
         self.kind, self.name = kind, name
 
-    def check(self, value, where):
+    def check(self, value: Any, where: str) -> None:
         if self.kind is not None and not isinstance(value, self.kind):
             fail(where, value, self.name)
 
@@ -80,19 +84,19 @@ TEXT, FLAG, ANY = Kind(str, "text"), Kind(bool, "true or false"), Kind(None, "an
 
 
 class Nullable:
-    def __init__(self, spec):
+    def __init__(self, spec: Spec):
         self.spec = spec
 
-    def check(self, value, where):
+    def check(self, value: Any, where: str) -> None:
         if value is not None:
             self.spec.check(value, where)
 
 
 class ListOf:
-    def __init__(self, spec, nonempty=False):
+    def __init__(self, spec: Spec, nonempty: bool = False):
         self.spec, self.nonempty = spec, nonempty
 
-    def check(self, value, where):
+    def check(self, value: Any, where: str) -> None:
         if not isinstance(value, list) or (self.nonempty and not value):
             fail(where, value, "a list of at least one" if self.nonempty else "a list")
         for index, item in enumerate(value):
@@ -102,10 +106,10 @@ class ListOf:
 class MapOf:
     """An object whose values (under any keys) are all `spec`."""
 
-    def __init__(self, spec):
+    def __init__(self, spec: Spec):
         self.spec = spec
 
-    def check(self, value, where):
+    def check(self, value: Any, where: str) -> None:
         if not isinstance(value, dict):
             fail(where, value, "an object")
         for key, item in value.items():
@@ -116,10 +120,10 @@ class Fields:
     """An object with the `required` keys and, when present, the `optional` ones; others are
     not read."""
 
-    def __init__(self, required, optional=None):
+    def __init__(self, required: Dict[str, Spec], optional: Optional[Dict[str, Spec]] = None):
         self.required, self.optional = required, optional or {}
 
-    def check(self, value, where):
+    def check(self, value: Any, where: str) -> None:
         if not isinstance(value, dict):
             fail(where, value, "an object")
         for key, spec in self.required.items():
@@ -131,7 +135,11 @@ class Fields:
                 spec.check(value[key], at(where, key))
 
 
-def from_annotation(kind):
+if TYPE_CHECKING:  # what checks a value: each of these has check(value, where)
+    Spec = Union[Number, Kind, Nullable, ListOf, MapOf, Fields]
+
+
+def from_annotation(kind: Any) -> Spec:
     """The spec of a RunRecord field's type annotation."""
     origin, args = typing.get_origin(kind), typing.get_args(kind)
     if origin is typing.Union:  # Optional[X]
@@ -200,8 +208,10 @@ NARROWER = {
     "profile": Nullable(PROFILE), "numerics": Nullable(NUMERICS), "memory": Nullable(MEMORY), "fp8": Nullable(FP8),
 }
 # a field with a default may be missing: older files lack it
-RUN = Fields(*[{field.name: NARROWER.get(field.name) or from_annotation(field.type) for field in fields(RunRecord)
-                if (field.default is MISSING) == required} for required in (True, False)])
+RUN_TYPES = typing.get_type_hints(RunRecord)  # record.py's annotations are text until resolved here
+RUN = Fields(*[{field.name: NARROWER.get(field.name) or from_annotation(RUN_TYPES[field.name])
+                for field in fields(RunRecord) if (field.default is MISSING) == required}
+               for required in (True, False)])
 ENV = Fields({"timestamp_utc": TEXT, "hostname": TEXT, "device": TEXT, "torch": TEXT, "git_commit": Nullable(TEXT)},
              {"world_size": Number(whole=True, low=1), "device_type": Nullable(TEXT)})
 CONFIG = Fields({"model": TEXT}, {**{key: Nullable(Number(whole=kind is int) if kind in (int, float)
@@ -213,7 +223,7 @@ DOCUMENT = Fields({"env": ENV, "config": CONFIG, "data": Fields({"name": TEXT}),
                   {"sources": ListOf(TEXT)})
 
 
-def check(document, where=""):
+def check(document: Dict[str, Any], where: str = "") -> None:
     """Raise Invalid naming the first field of `document` the report cannot use."""
     DOCUMENT.check(document, where)
     for index, run in enumerate(document["runs"]):
