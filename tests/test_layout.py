@@ -30,10 +30,21 @@ def project_modules():
     return {module_name(path): path for folder in ("utils", "models") for path in (ROOT / folder).rglob("*.py")}
 
 
+def annotation_only(tree):
+    """The nodes under `if TYPE_CHECKING:`: they never run, so what they import only names types."""
+    return {id(node) for block in ast.walk(tree) if isinstance(block, ast.If)
+            and getattr(block.test, "id", getattr(block.test, "attr", None)) == "TYPE_CHECKING"
+            for statement in block.body for node in ast.walk(statement)}
+
+
 def imports_of(path, modules):
-    """Project modules that `path` imports anywhere in it (top level or inside a function)."""
+    """Project modules that `path` imports at run time anywhere in it (top level or inside a function)."""
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    skipped = annotation_only(tree)
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module:
