@@ -1,7 +1,10 @@
 """torchvision classification models, built for 10 classes and 32x32 CIFAR images, each as its
 family (models/families.py) says."""
+from __future__ import annotations
+
 import difflib
 import inspect
+from typing import List, Optional
 
 import torch
 import torchvision.models as tvm
@@ -16,7 +19,7 @@ from utils.errors import UserError
 NUM_CLASSES = 10
 
 
-def model_names():
+def model_names() -> List[str]:
     """Every model name, sorted: torchvision's classification models (before torchvision 0.14's
     registry: the public functions of torchvision.models, which are its model builders then) and
     the CIFAR ViTs."""
@@ -27,7 +30,8 @@ def model_names():
     return sorted(set(names) | set(CIFAR_VITS))
 
 
-def build_model(name, stem="cifar", dropout=None, batch_size=None):
+def build_model(name: str, stem: str = "cifar", dropout: Optional[float] = None,
+                batch_size: Optional[int] = None) -> nn.Module:
     """A randomly initialised model with a 10-class head (and the given dropout probability,
     for models that have one).
 
@@ -60,11 +64,11 @@ def build_model(name, stem="cifar", dropout=None, batch_size=None):
     return model
 
 
-def has_batch_norm(model):
+def has_batch_norm(model: nn.Module) -> bool:
     return any(isinstance(module, nn.modules.batchnorm._BatchNorm) for module in model.modules())
 
 
-def check_accepts_cifar_images(model, name, batch_size=None):
+def check_accepts_cifar_images(model: nn.Module, name: str, batch_size: Optional[int] = None) -> None:
     """Run two 32x32 images through the new model (eval mode, no grad: no state changes), so
     that models with a fixed or minimum input size fail now with a clear sentence; and, given
     the batch size, that every batch norm will see more than one value per channel in training."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Dict, Optional, Tuple
+from typing import Mapping, Optional, Tuple
 
 BASE_BATCH = 128  # the global batch (images per optimizer step across all processes) each base lr is for
 
@@ -42,7 +42,7 @@ class OptimizerDefaults:
     sqrt_scaling: bool  # the lr grows with sqrt(global batch / BASE_BATCH), else linearly
     base_lr_without_batch_norm: Optional[float] = None  # for models without batch norm, where base_lr stalls
 
-    def lr(self, global_batch, batch_norm):
+    def lr(self, global_batch: int, batch_norm: bool) -> float:
         """The lr for `global_batch` images a step; `batch_norm`: whether the model has batch norms."""
         scale = global_batch / BASE_BATCH
         low = not batch_norm and self.base_lr_without_batch_norm is not None
@@ -77,9 +77,9 @@ class Family:
     no_decay: Tuple[str, ...] = ()  # parameters AdamW's weight decay spares, besides biases and norms
     resnet_stem: bool = False  # a 7x7 stride-2 conv1 and a max-pool, which --stem cifar replaces
     refused_at_32: Optional[str] = None  # why it cannot take 32x32 images: --list-models leaves it out
-    options: Dict[str, object] = field(default_factory=dict)  # the torchvision builder's keyword arguments
+    options: Mapping[str, object] = field(default_factory=dict)  # the torchvision builder's keyword arguments
 
-    def covers(self, model):
+    def covers(self, model: str) -> bool:
         return model in self.names or model.startswith(self.prefixes)
 
 
@@ -108,19 +108,19 @@ FAMILIES = {
 OTHER_CONVNETS = Family("convnet")
 
 
-def family_of(model):
+def family_of(model: str) -> Family:
     """The family of the model named `model`."""
     return next((family for family in FAMILIES.values() if family.covers(model)), OTHER_CONVNETS)
 
 
-def recipe_of(model):
+def recipe_of(model: str) -> Recipe:
     return RECIPES[family_of(model).recipe]
 
 
-def refusal_at_32(model):
+def refusal_at_32(model: str) -> Optional[str]:
     """Why `model` cannot take 32x32 images, or None."""
     return family_of(model).refused_at_32
 
 
-def uses_resnet_stem(model):
+def uses_resnet_stem(model: str) -> bool:
     return family_of(model).resnet_stem

@@ -5,6 +5,10 @@ the same class gives an 8x8 grid of 64 tokens plus the class token, the layout o
 references (Tiny and Small widths from DeiT, Touvron et al., 2021). The name says width and patch:
 vit_t4 is the Tiny width with 4x4 patches.
 """
+from __future__ import annotations
+
+from typing import Optional
+
 from torchvision.models.vision_transformer import VisionTransformer
 
 from models.families import CIFAR_VITS
@@ -13,7 +17,7 @@ IMAGE_SIZE = 32
 PATCH_SIZE = 4
 
 
-def build_cifar_vit(name, num_classes, dropout=None):
+def build_cifar_vit(name: str, num_classes: int, dropout: Optional[float] = None) -> VisionTransformer:
     """A randomly initialised CIFAR ViT; `dropout` (default 0, torchvision's) applies after the
     attention and in the MLP blocks."""
     hidden, layers, heads, mlp = CIFAR_VITS[name]

@@ -13,6 +13,8 @@ What a launch gets wrong is refused with one sentence rather than a traceback or
 launcher's variables (detect), the rendezvous (init, within --dist-timeout), ranks started with
 different flags (agree_on_settings), and a rank that dies mid-run (session).
 """
+from __future__ import annotations
+
 import contextlib
 import datetime
 import hashlib
@@ -24,12 +26,16 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence
 
 import torch
 import torch.distributed as dist
 
 from utils import compat
 from utils.errors import RankLost, UserError
+
+if TYPE_CHECKING:
+    from utils.config import RunConfig
 
 DEFAULT_PORT = "29500"
 MOST_RANKS = 2 ** 31 - 1  # c10d holds ranks in a C int
@@ -64,18 +70,18 @@ class World:
     size: int = 1
     local_rank: int = 0
     local_size: int = 1
-    launcher: str = None  # "torchrun", "mpirun", "mpiexec", "srun" or None
+    launcher: Optional[str] = None  # "torchrun", "mpirun", "mpiexec", "srun" or None
 
     @property
-    def distributed(self):
+    def distributed(self) -> bool:
         return self.size > 1
 
     @property
-    def is_main(self):
+    def is_main(self) -> bool:
         return self.rank == 0
 
 
-def detect(env=None):
+def detect(env: Optional[Mapping[str, str]] = None) -> World:
     """The process's place in the job, from the launcher's variables in `env` (os.environ),
     checked: a garbled or half-set launch is refused instead of guessed at."""
     env = os.environ if env is None else env
@@ -89,7 +95,8 @@ def detect(env=None):
     return World()
 
 
-def checked_world(env, launcher, rank_name, size_name, local_rank_names, local_size_names):
+def checked_world(env: Mapping[str, str], launcher: str, rank_name: str, size_name: str,
+                  local_rank_names: Sequence[str], local_size_names: Sequence[str]) -> World:
     """The World of a launcher's variables, each an integer in its range."""
     size = number(env, size_name, launcher, 1, MOST_RANKS)
     rank = number(env, rank_name, launcher, 0, size - 1, f" (below {size_name}={size})")
@@ -108,7 +115,7 @@ def checked_world(env, launcher, rank_name, size_name, local_rank_names, local_s
     return World(rank, size, local_rank, local_size, launcher)
 
 
-def number(env, name, launcher, low, high, bound=""):
+def number(env: Mapping[str, str], name: str, launcher: str, low: int, high: int, bound: str = "") -> int:
     """The integer in env[name], refused with the variable and the launcher named unless in [low, high]."""
     text = env[name]
     if re.fullmatch(r"[0-9]{1,10}", text) and low <= int(text) <= high:
@@ -117,7 +124,7 @@ def number(env, name, launcher, low, high, bound=""):
                     f"start the job with {launcher} or correct {name}.")
 
 
-def slurm_tasks_per_node(text, size):
+def slurm_tasks_per_node(text: str, size: int) -> int:
     """The most tasks srun put on one node ('2(x3),1' -> 2); this node's own count is not given."""
     count = r"[0-9]{1,10}(\(x[0-9]{1,10}\))?"
     if re.fullmatch(f"{count}(,{count})*", text):
@@ -128,14 +135,14 @@ def slurm_tasks_per_node(text, size):
                     f"2(x3),1), each from 1 to SLURM_STEP_NUM_TASKS={size}; start the job with srun.")
 
 
-def printable(text):
+def printable(text: str) -> str:
     """A variable's value as it can be printed in one line, quoted where spaces or control characters would hide."""
     if text and text.isprintable() and text == text.strip() and len(text) <= MOST_QUOTED:
         return text
     return ascii(text[:MOST_QUOTED]) + ("..." if len(text) > MOST_QUOTED else "")
 
 
-def init(world, config):
+def init(world: World, config: RunConfig) -> torch.device:
     """Join the process group and check that every rank runs the same settings; returns this
     rank's device. Joining gives up after --dist-timeout seconds, and from then on a collective
     that waits longer raises instead of hanging, so a failing rank brings the job down."""
@@ -158,14 +165,14 @@ def init(world, config):
 COMM_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
 
-def comm_hook(name):
+def comm_hook(name: str) -> Callable[[Any, dist.GradBucket], torch.futures.Future[torch.Tensor]]:
     """The DDP communication hook that all-reduces gradients in --grad-comm's dtype."""
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
     return {"fp16": default_hooks.fp16_compress_hook, "bf16": default_hooks.bf16_compress_hook}[name]
 
 
-def check_grad_comm(name, device):
+def check_grad_comm(name: str, device: torch.device) -> None:
     """Refuse --grad-comm where this backend cannot all-reduce its dtype (gloo before it knew
     bfloat16, NCCL before 2.10), tried on one element by every rank: each refuses alike."""
     if name not in COMM_DTYPES:
@@ -180,7 +187,7 @@ def check_grad_comm(name, device):
                         "fp32 or another --grad-comm.") from None
 
 
-def rendezvous_address(world):
+def rendezvous_address(world: World) -> str:
     """MASTER_ADDR:MASTER_PORT, checked. The MPI launchers and srun do not set them: one node's
     ranks meet on 127.0.0.1:29500 unless told otherwise."""
     env = os.environ
@@ -200,7 +207,7 @@ def rendezvous_address(world):
     return f"{env['MASTER_ADDR']}:{port}"
 
 
-def bind_device(world, use_gpu):
+def bind_device(world: World, use_gpu: bool) -> torch.device:
     """This rank's GPU (cuda:LOCAL_RANK), or the CPU with its share of the node's cores."""
     if not use_gpu:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // world.local_size))  # no oversubscription
@@ -212,7 +219,7 @@ def bind_device(world, use_gpu):
     return torch.device("cuda", world.local_rank)
 
 
-def join(world, device, address, timeout_s):
+def join(world: World, device: torch.device, address: str, timeout_s: float) -> None:
     """init_process_group, its rendezvous failures as one sentence."""
     bound = {}  # binding the process group to the GPU (torch 2.3) lets NCCL connect eagerly
     if device.type == "cuda" and compat.has_ddp_device_id():
@@ -235,7 +242,7 @@ def join(world, device, address, timeout_s):
         raise
 
 
-def wait_for_rank0(address, world, timeout_s):
+def wait_for_rank0(address: str, world: World, timeout_s: float) -> None:
     """Wait until rank 0 (or torchrun) listens at `address`: torch's own client would log a
     retry with a C++ stack for every attempt while it is not up yet."""
     host, port = address.rsplit(":", 1)
@@ -250,14 +257,14 @@ def wait_for_rank0(address, world, timeout_s):
             time.sleep(0.5)
 
 
-def unreachable(address, world, timeout_s):
+def unreachable(address: str, world: World, timeout_s: float) -> str:
     return (f"rank {world.rank} could not reach the other ranks at {address} within --dist-timeout {timeout_s} s; "
             f"check that all {world.size} ranks were started with the same MASTER_ADDR and MASTER_PORT and that "
             "nothing else listens on that port, or raise --dist-timeout if the ranks start slowly.")
 
 
 @contextlib.contextmanager
-def watchdog(address, world, timeout_s):
+def watchdog(address: str, world: World, timeout_s: float) -> Iterator[None]:
     """A bound on the rendezvous that torch's timeout does not give: a client whose MASTER_PORT
     is held by another program waits for a reply that never comes. Nothing is written yet, so
     the process ends there, with the sentence main.py would print."""
@@ -274,7 +281,7 @@ def watchdog(address, world, timeout_s):
         timer.cancel()
 
 
-def agree_on_settings(world, config):
+def agree_on_settings(world: World, config: RunConfig) -> None:
     """Refuse before any data is loaded when the ranks were started with different flags: a
     different -n ends in mismatched collectives (an abort), a different -b in a wrong run."""
     settings = {name: value for name, value in config.to_dict().items() if name not in PER_RANK_SETTINGS}
@@ -283,7 +290,7 @@ def agree_on_settings(world, config):
         raise UserError(settings_differ(gathered(world, settings)))
 
 
-def settings_differ(per_rank):
+def settings_differ(per_rank: List[Dict[str, Any]]) -> str:
     """The sentence naming every flag whose value differs from rank 0's, and on which rank."""
     first, differences = per_rank[0], []
     for name in sorted(set().union(*per_rank)):
@@ -297,7 +304,7 @@ def settings_differ(per_rank):
             "same command line.")
 
 
-def value_shown(value):
+def value_shown(value: object) -> str:
     if value is None:
         return "unset"
     if isinstance(value, bool):
@@ -305,7 +312,7 @@ def value_shown(value):
     return str(value)
 
 
-def gathered(world, value):
+def gathered(world: World, value: Any) -> List[Any]:
     """`value` of every rank, in rank order, on every rank."""
     values = [None] * world.size
     dist.all_gather_object(values, value)
@@ -313,7 +320,7 @@ def gathered(world, value):
 
 
 @contextlib.contextmanager
-def session(world):
+def session(world: World) -> Iterator[None]:
     """Around the run: every rank leaves the process group together once all are done. When a
     collective fails because another rank ended or stopped answering, one sentence (exit 1)
     instead of gloo's or NCCL's traceback. After any error the group is left as it is: a
@@ -330,12 +337,12 @@ def session(world):
                        "to continue from the last checkpoint, if --checkpoint was given.") from None
 
 
-def collective_error(error):
+def collective_error(error: RuntimeError) -> bool:
     """Whether `error` comes from gloo or NCCL (torch 2 has DistError; torch 1 names the backend)."""
-    return isinstance(error, getattr(dist, "DistError", ())) or re.search(r"gloo|nccl", str(error), re.IGNORECASE)
+    return isinstance(error, getattr(dist, "DistError", ())) or bool(re.search(r"gloo|nccl", str(error), re.IGNORECASE))
 
 
-def shutdown(world):
+def shutdown(world: World) -> None:
     """Leave the process group once every rank is done with it.
 
     Before torch 2.8 (pytorch/pytorch#154976) a gloo group's destructor holds the GIL while it
@@ -349,21 +356,21 @@ def shutdown(world):
         dist.destroy_process_group()
 
 
-def all_reduce(tensor, op="sum"):
+def all_reduce(tensor: torch.Tensor, op: str = "sum") -> torch.Tensor:
     """In place across ranks (a no-op in a single process)."""
     if dist.is_initialized():
         dist.all_reduce(tensor, op={"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX}[op])
     return tensor
 
 
-def hostnames(world):
+def hostnames(world: World) -> List[str]:
     """Every rank's hostname, gathered to all ranks."""
     if dist.is_initialized():
         return gathered(world, socket.gethostname())
     return [socket.gethostname()]
 
 
-def launch_prefix(world):
+def launch_prefix(world: World) -> List[str]:
     """What starts main.py again the way `world` was started, e.g. for the resume line:
     ["python"], ["torchrun", "--nproc_per_node=4"], ["mpirun", "-n", "8", "python"]. A
     multi-node torchrun job also needs its rendezvous options, which torchrun does not pass on."""

@@ -1,13 +1,24 @@
 """Test-set accuracy, measured after training (and on --eval-every's cadence) outside the
 timed steps, under the run's own autocast."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional
+
 import torch
+from torch import nn
 
 from utils.data.loaders import eval_batches
 from utils.training import distributed, precision
 
+if TYPE_CHECKING:
+    from utils.config import RunConfig
+    from utils.data.dataset import Data
+    from utils.training.context import RunContext
+    from utils.training.modes import Mode
+
 
 @torch.no_grad()
-def evaluate(model, mode, data, config, context):
+def evaluate(model: nn.Module, mode: Mode, data: Data, config: RunConfig, context: RunContext) -> Optional[float]:
     """Top-1 accuracy on the test set, under the same autocast as training; with several
     ranks each scores its shard of the test set and the counts are summed. None when a stop
     signal cut the pass short on any rank. In a terminal, the context's reporter shows a bar."""

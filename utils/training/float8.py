@@ -4,13 +4,21 @@ FLOPs that runs in FP8.
 
 torchao is optional (requirements-fp8.txt) and imported here alone, only when an fp8 mode runs.
 """
+from __future__ import annotations
+
 import dataclasses
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from torch import nn
 
 from utils import compat
 from utils.errors import UserError
 from utils.training.modes import LOW_FP8_SHARE
+
+if TYPE_CHECKING:
+    import torch
+
+    from utils.training.modes import Mode
 
 INSTALL = "pip install --no-deps -r requirements-fp8.txt"
 FP8_CAPABILITY = (8, 9)  # FP8 tensor cores: Ada (8.9) and Hopper (9.0) on
@@ -24,7 +32,7 @@ QKV = "not an nn.Linear: nn.MultiheadAttention's QKV projection is a weight of i
 CONVOLUTION = "not an nn.Linear: a convolution"
 
 
-def check_requirements(mode, device, emulate):
+def check_requirements(mode: Mode, device: torch.device, emulate: bool) -> None:
     """Refuse an fp8 mode that this torch, torchao or device cannot run (a part of
     utils/training/precision.py's check_supported, the one answer)."""
     import torch
@@ -49,7 +57,7 @@ def check_requirements(mode, device, emulate):
                         f"this GPU has {capability[0]}.{capability[1]}: use amp-bf16.")
 
 
-def quiet_import():
+def quiet_import() -> None:
     """Import torchao.float8 without the deprecation log line torch's pytree writes at its import
     (torchao registers an Enum for torch.compile): nothing a user can act on."""
     import importlib
@@ -64,7 +72,7 @@ def quiet_import():
         log.setLevel(level)
 
 
-def left_out(model):
+def left_out(model: nn.Module) -> Dict[str, str]:
     """{name: why} of every nn.Linear that stays in bfloat16; every other nn.Linear converts."""
     linears = [(name, module) for name, module in model.named_modules() if isinstance(module, nn.Linear)]
     inside_attention = {f"{name}.{child}" if name else child for name, module in model.named_modules()
@@ -80,7 +88,7 @@ def left_out(model):
     return why
 
 
-def convert(model, recipe, emulate):
+def convert(model: nn.Module, recipe: str, emulate: bool) -> nn.Module:
     """Swap `model`'s convertible nn.Linear layers, in place, for torchao's Float8Linear with
     `recipe`'s scaling ("tensorwise" or "rowwise"); `emulate` computes FP8 on any device."""
     from torchao.float8 import Float8LinearConfig, convert_to_float8_training
@@ -91,10 +99,11 @@ def convert(model, recipe, emulate):
     return model
 
 
-def accounting(model, batch_size, model_name):
+def accounting(model: nn.Module, batch_size: int, model_name: str) -> Dict[str, Any]:
     """What runs in FP8 in one step of `model`: the Linear layers converted out of all, their
     share of the step's matmul and convolution FLOPs (torch's FLOP counter), and every layer left
-    out with why. Refuses a model in which nothing would run in FP8."""
+    out with why: RunRecord.fp8 once the run adds its recipe and emulated. Refuses a model in
+    which nothing would run in FP8."""
     from utils.measure import flops
 
     linear_flops, total = flops.linear_flops_per_step(model, batch_size)
@@ -114,7 +123,7 @@ def accounting(model, batch_size, model_name):
             "matmul_shapes": sorted({linear_flops[name][1] for name in converted})}
 
 
-def sorted_left_out(model, why):
+def sorted_left_out(model: nn.Module, why: Dict[str, str]) -> List[Dict[str, str]]:
     """[{layer, why}] in the model's order: the Linear layers in `why`, and the matmul and
     convolution layers that are not nn.Linear."""
     found = []
@@ -128,7 +137,7 @@ def sorted_left_out(model, why):
     return found
 
 
-def low_share_note(block, mode_name):
+def low_share_note(block: Dict[str, Any], mode_name: str) -> Optional[str]:
     """A loud sentence when under LOW_FP8_SHARE of the step's matmul FLOPs runs in FP8, else None."""
     if block["flop_share"] >= LOW_FP8_SHARE:
         return None

@@ -5,10 +5,12 @@ events, read after the loop), losses stay on the device, and stop signals and di
 agreed across ranks without a per-step host sync. What happens around it (building the
 trainer, restoring and writing checkpoints, evaluation, the result record) lives beside it.
 """
+from __future__ import annotations
+
 import math
 import time
 from dataclasses import dataclass, field
-from typing import List, Optional
+from typing import TYPE_CHECKING, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import torch
 
@@ -19,6 +21,15 @@ from utils.training.rank_agreement import RankAgreement
 from utils.training.modes import scale_drop_steps
 from utils.training.trainer import digest
 from utils.training.step import train_step
+
+if TYPE_CHECKING:
+    from utils.config import RunConfig
+    from utils.numerics.census import Census
+    from utils.training.context import RunContext
+    from utils.training.curve import AccuracyCurve
+    from utils.training.modes import Mode
+    from utils.training.precision import StaticLossScaler
+    from utils.training.trainer import Trainer
 
 
 STOPPED_BY_ANOTHER_RANK = "signal to another rank"  # what stopped_by says on ranks that got no signal
@@ -57,7 +68,7 @@ class LoopOutcome:
     reached_target: bool = False  # --stop-at-target ended the run at an evaluation that reached it
     host: Optional[dict] = None  # host_load.over(): the load and this process's CPU use over the timed steps
 
-    def ran_all_steps(self, steps):
+    def ran_all_steps(self, steps: int) -> bool:
         """Whether the loop ran to its end: all `steps`, or to the evaluation that reached the
         target, with no stop signal (a run that diverged ran to its end too)."""
         return (self.completed_steps == steps or self.reached_target) and self.stopped_by is None
@@ -68,29 +79,30 @@ class MicroBatches:
     (the data time is the wait for it), then the others drawn from the loader only as the step
     reaches each, so memory holds one micro-batch at a time however large K is."""
 
-    def __init__(self, first, loader, count):
+    def __init__(self, first: Tuple[torch.Tensor, torch.Tensor], loader: Iterator[Tuple[torch.Tensor, torch.Tensor]],
+                 count: int):
         self.first, self.loader, self.count = first, loader, count
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.count
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
         yield self.take_first()
         for _ in range(self.count - 1):
             yield next(self.loader)
 
-    def take_first(self):
+    def take_first(self) -> Tuple[torch.Tensor, torch.Tensor]:
         first, self.first = self.first, None  # from here the step alone holds it
         return first
 
 
-def nonfinite_policy(mode, on_nan):
+def nonfinite_policy(mode: Mode, on_nan: str) -> str:
     """What a non-finite loss does: "scaler" (the mode's loss scaler skips such steps),
     "stop" (the run ends, --on-nan stop) or "skip" (the step is skipped, --on-nan skip)."""
     return "scaler" if mode.scaled else on_nan
 
 
-def synchronize(device):
+def synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
@@ -101,7 +113,8 @@ class Recorder:
     batch a device copy hashed afterwards; the timing warm-up's memory peak is taken, and the
     peak reset, when it ends."""
 
-    def __init__(self, previous, config, start_step, context, curve=None):
+    def __init__(self, previous: Statistics, config: RunConfig, start_step: int, context: RunContext,
+                 curve: Optional[AccuracyCurve] = None):
         self.previous, self.config, self.start_step, self.context = previous, config, start_step, context
         self.curve = curve  # an AccuracyCurve: its points and evaluation time go into the statistics
         self.losses, self.lrs, self.loss_scales = [], [], []  # this process's, warm-up included (as the timer's)
@@ -112,12 +125,13 @@ class Recorder:
         self.started = time.perf_counter()
         self.host_start = host_load.read()  # read again where the warm-up ends
 
-    def before_step(self, batches, optimizer):
+    def before_step(self, batches: MicroBatches, optimizer: torch.optim.Optimizer) -> None:
         if self.first_batch is None:
             self.first_batch = (batches.first[0].clone(), batches.first[1].clone())
         self.lrs.append(optimizer.param_groups[0]["lr"])
 
-    def after_step(self, step, loss, scaler):
+    def after_step(self, step: int, loss: torch.Tensor,
+                   scaler: Union[torch.amp.GradScaler, StaticLossScaler]) -> None:
         device = self.context.device
         self.losses.append(loss)
         scale = current_loss_scale(scaler)
@@ -131,20 +145,20 @@ class Recorder:
             memory.reset_peak(device)
             self.host_start = host_load.read()  # system calls only: no wait for the device
 
-    def timed(self, step):
+    def timed(self, step: int) -> bool:
         """Whether `step` (1-based) is past the timing warm-up."""
         return step > self.start_step + self.timing_warmup
 
-    def train_s(self, timer):
+    def train_s(self, timer: StepTimer) -> float:
         """Training time so far: every closed step of every process, warm-up included."""
         return self.previous.train_time_s + sum(timer.step_ms) / 1000.0
 
-    def host_reading(self):
+    def host_reading(self) -> Dict[str, Optional[float]]:
         """runs[].host from the warm-up's end until now; taken before statistics(), whose
         all-reduces wait for the other ranks, which would pass for a process starved of CPU."""
         return host_load.over(self.host_start, host_load.read(), host_load.cores(), torch.get_num_threads())
 
-    def statistics(self, timer):
+    def statistics(self, timer: StepTimer) -> Statistics:
         """All statistics so far: earlier processes' plus this one's (timings, and the memory
         peak, after its warm-up; the warm-up's own peak beside it)."""
         device, world, previous = self.context.device, self.context.world, self.previous
@@ -172,13 +186,13 @@ class Recorder:
                           eval_time_s=self.curve.eval_time_s if self.curve else previous.eval_time_s)
 
 
-def train(trainer, config, context, start_step=0, previous=None, save=None, census=None, curve=None):
-    """Train from `start_step` to config.steps, continuing `previous` (earlier processes'
-    Statistics). A stop signal ends the run after the current step; `save(step, stats)` is
-    called every --checkpoint-every steps; `census` (--numerics) examines the steps it wants,
-    and `curve` (an AccuracyCurve) evaluates on its cadence, both after their step and outside
-    its timing; with --stop-at-target the run ends at the evaluation that reaches the target, or
-    at the first step after the warm-up when an evaluation in it reached the target."""
+def train(trainer: Trainer, config: RunConfig, context: RunContext, start_step: int = 0,
+          previous: Optional[Statistics] = None, save: Optional[Callable[[int, Statistics], None]] = None,
+          census: Optional[Census] = None, curve: Optional[AccuracyCurve] = None) -> LoopOutcome:
+    """Train from `start_step` to config.steps, continuing `previous` (earlier processes'). A stop signal ends the run
+    after the current step; `save(step, stats)` runs every --checkpoint-every steps; `census` (--numerics) examines
+    the steps it wants and `curve` evaluates on its cadence, after the step, outside its timing. --stop-at-target ends
+    the run at the evaluation that reaches the target (at the first timed step if one in the warm-up did)."""
     device, world, stop = context.device, context.world, context.stop
     policy = nonfinite_policy(trainer.mode, config.on_nan)
     timer, recorder = StepTimer(device), Recorder(previous or Statistics(), config, start_step, context, curve)
@@ -224,7 +238,8 @@ def train(trainer, config, context, start_step=0, previous=None, save=None, cens
     return loop_outcome(trainer, recorder, timer, policy, step, stopped_by, reached)
 
 
-def loop_outcome(trainer, recorder, timer, policy, completed_steps, stopped_by, reached):
+def loop_outcome(trainer: Trainer, recorder: Recorder, timer: StepTimer, policy: str, completed_steps: int,
+                 stopped_by: Optional[str], reached: bool) -> LoopOutcome:
     """The LoopOutcome of a finished loop: what `recorder` kept, and the skipped steps and the
     first divergent one, found in its statistics after the loop."""
     host = recorder.host_reading()  # before statistics(), whose all-reduces wait for the other ranks
@@ -237,7 +252,8 @@ def loop_outcome(trainer, recorder, timer, policy, completed_steps, stopped_by, 
                        reached_target=reached, host=host)
 
 
-def current_loss_scale(scaler):
+def current_loss_scale(scaler: Optional[Union[torch.amp.GradScaler, StaticLossScaler]]
+                       ) -> Optional[Union[torch.Tensor, float]]:
     """The loss scale as a device tensor or a number (None without a scaler). GradScaler keeps
     it in `_scale` on the device; its get_scale() would make the host wait for the GPU."""
     if scaler is None or not scaler.is_enabled():
@@ -246,14 +262,14 @@ def current_loss_scale(scaler):
     return scale if isinstance(scale, torch.Tensor) else scaler.get_scale()
 
 
-def host_values(values):
+def host_values(values: Sequence[Union[torch.Tensor, float]]) -> List[float]:
     """Numbers, or device tensors copied to the host in one transfer."""
     if values and isinstance(values[0], torch.Tensor):
         return torch.cat([value.reshape(1).float() for value in values]).cpu().tolist()
     return [float(value) for value in values]
 
 
-def skipped_steps(trainer, policy, stats):
+def skipped_steps(trainer: Trainer, policy: str, stats: Statistics) -> int:
     """The steps whose update was skipped, counted after the loop from what it kept on the
     device: a dynamic GradScaler halves its scale at each (the scale curve), fp16-master's
     scaler counts them, and --on-nan skip skips the steps whose loss is not finite."""

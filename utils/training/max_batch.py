@@ -6,8 +6,11 @@ model on random images of that batch; out of memory is caught and the allocator'
 emptied before the next try. The batch doubles from --batch-size until a try fails, then
 bisection finds the largest that fits.
 """
+from __future__ import annotations
+
 import copy
 import gc
+from typing import TYPE_CHECKING, Callable
 
 import torch
 from torch import nn
@@ -17,10 +20,14 @@ from utils.training import precision
 from utils.training.loop import MicroBatches
 from utils.training.step import make_optimizer, no_decay_flags, train_step
 
+if TYPE_CHECKING:
+    from utils.config import RunConfig
+    from utils.training.modes import Mode
+
 LARGEST_TRY = 1 << 20  # a million images a step: beyond any GPU today
 
 
-def largest_batch(fits, start, limit=LARGEST_TRY):
+def largest_batch(fits: Callable[[int], bool], start: int, limit: int = LARGEST_TRY) -> int:
     """The largest batch for which fits(batch) holds, assuming every smaller one fits: doubling
     from `start`, then bisection; 0 when even `start` does not fit."""
     fitted, failed, batch = 0, None, start
@@ -40,7 +47,7 @@ def largest_batch(fits, start, limit=LARGEST_TRY):
     return fitted
 
 
-def fits_on_gpu(initial_model, mode, config, device):
+def fits_on_gpu(initial_model: nn.Module, mode: Mode, config: RunConfig, device: torch.device) -> Callable[[int], bool]:
     """fits(batch) for largest_batch: two training steps of a fresh copy in `mode`."""
     def attempt(batch):
         model = copy.deepcopy(initial_model).to(device)
@@ -69,7 +76,7 @@ def fits_on_gpu(initial_model, mode, config, device):
     return fits
 
 
-def largest_batch_of(initial_model, mode, config, device):
+def largest_batch_of(initial_model: nn.Module, mode: Mode, config: RunConfig, device: torch.device) -> int:
     """The largest batch `mode` trains on `device` (CUDA)."""
     precision.set_tf32(mode.tf32)
     return largest_batch(fits_on_gpu(initial_model, mode, config, device), config.batch_size)

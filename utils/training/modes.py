@@ -4,10 +4,15 @@ A table without torch, so that RunConfig checks --modes and the precision flags 
 slow imports (a mistyped mode is refused in a second); utils/training/precision.py turns a
 mode into autocast, a scaler and TF32 switches.
 """
+from __future__ import annotations
+
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, List, Optional, Sequence
 
 from utils.errors import UserError
+
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass(frozen=True)
@@ -22,7 +27,7 @@ class Mode:
     float8: Optional[str] = None  # torchao's float8 training recipe for the Linear layers ("tensorwise", "rowwise")
 
     @property
-    def compute_dtype(self):
+    def compute_dtype(self) -> str:
         """What its matmuls and convolutions compute in: "float32", "tf32", "float16", "bfloat16" or
         "float8" (the converted Linear layers; the rest of an fp8 mode computes in its autocast dtype)."""
         if self.float8:
@@ -32,7 +37,7 @@ class Mode:
         return self.autocast or ("tf32" if self.tf32 else "float32")
 
     @property
-    def low_precision_dtype(self):
+    def low_precision_dtype(self) -> Optional[str]:
         """"float16" or "bfloat16" for a mode that computes in one, else None; an fp8 mode's
         activations and unconverted layers are in its autocast dtype."""
         if self.float8:
@@ -40,7 +45,7 @@ class Mode:
         return self.compute_dtype if self.compute_dtype in ("float16", "bfloat16") else None
 
     @property
-    def autocast_dtype(self):
+    def autocast_dtype(self) -> Optional[torch.dtype]:
         """The torch dtype autocast casts to, or None."""
         if self.autocast is None:
             return None
@@ -49,12 +54,12 @@ class Mode:
         return getattr(torch, self.autocast)
 
     @property
-    def fp32_weights(self):
+    def fp32_weights(self) -> bool:
         """The model's own weights are FP32, so checkpoints of such modes can continue each other."""
         return not self.master_weights
 
     @property
-    def scaled(self):
+    def scaled(self) -> bool:
         """A loss scaler watches for inf/NaN gradients and skips those steps by itself."""
         return self.loss_scaling or self.master_weights
 
@@ -93,7 +98,7 @@ DEFAULT_COMPARE_CPU = ("fp32", "amp-bf16")
 INITIAL_LOSS_SCALE = 2.0 ** 16  # where GradScaler's dynamic scale starts (its default, named here)
 
 
-def scale_drop_steps(curve, dynamic):
+def scale_drop_steps(curve: Sequence[float], dynamic: bool) -> List[int]:
     """The steps (from 1) at which a loss-scale curve (the scale after each step) fell: a
     dynamic GradScaler halves its scale at each step it skips, from INITIAL_LOSS_SCALE on; a
     static scale never falls."""
@@ -106,7 +111,7 @@ def scale_drop_steps(curve, dynamic):
     return steps
 
 
-def parse_modes(text):
+def parse_modes(text: str) -> List[Mode]:
     """A comma list of mode names, e.g. "fp32,amp-bf16"."""
     names = [name.strip() for name in text.split(",")]
     if not all(names):
@@ -121,7 +126,7 @@ def parse_modes(text):
     return [MODES[name] for name in names]
 
 
-def mode_from_flags(*, fp16, bf16, loss_scaling, tf32):
+def mode_from_flags(*, fp16: bool, bf16: bool, loss_scaling: bool, tf32: bool) -> Mode:
     """The mode the seed flags ask for (--fp16 [-s] / --bf16 / --tf32 / none)."""
     if fp16:
         return MODES["amp-fp16" if loss_scaling else "amp-fp16-noscale"]

@@ -5,7 +5,10 @@ dtype and whether it is enabled, whether GradScaler is enabled, and whether FP32
 and convolutions may use TF32 tensor cores. The classic FP16-weights recipe (`fp16-master`)
 fits the same step: its static loss scaler has GradScaler's interface.
 """
+from __future__ import annotations
+
 import warnings
+from typing import TYPE_CHECKING, Dict, List, Optional, Protocol, Tuple, Union
 
 import torch
 from torch import nn
@@ -15,8 +18,12 @@ from utils.errors import UserError
 from utils.training import cpu_arithmetic, float8
 from utils.training.modes import INITIAL_LOSS_SCALE
 
+if TYPE_CHECKING:
+    from utils.training.modes import Mode
 
-def check_supported(mode, device, fp8_emulate=False, allow_slow_fp16=False):
+
+def check_supported(mode: Mode, device: torch.device, fp8_emulate: bool = False,
+                    allow_slow_fp16: bool = False) -> Optional[str]:
     """Whether `mode` can run on `device`, the one answer, asked before any training: refuses a
     mode that this torch (torchao for the fp8 modes; `fp8_emulate` computes FP8 in software) or
     device cannot run, or that this CPU would run for hours instead of minutes (float16 without
@@ -35,7 +42,7 @@ def check_supported(mode, device, fp8_emulate=False, allow_slow_fp16=False):
     return slow
 
 
-def check_gpu(mode, device):
+def check_gpu(mode: Mode, device: torch.device) -> None:
     """A GPU's part: TF32 and native bfloat16 need Ampere (compute capability 8.0)."""
     capability = torch.cuda.get_device_capability(device)
     if mode.tf32 and capability < (8, 0):
@@ -46,7 +53,7 @@ def check_gpu(mode, device):
                         f"GPU has {capability[0]}.{capability[1]} and would only emulate it: use amp-fp16.")
 
 
-def check_cpu(mode):
+def check_cpu(mode: Mode) -> None:
     """The CPU's part: no TF32 there, and what this torch build lacks on it."""
     if mode.tf32:
         raise UserError("mode tf32 (--tf32) only applies to CUDA GPUs: on the CPU run fp32, or add -p on a GPU node.")
@@ -66,7 +73,7 @@ def check_cpu(mode):
                             "lacks: run it on a GPU (-p).") from None
 
 
-def cpu_autocasts_to_half():
+def cpu_autocasts_to_half() -> bool:
     """Whether CPU autocast really runs convolutions in float16: older torch raises, or warns and
     runs them in FP32."""
     try:
@@ -79,7 +86,7 @@ def cpu_autocasts_to_half():
     return out.dtype == torch.float16
 
 
-def set_tf32(enabled):
+def set_tf32(enabled: bool) -> None:
     """TF32 for FP32 matmuls (cuBLAS) and convolutions (cuDNN). PyTorch allows it for cuDNN
     convolutions by default, so FP32 runs must switch it off explicitly.
 
@@ -90,7 +97,8 @@ def set_tf32(enabled):
     torch.backends.cudnn.allow_tf32 = enabled
 
 
-def prepare_model(model, mode, device, static_loss_scale):
+def prepare_model(model: nn.Module, mode: Mode, device: torch.device, static_loss_scale: float
+                  ) -> Tuple[List[torch.Tensor], Union[torch.amp.GradScaler, StaticLossScaler]]:
     """Make `model` ready for `mode`; return (parameters the optimizer updates, scaler).
 
     The scaler is a GradScaler that passes through unless the mode scales the loss; for
@@ -108,7 +116,7 @@ def prepare_model(model, mode, device, static_loss_scale):
     return masters.params, StaticLossScaler(masters, static_loss_scale)
 
 
-def grad_scaler(device, enabled):
+def grad_scaler(device: torch.device, enabled: bool) -> torch.amp.GradScaler:
     """torch.amp.GradScaler for this device (torch 2.3); before, the CUDA-only one
     (check_supported has refused loss scaling on the CPU there)."""
     if compat.has_device_grad_scaler():
@@ -116,19 +124,32 @@ def grad_scaler(device, enabled):
     return torch.cuda.amp.GradScaler(init_scale=INITIAL_LOSS_SCALE, enabled=enabled)
 
 
-def cast_inputs_to_half(module, inputs):
+def cast_inputs_to_half(module: nn.Module, inputs: Tuple[torch.Tensor, ...]) -> Tuple[torch.Tensor, ...]:
     return tuple(x.half() for x in inputs)
+
+
+class LossScaler(Protocol):
+    """What the training step asks of a loss scaler: GradScaler's calls, which StaticLossScaler
+    and --explain's labelled scaler answer too."""
+
+    def scale(self, loss: torch.Tensor) -> torch.Tensor: ...
+
+    def unscale_(self, optimizer: torch.optim.Optimizer) -> object: ...
+
+    def step(self, optimizer: torch.optim.Optimizer) -> object: ...
+
+    def update(self) -> object: ...
 
 
 class MasterWeights:
     """FP32 copies of a half-precision model's parameters: the optimizer updates these, and
     they are copied back into the model after each step (Micikevicius et al., ICLR 2018)."""
 
-    def __init__(self, model):
+    def __init__(self, model: nn.Module):
         self.model_params = [p for p in model.parameters() if p.requires_grad]
         self.params = [p.detach().float().clone().requires_grad_(True) for p in self.model_params]
 
-    def take_gradients(self, inv_scale):
+    def take_gradients(self, inv_scale: float) -> torch.Tensor:
         """Move the model's gradients, unscaled and in FP32, onto the masters; return a device
         tensor that is True if any of them is inf or NaN."""
         finite = []
@@ -140,7 +161,7 @@ class MasterWeights:
         return ~torch.stack(finite).all()
 
     @torch.no_grad()
-    def copy_to_model(self):
+    def copy_to_model(self) -> None:
         for master, param in zip(self.params, self.model_params):
             param.copy_(master)
 
@@ -153,25 +174,25 @@ class StaticLossScaler:
     into the FP16 model. With the fused optimizer the check and the skip stay on the device,
     as GradScaler's do; `skipped` counts the skipped steps there."""
 
-    def __init__(self, masters, scale):
+    def __init__(self, masters: MasterWeights, scale: float):
         self.masters = masters
         self.loss_scale = float(scale)
-        self.found_inf = None  # set by unscale_ until the step
+        self.found_inf: Optional[torch.Tensor] = None  # set by unscale_ until the step
         self.skipped = torch.zeros((), dtype=torch.long, device=masters.params[0].device)
 
-    def is_enabled(self):
+    def is_enabled(self) -> bool:
         return True
 
-    def get_scale(self):
+    def get_scale(self) -> float:
         return self.loss_scale
 
-    def scale(self, loss):
+    def scale(self, loss: torch.Tensor) -> torch.Tensor:
         return loss * self.loss_scale
 
-    def unscale_(self, optimizer):
+    def unscale_(self, optimizer: torch.optim.Optimizer) -> None:
         self.found_inf = self.masters.take_gradients(1.0 / self.loss_scale)
 
-    def step(self, optimizer):
+    def step(self, optimizer: torch.optim.Optimizer) -> None:
         if self.found_inf is None:
             self.unscale_(optimizer)
         found_inf, self.found_inf = self.found_inf, None
@@ -187,18 +208,18 @@ class StaticLossScaler:
             optimizer.step()
             self.masters.copy_to_model()
 
-    def update(self):
+    def update(self) -> None:
         pass
 
-    def state_dict(self):
+    def state_dict(self) -> Dict[str, float]:
         return {"scale": self.loss_scale, "skipped": int(self.skipped)}
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: Dict[str, float]) -> None:
         self.loss_scale = state["scale"]
         self.skipped.fill_(state.get("skipped", 0))
 
 
-def autocast(mode, device):
+def autocast(mode: Mode, device: torch.device) -> torch.autocast:
     """The mode's autocast, on or off; off, it keeps the device's default dtype (torch before 2.1
     warns at every step about any other dtype on the CPU, even when disabled)."""
     return torch.autocast(device.type, dtype=mode.autocast_dtype, enabled=mode.autocast_dtype is not None)

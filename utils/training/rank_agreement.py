@@ -1,6 +1,10 @@
 """How every rank agrees on ending a run early: a stop signal (utils.stop) or a non-finite
 loss without a loss scaler; RankAgreement makes every rank stop at the same step.
 """
+from __future__ import annotations
+
+from typing import List, Optional, Tuple
+
 import torch
 
 from utils.measure.hostcopy import HostCopy
@@ -17,14 +21,15 @@ class RankAgreement:
     which it appends to; only a stopping policy has the losses tested."""
     CHECK_EVERY = 20
 
-    def __init__(self, device, world, losses, watch_losses):
+    def __init__(self, device: torch.device, world: distributed.World, losses: List[torch.Tensor],
+                 watch_losses: bool):
         self.device = device
         self.every = self.CHECK_EVERY if device.type == "cuda" or world.distributed else 1
         self.losses, self.watch_losses, self.checked = losses, watch_losses, 0
         self.nonfinite = torch.zeros((), dtype=torch.uint8, device=device)
-        self.pending = None
+        self.pending: Optional[HostCopy] = None
 
-    def check(self, step, stop_requested):
+    def check(self, step: int, stop_requested: bool) -> Tuple[bool, bool]:
         """(diverged, stop) as agreed by all ranks; (False, False) between checks."""
         if step % self.every:
             return False, False

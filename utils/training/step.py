@@ -5,11 +5,14 @@ scale(loss).backward(), step(optimizer), update(), with gradient accumulation an
 as in PyTorch's AMP examples. Every mode runs this same code; the mode only switches autocast
 and the scaler on or off and picks the dtype.
 """
+from __future__ import annotations
+
 import contextlib
 import functools
 import inspect
 import math
 import warnings
+from typing import TYPE_CHECKING, ContextManager, Iterable, List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import nn
@@ -18,8 +21,14 @@ from models import families
 from utils import compat
 from utils.training import precision
 
+if TYPE_CHECKING:
+    from utils.training.loop import MicroBatches
+    from utils.training.modes import Mode
 
-def train_step(model, batches, criterion, optimizer, scaler, mode, device, clip_grad=None, skip_nonfinite=False):
+
+def train_step(model: nn.Module, batches: Union[MicroBatches, Sequence[Tuple[torch.Tensor, torch.Tensor]]],
+               criterion: nn.Module, optimizer: torch.optim.Optimizer, scaler: precision.LossScaler, mode: Mode,
+               device: torch.device, clip_grad: Optional[float] = None, skip_nonfinite: bool = False) -> torch.Tensor:
     """One optimizer step over the micro-batches `batches` (a sized iterable, which may draw
     each one lazily: one is held at a time); returns the loss of the whole effective batch as a
     device tensor (no host sync, unless `skip_nonfinite`)."""
@@ -47,7 +56,7 @@ def train_step(model, batches, criterion, optimizer, scaler, mode, device, clip_
     return total
 
 
-def gradient_sync(model, enabled):
+def gradient_sync(model: nn.Module, enabled: bool) -> ContextManager[None]:
     """DDP all-reduces gradients in backward; while accumulating, only the last micro-batch
     needs to (the others run under no_sync)."""
     if enabled or not hasattr(model, "no_sync"):
@@ -64,8 +73,9 @@ OPTIMIZERS = {"sgd": torch.optim.SGD, "adamw": torch.optim.AdamW}
 FUSED_RELEASES = {"sgd": "has_fused_sgd", "adamw": "has_fused_adamw"}  # compat's checks, looked up when used
 
 
-def make_optimizer(params, lr, momentum=0.9, weight_decay=5e-4, nesterov=False, impl="fused", kind="sgd",
-                   no_decay=None):
+def make_optimizer(params: Iterable[torch.Tensor], lr: float, momentum: Optional[float] = 0.9,
+                   weight_decay: float = 5e-4, nesterov: bool = False, impl: str = "fused", kind: str = "sgd",
+                   no_decay: Optional[Sequence[bool]] = None) -> Tuple[torch.optim.Optimizer, str]:
     """SGD or AdamW (`kind`) and the implementation that really runs: "fused" (one kernel for
     the whole update, which takes GradScaler's inf check on the device, so no step waits for
     the host) where this torch and device have it, else "foreach" (torch's multi-tensor
@@ -95,7 +105,7 @@ def make_optimizer(params, lr, momentum=0.9, weight_decay=5e-4, nesterov=False, 
     return optimizer, impl
 
 
-def no_decay_flags(model, model_name):
+def no_decay_flags(model: nn.Module, model_name: str) -> List[bool]:
     """For each trainable parameter of `model` (the model named `model_name`), in order, whether
     AdamW's weight decay spares it, as DeiT (timm) and the CIFAR ViT references do: biases and
     norms (parameters of one dimension), and the parameters its family names (a ViT's class
@@ -105,7 +115,7 @@ def no_decay_flags(model, model_name):
             for name, param in model.named_parameters() if param.requires_grad]
 
 
-def start_momentum(optimizer):
+def start_momentum(optimizer: torch.optim.Optimizer) -> None:
     """Fused SGD makes its momentum buffers with empty_like at its first step and fills them in
     the kernel, which a skipped (overflowing) first step never runs: the next step then reads
     uninitialised memory; and it refuses a mix of buffers and none (a restored state may hold
@@ -120,7 +130,7 @@ def start_momentum(optimizer):
 
 
 @functools.lru_cache(maxsize=None)
-def fused_optimizer_works(device_type, kind="sgd"):
+def fused_optimizer_works(device_type: str, kind: str = "sgd") -> bool:
     """Whether SGD or AdamW (`kind`) with fused=True steps on this kind of device with
     GradScaler's on-device skip (SGD: torch 2.3 on CUDA; AdamW: 2.0 on CUDA; the CPU later)."""
     param = torch.zeros(2, device=device_type, requires_grad=True)
@@ -133,7 +143,8 @@ def fused_optimizer_works(device_type, kind="sgd"):
     return getattr(optimizer, "_step_supports_amp_scaling", False)
 
 
-def make_scheduler(optimizer, schedule, steps, warmup_steps):
+def make_scheduler(optimizer: torch.optim.Optimizer, schedule: str, steps: int,
+                   warmup_steps: int) -> torch.optim.lr_scheduler.LRScheduler:
     """LR per step: a linear warm-up over `warmup_steps`, then constant or cosine to zero; or
     torch's OneCycleLR (its ramp-up takes the warm-up steps, else 30%). The schedule counts
     every step, including those a loss scaler skipped (as timm and NVIDIA's examples do): the

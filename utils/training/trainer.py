@@ -1,9 +1,11 @@
 """Everything one precision mode trains with, built before the timed loop starts: the model
 (copied, laid out, cast, wrapped in DDP, compiled), optimizer, schedule, scaler and loader."""
+from __future__ import annotations
+
 import copy
 import hashlib
 from dataclasses import dataclass
-from typing import Any, List, Optional
+from typing import TYPE_CHECKING, Iterable, List, Optional, Tuple, Union
 
 import torch
 from torch import nn
@@ -15,6 +17,13 @@ from utils.training import distributed, float8, precision
 from utils.training.modes import Mode
 from utils.training.step import make_optimizer, make_scheduler, no_decay_flags
 
+if TYPE_CHECKING:
+    from utils.config import RunConfig
+    from utils.data.dataset import Data
+    from utils.data.loaders import DeviceLoader, TorchvisionLoader
+    from utils.training.distributed import World
+    from utils.training.precision import StaticLossScaler
+
 
 @dataclass
 class Trainer:
@@ -23,17 +32,18 @@ class Trainer:
     model: nn.Module  # the weights: checkpoints and evaluation use these
     step_model: nn.Module  # what the step calls: the model, possibly wrapped in DDP, then compiled
     params: List[torch.Tensor]  # what the optimizer updates (FP32 masters in fp16-master)
-    scaler: Any  # GradScaler, or fp16-master's StaticLossScaler
+    scaler: Union[torch.amp.GradScaler, StaticLossScaler]  # StaticLossScaler: fp16-master's
     optimizer: torch.optim.Optimizer
     optimizer_impl: str  # the optimizer's implementation that runs: "fused" or "foreach" (where fused is not available)
-    scheduler: Any
+    scheduler: torch.optim.lr_scheduler.LRScheduler
     criterion: nn.Module
-    loader: Any  # an endless iterator of (images, labels) with state_dict/load_state_dict
+    loader: Union[DeviceLoader, TorchvisionLoader]  # an endless iterator of (images, labels)
     initial_weights_sha256: str
     grad_comm: Optional[str] = None  # the dtype DDP's gradients travel in; None in one process
 
 
-def build_trainer(initial_model, mode, data, config, device, world):
+def build_trainer(initial_model: nn.Module, mode: Mode, data: Data, config: RunConfig, device: torch.device,
+                  world: World) -> Trainer:
     """A copy of `initial_model` set up for `mode`: every mode starts from the same weights,
     and the loader, seeded with config.seed, gives every mode the same batches."""
     precision.set_tf32(mode.tf32)
@@ -63,7 +73,8 @@ def build_trainer(initial_model, mode, data, config, device, world):
                    loader=loader, initial_weights_sha256=initial_weights, grad_comm=grad_comm)
 
 
-def data_parallel(model, device, config, world_size):
+def data_parallel(model: nn.Module, device: torch.device, config: RunConfig,
+                  world_size: int) -> Tuple[DistributedDataParallel, str]:
     """The model in DDP with --bucket-mb's buckets and --grad-comm's hook, and the dtype its
     gradients travel in: the hook's, or without one the gradients' own (float16 in fp16-master)."""
     comm = communication(config.grad_comm, config.bucket_mb, world_size)
@@ -76,7 +87,7 @@ def data_parallel(model, device, config, world_size):
     return wrapped, {dtype: name for name, dtype in distributed.COMM_DTYPES.items()}.get(own, "fp32")
 
 
-def digest(tensors):
+def digest(tensors: Iterable[torch.Tensor]) -> str:
     """A short sha256 of tensors' bytes: equal digests mean bitwise-equal starting points."""
     sha = hashlib.sha256()
     for tensor in tensors:
