@@ -34,6 +34,17 @@ def check_versions():
                             f"{minimum[0]}.{minimum[1]} or newer (an NGC PyTorch container from 22.01 on).")
 
 
+def distribution_version(name):
+    """The installed version of the package `name`, read from its metadata without importing it
+    (an import may fail for the very reason it is asked about), or None."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
 def torch_release():
     import torch
     return release(torch.__version__)
