@@ -11,7 +11,7 @@ from typing import List, Optional
 import torch
 
 from models import factory, families
-from utils import compat
+from utils import compat, launch
 from utils.data import dataset
 from utils.config import no_test_images
 from utils.errors import UserError
@@ -31,7 +31,7 @@ from utils.training.trainer import build_trainer
 
 
 def warn(message, kind="warning"):
-    if distributed.detect().is_main:  # once per job, not once per rank
+    if launch.detect().is_main:  # once per job, not once per rank
         print(f"main.py: {kind}: {message}", file=sys.stderr)
 
 
@@ -74,7 +74,7 @@ def run(config, stop):
     for message in config.warnings():
         warn(message)
     device = pick_device(config.gpu, not config.no_cudnn_benchmark)
-    world = distributed.detect()
+    world = launch.detect()
     config.check_world(world.size)
     if world.distributed:
         device = distributed.init(world, config)

@@ -37,9 +37,7 @@ def check_requirements(mode, device, emulate):
     check_torchao(mode)
     if emulate:
         return
-    if device.type != "cuda":
-        raise UserError(f"mode {mode.name} needs a GPU with FP8 tensor cores (-p); on the CPU add --fp8-emulate, "
-                        "which checks that fp8 trains but does not measure FP8 speed.")
+    # The CPU without --fp8-emulate is a flags rule (utils/config.py), refused before torch loads.
     capability = torch.cuda.get_device_capability(device)
     if capability < FP8_CAPABILITY:
         raise UserError(f"mode {mode.name} needs FP8 tensor cores (compute capability 8.9: Ada, Hopper or newer); "
