@@ -118,15 +118,21 @@ def main_flag_names(words):
     return named
 
 
-def check_main_flags(options, names):
-    """Run main.py's own check of the flags every launch gets, before the first launch: a flag
-    main.py refuses is refused now, with main.py's sentence, instead of after a launch."""
-    command = [sys.executable, str(ROOT / "main.py"), *launch_flags(options, names), "--check-flags"]
-    checked_run = subprocess.run(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    if checked_run.returncode > 0:  # below 0: a stop signal ended the check, and the study stops
-        said = [line for line in checked_run.stderr.splitlines() if line.strip()]
-        reason = said[-1].split("error: ", 1)[-1] if said else f"it exits with status {checked_run.returncode}"
-        raise UserError(f"main.py refuses the flags the study would launch it with: {reason}")
+def check_main_flags(options, names, sizes, comms):
+    """Run main.py's own check of the flags each launch gets, as one of its ranks (torchrun's
+    variables set), before the first launch: a flag main.py refuses is refused now, with
+    main.py's sentence, instead of after a launch."""
+    points = [(1, [])] + [(sizes[-1], ["--grad-comm", comm]) for comm in comms]
+    for ranks, comm_flags in points:
+        command = [sys.executable, str(ROOT / "main.py"), *launch_flags(options, names), *comm_flags, "--check-flags"]
+        checked_run = subprocess.run(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                     env={**os.environ, "WORLD_SIZE": str(ranks), "RANK": "0"})
+        if checked_run.returncode < 0:  # a stop signal ended the check, and the study stops
+            return
+        if checked_run.returncode != 0:
+            said = [line for line in checked_run.stderr.splitlines() if line.strip()]
+            reason = said[-1].split("error: ", 1)[-1] if said else f"it exits with status {checked_run.returncode}"
+            raise UserError(f"main.py refuses the flags the study would launch it with: {reason}")
 
 
 def launch_flags(options, names):
@@ -257,7 +263,7 @@ def run(options, stop):
     sizes, names, comms = checked(options, visible_gpus(options.gpu))
     fileio.ensure_folder_writable(str(out), "--out")
     plot.check_available(str(out / "scaling.png"))
-    check_main_flags(options, names)
+    check_main_flags(options, names, sizes, comms)
     plans = launches(sizes, comms, options.rounds)
     if stop.requested:
         return stopped(out, [], [], len(plans), stop.signal_number)

@@ -23,8 +23,8 @@ def test_the_study_launches_every_size_and_writes_table_json_and_plot(tmp_path, 
         cwd=ROOT, capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert result.returncode == 0, result.stderr
     assert sorted(path.name for path in out.iterdir()) == [
-        "logs", "round1-ranks1.json", "round1-ranks2-bf16.json", "round1-ranks2-fp32.json", "scaling.json",
-        "scaling.png"]
+        "logs", "plan.json", "round1-ranks1.json", "round1-ranks2-bf16.json", "round1-ranks2-fp32.json",
+        "scaling.json", "scaling.png"]
     assert (out / "scaling.png").read_bytes().startswith(PNG_MAGIC)
     study = json.loads((out / "scaling.json").read_text())
     rows = {(row["mode"], row["world_size"], row["grad_comm"]): row for row in study["rows"]}

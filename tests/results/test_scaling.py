@@ -226,6 +226,12 @@ def test_a_study_against_another_baseline_says_so_in_its_header_and_notes(tmp_pa
     (["--world-sizes", "1,2", "--", "--compa", "fp32"], "--compa is set by the study in every launch"),
     (["--world-sizes", "1,2", "--", "--lr", "-1"],
      "main.py refuses the flags the study would launch it with: argument --lr: must be a positive number"),
+    (["--world-sizes", "1,2", "--", "--bucket-mb", "50"],
+     "main.py refuses the flags the study would launch it with: --bucket-mb 50 sets how DDP sends gradients between "
+     "processes, and this run is a single process"),
+    (["--world-sizes", "1,2", "--modes", "fp32,fp8", "--", "-m", "vit_t4"],
+     "main.py refuses the flags the study would launch it with: mode fp8 needs a GPU with FP8 tensor cores (-p); on "
+     "the CPU add --fp8-emulate"),
     (["--world-sizes", "1,2", "--", "--baseline", "amp-fp16"],
      "main.py refuses the flags the study would launch it with: --baseline amp-fp16 is not among the modes"),
 ])
