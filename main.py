@@ -75,7 +75,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     with StopRequest() as stop:  # a signal from here on stops the run cleanly, even during `import torch`
         try:
             run_config = config.RunConfig.from_args(args)  # refuses bad combinations before torch is imported
-            if run_config.check_flags:
+            if run_config.check_flags:  # what each rank of the launch it runs in would refuse too
+                from utils import launch
+
+                run_config.check_world(launch.detect().size)
                 return 0
             from utils import compat
             compat.check_versions()  # before importing code that needs the supported torch

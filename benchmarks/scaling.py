@@ -9,10 +9,19 @@ Launches main.py with torchrun for each world size (1, 2, 4, ... up to the GPUs 
 every mode of --modes in each launch with --explain; then merges the launches' result files into
 one table, scaling.json and scaling.png under --out (utils/results/scaling.py: images/s,
 scaling efficiency with its 95% interval, the AMP speedup at each size, the exposed
-communication share). Flags after `--` go to every launch of main.py. Rounds interleave the
-world sizes; with --rounds 3 the intervals rest on the launches' medians.
+communication share). Flags after `--` go to every launch of main.py, checked by main.py's own
+--check-flags before the first launch. Rounds interleave the world sizes; with --rounds 3 the
+intervals rest on the launches' medians.
+
+A stop signal (Ctrl-C, a scheduler's SIGTERM, SIGHUP, SIGUSR1) goes to the launch in flight,
+which saves and ends as main.py does; the study then writes the table of the launches that
+finished and exits 128 + the signal's number. The same command again continues the study: the
+launches already finished in --out are kept and not run again.
 """
 import argparse
+import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -22,10 +31,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from utils.errors import UserError, WriteFailed  # noqa: E402 (no torch)
 from utils.setup_keys import GRAD_COMM  # noqa: E402
+from utils.stop import StopRequest  # noqa: E402
 from utils.training import modes  # noqa: E402
 
 # main.py flags the study sets itself in every launch
 OWN_FLAGS = ("--json", "--modes", "--compare", "--grad-comm", "--fp16", "--bf16", "--amp", "--tf32", "--explain")
+MOST_ROUNDS = 100  # launches of each point; more would outlast any allocation
+PLAN = "plan.json"  # in --out: what the study launches, so that the same command continues it
 
 
 def parse(argv):
@@ -66,6 +78,10 @@ def world_sizes(asked, gpu, visible):
         raise UserError(f"--world-sizes needs 1 (the baseline) and at least one larger size; got {asked}.")
     if gpu and sizes[-1] > visible:
         raise UserError(f"--world-sizes asks for {sizes[-1]} ranks and {visible} GPUs are visible; one rank per GPU.")
+    cores = os.cpu_count() or 1
+    if not gpu and sizes[-1] > cores:
+        raise UserError(f"--world-sizes asks for {sizes[-1]} CPU processes and this machine has {cores} cores; "
+                        f"on the CPU give sizes up to {cores}.")
     return sizes
 
 
@@ -77,12 +93,51 @@ def checked(options, visible):
     comms = options.grad_comm.split(",")
     if not set(comms) <= set(GRAD_COMM) or len(set(comms)) != len(comms):
         raise UserError(f"--grad-comm is a comma list from {', '.join(GRAD_COMM)}, each once; got {options.grad_comm}.")
-    if options.rounds < 1:
-        raise UserError(f"--rounds must be 1 or more; got {options.rounds}.")
-    taken = [flag for flag in options.main_flags if flag.split("=")[0] in OWN_FLAGS]
+    if not 1 <= options.rounds <= MOST_ROUNDS:
+        raise UserError(f"--rounds must be from 1 to {MOST_ROUNDS}; got {options.rounds}.")
+    taken = [typed for typed, flag in main_flag_names(options.main_flags) if flag in OWN_FLAGS]
     if taken:
         raise UserError(f"{taken[0]} is set by the study in every launch; give it to scaling.py or drop it.")
     return sizes, names, comms
+
+
+def main_flag_names(words):
+    """(as typed, main.py's full flag) for each flag among `words`: argparse takes any unique
+    prefix of a long flag (--grad for --grad-comm), so the study resolves them as main.py would."""
+    from main import build_parser
+
+    known = [flag for action in build_parser()._actions for flag in action.option_strings]
+    named = []
+    for word in words:
+        typed = word.split("=")[0]
+        if not typed.startswith("--"):
+            continue
+        matches = [typed] if typed in known else [flag for flag in known if flag.startswith(typed)]
+        if len(matches) == 1:
+            named.append((typed, matches[0]))
+    return named
+
+
+def check_main_flags(options, names, sizes, comms):
+    """Run main.py's own check of the flags each launch gets, as one of its ranks (torchrun's
+    variables set), before the first launch: a flag main.py refuses is refused now, with
+    main.py's sentence, instead of after a launch."""
+    points = [(1, [])] + [(sizes[-1], ["--grad-comm", comm]) for comm in comms]
+    for ranks, comm_flags in points:
+        command = [sys.executable, str(ROOT / "main.py"), *launch_flags(options, names), *comm_flags, "--check-flags"]
+        checked_run = subprocess.run(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                     env={**os.environ, "WORLD_SIZE": str(ranks), "RANK": "0"})
+        if checked_run.returncode < 0:  # a stop signal ended the check, and the study stops
+            return
+        if checked_run.returncode != 0:
+            said = [line for line in checked_run.stderr.splitlines() if line.strip()]
+            reason = said[-1].split("error: ", 1)[-1] if said else f"it exits with status {checked_run.returncode}"
+            raise UserError(f"main.py refuses the flags the study would launch it with: {reason}")
+
+
+def launch_flags(options, names):
+    """The flags every launch gives main.py, less --json and --grad-comm, which vary."""
+    return [*options.main_flags, *(["-p"] if options.gpu else []), "--modes", names, "--explain", "--no-progress"]
 
 
 def launches(sizes, comms, rounds):
@@ -92,22 +147,97 @@ def launches(sizes, comms, rounds):
             for comm in (comms if size > 1 else [None])]
 
 
-def launch(out, plan, names, options):
-    """Run one launch of main.py under torchrun; returns its results file and what ran."""
+def launch_name(plan):
     number, size, comm = plan
-    name = f"round{number}-ranks{size}" + (f"-{comm}" if comm else "")
+    return f"round{number}-ranks{size}" + (f"-{comm}" if comm else "")
+
+
+def launch(out, plan, names, options, stop):
+    """Run one launch of main.py under torchrun, in a process group of its own that `stop`
+    forwards signals to; returns its results file and what ran, or None when a stop signal
+    ended it before it finished."""
+    number, size, comm = plan
+    name = launch_name(plan)
     result, log = out / f"{name}.json", out / "logs" / f"{name}.log"
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={size}",
-               str(ROOT / "main.py"), *options.main_flags, *(["-p"] if options.gpu else []), "--modes", names,
-               "--explain", "--no-progress", "--json", str(result), *(["--grad-comm", comm] if comm else [])]
+               str(ROOT / "main.py"), *launch_flags(options, names), "--json", str(result),
+               *(["--grad-comm", comm] if comm else [])]
     started = time.monotonic()
     with open(log, "w") as output:
-        status = subprocess.run(command, cwd=ROOT, stdout=output, stderr=subprocess.STDOUT).returncode
+        # A session of its own: Ctrl-C reaches the study alone, which forwards it once to torchrun
+        # (torchrun passes it on to its ranks); a signal the ranks got twice would end them unsaved.
+        process = subprocess.Popen(command, cwd=ROOT, stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
+        stop.launch = process
+        try:
+            status = process.wait()
+        finally:
+            stop.launch = None
+    if stop.requested:
+        if result.exists():  # the interrupted launch's partial results: kept aside, never taken as a point
+            os.replace(result, out / "logs" / f"{name}.interrupted.json")
+        return None
     if status != 0:
         raise WriteFailed(f"the launch on {size} ranks{f' (--grad-comm {comm})' if comm else ''} failed with exit "
-                          f"status {status}: its output is in {log}, and the results measured before it are in {out}.")
+                          f"status {status}: its output is in {log}, and the launches finished before it are in {out}; the same "
+                          "command continues the study from there.")
     print(f"  {name}: {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
     return result, {"command": command, "json": str(result), "log": str(log), "seconds": time.monotonic() - started}
+
+
+class StudyStop(StopRequest):
+    """The study's stop signals: the first is forwarded to the launch in flight, which saves and
+    ends, and no launch starts after it; a second ends the launch and the study at once."""
+
+    def __init__(self):
+        super().__init__()
+        self.launch = None
+
+    def handler(self, number, frame):
+        if self.requested:
+            if self.launch is not None:
+                os.killpg(self.launch.pid, signal.SIGKILL)
+            print(f"scaling.py: a second signal ({signal.Signals(number).name}) arrived: stopping now; the "
+                  "finished launches' files are kept.", file=sys.stderr, flush=True)
+            sys.exit(128 + number)
+        self.signal_number, self.signal_name = number, signal.Signals(number).name
+        print(f"scaling.py: {self.signal_name} received: stopping the launch in flight, then writing the table of "
+              "the finished ones.", file=sys.stderr, flush=True)
+        if self.launch is not None:
+            try:
+                self.launch.send_signal(number)
+            except ProcessLookupError:
+                pass
+
+
+def finished_launch(out, plan):
+    """The results file of `plan`'s launch when an earlier run of this study finished it, else None."""
+    from utils.results.merge import load_result
+
+    result = out / f"{launch_name(plan)}.json"
+    if not result.exists():
+        return None
+    try:
+        documents = load_result(str(result))
+    except UserError:
+        return None
+    return result if not any(document.get("incomplete") for document in documents) else None
+
+
+def check_plan(out, plan):
+    """Record what this study launches in --out, or refuse a folder that holds another study."""
+    from utils import fileio
+
+    path = out / PLAN
+    if path.exists():
+        try:
+            earlier = json.loads(path.read_text())
+        except (OSError, ValueError):
+            earlier = None
+        if earlier != plan:
+            raise UserError(f"--out {out} holds another study (its {PLAN} asks for other launches); give another "
+                            "--out, or the same flags to continue that study.")
+        return
+    fileio.atomic_write(str(path), lambda f: f.write(json.dumps(plan, indent=1).encode()))
 
 
 def visible_gpus(gpu):
@@ -117,30 +247,62 @@ def visible_gpus(gpu):
     return torch.cuda.device_count()
 
 
-def run(options):
-    """Check everything, launch every run, then merge, print and write the study."""
+def run(options, stop):
+    """Check everything, launch every run not finished yet, then merge, print and write the study."""
     from utils import fileio
     from utils.results import plot
 
     out = Path(options.out)
     if options.from_dir:
-        found = sorted(path for path in Path(options.from_dir).glob("*.json") if path.name != "scaling.json")
+        found = sorted(path for path in Path(options.from_dir).glob("*.json") if path.name not in ("scaling.json", PLAN))
         if not found:
             raise UserError(f"--from {options.from_dir} holds no result files (*.json) of main.py.")
         fileio.ensure_folder_writable(str(out), "--out")
         plot.check_available(str(out / "scaling.png"))
-        return finish(out, found, [], options)
+        return finish(out, found, [])
     sizes, names, comms = checked(options, visible_gpus(options.gpu))
     fileio.ensure_folder_writable(str(out), "--out")
     plot.check_available(str(out / "scaling.png"))
-    (out / "logs").mkdir(parents=True, exist_ok=True)
+    check_main_flags(options, names, sizes, comms)
     plans = launches(sizes, comms, options.rounds)
-    print(f"scaling study: {len(plans)} launches of {names} on {', '.join(map(str, sizes))} ranks", file=sys.stderr)
-    done = [launch(out, plan, names, options) for plan in plans]
-    return finish(out, [result for result, _ in done], [ran for _, ran in done], options)
+    if stop.requested:
+        return stopped(out, [], [], len(plans), stop.signal_number)
+    check_plan(out, {"main_flags": launch_flags(options, names), "world_sizes": sizes, "grad_comm": comms,
+                     "rounds": options.rounds})
+    (out / "logs").mkdir(parents=True, exist_ok=True)
+    earlier = {plan: finished_launch(out, plan) for plan in plans}
+    kept = [result for result in earlier.values() if result]
+    print(f"scaling study: {len(plans)} launches of {names} on {', '.join(map(str, sizes))} ranks"
+          + (f" ({len(kept)} finished before, kept)" if kept else ""), file=sys.stderr)
+    results, ran = list(kept), [{"json": str(result), "finished_before": True} for result in kept]
+    for plan in plans:
+        if earlier[plan] or stop.requested:
+            continue
+        done = launch(out, plan, names, options, stop)
+        if done:
+            results.append(done[0])
+            ran.append(done[1])
+    if stop.requested:
+        return stopped(out, results, ran, len(plans), stop.signal_number)
+    return finish(out, results, ran)
 
 
-def finish(out, results, ran, options):
+def stopped(out, results, ran, planned, number):
+    """After a stop signal: the table of the finished launches when they make one, and one line
+    saying what was kept and how to go on; exits 128 + the signal's number."""
+    table = "no table yet (it needs the 1-process launch and a larger one)"
+    try:
+        finish(out, results, ran)
+        table = f"their table in {out / 'scaling.json'}"
+    except UserError:
+        pass
+    print(f"scaling.py: stopped by {signal.Signals(number).name} after {len(results)} of {planned} launches: kept their "
+          f"results in {out} and {table}; run the same command again to run the other {planned - len(results)}.",
+          file=sys.stderr, flush=True)
+    return 128 + number
+
+
+def finish(out, results, ran):
     """The table on stdout; scaling.json and scaling.png under `out`."""
     from utils.results import scaling
     from utils.results.merge import load_result
@@ -152,10 +314,13 @@ def finish(out, results, ran, options):
     rows = scaling.study(documents)
     base = next(document for document in documents if document["env"]["world_size"] == 1)
     title = describe(setup_of(base), base["env"]).replace("batch ", "batch per process ", 1)
-    notes = scaling.notes(rows)
+    baseline = base["config"]["baseline"]
+    notes = scaling.notes(rows, baseline)
     accuracy = scaling.accuracy_table(rows)
-    print("\n\n".join([title, scaling.table(rows), "\n".join(notes)] + (["\n".join(accuracy)] if accuracy else [])))
-    write_json(str(out / "scaling.json"), {"schema": scaling.SCHEMA, "title": title, "rounds": options.rounds,
+    print("\n\n".join([title, scaling.table(rows, baseline), "\n".join(notes)]
+                       + (["\n".join(accuracy)] if accuracy else [])))
+    write_json(str(out / "scaling.json"), {"schema": scaling.SCHEMA, "title": title,
+                                           "rounds": scaling.rounds_of(documents),
                                            "rows": [row.to_dict() for row in rows], "notes": notes, "launches": ran,
                                            "env": {key: base["env"].get(key) for key in
                                                    ("device", "torch", "hostname", "git_commit", "timestamp_utc")}})
@@ -165,12 +330,13 @@ def finish(out, results, ran, options):
 
 
 def main(argv=None):
-    options = parse(argv)
-    try:
-        return run(options)
-    except (UserError, WriteFailed) as error:
-        print(f"scaling.py: error: {error}", file=sys.stderr)
-        return 2 if isinstance(error, UserError) else 1
+    with StudyStop() as stop:  # from argument parsing on, as main.py's: no Ctrl-C ends in a traceback
+        options = parse(argv)
+        try:
+            return run(options, stop)
+        except (UserError, WriteFailed) as error:
+            print(f"scaling.py: error: {error}", file=sys.stderr)
+            return 2 if isinstance(error, UserError) else 1
 
 
 if __name__ == "__main__":

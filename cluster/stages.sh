@@ -160,10 +160,20 @@ check_extra_args() {
              "give its flags and values without spaces or quotes."
     fi
     read -r -a extra <<< "${EXTRA_ARGS}"
+    local word
+    for word in "${extra[@]}"; do  # --grad is main.py's abbreviation of --grad-comm
+        [[ "${STUDY}" != 1 || "${word}" != --grad* ]] \
+            || fail "EXTRA_ARGS holds ${word%%=*}, which the study sets for each point from GRAD_COMM;" \
+                    "set GRAD_COMM instead (a comma list from fp32, fp16, bf16)."
+    done
 }
 
 check_container() {
     check_format CONTAINER_RUNTIME '^(singularity|apptainer)$' "singularity or apptainer"
+    if [[ "${DRY_RUN}" == 1 ]]; then  # the headers' dry runs work before either is set: shown as placeholders
+        placeholder CONTAINER
+        placeholder CIFAR10_DIR
+    fi
     [[ -n "${CONTAINER}" ]] \
         || fail "CONTAINER is not set: set it to an NGC PyTorch image, e.g. from" \
                 "apptainer build pytorch_24.04-py3.sif docker://nvcr.io/nvidia/pytorch:24.04-py3."
@@ -178,6 +188,13 @@ check_container() {
     [[ -f "${CONTAINER}" || -d "${CONTAINER}" ]] || fail "no container image at CONTAINER=${CONTAINER}."
     [[ -d "${CIFAR10_DIR}" ]] \
         || fail "CIFAR10_DIR=${CIFAR10_DIR} is not a folder; pre-stage CIFAR-10 there (see the script's header)."
+}
+
+# In a dry run, an unset variable $1 stands in the printed commands as <$1>, said once.
+placeholder() {
+    [[ -z "${!1}" ]] || return 0
+    printf -v "$1" '<%s>' "$1"
+    echo "ampbench: dry run: $1 is not set; the commands show <$1> in its place." >&2
 }
 
 # The last stage needs the nodes it asks for: refused now, not after the one-node stages ran.
@@ -319,29 +336,41 @@ finished() {
 # each mode's stages run, or with STUDY=1 the study's (its --grad-comm values are checked above).
 check_main_flags() {
     local mode flags out
+    local comm
     if [[ "${STUDY}" == 1 ]]; then
         study_flags 1 fp32
-        check_flags
+        check_flags 1
+        for comm in "${grad_comms[@]}"; do  # every point on more ranks runs these flags
+            study_flags 2 "${comm}"
+            check_flags 2
+        done
         return
     fi
     for mode in "${modes[@]}"; do
         main_flags check "${mode}"
-        check_flags
+        check_flags 1
     done
 }
 
-# main.py --check-flags on the array `flags`, inside the container.
+# main.py --check-flags on the array `flags`, inside the container, as one rank of a launch of
+# $1 ranks sees them (torchrun's variables: what a run refuses in one process, or in many, too).
 check_flags() {
-    local said
+    local said as_rank=(env WORLD_SIZE="$1" RANK=0)
     if [[ "${DRY_RUN}" == 1 ]]; then
-        run "${on_one_node[@]}" "${in_container[@]}" python main.py "${flags[@]}" --check-flags
+        run "${on_one_node[@]}" "${in_container[@]}" "${as_rank[@]}" python main.py "${flags[@]}" --check-flags
     else
-        said=$(in_container_checked python main.py "${flags[@]}" --check-flags) \
+        said=$(in_container_checked "${as_rank[@]}" python main.py "${flags[@]}" --check-flags) \
             || fail "main.py refuses the flags MODES and EXTRA_ARGS give it (${said}); change them."
     fi
 }
 
 FAILED=()
+REFUSED=()  # of FAILED, those that ended with a refusal (exit 2): a resubmission would repeat it
+# Records the failure of the run named $2, which exited with status $1.
+failed() {
+    FAILED+=("$2")
+    (( $1 != 2 )) || REFUSED+=("$2")
+}
 # One stage: every mode as its own run with its own checkpoint, launched by "$@".
 stage() {
     local name=$1 mode out checkpoint resume flags
@@ -360,7 +389,7 @@ stage() {
             echo "ampbench: ${name} ${mode} resumes from ${checkpoint}."
         fi
         # Progress stays on: without a terminal main.py logs plain phase and progress lines.
-        run "$@" main.py "${flags[@]}" "${resume[@]}" || FAILED+=("${name} ${mode}")
+        run "$@" main.py "${flags[@]}" "${resume[@]}" || failed $? "${name} ${mode}"
     done
 }
 
@@ -374,7 +403,7 @@ study_point() {
         if finished "${out}"; then
             echo "ampbench: study point ${out} is done; skipping it."
         else
-            run "$@" main.py "${flags[@]}" || FAILED+=("study ${out##*/}")
+            run "$@" main.py "${flags[@]}" || failed $? "study ${out##*/}"
         fi
         (( ranks > 1 )) || return 0
     done
@@ -396,7 +425,22 @@ study() {
         count=$(( count * 2 ))
     done
     run "${on_one_node[@]}" "${in_container[@]}" python benchmarks/scaling.py --from "${RESULTS_DIR}/study" \
-        --out "${RESULTS_DIR}/study" || FAILED+=("the study's table")
+        --out "${RESULTS_DIR}/study" || failed $? "the study's table"
+}
+
+# The job's last word on the $1 that failed, if any (exit 1): a refusal is fixed by changing the
+# flags, anything else (a lost node, a time limit) by resubmitting, which would $2.
+report_failures() {
+    (( ${#FAILED[@]} )) || return 0
+    if (( ${#REFUSED[@]} )); then
+        echo "ampbench: error: these $1 failed (their messages are above): ${FAILED[*]}; ${REFUSED[*]} refused" \
+             "what it was asked (exit 2), which a resubmission repeats: change the flags or results it names," \
+             "then resubmit the job." >&2
+    else
+        echo "ampbench: error: these $1 failed (their messages are above): ${FAILED[*]}; resubmit the job to" \
+             "$2." >&2
+    fi
+    exit 1
 }
 
 # One table per stage (1 GPU, 1 node, N nodes), each with the speedups over FP32.
@@ -441,11 +485,7 @@ echo "ampbench (${SCHEDULER} job ${JOB_ID:-none}): ${NODES} node(s) x ${PER_NODE
 
 if [[ "${STUDY}" == 1 ]]; then
     study
-    if (( ${#FAILED[@]} )); then
-        echo "ampbench: error: these study points failed (their messages are above): ${FAILED[*]}; resubmit" \
-             "the job to run them." >&2
-        exit 1
-    fi
+    report_failures "study points" "run them"
     exit 0
 fi
 
@@ -464,8 +504,4 @@ if (( NODES > 1 )); then
 fi
 
 merge_results
-if (( ${#FAILED[@]} )); then
-    echo "ampbench: error: these runs failed (their messages are above): ${FAILED[*]}; resubmit the job" \
-         "to resume them." >&2
-    exit 1
-fi
+report_failures "runs" "resume them"

@@ -34,7 +34,8 @@ def checkpoint_checker():
     from models import factory
     from utils.config import RunConfig
     from utils.data import dataset
-    from utils.training import checkpoint, distributed
+    from utils import launch
+    from utils.training import checkpoint
     from utils.training.trainer import build_trainer
     from utils.training.step import train_step
     cpu = torch.device("cpu")
@@ -43,12 +44,12 @@ def checkpoint_checker():
     data, _ = dataset.load("synthetic", ".", False, False, cpu, config.seed)
     config = config.for_dataset(len(data.train_images), 1).with_recipe(factory.has_batch_norm(model), 1)
     mode = config.precision_modes[0]
-    setup = checkpoint.resume_setup(data, distributed.World())
+    setup = checkpoint.resume_setup(data, launch.World())
 
     def check(path):
         state = checkpoint.load(path, cpu)
         checkpoint.check_compatible(state, config, mode, path, setup)
-        trainer = build_trainer(model, mode, data, config, cpu, distributed.World())
+        trainer = build_trainer(model, mode, data, config, cpu, launch.World())
         checkpoint.restore(trainer, state, cpu, path)
         train_step(trainer.step_model, [next(trainer.loader)], trainer.criterion, trainer.optimizer, trainer.scaler,
                    mode, cpu)  # and one step of training from it, as --resume goes on

@@ -16,7 +16,7 @@ from utils import fileio
 from utils.config import RunConfig
 from utils.errors import UserError
 from utils.results import files, live, run_outputs
-from utils.training.distributed import World
+from utils.launch import World
 
 pytestmark = pytest.mark.long  # its own CI stage (pytest.ini)
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple, Union
 import torch
 
 from models import factory, families
-from utils import compat
+from utils import compat, launch
 from utils.data import dataset
 from utils.config import no_test_images
 from utils.errors import UserError
@@ -37,14 +37,14 @@ if TYPE_CHECKING:
     from utils.config import RunConfig
     from utils.data.dataset import Data
     from utils.explain.profiler import Profile
+    from utils.launch import World
     from utils.stop import StopRequest
-    from utils.training.distributed import World
     from utils.training.modes import Mode
     from utils.training.trainer import Trainer
 
 
 def warn(message: str, kind: str = "warning") -> None:
-    if distributed.detect().is_main:  # once per job, not once per rank
+    if launch.detect().is_main:  # once per job, not once per rank
         print(f"main.py: {kind}: {message}", file=sys.stderr)
 
 
@@ -88,7 +88,7 @@ def run(config: RunConfig, stop: StopRequest) -> int:
     for message in config.warnings():
         warn(message)
     device = pick_device(config.gpu, not config.no_cudnn_benchmark)
-    world = distributed.detect()
+    world = launch.detect()
     config.check_world(world.size)
     if world.distributed:
         device = distributed.init(world, config)

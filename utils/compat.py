@@ -7,7 +7,7 @@ records it with `degrade`; a run's results list those notes (env.degraded).
 from __future__ import annotations
 
 import re
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 from utils.errors import UserError
 
@@ -35,6 +35,17 @@ def check_versions() -> None:
         if release(module.__version__) < minimum:
             raise UserError(f"{name} {module.__version__} is too old: ampbench needs {name} "
                             f"{minimum[0]}.{minimum[1]} or newer (an NGC PyTorch container from 22.01 on).")
+
+
+def distribution_version(name: str) -> Optional[str]:
+    """The installed version of the package `name`, read from its metadata without importing it
+    (an import may fail for the very reason it is asked about), or None."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def torch_release() -> Tuple[int, int]:

@@ -238,6 +238,10 @@ class RunConfig:
         if self.fp8_emulate and not any(mode.float8 for mode in modes):
             raise UserError("--fp8-emulate applies to the fp8 modes, which this run does not use; add fp8 or "
                             "fp8-rowwise to --modes, or drop --fp8-emulate.")
+        float8 = [mode.name for mode in modes if mode.float8]
+        if float8 and not self.gpu and not self.fp8_emulate:  # a flags rule, so that --check-flags refuses it too
+            raise UserError(f"mode {float8[0]} needs a GPU with FP8 tensor cores (-p); on the CPU add --fp8-emulate, "
+                            "which checks that fp8 trains but does not measure FP8 speed.")
         if sum((self.fp16, self.bf16, self.amp)) > 1:
             raise UserError("--fp16, --bf16 and --amp exclude each other; choose one (--amp --amp-dtype bfloat16 "
                             "is --bf16).")

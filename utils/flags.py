@@ -129,7 +129,9 @@ FLAGS = (
     Flag(("--check-flags",), TRAINING,
          "check every flag and their combinations, then exit 0 without importing torch or training",
          doc="check every flag and the rules between them, then exit 0 (or 2 with the refusal's sentence) without "
-         "importing torch, reading data or training: what the job scripts run before any stage",
+         "importing torch, reading data or training: what the job scripts run before any stage. Under a launcher's "
+         "variables (torchrun's `WORLD_SIZE` and `RANK`, mpirun's, srun's) it checks them as that rank would, so "
+         "`--grad-comm` and `--bucket-mb` are refused in one process",
          action="store_true"),
     Flag(("--gpu", "-p"), PRECISION, "train on CUDA (default: CPU)", action="store_true"),
     Flag(("--fp16",), PRECISION, "autocast to float16", action="store_true"),

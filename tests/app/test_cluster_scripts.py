@@ -217,3 +217,21 @@ def test_dry_runs_print_every_stage_and_create_nothing(script, nodes, per_node, 
         assert runs[4].startswith(launcher) and "2nodes-fp32.json" in runs[4]
     assert "python -m utils.report" in commands[-1] and commands[-1].endswith("/merged.json")
     assert not (tmp_path / "results").exists(), "a dry run creates nothing"
+
+
+@pytest.mark.job_scripts
+def test_a_job_whose_runs_are_refused_says_to_change_them_not_to_resubmit(tmp_path):
+    """Runs that main.py refuses (exit 2: here CIFAR-10 files that are not CIFAR-10, which only
+    reading them shows) would be refused again: the last line says so instead of "resubmit"."""
+    data = tmp_path / "cifar10"
+    (data / "cifar-10-batches-py").mkdir(parents=True)
+    for name in ["data_batch_1", "data_batch_2", "data_batch_3", "data_batch_4", "data_batch_5", "test_batch",
+                 "batches.meta"]:
+        (data / "cifar-10-batches-py" / name).write_bytes(b"not a pickle")
+    env = job_env("run_slurm.sh", tmp_path, NODES="1", MODES="fp32", CIFAR10_DIR=str(data))
+    job = start("run_slurm.sh", env)
+    _, err = job.communicate(timeout=300)
+    assert job.returncode == 1, err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("ampbench: error: these runs failed (their messages are above): 1gpu fp32"), last
+    assert "1gpu fp32 refused what it was asked (exit 2), which a resubmission repeats" in last, last

@@ -51,7 +51,7 @@ BAD_INPUTS = [
     ("MODES", "fp32,,amp-bf16"), ("MODES", "fp32,"), ("MODES", "fp32 amp-bf16"),
     ("MODES", "fp32,fp32"), ("MODES", "../fp32"), ("MODES", "--help"),
     ("MODEL", "--help"), ("MODEL", "resnet50/../x"),
-    ("CONTAINER", ""), ("CONTAINER_RUNTIME", "docker"), ("CIFAR10_DIR", "/data\t2"),
+    ("CONTAINER_RUNTIME", "docker"), ("CIFAR10_DIR", "/data\t2"),
     ("RESULTS_ROOT", "{file}/results"), ("RESULTS_ROOT", "results\nelsewhere"),
     ("USE_GPU", "yes"), ("DRY_RUN", "2"),
     ("MASTER_PORT", "0"), ("MASTER_PORT", "65536"), ("MASTER_ADDR", "node 1"),
@@ -132,7 +132,7 @@ def test_a_missing_image_or_data_folder_is_refused(script, variable, tmp_path):
 
 def without_torch(tmp_path):
     """A PYTHONPATH on which `import torch` fails: the container's Python of an image without torch."""
-    (tmp_path / "fake" / "torch").mkdir(parents=True)
+    (tmp_path / "fake" / "torch").mkdir(parents=True, exist_ok=True)
     (tmp_path / "fake" / "torch" / "__init__.py").write_text("raise ModuleNotFoundError('No module named torch')\n")
     return str(tmp_path / "fake")
 
@@ -143,6 +143,12 @@ IN_CONTAINER = [
     ("a command in EXTRA_ARGS", {"EXTRA_ARGS": "--tag $(touch {canary})"}, "unrecognized arguments: --tag"),
     ("flags main.py refuses together", {"EXTRA_ARGS": "--allow-unverified --seeds 2"}, "--checkpoint works with"),
     ("an image without torch", {"PYTHONPATH": "{fake}"}, "torch is not installed"),
+    ("fp8 on the CPU stand-in without --fp8-emulate", {"MODES": "fp8", "MODEL": "vit_t4"},
+     "mode fp8 needs a GPU with FP8 tensor cores (-p); on the CPU add --fp8-emulate"),
+    ("a study whose one-process point would refuse", {"STUDY": "1", "EXTRA_ARGS": "--bucket-mb 50"},
+     "--bucket-mb 50 sets how DDP sends gradients between processes, and this run is a single process"),
+    ("a study in fp8 on the CPU stand-in", {"STUDY": "1", "MODES": "fp32,fp8", "MODEL": "vit_t4"},
+     "mode fp8 needs a GPU with FP8 tensor cores"),
 ]
 
 
@@ -163,13 +169,49 @@ def test_a_dry_run_shows_the_flag_check_of_every_mode(tmp_path):
     assert result.returncode == 0 and len(checks) == 2 and all("main.py" in line for line in checks), result.stdout
 
 
-def test_the_study_checks_the_command_it_runs(tmp_path):
+def test_the_study_checks_the_command_of_every_point_it_runs(tmp_path):
     """Every mode in one run with --explain and no checkpoint, so that --seeds (which the study's
-    accuracy verdict pairs on) passes the check that a stage's one-mode command would refuse."""
-    result = run_script("run_slurm.sh", dry_env(tmp_path, STUDY="1", NODES="2", EXTRA_ARGS="--seeds 3"))
+    accuracy verdict pairs on) passes the check that a stage's one-mode command would refuse;
+    checked as a rank of each point sees it: one process, and more ranks with each GRAD_COMM."""
+    result = run_script("run_slurm.sh", dry_env(tmp_path, STUDY="1", NODES="2", EXTRA_ARGS="--seeds 3",
+                                                GRAD_COMM="fp32,bf16"))
     checks = [line for line in result.stdout.splitlines() if line.endswith(" --check-flags")]
-    assert result.returncode == 0 and len(checks) == 1, result.stdout + result.stderr
-    assert "--explain" in checks[0] and "--seeds 3" in checks[0] and "--checkpoint" not in checks[0]
+    assert result.returncode == 0 and len(checks) == 3, result.stdout + result.stderr
+    assert all("--explain" in line and "--seeds 3" in line and "--checkpoint" not in line for line in checks)
+    assert "env WORLD_SIZE=1 RANK=0 python main.py" in checks[0] and "--grad-comm" not in checks[0]
+    assert ["WORLD_SIZE=2" in line and f"--grad-comm {comm}" in line for line, comm in
+            zip(checks[1:], ["fp32", "bf16"])] == [True, True]
+
+
+@pytest.mark.parametrize("words", ["--grad-comm bf16", "--grad bf16", "--grad-comm=fp16"])
+def test_a_study_refuses_extra_args_that_set_the_gradient_communication(words, tmp_path):
+    result = run_script("run_pbs.sh", dry_env(tmp_path, STUDY="1", NODES="2", EXTRA_ARGS=words))
+    assert_refused(result, "EXTRA_ARGS holds")
+    assert "set GRAD_COMM instead" in result.stderr
+
+
+HEADER_DRY_RUN = re.compile(r"(?:[A-Z_0-9]+=\S+ )*DRY_RUN=1(?: [A-Z_0-9]+=\S+)*")
+
+
+def test_every_dry_run_a_header_shows_runs_as_written(tmp_path):
+    """A header's `STUDY=1 NODES=4 DRY_RUN=1 ./run_pbs.sh` works before CONTAINER (and, for
+    Slurm, CIFAR10_DIR) is set: what is unset is shown as a placeholder."""
+    shown = [(script, assignments) for script in SCRIPTS for line in (ROOT / script).read_text().splitlines()
+             if line.startswith("#") for assignments in HEADER_DRY_RUN.findall(line)]
+    assert len(shown) >= len(SCRIPTS) * 2, shown
+    for script, assignments in shown:
+        env = {key: value for key, value in os.environ.items()
+               if not key.startswith(("COBALT_", "PBS_", "SLURM_")) and key not in USER_VARIABLES}
+        env.update(RESULTS_ROOT=str(tmp_path / "results"))
+        env.update(word.split("=", 1) for word in assignments.split() if not word.endswith("=..."))
+        result = run_script(script, env)
+        assert result.returncode == 0, (script, assignments, result.stderr)
+        assert "<CONTAINER>" in result.stdout or "CONTAINER" not in result.stderr, result.stderr
+
+
+def test_a_run_that_is_not_dry_still_needs_its_container(tmp_path):
+    result = run_script("run_pbs.sh", dry_env(tmp_path, DRY_RUN="0", CONTAINER=""))
+    assert_refused(result, "CONTAINER is not set")
 
 
 # The campaign: hostile values for every variable, each through the three scripts.

@@ -17,7 +17,7 @@ from conftest import ROOT, assert_user_error, run_main
 from utils import fileio
 from utils.app import resume_line
 from utils.config import RunConfig
-from utils.training.distributed import World
+from utils.launch import World
 
 TINY = ["--data", "synthetic", "-n", "3", "--warmup", "1", "--model", "squeezenet1_1", "-b", "4", "--no-progress"]
 

@@ -1,8 +1,10 @@
 """benchmarks/scaling.py end to end on the CPU: world sizes 1 and 2, two modes, two --grad-comm."""
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -21,8 +23,8 @@ def test_the_study_launches_every_size_and_writes_table_json_and_plot(tmp_path, 
         cwd=ROOT, capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert result.returncode == 0, result.stderr
     assert sorted(path.name for path in out.iterdir()) == [
-        "logs", "round1-ranks1.json", "round1-ranks2-bf16.json", "round1-ranks2-fp32.json", "scaling.json",
-        "scaling.png"]
+        "logs", "plan.json", "round1-ranks1.json", "round1-ranks2-bf16.json", "round1-ranks2-fp32.json",
+        "scaling.json", "scaling.png"]
     assert (out / "scaling.png").read_bytes().startswith(PNG_MAGIC)
     study = json.loads((out / "scaling.json").read_text())
     rows = {(row["mode"], row["world_size"], row["grad_comm"]): row for row in study["rows"]}
@@ -44,3 +46,53 @@ def test_the_study_launches_every_size_and_writes_table_json_and_plot(tmp_path, 
     assert "Accuracy with 16-bit gradients: test accuracy against --grad-comm fp32" in result.stdout
     assert rows[("amp-bf16", 2, "bf16")]["accuracy_vs_fp32_comm"] is not None
     assert rows[("amp-bf16", 2, "fp32")]["accuracy_vs_fp32_comm"] is None
+
+
+def study_processes(out):
+    """The processes whose command line names `out`: torchrun and the ranks of a launch."""
+    found = []
+    for proc in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{proc}/cmdline", "rb") as f:
+                if str(out).encode() in f.read() and int(proc) != os.getpid():
+                    found.append(int(proc))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+@pytest.mark.long  # two and a half launches of torch per signal: about 90 s on 2 cores
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
+def test_a_stopped_study_keeps_its_finished_launches_and_the_same_command_continues_it(stop, tmp_path, subset):
+    out = tmp_path / "study"
+    command = [sys.executable, "benchmarks/scaling.py", "--world-sizes", "1,2", "--modes", "fp32", "--out", str(out),
+               "--", "-m", "squeezenet1_1", "-b", "8", "-n", "6", "--warmup", "2", "--explain-steps", "1",
+               "--data-dir", str(subset), "--allow-unverified"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    study = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    second_log = out / "logs" / "round1-ranks2-fp32.log"
+    deadline = time.monotonic() + 300
+    while not second_log.exists() and study.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert second_log.exists(), study.communicate()
+    first = (out / "round1-ranks1.json").read_bytes()
+    time.sleep(2)  # the second launch's torchrun and ranks are starting
+    study.send_signal(stop)  # to the study alone, as a scheduler's time limit or Ctrl-C reaches it
+    _, err = study.communicate(timeout=300)
+    assert study.returncode == 128 + stop, err
+    assert err.splitlines()[-1] == (
+        f"scaling.py: stopped by {signal.Signals(stop).name} after 1 of 2 launches: kept their results in {out} and "
+        "no table yet (it needs the 1-process launch and a larger one); run the same command again to run the "
+        "other 1."), err
+    assert "Traceback" not in err
+    assert study_processes(out) == []  # torchrun and its ranks ended with the launch, before the study
+    assert not (out / "round1-ranks2-fp32.json").exists()
+
+    again = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+    assert again.returncode == 0, again.stderr
+    assert "scaling study: 2 launches of fp32 on 1, 2 ranks (1 finished before, kept)" in again.stderr
+    assert (out / "round1-ranks1.json").read_bytes() == first
+    study_json = json.loads((out / "scaling.json").read_text())
+    assert [(row["mode"], row["world_size"]) for row in study_json["rows"]] == [("fp32", 1), ("fp32", 2)]
+    assert [(launch["json"], launch.get("finished_before")) for launch in study_json["launches"]] == [
+        (str(out / "round1-ranks1.json"), True), (str(out / "round1-ranks2-fp32.json"), None)]

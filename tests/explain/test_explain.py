@@ -15,7 +15,8 @@ from utils.data.dataset import synthetic
 from utils.explain import diagnose
 from utils.explain.categories import CATEGORIES, NAMES, WHAT, category_of, core_name
 from utils.explain.profiler import Profile, profile_steps
-from utils.training import distributed, trainer as trainer_module
+from utils import launch
+from utils.training import trainer as trainer_module
 from utils.training.modes import MODES
 from utils.training.trainer import build_trainer
 
@@ -64,7 +65,7 @@ def trainer_for(model_name, mode, stem="cifar", batch=16):
     torch.manual_seed(0)
     model = factory.build_model(model_name, stem, None, batch)
     config = RunConfig.build(steps=10, warmup=1, batch_size=batch, no_progress=True).with_recipe(True, 1)
-    return build_trainer(model, MODES[mode], synthetic(CPU, seed=0), config, CPU, distributed.World()), config
+    return build_trainer(model, MODES[mode], synthetic(CPU, seed=0), config, CPU, launch.World()), config
 
 
 @pytest.mark.compat  # the profiler's event names and tree under the oldest torch too

@@ -13,7 +13,7 @@ from utils.data.dataset import synthetic
 from utils.numerics.census import Census
 from utils.numerics.fp16 import FLOAT16, FP16_MAX, FP16_MIN_NORMAL, FP16_MIN_SUBNORMAL
 from utils.results.compare import scale_drops, scaler_skips
-from utils.training import distributed
+from utils import launch
 from utils.training.loop import MicroBatches
 from utils.training.modes import MODES
 from utils.training.trainer import build_trainer
@@ -26,7 +26,7 @@ def trainer_for(model_name, mode, stem="cifar", batch=8):
     torch.manual_seed(0)
     model = factory.build_model(model_name, stem, None, batch)
     config = RunConfig.build(steps=10, warmup=1, batch_size=batch, no_progress=True).with_recipe(True, 1)
-    return build_trainer(model, MODES[mode], synthetic(CPU, seed=0), config, CPU, distributed.World())
+    return build_trainer(model, MODES[mode], synthetic(CPU, seed=0), config, CPU, launch.World())
 
 
 class TinyLoss(nn.Module):

@@ -1,5 +1,6 @@
 """The scaling study's arithmetic against hand-computed figures, and its refusals."""
 import importlib.util
+import json
 from dataclasses import replace
 
 import pytest
@@ -8,6 +9,7 @@ from conftest import ROOT
 from utils.errors import UserError
 from utils.results.accuracy import DEFAULT_MARGIN_POINTS
 from utils.results import scaling
+from utils.setup_keys import GRAD_COMM
 
 
 def study_script():
@@ -140,3 +142,110 @@ def test_a_figure_matplotlib_cannot_draw_is_a_write_failure_not_a_traceback(tmp_
     with pytest.raises(WriteFailed, match=r"could not draw .*scaling.png .*ValueError: no such font"):
         scaling.draw(str(tmp_path / "scaling.png"), [], "title")
     assert list(tmp_path.iterdir()) == []
+
+
+def launch_of(ranks, grad_comm=None, bucket_mb=None, **config):
+    """A launch's result file, built from the sample run of docs/samples (one process): on
+    `ranks` ranks with this --grad-comm and --bucket-mb, and these config values changed."""
+    document = json.loads((ROOT / "docs" / "samples" / "reading-the-numbers.json").read_text())
+    document["env"]["world_size"] = ranks
+    document["config"].update(grad_comm=grad_comm, bucket_mb=bucket_mb, **config)
+    for run in document["runs"]:
+        run.update(world_size=ranks, grad_comm=grad_comm, bucket_mb=bucket_mb,
+                   finished_utc=f"2026-11-25T16:{ranks:02d}:{GRAD_COMM.index(grad_comm or 'fp32'):02d}+00:00",
+                   images_per_sec=run["images_per_sec"] * ranks * 0.9)
+    return document
+
+
+def study_from(tmp_path, *documents):
+    """benchmarks/scaling.py --from a folder holding `documents`: (exit status, stderr, scaling.json or None)."""
+    folder = tmp_path / "launches"
+    folder.mkdir()
+    for index, document in enumerate(documents):
+        (folder / f"launch{index}.json").write_text(json.dumps(document))
+    status = study_script().main(["--from", str(folder), "--out", str(tmp_path / "study")])
+    written = tmp_path / "study" / "scaling.json"
+    return status, written.exists() and json.loads(written.read_text())
+
+
+@pytest.mark.parametrize("changed, sentence", [
+    ({"model": "resnet34"}, "the 2-rank runs have model resnet34 and the 1-process runs resnet18"),
+    ({"batch_size": 64}, "the 2-rank runs have batch_size 64 and the 1-process runs 32"),
+    ({"steps": 80}, "the 2-rank runs have steps 80 and the 1-process runs 40"),
+    ({"lr": 0.07}, "the 2-rank runs have lr 0.07 and the 1-process runs 0.025"),
+])
+def test_a_folder_of_launches_of_other_setups_is_refused_not_compared(changed, sentence, tmp_path, capsys):
+    status, written = study_from(tmp_path, launch_of(1), launch_of(2, "fp32", 25.0, **changed))
+    assert status == 2 and not written
+    err = capsys.readouterr().err
+    assert sentence in err and "not one study" in err and err.count("\n") == 1
+
+
+def test_the_recipe_s_lr_for_the_larger_global_batch_is_one_study(tmp_path, capsys):
+    # the sample's SGD lr is 0.1 x 32 / 128 = 0.025 in one process; the same flags on 2 ranks give 0.05
+    status, written = study_from(tmp_path, launch_of(1), launch_of(2, "fp32", 25.0, lr=0.05))
+    assert status == 0, capsys.readouterr().err
+    assert [row["world_size"] for row in written["rows"]] == [1, 2, 1, 2]
+
+
+def test_two_bucket_sizes_are_refused_as_rows_nothing_tells_apart(tmp_path, capsys):
+    status, written = study_from(tmp_path, launch_of(1), launch_of(2, "fp32", 25.0), launch_of(2, "bf16", 50.0))
+    assert status == 2 and not written
+    assert "--bucket-mb 25 and 50, which the study's table cannot tell apart" in capsys.readouterr().err
+
+
+def test_the_study_records_the_rounds_its_folder_holds(tmp_path, capsys):
+    second = launch_of(2, "fp32", 25.0)
+    for run in second["runs"]:
+        run["finished_utc"] = "2026-11-25T17:00:00+00:00"
+    status, written = study_from(tmp_path, launch_of(1), launch_of(2, "fp32", 25.0), second)
+    assert status == 0, capsys.readouterr().err
+    assert written["rounds"] == 2
+    assert {row["runs"] for row in written["rows"] if row["world_size"] == 2} == {6}
+
+
+def test_a_study_against_another_baseline_says_so_in_its_header_and_notes(tmp_path, capsys):
+    status, written = study_from(tmp_path, launch_of(1, baseline="amp-bf16"),
+                                 launch_of(2, "fp32", 25.0, baseline="amp-bf16"))
+    out = capsys.readouterr().out
+    assert status == 0
+    assert "speedup vs amp-bf16 [95% CI]" in out and "AMP speedup" not in out
+    assert "speedup vs amp-bf16: against amp-bf16 at the same size and --grad-comm" in " ".join(written["notes"])
+    rows = {(row["mode"], row["world_size"]): row for row in written["rows"]}
+    assert rows[("amp-bf16", 2)]["amp_speedup"] is None and rows[("fp32", 2)]["amp_speedup"] is not None
+    (tmp_path / "fp32").mkdir()
+    status, written = study_from(tmp_path / "fp32", launch_of(1), launch_of(2, "fp32", 25.0))
+    assert "AMP speedup: against fp32 at the same size" in " ".join(written["notes"])
+
+
+@pytest.mark.parametrize("argv, sentence", [
+    (["--world-sizes", "1,2", "--rounds", "2000000000"], "--rounds must be from 1 to 100; got 2000000000."),
+    (["--world-sizes", "1,2", "--rounds", "0"], "--rounds must be from 1 to 100; got 0."),
+    (["--world-sizes", "1,100000"], "--world-sizes asks for 100000 CPU processes and this machine has"),
+    (["--world-sizes", "1,2", "--", "--grad", "bf16"], "--grad is set by the study in every launch"),
+    (["--world-sizes", "1,2", "--", "--compa", "fp32"], "--compa is set by the study in every launch"),
+    (["--world-sizes", "1,2", "--", "--lr", "-1"],
+     "main.py refuses the flags the study would launch it with: argument --lr: must be a positive number"),
+    (["--world-sizes", "1,2", "--", "--bucket-mb", "50"],
+     "main.py refuses the flags the study would launch it with: --bucket-mb 50 sets how DDP sends gradients between "
+     "processes, and this run is a single process"),
+    (["--world-sizes", "1,2", "--modes", "fp32,fp8", "--", "-m", "vit_t4"],
+     "main.py refuses the flags the study would launch it with: mode fp8 needs a GPU with FP8 tensor cores (-p); on "
+     "the CPU add --fp8-emulate"),
+    (["--world-sizes", "1,2", "--", "--baseline", "amp-fp16"],
+     "main.py refuses the flags the study would launch it with: --baseline amp-fp16 is not among the modes"),
+])
+def test_the_study_bounds_and_checks_every_flag_before_launching(argv, sentence, tmp_path, capsys):
+    assert study_script().main(["--out", str(tmp_path / "study"), *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("scaling.py: error: ") and sentence in err and err.count("\n") == 1
+    assert not (tmp_path / "study").exists()
+
+
+def test_an_out_folder_of_another_study_is_refused(tmp_path, capsys):
+    out = tmp_path / "study"
+    out.mkdir()
+    (out / "plan.json").write_text(json.dumps({"main_flags": ["-m", "resnet50"]}))
+    assert study_script().main(["--out", str(out), "--world-sizes", "1,2", "--", "-m", "resnet18"]) == 2
+    assert "holds another study" in capsys.readouterr().err
+    assert sorted(path.name for path in out.iterdir()) == ["plan.json"]

@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 from conftest import ROOT, assert_user_error, run_main
 from utils.config import RunConfig
 from utils.errors import RankLost, UserError
+from utils import launch
 from utils.training import distributed
-from utils.training.distributed import World
+from utils.launch import World
 
 REFUSED = [
     ({"WORLD_SIZE": "abc", "RANK": "0"}, "WORLD_SIZE=abc must be an integer from 1 to"),
@@ -47,7 +48,7 @@ REFUSED = [
 @pytest.mark.parametrize("env, phrase", REFUSED, ids=[str(case[0])[:60] for case in REFUSED])
 def test_a_garbled_launcher_environment_is_refused_naming_the_variable(env, phrase):
     with pytest.raises(UserError) as refusal:
-        distributed.detect(env)
+        launch.detect(env)
     assert phrase in str(refusal.value)
 
 
@@ -66,7 +67,7 @@ ACCEPTED = [
 
 @pytest.mark.parametrize("env, world", ACCEPTED, ids=[str(case[0])[:60] for case in ACCEPTED])
 def test_a_launcher_environment_gives_the_process_its_place(env, world):
-    assert distributed.detect(env) == world
+    assert launch.detect(env) == world
 
 
 def test_main_refuses_a_garbled_launcher_environment_before_loading_data(monkeypatch):
@@ -139,7 +140,7 @@ launches = st.dictionaries(st.sampled_from(VARIABLES), values, max_size=8)
 @given(launches)
 def test_any_launcher_environment_gives_a_valid_place_or_one_sentence(env):
     try:
-        world = distributed.detect(env)
+        world = launch.detect(env)
     except UserError as refusal:
         assert "\n" not in str(refusal) and str(refusal).endswith(".")
         return

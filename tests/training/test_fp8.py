@@ -221,3 +221,74 @@ def test_a_garbled_fp8_block_in_a_result_file_is_named():
              "left_out": []}
     with pytest.raises(validate.Invalid, match=r"runs\[0\].fp8.flop_share is \"x\", not a number"):
         validate.FP8.check(block, "runs[0].fp8")
+
+
+def fake_torchao(folder, version, init="", float8="", metadata=True):
+    """A torchao package in `folder`: its __init__.py and float8/__init__.py hold `init` and
+    `float8`, and its metadata says `version` (none without `metadata`)."""
+    package = folder / "torchao"
+    (package / "float8").mkdir(parents=True)
+    (package / "__init__.py").write_text(f"__version__ = {version!r}\n{init}")
+    (package / "float8" / "__init__.py").write_text(float8)
+    if metadata:
+        info = folder / f"torchao-{version}.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: torchao\nVersion: {version}\n")
+    return folder
+
+
+@pytest.fixture
+def installed_torchao(monkeypatch):
+    """Put a fake torchao (fake_torchao's folder) first on the path, imported afresh; the real
+    one comes back after the test."""
+    import importlib
+
+    real = {name: module for name, module in sys.modules.items() if name.split(".")[0] == "torchao"}
+
+    def install(folder):
+        for name in real:
+            monkeypatch.delitem(sys.modules, name)
+        monkeypatch.syspath_prepend(str(folder))
+        importlib.invalidate_caches()
+
+    yield install
+    for name in [name for name in sys.modules if name.split(".")[0] == "torchao"]:
+        del sys.modules[name]
+    sys.modules.update(real)
+
+
+API = ("import dataclasses\n@dataclasses.dataclass\nclass Float8LinearConfig:\n    emulate: bool = False\n"
+       "    @classmethod\n    def from_recipe_name(cls, name):\n        return cls()\n"
+       "def convert_to_float8_training(model, config=None, module_filter_fn=None):\n    return model\n")
+
+
+@pytest.mark.parametrize("version, init, float8, sentence", [
+    ("0.5.0", "", API, "mode fp8 needs torchao 0.18 or newer, and this is torchao 0.5.0: pip install --no-deps -r "
+                       "requirements-fp8.txt (it leaves torch as it is)."),
+    ("0.18.0", "raise OSError('libtorchao.so: undefined symbol: _ZN3c104cuda9SetDeviceEa')", API,
+     "mode fp8 needs torchao's float8 training, and torchao 0.18.0 here cannot be imported beside torch "),
+    ("0.18.0", "", "raise ImportError('cannot import name float8_linear')",
+     "and torchao 0.18.0 here cannot be imported beside torch"),
+    ("0.19.0", "", API.replace("from_recipe_name", "from_recipe"),
+     "mode fp8 needs Float8LinearConfig.from_recipe_name of torchao's float8 training, which torchao 0.19.0 here "
+     "lacks"),
+    ("0.19.0", "", API.replace("emulate: bool = False", "scaling: str = 'x'"),
+     "mode fp8 needs Float8LinearConfig's emulate setting of torchao's float8 training"),
+    ("0.19.0", "", "", "mode fp8 needs torchao.float8.Float8LinearConfig of torchao's float8 training"),
+])
+def test_a_torchao_that_is_there_but_wrong_is_refused_with_one_sentence(version, init, float8, sentence, tmp_path,
+                                                                          installed_torchao):
+    installed_torchao(fake_torchao(tmp_path, version, init, float8))
+    with pytest.raises(UserError) as refused:
+        precision.check_supported(MODES["fp8"], CPU, fp8_emulate=True)
+    assert sentence in str(refused.value) and "requirements-fp8.txt" in str(refused.value)
+    assert "not installed" not in str(refused.value)
+
+
+def test_a_torchao_without_the_float8_api_is_refused_before_any_mode_trains(tmp_path, subset):
+    folder = fake_torchao(tmp_path, "0.17.0", float8="")
+    result = run_cli("-m", "vit_t4", "--modes", "amp-bf16,fp8", "--fp8-emulate", "-n", "2", "-b", "8",
+                     "--data-dir", str(subset), "--allow-unverified",
+                     env={"PYTHONPATH": os.pathsep.join([str(folder), os.environ.get("PYTHONPATH", "")])})
+    assert_user_error(result, "mode fp8 needs torchao 0.18 or newer, and this is torchao 0.17.0")
+    assert "amp-bf16" not in result.stdout

@@ -9,7 +9,8 @@ from torch import nn
 
 from utils.config import RunConfig
 from utils.data.dataset import synthetic
-from utils.training import distributed, loop, modes, precision
+from utils import launch
+from utils.training import loop, modes, precision
 from utils.training.context import RunContext
 from utils.training.step import fused_optimizer_works
 from utils.training.trainer import build_trainer
@@ -34,7 +35,7 @@ def data():
 def train(data, mode, impl, steps, **settings):
     config = RunConfig.build(steps=steps, warmup=1, batch_size=8, no_progress=True, no_eval=True, modes=mode,
                              optimizer_impl=impl, **settings).with_recipe(True, 1)
-    trainer = build_trainer(tiny_model(), modes.MODES[mode], data, config, CPU, distributed.World())
+    trainer = build_trainer(tiny_model(), modes.MODES[mode], data, config, CPU, launch.World())
     return trainer, loop.train(trainer, config, RunContext(CPU))
 
 

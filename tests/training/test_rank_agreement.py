@@ -1,7 +1,7 @@
 """RankAgreement decides one check late, the same on every rank, without a sync per step."""
 import torch
 
-from utils.training.distributed import World
+from utils.launch import World
 from utils.training.rank_agreement import RankAgreement
 
 CPU = torch.device("cpu")

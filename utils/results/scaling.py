@@ -10,16 +10,20 @@ profiled step's wall time.
 """
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
+from models.families import OPTIMIZER_DEFAULTS
 from utils.errors import UserError
 from utils.results.accuracy import accuracy_figures
 from utils.results.compare import group_by_mode, run_learned, speedup_interval
 from utils.results.merge import merge
 from utils.results.summary import format_table, points, with_interval
+from utils.results.record import setup_of
 from utils.setup_keys import GRAD_COMM
+from utils.training.modes import BASELINES
 
 if TYPE_CHECKING:  # matplotlib is optional: imported only where a figure is drawn
     from matplotlib.figure import Figure
@@ -86,6 +90,7 @@ def study(documents: List[Dict[str, Any]]) -> List[StudyRow]:
         raise UserError(f"the study needs the runs of one process in one setup and runs on more ranks, and these "
                         f"files hold {len(bases)} setups of one process and {len(groups) - len(bases)} of more; "
                         "run the study on 2 or more ranks with the same flags.")
+    check_one_study(groups, bases[0])
     base = group_by_mode(bases[0]["runs"])
     rows = []
     for group in groups:
@@ -96,6 +101,51 @@ def study(documents: List[Dict[str, Any]]) -> List[StudyRow]:
                                    accuracy_against_fp32_comm(groups, group, mode, runs)))
     return sorted(rows, key=lambda row: (list(base).index(row.mode), GRAD_COMM.index(row.grad_comm or "fp32"),
                                          row.world_size))
+
+
+# What may differ between the study's points: the ranks and how gradients travel (the mode is
+# per run). Everything else of setup_of must match, or efficiency would compare two setups.
+POINT_KEYS = ("world_size", "grad_comm", "bucket_mb")
+
+
+def check_one_study(groups: List[Dict[str, Any]], base: Dict[str, Any]) -> None:
+    """Refuse groups that differ from the 1-process one in anything but POINT_KEYS (another
+    model, batch, data, ...), and multi-rank groups of two --bucket-mb, which the table could
+    not tell apart."""
+    reference = {key: value for key, value in setup_of(base).items() if key not in POINT_KEYS}
+    for group in groups:
+        setup = setup_of(group)
+        differing = [key for key, value in reference.items() if setup.get(key) != value
+                     and not (key == "lr" and recipe_scaled(reference, setup))]
+        if differing:
+            key = differing[0]
+            raise UserError(f"these result files are not one study: the {setup['world_size']}-rank runs have "
+                            f"{key} {setup.get(key)} and the 1-process runs {reference[key]}; give the study a "
+                            "folder of one study's launches.")
+    buckets = sorted({setup_of(group)["bucket_mb"] for group in groups} - {None})
+    if len(buckets) > 1:
+        raise UserError(f"these result files hold runs of --bucket-mb {' and '.join(f'{b:g}' for b in buckets)}, "
+                        "which the study's table cannot tell apart; study one bucket size per folder.")
+
+
+def recipe_scaled(base: Dict[str, Any], setup: Dict[str, Any]) -> bool:
+    """Whether `setup`'s lr is `base`'s (one process) as the default recipe scales it with the
+    global batch: the same flags give each world size its own lr unless --lr is given."""
+    rule = OPTIMIZER_DEFAULTS.get(base["optimizer"])
+    if rule is None or not base["lr"]:
+        return False
+    per_process = base["batch_size"] * (base.get("accum_steps") or 1)
+    scale = rule.lr(per_process * setup["world_size"], True) / rule.lr(per_process, True)
+    return math.isclose(setup["lr"], base["lr"] * scale, rel_tol=1e-9)
+
+
+def rounds_of(documents: List[Dict[str, Any]]) -> int:
+    """How many launches the study made of each point (world size, --grad-comm): the most of any."""
+    counts: Dict[Tuple[int, Optional[str]], int] = {}
+    for document in documents:
+        key = (document["env"].get("world_size", 1), document["config"].get("grad_comm"))
+        counts[key] = counts.get(key, 0) + 1
+    return max(counts.values(), default=0)
 
 
 def accuracy_against_fp32_comm(groups: List[Dict[str, Any]], group: Dict[str, Any], mode: str,
@@ -131,10 +181,16 @@ def row_of(mode: str, ranks: int, group: Dict[str, Any], runs: List[Dict[str, An
                     comm_exposed_ms=exposed_ms, comm_share=share, accuracy_vs_fp32_comm=accuracy_vs_fp32_comm)
 
 
-def table(rows: List[StudyRow]) -> str:
-    """The study as text: one line per mode, --grad-comm and world size."""
+def speedup_name(baseline: str) -> str:
+    """What the speedup column measures against: "AMP speedup" is against fp32 alone."""
+    return "AMP speedup" if baseline == BASELINES["default"] else f"speedup vs {baseline}"
+
+
+def table(rows: List[StudyRow], baseline: str) -> str:
+    """The study as text: one line per mode, --grad-comm and world size; speedups against
+    `baseline` (the launches' --baseline)."""
     header = ["mode", "ranks", "grad comm", "step ms", "img/s", "scaling", "efficiency [95% CI]",
-              "AMP speedup [95% CI]", "exposed comm"]
+              f"{speedup_name(baseline)} [95% CI]", "exposed comm"]
     lines = [[row.mode, str(row.world_size), row.grad_comm or "-", f"{row.median_step_ms:.1f}",
               f"{row.images_per_sec:.1f}", f"{row.scaling:.2f}x",
               with_interval(100 * row.efficiency, points(row.efficiency_ci95), ".0f", "%"),
@@ -164,7 +220,7 @@ def accuracy_table(rows: List[StudyRow]) -> List[str]:
             format_table(header, lines)] + [f"inconclusive: {why}." for why in whys]
 
 
-def notes(rows: List[StudyRow]) -> List[str]:
+def notes(rows: List[StudyRow], baseline: str) -> List[str]:
     """What the table's figures mean and rest on, once each."""
     batch = rows[0].batch_size
     resting = sorted({row.efficiency_interval for row in rows if row.world_size > 1})
@@ -172,7 +228,7 @@ def notes(rows: List[StudyRow]) -> List[str]:
             "that over the ranks (100% is perfect).",
             "efficiency 95% CI: " + "; ".join(resting) + ". Each world size is a launch of its own: --rounds 3 "
             "rests the interval on the launches' medians, so that it holds their variation.",
-            "AMP speedup: against fp32 at the same size and --grad-comm, from the same launches.",
+            f"{speedup_name(baseline)}: against {baseline} at the same size and --grad-comm, from the same launches.",
             "exposed comm: all-reduce time per profiled step that no compute overlapped (--explain's profile), and "
             "its share of the profiled step."]
 

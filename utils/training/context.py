@@ -7,7 +7,7 @@ import torch
 
 from utils.measure.progress import Reporter
 from utils.stop import StopRequest
-from utils.training.distributed import World
+from utils.launch import World
 
 
 @dataclass

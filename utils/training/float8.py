@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from utils.training.modes import Mode
 
 INSTALL = "pip install --no-deps -r requirements-fp8.txt"
+MIN_TORCHAO = (0, 18)  # the release requirements-fp8.txt pins, whose float8 recipes and Float8Linear ampbench is built on
 FP8_CAPABILITY = (8, 9)  # FP8 tensor cores: Ada (8.9) and Hopper (9.0) on
 FP8_MULTIPLE = 16  # torch._scaled_mm needs both dimensions of a weight in multiples of 16
 HEAD = "the model's output layer (the head), kept in bfloat16"
@@ -41,20 +42,60 @@ def check_requirements(mode: Mode, device: torch.device, emulate: bool) -> None:
         low = compat.MIN_FLOAT8_TORCH
         raise UserError(f"mode {mode.name} needs torch {low[0]}.{low[1]} or newer for torchao's float8 training, "
                         f"and this is torch {torch.__version__}: use amp-bf16.")
-    try:
-        quiet_import()
-    except ImportError:
-        raise UserError(f"mode {mode.name} needs torchao, which is not installed here: {INSTALL} (it leaves torch "
-                        "as it is).") from None
+    check_torchao(mode)
     if emulate:
         return
-    if device.type != "cuda":
-        raise UserError(f"mode {mode.name} needs a GPU with FP8 tensor cores (-p); on the CPU add --fp8-emulate, "
-                        "which checks that fp8 trains but does not measure FP8 speed.")
+    # The CPU without --fp8-emulate is a flags rule (utils/config.py), refused before torch loads.
     capability = torch.cuda.get_device_capability(device)
     if capability < FP8_CAPABILITY:
         raise UserError(f"mode {mode.name} needs FP8 tensor cores (compute capability 8.9: Ada, Hopper or newer); "
                         f"this GPU has {capability[0]}.{capability[1]}: use amp-bf16.")
+
+
+def check_torchao(mode: Mode) -> None:
+    """Refuse, before any training, a torchao that is missing, that cannot be imported beside this
+    torch (a build for another torch fails to load its extension), older than the release the
+    fp8 modes are built on, or without the float8 training API they call."""
+    import importlib.util
+
+    import torch
+
+    if importlib.util.find_spec("torchao") is None:
+        raise UserError(f"mode {mode.name} needs torchao, which is not installed here: {INSTALL} (it leaves torch "
+                        "as it is).")
+    version = compat.distribution_version("torchao")
+    if version is not None and compat.release(version) < MIN_TORCHAO:
+        raise UserError(f"mode {mode.name} needs torchao {MIN_TORCHAO[0]}.{MIN_TORCHAO[1]} or newer, and this is "
+                        f"torchao {version}: {INSTALL} (it leaves torch as it is).")
+    shown = version or "(of unknown version)"
+    try:
+        quiet_import()
+    except Exception as error:  # ImportError, or OSError/RuntimeError from an extension built for another torch
+        said = str(error).strip().splitlines()[0][:200] if str(error).strip() else "no message"
+        raise UserError(f"mode {mode.name} needs torchao's float8 training, and torchao {shown} here cannot be "
+                        f"imported beside torch {torch.__version__} "
+                        f"({type(error).__name__}: {said}); install the release built for this torch: "
+                        f"{INSTALL}.") from None
+    missing = missing_api()
+    if missing:
+        raise UserError(f"mode {mode.name} needs {missing} of torchao's float8 training, which torchao "
+                        f"{shown} here lacks: {INSTALL} (it leaves torch as it is).")
+
+
+def missing_api() -> Optional[str]:
+    """The first part of torchao.float8 that convert() uses and this torchao lacks, or None."""
+    import torchao.float8 as torchao_float8
+
+    config = getattr(torchao_float8, "Float8LinearConfig", None)
+    if config is None:
+        return "torchao.float8.Float8LinearConfig"
+    if not callable(getattr(config, "from_recipe_name", None)):
+        return "Float8LinearConfig.from_recipe_name"
+    if not dataclasses.is_dataclass(config) or "emulate" not in {field.name for field in dataclasses.fields(config)}:
+        return "Float8LinearConfig's emulate setting"
+    if not callable(getattr(torchao_float8, "convert_to_float8_training", None)):
+        return "torchao.float8.convert_to_float8_training"
+    return None
 
 
 def quiet_import() -> None:
