@@ -1,4 +1,4 @@
-"""The generated campaign of hostile cases at a run's edges (issue 32, families 1-4): results at
+"""The generated campaign of hostile cases at a run's edges (families 1-4): results at
 the end of a run, resumes that would change the question, flags that would be silently
 ignored, and the live streams under a deleted file, a full disk or a file that does not end its
 last line. Each case is a command run as a user runs it (main.main in this process, where a
@@ -14,7 +14,7 @@ file-size limit stands for a full disk), then checked against the rule every cas
   stays a line of its own);
 
 and against what the case itself expects (its status and the words that say why).
-`python -m pytest -m long tests/test_edge_campaign.py` runs it; the cases are CASES."""
+`python -m pytest -m long tests/campaigns/test_run_edges_campaign.py` runs it; the cases are CASES."""
 import errno
 import json
 import os
