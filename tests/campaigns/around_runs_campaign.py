@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from campaign_runs import main_py, runs_of
+
 HERE = Path(__file__).resolve().parent
 GENUINE = HERE.parent / "unit" / "results" / "data" / "explained.json"
 SUBSET = Path(os.environ.get("AMPBENCH_SUBSET", HERE.parents[2] / "shared" / "data" / "cifar10-subset"
@@ -307,11 +309,10 @@ def family7(root, folder):
                             ("fp32,amp-bf16", "squeezenet1_1")]:
             name, out = f"{mode} {model} beside two busy loops", folder / f"{len(cases)}.json"
             cases.append(name)
-            result = subprocess.run([sys.executable, "main.py", "--data", "synthetic", "-n", "8", "--warmup", "2",
-                                     "--model", model, "-b", "8", "--modes", mode, "--no-progress", "--json",
-                                     str(out)], cwd=root, capture_output=True, text=True, timeout=600,
-                                    env={**os.environ, "OMP_NUM_THREADS": "2"})
-            runs = json.loads(out.read_text())["runs"] if out.exists() else []
+            result = main_py(root, ["--data", "synthetic", "-n", "8", "--warmup", "2", "--model", model, "-b", "8",
+                                    "--modes", mode, "--no-progress", "--json", out], timeout=600,
+                             env={**os.environ, "OMP_NUM_THREADS": "2"})
+            runs = runs_of(out)
             hosts = [run.get("host") for run in runs]
             if result.returncode or not runs or not all(host and host.get("warning") for host in hosts) \
                     or "the host was busy" not in result.stdout.replace("\n  ", " "):
