@@ -3,7 +3,7 @@ flag that `python main.py -h` shows too. After changing a flag there, run
 
     python docs/generate_flags.py
 
-and commit docs/flags.md; `--check` (run by tests/test_docs.py) says whether the page drifted
+and commit docs/flags.md; `--check` (run by tests/repository/test_docs.py) says whether the page drifted
 from the table and changes nothing. The page's prose outside the tables is written by hand.
 """
 import argparse

@@ -86,7 +86,7 @@ class Family:
 VIT_NO_DECAY = ("class_token", "pos_embedding")  # as DeiT (timm) and the CIFAR ViT references
 AUX_LOGITS_OFF = {"aux_logits": False, "init_weights": True}  # no auxiliary heads in training mode
 # The first family that covers a model name is its family; a model no family covers is one of
-# OTHER_CONVNETS (tests/test_models.py builds every model to keep refused_at_32 true).
+# OTHER_CONVNETS (tests/unit/models/test_models.py builds every model to keep refused_at_32 true).
 FAMILIES = {
     "cifar_vit": Family("transformer", names=tuple(CIFAR_VITS), no_decay=VIT_NO_DECAY),
     "vit": Family("transformer", prefixes=("vit_",), no_decay=VIT_NO_DECAY,

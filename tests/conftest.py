@@ -80,3 +80,11 @@ def read_results(path):
     from utils.results import merge
     (document,) = merge.merge(merge.load_result(path))
     return document
+
+
+def fake_run(mode, step_ms, losses, accuracy, repeat=0):
+    """A run record with what utils.results.compare reads, for comparisons built without training."""
+    return {"mode": mode, "data": "cifar10", "repeat": repeat, "step_time_ms": {"median": step_ms, "p90": step_ms},
+            "step_times_ms": [step_ms * (1 + 0.01 * (i % 5)) for i in range(40)], "global_batch_size": 8,
+            "data_time_ms": {"median": 0.1}, "peak_memory_bytes": 1 << 20, "final_loss": losses[-1],
+            "loss_curve": losses, "test_accuracy": accuracy, "skipped_steps": 0, "final_loss_scale": None}

@@ -5,7 +5,7 @@ main.py printed, from the same code). After changing what the summary prints, ru
 
     python docs/samples/generate.py
 
-and commit the pages it rewrites; `--check` (run by tests/test_docs.py) lists the samples that
+and commit the pages it rewrites; `--check` (run by tests/repository/test_docs.py) lists the samples that
 drifted from the code and changes nothing.
 """
 import argparse

@@ -1,5 +1,5 @@
 """--grad-comm and --bucket-mb: refused where they cannot act, recorded as they ran. The
-2-process runs themselves are in tests/app/test_cluster.py."""
+2-process runs themselves are in tests/cluster/test_cluster.py."""
 import pytest
 
 from conftest import assert_user_error, run_main

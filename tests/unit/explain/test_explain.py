@@ -218,7 +218,7 @@ def categories(**values):
 
 
 def test_a_slower_mode_without_a_rule_is_explained_by_its_own_categories():
-    """The issue's case: amp-bf16 at 127 ms against fp32's 122 ms on an avx512_bf16 CPU."""
+    """The reported case: amp-bf16 at 127 ms against fp32's 122 ms on an avx512_bf16 CPU."""
     base = categories(conv=80.0, matmul=10.0, elementwise=20.0, norm=12.0)
     slower = categories(conv=79.0, matmul=9.5, elementwise=24.0, norm=13.5, cast=1.0)
     found = diagnose.fallback("amp-bf16", base, slower, 122 / 127)

@@ -231,7 +231,7 @@ def test_list_models():
     assert "more in torchvision cannot take 32x32 CIFAR-10 images: alexnet (its feature maps shrink" in result.stderr
 
 
-@pytest.mark.long  # 76 s on the 2-core CPU; tests/training/test_learning.py covers the default recipe there too
+@pytest.mark.long  # 76 s on the 2-core CPU; tests/cli/test_learning.py covers the default recipe there too
 def test_run_on_the_real_subset_learns(subset, tmp_path):
     """150 steps of resnet18 (about 1.8 epochs of the subset) must clearly beat chance (10%)."""
     out = tmp_path / "r.json"

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from conftest import assert_user_error, read_results, run_main
-from test_compare import fake_run, run_cli_module
+from conftest import assert_user_error, fake_run, read_results, run_main
+from test_compare import run_cli_module
 from utils.results import compare, files
 
 SMALL = ["--model", "squeezenet1_1", "-b", "8", "-n", "4", "--warmup", "1", "--no-progress", "--data", "synthetic"]

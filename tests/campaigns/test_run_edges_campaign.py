@@ -1,4 +1,4 @@
-"""The generated campaign of hostile cases at a run's edges (issue 32, families 1-4): results at
+"""The generated campaign of hostile cases at a run's edges (families 1-4): results at
 the end of a run, resumes that would change the question, flags that would be silently
 ignored, and the live streams under a deleted file, a full disk or a file that does not end its
 last line. Each case is a command run as a user runs it (main.main in this process, where a
@@ -14,11 +14,10 @@ file-size limit stands for a full disk), then checked against the rule every cas
   stays a line of its own);
 
 and against what the case itself expects (its status and the words that say why).
-`python -m pytest -m long tests/test_edge_campaign.py` runs it; the cases are CASES."""
+`python -m pytest -m long tests/campaigns/test_run_edges_campaign.py` runs it; the cases are CASES."""
 import errno
 import json
 import os
-import resource
 import shutil
 import signal
 import subprocess
@@ -28,6 +27,7 @@ from typing import Callable, List, Optional
 
 import pytest
 
+from campaign_runs import main_py, runs_of
 from conftest import ROOT, SUBSET, run_main
 
 pytestmark = pytest.mark.long  # some seventy commands: the long stage keeps the main suite short
@@ -109,26 +109,22 @@ def immutable(name, content='{"event": "kept"}\n'):
     return setup
 
 
-def results(tmp):
-    return json.loads((tmp / "r.json").read_text())
-
-
 def run_is(**wanted):
     """A check that the results' first run has these values."""
     def check(tmp, result):
-        run = results(tmp)["runs"][0]
+        run = runs_of(tmp / "r.json")[0]
         return [f"runs[0].{key} is {run.get(key)!r}, not {value!r}" for key, value in wanted.items()
                 if run.get(key) != value]
     return check
 
 
 def has_accuracy(tmp, result):
-    run = results(tmp)["runs"][0]
+    run = runs_of(tmp / "r.json")[0]
     return [] if run["test_accuracy"] is not None and not run["incomplete"] else ["the test accuracy is lost"]
 
 
 def timed(tmp, result):
-    run = results(tmp)["runs"][0]
+    run = runs_of(tmp / "r.json")[0]
     return [] if run["timed_steps"] >= 1 else ["no step was timed"]
 
 
@@ -142,7 +138,7 @@ def resumed_twice(eval_every):
         problems = [] if again.returncode == 0 else [f"the resume exits {again.returncode}: {again.stderr[-300:]}"]
         if not problems:
             problems += has_accuracy(tmp, again)
-            if results(tmp)["runs"][0]["accuracy_curve"][-1]["step"] != 3:
+            if runs_of(tmp / "r.json")[0]["accuracy_curve"][-1]["step"] != 3:
                 problems.append("the accuracy curve lacks its last step")
         last = run_main(*argv, "--resume")
         if last.returncode != 2 or "already reaches" not in last.stderr:
@@ -206,8 +202,8 @@ def family_2():
                                                                      str(seeds)], 2, "beyond the largest seed"))
     cases.append(Case("2-seeds-up-to-the-largest", [*SYNTHETIC, "-n", "2", "--seed", str(largest - 1), "--seeds", "2",
                                                     "--json", "{tmp}/r.json"], 0,
-                      check=lambda tmp, result: [] if [r["seed"] for r in results(tmp)["runs"]] == [largest - 1, largest]
-                      else ["the seeds recorded are not the ones asked"]))
+                      check=lambda tmp, result: [] if [r["seed"] for r in runs_of(tmp / "r.json")]
+                      == [largest - 1, largest] else ["the seeds recorded are not the ones asked"]))
     return cases
 
 
@@ -272,20 +268,13 @@ def family_4():
     for number in (1, 3, 6):
         cases.append(Case(f"4-tensorboard-removed-at-step-{number}", board, 1, "--tensorboard",
                           setup=at_step(number, remove("tb")), check=lambda tmp, result: [] if len(
-                              results(tmp)["runs"]) == 2 else ["a run's results are lost"]))
+                              runs_of(tmp / "r.json")) == 2 else ["a run's results are lost"]))
     for code in (errno.ENOSPC, errno.EDQUOT):
         cases.append(Case(f"4-tensorboard-{errno.errorcode[code]}", board, 1, "--tensorboard", setup=board_fails(code)))
     return cases
 
 
 CASES = family_1() + family_2() + family_3() + family_4()
-
-
-def command_in_a_process(argv, file_size):
-    def limit():
-        resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
-    return subprocess.run([sys.executable, str(ROOT / "main.py"), *argv], cwd=ROOT, capture_output=True, text=True,
-                          preexec_fn=limit, timeout=300)
 
 
 def rule_problems(case, tmp, result, prefilled):
@@ -335,7 +324,7 @@ def test_edge_case(case, tmp_path, monkeypatch):
         if case.setup:
             case.setup(tmp, monkeypatch)
         prefilled = (tmp / "r.jsonl").read_text() if (tmp / "r.jsonl").exists() else None
-        result = command_in_a_process(argv, case.file_size) if case.file_size else run_main(*argv)
+        result = main_py(ROOT, argv, file_size=case.file_size) if case.file_size else run_main(*argv)
         problems = rule_problems(case, tmp, result, prefilled)
         if result.returncode != case.status:
             problems.append(f"exit {result.returncode}, expected {case.status}")

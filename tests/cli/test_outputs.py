@@ -201,7 +201,7 @@ def test_utils_report_proves_its_outputs_before_reading(flag, make, phrase, tmp_
     from utils import report
     path = make(tmp_path)
     before = {entry: os.lstat(tmp_path / entry).st_ino for entry in os.listdir(tmp_path)}
-    assert report.main([str(ROOT / "tests" / "results" / "data" / "explained.json"), flag, str(path)]) == 2
+    assert report.main([str(ROOT / "tests" / "unit" / "results" / "data" / "explained.json"), flag, str(path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("utils.report: error:") and phrase in err and len(err.strip().splitlines()) == 1
     assert {entry: os.lstat(tmp_path / entry).st_ino for entry in os.listdir(tmp_path)} == before

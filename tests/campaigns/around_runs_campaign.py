@@ -1,6 +1,6 @@
 """The generated campaign of hostile edges (families 5-8), run against any ampbench checkout:
 
-    python tests/edges_campaign.py [ROOT]     (default: this checkout)
+    python tests/campaigns/around_runs_campaign.py [ROOT]     (default: this checkout)
 
 It prints, per family, the cases and those broken, naming each broken case, and exits 1 if
 any is. ROOT's own code answers every case (its utils.report, job scripts, main.py); the
@@ -9,11 +9,11 @@ inputs come from this file. Families:
      file and the field, nothing written) and files asking different accuracy questions (kept
      apart), CSV rows with their schema;
   6  the job scripts against dash paths (dry runs) and, with the stand-ins of
-     tests/app/test_cluster_scripts.py, modes and flags main.py refuses and images without
+     tests/cluster/test_cluster_scripts.py, modes and flags main.py refuses and images without
      torch: exit 2, one `ampbench: error:` sentence, no traceback, no usage text, nothing run;
   7  runs timed while two busy loops compete for the cores: runs[].host and the warning;
   8  --explain of modes made slower than fp32 with random categories: always a why.
-tests/test_edges_campaign.py runs it on this checkout (long)."""
+tests/campaigns/test_around_runs_campaign.py runs it on this checkout (long)."""
 import contextlib
 import copy
 import csv
@@ -27,9 +27,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from campaign_runs import main_py, runs_of
+
 HERE = Path(__file__).resolve().parent
-GENUINE = HERE / "results" / "data" / "explained.json"
-SUBSET = Path(os.environ.get("AMPBENCH_SUBSET", HERE.parent.parent / "shared" / "data" / "cifar10-subset"
+GENUINE = HERE.parent / "unit" / "results" / "data" / "explained.json"
+SUBSET = Path(os.environ.get("AMPBENCH_SUBSET", HERE.parents[2] / "shared" / "data" / "cifar10-subset"
                              / "cifar-10-batches-py"))
 POINT = {"step": 4, "epoch": 0.5, "train_s": 1.25, "accuracy": 0.25}
 OUTLIER = {"timed_step": 2, "ms": 900.0}
@@ -237,7 +239,7 @@ def script_env(root, folder, dry, **values):
         for name, target in [("singularity", "container"), ("apptainer", "container"), ("srun", "launcher"),
                              ("scontrol", "scontrol")]:
             if not (bin_folder / name).exists():
-                (bin_folder / name).symlink_to(HERE / "standins" / target)
+                (bin_folder / name).symlink_to(HERE.parent / "cluster" / "standins" / target)
         (bin_folder / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
         (bin_folder / "python").chmod(0o755)
         env.update({"PATH": f"{bin_folder}:{os.environ['PATH']}", "SLURM_JOB_ID": "4242",
@@ -307,11 +309,10 @@ def family7(root, folder):
                             ("fp32,amp-bf16", "squeezenet1_1")]:
             name, out = f"{mode} {model} beside two busy loops", folder / f"{len(cases)}.json"
             cases.append(name)
-            result = subprocess.run([sys.executable, "main.py", "--data", "synthetic", "-n", "8", "--warmup", "2",
-                                     "--model", model, "-b", "8", "--modes", mode, "--no-progress", "--json",
-                                     str(out)], cwd=root, capture_output=True, text=True, timeout=600,
-                                    env={**os.environ, "OMP_NUM_THREADS": "2"})
-            runs = json.loads(out.read_text())["runs"] if out.exists() else []
+            result = main_py(root, ["--data", "synthetic", "-n", "8", "--warmup", "2", "--model", model, "-b", "8",
+                                    "--modes", mode, "--no-progress", "--json", out], timeout=600,
+                             env={**os.environ, "OMP_NUM_THREADS": "2"})
+            runs = runs_of(out)
             hosts = [run.get("host") for run in runs]
             if result.returncode or not runs or not all(host and host.get("warning") for host in hosts) \
                     or "the host was busy" not in result.stdout.replace("\n  ", " "):
@@ -337,7 +338,7 @@ def main(argv):
     if argv[:1] == ["--worker"]:
         worker(argv[1])
         return 0
-    root = Path(argv[0]).resolve() if argv else HERE.parent
+    root = Path(argv[0]).resolve() if argv else HERE.parents[1]
     found = campaign(root)
     for family, (count, broken) in found.items():
         print(f"family {family}: {count} cases, {len(broken)} broken")

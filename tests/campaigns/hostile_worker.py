@@ -2,7 +2,7 @@
 readers treat that file. Run as a separate process by test_hostile_files.py, so that a crash
 (a segfault from a forged array) ends this process and fails the test instead of pytest.
 
-    python tests/hostile_worker.py batch|checkpoint [CHECKPOINT_ARGS...]
+    python tests/campaigns/hostile_worker.py batch|checkpoint [CHECKPOINT_ARGS...]
 
 Answers: "valid" (the reader returned what it promises), "refused: <sentence>" (a UserError),
 "broken: <what>" (anything else: a wrong result or another exception).
@@ -11,7 +11,7 @@ import os
 import sys
 import traceback
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 import torch  # noqa: E402
 

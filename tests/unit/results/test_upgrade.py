@@ -36,6 +36,6 @@ def test_a_document_of_an_earlier_release_gets_what_its_runs_did():
 
 
 def test_a_profile_of_an_earlier_release_spent_no_time_in_a_later_category():
-    (document,) = load_result(str(ROOT / "tests" / "results" / "data" / "explained.json"))
+    (document,) = load_result(str(ROOT / "tests" / "unit" / "results" / "data" / "explained.json"))
     profiled = [run for run in document["runs"] if run.get("profile")]
     assert profiled and all(run["profile"]["categories"]["float8"] == {"ms": 0.0, "share": 0.0} for run in profiled)

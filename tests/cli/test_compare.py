@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import ROOT, assert_user_error, read_results, run_cli, run_main
+from conftest import ROOT, assert_user_error, fake_run, read_results, run_cli, run_main
 from utils.errors import WriteFailed
 from utils.results import files, merge, summary
 
@@ -333,13 +333,6 @@ def test_a_spread_over_20_percent_is_warned_about():
     text = "\n".join(summary.spread_notes(comparison))
     assert "warning: the timings spread over 20% (amp-bf16 43%)" in text and "fp32 0%" not in text
     assert not any("warning" in line for line in summary.spread_notes(compare.compare_modes(steady)))
-
-
-def fake_run(mode, step_ms, losses, accuracy, repeat=0):
-    return {"mode": mode, "data": "cifar10", "repeat": repeat, "step_time_ms": {"median": step_ms, "p90": step_ms},
-            "step_times_ms": [step_ms * (1 + 0.01 * (i % 5)) for i in range(40)], "global_batch_size": 8,
-            "data_time_ms": {"median": 0.1}, "peak_memory_bytes": 1 << 20, "final_loss": losses[-1],
-            "loss_curve": losses, "test_accuracy": accuracy, "skipped_steps": 0, "final_loss_scale": None}
 
 
 def test_a_run_that_did_not_learn_is_flagged_and_its_accuracy_not_compared():

@@ -1,5 +1,5 @@
 """The scheduler scripts (run_thetagpu.sh, run_pbs.sh, run_slurm.sh) run end to end on the CPU:
-stand-ins for the container runtime and the launchers (tests/standins) run the commands here
+stand-ins for the container runtime and the launchers (tests/cluster/standins) run the commands here
 with the rank variables the real ones set, the scheduler's variables are faked (a node file
 with two names for this machine), and USE_GPU=0 drops -p, so each stage runs 2 gloo processes."""
 import json
@@ -17,7 +17,7 @@ from conftest import ROOT, SUBSET
 from test_cluster import free_port, needs
 
 SCRIPTS = ["run_thetagpu.sh", "run_pbs.sh", "run_slurm.sh"]
-STANDINS = ROOT / "tests" / "standins"
+STANDINS = ROOT / "tests" / "cluster" / "standins"
 # Tiny runs: what is tested is the script, not the benchmark.
 SMALL = {"MODEL": "squeezenet1_1", "STEPS": "4", "BATCH": "8", "CHECKPOINT_EVERY": "2",
          "EXTRA_ARGS": "--allow-unverified --warmup 1 --no-eval --dropout 0"}
@@ -179,8 +179,8 @@ def test_a_dry_run_of_the_study_launches_each_node_count_and_each_grad_comm(scri
 def test_shellcheck_clean(script):
     assert subprocess.run(["bash", "-n", script], cwd=ROOT).returncode == 0
     needs("shellcheck")
-    result = subprocess.run(["shellcheck", "-x", script, "cluster/stages.sh", "tests/standins/container",
-                             "tests/standins/launcher"], cwd=ROOT, capture_output=True, text=True)
+    result = subprocess.run(["shellcheck", "-x", script, "cluster/stages.sh", "tests/cluster/standins/container",
+                             "tests/cluster/standins/launcher"], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout
 
 

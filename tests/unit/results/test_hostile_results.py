@@ -1,7 +1,7 @@
 """utils.report against broken or forged result files: each is refused with exit 2 and one
 sentence naming the file and the field, before anything is written; SIGINT exits 130 with one
 line; the table needs neither torch nor matplotlib. The campaign that mutates genuine files
-at random is in tests/test_hostile_files.py (long)."""
+at random is in tests/campaigns/test_hostile_files.py (long)."""
 import contextlib
 import io
 import json
@@ -17,7 +17,7 @@ from conftest import ROOT
 from utils import report as report_command
 
 # a genuine --explain --numerics result file: squeezenet1_1, fp32 and amp-fp16, 4 steps of synthetic data
-GENUINE = ROOT / "tests" / "results" / "data" / "explained.json"
+GENUINE = ROOT / "tests" / "unit" / "results" / "data" / "explained.json"
 
 
 def genuine():

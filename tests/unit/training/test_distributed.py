@@ -1,5 +1,5 @@
 """The launcher's variables, checked before a process joins a job; the sentences for ranks
-that disagree on flags or lose a peer. No process group here: see tests/app/test_cluster.py."""
+that disagree on flags or lose a peer. No process group here: see tests/cluster/test_cluster.py."""
 import dataclasses
 import os
 import socket

@@ -88,7 +88,7 @@ def test_two_process_run_matches_one_process_with_the_same_global_batch(launcher
 @pytest.mark.parametrize("launcher", ["torchrun", "mpirun"])
 def test_a_failing_rank_ends_the_job_with_its_error(launcher):
     """The healthy rank does not hang in its next collective: the launch's timeout would fail the test."""
-    result = launch(launcher, "tests/failing_rank.py", "--model", "squeezenet1_1", "-b", "8", "-n", "50",
+    result = launch(launcher, "tests/cluster/failing_rank.py", "--model", "squeezenet1_1", "-b", "8", "-n", "50",
                     "--warmup", "2", "--data", "synthetic", "--no-progress", "--dist-timeout", "30", timeout=200)
     assert result.returncode != 0
     assert "injected failure on rank 1" in result.stdout + result.stderr
@@ -100,7 +100,7 @@ SHORT_RUN = ["--model", "squeezenet1_1", "-b", "8", "-n", "50", "--warmup", "2",
 
 @pytest.mark.long
 def test_ranks_started_with_different_flags_are_all_refused_before_training():
-    result = launch("torchrun", "tests/failing_rank.py", *SHORT_RUN, env={"RANK1_FAULT": "args",
+    result = launch("torchrun", "tests/cluster/failing_rank.py", *SHORT_RUN, env={"RANK1_FAULT": "args",
                                                                          "RANK1_ARGS": "-n 60 -b 16"})
     sentence = ("main.py: error: the ranks were started with different flags: --batch-size is 8 on rank 0 but 16 on "
                 "rank 1, --steps is 50 on rank 0 but 60 on rank 1; start every rank with the same command line.")
@@ -115,7 +115,7 @@ def test_ranks_started_with_different_flags_are_all_refused_before_training():
 
 @pytest.mark.long
 def test_a_rank_killed_mid_run_ends_the_others_with_one_sentence():
-    survivor, killed = by_hand("tests/failing_rank.py", *SHORT_RUN, env={"RANK1_FAULT": "kill"})
+    survivor, killed = by_hand("tests/cluster/failing_rank.py", *SHORT_RUN, env={"RANK1_FAULT": "kill"})
     assert killed.returncode == -signal.SIGKILL
     assert survivor.returncode == 1, survivor.stderr
     assert "Traceback" not in survivor.stderr

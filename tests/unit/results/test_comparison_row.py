@@ -4,8 +4,7 @@ import re
 
 import pytest
 
-from conftest import ROOT
-from test_compare import fake_run
+from conftest import ROOT, fake_run
 from utils.results import compare
 from utils.results.comparison_row import TARGET_FIELDS, ComparisonRow
 

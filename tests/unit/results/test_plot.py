@@ -7,7 +7,7 @@ import pytest
 from conftest import ROOT
 from utils.results import merge, plot
 
-EXPLAINED = ROOT / "tests" / "results" / "data" / "explained.json"  # --explain --numerics, fp32 and amp-fp16
+EXPLAINED = ROOT / "tests" / "unit" / "results" / "data" / "explained.json"  # --explain --numerics, fp32 and amp-fp16
 
 
 pytest.importorskip("matplotlib")

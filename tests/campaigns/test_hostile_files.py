@@ -2,7 +2,7 @@
 (random pickle opcodes, forged numpy dtypes and arrays, wrong types, extreme values, damaged
 genuine files) and checkpoints (entries replaced by wrong types, shapes and extreme values,
 entries removed, flipped bytes, truncation, code-running pickles). ampbench's own readers,
-in a separate process (tests/hostile_worker.py, so that a segfault fails the test instead of
+in a separate process (tests/campaigns/hostile_worker.py, so that a segfault fails the test instead of
 killing pytest), must answer every one with valid tensors or a clean refusal: never another
 exception, a crash, or a side effect. Result files for utils.report (a genuine one with keys
 dropped, values of other types, NaN, huge or negative numbers put in, or damaged bytes) are
@@ -35,10 +35,10 @@ CAMPAIGN = settings(deadline=None, derandomize=not os.environ.get("HOSTILE_RANDO
 
 
 class Worker:
-    """tests/hostile_worker.py, started once, asked about one file at a time."""
+    """tests/campaigns/hostile_worker.py, started once, asked about one file at a time."""
 
     def __init__(self, kind):
-        self.process = subprocess.Popen([sys.executable, str(ROOT / "tests" / "hostile_worker.py"), kind],
+        self.process = subprocess.Popen([sys.executable, str(ROOT / "tests" / "campaigns" / "hostile_worker.py"), kind],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
         assert self.process.stdout.readline().strip() == "ready"
         self.answers = []
@@ -269,7 +269,7 @@ def test_hostile_checkpoints_are_loaded_or_refused(genuine_checkpoint, tmp_path)
 
 # --- result files (utils.report) ------------------------------------------------------------
 
-GENUINE_RESULT = ROOT / "tests" / "results" / "data" / "explained.json"
+GENUINE_RESULT = ROOT / "tests" / "unit" / "results" / "data" / "explained.json"
 hostile_values = st.one_of(
     st.none(), st.booleans(), st.text(max_size=6), st.sampled_from([0, -1, 10 ** 400, -(10 ** 20), 2 ** 63]),
     st.floats(), st.sampled_from([[], {}, [[[[1]]]], ["x"], {"median": 0}]),
