@@ -199,7 +199,7 @@ def test_a_diagnosis_from_a_busy_host_says_its_evidence_is_unsteady():
     from utils.results.compare import UNSTEADY, compare_modes
     from utils.results.upgrade import upgrade
 
-    document = upgrade(json.loads((ROOT / "tests" / "results" / "data" / "explained.json").read_text()))
+    document = upgrade(json.loads((ROOT / "tests" / "unit" / "results" / "data" / "explained.json").read_text()))
     quiet = compare_modes(document["runs"], baseline="fp32")["amp-fp16"].diagnosis
     assert quiet and not any(UNSTEADY in found["evidence"] for found in quiet)
     busy = [dict(run, host=dict(run.get("host") or {}, warning="the host was busy: load average 5.0 on 2 cores"))
