@@ -227,6 +227,9 @@ class RunConfig:
         if self.baseline is not None and self.baseline not in names:
             raise UserError(f"--baseline {self.baseline} is not among the modes this run trains ({', '.join(names)}); "
                             f"add it to --modes or choose one of them.")
+        if self.stem != "cifar" and not families.uses_resnet_stem(self.model):
+            raise UserError(f"--stem {self.stem} changes the first conv and max-pool of ResNet-family models, and "
+                            f"{self.model} has no such stem: it would be recorded but change nothing; drop --stem.")
         empty = [name for name in OUTPUT_FLAGS if getattr(self, name) == ""]
         if empty:
             flag = "--" + empty[0].replace("_", "-")

@@ -120,3 +120,37 @@ def test_no_function_is_longer_than_fifty_lines():
                 if length > 50:
                     too_long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({length} lines)")
     assert not too_long
+
+
+def unannotated(function, method):
+    """The parameters of `function` (a method's self or cls aside) and its return that carry no
+    annotation; __init__ may leave its return out."""
+    arguments = function.args
+    parameters = arguments.posonlyargs + arguments.args + arguments.kwonlyargs
+    static = any(isinstance(decorator, ast.Name) and decorator.id == "staticmethod"
+                 for decorator in function.decorator_list)
+    if method and not static and parameters and parameters[0].arg in ("self", "cls"):
+        parameters = parameters[1:]
+    parameters += [extra for extra in (arguments.vararg, arguments.kwarg) if extra]
+    missing = [parameter.arg for parameter in parameters if parameter.annotation is None]
+    return missing + (["return"] if function.returns is None and function.name != "__init__" else [])
+
+
+def test_every_seam_says_its_types():
+    """Every public function and method of the project's modules names what flows in and out,
+    so that a reader of a call from another package sees its types."""
+    found = []
+    for path in sorted([ROOT / "main.py", *(ROOT / "utils").rglob("*.py"), *(ROOT / "models").rglob("*.py")]):
+        for node in ast.parse(path.read_text()).body:
+            members = []
+            if isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
+                members.append((node, False, node.name))
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                members += [(inner, True, f"{node.name}.{inner.name}") for inner in node.body
+                            if isinstance(inner, ast.FunctionDef)
+                            and (not inner.name.startswith("_") or inner.name.startswith("__"))]
+            for function, method, name in members:
+                missing = unannotated(function, method)
+                if missing:
+                    found.append(f"{path.relative_to(ROOT)}:{function.lineno} {name} ({', '.join(missing)})")
+    assert not found, found

@@ -75,5 +75,19 @@ def test_cifar_vits_are_torchvision_vits_at_32x32_with_their_widths():
 
 def test_torchvisions_vits_are_refused_naming_the_cifar_ones():
     assert "vit_t4 and vit_s4" in families.refusal_at_32("vit_b_16")
-    with pytest.raises(UserError, match="cannot take 32x32"):
+    with pytest.raises(UserError) as refused:
         factory.build_model("vit_b_16")
+    assert str(refused.value) == ("model 'vit_b_16' cannot take 32x32 CIFAR-10 images: torchvision's vision "
+                                  "transformers are built for 224x224 images; vit_t4 and vit_s4 are the same class "
+                                  "built for 32x32.")
+
+
+@pytest.mark.parametrize("model", ["vit_t4", "squeezenet1_1", "vgg11", "mobilenet_v2"])
+def test_a_stem_a_model_does_not_have_is_refused_not_recorded(model):
+    from conftest import assert_user_error, run_main
+
+    assert_user_error(run_main("-m", model, "--stem", "imagenet", "--check-flags"),
+                      f"--stem imagenet changes the first conv and max-pool of ResNet-family models, and {model} has "
+                      "no such stem")
+    assert run_main("-m", model, "--stem", "cifar", "--check-flags").returncode == 0  # the default, as recorded
+    assert run_main("-m", "resnet18", "--stem", "imagenet", "--check-flags").returncode == 0
