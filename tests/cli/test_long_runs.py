@@ -3,6 +3,7 @@ import errno
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -383,6 +384,9 @@ CATALOGUE = [
                  "was written by a job of 2 rank(s), and this one has 1", id="other-world-size"),
     pytest.param(lambda c: c.resume(tampered(c.checkpoint, c.tmp_path, setup=lambda s: {**s, "world_size": "2"})),
                  "its setup entry is not the one a run saves", id="wrong-setup-type"),
+    pytest.param(lambda c: c.resume(tampered(c.checkpoint, c.tmp_path, stats=lambda s: {
+        **s, "host_readings": [dict(s["host_readings"][0], wall_s=0.0)]})), "its host readings are not the ones a run saves",
+        id="zero-wall-host-reading"),  # the record divides by it
     pytest.param(lambda c: c.resume(tampered(c.checkpoint, c.tmp_path, config=lambda s: {**s, "lr": torch.ones(2)})),
                  "its optimizer settings are not plain values", id="tensor-lr"),
     pytest.param(lambda c: c.resume(c.copied(), "--model", "resnet18"),
@@ -429,9 +433,30 @@ def test_a_checkpoint_of_an_earlier_release_resumes_as_one_of_this_release(small
     state = checkpoint.load(earlier, "cpu")
     assert state["setup"] is None and state["config"]["optimizer"] == "sgd"
     assert state["stats"]["accuracy_curve"] == [] and state["stats"]["train_time_s"] == 0.0
+    assert state["stats"]["host_readings"] == []
     result = run_main(*Case.SYNTHETIC, "-n", "6", "--checkpoint", earlier, "--resume", "--json", tmp_path / "r.json")
     assert result.returncode == 0, result.stderr
-    assert json.loads((tmp_path / "r.json").read_text())["runs"][0]["resumed_from_step"] == 3
+    run = json.loads((tmp_path / "r.json").read_text())["runs"][0]
+    assert run["resumed_from_step"] == 3 and run["segments"] == 2
+    assert run["host"]["segments"] == 1  # the earlier segment's host was never read into its checkpoint
+
+
+def test_the_host_reading_covers_every_segment_of_a_resumed_run(small_checkpoint, tmp_path):
+    """runs[].host combines the reading the checkpoint carries (here made busy: load 50 on this
+    machine's cores while the process used 0.1 of them) with the resumed process's own."""
+    earlier = checkpoint.read(small_checkpoint, "cpu")["stats"]["host_readings"]
+    assert len(earlier) == 1 and earlier[0]["wall_s"] > 0
+    busy = dict(earlier[0], wall_s=2.0, process_cpu_cores=0.1, load_avg_1m_start=50.0, load_avg_1m_end=50.0)
+    path = tampered(small_checkpoint, tmp_path, stats=lambda stats: {**stats, "host_readings": [busy]})
+    result = run_main(*Case.SYNTHETIC, "-n", "6", "--checkpoint", path, "--resume", "--json", tmp_path / "r.json")
+    assert result.returncode == 0, result.stderr
+    host = json.loads((tmp_path / "r.json").read_text())["runs"][0]["host"]
+    readings = checkpoint.read(path, "cpu")["stats"]["host_readings"]  # the final checkpoint: both segments'
+    assert len(readings) == 2 and readings[0] == busy and host["segments"] == 2
+    assert host["wall_s"] == pytest.approx(2.0 + readings[1]["wall_s"]) and host["load_avg_1m_start"] == 50.0
+    # this machine may be busy too (the second segment's own reading), but the made-up load is the highest
+    assert re.match(rf"the host was busy in [12] of this run's 2 checkpoint segments: load average 50\.0 on "
+                    rf"{busy['cores']} cores while this process used 0\.1 of them", host["warning"]), host
 
 
 def test_fp16_master_checkpoint_cannot_continue_in_fp32():

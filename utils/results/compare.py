@@ -156,10 +156,33 @@ def profiled_vs_timed(group: List[Dict[str, Any]]) -> Optional[float]:
     return statistics.median(ratios) if ratios else None
 
 
+def median_step_ms(group: List[Dict[str, Any]]) -> float:
+    """A mode's step time: the median of its runs' median step times, the statistic that
+    speedup_interval resamples (with one run, its median step, the median of the steps it
+    resamples), so that every speedup, throughput and efficiency lies on its interval's terms."""
+    return statistics.median(run["step_time_ms"]["median"] for run in group)
+
+
+def profiled_communication(run: Dict[str, Any]) -> bool:
+    """Whether --explain's profile of `run` measured its exposed all-reduce over a profiled step."""
+    profile = run.get("profile") or {}
+    return profile.get("comm_exposed_ms") is not None and bool(profile.get("wall_ms"))
+
+
+def communication_share(profiled: List[Dict[str, Any]]) -> Tuple[float, float, float]:
+    """(exposed all-reduce ms, profiled step ms, the first's share of the second) of runs that
+    profiled_communication: the median of each over the runs, and the share their ratio, so that
+    it is what the two figures printed beside it give (a median of per-run shares is not, with
+    an even number of runs or profiled steps that differ), in the study and the summary alike."""
+    exposed = statistics.median(run["profile"]["comm_exposed_ms"] for run in profiled)
+    wall = statistics.median(run["profile"]["wall_ms"] for run in profiled)
+    return exposed, wall, exposed / wall
+
+
 def mode_figures(group: List[Dict[str, Any]]) -> Dict[str, Any]:
     """The figures of a mode's own runs `group`, pooled over its repeats and seeds."""
     medians = [run["step_time_ms"]["median"] for run in group]
-    median = statistics.median(medians)
+    median = median_step_ms(group)
     batch = group[0]["global_batch_size"]
     tflops = [run["tflops"] for run in group if run.get("tflops") is not None]
     mfu = [run["mfu_pct"] for run in group if run.get("mfu_pct") is not None]

@@ -110,7 +110,7 @@ class RunRecord:
     # fp8_flops_per_step, flop_share (of the step's matmul and convolution FLOPs), left_out [{layer, why}],
     # matmul_shapes [[M, K, N]] of the converted layers' forward matmuls (M: rows in one process's batch)
     fp8: Optional[Dict] = None
-    host: Optional[Dict] = None  # host_load.over(): load and CPU use over the timed steps, and its warning
+    host: Optional[Dict] = None  # host_load.combined(): load and CPU use over every segment's timed steps, warning
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
@@ -175,7 +175,8 @@ def build(config: RunConfig, trainer: Trainer, outcome: LoopOutcome, data: Data,
         repeat=repeat, finished_utc=now_utc(), numerics=measured.numerics, memory=measured.memory,
         max_batch=measured.max_batch, warmup_peak_memory_bytes=stats.warmup_peak_memory_bytes or None,
         peak_reserved_bytes=stats.peak_reserved_bytes if device.type == "cuda" else None,
-        optimizer_impl=trainer.optimizer_impl, seed=config.seed, fp8=fp8, host=host_fields(outcome.host, device.type, timing),
+        optimizer_impl=trainer.optimizer_impl, seed=config.seed, fp8=fp8,
+        host=host_fields(stats.host_readings, device.type, timing),
         **accuracy_fields(measured.curve), **utilisation,
         grad_comm=trainer.grad_comm, bucket_mb=communication(config.grad_comm, config.bucket_mb, world.size)["bucket_mb"])
     record.learned = learned(record.data, record.loss_curve, record.test_accuracy)
@@ -197,14 +198,14 @@ def timing_fields(stats: Statistics, global_batch: int) -> Dict[str, Any]:
             "compute_time_ms": summarize([s - d for s, d in zip(stats.step_ms, stats.data_ms)]) if timed else None}
 
 
-def host_fields(host: Optional[Dict[str, Any]], device_type: str, timing: Dict[str, Any]) -> Optional[Dict[str, Any]]:
-    """runs[].host: the loop's reading of the host, with the warning it calls for (or null);
-    `timing` is timing_fields()'."""
-    if host is None:
+def host_fields(readings: List[Dict[str, Any]], device_type: str, timing: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """runs[].host: the host's readings of every process that timed steps, combined, with the
+    warning they call for (or null when no process timed a step); `timing` is timing_fields()'."""
+    if not readings:
         return None
     step, data = timing["step_time_ms"], timing["data_time_ms"]
     share = data["median"] / step["median"] if step and step["median"] > 0 else None
-    return dict(host, warning=host_load.warning(host, device_type, share))
+    return dict(host_load.combined(readings), warning=host_load.warning(readings, device_type, share))
 
 
 def accuracy_fields(curve: Optional[AccuracyCurve]) -> Dict[str, Any]:

@@ -1,24 +1,26 @@
 """The scaling study's figures (benchmarks/scaling.py): how each precision mode's throughput
 grows with the ranks at a fixed per-process batch (weak scaling), from the study's result files.
 
-Per mode, world size N and --grad-comm: images/s; the scaling efficiency, images/s at N over
-N x the 1-process images/s (at a fixed per-process batch: the 1-process median step time over
-the N-process one), with the 95% interval of compare.speedup_interval between the two groups of
-runs; the AMP speedup against fp32 at that size, from the comparison of its own runs; and the
-communication share of a step, the exposed all-reduce time of --explain's profile over the
-profiled step's wall time.
+Per mode, world size N and --grad-comm: images/s, the global batch over the median of the runs'
+median step times (compare.median_step_ms, as the comparison computes it); the scaling efficiency,
+images/s at N over N x the 1-process images/s (at a fixed per-process batch: the 1-process step
+time over the N-process one), with the 95% interval of compare.speedup_interval, which resamples
+that same statistic, between the two groups of runs; the AMP speedup against fp32 at that size,
+from the comparison of its own runs; and the communication share of a step, the median exposed
+all-reduce time of --explain's profile over the median profiled step (compare.communication_share,
+as the summary's communication line).
 """
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from models.families import OPTIMIZER_DEFAULTS
 from utils.errors import UserError
 from utils.results.accuracy import accuracy_figures
-from utils.results.compare import group_by_mode, run_learned, speedup_interval
+from utils.results.compare import (communication_share, group_by_mode, median_step_ms, profiled_communication,
+                                   run_learned, speedup_interval)
 from utils.results.merge import merge
 from utils.results.summary import format_table, points, with_interval
 from utils.results.record import setup_of
@@ -60,24 +62,24 @@ class StudyRow:
 def efficiency(base_runs: List[Dict[str, Any]], runs: List[Dict[str, Any]],
                ranks: int) -> Tuple[float, Optional[List[float]], str]:
     """(efficiency, its 95% interval or None, what the interval rests on) of `runs` on `ranks`
-    ranks against `base_runs` on one, from their images/s."""
-    rate_1 = statistics.median(run["images_per_sec"] for run in base_runs)
-    rate_n = statistics.median(run["images_per_sec"] for run in runs)
+    ranks against `base_runs` on one. At a fixed per-process batch, images/s at N over N x the
+    1-process images/s is the 1-process step time over the N-process one: each compare.median_step_ms,
+    the statistic whose ratio speedup_interval resamples, so that the figure is its interval's
+    own (a median of per-run images/s would not be, with an even number of runs)."""
     if ranks == 1:
         return 1.0, None, "the baseline"
     interval, rests_on = speedup_interval(base_runs, runs)
-    return rate_n / (ranks * rate_1), interval, rests_on
+    return median_step_ms(base_runs) / median_step_ms(runs), interval, rests_on
 
 
 def comm_share(runs: List[Dict[str, Any]]) -> Tuple[Optional[float], Optional[float]]:
-    """The median over profiled runs of (exposed all-reduce ms, its share of the profiled step);
-    (None, None) without --explain's profile."""
-    pairs = [(run["profile"]["comm_exposed_ms"], run["profile"]["comm_exposed_ms"] / run["profile"]["wall_ms"])
-             for run in runs if (run.get("profile") or {}).get("comm_exposed_ms") is not None
-             and run["profile"].get("wall_ms")]
-    if not pairs:
+    """(exposed all-reduce ms, its share of the profiled step) over the runs that --explain
+    profiled: communication_share()'s; (None, None) without a profile."""
+    profiled = [run for run in runs if profiled_communication(run)]
+    if not profiled:
         return None, None
-    return statistics.median(ms for ms, _ in pairs), statistics.median(share for _, share in pairs)
+    exposed_ms, _, share = communication_share(profiled)
+    return exposed_ms, share
 
 
 def study(documents: List[Dict[str, Any]]) -> List[StudyRow]:
@@ -173,8 +175,7 @@ def row_of(mode: str, ranks: int, group: Dict[str, Any], runs: List[Dict[str, An
     exposed_ms, share = comm_share(runs)
     return StudyRow(mode=mode, world_size=ranks, grad_comm=runs[0].get("grad_comm") if ranks > 1 else None,
                     bucket_mb=runs[0].get("bucket_mb"), batch_size=runs[0]["batch_size"], runs=len(runs),
-                    median_step_ms=statistics.median(run["step_time_ms"]["median"] for run in runs),
-                    images_per_sec=statistics.median(run["images_per_sec"] for run in runs),
+                    median_step_ms=compared.median_step_ms, images_per_sec=compared.images_per_sec,
                     scaling=value * ranks, efficiency=value, efficiency_ci95=interval, efficiency_interval=rests_on,
                     amp_speedup=compared.speedup_vs_baseline if mode != baseline else None,
                     amp_speedup_ci95=compared.speedup_ci95 if mode != baseline else None,

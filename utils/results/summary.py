@@ -2,7 +2,6 @@
 table, the notes under it, --explain's breakdown and --numerics' census."""
 from __future__ import annotations
 
-import statistics
 import textwrap
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -10,7 +9,7 @@ from models.families import uses_resnet_stem
 from utils.explain.categories import NAMES as CATEGORIES
 from utils.explain.diagnose import amdahl_line, ranked, speedup_text
 from utils.measure.step_stats import OUTLIER_FACTOR
-from utils.results.compare import CHANCE_LOSS, SPREAD_WARNING_PCT
+from utils.results.compare import CHANCE_LOSS, SPREAD_WARNING_PCT, communication_share, profiled_communication
 from utils.results.comparison_row import ComparisonRow
 from utils.results.record import SCHEMA, setup_of
 from utils.training.modes import BASELINES
@@ -205,17 +204,17 @@ def explanation(document: Dict[str, Any], wide: bool = False) -> List[str]:
 
 def communication_lines(runs: List[Dict[str, Any]], modes: List[str]) -> List[str]:
     """A distributed run: per mode, the profiled step split into the all-reduce that no compute
-    overlapped and the rest (compute, and communication hidden behind it); medians over runs."""
+    overlapped and the rest (compute, and communication hidden behind it): compare.communication_share,
+    the scaling study's figures."""
     lines = []
     for mode in modes:
         profiled = [run for run in runs if run["mode"] == mode and run.get("world_size", 1) > 1
-                    and (run.get("profile") or {}).get("comm_exposed_ms") is not None and run["profile"]["wall_ms"]]
+                    and profiled_communication(run)]
         if profiled:
-            exposed = statistics.median(run["profile"]["comm_exposed_ms"] for run in profiled)
-            wall = statistics.median(run["profile"]["wall_ms"] for run in profiled)
+            exposed, wall, share = communication_share(profiled)
             lines.append(f"{mode}: communication on {profiled[0]['world_size']} ranks (gradients in "
                          f"{profiled[0]['grad_comm']}): {milliseconds(exposed)} ms of the {milliseconds(wall)} ms "
-                         f"profiled step ({100 * exposed / wall:.0f}%) waits for all-reduce that no compute overlaps; "
+                         f"profiled step ({100 * share:.0f}%) waits for all-reduce that no compute overlaps; "
                          f"compute and hidden all-reduce take the other {milliseconds(wall - exposed)} ms.")
     return lines
 

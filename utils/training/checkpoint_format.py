@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Tuple, Union
 
 import torch
 
+from utils.measure import host_load
 from utils.setup_keys import RESUME_KEYS, RESUME_SETTINGS, SETUP_KEYS
 from utils.training.loop import Statistics
 
@@ -25,12 +26,13 @@ CONFIG_ENTRIES = {key: SETUP_KEYS[key] for key in RESUME_KEYS + ("steps",)}
 SETUP_ENTRIES = {"world_size": int, "data": str, "train_images": int}  # where the run happened, beside its config
 CURVES = ("step_ms", "data_ms", "losses", "lrs", "loss_scales")
 POINT_KEYS = ("step", "epoch", "train_s", "accuracy")  # of each accuracy_curve entry
-STATS_ENTRIES = {**{f.name: (list if f.name in CURVES + ("accuracy_curve",) else numbers.Real)
+STATS_ENTRIES = {**{f.name: (list if f.name in CURVES + ("accuracy_curve", "host_readings") else numbers.Real)
                     for f in fields(Statistics)},
                  "optimizer_steps": int}
 # The statistics that checkpoints of earlier releases lack, each starting from its Statistics default:
 STATS_ADDED = ("warmup_peak_memory_bytes", "peak_reserved_bytes",  # before the steady-state peak memory
-               "train_time_s", "accuracy_curve", "eval_time_s")  # before accuracy curves (--eval-every)
+               "train_time_s", "accuracy_curve", "eval_time_s",  # before accuracy curves (--eval-every)
+               "host_readings")  # before runs[].host covered every segment: the earlier ones go unread
 
 
 def upgrade(state: Dict[str, Any]) -> Dict[str, Any]:
@@ -90,6 +92,8 @@ def schema_problem(state: Dict[str, Any]) -> Optional[str]:
             isinstance(point[key], numbers.Real) and math.isfinite(point[key]) for key in POINT_KEYS)
             for point in stats["accuracy_curve"]):
         return "its accuracy curve holds entries that are not points of one"
+    if any(host_load.malformed(reading) for reading in stats["host_readings"]):
+        return "its host readings are not the ones a run saves"
     times = stats["step_ms"] + stats["data_ms"] + [stats[key] for key in (
         "wall_time_s", "peak_memory_bytes", "warmup_peak_memory_bytes", "peak_reserved_bytes", "train_time_s",
         "eval_time_s")]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Callable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import torch
 
@@ -53,6 +53,8 @@ class Statistics:
     train_time_s: float = 0.0  # every step's time, warm-up included, evaluations and other pauses not
     accuracy_curve: List[dict] = field(default_factory=list)  # --eval-every: {step, epoch, train_s, accuracy}
     eval_time_s: float = 0.0  # the evaluations' own time
+    # host_load.over() of each process that timed a step, over its timed steps: runs[].host combines them
+    host_readings: List[dict] = field(default_factory=list)
 
 
 @dataclass
@@ -66,7 +68,6 @@ class LoopOutcome:
     stopped_by: Optional[str]  # the signal that ended the run early, if any
     diverged_at: Optional[int]  # 1-based step of the first non-finite loss, when that ends the run
     reached_target: bool = False  # --stop-at-target ended the run at an evaluation that reached it
-    host: Optional[dict] = None  # host_load.over(): the load and this process's CPU use over the timed steps
 
     def ran_all_steps(self, steps: int) -> bool:
         """Whether the loop ran to its end: all `steps`, or to the evaluation that reached the
@@ -153,18 +154,16 @@ class Recorder:
         """Training time so far: every closed step of every process, warm-up included."""
         return self.previous.train_time_s + sum(timer.step_ms) / 1000.0
 
-    def host_reading(self) -> Dict[str, Optional[float]]:
-        """runs[].host from the warm-up's end until now; taken before statistics(), whose
-        all-reduces wait for the other ranks, which would pass for a process starved of CPU."""
-        return host_load.over(self.host_start, host_load.read(), host_load.cores(), torch.get_num_threads())
-
     def statistics(self, timer: StepTimer) -> Statistics:
-        """All statistics so far: earlier processes' plus this one's (timings, and the memory
-        peak, after its warm-up; the warm-up's own peak beside it)."""
+        """All statistics so far: earlier processes' plus this one's (timings, the memory peak
+        and the host's reading, after its warm-up; the warm-up's own peak beside it)."""
+        # first: the all-reduces below wait for the other ranks, which would pass for a process starved of CPU
+        host = host_load.over(self.host_start, host_load.read(), host_load.cores(), torch.get_num_threads())
         device, world, previous = self.context.device, self.context.world, self.previous
         peak, reserved = memory.peak_bytes(device)[0], memory.peak_reserved_bytes(device)
         warmup_peak = self.timing_warmup_peak
         step_ms, data_ms = timer.step_ms[self.timing_warmup:], timer.data_ms[self.timing_warmup:]
+        hosts = [host] if step_ms else []  # a process that timed no step has no timed steps to read the host over
         if not step_ms:  # no step of this process was timed: its peak is the warm-up's, or none (no step)
             warmup_peak, peak, reserved = max(warmup_peak, peak) if timer.step_ms else 0, 0, 0
         losses = torch.stack(self.losses).float() if self.losses else torch.zeros(0, device=device)
@@ -183,7 +182,8 @@ class Recorder:
                           peak_reserved_bytes=max(previous.peak_reserved_bytes, reserved),
                           segments=previous.segments + 1, train_time_s=self.train_s(timer),
                           accuracy_curve=list(self.curve.points) if self.curve else previous.accuracy_curve,
-                          eval_time_s=self.curve.eval_time_s if self.curve else previous.eval_time_s)
+                          eval_time_s=self.curve.eval_time_s if self.curve else previous.eval_time_s,
+                          host_readings=previous.host_readings + hosts)
 
 
 def train(trainer: Trainer, config: RunConfig, context: RunContext, start_step: int = 0,
@@ -242,14 +242,13 @@ def loop_outcome(trainer: Trainer, recorder: Recorder, timer: StepTimer, policy:
                  stopped_by: Optional[str], reached: bool) -> LoopOutcome:
     """The LoopOutcome of a finished loop: what `recorder` kept, and the skipped steps and the
     first divergent one, found in its statistics after the loop."""
-    host = recorder.host_reading()  # before statistics(), whose all-reduces wait for the other ranks
     stats = recorder.statistics(timer)
     first_nonfinite = next((step for step, loss in enumerate(stats.losses, 1) if not math.isfinite(loss)), None)
     return LoopOutcome(stats=stats, start_step=recorder.start_step, completed_steps=completed_steps,
                        skipped_steps=skipped_steps(trainer, policy, stats), first_step_s=recorder.first_step_s,
                        first_batch_sha256=digest(recorder.first_batch) if recorder.first_batch is not None else None,
                        stopped_by=stopped_by, diverged_at=first_nonfinite if policy == "stop" else None,
-                       reached_target=reached, host=host)
+                       reached_target=reached)
 
 
 def current_loss_scale(scaler: Optional[Union[torch.amp.GradScaler, StaticLossScaler]]

@@ -46,11 +46,62 @@ def test_two_runs_give_no_interval_and_say_why():
     assert interval is None and rests_on.startswith("none with 2 runs per mode")
 
 
-def test_the_communication_share_is_the_median_over_profiled_runs():
+def test_with_an_even_number_of_runs_the_efficiency_is_the_statistic_its_interval_resamples():
+    # 1 process: medians 10, 10, 12, 12 ms (median 11); 2 ranks: 20, 20, 30, 30 ms (median 25): 11 / 25 = 0.44,
+    # the ratio bootstrap_ratio resamples. The median of per-run images/s, 1333.3 img/s over 2 x 1466.7,
+    # gave 0.4545: a figure of another statistic than the interval's
+    base, pair = runs(1, [10, 10, 12, 12]), runs(2, [20, 20, 30, 30])
+    value, interval, rests_on = scaling.efficiency(base, pair, 2)
+    assert value == pytest.approx(0.44) and rests_on == "bootstrap over the runs' medians (repeats and seeds)"
+    assert interval[0] < value < interval[1]
+
+
+def timed_launch(ranks, medians_ms, grad_comm=None, bucket_mb=None, hour=17):
+    """launch_of's file with its fp32 runs' median steps set to `medians_ms` (and the other modes' dropped)."""
+    document = launch_of(ranks, grad_comm, bucket_mb)
+    document["runs"] = [run for run in document["runs"] if run["mode"] == "fp32"]
+    for run, ms in zip(document["runs"], medians_ms):
+        run["global_batch_size"] = run["batch_size"] * ranks
+        run["images_per_sec"] = run["global_batch_size"] * 1000.0 / ms
+        run["step_time_ms"] = dict(run["step_time_ms"], median=ms)
+        run["finished_utc"] = f"2026-11-25T{hour}:{ranks:02d}:{run['repeat']:02d}+00:00"  # one run, one time
+    return document
+
+
+def test_the_study_row_gives_images_per_sec_and_efficiency_from_the_median_step(tmp_path, capsys):
+    # two launches of 3 runs each: 1 process 10, 10, 10 and 12, 12, 12 ms (median 11), 2 ranks 20 x 3 and 30 x 3
+    # (median 25); batch 32 per process: 64,000 / 25 = 2560 img/s on 2 ranks, 32,000 / 11 = 2909.1 on one,
+    # scaling 2560 / 2909.1 = 0.88, efficiency 0.44
+    status, written = study_from(tmp_path, timed_launch(1, [10] * 3), timed_launch(1, [12] * 3, hour=18),
+                                 timed_launch(2, [20] * 3, "fp32", 25.0), timed_launch(2, [30] * 3, "fp32", 25.0, hour=18))
+    assert status == 0, capsys.readouterr().err
+    one, two = written["rows"]
+    assert one["runs"] == two["runs"] == 6 and one["median_step_ms"] == 11.0 and two["median_step_ms"] == 25.0
+    assert one["images_per_sec"] == pytest.approx(32000 / 11) and two["images_per_sec"] == pytest.approx(2560.0)
+    assert two["scaling"] == pytest.approx(0.88) and two["efficiency"] == pytest.approx(0.44)
+    assert two["efficiency"] == pytest.approx(two["images_per_sec"] / (2 * one["images_per_sec"]))
+    assert two["efficiency_ci95"][0] < two["efficiency"] < two["efficiency_ci95"][1]
+
+
+def test_the_communication_share_is_the_median_exposed_time_over_the_median_profiled_step():
+    # exposed 5 and 9 ms of profiled steps of 50 and 70 ms: 7 of 60 ms, 11.7% (the median of the per-run
+    # shares, 10% and 12.9%, is 11.4%)
     profiled = runs(2, [50]) + runs(2, [50], exposed_ms=5.0, wall_ms=50.0) + runs(2, [50], exposed_ms=9.0,
-                                                                                wall_ms=60.0)
-    assert scaling.comm_share(profiled) == (pytest.approx(7.0), pytest.approx((0.1 + 0.15) / 2))
+                                                                                wall_ms=70.0)
+    assert scaling.comm_share(profiled) == (pytest.approx(7.0), pytest.approx(7.0 / 60.0))
     assert scaling.comm_share(runs(2, [50])) == (None, None)
+
+
+def test_the_study_and_the_summary_give_one_communication_share():
+    from utils.results.summary import communication_lines
+
+    profiled = runs(2, [50], exposed_ms=5.0, wall_ms=50.0) + runs(2, [50], exposed_ms=9.0, wall_ms=70.0)
+    for run in profiled:
+        run.update(mode="fp32", world_size=2, grad_comm="fp32")
+    exposed_ms, share = scaling.comm_share(profiled)
+    line, = communication_lines(profiled, ["fp32"])
+    assert f"{exposed_ms:.2f} ms of the 60.0 ms profiled step ({100 * share:.0f}%)" in line, line
+    assert "(12%)" in line
 
 
 @pytest.mark.parametrize("asked, gpu, visible, sizes", [
