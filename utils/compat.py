@@ -13,6 +13,7 @@ from utils.errors import UserError
 
 MIN_TORCH = (1, 11)
 MIN_TORCHVISION = (0, 12)
+PYTHONS = ((3, 8), (3, 13))  # the oldest and the newest Python ampbench runs on (docs/torch-releases.md)
 MIN_FLOAT8_TORCH = (2, 11)  # torchao 0.18, the release requirements-fp8.txt pins, is built for torch 2.11 on
 _degraded: Dict[str, str] = {}
 

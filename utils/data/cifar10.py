@@ -26,6 +26,9 @@ FOLDER = CIFAR10.base_folder  # "cifar-10-batches-py"
 TRAIN_FILES = CIFAR10.train_list  # [[name, md5], ...] as torchvision checks them
 TEST_FILES = CIFAR10.test_list
 META_FILE = [CIFAR10.meta["filename"], CIFAR10.meta["md5"]]
+URL = CIFAR10.url  # the official archive, cifar-10-python.tar.gz, which holds FOLDER
+ARCHIVE = CIFAR10.filename
+ARCHIVE_MD5 = CIFAR10.tgz_md5
 CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 
 
@@ -69,10 +72,10 @@ def download(data_dir: str) -> None:
     previous = socket.getdefaulttimeout()
     socket.setdefaulttimeout(DOWNLOAD_TIMEOUT_S)  # urllib, which torchvision uses, takes no timeout there
     try:
-        download_and_extract_archive(CIFAR10.url, root, filename=CIFAR10.filename, md5=CIFAR10.tgz_md5)
+        download_and_extract_archive(URL, root, filename=ARCHIVE, md5=ARCHIVE_MD5)
     except Exception as error:  # URLError, HTTPError, OSError, RuntimeError (bad md5), ...
         raise UserError(
-            f"could not download CIFAR-10 from {CIFAR10.url} into {root} ({error}); on a machine "
+            f"could not download CIFAR-10 from {URL} into {root} ({error}); on a machine "
             "without internet, download it elsewhere and copy cifar-10-batches-py into --data-dir.") from None
     finally:
         socket.setdefaulttimeout(previous)

@@ -73,7 +73,7 @@ def test_the_download_gives_up_on_a_silent_network(tmp_path, monkeypatch):
     held = []  # the accepted connection stays open, silent
     threading.Thread(target=lambda: held.append(server.accept()), daemon=True).start()
     monkeypatch.setattr(cifar10, "DOWNLOAD_TIMEOUT_S", 1)
-    monkeypatch.setattr(cifar10.CIFAR10, "url", f"http://127.0.0.1:{server.getsockname()[1]}/cifar-10-python.tar.gz")
+    monkeypatch.setattr(cifar10, "URL", f"http://127.0.0.1:{server.getsockname()[1]}/cifar-10-python.tar.gz")
     monkeypatch.delenv("http_proxy", raising=False)
     # urlopen keeps the proxies of its first call (an earlier test's main.main may have made it,
     # through the refusing proxy): drop its opener now, and after, so that the next is built anew.

@@ -1,0 +1,309 @@
+"""Everything an offline compute node needs to run the GPU suite, in one folder.
+
+    python benchmarks/bundle.py DIR                       # on a login node, with network
+    python benchmarks/bundle.py DIR --python 3.10 --platform manylinux_2_28_aarch64 --budget 15
+    python benchmarks/bundle.py DIR --cifar10 ~/cifar-10-python.tar.gz   # an archive at hand
+
+Compute nodes (ALCF ThetaGPU's, Polaris's) have no internet, and their GPU time comes in short
+slices. Run where there is network, this writes into DIR:
+
+* wheels/: the wheels of the optional extras, for the node's Python and platform, without their
+  dependencies and never torch (the node's container has it). An optional extra is each
+  requirements-*.txt beside main.py but the two install sets, requirements-container.txt and
+  requirements-test.txt; its markers are read for the node's Python (pip reads them for its own);
+* data/cifar-10-batches-py/: CIFAR-10 from the official archive (or --cifar10's copy of it),
+  md5-checked and unpacked: main.py's --data-dir reads the batch files, not the archive;
+* manifest.json: what DIR holds, for which Python and platform, each file's sha256, and the
+  command that, on the node, installs the wheels offline and runs gpu_suite.py --budget.
+
+An error exits 2 with one sentence. Everything is built in a hidden folder inside DIR and moved
+into place once complete, manifest.json last, so a DIR without manifest.json is no bundle.
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import json
+import os
+import platform
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tarfile
+import tempfile
+import urllib.request
+import zlib
+from pathlib import Path
+from typing import Dict, Iterator, List, Optional
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from utils import compat  # noqa: E402 (no torch)
+from utils.clock import now_utc  # noqa: E402
+from utils.errors import UserError, WriteFailed  # noqa: E402
+from utils.fileio import atomic_write, ensure_folder_writable  # noqa: E402
+
+INSTALL_SETS = ("requirements-container.txt", "requirements-test.txt")  # what ampbench needs; not extras
+MANIFEST = "manifest.json"
+WHEELS, DATA = "wheels", "data"
+STAGING = ".bundle-"  # the hidden folder a bundle is built in; one left there was killed mid-way
+LEGACY_MANYLINUX = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}  # the old names of glibc 2.N's
+CHUNK = 1 << 20
+
+
+def parse(argv: Optional[List[str]]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="bundle.py", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("dir", metavar="DIR", help="the folder to fill (created if missing; new, empty or a bundle)")
+    parser.add_argument("--python", metavar="X.Y", help="the node's Python (default: the one running this)")
+    parser.add_argument("--platform", metavar="TAG", help="the node's platform as pip names it, e.g. "
+                        "manylinux_2_28_x86_64 (glibc 2.28) or manylinux_2_28_aarch64 (default: this machine's)")
+    parser.add_argument("--cifar10", metavar="PATH", help="an already downloaded cifar-10-python.tar.gz to use "
+                        "instead of downloading it (md5-checked too)")
+    parser.add_argument("--budget", metavar="MINUTES", type=minutes, default=10,
+                        help="the minutes the node's command gives gpu_suite.py --budget (default 10)")
+    return parser.parse_args(argv)
+
+
+def minutes(text: str) -> int:
+    """--budget's value: whole minutes, as gpu_suite.py's --budget reads them whatever its type."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"a whole number of minutes, 1 or more, is needed, not {text!r}")
+    return int(text)
+
+
+def target_python(asked: Optional[str]) -> str:
+    """The node's Python as X.Y: --python, checked, or the one running this."""
+    if asked is None:
+        asked = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    match = re.fullmatch(r"(\d+)\.(\d+)", asked)
+    oldest, newest = compat.PYTHONS
+    if not match or not oldest <= (int(match.group(1)), int(match.group(2))) <= newest:
+        raise UserError(f"Python {asked} is not one ampbench runs on ({oldest[0]}.{oldest[1]} to "
+                        f"{newest[0]}.{newest[1]}); give the node's Python as --python X.Y, e.g. --python 3.10.")
+    return asked
+
+
+def running_platform() -> str:
+    """This machine's platform as pip names it: manylinux_2_N_ARCH on a Linux with glibc 2.N."""
+    libc, version = platform.libc_ver()
+    match = re.match(r"2\.(\d+)", version)
+    if libc == "glibc" and match:
+        return f"manylinux_2_{match.group(1)}_{platform.machine()}"
+    return re.sub(r"[-.]", "_", sysconfig.get_platform())
+
+
+def accepted_platforms(tag: str) -> List[str]:
+    """The platform tags of the wheels a node of `tag` runs. A glibc 2.N node runs every
+    manylinux wheel for glibc 2.N or older, but pip, given one --platform, takes only that tag."""
+    match = re.fullmatch(r"manylinux_2_(\d+)_(\w+)", tag)
+    if not match:
+        return [tag]
+    arch, tags = match.group(2), []
+    for minor in range(int(match.group(1)), 4, -1):
+        tags.append(f"manylinux_2_{minor}_{arch}")
+        if minor in LEGACY_MANYLINUX:
+            tags.append(f"{LEGACY_MANYLINUX[minor]}_{arch}")
+    return tags
+
+
+def optional_requirement_files() -> List[Path]:
+    """The optional extras' requirements files: every requirements-*.txt but the install sets."""
+    return [path for path in sorted(ROOT.glob("requirements-*.txt")) if path.name not in INSTALL_SETS]
+
+
+def requirements_for(path: Path, python: str) -> List[str]:
+    """The requirements in `path` whose markers hold on Python `python`, without their markers.
+    pip download evaluates markers for the Python running it, whatever --python-version says."""
+    from pip._vendor.packaging.requirements import InvalidRequirement, Requirement  # pip parses them so
+
+    wanted = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        text = line.split("#", 1)[0].strip()
+        if not text:
+            continue
+        try:
+            requirement = Requirement(text)
+        except InvalidRequirement as error:
+            raise UserError(f"{path.name} line {number} is not a requirement ({error}); fix the file.") from None
+        marker = requirement.marker
+        if marker is None or marker.evaluate({"python_version": python, "python_full_version": python}):
+            wanted.append(f"{requirement.name}{requirement.specifier}")
+    return wanted
+
+
+def download_wheels(requirements: List[str], python: str, tag: str, folder: Path) -> List[str]:
+    """pip download the wheels of `requirements` into `folder`; returns name==version per wheel."""
+    folder.mkdir()
+    if requirements:
+        platforms = [argument for accepted in accepted_platforms(tag) for argument in ("--platform", accepted)]
+        done = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+                               "--disable-pip-version-check", "--python-version", python, *platforms,
+                               "-d", str(folder), *requirements], capture_output=True, text=True)
+        if done.returncode != 0:
+            said = [line for line in (done.stderr + done.stdout).splitlines() if line.strip()]
+            reason = next((line for line in reversed(said) if line.startswith("ERROR")), said[-1] if said else "")
+            raise UserError(f"pip could not download {', '.join(requirements)} for Python {python} on {tag} "
+                            f"({reason.strip()}); check the network and pip's index settings.")
+    return [f"{wheel.name.split('-')[0]}=={wheel.name.split('-')[1]}" for wheel in sorted(folder.glob("*.whl"))]
+
+
+def hex_digest(path: Path, algorithm: str) -> str:
+    """The file's digest by hashlib's `algorithm`: md5 for CIFAR-10's archive, sha256 for the manifest."""
+    digest = hashlib.new(algorithm)
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(CHUNK), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def received(url: str, timeout_s: float) -> Iterator[bytes]:
+    """The body of `url`, chunk by chunk; a network that fails, or is silent for `timeout_s` (a
+    node without one), is a UserError. Writing the chunks is the caller's: its errors are not
+    the network's."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+            yield from iter(lambda: response.read(CHUNK), b"")
+    except OSError as error:  # URLError, HTTPError, a timeout, a reset connection
+        raise UserError(f"could not download CIFAR-10 from {url} ({getattr(error, 'reason', error)}); where there "
+                        "is no network, download it elsewhere and give it as --cifar10 PATH.") from None
+
+
+def download_archive(url: str, path: Path, timeout_s: float) -> None:
+    print(f"downloading {url} ...", flush=True)
+    with open(path, "wb") as f:
+        for chunk in received(url, timeout_s):
+            f.write(chunk)
+
+
+def unpack_cifar10(archive: Path, folder: Path) -> None:
+    """Extract from the archive the files main.py reads, and nothing else, into `folder`."""
+    from utils.data import cifar10
+
+    folder.mkdir()
+    names = [name for name, _ in cifar10.TRAIN_FILES + cifar10.TEST_FILES + [cifar10.META_FILE]]
+    try:
+        with tarfile.open(archive, "r:gz") as tar:
+            for name in names:
+                member = tar.getmember(f"{cifar10.FOLDER}/{name}")
+                source = tar.extractfile(member) if member.isfile() else None
+                if source is None:
+                    raise KeyError(f"{cifar10.FOLDER}/{name} is not a file")
+                with source, open(folder / name, "wb") as f:
+                    shutil.copyfileobj(source, f, CHUNK)
+    except (tarfile.TarError, KeyError, EOFError, zlib.error, gzip.BadGzipFile) as error:
+        reason = error.args[0] if isinstance(error, KeyError) else error  # str() of a KeyError quotes it
+        raise UserError(f"{archive} is not a readable CIFAR-10 archive ({reason}); download it again.") from None
+
+
+def cifar10_into(folder: Path, archive: Optional[str]) -> Dict[str, object]:
+    """CIFAR-10 unpacked into `folder`/cifar-10-batches-py, from `archive` or the official URL,
+    refused unless its md5 is the official one; returns where it came from."""
+    from utils.data import cifar10
+
+    source = cifar10.URL if archive is None else os.path.abspath(archive)
+    path = folder / cifar10.ARCHIVE if archive is None else Path(source)
+    folder.mkdir()
+    if archive is None:
+        download_archive(cifar10.URL, path, cifar10.DOWNLOAD_TIMEOUT_S)
+    md5 = hex_digest(path, "md5")
+    if md5 != cifar10.ARCHIVE_MD5:
+        raise UserError(f"{source} is not the official CIFAR-10 archive: its md5 is {md5}, not "
+                        f"{cifar10.ARCHIVE_MD5}; download it again.")
+    unpack_cifar10(path, folder / cifar10.FOLDER)
+    if archive is None:
+        path.unlink()  # unpacked: main.py reads the batch files
+    return {"source": source, "archive_md5": md5, "folder": f"{DATA}/{cifar10.FOLDER}"}
+
+
+def node_command(folder: Path, pins: List[str], budget: int) -> str:
+    """What to run on the node: install the bundled wheels offline, leaving torch as it is, then
+    the GPU suite on the bundled CIFAR-10."""
+    suite = ["python", str(ROOT / "benchmarks" / "gpu_suite.py"), "--budget", str(budget),
+             "--data-dir", str(folder / DATA)]
+    install = ["python", "-m", "pip", "install", "--no-index", "--find-links", str(folder / WHEELS), "--no-deps",
+               *pins]
+    return " && ".join(shlex.join(words) for words in ([install] if pins else []) + [suite])
+
+
+def prepare(folder: Path) -> None:
+    """Refuse a DIR that cannot be written or holds what no bundle writes; remove what a killed
+    bundle left there."""
+    ensure_folder_writable(str(folder), "DIR")
+    if folder.is_dir():
+        foreign = sorted(entry.name for entry in folder.iterdir()
+                         if entry.name not in (MANIFEST, WHEELS, DATA) and not entry.name.startswith(STAGING))
+        if foreign:
+            raise UserError(f"{folder} holds {foreign[0]}, which no bundle writes; give a new or empty folder, "
+                            "or one bundle.py wrote.")
+    folder.mkdir(parents=True, exist_ok=True)
+    for leftover in folder.glob(STAGING + "*"):
+        shutil.rmtree(leftover, ignore_errors=True)
+
+
+def build(staging: Path, folder: Path, options: argparse.Namespace, python: str, tag: str) -> Dict[str, object]:
+    """Fill `staging` with the wheels and the data; returns the manifest that describes them once
+    they are moved into `folder`."""
+    wanted = {path.name: requirements_for(path, python) for path in optional_requirement_files()}
+    pins = download_wheels([need for needs in wanted.values() for need in needs], python, tag, staging / WHEELS)
+    cifar10 = cifar10_into(staging / DATA, options.cifar10)
+    files = {path.relative_to(staging).as_posix(): hex_digest(path, "sha256")
+             for path in sorted(staging.rglob("*")) if path.is_file()}
+    return {"bundle": 1, "created_utc": now_utc(), "python": python, "platform": tag,
+            "optional_requirements": wanted, "wheels": pins, "cifar10": cifar10, "files": files,
+            "command": node_command(folder, pins, options.budget)}
+
+
+def publish(staging: Path, folder: Path, manifest: Dict[str, object]) -> None:
+    """Move the built wheels and data into `folder`, replacing an earlier bundle's; the manifest last."""
+    if (folder / MANIFEST).exists():
+        (folder / MANIFEST).unlink()
+    for name in (WHEELS, DATA):
+        shutil.rmtree(folder / name, ignore_errors=True)
+        os.replace(staging / name, folder / name)
+    text = json.dumps(manifest, indent=2, allow_nan=False) + "\n"  # strict: it holds no float
+    atomic_write(str(folder / MANIFEST), lambda f: f.write(text.encode()))
+
+
+def run(options: argparse.Namespace) -> Dict[str, object]:
+    python = target_python(options.python)
+    tag = options.platform or running_platform()
+    compat.check_versions()  # the CIFAR-10 URL and md5 are torchvision's
+    if options.cifar10 is not None and not os.path.isfile(options.cifar10):
+        raise UserError(f"--cifar10 {options.cifar10} is not a file; give the path of cifar-10-python.tar.gz.")
+    folder = Path(os.path.abspath(options.dir))
+    created = not os.path.lexists(folder)
+    prepare(folder)
+    staging = Path(tempfile.mkdtemp(prefix=STAGING, dir=folder))
+    try:
+        manifest = build(staging, folder, options, python, tag)
+        publish(staging, folder, manifest)
+    except OSError as error:
+        raise WriteFailed(f"could not write into {folder} ({error.strerror or error}); it holds no new "
+                          "bundle.") from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+        if created and not (folder / MANIFEST).exists():
+            shutil.rmtree(folder, ignore_errors=True)  # a failed bundle leaves no folder it made
+    return manifest
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    options = parse(argv)
+    try:
+        manifest = run(options)
+    except (UserError, WriteFailed) as error:
+        print(f"bundle.py: error: {error}", file=sys.stderr)
+        return 2 if isinstance(error, UserError) else 1
+    print(f"bundle for Python {manifest['python']} on {manifest['platform']} written to "
+          f"{os.path.abspath(options.dir)}: {', '.join(manifest['wheels']) or 'no wheels'}, CIFAR-10.\n"
+          f"On the node:\n  {manifest['command']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
