@@ -12,10 +12,11 @@ import json
 import math
 import typing
 from dataclasses import MISSING, fields
-from typing import TYPE_CHECKING, Any, Dict, NoReturn, Optional, Union
+from typing import TYPE_CHECKING, Any, Dict, NoReturn, Optional, Sequence, Union
 
 from utils.explain.categories import ADDED, NAMES as CATEGORIES
 from utils.results.record import RunRecord
+from utils.results.upgrade import EARLIER_SCHEMAS
 from utils.setup_keys import SETUP_KEYS
 
 LARGEST = 1e300  # no measurement comes near it, and a larger integer overflows a float
@@ -83,6 +84,17 @@ class Kind:
 TEXT, FLAG, ANY = Kind(str, "text"), Kind(bool, "true or false"), Kind(None, "anything")
 
 
+class OneOf:
+    """Text that names one of `choices`, which a reader looks up or compares with (a mode, a dtype)."""
+
+    def __init__(self, choices: Sequence[str], name: str):
+        self.choices, self.name = tuple(choices), name
+
+    def check(self, value: Any, where: str) -> None:
+        if not (isinstance(value, str) and value in self.choices):
+            fail(where, value, f"{self.name} ({', '.join(self.choices)})")
+
+
 class Nullable:
     def __init__(self, spec: Spec):
         self.spec = spec
@@ -136,7 +148,7 @@ class Fields:
 
 
 if TYPE_CHECKING:  # what checks a value: each of these has check(value, where)
-    Spec = Union[Number, Kind, Nullable, ListOf, MapOf, Fields]
+    Spec = Union[Number, Kind, OneOf, Nullable, ListOf, MapOf, Fields]
 
 
 def from_annotation(kind: Any) -> Spec:
@@ -220,7 +232,8 @@ CONFIG = Fields({"model": TEXT}, {**{key: Nullable(Number(whole=kind is int) if 
                                   "compile_mode": Nullable(TEXT), "accuracy_margin": Number(low=0),
                                   "eval_every": Nullable(Number(above=0)), "target_accuracy": Nullable(ACCURACY)})
 DOCUMENT = Fields({"env": ENV, "config": CONFIG, "data": Fields({"name": TEXT}), "runs": ListOf(RUN, nonempty=True)},
-                  {"sources": ListOf(TEXT)})
+                  {"sources": ListOf(TEXT), "upgraded_from": OneOf(EARLIER_SCHEMAS, "an earlier ampbench schema"),
+                   "comparison": MapOf(Kind(dict, "an object"))})  # upgrade() renames the keys of its rows
 
 
 def check(document: Dict[str, Any], where: str = "") -> None:
