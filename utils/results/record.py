@@ -1,6 +1,7 @@
-"""The result record: the one definition of what a results file holds (schema ampbench.result/2).
+"""The result record: the one definition of what a results file holds (schema ampbench.result/3).
 
 A results document is {"schema", "env", "config", "data", "incomplete", "runs", "comparison"};
+one that utils.report read from a file of an earlier release also holds "upgraded_from" (upgrade.py);
 each entry of "runs" is a RunRecord, one precision mode's run, field for field as below, and
 each value of "comparison" a ComparisonRow (comparison_row.py). The comparison, table, CSV and
 plot read these fields back from JSON, so their names are the contract README's "Results file"
@@ -30,7 +31,11 @@ if TYPE_CHECKING:  # annotations only: they import torch, or the config above th
     from utils.training.loop import LoopOutcome, Statistics
     from utils.training.trainer import Trainer
 
-SCHEMA = "ampbench.result/2"
+# A renamed key or one that readers need added is a new schema: docs/results-schema.md lists each release's keys.
+SCHEMA = "ampbench.result/3"
+# The release whose peak_memory_bytes included the warm-up (cuDNN autotuning, compilation),
+# which /2 on measures apart: its runs never pool with later ones, and the table says so.
+WARMUP_IN_PEAK = "ampbench.result/1"
 
 
 @dataclass
@@ -230,18 +235,24 @@ def make_document(env: Dict[str, Any], config: Dict[str, Any], data_info: Dict[s
 def setup_of(document: Dict[str, Any]) -> Dict[str, Any]:
     """What must match for runs to be compared: everything but the precision mode that can
     change step times, memory or accuracy (a channels_last run never pools with a plain one),
-    and the accuracy question asked (target, margin, evaluation cadence). A document read from a
-    file is upgraded first (upgrade.py)."""
+    and the accuracy question asked (target, margin, evaluation cadence), and the schema its runs
+    were written in. A document read from a file is upgraded first (upgrade.py)."""
     config, env = document["config"], document["env"]
     setup = {key: config.get(key) for key in (*SETUP_KEYS, *ACCURACY_KEYS)}
     setup["optimizer_impl"] = optimizer_impl(document)
     setup.update(workers=config.get("workers") if config.get("loader") == "torchvision" else None,
                  compile_mode=config.get("compile_mode") if config.get("compile") else None,
                  world_size=env["world_size"], device=env["device"], torch=env.get("torch"),
-                 data=document["data"]["name"], schema=document.get("schema"),
+                 data=document["data"]["name"], schema=written_schema(document),
                  fp8_emulate=bool(config.get("fp8_emulate")))  # emulated FP8 never pools with FP8 tensor cores
     setup.update(communication(config.get("grad_comm"), config.get("bucket_mb"), setup["world_size"]))
     return setup
+
+
+def written_schema(document: Dict[str, Any]) -> Optional[str]:
+    """The schema `document`'s runs were written in: the earlier release's of a document that
+    upgrade.py gave this release's form, else its own."""
+    return document.get("upgraded_from") or document.get("schema")
 
 
 def optimizer_impl(document: Dict[str, Any]) -> str:

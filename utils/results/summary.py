@@ -11,7 +11,7 @@ from utils.explain.diagnose import amdahl_line, ranked, speedup_text
 from utils.measure.step_stats import OUTLIER_FACTOR
 from utils.results.compare import CHANCE_LOSS, SPREAD_WARNING_PCT, communication_share, profiled_communication
 from utils.results.comparison_row import ComparisonRow
-from utils.results.record import SCHEMA, setup_of
+from utils.results.record import WARMUP_IN_PEAK, setup_of, written_schema
 from utils.training.modes import BASELINES
 
 TABLE_WIDTH = 80
@@ -334,13 +334,13 @@ def notes(document: Dict[str, Any]) -> List[str]:
             f"{mode} {row.max_batch}" + (f" ({row.max_batch_ratio_vs_baseline:.2f}x {baseline}'s)"
                                          if row.max_batch_ratio_vs_baseline and mode != baseline else "")
             for mode, row in largest.items()) + ".")
-    if document.get("schema") == SCHEMA:
+    if written_schema(document) != WARMUP_IN_PEAK:
         warmup = [row.warmup_peak_memory_bytes for row in comparison.values() if row.warmup_peak_memory_bytes]
         lines.append("peak mem: the steady state, over the timed steps" + (
             f"; the warm-up (cuDNN autotuning, compilation) peaked at up to {human_bytes(max(warmup))}, "
             "runs[].warmup_peak_memory_bytes" if warmup else "") + ".")
     else:
-        lines.append(f"peak mem: warm-up included ({document.get('schema')}, an older ampbench's result file).")
+        lines.append(f"peak mem: warm-up included ({WARMUP_IN_PEAK}, an older ampbench's result file).")
     found = {run["mfu_note"] for run in document["runs"] if run.get("mfu_note")}
     if found:
         lines.append("MFU not shown: " + "; ".join(sorted(found)) + ".")

@@ -1,27 +1,36 @@
-"""Result files of earlier ampbench releases, read as this release's: upgrade() fills in what
-such a file lacks with what its runs did, once, where a file is read (merge.load_result and the
-GPU suite's report), so that every reader after it reads one form. A document this release
-writes has all of it already, and upgrade() leaves it as it is.
+"""Result files of earlier ampbench releases, read as this release's: upgrade() gives such a file
+this release's keys and schema, and fills in what it lacks with what its runs did, once, where a
+file is read (merge.load_result and the GPU suite's report), so that every reader after it reads
+one form. A document this release writes has all of it already, and upgrade() leaves it as it is.
 
 Run fields an earlier release did not record and that mean nothing when absent (numerics, fp8,
-host, ...) stay absent: their readers take a missing one as null, as validate.py accepts it."""
+host, ...) stay absent: their readers take a missing one as null, as validate.py accepts it.
+docs/results-schema.md lists what each release's files hold."""
 from __future__ import annotations
 
 from typing import Any, Dict
 
 from utils.explain.categories import ADDED
 from utils.results.accuracy import DEFAULT_MARGIN_POINTS
-from utils.results.record import SCHEMA
+from utils.results.record import SCHEMA, WARMUP_IN_PEAK
 from utils.training.modes import BASELINES
 
-# ampbench.result/1 files are still read: their peak_memory_bytes included the warm-up (cuDNN
-# autotuning, compilation), which /2 measures apart, so they never pool with /2 runs
-# (record.setup_of holds the schema) and the table says so under them (summary.notes).
-READABLE_SCHEMAS = ("ampbench.result/1", SCHEMA)
+# Every earlier release is still read. /1's peak_memory_bytes included the warm-up, so its runs
+# never pool with later ones (record.setup_of holds the schema written) and the table says so
+# under them (summary.notes). /2 was written before and after --baseline under one name.
+EARLIER_SCHEMAS = (WARMUP_IN_PEAK, "ampbench.result/2")
+READABLE_SCHEMAS = EARLIER_SCHEMAS + (SCHEMA,)
+# The comparison's keys that /3 renamed: before --baseline (/1, and /2 files written before it)
+# every ratio was against fp32; now it is against config.baseline.
+RENAMED_IN_COMPARISON = {
+    "speedup_vs_fp32": "speedup_vs_baseline", "memory_ratio_vs_fp32": "memory_ratio_vs_baseline",
+    "accuracy_delta_vs_fp32": "accuracy_delta_vs_baseline", "max_batch_ratio_vs_fp32": "max_batch_ratio_vs_baseline",
+    "time_to_target_speedup_vs_fp32": "time_to_target_speedup_vs_baseline"}
 
 
 def upgrade(document: Dict[str, Any]) -> Dict[str, Any]:
-    """A copy of `document` (validate.py checked it) with every rule below applied."""
+    """A copy of `document` (validate.py checked it) with every rule below applied; one of an
+    earlier release keeps the schema it was written in as "upgraded_from" (record.written_schema)."""
     env, config = dict(document["env"]), dict(document["config"])
     env.setdefault("world_size", 1)  # before DDP (torchrun, mpirun): one process
     config["optimizer"] = config.get("optimizer") or "sgd"  # before --optimizer (AdamW beside SGD): SGD
@@ -30,8 +39,14 @@ def upgrade(document: Dict[str, Any]) -> Dict[str, Any]:
     # before the accuracy verdict (--seeds, --accuracy-margin): the margin's default
     config.setdefault("accuracy_margin", DEFAULT_MARGIN_POINTS)
     config["grad_comm"] = config.get("grad_comm") or "fp32"  # before --grad-comm: fp32 gradients
-    return dict(document, env=env, config=config,
-                runs=[upgrade_run(run, env["timestamp_utc"]) for run in document["runs"]])
+    upgraded = dict(document, schema=SCHEMA, env=env, config=config,
+                    runs=[upgrade_run(run, env["timestamp_utc"]) for run in document["runs"]])
+    if document["schema"] != SCHEMA:
+        upgraded["upgraded_from"] = document["schema"]
+    if "comparison" in document:  # merge() computes it again; whoever else reads it reads this release's keys
+        upgraded["comparison"] = {mode: {RENAMED_IN_COMPARISON.get(key, key): value for key, value in row.items()}
+                                  for mode, row in document["comparison"].items()}
+    return upgraded
 
 
 def upgrade_run(run: Dict[str, Any], written_utc: str) -> Dict[str, Any]:

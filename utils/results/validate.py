@@ -2,21 +2,26 @@
 merge, the comparison and the table read, with its type and range, so that a damaged or
 forged file is refused with one sentence naming the field instead of failing deep inside.
 
-The run fields and their types come from RunRecord (record.py); NARROWER only tightens the
-fields the figures divide by or need finite, and spells out the nested sections the report
-reads (profile, numerics, memory). Fields nobody reads are checked for their type only. A field
-that files of earlier releases lack may be missing; upgrade.py fills in those a reader needs."""
+The run fields and their types come from RunRecord (record.py); NARROWER tightens every field
+that the table, the notes, the merge, the plot or the scaling study read to the range its
+figures need, and spells out the nested sections they read (profile, numerics, memory, fp8).
+Fields nobody reads are checked for their type only. A field that files of earlier releases lack
+may be missing; upgrade.py fills in those a reader needs. What one field cannot say alone (40
+Linear layers converted of 37, a median above its p90) the RULES below check across fields."""
 from __future__ import annotations
 
 import json
 import math
 import typing
 from dataclasses import MISSING, fields
-from typing import TYPE_CHECKING, Any, Dict, NoReturn, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, NoReturn, Optional, Sequence, Union
 
 from utils.explain.categories import ADDED, NAMES as CATEGORIES
+from utils.numerics.fp16 import FP16_MAX
 from utils.results.record import RunRecord
-from utils.setup_keys import SETUP_KEYS
+from utils.results.upgrade import EARLIER_SCHEMAS
+from utils.setup_keys import GRAD_COMM, SETUP_KEYS
+from utils.training.modes import MODES
 
 LARGEST = 1e300  # no measurement comes near it, and a larger integer overflows a float
 
@@ -83,6 +88,17 @@ class Kind:
 TEXT, FLAG, ANY = Kind(str, "text"), Kind(bool, "true or false"), Kind(None, "anything")
 
 
+class OneOf:
+    """Text that names one of `choices`, which a reader looks up or compares with (a mode, a dtype)."""
+
+    def __init__(self, choices: Sequence[str], name: str):
+        self.choices, self.name = tuple(choices), name
+
+    def check(self, value: Any, where: str) -> None:
+        if not (isinstance(value, str) and value in self.choices):
+            fail(where, value, f"{self.name} ({', '.join(self.choices)})")
+
+
 class Nullable:
     def __init__(self, spec: Spec):
         self.spec = spec
@@ -136,7 +152,7 @@ class Fields:
 
 
 if TYPE_CHECKING:  # what checks a value: each of these has check(value, where)
-    Spec = Union[Number, Kind, Nullable, ListOf, MapOf, Fields]
+    Spec = Union[Number, Kind, OneOf, Nullable, ListOf, MapOf, Fields]
 
 
 def from_annotation(kind: Any) -> Spec:
@@ -152,19 +168,23 @@ def from_annotation(kind: Any) -> Spec:
     return {str: TEXT, bool: FLAG, int: Number(whole=True), float: Number(finite=False)}.get(kind, ANY)
 
 
-SHARE = Number(finite=False)
+SHARE = Number(low=0, high=1)  # of the values examined: the census prints it as a percentage
 PASS = Fields({"flushed_share": SHARE, "subnormal_share": SHARE},
               {"worst_layer": Nullable(TEXT), "worst_flushed_share": Nullable(SHARE),
-               "relative_error": Nullable(SHARE)})
+               "relative_error": Nullable(Number(finite=False, low=0))})  # relative L2: may exceed 1
 COUNT = Number(whole=True, low=0)
 # the plot draws the histogram's bins from log2_low: float16's range sits well inside +-1100
 HISTOGRAM = Fields({"log2_low": Number(whole=True, low=-1100, high=1100), "counts": ListOf(COUNT, nonempty=True),
                     "zeros": COUNT})
-NUMERICS = Fields({"dtype": TEXT, "sampled_steps": ListOf(Number(whole=True)),
+# the census examines FP32 and each mode's low-precision dtype; its sentence is written per dtype
+CENSUS_DTYPES = tuple(dict.fromkeys(["float32"] + [mode.low_precision_dtype for mode in MODES.values()
+                                                   if mode.low_precision_dtype]))
+NUMERICS = Fields({"dtype": OneOf(CENSUS_DTYPES, "a dtype the census examines"),
+                   "sampled_steps": ListOf(Number(whole=True, low=1), nonempty=True),
                    "passes": Fields({"unscaled": PASS},
                                     {"scaled": Fields({"scale": Number(above=0), "flushed_share": SHARE,
                                                        "subnormal_share": SHARE, "overflow_share": SHARE})}),
-                   "activation_max": Fields({"value": Number(), "layer": TEXT, "share_of_fp16_max": Number()}),
+                   "activation_max": Fields({"value": Number(low=0), "layer": TEXT, "share_of_fp16_max": Number(low=0)}),
                    "histogram": HISTOGRAM})
 PROFILE = Fields({"steps": Number(whole=True, low=1),
                   "categories": Fields({name: Fields({"ms": Number(low=0)}) for name in CATEGORIES if name not in ADDED},
@@ -186,18 +206,24 @@ HOST = Fields({"cores": Number(whole=True, low=1), "torch_threads": Number(whole
                "wall_s": Number(above=0), "process_cpu_cores": Number(low=0), "process_cpu_share": Number(low=0),
                "load_avg_1m_start": Nullable(Number(low=0)), "load_avg_1m_end": Nullable(Number(low=0)),
                "warning": Nullable(TEXT)})
-FP8 = Fields({"recipe": TEXT, "emulated": FLAG, "linear_layers": Number(whole=True, low=0),
-              "converted_layers": Number(whole=True, low=0), "flop_share": Number(low=0),
+RECIPES = tuple(mode.float8 for mode in MODES.values() if mode.float8)
+FP8 = Fields({"recipe": OneOf(RECIPES, "a float8 recipe"), "emulated": FLAG, "linear_layers": Number(whole=True, low=0),
+              "converted_layers": Number(whole=True, low=0), "flop_share": Number(low=0, high=1),
               "left_out": ListOf(Fields({"layer": TEXT, "why": TEXT}))},
              {"fp8_flops_per_step": Number(whole=True, low=0),
               "matmul_shapes": ListOf(ListOf(Number(whole=True, low=0)))})
+GRAD_COMM_DTYPE = OneOf(GRAD_COMM, "a dtype gradients travel in")
+BUCKET_MB = Number(above=0)  # DDP's bucket size, which the setup line prints
+WHOLE_FROM_1 = Number(whole=True, low=1)
 NARROWER = {
     "step_time_ms": Nullable(Fields({"median": Number(above=0), "p90": Number(low=0)}, {"p10": Number(low=0)})),
     "data_time_ms": Nullable(Fields({"median": Number(low=0)})),
-    "step_times_ms": ListOf(Number(low=0)),
-    "global_batch_size": Number(whole=True, low=1),
+    "step_times_ms": ListOf(Number(above=0)),  # the speedup's bootstrap divides by their medians
+    "images_per_sec": Nullable(Number(above=0)),
+    "world_size": WHOLE_FROM_1, "batch_size": WHOLE_FROM_1, "steps": WHOLE_FROM_1, "repeat": Number(whole=True, low=0),
+    "global_batch_size": WHOLE_FROM_1,
     "peak_memory_bytes": BYTES, "warmup_peak_memory_bytes": Nullable(BYTES),
-    "skipped_steps": Number(whole=True, low=0), "max_batch": Nullable(Number(whole=True, low=1)),
+    "skipped_steps": Number(whole=True, low=0), "max_batch": Nullable(WHOLE_FROM_1),
     "final_loss_scale": Nullable(Number(finite=False, low=0)),
     "loss_scale_curve": Nullable(ListOf(Number(finite=False, low=0))),
     "test_accuracy": Nullable(ACCURACY), "target_accuracy": Nullable(ACCURACY), "best_accuracy": Nullable(ACCURACY),
@@ -205,6 +231,7 @@ NARROWER = {
     "host": Nullable(HOST),
     "time_to_target_s": Nullable(Number(low=0)), "epochs_to_target": Nullable(Number(above=0)),
     "tflops": Nullable(Number(low=0)), "mfu_pct": Nullable(Number(low=0)),
+    "grad_comm": Nullable(GRAD_COMM_DTYPE), "bucket_mb": Nullable(BUCKET_MB),
     "profile": Nullable(PROFILE), "numerics": Nullable(NUMERICS), "memory": Nullable(MEMORY), "fp8": Nullable(FP8),
 }
 # a field with a default may be missing: older files lack it
@@ -213,22 +240,124 @@ RUN = Fields(*[{field.name: NARROWER.get(field.name) or from_annotation(RUN_TYPE
                 for field in fields(RunRecord) if (field.default is MISSING) == required}
                for required in (True, False)])
 ENV = Fields({"timestamp_utc": TEXT, "hostname": TEXT, "device": TEXT, "torch": TEXT, "git_commit": Nullable(TEXT)},
-             {"world_size": Number(whole=True, low=1), "device_type": Nullable(TEXT)})
-CONFIG = Fields({"model": TEXT}, {**{key: Nullable(Number(whole=kind is int) if kind in (int, float)
-                                                    else from_annotation(kind)) for key, kind in SETUP_KEYS.items()},
-                                  "workers": Nullable(Number(whole=True)),
-                                  "compile_mode": Nullable(TEXT), "accuracy_margin": Number(low=0),
-                                  "eval_every": Nullable(Number(above=0)), "target_accuracy": Nullable(ACCURACY)})
+             {"world_size": WHOLE_FROM_1, "device_type": Nullable(TEXT)})
+# The settings the setup line prints and the merge pools by, in the ranges their readers need
+# (the scaling study divides by the batch); those every release wrote may not be missing.
+SETTINGS = {"batch_size": WHOLE_FROM_1, "accum_steps": WHOLE_FROM_1, "steps": WHOLE_FROM_1,
+            "warmup": Number(whole=True, low=0), "lr": Number(above=0), "momentum": Number(low=0),
+            "weight_decay": Number(low=0), "label_smoothing": Number(low=0, high=1),
+            "warmup_lr_steps": Number(whole=True, low=0), "clip_grad": Number(above=0), "grad_comm": GRAD_COMM_DTYPE,
+            "bucket_mb": BUCKET_MB}
+WRITTEN_BY_EVERY_RELEASE = ("model", "stem", "batch_size", "steps", "warmup", "lr")
+
+
+def setting(key: str) -> Spec:
+    """The spec of the config setting `key` of SETUP_KEYS."""
+    kind = SETUP_KEYS[key]
+    return SETTINGS.get(key) or (Number(whole=kind is int) if kind in (int, float) else from_annotation(kind))
+
+
+CONFIG = Fields({key: setting(key) for key in WRITTEN_BY_EVERY_RELEASE},
+                {**{key: Nullable(setting(key)) for key in SETUP_KEYS if key not in WRITTEN_BY_EVERY_RELEASE},
+                 "workers": Nullable(Number(whole=True, low=0)), "fp8_emulate": FLAG,
+                 "compile_mode": Nullable(TEXT), "accuracy_margin": Number(low=0),
+                 "eval_every": Nullable(Number(above=0)), "target_accuracy": Nullable(ACCURACY),
+                 "baseline": OneOf(MODES, "a precision mode")})  # files written before --baseline lack it
 DOCUMENT = Fields({"env": ENV, "config": CONFIG, "data": Fields({"name": TEXT}), "runs": ListOf(RUN, nonempty=True)},
-                  {"sources": ListOf(TEXT)})
+                  {"sources": ListOf(TEXT), "upgraded_from": OneOf(EARLIER_SCHEMAS, "an earlier ampbench schema"),
+                   "comparison": MapOf(Kind(dict, "an object"))})  # upgrade() renames the keys of its rows
+
+
+def timed_without_figures(run: Dict[str, Any]) -> Optional[str]:
+    """A timed run has every step, the data wait and the throughput (the scaling study reads it)."""
+    if run["step_time_ms"] is None:
+        return None
+    if not (run["step_times_ms"] and run["data_time_ms"] is not None):
+        return " has a step_time_ms but no step_times_ms or data_time_ms"
+    return " has a step_time_ms but no images_per_sec" if run["images_per_sec"] is None else None
+
+
+def unordered_statistics(run: Dict[str, Any]) -> Optional[str]:
+    """A median between its p10 and p90: the spread column is their distance."""
+    times = run["step_time_ms"]
+    if times is None:
+        return None
+    low, median, high = times.get("p10", times["median"]), times["median"], times["p90"]
+    if low <= median <= high:
+        return None
+    return (f".step_time_ms.median is {value_in_words(median)}, not between its p10 ({value_in_words(low)}) and "
+            f"p90 ({value_in_words(high)})" if "p10" in times else
+            f".step_time_ms.median is {value_in_words(median)}, above its p90 ({value_in_words(high)})")
+
+
+def half_a_target(run: Dict[str, Any]) -> Optional[str]:
+    """The time and the epochs to target come from one evaluation: both, or neither."""
+    time, epochs = run.get("time_to_target_s"), run.get("epochs_to_target")
+    if (time is None) == (epochs is None):
+        return None
+    return " has a time_to_target_s but no epochs_to_target" if epochs is None else \
+        " has an epochs_to_target but no time_to_target_s"
+
+
+def fp8_of_another_mode(run: Dict[str, Any]) -> Optional[str]:
+    """An fp8 block belongs to a mode that converts layers, records its recipe, and counts no
+    more converted layers than there are, nor fewer left out than were not converted."""
+    block, mode = run.get("fp8"), MODES.get(run["mode"])
+    if block is None:
+        return None
+    if mode is not None and not mode.float8:
+        return f".fp8 is an object, but mode {mode.name} converts no layer to float8"
+    if mode is not None and block["recipe"] != mode.float8:
+        return f".fp8.recipe is {value_in_words(block['recipe'])}, not mode {mode.name}'s \"{mode.float8}\""
+    linear, converted = block["linear_layers"], block["converted_layers"]
+    if converted > linear:
+        return f".fp8.converted_layers is {converted}, more than its linear_layers ({linear})"
+    if len(block["left_out"]) < linear - converted:
+        return (f".fp8.left_out names {len(block['left_out'])} layers, fewer than the {linear - converted} Linear "
+                "layers not converted")
+    return None
+
+
+def exposed_beyond_the_step(run: Dict[str, Any]) -> Optional[str]:
+    """The all-reduce no compute overlapped is part of the profiled step it is printed against."""
+    profile = run.get("profile") or {}
+    exposed = profile.get("comm_exposed_ms")
+    if exposed is None:
+        return None
+    if profile.get("wall_ms") is None:
+        return ".profile has a comm_exposed_ms but no wall_ms"
+    if exposed > profile["wall_ms"]:
+        return (f".profile.comm_exposed_ms is {value_in_words(exposed)}, more than its wall_ms "
+                f"({value_in_words(profile['wall_ms'])})")
+    return None
+
+
+def census_contradictions(run: Dict[str, Any]) -> Optional[str]:
+    """The gradient histogram counts some value; the largest activation's share of float16's
+    maximum is its value over that maximum."""
+    numerics = run.get("numerics")  # older files have no numerics
+    if not numerics:
+        return None
+    histogram, top = numerics["histogram"], numerics["activation_max"]
+    if not sum(histogram["counts"]) + histogram["zeros"]:
+        return ".numerics.histogram counts no value"
+    if not math.isclose(top["share_of_fp16_max"], top["value"] / FP16_MAX, rel_tol=1e-6, abs_tol=1e-12):
+        return (f".numerics.activation_max.share_of_fp16_max is {value_in_words(top['share_of_fp16_max'])}, not its "
+                f"value over {FP16_MAX:g} ({top['value'] / FP16_MAX:.4g})")
+    return None
+
+
+# What a run's fields must agree on: each rule returns the sentence's tail after runs[i], or None.
+RULES: List[Callable[[Dict[str, Any]], Optional[str]]] = [
+    timed_without_figures, unordered_statistics, half_a_target, fp8_of_another_mode, exposed_beyond_the_step,
+    census_contradictions]
 
 
 def check(document: Dict[str, Any], where: str = "") -> None:
     """Raise Invalid naming the first field of `document` the report cannot use."""
     DOCUMENT.check(document, where)
     for index, run in enumerate(document["runs"]):
-        if run["step_time_ms"] is not None and not (run["step_times_ms"] and run["data_time_ms"] is not None):
-            raise Invalid(f"{at(where, 'runs')}[{index}] has a step_time_ms but no step_times_ms or data_time_ms")
-        histogram = (run.get("numerics") or {}).get("histogram")  # older files have no numerics
-        if histogram and not sum(histogram["counts"]) + histogram["zeros"]:
-            raise Invalid(f"{at(where, 'runs')}[{index}].numerics.histogram counts no value")
+        for rule in RULES:
+            contradiction = rule(run)
+            if contradiction:
+                raise Invalid(f"{at(where, 'runs')}[{index}]{contradiction}")
