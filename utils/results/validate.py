@@ -205,7 +205,7 @@ OUTLIER = Fields({"timed_step": Number(whole=True, low=1), "ms": Number(low=0)})
 HOST = Fields({"cores": Number(whole=True, low=1), "torch_threads": Number(whole=True, low=1),
                "wall_s": Number(above=0), "process_cpu_cores": Number(low=0), "process_cpu_share": Number(low=0),
                "load_avg_1m_start": Nullable(Number(low=0)), "load_avg_1m_end": Nullable(Number(low=0)),
-               "warning": Nullable(TEXT)})
+               "warning": Nullable(TEXT)}, {"segments": Number(whole=True, low=1)})  # segments: since resumes combine
 RECIPES = tuple(mode.float8 for mode in MODES.values() if mode.float8)
 FP8 = Fields({"recipe": OneOf(RECIPES, "a float8 recipe"), "emulated": FLAG, "linear_layers": Number(whole=True, low=0),
               "converted_layers": Number(whole=True, low=0), "flop_share": Number(low=0, high=1),

@@ -63,7 +63,8 @@ def timed_launch(ranks, medians_ms, grad_comm=None, bucket_mb=None, hour=17):
     for run, ms in zip(document["runs"], medians_ms):
         run["global_batch_size"] = run["batch_size"] * ranks
         run["images_per_sec"] = run["global_batch_size"] * 1000.0 / ms
-        run["step_time_ms"] = dict(run["step_time_ms"], median=ms)
+        run["step_time_ms"] = dict(run["step_time_ms"], median=ms, mean=ms, p10=ms, p90=ms, min=ms, max=ms)
+        run["step_times_ms"] = [ms] * len(run["step_times_ms"])
         run["finished_utc"] = f"2026-11-25T{hour}:{ranks:02d}:{run['repeat']:02d}+00:00"  # one run, one time
     return document
 
