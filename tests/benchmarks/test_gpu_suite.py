@@ -72,7 +72,7 @@ def test_the_recipe_table_names_the_fastest_recipe_whose_loss_stayed_finite(tmp_
     def document(**medians):
         runs = [{"mode": mode, "step_time_ms": {"median": ms}, "final_loss": float("nan") if ms < 5 else 2.0,
                  "mfu_pct": 40.0} for mode, ms in medians.items()]
-        return {"env": {"timestamp_utc": "2026-11-22T10:00:00+00:00"}, "config": {"batch_size": 256,
+        return {"schema": "ampbench.result/2", "env": {"timestamp_utc": "2026-11-22T10:00:00+00:00"}, "config": {"batch_size": 256,
                 "optimizer_impl": "fused"}, "runs": runs}
 
     for name, doc in (("eager", document(fp32=20.0, amp_bf16=10.0)), ("compile", document(fp32=16.0, amp_bf16=4.0)),
