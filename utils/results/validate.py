@@ -186,6 +186,9 @@ HOST = Fields({"cores": Number(whole=True, low=1), "torch_threads": Number(whole
                "wall_s": Number(above=0), "process_cpu_cores": Number(low=0), "process_cpu_share": Number(low=0),
                "load_avg_1m_start": Nullable(Number(low=0)), "load_avg_1m_end": Nullable(Number(low=0)),
                "warning": Nullable(TEXT)})
+ENERGY = Fields({"joules_per_image": Number(above=0), "mean_watts": Number(above=0), "joules": Number(above=0),
+                 "seconds": Number(above=0), "images": Number(whole=True, low=1), "source": TEXT},
+                {"power_samples": Nullable(COUNT), "nvml_index": Nullable(COUNT)})
 FP8 = Fields({"recipe": TEXT, "emulated": FLAG, "linear_layers": Number(whole=True, low=0),
               "converted_layers": Number(whole=True, low=0), "flop_share": Number(low=0),
               "left_out": ListOf(Fields({"layer": TEXT, "why": TEXT}))},
@@ -202,7 +205,7 @@ NARROWER = {
     "loss_scale_curve": Nullable(ListOf(Number(finite=False, low=0))),
     "test_accuracy": Nullable(ACCURACY), "target_accuracy": Nullable(ACCURACY), "best_accuracy": Nullable(ACCURACY),
     "accuracy_curve": Nullable(ListOf(CURVE_POINT)), "outlier_steps": Nullable(ListOf(OUTLIER)),
-    "host": Nullable(HOST),
+    "host": Nullable(HOST), "energy": Nullable(ENERGY),
     "time_to_target_s": Nullable(Number(low=0)), "epochs_to_target": Nullable(Number(above=0)),
     "tflops": Nullable(Number(low=0)), "mfu_pct": Nullable(Number(low=0)),
     "profile": Nullable(PROFILE), "numerics": Nullable(NUMERICS), "memory": Nullable(MEMORY), "fp8": Nullable(FP8),
