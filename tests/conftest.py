@@ -4,6 +4,7 @@ import os
 import shutil
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -88,3 +89,51 @@ def fake_run(mode, step_ms, losses, accuracy, repeat=0):
             "step_times_ms": [step_ms * (1 + 0.01 * (i % 5)) for i in range(40)], "global_batch_size": 8,
             "data_time_ms": {"median": 0.1}, "peak_memory_bytes": 1 << 20, "final_loss": losses[-1],
             "loss_curve": losses, "test_accuracy": accuracy, "skipped_steps": 0, "final_loss_scale": None}
+
+
+class FakeGpu:
+    """A GPU as a made-up NVML shows it: its NVML index, its PCI bus id, and the readings its
+    energy counter (millijoules) and power (milliwatts) give, each a function called once per
+    reading, or None where the GPU has no such reading (NVML says NotSupported)."""
+
+    def __init__(self, index, bus_id, energy=None, power=None):
+        self.index, self.bus_id, self.energy, self.power = index, bus_id, energy, power
+
+
+def fake_nvml(*gpus, init_error=None):
+    """A module standing in for nvidia-ml-py's pynvml, with the calls utils/measure/energy.py
+    makes; `opened` counts nvmlInit calls not yet shut down."""
+    module = types.ModuleType("pynvml")
+
+    class NVMLError(Exception):
+        pass
+
+    class NVMLError_NotSupported(NVMLError):
+        pass
+
+    def init():
+        if init_error:
+            raise NVMLError(init_error)
+        module.opened += 1
+
+    def shutdown():
+        module.opened -= 1
+
+    def found(gpu, where):
+        if gpu is None:
+            raise NVMLError(f"Not Found ({where})")
+        return gpu
+
+    def read(gpu, kind):
+        if getattr(gpu, kind) is None:
+            raise NVMLError_NotSupported("Not Supported")
+        return getattr(gpu, kind)()
+
+    module.__dict__.update(
+        NVMLError=NVMLError, NVMLError_NotSupported=NVMLError_NotSupported, opened=0, nvmlInit=init,
+        nvmlShutdown=shutdown, nvmlDeviceGetIndex=lambda gpu: gpu.index,
+        nvmlDeviceGetHandleByPciBusId=lambda bus: found(next((g for g in gpus if g.bus_id == bus), None), bus),
+        nvmlDeviceGetHandleByIndex=lambda index: found(next((g for g in gpus if g.index == index), None), index),
+        nvmlDeviceGetTotalEnergyConsumption=lambda gpu: read(gpu, "energy"),
+        nvmlDeviceGetPowerUsage=lambda gpu: read(gpu, "power"))
+    return module

@@ -95,6 +95,16 @@ def has_model_registry() -> bool:
     return torchvision_release() >= (0, 14)  # torchvision.models.list_models / get_model
 
 
+def cuda_pci_bus_id(index: int) -> Optional[str]:
+    """cuda:`index`'s PCI bus id as NVML spells it ("00000000:3B:00.0"), or None where this
+    torch's device properties lack it (older releases)."""
+    import torch
+    properties = torch.cuda.get_device_properties(index)
+    if not hasattr(properties, "pci_bus_id"):
+        return None
+    return f"{properties.pci_domain_id:08X}:{properties.pci_bus_id:02X}:{properties.pci_device_id:02X}.0"
+
+
 def degrade(key: str, note: str) -> None:
     """Record that this run took a degraded path (`note` says which, and what it costs)."""
     _degraded[key] = note

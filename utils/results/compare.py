@@ -187,6 +187,7 @@ def mode_figures(group: List[Dict[str, Any]]) -> Dict[str, Any]:
     tflops = [run["tflops"] for run in group if run.get("tflops") is not None]
     mfu = [run["mfu_pct"] for run in group if run.get("mfu_pct") is not None]
     verdicts = [run_learned(run) for run in group]
+    energy = joules_per_image(group)
     return {
         "runs": len(group),
         "median_step_ms": median,
@@ -209,13 +210,14 @@ def mode_figures(group: List[Dict[str, Any]]) -> Dict[str, Any]:
         "profile_ms": profile_ms(group),
         "profiled_vs_timed": profiled_vs_timed(group),
         "max_batch": max((run["max_batch"] for run in group if run.get("max_batch") is not None), default=None),
+        "joules_per_image": statistics.median(energy) if energy else None,
     }
 
 
 def compare_modes(runs: List[Dict[str, Any]], margin_points: float = DEFAULT_MARGIN_POINTS,
                   baseline: str = BASELINES["default"]) -> Dict[str, ComparisonRow]:
-    """{mode: ComparisonRow} with speedup (and its 95% interval), memory ratio (with its interval
-    over runs, when each mode ran at least MIN_RUNS times) and accuracy difference against
+    """{mode: ComparisonRow} with speedup (and its 95% interval), memory and energy ratios (with
+    their intervals over runs, when each mode has at least MIN_RUNS) and accuracy difference against
     `baseline`: null when the baseline was not run, and no accuracy difference against a run
     that did not learn. Over seeds, the accuracy verdict against the baseline within
     +-`margin_points` and the time to a target accuracy. Each row is built once, from its parts."""
@@ -226,6 +228,7 @@ def compare_modes(runs: List[Dict[str, Any]], margin_points: float = DEFAULT_MAR
         **measured[mode], **accuracy_figures(learning[mode], learning.get(baseline), margin_points / 100.0),
         **target_figures(group, groups.get(baseline)),
         **ratio_figures(measured[mode], measured.get(baseline), group, groups.get(baseline), mode == baseline),
+        **energy_figures(measured[mode], measured.get(baseline), group, groups.get(baseline), mode == baseline),
         **explain_figures(mode, measured, groups)) for mode, group in groups.items()}
 
 
@@ -250,6 +253,25 @@ def ratio_figures(row: Dict[str, Any], base: Optional[Dict[str, Any]], group: Li
             "accuracy_delta_vs_baseline": row["test_accuracy"] - base["test_accuracy"] if both else None,
             "max_batch_ratio_vs_baseline": row["max_batch"] / base["max_batch"]
             if base and row["max_batch"] and base["max_batch"] else None}
+
+
+def joules_per_image(group: List[Dict[str, Any]]) -> List[float]:
+    """The energy per image of each run in `group` that has one (runs[].energy)."""
+    return [run["energy"]["joules_per_image"] for run in group if run.get("energy")]
+
+
+def energy_figures(row: Dict[str, Any], base: Optional[Dict[str, Any]], group: List[Dict[str, Any]],
+                   base_group: Optional[List[Dict[str, Any]]], is_baseline: bool) -> Dict[str, Any]:
+    """A mode's energy per image against the baseline's (None unless both have one), with a
+    bootstrap interval over the runs' figures when each mode has MIN_RUNS of them, as the
+    memory ratio's: one run's energy is one measurement."""
+    if not (base and row["joules_per_image"] and base["joules_per_image"]):
+        return {"energy_ratio_vs_baseline": None, "energy_ratio_ci95": None}
+    figures, base_figures = joules_per_image(group), joules_per_image(base_group)
+    interval = bootstrap_ratio(figures, base_figures) \
+        if not is_baseline and min(len(figures), len(base_figures)) >= MIN_RUNS else None
+    return {"energy_ratio_vs_baseline": row["joules_per_image"] / base["joules_per_image"],
+            "energy_ratio_ci95": interval}
 
 
 def explain_figures(mode: str, measured: Dict[str, Dict[str, Any]],

@@ -15,7 +15,8 @@ WITH_TARGET = {"only_with_target": True}
 class ComparisonRow:
     """A mode's figures, never changed once built; the field order is the order of the JSON's keys."""
     # the mode's own runs: step time pooled over repeats (medians of medians), memory, learning,
-    # loss scaling, compute rate; profile_ms is --explain's time per category, max_batch --max-batch's
+    # loss scaling, compute rate; profile_ms is --explain's time per category, max_batch --max-batch's,
+    # joules_per_image the median of its runs' runs[].energy (null when none has one)
     runs: int
     median_step_ms: float
     p90_step_ms: float
@@ -36,6 +37,7 @@ class ComparisonRow:
     profile_ms: Optional[Dict[str, float]]
     profiled_vs_timed: Optional[float]
     max_batch: Optional[int]
+    joules_per_image: Optional[float]
     # does accuracy hold? Over seeds, and paired by seed with the baseline (accuracy.accuracy_figures)
     seeds: int
     accuracy_mean: Optional[float]
@@ -62,6 +64,8 @@ class ComparisonRow:
     memory_ratio_vs_baseline: Optional[float]
     accuracy_delta_vs_baseline: Optional[float]
     max_batch_ratio_vs_baseline: Optional[float]
+    energy_ratio_vs_baseline: Optional[float]  # joules_per_image / the baseline's
+    energy_ratio_ci95: Optional[List[float]]  # null unless both modes have compare.MIN_RUNS runs with energy
     # --explain against fp32 whatever the baseline: per category, Amdahl's line and the findings
     profile_speedup: Optional[Dict[str, float]]
     amdahl: Optional[Dict[str, float]]

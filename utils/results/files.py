@@ -18,7 +18,8 @@ from utils.results.record import setup_of
 from utils.setup_keys import SETUP_KEYS
 
 # The columns a reader filters on first (the setup), then the figures; run_id tells rows apart,
-# so that appending the same runs again (a merge repeated) adds nothing.
+# so that appending the same runs again (a merge repeated) adds nothing. Columns added later go
+# at the end, so that a reader of the earlier ones finds each at its old position.
 CSV_COLUMNS = ["run_id", "schema", "timestamp_utc", "hostname", "device", "torch", "world_size", "data", *SETUP_KEYS,
                "workers", "compile_mode", "accuracy_margin", "eval_every", "tf32", "mode", "runs", "median_step_ms",
                "p90_step_ms", "spread_pct", "images_per_sec", "baseline", "speedup_vs_baseline", "speedup_ci95_low",
@@ -27,7 +28,8 @@ CSV_COLUMNS = ["run_id", "schema", "timestamp_utc", "hostname", "device", "torch
                "accuracy_delta_vs_baseline", "learned", "seeds", "accuracy_mean", "accuracy_delta_ci95_low",
                "accuracy_delta_ci95_high", "accuracy_verdict", "target_accuracy", "target_reached_share",
                "time_to_target_s", "epochs_to_target", "time_to_target_speedup_vs_baseline", "skipped_steps",
-               "final_loss_scale", "tflops", "mfu_pct", "git_commit"]
+               "final_loss_scale", "tflops", "mfu_pct", "git_commit", "joules_per_image", "energy_ratio_vs_baseline",
+               "energy_ratio_ci95_low", "energy_ratio_ci95_high"]
 
 
 def json_document(document: Dict[str, Any]) -> Dict[str, Any]:
@@ -58,14 +60,15 @@ def csv_rows(document: Dict[str, Any]) -> Iterator[List[Any]]:
     for mode, row in document["comparison"].items():
         runs = [run for run in document["runs"] if run["mode"] == mode and run["step_time_ms"] is not None]
         speedup_ci, memory_ci = row.speedup_ci95 or [None, None], row.memory_ratio_ci95 or [None, None]
-        accuracy_ci = row.accuracy_delta_ci95 or [None, None]
+        accuracy_ci, energy_ci = row.accuracy_delta_ci95 or [None, None], row.energy_ratio_ci95 or [None, None]
         values = {**setup, **row.to_dict(), "mode": mode, "run_id": run_id(runs, baseline), "baseline": baseline,
                   "timestamp_utc": max(run["finished_utc"] for run in runs),
                   "hostname": env["hostname"], "git_commit": env["git_commit"],
                   "tf32": any(any(run["tf32"].values()) for run in runs),
                   "speedup_ci95_low": speedup_ci[0], "speedup_ci95_high": speedup_ci[1],
                   "memory_ratio_ci95_low": memory_ci[0], "memory_ratio_ci95_high": memory_ci[1],
-                  "accuracy_delta_ci95_low": accuracy_ci[0], "accuracy_delta_ci95_high": accuracy_ci[1]}
+                  "accuracy_delta_ci95_low": accuracy_ci[0], "accuracy_delta_ci95_high": accuracy_ci[1],
+                  "energy_ratio_ci95_low": energy_ci[0], "energy_ratio_ci95_high": energy_ci[1]}
         yield [safe_cell(values.get(column)) for column in CSV_COLUMNS]
 
 

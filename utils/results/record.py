@@ -116,6 +116,10 @@ class RunRecord:
     # matmul_shapes [[M, K, N]] of the converted layers' forward matmuls (M: rows in one process's batch)
     fp8: Optional[Dict] = None
     host: Optional[Dict] = None  # host_load.combined(): load and CPU use over every segment's timed steps, warning
+    # utils/measure/energy.py: this process's GPU over its timed steps (joules_per_image, mean_watts, joules,
+    # seconds, images, source, power_samples, nvml_index), or null and the sentence saying why
+    energy: Optional[Dict] = None
+    energy_unavailable: Optional[str] = None
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
@@ -182,6 +186,7 @@ def build(config: RunConfig, trainer: Trainer, outcome: LoopOutcome, data: Data,
         peak_reserved_bytes=stats.peak_reserved_bytes if device.type == "cuda" else None,
         optimizer_impl=trainer.optimizer_impl, seed=config.seed, fp8=fp8,
         host=host_fields(stats.host_readings, device.type, timing),
+        energy=outcome.energy, energy_unavailable=outcome.energy_unavailable,
         **accuracy_fields(measured.curve), **utilisation,
         grad_comm=trainer.grad_comm, bucket_mb=communication(config.grad_comm, config.bucket_mb, world.size)["bucket_mb"])
     record.learned = learned(record.data, record.loss_curve, record.test_accuracy)

@@ -68,9 +68,10 @@ def describe(setup: Dict[str, Any], env: Dict[str, Any]) -> str:
             f"data {setup['data']} | {setup['device']} | torch {env['torch']}{tf32}")
 
 
-# (header, cell) per column after "mode", in three blocks: speed; data wait, memory and compute;
-# learning. Without --wide each block is a table of its own (split again should one exceed
-# TABLE_WIDTH characters); --wide prints them all as one table.
+# (header, cell) per column after "mode", in four blocks: speed; data wait, memory and compute;
+# energy, shown only when some run measured it (runs[].energy); learning. Without --wide each
+# block is a table of its own (split again should one exceed TABLE_WIDTH characters); --wide
+# prints them all as one table.
 BLOCKS = [
     [("median ms", lambda row: fmt(row.median_step_ms, ".2f")),
      ("p90 ms", lambda row: fmt(row.p90_step_ms, ".2f")),
@@ -82,6 +83,8 @@ BLOCKS = [
      ("mem ratio", lambda row: with_interval(row.memory_ratio_vs_baseline, row.memory_ratio_ci95, ".2f")),
      ("TFLOP/s", lambda row: fmt(row.tflops, ".3g")),
      ("MFU", lambda row: fmt(row.mfu_pct, ".1f", suffix="%"))],
+    [("J/img", lambda row: fmt(row.joules_per_image, ".3g")),
+     ("energy vs base", lambda row: with_interval(row.energy_ratio_vs_baseline, row.energy_ratio_ci95, ".2f"))],
     [("final loss", lambda row: fmt(row.final_loss, ".4f")),
      ("test acc", lambda row: fmt(row.test_accuracy, ".2f", 100, "%")),
      ("acc diff", lambda row: fmt(row.accuracy_delta_vs_baseline, "+.2f", 100, " pt")),
@@ -89,7 +92,9 @@ BLOCKS = [
      ("loss scale", lambda row: fmt(row.final_loss_scale, "g")),
      ("scale drops", lambda row: fmt(row.scale_drops, ".0f"))],
 ]
-AGAINST_BASELINE = ("speedup [95% CI]", "mem ratio", "acc diff", "vs base [95% CI]", "verdict", "speedup to target")
+ENERGY = ("J/img", "energy vs base")
+AGAINST_BASELINE = ("speedup [95% CI]", "mem ratio", "energy vs base", "acc diff", "vs base [95% CI]", "verdict",
+                    "speedup to target")
 # Does accuracy hold? Shown when several seeds ran or a target was given (over seeds, paired with the baseline).
 LEARNING = [
     ("seeds", lambda row: str(row.seeds)),
@@ -140,6 +145,8 @@ def comparison_table(comparison: Dict[str, ComparisonRow], wide: bool = False) -
                                          for row in comparison.values()) else [])
     if len(modes) == 1:  # nothing to compare with: no 1.00x, 1.00 or +0.00 columns
         blocks = [[column for column in block if column[0] not in AGAINST_BASELINE] for block in blocks]
+    if all(row.joules_per_image is None for row in comparison.values()):  # a CPU's, or a GPU's without NVML
+        blocks = [[column for column in block if column[0] not in ENERGY] for block in blocks]
     tables = []
     for block in [[column for block in blocks for column in block]] if wide else blocks:
         tables += fit_tables("mode", modes, [(header, [cell(comparison[mode]) for mode in modes])
@@ -328,6 +335,7 @@ def notes(document: Dict[str, Any]) -> List[str]:
                          f"{CHANCE_LOSS:.4f}; accuracy {fmt(row.test_accuracy, '.1f', 100, '%')}, chance 10%): "
                          "its accuracy is not compared; lower --lr or train longer.")
     lines += accuracy_notes(document) + outlier_notes(document) + fp8_notes(document) + host_notes(document)
+    lines += energy_notes(document)
     largest = {mode: row for mode, row in comparison.items() if row.max_batch is not None}
     if largest:
         lines.append("Largest batch in this GPU's memory (--max-batch): " + ", ".join(
@@ -389,6 +397,26 @@ def host_notes(document: Dict[str, Any]) -> List[str]:
         if (run.get("host") or {}).get("warning") and run["mode"] not in found:
             found[run["mode"]] = run["host"]["warning"]
     return [f"warning: {mode}: {text} (runs[].host)." for mode, text in found.items()]
+
+
+def energy_notes(document: Dict[str, Any]) -> List[str]:
+    """What J/img rests on and why a mode has none; on a GPU where no run has one, why (a CPU
+    run has none to say)."""
+    comparison, runs = document["comparison"], document["runs"]
+    if all(row.joules_per_image is None for row in comparison.values()):
+        why = sorted({run["energy_unavailable"] for run in runs
+                      if run.get("energy_unavailable") and run["device"].startswith("cuda")})
+        return [f"J/img not shown: {'; '.join(why)}."] if why else []
+    sources = sorted({run["energy"]["source"] for run in runs if run.get("energy")})
+    lines = [f"J/img: the GPU's energy over the timed steps per image trained, each process its own GPU "
+             f"({', '.join(sources)}; runs[].energy); energy vs base: J/img / the baseline's, with a 95% interval "
+             "over the runs when each mode has 3."]
+    for mode, row in comparison.items():
+        why = next((run.get("energy_unavailable") for run in runs if run["mode"] == mode
+                    and run.get("energy_unavailable")), None)
+        if row.joules_per_image is None and why:
+            lines.append(f"J/img of {mode} not measured: {why}.")
+    return lines
 
 
 def outlier_notes(document: Dict[str, Any]) -> List[str]:

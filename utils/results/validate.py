@@ -206,6 +206,9 @@ HOST = Fields({"cores": Number(whole=True, low=1), "torch_threads": Number(whole
                "wall_s": Number(above=0), "process_cpu_cores": Number(low=0), "process_cpu_share": Number(low=0),
                "load_avg_1m_start": Nullable(Number(low=0)), "load_avg_1m_end": Nullable(Number(low=0)),
                "warning": Nullable(TEXT)}, {"segments": Number(whole=True, low=1)})  # segments: since resumes combine
+ENERGY = Fields({"joules_per_image": Number(above=0), "mean_watts": Number(above=0), "joules": Number(above=0),
+                 "seconds": Number(above=0), "images": Number(whole=True, low=1), "source": TEXT},
+                {"power_samples": Nullable(COUNT), "nvml_index": Nullable(COUNT)})
 RECIPES = tuple(mode.float8 for mode in MODES.values() if mode.float8)
 FP8 = Fields({"recipe": OneOf(RECIPES, "a float8 recipe"), "emulated": FLAG, "linear_layers": Number(whole=True, low=0),
               "converted_layers": Number(whole=True, low=0), "flop_share": Number(low=0, high=1),
@@ -228,7 +231,7 @@ NARROWER = {
     "loss_scale_curve": Nullable(ListOf(Number(finite=False, low=0))),
     "test_accuracy": Nullable(ACCURACY), "target_accuracy": Nullable(ACCURACY), "best_accuracy": Nullable(ACCURACY),
     "accuracy_curve": Nullable(ListOf(CURVE_POINT)), "outlier_steps": Nullable(ListOf(OUTLIER)),
-    "host": Nullable(HOST),
+    "host": Nullable(HOST), "energy": Nullable(ENERGY),
     "time_to_target_s": Nullable(Number(low=0)), "epochs_to_target": Nullable(Number(above=0)),
     "tflops": Nullable(Number(low=0)), "mfu_pct": Nullable(Number(low=0)),
     "grad_comm": Nullable(GRAD_COMM_DTYPE), "bucket_mb": Nullable(BUCKET_MB),

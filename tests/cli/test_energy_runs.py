@@ -1,0 +1,64 @@
+"""Energy per image from the command line: a CPU run records none and says why, the table and
+the CSV as before but for the CSV's last columns; a run whose GPU a made-up NVML reads records
+the energy of its timed steps alone, evaluations left out, and the table shows it."""
+import csv
+import json
+import sys
+
+from conftest import FakeGpu, fake_nvml, run_main
+from utils.measure import energy
+from utils.results import files
+from utils.training import loop
+from utils.training.curve import AccuracyCurve
+
+SMALL = ["--model", "squeezenet1_1", "-b", "16", "--warmup", "2", "--no-progress", "--allow-unverified"]
+EVERY_2_STEPS = 2 / 340  # epochs: the subset's 5,438 images are 340 batches of 16
+
+
+def test_a_cpu_run_records_no_energy_and_says_why(subset, tmp_path):
+    result = run_main(*SMALL, "-n", "4", "--data-dir", subset, "--modes", "fp32,amp-bf16", "--json",
+                      tmp_path / "r.json", "--csv", tmp_path / "r.csv")
+    assert result.returncode == 0, result.stderr
+    runs = json.loads((tmp_path / "r.json").read_text())["runs"]
+    assert [(run["energy"], run["energy_unavailable"]) for run in runs] == [(None, energy.CPU_RUN)] * 2
+    assert "J/img" not in result.stdout and "energy" not in result.stdout
+    header, *rows = list(csv.reader((tmp_path / "r.csv").open()))
+    assert header == files.CSV_COLUMNS and header[-4:] == ["joules_per_image", "energy_ratio_vs_baseline",
+                                                           "energy_ratio_ci95_low", "energy_ratio_ci95_high"]
+    assert [row[-4:] for row in rows] == [[""] * 4] * 2
+
+
+def test_a_csv_with_the_columns_before_energy_is_refused(tmp_path):
+    path = tmp_path / "old.csv"
+    path.write_text(",".join(files.CSV_COLUMNS[:-4]) + "\n")
+    result = run_main(*SMALL, "--data", "synthetic", "-n", "3", "--csv", path)
+    assert result.returncode == 2 and "has other columns than ampbench writes" in result.stderr
+
+
+def test_the_energy_covers_the_timed_steps_and_leaves_the_evaluations_out(subset, tmp_path, monkeypatch):
+    """A counter that gains 1 J at each reading, and a million joules at each evaluation: the
+    run's energy is the spans' joules alone, over the images of its 4 timed steps."""
+    counter = {"mj": 0}
+
+    def reading():
+        counter["mj"] += 1000
+        return counter["mj"]
+
+    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml(FakeGpu(0, "00000000:3B:00.0", energy=reading)))
+    monkeypatch.setattr(loop, "energy_meter", lambda device: energy.open_meter(0, "00000000:3B:00.0"))
+    evaluate = AccuracyCurve.take
+
+    def costly_evaluation(curve, step, train_s):
+        counter["mj"] += 10 ** 9
+        return evaluate(curve, step, train_s)
+
+    monkeypatch.setattr(AccuracyCurve, "take", costly_evaluation)
+    result = run_main(*SMALL, "-n", "6", "--data-dir", subset, "--modes", "fp32,amp-bf16", "--eval-every",
+                      EVERY_2_STEPS, "--json", tmp_path / "r.json")
+    assert result.returncode == 0, result.stderr
+    for run in json.loads((tmp_path / "r.json").read_text())["runs"]:
+        assert run["energy_unavailable"] is None and len(run["accuracy_curve"]) >= 2
+        found = run["energy"]
+        assert found["source"] == energy.COUNTER and found["images"] == 4 * 16 and 1.0 <= found["joules"] < 1000
+        assert found["joules_per_image"] == found["joules"] / 64 and found["seconds"] > 0
+    assert "J/img" in result.stdout and "energy vs base" in result.stdout and "nvml-energy-counter" in result.stdout
