@@ -16,7 +16,8 @@ slices. Run where there is network, this writes into DIR:
 * manifest.json: what DIR holds, for which Python and platform, each file's sha256, and the
   command that, on the node, installs the wheels offline and runs gpu_suite.py --budget.
 
-An error exits 2 with one sentence. Everything is built in a hidden folder inside DIR and moved
+A user error (no network, a wrong md5, DIR not writable, ...) exits 2 with one sentence, a disk
+that fails mid-write 1. Everything is built in a hidden folder inside DIR and moved
 into place once complete, manifest.json last, so a DIR without manifest.json is no bundle.
 """
 from __future__ import annotations
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import hashlib
+import http.client
 import json
 import os
 import platform
@@ -168,7 +170,7 @@ def received(url: str, timeout_s: float) -> Iterator[bytes]:
     try:
         with urllib.request.urlopen(url, timeout=timeout_s) as response:
             yield from iter(lambda: response.read(CHUNK), b"")
-    except OSError as error:  # URLError, HTTPError, a timeout, a reset connection
+    except (OSError, http.client.HTTPException) as error:  # URLError, HTTPError, a timeout, a cut transfer
         raise UserError(f"could not download CIFAR-10 from {url} ({getattr(error, 'reason', error)}); where there "
                         "is no network, download it elsewhere and give it as --cifar10 PATH.") from None
 

@@ -429,7 +429,8 @@ study() {
 }
 
 # The job's last word on the $1 that failed, if any (exit 1): a refusal is fixed by changing the
-# flags, anything else (a lost node, a time limit) by resubmitting, which would $2.
+# flags, anything else (a lost node, a time limit) by resubmitting, which would $2. Only a
+# launch whose own status is main.py's is told apart: torchrun exits 1 whatever its ranks did.
 report_failures() {
     (( ${#FAILED[@]} )) || return 0
     if (( ${#REFUSED[@]} )); then

@@ -85,7 +85,8 @@ def check_accepts_cifar_images(model: nn.Module, name: str, batch_size: Optional
     except (RuntimeError, ValueError, AssertionError) as error:
         known = families.refusal_at_32(name)  # the table's reason names what to take instead
         if known:
-            raise UserError(f"model '{name}' cannot take 32x32 CIFAR-10 images: {known}.") from None
+            raise UserError(f"model '{name}' cannot take 32x32 CIFAR-10 images: {known}; --list-models lists those "
+                            "that can.") from None
         reason = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise UserError(f"model '{name}' cannot take 32x32 CIFAR-10 images ({reason}); "
                         "choose another, e.g. resnet18 or resnet50.") from None

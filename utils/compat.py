@@ -14,7 +14,10 @@ from utils.errors import UserError
 MIN_TORCH = (1, 11)
 MIN_TORCHVISION = (0, 12)
 PYTHONS = ((3, 8), (3, 13))  # the oldest and the newest Python ampbench runs on (docs/torch-releases.md)
-MIN_FLOAT8_TORCH = (2, 11)  # torchao 0.18, the release requirements-fp8.txt pins, is built for torch 2.11 on
+# The torchao release requirements-fp8.txt pins, whose float8 recipes and Float8Linear the fp8 modes are
+# built on, and the torch it is built for.
+MIN_TORCHAO = (0, 18)
+MIN_FLOAT8_TORCH = (2, 11)  # torchao 0.18 is built for torch 2.11 on
 _degraded: Dict[str, str] = {}
 
 

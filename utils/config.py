@@ -19,7 +19,7 @@ from models import families
 from utils.errors import UserError
 from utils.results.accuracy import DEFAULT_MARGIN_POINTS
 from utils.setup_keys import GRAD_COMM
-from utils.training.modes import BASELINES
+from utils.training.modes import BASELINES, FP8_NEEDS_A_GPU
 
 if TYPE_CHECKING:
     import argparse
@@ -243,8 +243,7 @@ class RunConfig:
                             "fp8-rowwise to --modes, or drop --fp8-emulate.")
         float8 = [mode.name for mode in modes if mode.float8]
         if float8 and not self.gpu and not self.fp8_emulate:  # a flags rule, so that --check-flags refuses it too
-            raise UserError(f"mode {float8[0]} needs a GPU with FP8 tensor cores (-p); on the CPU add --fp8-emulate, "
-                            "which checks that fp8 trains but does not measure FP8 speed.")
+            raise UserError(f"mode {float8[0]} {FP8_NEEDS_A_GPU}")
         if sum((self.fp16, self.bf16, self.amp)) > 1:
             raise UserError("--fp16, --bf16 and --amp exclude each other; choose one (--amp --amp-dtype bfloat16 "
                             "is --bf16).")

@@ -50,6 +50,7 @@ class Flag:
 
 
 SGD, ADAMW = OPTIMIZER_DEFAULTS["sgd"], OPTIMIZER_DEFAULTS["adamw"]
+WORKERS = "DataLoader worker processes for --loader torchvision (default: min(8, CPUs)"
 PRECISION_MODES_LINK = "[Precision modes](modes.md#precision-modes)"
 COMPARING_LINK = "[Comparing precisions](modes.md#comparing-precisions---compare)"
 LONG_RUNS_LINK = "[Long runs](long-runs-and-clusters.md#long-runs)"
@@ -194,8 +195,7 @@ FLAGS = (
          doc="{help}; see [Feeding the GPU](data-and-models.md#feeding-the-gpu-loaders-and-speed-levers)",
          choices=("device", "torchvision")),
     Flag(("--workers",), DATA,
-         "DataLoader worker processes for --loader torchvision (default: min(8, CPUs) = %(default)s)",
-         doc="DataLoader worker processes for --loader torchvision (default: min(8, CPUs))"),
+         WORKERS + " = %(default)s)", doc=WORKERS + ")"),  # the page leaves out this machine's count
     Flag(("--channels-last",), SPEED,
          "model and inputs in channels_last memory format (tensor cores for convolutions)", action="store_true"),
     Flag(("--compile",), SPEED, "torch.compile the model; compile time is reported apart from step times",

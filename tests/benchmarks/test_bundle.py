@@ -162,7 +162,7 @@ def test_a_bundle_for_an_older_python_leaves_out_what_its_markers_exclude(tmp_pa
     manifest = strict_json(folder / bundle.MANIFEST)
     assert manifest["optional_requirements"]["requirements-fp8.txt"] == []  # torchao needs Python 3.10
     assert (manifest["python"], manifest["platform"]) == ("3.9", "manylinux_2_28_aarch64")
-    assert manifest["wheels"] == [] and "pip install" not in manifest["command"]
+    assert not any(wheel.startswith("torchao") for wheel in manifest["wheels"])  # other extras may fit 3.9
 
 
 @pytest.mark.parametrize("python", ["3.99", "2.7", "3", "310", "three"])
@@ -221,7 +221,7 @@ def test_without_network_the_download_fails_fast_and_nothing_stays(tmp_path, off
 
 def test_a_wheel_pip_cannot_find_is_one_sentence_and_nothing_stays(tmp_path, offline, monkeypatch, archive):
     monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path))  # an index without the wheels
-    assert_refused(*run_bundle(tmp_path / "bundle", "--cifar10", archive), "pip could not download torchao")
+    assert_refused(*run_bundle(tmp_path / "bundle", "--cifar10", archive), "pip could not download ", "torchao==")
     assert not (tmp_path / "bundle").exists()
 
 

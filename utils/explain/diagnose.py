@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence
 
 from utils.explain.categories import DATA_LABEL, MEMORY_BOUND, NAMES, SCALER_LABEL, TENSOR_CORE_WORK
 from utils.training.cpu_arithmetic import FAST_CPU_FLAGS
-from utils.training.modes import LOW_FP8_SHARE, MODES
+from utils.training.modes import BASELINES, LOW_FP8_SHARE, MODES
 
 if TYPE_CHECKING:
     from torch import nn
@@ -246,10 +246,10 @@ def fp8_slower(mode: str, fp8_run: Dict[str, Any], fp8_ms: float, bf16_ms: float
     if fp8["flop_share"] < LOW_FP8_SHARE:
         causes.append(f"only {100 * fp8['flop_share']:.0f}% of the step's matmul FLOPs run in FP8")
     return finding("fp8 slower than bf16", mode, fp8_ms - bf16_ms,
-                   f"{fp8_ms:.1f} ms a step against amp-bf16's {bf16_ms:.1f} ms" +
+                   f"{fp8_ms:.1f} ms a step against {BASELINES['fp8']}'s {bf16_ms:.1f} ms" +
                    (": " + "; ".join(causes) if causes else ""),
                    "--compile (it fuses the casts and amax into their neighbours), a wider model or a larger "
-                   "batch, and reading fp8 against amp-bf16")
+                   f"batch, and reading fp8 against {BASELINES['fp8']}")
 
 
 def fallback(mode: str, base: Dict[str, float], profile: Dict[str, float],
@@ -260,7 +260,7 @@ def fallback(mode: str, base: Dict[str, float], profile: Dict[str, float],
     total, base_total = sum(profile.values()), sum(base.values())
     if speedup is None and total:
         speedup = base_total / total
-    if mode == "fp32" or speedup is None or speedup > 1.0 or not total:
+    if mode == BASELINES["reference"] or speedup is None or speedup > 1.0 or not total:
         return None
     grew = sorted((name for name in NAMES if profile.get(name, 0.0) > base.get(name, 0.0)),
                   key=lambda name: base.get(name, 0.0) - profile[name])[:SHOWN_GROWTH]

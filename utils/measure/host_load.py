@@ -113,6 +113,9 @@ def busy(reading: Dict[str, Any], device_type: str) -> bool:
     return bool(load > reading["cores"] or starved)
 
 
+BUSY = "the host was busy"  # how warning() begins when another process competed for the cores
+
+
 def warning(readings: Sequence[Dict[str, Any]], device_type: str, data_share: Optional[float]) -> Optional[str]:
     """The sentence that says the host distorted this run's timing, or None: another process
     competing for the cores in any of its segments' `readings` (the one with the most load
@@ -124,7 +127,7 @@ def warning(readings: Sequence[Dict[str, Any]], device_type: str, data_share: Op
     if crowded:
         worst = max(crowded, key=lambda reading: highest_load(reading) - reading["process_cpu_cores"])
         where = f" in {len(crowded)} of this run's {len(readings)} checkpoint segments" if len(readings) > 1 else ""
-        return (f"the host was busy{where}: load average {highest_load(worst):.1f} on {worst['cores']} cores while "
+        return (f"{BUSY}{where}: load average {highest_load(worst):.1f} on {worst['cores']} cores while "
                 f"this process used {worst['process_cpu_cores']:.1f} of them (another process competes for the "
                 "cores); its step times are slower than a quiet machine's, rerun alone")
     if device_type == "cuda" and data_share is not None and data_share >= DATA_WAIT_SHARE:

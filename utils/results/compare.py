@@ -21,6 +21,7 @@ from utils.explain import diagnose
 from utils.results.accuracy import DEFAULT_MARGIN_POINTS, accuracy_figures, target_figures
 from utils.results.comparison_row import ComparisonRow
 from utils.explain.categories import NAMES as CATEGORIES
+from utils.measure import host_load
 from utils.training import modes
 from utils.training.modes import BASELINES, MODES
 
@@ -306,7 +307,7 @@ UNSTEADY = ("; measured while the host was busy (the run warned so: runs[].host)
 
 def busy_host(run: Dict[str, Any]) -> bool:
     """Whether another process competed for the cores while `run` was timed (host_load.warning)."""
-    return ((run.get("host") or {}).get("warning") or "").startswith("the host was busy")
+    return ((run.get("host") or {}).get("warning") or "").startswith(host_load.BUSY)
 
 
 def comparison_findings(mode: str, row: Dict[str, Any], base: Dict[str, Any], group: List[Dict[str, Any]],

@@ -89,6 +89,8 @@ def merge(documents: List[Dict[str, Any]], baseline: Optional[str] = None) -> Li
     (a merged file merged again) counts once.
     The comparison is against `baseline`, else the one baseline the files share: files that
     compare against different baselines are refused, as their figures would silently change."""
+    if not documents:  # nothing to pool (a study stopped before its first launch finished)
+        return []
     found = sorted({document["config"]["baseline"] for document in documents})
     if baseline is None and len(found) > 1:
         raise UserError(f"these files compare against different baselines ({', '.join(found)}); choose the one to "

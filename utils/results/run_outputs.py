@@ -12,9 +12,9 @@ from utils.errors import UserError, WriteFailed
 from utils.results import files, live, plot
 from utils.results.summary import summary
 
-if TYPE_CHECKING:  # annotations only: the config is above this layer, and World imports torch
+if TYPE_CHECKING:  # annotations only: the config is above this layer
     from utils.config import RunConfig
-    from utils.training.distributed import World
+    from utils.launch import World
 
 
 def check(config: RunConfig, world: World, warn: Callable[[str], None]) -> None:

@@ -145,7 +145,7 @@ def rounds_of(documents: List[Dict[str, Any]]) -> int:
     """How many launches the study made of each point (world size, --grad-comm): the most of any."""
     counts: Dict[Tuple[int, Optional[str]], int] = {}
     for document in documents:
-        key = (document["env"].get("world_size", 1), document["config"].get("grad_comm"))
+        key = (document["env"]["world_size"], document["config"]["grad_comm"])
         counts[key] = counts.get(key, 0) + 1
     return max(counts.values(), default=0)
 

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from utils.config import RunConfig
     from utils.data.dataset import Data
     from utils.safepickle import Allowed
-    from utils.training.distributed import World
+    from utils.launch import World
     from utils.training.modes import Mode
     from utils.training.trainer import Trainer
 

@@ -13,7 +13,7 @@ from torch import nn
 
 from utils import compat
 from utils.errors import UserError
-from utils.training.modes import LOW_FP8_SHARE
+from utils.training.modes import FP8_NEEDS_A_GPU, LOW_FP8_SHARE
 
 if TYPE_CHECKING:
     import torch
@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from utils.training.modes import Mode
 
 INSTALL = "pip install --no-deps -r requirements-fp8.txt"
-MIN_TORCHAO = (0, 18)  # the release requirements-fp8.txt pins, whose float8 recipes and Float8Linear ampbench is built on
 FP8_CAPABILITY = (8, 9)  # FP8 tensor cores: Ada (8.9) and Hopper (9.0) on
 FP8_MULTIPLE = 16  # torch._scaled_mm needs both dimensions of a weight in multiples of 16
 HEAD = "the model's output layer (the head), kept in bfloat16"
@@ -45,7 +44,8 @@ def check_requirements(mode: Mode, device: torch.device, emulate: bool) -> None:
     check_torchao(mode)
     if emulate:
         return
-    # The CPU without --fp8-emulate is a flags rule (utils/config.py), refused before torch loads.
+    if device.type != "cuda":  # main.py refuses it among the flags already; a caller of this check may not
+        raise UserError(f"mode {mode.name} {FP8_NEEDS_A_GPU}")
     capability = torch.cuda.get_device_capability(device)
     if capability < FP8_CAPABILITY:
         raise UserError(f"mode {mode.name} needs FP8 tensor cores (compute capability 8.9: Ada, Hopper or newer); "
@@ -64,8 +64,8 @@ def check_torchao(mode: Mode) -> None:
         raise UserError(f"mode {mode.name} needs torchao, which is not installed here: {INSTALL} (it leaves torch "
                         "as it is).")
     version = compat.distribution_version("torchao")
-    if version is not None and compat.release(version) < MIN_TORCHAO:
-        raise UserError(f"mode {mode.name} needs torchao {MIN_TORCHAO[0]}.{MIN_TORCHAO[1]} or newer, and this is "
+    if version is not None and compat.release(version) < compat.MIN_TORCHAO:
+        raise UserError(f"mode {mode.name} needs torchao {compat.MIN_TORCHAO[0]}.{compat.MIN_TORCHAO[1]} or newer, and this is "
                         f"torchao {version}: {INSTALL} (it leaves torch as it is).")
     shown = version or "(of unknown version)"
     try:

@@ -91,6 +91,10 @@ BASELINES = {
 # Below this share of a step's matmul FLOPs in FP8, the rest of the step decides an fp8 mode's speed:
 # its run says so loudly, and --explain names it when FP8 is slower than bf16.
 LOW_FP8_SHARE = 0.5
+# What an fp8 mode needs on the CPU: a flags rule (utils/config.py, so that --check-flags refuses it)
+# and the device check's answer (utils/training/float8.py) say it alike.
+FP8_NEEDS_A_GPU = ("needs a GPU with FP8 tensor cores (-p); on the CPU add --fp8-emulate, which checks that fp8 "
+                   "trains but does not measure FP8 speed.")
 DEFAULT_COMPARE = ("fp32", "amp-fp16")  # on a GPU
 # On a CPU: most have no fast float16 arithmetic (fallback kernels, many times slower than fp32),
 # while bfloat16 autocast runs at FP32's speed or better where the CPU has bfloat16 instructions

@@ -7,6 +7,7 @@ from typing import List, Optional, Tuple
 
 import torch
 
+from utils.launch import World
 from utils.measure.hostcopy import HostCopy
 from utils.training import distributed
 
@@ -21,7 +22,7 @@ class RankAgreement:
     which it appends to; only a stopping policy has the losses tested."""
     CHECK_EVERY = 20
 
-    def __init__(self, device: torch.device, world: distributed.World, losses: List[torch.Tensor],
+    def __init__(self, device: torch.device, world: World, losses: List[torch.Tensor],
                  watch_losses: bool):
         self.device = device
         self.every = self.CHECK_EVERY if device.type == "cuda" or world.distributed else 1

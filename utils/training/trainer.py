@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from utils.config import RunConfig
     from utils.data.dataset import Data
     from utils.data.loaders import DeviceLoader, TorchvisionLoader
-    from utils.training.distributed import World
+    from utils.launch import World
     from utils.training.precision import StaticLossScaler
 
 

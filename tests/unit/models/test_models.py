@@ -79,7 +79,7 @@ def test_torchvisions_vits_are_refused_naming_the_cifar_ones():
         factory.build_model("vit_b_16")
     assert str(refused.value) == ("model 'vit_b_16' cannot take 32x32 CIFAR-10 images: torchvision's vision "
                                   "transformers are built for 224x224 images; vit_t4 and vit_s4 are the same class "
-                                  "built for 32x32.")
+                                  "built for 32x32; --list-models lists those that can.")
 
 
 @pytest.mark.parametrize("model", ["vit_t4", "squeezenet1_1", "vgg11", "mobilenet_v2"])

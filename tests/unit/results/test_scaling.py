@@ -301,3 +301,13 @@ def test_an_out_folder_of_another_study_is_refused(tmp_path, capsys):
     assert study_script().main(["--out", str(out), "--world-sizes", "1,2", "--", "-m", "resnet18"]) == 2
     assert "holds another study" in capsys.readouterr().err
     assert sorted(path.name for path in out.iterdir()) == ["plan.json"]
+
+
+def test_a_study_stopped_before_any_launch_finished_says_so_without_a_traceback(tmp_path, capsys):
+    import signal
+
+    assert study_script().stopped(tmp_path / "study", [], [], 3, signal.SIGTERM) == 143
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1] == (
+        f"scaling.py: stopped by SIGTERM after 0 of 3 launches: kept their results in {tmp_path / 'study'} and no "
+        "table yet (it needs the 1-process launch and a larger one); run the same command again to run the other 3.")

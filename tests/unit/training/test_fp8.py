@@ -116,6 +116,13 @@ def test_the_cpu_without_fp8_emulate_is_refused():
                       "needs a GPU with FP8 tensor cores", "--fp8-emulate")
 
 
+def test_the_device_check_itself_refuses_fp8_on_the_cpu_without_emulation():
+    """main.py refuses it among the flags; precision.check_supported, the one answer that the
+    GPU suite asks directly, says the same, rather than asking CUDA for a capability."""
+    with pytest.raises(UserError, match=r"mode fp8 needs a GPU with FP8 tensor cores \(-p\); on the CPU add"):
+        precision.check_supported(MODES["fp8"], CPU)
+
+
 def test_fp8_emulate_without_an_fp8_mode_is_refused():
     assert_user_error(run_main("--modes", "amp-bf16", "--fp8-emulate", "--data", "synthetic"),
                       "--fp8-emulate applies to the fp8 modes")
