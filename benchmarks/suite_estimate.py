@@ -1,0 +1,188 @@
+"""How long a step of the GPU suite will take, estimated before it starts: what --budget spends by.
+
+A step's estimate is, by the first of these that applies:
+
+1. measured: the newest time the same step (its processes, by name) took on this device with the
+   same plan (--quick or not), from the suite.json of any results/<device>/<date>/ folder, this
+   run's own included (it is saved after every step);
+2. --quick, on a CPU: QUICK_S, the seconds each step of the quick plan takes on a 2-core machine
+   like CI's (a CPU's time at these tiny sizes is start-up and per-operation overhead, which FLOPs
+   do not predict);
+3. on a GPU: its processes' start-up (START_S) and, for each training run a process makes:
+   * the same model, stem, mode, batch, layout and compilation measured in a saved result file of
+     this device: its median step for every step, and for the first run of its mode in its
+     process the extra its first step took (cuDNN's autotuning, compilation);
+   * else its FLOPs (utils/measure/flops.py: a training step's, and for each test image evaluated
+     a third of one image's step) at UTILISATION of the GPU's dense peak for the mode's arithmetic (a
+     GPU without known peaks gets the lowest peak of the cards that are known), plus FIRST_RUN_S
+     for the first run of each mode and COMPILE_S for a compiled one; a run on the node's CPU at
+     CPU_GFLOPS_PER_CORE per core.
+
+Work that is not training (the loader benchmark's timing of the input pipelines) is counted in
+the start-up only, until the step has been measured once.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from suite_history import saved_suites
+
+# a process's start on a GPU node: python, torch and torchvision, the data, the model (15-20 s on the H100)
+START_S = 15.0
+# the first run of a mode in a process, beyond its steps: the model copy, cuDNN's autotuning, the first step
+# (on the H100 at batch 256: 1-3 s, and 16 s for resnet50's first fp32 run, the process's first CUDA work)
+FIRST_RUN_S = 3.0
+COMPILE_S = 45.0  # torch.compile of one mode's model on a GPU (vit_s4's, estimated; resnet50's took 8 s)
+# the share of the dense peak reached at batch 256 on the H100 (results/NVIDIA-H100-80GB-HBM3/2026-11-22:
+# the lowest MFU of resnet50 and resnet18 per arithmetic); float8 runs at its autocast dtype's peak and share
+UTILISATION = {"fp32": 0.30, "tf32": 0.09, "fp16": 0.06, "bf16": 0.055}
+CPU_GFLOPS_PER_CORE = 35.0  # classic-cpu on the H100 node: resnet18, batch 128, 0.59 TFLOP/s over 16 cores
+# --quick's steps in seconds on a 2-core machine like CI's, one torch thread per process as the tests run
+# them, with other jobs sharing it (load 3 to 4): the times measured there, a quarter added
+QUICK_S = {
+    "headline-resnet18": 60, "headline-vit": 10, "overhead": 15,
+    "classic-fp16": 95, "classic-fp32": 20, "classic-cpu": 10,
+    "resnet18": 270, "resnet18-cl": 230,
+    "convergence": 70, "loaders": 10, "plain-1": 10, "torchrun-1": 15, "resume": 40,
+    "transformers-eager": 20,
+}
+GOOD_RCS = (0, 143)  # a step's time counts when it ended as planned (143: the resume check's SIGTERM)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One training run a step's process makes, as far as its time goes."""
+    model: str
+    stem: str
+    mode: str
+    batch: int
+    steps: int
+    channels_last: bool = False
+    compiled: bool = False
+    evaluations: int = 0  # passes over the test images
+    first: bool = True  # the first run of its mode in its process
+    on_cpu: bool = False
+
+    @property
+    def key(self) -> Tuple[str, str, str, int, bool, bool, bool]:
+        return self.model, self.stem, self.mode, self.batch, self.channels_last, self.compiled, self.on_cpu
+
+
+def training_runs(model: str, stem: str, modes: Sequence[str], batch: int, steps: int, repeats: int = 1,
+                  channels_last: bool = False, compiled: bool = False, evaluations: int = 0,
+                  on_cpu: bool = False) -> List[Run]:
+    """The runs of one main.py process: every mode, `repeats` times (repeats or seeds)."""
+    return [Run(model, stem, mode, batch, steps, channels_last, compiled, evaluations, repeat == 0, on_cpu)
+            for repeat in range(repeats) for mode in modes]
+
+
+@dataclass(frozen=True)
+class Estimate:
+    seconds: float
+    source: str  # "measured on DATE", "known --quick time", "runs measured", "FLOPs"
+
+
+@dataclass(frozen=True)
+class MeasuredRun:
+    median_s: float
+    first_extra_s: Optional[float]  # the first step's time beyond the median, where a first run was saved
+
+
+class Estimator:
+    """Estimates for one device, from what its results folders hold; refresh() after each step."""
+
+    def __init__(self, device_folder: Path, device_name: str, quick: bool, test_images: Callable[[], int]) -> None:
+        """`test_images` says how many test images an evaluation reads, asked only when a run evaluates."""
+        self.device_folder, self.device_name, self.quick = device_folder, device_name, quick
+        self.test_images = test_images
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Read the saved step times and runs again (this run has saved another step)."""
+        self.suites = [suite for suite in saved_suites(self.device_folder)
+                       if bool(suite.record.get("quick")) == self.quick]
+        self.runs = measured_runs([suite.folder for suite in self.suites])
+
+    def estimate(self, name: str, processes: Sequence[str], runs: Sequence[Run]) -> Estimate:
+        for suite in self.suites:  # newest first
+            times = {step["name"]: step["elapsed_s"] for step in suite.record.get("steps_run", [])
+                     if step.get("rc") in GOOD_RCS and "elapsed_s" in step}
+            if all(process in times for process in processes):
+                return Estimate(sum(times[process] for process in processes), f"measured on {suite.date}")
+        if self.quick:
+            return Estimate(float(QUICK_S[name]), "known --quick time")
+        seconds = START_S * len(processes) + sum(self.run_seconds(run) for run in runs)
+        return Estimate(seconds, "runs measured" if runs and all(run.key in self.runs for run in runs) else "FLOPs")
+
+    def run_seconds(self, run: Run) -> float:
+        evaluation = 0.0
+        if run.evaluations:  # an evaluated image: a forward, a third of a training step's FLOPs
+            evaluation = run.evaluations * self.test_images() * train_flops(run.model, run.stem, 1) / 3 / self.rate(run)
+        saved = self.runs.get(run.key)
+        if saved is not None:
+            first = FIRST_RUN_S if saved.first_extra_s is None else saved.first_extra_s
+            return run.steps * saved.median_s + (first if run.first else 0.0) + evaluation
+        start = FIRST_RUN_S + (COMPILE_S if run.compiled else 0.0) if run.first else 0.0
+        return start + run.steps * train_flops(run.model, run.stem, run.batch) / self.rate(run) + evaluation
+
+    def rate(self, run: Run) -> float:
+        """FLOPs per second of `run`'s training steps."""
+        from utils.measure import flops
+        from utils.training import modes
+
+        if run.on_cpu:
+            return CPU_GFLOPS_PER_CORE * 1e9 * (os.cpu_count() or 1)
+        mode = modes.MODES[run.mode]
+        arithmetic = flops.ARITHMETIC[mode.low_precision_dtype] if mode.float8 else flops.arithmetic(mode)
+        peaks = flops.PEAK_TFLOPS.get(self.device_name)
+        peak = peaks[arithmetic] if peaks and arithmetic in peaks else min(
+            card[arithmetic] for card in flops.PEAK_TFLOPS.values() if arithmetic in card)
+        return peak * 1e12 * UTILISATION[arithmetic]
+
+
+@functools.lru_cache(maxsize=None)
+def train_flops(model: str, stem: str, batch: int) -> int:
+    """A training step's FLOPs, counted once per model, stem and batch."""
+    from models import factory
+    from utils.measure import flops
+
+    return flops.training_flops_per_step(factory.build_model(model, stem), batch)
+
+
+RunKey = Tuple[str, str, str, int, bool, bool, bool]
+
+
+def measured_runs(folders: Sequence[Path]) -> Dict[RunKey, MeasuredRun]:
+    """Each run setting's newest measurement in the result files of `folders` (newest folder first)."""
+    found: Dict[RunKey, MeasuredRun] = {}
+    for folder in folders:
+        for path in sorted(folder.glob("*.json")):
+            document = json.loads(path.read_text())
+            if isinstance(document, dict) and "runs" in document and "config" in document:
+                for key, measured in document_runs(document).items():
+                    found.setdefault(key, measured)
+    return found
+
+
+def document_runs(document: Dict[str, Any]) -> Dict[RunKey, MeasuredRun]:
+    """A result document's runs by setting: the median of their median steps, and the first step's
+    extra over the median in the first run of each."""
+    config = document["config"]
+    medians: Dict[RunKey, List[float]] = {}
+    extras: Dict[RunKey, float] = {}
+    for run in document["runs"]:
+        median_ms = (run.get("step_time_ms") or {}).get("median")
+        if median_ms is None:
+            continue
+        key = (config["model"], config.get("stem", "cifar"), run["mode"], run["batch_size"],
+               bool(run.get("channels_last")), bool(run.get("compiled")), run.get("device") == "cpu")
+        if key not in medians and run.get("first_step_s") is not None:
+            extras[key] = max(run["first_step_s"] - median_ms / 1000.0, 0.0)
+        medians.setdefault(key, []).append(median_ms / 1000.0)
+    return {key: MeasuredRun(statistics.median(values), extras.get(key)) for key, values in medians.items()}

@@ -1,0 +1,66 @@
+"""The GPU suite's saved results across dates and commits: every results/<device>/<date>/ folder a
+suite wrote, and the changes to ampbench after which figures measured by older code read
+differently. README's Results merge these folders, and --budget estimates from their times."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+
+@dataclass(frozen=True)
+class Change:
+    """A commit after which one kind of saved figure reads differently: `moves` names the figures
+    (the renderer's words: "memory", "amp-fp16", "overhead"), `before` what they measured before it."""
+    commit: str
+    moves: Tuple[str, ...]
+    before: str
+
+
+# Add a change here in the commit that makes it: a suite records the commits this table held when
+# it ran (suite.json's changes_in_code), and a row from a suite without a change is marked older.
+CHANGES = [
+    Change("12d42e8397db16a5be1990f49019d6c687889760", ("memory",),
+           "the amp-fp16 memory ratios included cuDNN's autotuning in fp32's first repeat (on the H100, 0.15 to "
+           "0.26 where the steady state's is about 0.53); the peak is now the steady state's"),
+    Change("12d42e8397db16a5be1990f49019d6c687889760", ("amp-fp16",),
+           "every amp-fp16 and fp16-master step waited for the host in GradScaler.step, so amp-fp16's speedups "
+           "measured that sync, not float16; the fused SGD now takes the scaler's inf check on the device"),
+    Change("b4e5c9b532edc236340484fd5aa00864fdb4d299", ("overhead",),
+           "benchmarks/overhead.py compared ampbench with a bare loop that skipped the augmentation, the schedule "
+           "and a division of the loss (0.935 on the H100); the bare loop now does the same work"),
+]
+
+
+@dataclass(frozen=True)
+class SavedSuite:
+    """One results/<device>/<date>/ folder and its suite.json."""
+    folder: Path
+    record: Dict[str, Any]
+
+    @property
+    def date(self) -> str:
+        return self.record.get("date") or self.folder.name
+
+    @property
+    def commit(self) -> Optional[str]:
+        return self.record.get("commit")
+
+    def predates(self, change: Change) -> bool:
+        """Was this suite run by code without `change`? A suite.json without changes_in_code was
+        written before this table existed, by code older than every change in it."""
+        return change.commit not in self.record.get("changes_in_code", [])
+
+    def older_than(self, figures: Tuple[str, ...]) -> List[Change]:
+        """The changes this suite predates that move any of `figures`."""
+        return [change for change in CHANGES if set(change.moves) & set(figures) and self.predates(change)]
+
+
+def saved_suites(device_folder: Path) -> List[SavedSuite]:
+    """Every suite saved for one device, newest first (folders are named by date)."""
+    if not device_folder.is_dir():
+        return []
+    folders = sorted((path for path in device_folder.iterdir() if (path / "suite.json").is_file()),
+                     key=lambda path: path.name, reverse=True)
+    return [SavedSuite(folder, json.loads((folder / "suite.json").read_text())) for folder in folders]

@@ -1,0 +1,224 @@
+"""benchmarks/gpu_suite.py --budget: the estimates it spends by, the refusal of a budget that fits
+nothing, two short passes that share the work, and README's merge of suites of several dates."""
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT, SUBSET
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import gpu_suite  # noqa: E402
+import suite_estimate  # noqa: E402
+from suite_estimate import Estimator, training_runs  # noqa: E402
+from suite_history import CHANGES  # noqa: E402
+
+H100 = "NVIDIA H100 80GB HBM3"
+SAVED = ROOT / "results" / "NVIDIA-H100-80GB-HBM3" / "2026-11-22"  # an older commit's suite, committed
+
+
+def write_suite(folder, date, steps, quick=False):
+    folder.mkdir(parents=True)
+    (folder / "suite.json").write_text(json.dumps({"device": H100, "quick": quick, "date": date, "steps_run": steps}))
+
+
+def no_test_images():
+    raise AssertionError("no run here evaluates")
+
+
+def test_the_estimate_is_the_newest_time_the_same_step_took_on_this_device(tmp_path):
+    write_suite(tmp_path / "2026-11-20", "2026-11-20", [
+        {"name": "headline-resnet18", "rc": 0, "elapsed_s": 50.0},
+        *[{"name": name, "rc": 143 if name == "resume-stopped" else 0, "elapsed_s": 10.5}
+          for name in gpu_suite.RESUME_PROCESSES]])
+    write_suite(tmp_path / "2026-11-21", "2026-11-21", [{"name": "headline-resnet18", "rc": 0, "elapsed_s": 40.0},
+                                                        {"name": "overhead", "rc": 1, "elapsed_s": 3.0}])
+    write_suite(tmp_path / "2026-11-22", "2026-11-22", [{"name": "headline-resnet18", "rc": 0, "elapsed_s": 7.0}],
+                quick=True)  # another plan: not this one's time
+    estimator = Estimator(tmp_path, H100, False, no_test_images)
+    runs = training_runs("resnet18", "cifar", ["fp32"], 256, 50)
+
+    estimate = estimator.estimate("headline-resnet18", ("headline-resnet18",), runs)
+    assert (estimate.seconds, estimate.source) == (40.0, "measured on 2026-11-21")
+    resume = estimator.estimate("resume", gpu_suite.RESUME_PROCESSES, runs)  # its four processes together
+    assert (resume.seconds, resume.source) == (42.0, "measured on 2026-11-20")
+    assert estimator.estimate("overhead", ("overhead",), runs).source == "FLOPs"  # a failed step's time says nothing
+
+
+def test_the_estimate_adds_the_start_to_the_runs_measured_in_saved_result_files(tmp_path):
+    write_suite(tmp_path / "2026-11-21", "2026-11-21", [])
+    runs = [{"mode": "fp32", "batch_size": 256, "channels_last": True, "compiled": False, "device": "cuda",
+             "step_time_ms": {"median": median}, "first_step_s": first}
+            for median, first in ((30.0, 2.03), (32.0, 0.05))]
+    (tmp_path / "2026-11-21" / "resnet18-cl.json").write_text(json.dumps(
+        {"config": {"model": "resnet18", "stem": "cifar"}, "runs": runs}))
+    estimator = Estimator(tmp_path, H100, False, no_test_images)
+
+    estimate = estimator.estimate("headline-resnet18", ("headline-resnet18",),
+                                  training_runs("resnet18", "cifar", ["fp32"], 256, 50, 2, channels_last=True))
+    # the start, then 50 steps at the median of the medians (31 ms), the first run's extra first step (2.0 s) once
+    assert estimate.source == "runs measured"
+    assert estimate.seconds == pytest.approx(suite_estimate.START_S + (50 * 0.031 + 2.0) + 50 * 0.031)
+
+
+def test_without_a_measurement_the_estimate_is_the_flops_at_the_share_of_the_peak_measured_on_the_h100(tmp_path):
+    from models import factory
+    from utils.measure import flops
+
+    estimator = Estimator(tmp_path / "nothing saved", H100, False, no_test_images)
+    estimate = estimator.estimate("headline-resnet18", ("headline-resnet18",),
+                                  training_runs("resnet18", "cifar", ["fp32", "amp-bf16"], 256, 50))
+    step = flops.training_flops_per_step(factory.build_model("resnet18"), 256)
+    rates = [67.0e12 * suite_estimate.UTILISATION["fp32"], 989.4e12 * suite_estimate.UTILISATION["bf16"]]
+    assert estimate.source == "FLOPs"
+    assert estimate.seconds == pytest.approx(
+        suite_estimate.START_S + sum(suite_estimate.FIRST_RUN_S + 50 * step / rate for rate in rates))
+
+
+def planned_steps(out, quick):
+    """Every step a plan makes (the CIFAR-10 subset there, every feature of main.py present)."""
+    plan = gpu_suite.Plan(quick)
+    suite = gpu_suite.Suite(out, str(SUBSET), plan, gpu_suite.MODES, gpu_suite.available_flags(),
+                            gpu_suite.TRANSFORMER_MODES)
+    for section, plan_section in gpu_suite.SECTIONS.items():
+        suite.section = section
+        plan_section(suite)
+    return plan, suite.planned
+
+
+@pytest.mark.parametrize("quick", [True, False])
+def test_every_planned_step_has_its_place_in_the_priority_order_and_the_headline_comes_first(quick, tmp_path):
+    plan, steps = planned_steps(tmp_path, quick)
+    order, names = gpu_suite.priority(plan), {step.name for step in steps}
+    assert names <= set(order) and (quick or names == set(order))  # --quick leaves out what compiles
+    headline = [step.name for step in steps if step.section == "headline"]
+    assert sorted(order[:len(headline)]) == sorted(headline)
+    if quick:  # a CPU's estimate, before it has measured a step, is the step's known time
+        assert names == set(suite_estimate.QUICK_S)
+
+
+def test_the_headline_takes_about_2_5_minutes_of_an_h100_by_the_estimate_and_the_suite_about_27(tmp_path):
+    """From the H100 suite saved at an older commit: the convnets' runs measured there, the ViT by
+    its FLOPs, the overhead benchmark as it took then."""
+    _, steps = planned_steps(tmp_path / "out", False)
+    shutil.copytree(SAVED, tmp_path / "NVIDIA-H100-80GB-HBM3" / "2026-11-22")
+    estimator = Estimator(tmp_path / "NVIDIA-H100-80GB-HBM3", H100, False, lambda: 1017)
+    headline = {step.name: estimator.estimate(step.name, step.processes, step.runs) for step in steps
+                if step.section == "headline"}
+    assert headline["overhead"].source == "measured on 2026-11-22"
+    assert headline["headline-resnet50"].source == "runs measured" and headline["headline-vit"].source == "FLOPs"
+    assert 2 * 60 < sum(estimate.seconds for estimate in headline.values()) < 3 * 60  # docs/benchmarks.md's figures
+    every = sum(estimator.estimate(step.name, step.processes, step.runs).seconds for step in steps)
+    assert 25 * 60 < every < 30 * 60
+
+
+def options(tmp_path, **values):
+    defaults = dict(quick=True, data_dir=str(SUBSET), results_root=str(tmp_path / "results"),
+                    readme=str(tmp_path / "README.md"), commit=None, render=None, only=None, budget=None)
+    return argparse.Namespace(**dict(defaults, **values))
+
+
+def test_a_budget_that_fits_no_step_is_refused_before_any_step_with_the_least_that_fits(tmp_path, capsys):
+    status = gpu_suite.run_suite(options(tmp_path, budget=0.1), time.perf_counter())
+    message = capsys.readouterr().err
+    assert status == 2 and not (tmp_path / "results").exists()  # nothing ran, nothing was written
+    least = re.search(r"^gpu_suite.py: --budget 0.1 fits no step; the least that fits is ([\d.]+) minutes, for "
+                      r"(\S+) \(estimated (\d+) s, known --quick time\)\.\n$", message)
+    assert least, message
+    assert int(least[3]) == min(suite_estimate.QUICK_S.values()) == suite_estimate.QUICK_S[least[2]]
+    assert float(least[1]) * 60 >= int(least[3])
+
+
+def saved_folder(folder, date, commit, models, changes, names):
+    """A results folder with a suite.json and the saved H100 files `names` ({saved name: name here})."""
+    folder.mkdir(parents=True)
+    for name, here in names.items():
+        shutil.copy(SAVED / name, folder / here)
+    record = json.loads((SAVED / "suite.json").read_text())
+    record.update(date=date, commit=commit, models=models)
+    if changes is not None:
+        record["changes_in_code"] = changes
+    (folder / "suite.json").write_text(json.dumps(record))
+
+
+def test_readme_merges_saved_suites_newest_first_and_labels_each_row_with_its_commit_and_date(tmp_path):
+    device = tmp_path / "results" / "NVIDIA-H100-80GB-HBM3"
+    saved_folder(device / "2026-11-22", "2026-11-22", "88b28c54fb11f7c8c0067dc5da6daa24de73b947",
+                 ["resnet50", "resnet18"], None, {"resnet50-cl.json": "resnet50-cl.json",
+                                                  "resnet18-cl.json": "resnet18-cl.json", "overhead.log": "overhead.log"})
+    newer = device / "2026-12-01"
+    saved_folder(newer, "2026-12-01", "abcdef0123456789abcdef0123456789abcdef01", ["resnet18"],
+                 [change.commit for change in CHANGES], {"resnet18-cl.json": "headline-resnet18.json"})
+    readme = tmp_path / "README.md"
+    readme.write_text("# ampbench\n\n## Results\n\nafter\n")
+    gpu_suite.render_readme(device / "2026-11-22", readme)  # the older one's page, for its link
+    gpu_suite.render_readme(newer, readme)
+
+    text = readme.read_text()
+    rows = [line for line in text.splitlines() if line.startswith("| resnet")]
+    assert [row.split(" | ")[0] for row in rows] == ["| resnet18", "| resnet18", "| resnet50"]
+    assert rows[0].endswith("| `abcdef012345`, [2026-12-01](results/NVIDIA-H100-80GB-HBM3/2026-12-01/README.md) |")
+    assert rows[1].endswith("| `88b28c54fb11`, [2026-11-22](results/NVIDIA-H100-80GB-HBM3/2026-11-22/README.md), "
+                            "older than `12d42e8` |")
+    assert "0.935; `88b28c54fb11`, [2026-11-22](results/NVIDIA-H100-80GB-HBM3/2026-11-22/README.md), older than " \
+           "`b4e5c9b`." in text
+    note = text[text.index("Rows *older than*"):]
+    assert all(f"* `{change.commit[:7]}` ({', '.join(change.moves)}): before it, {change.before}." in note
+               for change in CHANGES)
+    assert text.endswith("after\n") and text.count(gpu_suite.BEGIN) == 1
+
+
+def test_the_section_says_what_each_pass_ran_and_what_waits_in_order():
+    record = {"date": "2026-11-26", "passes": [
+        {"budget_min": 2, "elapsed_s": 110.0, "ran": [{"step": "headline-resnet18"}, {"step": "overhead"}],
+         "waiting": [{"step": "convergence", "section": "convergence", "estimate_s": 60.0}]},
+        {"budget_min": 1.5, "elapsed_s": 80.0, "ran": [{"step": "convergence"}], "waiting": []}]}
+    assert gpu_suite.budget_lines(record) == [
+        "This run's passes (2026-11-26):", "",
+        "* pass 1 (`--budget 2`, 1.8 min): ran `headline-resnet18`, `overhead`",
+        "* pass 2 (`--budget 1.5`, 1.3 min): ran `convergence`",
+        "* nothing waits: every planned step has run", ""]
+    record["passes"].pop()
+    assert gpu_suite.budget_lines(record)[-2] == "* waiting for the next budget, in order: `convergence` (about 1.0 min)"
+
+
+@pytest.mark.gpu_suite
+def test_two_short_budgets_share_the_quick_suite_and_readme_merges_both(tmp_path):
+    """The least budget that fits, plus a minute, twice: each pass stops within its budget give or
+    take its last step, the second runs what the first left waiting, and README lists both."""
+    readme = tmp_path / "README.md"
+    readme.write_text((ROOT / "README.md").read_text())
+    suite = [sys.executable, str(ROOT / "benchmarks" / "gpu_suite.py"), "--quick", "--results-root",
+             str(tmp_path / "results"), "--readme", str(readme), "--data-dir", str(SUBSET)]
+    refused = subprocess.run([*suite, "--budget", "0.1"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 2, refused.stderr
+    budget = float(re.search(r"the least that fits is ([\d.]+) minutes", refused.stderr)[1]) + 1
+
+    for _ in range(2):
+        done = subprocess.run([*suite, "--budget", f"{budget:g}"], cwd=ROOT, capture_output=True, text=True,
+                              timeout=900)
+        assert done.returncode == 0, done.stdout + done.stderr
+        (out,) = (tmp_path / "results").glob("CPU*/*")
+        this = json.loads((out / "suite.json").read_text())["passes"][-1]
+        assert this["ran"] and this["waiting"]  # the quick suite takes several minutes
+        # a step starts only while its estimate fits what is left: a pass ends within its budget but for its last step
+        assert this["elapsed_s"] <= budget * 60 + max(step["elapsed_s"] for step in this["ran"])
+        assert "waiting for the next budget, in order: " in done.stdout
+    first, second = json.loads((out / "suite.json").read_text())["passes"]
+    waited = [entry["step"] for entry in first["waiting"]]
+    again = [step["step"] for step in second["ran"]]
+    assert set(again) <= set(waited) and again == sorted(again, key=waited.index)  # what waited, in its order
+
+    text = readme.read_text()
+    section = text[text.index(gpu_suite.BEGIN):text.index(gpu_suite.END)]
+    for number, entry in enumerate((first, second), 1):
+        assert f"* pass {number} (`--budget {budget:g}`" in section
+        assert "ran " + ", ".join(f"`{step['step']}`" for step in entry["ran"]) in section
+    assert f"* waiting for the next budget, in order: `{second['waiting'][0]['step']}`" in section
+    if "headline-resnet18" in [step["step"] for step in first["ran"]] + again:
+        assert "| resnet18 | 16 |" in section  # README's table, from the headline section
