@@ -868,6 +868,8 @@ Label = Callable[[SavedSuite, Tuple[str, ...]], str]
 def headline(suites: List[SavedSuite], label: Label) -> List[str]:
     """README's table: per model, its headline measurement in each of `suites` (newest first), or in
     a suite older than the headline section, its comparison with channels_last (the same setting)."""
+    from utils.results.summary import with_interval
+
     rows: Dict[str, List[str]] = {}
     for saved_suite in suites:
         for model in saved_suite.record.get("models", []):
@@ -879,14 +881,17 @@ def headline(suites: List[SavedSuite], label: Label) -> List[str]:
             cells = [f"{row.speedup_vs_baseline:.2f}x" if row and row.speedup_vs_baseline else "-"
                      for row in (comparison.get(mode) for mode in HEADLINE_MODES[1:])]
             base, memory = fp32 and fp32.median_step_ms, fp16 and fp16.memory_ratio_vs_baseline
+            # energy per image (runs[].energy, NVML): "-" where the run read none, as on a GPU without nvidia-ml-py
+            energy = with_interval(fp16.energy_ratio_vs_baseline, fp16.energy_ratio_ci95, ".2f") if fp16 else "-"
             rows.setdefault(model, []).append(
                 f"| {model} | {document['config']['batch_size']} | {fmt_ms(base)} | " + " | ".join(cells)
-                + f" | {'-' if memory is None else f'{memory:.2f}'} | {label(saved_suite, ('memory', 'amp-fp16'))} |")
+                + f" | {'-' if memory is None else f'{memory:.2f}'} | {energy}"
+                + f" | {label(saved_suite, ('memory', 'amp-fp16'))} |")
     if not rows:
         return []
     return ["| model | batch | fp32 median ms | " + " | ".join(f"{m} speedup" for m in HEADLINE_MODES[1:])
-            + " | amp-fp16 memory / fp32 | measured |",
-            "| --- | ---: | ---: | " + " | ".join("---:" for _ in HEADLINE_MODES[1:]) + " | ---: | --- |",
+            + " | amp-fp16 memory / fp32 | amp-fp16 energy / fp32 | measured |",
+            "| --- | ---: | ---: | " + " | ".join("---:" for _ in HEADLINE_MODES[1:]) + " | ---: | ---: | --- |",
             *[row for model_rows in rows.values() for row in model_rows], ""]
 
 

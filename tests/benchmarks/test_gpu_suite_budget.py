@@ -222,3 +222,21 @@ def test_two_short_budgets_share_the_quick_suite_and_readme_merges_both(tmp_path
     assert f"* waiting for the next budget, in order: `{second['waiting'][0]['step']}`" in section
     if "headline-resnet18" in [step["step"] for step in first["ran"]] + again:
         assert "| resnet18 | 16 |" in section  # README's table, from the headline section
+
+
+def test_the_headline_table_gives_the_energy_each_run_measured():
+    """The H200 suite of 2026-11-26 read its GPU's energy counter: README's headline row shows
+    amp-fp16's energy per image over fp32's, from the runs' own medians."""
+    import statistics
+
+    from suite_history import SavedSuite
+
+    folder = ROOT / "results" / "NVIDIA-H200" / "2026-11-26"
+    suite = SavedSuite(folder, json.loads((folder / "suite.json").read_text()))
+    lines = gpu_suite.headline([suite], lambda saved, figures: "label")
+    assert "| amp-fp16 memory / fp32 | amp-fp16 energy / fp32 | measured |" in lines[0]
+    runs = json.loads((folder / "headline-resnet18.json").read_text())["runs"]
+    per_image = {mode: statistics.median(run["energy"]["joules_per_image"] for run in runs if run["mode"] == mode)
+                 for mode in ("fp32", "amp-fp16")}
+    row = next(line for line in lines if line.startswith("| resnet18 |"))
+    assert row.split(" | ")[-2].startswith(f"{per_image['amp-fp16'] / per_image['fp32']:.2f}"), row
