@@ -40,19 +40,22 @@ PEAK_TFLOPS = {
 COUNT_BATCH = 2  # conv and matmul FLOPs are linear in the batch: count 2 images, scale up
 
 
-def training_flops_per_step(model: nn.Module, batch_size: int) -> int:
-    """FLOPs of one forward and backward pass (convolutions and matmuls), counted on the meta
+def training_flops_per_step(model: nn.Module, batch_size: int, image_size: int = 32) -> int:
+    """FLOPs of one forward and backward pass (convolutions and matmuls) of images of
+    `image_size` x `image_size`, counted on the meta
     device at no compute cost: by torch.utils.flop_counter where this torch has it (torch 2.1),
     with grouped convolutions' weight gradients counted once, not `groups` times as it does."""
     if not compat.has_flop_counter():
         compat.degrade("flops", "FLOPs counted from nn.Conv2d and nn.Linear layers (no torch.utils.flop_counter "
                                 "before torch 2.1): matmuls outside such layers are left out")
-        return layer_flops_per_step(model, batch_size)
-    return counted_step(model).get_total_flops() * batch_size // COUNT_BATCH
+        return layer_flops_per_step(model, batch_size, image_size)
+    return counted_step(model, image_size).get_total_flops() * batch_size // COUNT_BATCH
 
 
-def counted_step(model: nn.Module, watch: Optional[Callable[[nn.Module], None]] = None) -> FlopCounterMode:
-    """A FlopCounterMode that has counted one forward and backward of COUNT_BATCH images
+def counted_step(model: nn.Module, image_size: int,
+                 watch: Optional[Callable[[nn.Module], None]] = None) -> FlopCounterMode:
+    """A FlopCounterMode that has counted one forward and backward of COUNT_BATCH images (of
+    `image_size` x `image_size`)
     through a meta-device twin of `model` (torch 2.1); `watch(twin)` may hook the twin first."""
     from torch.utils.flop_counter import FlopCounterMode
     twin = copy.deepcopy(model).to("meta")
@@ -60,12 +63,12 @@ def counted_step(model: nn.Module, watch: Optional[Callable[[nn.Module], None]] 
         watch(twin)
     with FlopCounterMode(display=False, custom_mapping={torch.ops.aten.convolution_backward: conv_backward_flops}) \
             as counter:
-        twin(torch.empty(COUNT_BATCH, 3, 32, 32, device="meta")).float().sum().backward()
+        twin(torch.empty(COUNT_BATCH, 3, image_size, image_size, device="meta")).float().sum().backward()
     return counter
 
 
-def linear_flops_per_step(model: nn.Module,
-                          batch_size: int) -> Tuple[Dict[str, Tuple[int, Tuple[int, int, int]]], int]:
+def linear_flops_per_step(model: nn.Module, batch_size: int,
+                          image_size: int = 32) -> Tuple[Dict[str, Tuple[int, Tuple[int, int, int]]], int]:
     """({name: (FLOPs of one step, (M, K, N) of its forward matmul)} of each nn.Linear whose own
     forward runs, the step's total FLOPs by the counter), torch 2.1. A Linear's step is its
     forward, 2 x M x K x N, and as much again for its input's gradient (when the input needs one)
@@ -85,7 +88,7 @@ def linear_flops_per_step(model: nn.Module,
                 module.register_forward_hook(lambda module, inputs, output, name=name: record(module, inputs, output,
                                                                                               name))
 
-    total = counted_step(model, watch).get_total_flops() * batch_size // COUNT_BATCH
+    total = counted_step(model, image_size, watch).get_total_flops() * batch_size // COUNT_BATCH
     return found, total
 
 
@@ -99,7 +102,7 @@ def conv_backward_flops(grad_out_shape: Sequence[int], x_shape: Sequence[int], w
     return forward * (bool(output_mask[0]) + bool(output_mask[1]))
 
 
-def layer_flops_per_step(model: nn.Module, batch_size: int) -> int:
+def layer_flops_per_step(model: nn.Module, batch_size: int, image_size: int = 32) -> int:
     """The same count without FlopCounterMode: each Conv2d and Linear does 2 x (multiply-adds)
     forward, as much again for the gradient of its input (unless that input needs none, as the
     images don't) and for the gradient of its weight; read from one forward pass of two images
@@ -118,7 +121,7 @@ def layer_flops_per_step(model: nn.Module, batch_size: int) -> int:
     layers = [module for module in twin.modules() if isinstance(module, (nn.Conv2d, nn.Linear))]
     hooks = [layer.register_forward_hook(count) for layer in layers]
     try:
-        twin(torch.zeros(COUNT_BATCH, 3, 32, 32))
+        twin(torch.zeros(COUNT_BATCH, 3, image_size, image_size))
     finally:
         for hook in hooks:
             hook.remove()
