@@ -31,7 +31,7 @@ def model_names() -> List[str]:
 
 
 def build_model(name: str, stem: str = "cifar", dropout: Optional[float] = None,
-                batch_size: Optional[int] = None) -> nn.Module:
+                batch_size: Optional[int] = None, image_size: int = 32) -> nn.Module:
     """A randomly initialised model with a 10-class head (and the given dropout probability,
     for models that have one).
 
@@ -40,7 +40,7 @@ def build_model(name: str, stem: str = "cifar", dropout: Optional[float] = None,
     keep their resolution into layer1. Other families keep torchvision's layout. Each family's
     builder options apply (ResNet-family models start each residual block at the identity, a
     zero-initialised last batch norm). Given `batch_size`, a batch too small for the model's
-    batch norms in training is refused.
+    batch norms in training is refused; the model is checked with images of `image_size`.
     """
     names = model_names()
     if name not in names:
@@ -51,7 +51,7 @@ def build_model(name: str, stem: str = "cifar", dropout: Optional[float] = None,
     options = dict(family.options, **({} if dropout is None else {"dropout": dropout}))
     try:
         if name in CIFAR_VITS:
-            model = build_cifar_vit(name, NUM_CLASSES, dropout)
+            model = build_cifar_vit(name, NUM_CLASSES, dropout, image_size)
         else:
             model = getattr(tvm, name)(num_classes=NUM_CLASSES, **options)  # no weights: random initialisation
     except TypeError:
@@ -60,7 +60,7 @@ def build_model(name: str, stem: str = "cifar", dropout: Optional[float] = None,
         model.conv1 = nn.Conv2d(3, model.conv1.out_channels, kernel_size=3, stride=1, padding=1, bias=False)
         nn.init.kaiming_normal_(model.conv1.weight, mode="fan_out", nonlinearity="relu")
         model.maxpool = nn.Identity()
-    check_accepts_cifar_images(model, name, batch_size)
+    check_accepts_images(model, name, image_size, batch_size)
     return model
 
 
@@ -68,8 +68,8 @@ def has_batch_norm(model: nn.Module) -> bool:
     return any(isinstance(module, nn.modules.batchnorm._BatchNorm) for module in model.modules())
 
 
-def check_accepts_cifar_images(model: nn.Module, name: str, batch_size: Optional[int] = None) -> None:
-    """Run two 32x32 images through the new model (eval mode, no grad: no state changes), so
+def check_accepts_images(model: nn.Module, name: str, image_size: int, batch_size: Optional[int] = None) -> None:
+    """Run two images of `image_size` through the new model (eval mode, no grad: no state changes), so
     that models with a fixed or minimum input size fail now with a clear sentence; and, given
     the batch size, that every batch norm will see more than one value per channel in training."""
     values_per_image = {}
@@ -81,7 +81,7 @@ def check_accepts_cifar_images(model: nn.Module, name: str, batch_size: Optional
     hooks = [m.register_forward_hook(record) for m in norms]
     try:
         with torch.no_grad():
-            model.eval()(torch.zeros(2, 3, 32, 32))
+            model.eval()(torch.zeros(2, 3, image_size, image_size))
     except (RuntimeError, ValueError, AssertionError) as error:
         known = families.refusal_at_32(name)  # the table's reason names what to take instead
         if known:

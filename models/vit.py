@@ -17,10 +17,11 @@ IMAGE_SIZE = 32
 PATCH_SIZE = 4
 
 
-def build_cifar_vit(name: str, num_classes: int, dropout: Optional[float] = None) -> VisionTransformer:
-    """A randomly initialised CIFAR ViT; `dropout` (default 0, torchvision's) applies after the
+def build_cifar_vit(name: str, num_classes: int, dropout: Optional[float] = None,
+                    image_size: int = IMAGE_SIZE) -> VisionTransformer:
+    """A randomly initialised CIFAR ViT for images of `image_size` (4x4 patches); `dropout` (default 0, torchvision's) applies after the
     attention and in the MLP blocks."""
     hidden, layers, heads, mlp = CIFAR_VITS[name]
-    return VisionTransformer(image_size=IMAGE_SIZE, patch_size=PATCH_SIZE, num_layers=layers, num_heads=heads,
+    return VisionTransformer(image_size=image_size, patch_size=PATCH_SIZE, num_layers=layers, num_heads=heads,
                              hidden_dim=hidden, mlp_dim=mlp, num_classes=num_classes,
                              dropout=0.0 if dropout is None else dropout)
