@@ -233,13 +233,7 @@ class RunConfig:
         if self.baseline is not None and self.baseline not in names:
             raise UserError(f"--baseline {self.baseline} is not among the modes this run trains ({', '.join(names)}); "
                             f"add it to --modes or choose one of them.")
-        refusal = families.size_refusal(self.model, self.image_size)
-        if refusal:
-            raise UserError(refusal)
-        default_stem = families.default_stem(self.image_size)
-        if self.stem not in (None, default_stem) and not families.uses_resnet_stem(self.model):
-            raise UserError(f"--stem {self.stem} changes the first conv and max-pool of ResNet-family models, and "
-                            f"{self.model} has no such stem: it would be recorded but change nothing; drop --stem.")
+        self.check_model_flags()
         empty = [name for name in OUTPUT_FLAGS if getattr(self, name) == ""]
         if empty:
             flag = "--" + empty[0].replace("_", "-")
@@ -277,6 +271,16 @@ class RunConfig:
         if self.checkpoint and (len(modes) > 1 or self.repeats > 1 or self.seeds > 1):
             raise UserError("--checkpoint works with one precision mode, one seed and no --repeats; run each mode "
                             "and seed as a job of its own and merge the results with python -m utils.report.")
+
+    def check_model_flags(self) -> None:
+        """The model takes the image size, and --stem changes it (or is the size's default, as recorded)."""
+        refusal = families.size_refusal(self.model, self.image_size)
+        if refusal:
+            raise UserError(refusal)
+        default_stem = families.default_stem(self.image_size)
+        if self.stem not in (None, default_stem) and not families.uses_resnet_stem(self.model):
+            raise UserError(f"--stem {self.stem} changes the first conv and max-pool of ResNet-family models, and "
+                            f"{self.model} has no such stem: it would be recorded but change nothing; drop --stem.")
 
     def check_ranges(self) -> None:
         """Every numeric setting within its range, as main.py's parser checks its flags; here for
