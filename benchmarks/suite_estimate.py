@@ -31,7 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from models.families import DEFAULT_IMAGE_SIZE
 from suite_history import saved_suites
+
+RunKey = Tuple[str, str, str, int, bool, bool, bool, int]  # a Run's key: the settings its step time depends on
 
 # a process's start on a GPU node: python, torch and torchvision, the data, the model (15-20 s on the H100)
 START_S = 15.0
@@ -68,17 +71,19 @@ class Run:
     evaluations: int = 0  # passes over the test images
     first: bool = True  # the first run of its mode in its process
     on_cpu: bool = False
+    image_size: int = DEFAULT_IMAGE_SIZE
 
     @property
-    def key(self) -> Tuple[str, str, str, int, bool, bool, bool]:
-        return self.model, self.stem, self.mode, self.batch, self.channels_last, self.compiled, self.on_cpu
+    def key(self) -> RunKey:
+        return (self.model, self.stem, self.mode, self.batch, self.channels_last, self.compiled, self.on_cpu,
+                self.image_size)
 
 
 def training_runs(model: str, stem: str, modes: Sequence[str], batch: int, steps: int, repeats: int = 1,
                   channels_last: bool = False, compiled: bool = False, evaluations: int = 0,
-                  on_cpu: bool = False) -> List[Run]:
+                  on_cpu: bool = False, image_size: int = DEFAULT_IMAGE_SIZE) -> List[Run]:
     """The runs of one main.py process: every mode, `repeats` times (repeats or seeds)."""
-    return [Run(model, stem, mode, batch, steps, channels_last, compiled, evaluations, repeat == 0, on_cpu)
+    return [Run(model, stem, mode, batch, steps, channels_last, compiled, evaluations, repeat == 0, on_cpu, image_size)
             for repeat in range(repeats) for mode in modes]
 
 
@@ -123,13 +128,13 @@ class Estimator:
     def run_seconds(self, run: Run) -> float:
         evaluation = 0.0
         if run.evaluations:  # an evaluated image: a forward, a third of a training step's FLOPs
-            evaluation = run.evaluations * self.test_images() * train_flops(run.model, run.stem, 1) / 3 / self.rate(run)
+            evaluation = run.evaluations * self.test_images() * train_flops(run.model, run.stem, 1, run.image_size) / 3 / self.rate(run)
         saved = self.runs.get(run.key)
         if saved is not None:
             first = FIRST_RUN_S if saved.first_extra_s is None else saved.first_extra_s
             return run.steps * saved.median_s + (first if run.first else 0.0) + evaluation
         start = FIRST_RUN_S + (COMPILE_S if run.compiled else 0.0) if run.first else 0.0
-        return start + run.steps * train_flops(run.model, run.stem, run.batch) / self.rate(run) + evaluation
+        return start + run.steps * train_flops(run.model, run.stem, run.batch, run.image_size) / self.rate(run) + evaluation
 
     def rate(self, run: Run) -> float:
         """FLOPs per second of `run`'s training steps."""
@@ -147,15 +152,12 @@ class Estimator:
 
 
 @functools.lru_cache(maxsize=None)
-def train_flops(model: str, stem: str, batch: int) -> int:
-    """A training step's FLOPs, counted once per model, stem and batch."""
+def train_flops(model: str, stem: str, batch: int, image_size: int = DEFAULT_IMAGE_SIZE) -> int:
+    """A training step's FLOPs, counted once per model, stem, batch and image size."""
     from models import factory
     from utils.measure import flops
 
-    return flops.training_flops_per_step(factory.build_model(model, stem), batch)
-
-
-RunKey = Tuple[str, str, str, int, bool, bool, bool]
+    return flops.training_flops_per_step(factory.build_model(model, stem, image_size=image_size), batch, image_size)
 
 
 def measured_runs(folders: Sequence[Path]) -> Dict[RunKey, MeasuredRun]:
@@ -181,7 +183,8 @@ def document_runs(document: Dict[str, Any]) -> Dict[RunKey, MeasuredRun]:
         if median_ms is None:
             continue
         key = (config["model"], config.get("stem", "cifar"), run["mode"], run["batch_size"],
-               bool(run.get("channels_last")), bool(run.get("compiled")), run.get("device") == "cpu")
+               bool(run.get("channels_last")), bool(run.get("compiled")), run.get("device") == "cpu",
+               config.get("image_size") or DEFAULT_IMAGE_SIZE)
         if key not in medians and run.get("first_step_s") is not None:
             extras[key] = max(run["first_step_s"] - median_ms / 1000.0, 0.0)
         medians.setdefault(key, []).append(median_ms / 1000.0)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Sequence, Tuple
 import torch
 from torch import nn
 
+from models.families import DEFAULT_IMAGE_SIZE
 from utils import compat
 
 if TYPE_CHECKING:
@@ -40,7 +41,7 @@ PEAK_TFLOPS = {
 COUNT_BATCH = 2  # conv and matmul FLOPs are linear in the batch: count 2 images, scale up
 
 
-def training_flops_per_step(model: nn.Module, batch_size: int, image_size: int = 32) -> int:
+def training_flops_per_step(model: nn.Module, batch_size: int, image_size: int = DEFAULT_IMAGE_SIZE) -> int:
     """FLOPs of one forward and backward pass (convolutions and matmuls) of images of
     `image_size` x `image_size`, counted on the meta
     device at no compute cost: by torch.utils.flop_counter where this torch has it (torch 2.1),
@@ -68,7 +69,7 @@ def counted_step(model: nn.Module, image_size: int,
 
 
 def linear_flops_per_step(model: nn.Module, batch_size: int,
-                          image_size: int = 32) -> Tuple[Dict[str, Tuple[int, Tuple[int, int, int]]], int]:
+                          image_size: int = DEFAULT_IMAGE_SIZE) -> Tuple[Dict[str, Tuple[int, Tuple[int, int, int]]], int]:
     """({name: (FLOPs of one step, (M, K, N) of its forward matmul)} of each nn.Linear whose own
     forward runs, the step's total FLOPs by the counter), torch 2.1. A Linear's step is its
     forward, 2 x M x K x N, and as much again for its input's gradient (when the input needs one)
@@ -102,7 +103,7 @@ def conv_backward_flops(grad_out_shape: Sequence[int], x_shape: Sequence[int], w
     return forward * (bool(output_mask[0]) + bool(output_mask[1]))
 
 
-def layer_flops_per_step(model: nn.Module, batch_size: int, image_size: int = 32) -> int:
+def layer_flops_per_step(model: nn.Module, batch_size: int, image_size: int = DEFAULT_IMAGE_SIZE) -> int:
     """The same count without FlopCounterMode: each Conv2d and Linear does 2 x (multiply-adds)
     forward, as much again for the gradient of its input (unless that input needs none, as the
     images don't) and for the gradient of its weight; read from one forward pass of two images

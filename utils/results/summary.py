@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from models.families import uses_resnet_stem
+from models.families import DEFAULT_IMAGE_SIZE, uses_resnet_stem
 from utils.explain.categories import NAMES as CATEGORIES
 from utils.explain.diagnose import amdahl_line, ranked, speedup_text
 from utils.measure.step_stats import OUTLIER_FACTOR
@@ -63,6 +63,8 @@ def describe(setup: Dict[str, Any], env: Dict[str, Any]) -> str:
               "AdamW" if setup.get("optimizer") == "adamw" else None]
     levers = "".join(f", {lever}" for lever in levers if lever)
     stem = f" (stem {setup['stem']})" if uses_resnet_stem(setup["model"]) else ""
+    size = setup.get("image_size") or DEFAULT_IMAGE_SIZE
+    stem += f", {size}x{size} images" if size != DEFAULT_IMAGE_SIZE else ""
     tf32 = " | TF32 off except in mode tf32" if env.get("device_type") == "cuda" else ""
     return (f"{setup['model']}{stem}, {batch}{levers}, {setup['steps']} steps ({setup['warmup']} warm-up), "
             f"data {setup['data']} | {setup['device']} | torch {env['torch']}{tf32}")

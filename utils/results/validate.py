@@ -246,7 +246,7 @@ ENV = Fields({"timestamp_utc": TEXT, "hostname": TEXT, "device": TEXT, "torch": 
              {"world_size": WHOLE_FROM_1, "device_type": Nullable(TEXT)})
 # The settings the setup line prints and the merge pools by, in the ranges their readers need
 # (the scaling study divides by the batch); those every release wrote may not be missing.
-SETTINGS = {"batch_size": WHOLE_FROM_1, "accum_steps": WHOLE_FROM_1, "steps": WHOLE_FROM_1,
+SETTINGS = {"image_size": WHOLE_FROM_1, "batch_size": WHOLE_FROM_1, "accum_steps": WHOLE_FROM_1, "steps": WHOLE_FROM_1,
             "warmup": Number(whole=True, low=0), "lr": Number(above=0), "momentum": Number(low=0),
             "weight_decay": Number(low=0), "label_smoothing": Number(low=0, high=1),
             "warmup_lr_steps": Number(whole=True, low=0), "clip_grad": Number(above=0), "grad_comm": GRAD_COMM_DTYPE,

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from torch import nn
 
+from models.families import DEFAULT_IMAGE_SIZE
+
 from utils import compat
 from utils.errors import UserError
 from utils.training.modes import FP8_NEEDS_A_GPU, LOW_FP8_SHARE
@@ -140,14 +142,15 @@ def convert(model: nn.Module, recipe: str, emulate: bool) -> nn.Module:
     return model
 
 
-def accounting(model: nn.Module, batch_size: int, model_name: str) -> Dict[str, Any]:
+def accounting(model: nn.Module, batch_size: int, model_name: str,
+               image_size: int = DEFAULT_IMAGE_SIZE) -> Dict[str, Any]:
     """What runs in FP8 in one step of `model`: the Linear layers converted out of all, their
     share of the step's matmul and convolution FLOPs (torch's FLOP counter), and every layer left
     out with why: RunRecord.fp8 once the run adds its recipe and emulated. Refuses a model in
     which nothing would run in FP8."""
     from utils.measure import flops
 
-    linear_flops, total = flops.linear_flops_per_step(model, batch_size)
+    linear_flops, total = flops.linear_flops_per_step(model, batch_size, image_size)
     why = left_out(model)
     for name, module in model.named_modules():
         if isinstance(module, nn.Linear) and name not in why and name not in linear_flops:
