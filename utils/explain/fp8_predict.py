@@ -127,7 +127,8 @@ def predict_linear(gpu: str, recipe: str, compiled: bool, m: int, k: int, n: int
     overhead = sum(memory_s(spec, nbytes, CAST_BANDWIDTH_SHARE) + CAST_KERNEL_S for nbytes in kernels)
     bf16 = three_gemms_s(spec, "bf16", BF16, m, k, n)
     fp8 = three_gemms_s(spec, "fp8", FP8, m, k, n)
-    return LinearPrediction(gpu, recipe, compiled, m, k, n, bf16, fp8 + overhead, bf16 / (fp8 + overhead), bf16, fp8, overhead, len(kernels))
+    total = fp8 + overhead
+    return LinearPrediction(gpu, recipe, compiled, m, k, n, bf16, total, bf16 / total, bf16, fp8, overhead, len(kernels))
 
 
 def predict_step(gpu: str, recipe: str, compiled: bool, shapes: Sequence[Tuple[int, int, int]],
@@ -150,10 +151,14 @@ def predict_model(gpu: str, recipe: str, compiled: bool, model: nn.Module, batch
     its other FLOPs (convolutions, attention, the head) at GEMM_SHARE of the bf16 peak, plus its
     memory traffic, ACTIVATION_BYTES per element of every other layer's output and
     PARAMETER_BYTES per parameter, at BANDWIDTH_SHARE of the bandwidth."""
+    from utils import compat
     from utils.measure import flops
     from utils.training import float8
 
     spec = spec_of(gpu)
+    if not compat.has_flop_counter():
+        raise UserError("predicting a model's step needs torch 2.1 or newer (torch.utils.flop_counter finds its "
+                        "matmul shapes); --shape M,K,N works on any torch.")
     linear_flops, total = flops.linear_flops_per_step(model, batch_size, image_size)
     converted = float8.converted_layers(model, linear_flops)
     other_flops = total - sum(linear_flops[name][0] for name in converted)
@@ -202,8 +207,8 @@ def explained(prediction: Any) -> List[str]:
                 f"  predicted speedup of fp8 over bf16: {prediction.speedup:.2f}x"]
     return [f"a training step, {prediction.converted_layers} Linear layers in FP8 ({prediction.recipe}, {mode}) on "
             f"{SPECS[prediction.gpu].called}:",
-            f"  converted layers: bf16 {1e3 * prediction.linear_bf16_s:.3f} ms, fp8 {1e3 * prediction.linear_fp8_s:.3f} "
-            f"ms ({prediction.linear_speedup:.2f}x)",
+            f"  converted layers: bf16 {1e3 * prediction.linear_bf16_s:.3f} ms, "
+            f"fp8 {1e3 * prediction.linear_fp8_s:.3f} ms ({prediction.linear_speedup:.2f}x)",
             f"  the rest of the step, the same in both: {1e3 * prediction.rest_s:.3f} ms",
             f"  predicted speedup of the step: {prediction.speedup:.2f}x"]
 

@@ -386,7 +386,8 @@ def prediction_note(mode: str, block: Dict[str, Any], comparison: Dict[str, Comp
                 else f"no {BASELINES['fp8']} run here to measure it against")
     prediction = block.get("prediction")
     if prediction is None:
-        return f"{mode} predicted: none, {block.get('prediction_note') or 'a file written before predictions'}; {measured}."
+        why = block.get("prediction_note") or "a file written before predictions"
+        return f"{mode} predicted: none, {why}; {measured}."
     return (f"{mode} predicted {prediction['speedup']:.2f}x {BASELINES['fp8']}'s speed by the roofline for "
             f"{prediction['for']} ({'compiled' if prediction['compiled'] else 'eager'}; its converted layers "
             f"{prediction['linear_speedup']:.2f}x), {measured} (python -m utils.explain.fp8_predict).")

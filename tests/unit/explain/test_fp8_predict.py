@@ -150,3 +150,15 @@ def test_bad_input_exits_2_with_one_sentence(args, said):
     result = cli(*args)
     assert result.returncode == 2 and said in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+
+
+def test_a_run_predicts_for_its_gpu_an_h100_when_emulated_and_none_for_a_card_without_figures():
+    model = factory.build_model("vit_t4", batch_size=8, image_size=32)
+    on_gpu, why = fp8_predict.run_prediction("NVIDIA H100 80GB HBM3", False, "rowwise", True, model, 8, 32)
+    assert why is None and (on_gpu["gpu"], on_gpu["for"], on_gpu["compiled"]) == ("h100-sxm", "this GPU: an H100 SXM",
+                                                                                  True)
+    emulated, _ = fp8_predict.run_prediction("NVIDIA A100-SXM4-80GB", True, "rowwise", False, model, 8, 32)
+    assert (emulated["gpu"], emulated["for"]) == ("h100-sxm", "emulated: an H100 SXM")
+    assert json.loads(json.dumps(emulated, allow_nan=False)) == emulated
+    assert fp8_predict.run_prediction("NVIDIA A100-SXM4-80GB", False, "rowwise", True, model, 8, 32) == (
+        None, "no FP8 figures for 'NVIDIA A100-SXM4-80GB' in utils/measure/gpus.py")
