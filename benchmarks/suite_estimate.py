@@ -138,16 +138,16 @@ class Estimator:
 
     def rate(self, run: Run) -> float:
         """FLOPs per second of `run`'s training steps."""
-        from utils.measure import flops
+        from utils.measure import flops, gpus
         from utils.training import modes
 
         if run.on_cpu:
             return CPU_GFLOPS_PER_CORE * 1e9 * (os.cpu_count() or 1)
         mode = modes.MODES[run.mode]
         arithmetic = flops.ARITHMETIC[mode.low_precision_dtype] if mode.float8 else flops.arithmetic(mode)
-        peaks = flops.PEAK_TFLOPS.get(self.device_name)
+        peaks = gpus.peaks_of(self.device_name)
         peak = peaks[arithmetic] if peaks and arithmetic in peaks else min(
-            card[arithmetic] for card in flops.PEAK_TFLOPS.values() if arithmetic in card)
+            spec.tflops[arithmetic] for spec in gpus.SPECS.values() if arithmetic in spec.tflops)
         return peak * 1e12 * UTILISATION[arithmetic]
 
 

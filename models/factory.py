@@ -30,12 +30,12 @@ def model_names() -> List[str]:
     return sorted(set(names) | set(CIFAR_VITS))
 
 
-def build_model(name: str, stem: str = "cifar", dropout: Optional[float] = None,
+def build_model(name: str, stem: Optional[str] = None, dropout: Optional[float] = None,
                 batch_size: Optional[int] = None, image_size: int = DEFAULT_IMAGE_SIZE) -> nn.Module:
     """A randomly initialised model with a 10-class head (and the given dropout probability,
     for models that have one).
 
-    With stem="cifar", ResNet-family models get the usual CIFAR stem: the first conv becomes
+    With stem="cifar" (the default up to families.CIFAR_STEM_UP_TO pixels), ResNet-family models get the usual CIFAR stem: the first conv becomes
     3x3 stride 1 (same output channels, no bias) and the max-pool is removed, so small inputs
     keep their resolution into layer1. Other families keep torchvision's layout. Each family's
     builder options apply (ResNet-family models start each residual block at the identity, a
@@ -65,7 +65,7 @@ def build_model(name: str, stem: str = "cifar", dropout: Optional[float] = None,
             model = getattr(tvm, name)(num_classes=NUM_CLASSES, **options)  # no weights: random initialisation
     except TypeError:
         raise UserError(f"model '{name}' has no dropout setting; drop --dropout.") from None
-    if stem == "cifar" and family.resnet_stem:
+    if (stem or families.default_stem(image_size)) == "cifar" and family.resnet_stem:
         model.conv1 = nn.Conv2d(3, model.conv1.out_channels, kernel_size=3, stride=1, padding=1, bias=False)
         nn.init.kaiming_normal_(model.conv1.weight, mode="fan_out", nonlinearity="relu")
         model.maxpool = nn.Identity()

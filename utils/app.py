@@ -17,7 +17,7 @@ from utils import compat, launch
 from utils.data import dataset
 from utils.config import no_test_images
 from utils.errors import UserError
-from utils.explain import profiler
+from utils.explain import fp8_predict, profiler
 from utils.measure import envinfo, flops, memory
 from utils.measure.progress import Reporter
 from utils.numerics.census import Census
@@ -190,7 +190,7 @@ def run_all(config: RunConfig, context: RunContext, model: nn.Module, data: Data
     interrupted. Returns the ModeRuns in the order they ran."""
     per_step = config.accum_steps * context.world.size
     flops_per_step = flops.training_flops_per_step(model, config.batch_size, config.image_size) * per_step
-    fp8 = fp8_accounting(config, model, per_step)
+    fp8 = fp8_accounting(config, model, per_step, context.device)
     runs = []
     for seed in range(config.seed, config.seed + config.seeds):
         seeded = dataclasses.replace(config, seed=seed)
@@ -201,25 +201,36 @@ def run_all(config: RunConfig, context: RunContext, model: nn.Module, data: Data
             for mode in modes if repeat % 2 == 0 else modes[::-1]:
                 restore_random_state(state, context.device)
                 runs.append(run_mode(initial, mode, data, seeded, context, resume_state, repeat, flops_per_step,
-                                     fp8 if mode.float8 else None))
+                                     fp8.get(mode.name)))
                 if runs[-1].outcome.diverged_at is not None or runs[-1].record.incomplete:
                     return runs
     return runs
 
 
-def fp8_accounting(config: RunConfig, model: nn.Module, per_step: int) -> Optional[Dict[str, Any]]:
-    """The fp8 modes' accounting (utils/training/float8.py), with its FLOPs for the whole job's
-    step, or None when no fp8 mode runs; a low FP8 share is said once, before training."""
+def fp8_accounting(config: RunConfig, model: nn.Module, per_step: int,
+                   device: torch.device) -> Dict[str, Dict[str, Any]]:
+    """{fp8 mode: its accounting (utils/training/float8.py), with its FLOPs for the whole job's
+    step and its recipe's roofline prediction (utils/explain/fp8_predict.py)}, empty when no fp8
+    mode runs; a low FP8 share is said once, before training."""
     fp8_modes = [mode for mode in config.precision_modes if mode.float8]
     if not fp8_modes:
-        return None
+        return {}
     block = float8.accounting(model, config.batch_size, config.model, config.image_size)
     block["fp8_flops_per_step"] *= per_step
     block["emulated"] = config.fp8_emulate
     note = float8.low_share_note(block, fp8_modes[0].name)
     if note:
         warn(note, "NOTE")
-    return block
+    gpu = envinfo.device_name(device) if device.type == "cuda" else None
+    return {mode.name: dict(block, **fp8_prediction(config, model, mode, gpu)) for mode in fp8_modes}
+
+
+def fp8_prediction(config: RunConfig, model: nn.Module, mode: Mode, gpu: Optional[str]) -> Dict[str, Any]:
+    """runs[].fp8's prediction and prediction_note: FP8's speedup predicted for the run's GPU
+    (`gpu`, its device name; an H100 SXM when emulated), the null prediction's reason."""
+    prediction, why = fp8_predict.run_prediction(gpu, config.fp8_emulate, mode.float8, config.compile, model,
+                                                 config.batch_size, config.image_size)
+    return {"prediction": prediction, "prediction_note": why}
 
 
 def random_state(device: torch.device) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:

@@ -376,7 +376,23 @@ def fp8_notes(document: Dict[str, Any]) -> List[str]:
         lines.append(f"{mode} ({block['recipe']} scaling{', EMULATED: times are not FP8 speed' if block['emulated'] else ''}"
                      f"): {block['converted_layers']} of {block['linear_layers']} Linear layers in FP8, "
                      f"{100 * block['flop_share']:.1f}% of the step's matmul FLOPs; left in bfloat16: {left}.")
+        lines.append(prediction_note(mode, block, document["comparison"]))
     return lines
+
+
+def prediction_note(mode: str, block: Dict[str, Any], comparison: Dict[str, ComparisonRow]) -> str:
+    """The roofline's FP8 speedup over amp-bf16 (runs[].fp8.prediction) beside the measured one."""
+    bf16 = comparison.get(BASELINES["fp8"])
+    measured = (f"measured here {bf16.median_step_ms / comparison[mode].median_step_ms:.2f}x"
+                if bf16 and bf16.median_step_ms and comparison[mode].median_step_ms
+                else f"no {BASELINES['fp8']} run here to measure it against")
+    prediction = block.get("prediction")
+    if prediction is None:
+        why = block.get("prediction_note") or "a file written before predictions"
+        return f"{mode} predicted: none, {why}; {measured}."
+    return (f"{mode} predicted {prediction['speedup']:.2f}x {BASELINES['fp8']}'s speed by the roofline for "
+            f"{prediction['for']} ({'compiled' if prediction['compiled'] else 'eager'}; its converted layers "
+            f"{prediction['linear_speedup']:.2f}x), {measured} (python -m utils.explain.fp8_predict).")
 
 
 def spread_notes(comparison: Dict[str, ComparisonRow]) -> List[str]:

@@ -155,7 +155,7 @@ def accounting(model: nn.Module, batch_size: int, model_name: str,
     for name, module in model.named_modules():
         if isinstance(module, nn.Linear) and name not in why and name not in linear_flops:
             why[name] = NEVER_RAN
-    converted = [name for name in linear_flops if name not in why]
+    converted = converted_layers(model, linear_flops)
     if not converted:
         raise UserError(f"model {model_name} has no nn.Linear layer that FP8 can run (its matmul FLOPs are in "
                         "convolutions and the head, which torchao's float8 training leaves in bfloat16), so fp8 "
@@ -165,6 +165,13 @@ def accounting(model: nn.Module, batch_size: int, model_name: str,
     return {"linear_layers": linears, "converted_layers": len(converted), "fp8_flops_per_step": fp8_flops,
             "flop_share": fp8_flops / total, "left_out": sorted_left_out(model, why),
             "matmul_shapes": sorted({linear_flops[name][1] for name in converted})}
+
+
+def converted_layers(model: nn.Module, linear_flops: Dict[str, Any]) -> List[str]:
+    """The names of the Linear layers that convert to float8: those whose forward runs in a step
+    (`linear_flops`, flops.linear_flops_per_step's) and that left_out() keeps."""
+    why = left_out(model)
+    return [name for name in linear_flops if name not in why]
 
 
 def sorted_left_out(model: nn.Module, why: Dict[str, str]) -> List[Dict[str, str]]:
