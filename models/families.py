@@ -61,10 +61,13 @@ OPTIMIZER_DEFAULTS = {
 }
 
 # The vision transformers built here for 32x32 images (models/vit.py): torchvision's own class
-# with the Tiny and Small widths of DeiT; name -> (hidden width, layers, heads, MLP width).
+# with the Tiny and Small widths of DeiT and the Base and Large of ViT (Dosovitskiy et al., 2021);
+# name -> (hidden width, layers, heads, MLP width).
 CIFAR_VITS = {
     "vit_t4": (192, 12, 3, 768),
     "vit_s4": (384, 12, 6, 1536),
+    "vit_b4": (768, 12, 12, 3072),
+    "vit_l4": (1024, 24, 16, 4096),
 }
 
 
@@ -91,7 +94,7 @@ FAMILIES = {
     "cifar_vit": Family("transformer", names=tuple(CIFAR_VITS), no_decay=VIT_NO_DECAY),
     "vit": Family("transformer", prefixes=("vit_",), no_decay=VIT_NO_DECAY,
                   refused_at_32="torchvision's vision transformers are built for 224x224 images; "
-                                f"{' and '.join(CIFAR_VITS)} are the same class built for 32x32"),
+                                f"{', '.join(CIFAR_VITS)} are the same class built for 32x32"),
     "swin": Family("transformer", prefixes=("swin_",), no_decay=("relative_position_bias_table",)),
     # The last batch norm of each residual block starts at zero, so each block starts as the
     # identity (Goyal et al., 2017): at the default lr of 0.1 a resnet18 then learns from the
