@@ -102,6 +102,34 @@ def test_emulated_fp8_trains_a_small_vit(recipe):
     assert all(torch.isfinite(torch.tensor(losses))) and losses[-1] < losses[0], losses
 
 
+@pytest.mark.long
+@pytest.mark.skipif(not compat.has_compile(), reason="torch.compile arrived in torch 2.0")
+@pytest.mark.parametrize("mode", ["amp-bf16", "fp8"])
+def test_compile_traces_the_swapped_vit_once_in_each_mode(mode):
+    """The swapped attention and torchao's float8 layers compile into one graph at the first
+    step and never again (no recompile per step, no graph break)."""
+    from torch._dynamo.utils import counters
+    from torchvision.models.vision_transformer import VisionTransformer
+
+    from utils.app import run_mode
+    from utils.config import RunConfig
+    from utils.data.dataset import synthetic
+    from utils.training.context import RunContext
+
+    torch._dynamo.reset()
+    counters.clear()
+    torch.manual_seed(0)
+    model = swap_attention(VisionTransformer(32, 8, num_layers=2, num_heads=2, hidden_dim=64, mlp_dim=128,
+                                             num_classes=10))
+    config = RunConfig.build(model="vit_t4", modes="amp-bf16,fp8", fp8_emulate=True, steps=5, warmup=2,
+                             batch_size=4, compile=True, no_progress=True, no_eval=True,
+                             workers=0).with_recipe(False, 1)
+    run = run_mode(model, MODES[mode], synthetic(CPU, seed=0), config, RunContext(CPU))
+    assert run.record.compiled and run.outcome.completed_steps == 5
+    assert counters["frames"]["total"] == counters["frames"]["ok"] == 1, dict(counters["frames"])
+    assert counters["stats"]["unique_graphs"] == 1
+
+
 def test_the_cli_trains_fp8_through_the_one_step_and_prints_its_block(tmp_path):
     result = run_cli(*VIT, "-n", "3", "--modes", "amp-bf16,fp8", "--numerics", "--json", tmp_path / "r.json")
     assert result.returncode == 0, result.stderr
