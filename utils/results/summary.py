@@ -384,6 +384,7 @@ def prediction_note(mode: str, block: Dict[str, Any], comparison: Dict[str, Comp
     """The roofline's FP8 speedup over amp-bf16 (runs[].fp8.prediction) beside the measured one."""
     bf16 = comparison.get(BASELINES["fp8"])
     measured = (f"measured here {bf16.median_step_ms / comparison[mode].median_step_ms:.2f}x"
+                + (" in software, not FP8's speed" if block["emulated"] else "")
                 if bf16 and bf16.median_step_ms and comparison[mode].median_step_ms
                 else f"no {BASELINES['fp8']} run here to measure it against")
     prediction = block.get("prediction")
