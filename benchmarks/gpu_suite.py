@@ -20,8 +20,9 @@ is estimated before it starts (suite_estimate.py) and only a step that fits in w
 the budget starts; the others wait, in order, and the next --budget run into the same folder
 (the same device and date) runs what waited. A budget that fits no step is refused (exit 2)
 with the least that would. `--only` plans some sections alone and keeps the other sections'
-saved steps (and their waiting ones). README's Results merge every suite saved for the device,
-of any date and commit, and say which rows older code measured (suite_history.py).
+saved steps (and their waiting ones). README's Results merge every suite saved for each device
+under the results root, of any date and commit, and say which rows older code measured
+(suite_history.py).
 """
 from __future__ import annotations
 
@@ -713,21 +714,37 @@ def setup_line(out: Path, suite: Dict[str, Any]) -> str:
 
 
 def render_summary(out: Path, readme_dir: Path) -> str:
-    """README's Results section: every suite saved for this device merged, the newest row first,
-    each row with its commit and date and the changes since that move its figures; then what
-    ran in `out` and what waits there, and a link to its full page."""
+    """README's Results section: per device, every suite saved for it merged, the newest row first,
+    each row with its commit and date and the changes since that move its figures. The device of
+    `out` comes first, with what ran in `out`, what waits there and a link to its full page; then
+    every other device folder beside it, with its newest suite's software and page, so that no
+    measured device drops out of README when another one's run is rendered."""
     suite = json.loads((out / "suite.json").read_text())
-    suites = saved_suites(out.parent)
     link = os.path.relpath(out / "README.md", readme_dir)
+    lines = [BEGIN, ""] + device_lines(saved_suites(out.parent), readme_dir, SavedSuite(out, suite))
+    lines += budget_lines(suite) + [f"Every table, plot and command of this run: [{link}]({link}).", ""]
+    for folder in sorted(path for path in out.parent.parent.iterdir() if path.is_dir() and path != out.parent):
+        suites = saved_suites(folder)
+        if suites:
+            lines += device_lines(suites, readme_dir, None)
+    return "\n".join(lines + [END])
+
+
+def device_lines(suites: List[SavedSuite], readme_dir: Path, this_run: Optional[SavedSuite]) -> List[str]:
+    """One device's part of README's Results: its suites merged, with `this_run`'s software and
+    setup, or without one (another device), its newest suite's and a link to that suite's page."""
+    shown = this_run or suites[0]
     tables, older = merged_rows(suites, readme_dir)
-    lines = [BEGIN, "", f"**{suite['device']}** ({kind_of_run(suite)}). Every suite saved for this device "
+    lines = [f"**{shown.record['device']}** ({kind_of_run(shown.record)}). Every suite saved for this device "
              f"({len(suites)}) merged: per model the newest row first, each naming its commit and the date it ran "
-             "(a link to that run's page).", "",
-             f"This run: {software_line(out, suite)}.", "", setup_line(out, suite) + " Headline rows: channels_last.",
-             ""]
-    lines += tables + older_code_note(older) + budget_lines(suite)
-    lines += [f"Every table, plot and command of this run: [{link}]({link}).", "", END]
-    return "\n".join(lines)
+             "(a link to that run's page).", ""]
+    if this_run:
+        lines += [f"This run: {software_line(shown.folder, shown.record)}.", ""]
+    else:
+        page = os.path.relpath(shown.folder / "README.md", readme_dir)
+        lines += [f"Its newest suite: {software_line(shown.folder, shown.record)}; [its page]({page}).", ""]
+    lines += [setup_line(shown.folder, shown.record) + " Headline rows: channels_last.", ""]
+    return lines + tables + older_code_note(older)
 
 
 def merged_rows(suites: List[SavedSuite], readme_dir: Path) -> Tuple[List[str], List[Change]]:

@@ -125,3 +125,25 @@ def test_the_quick_suite_without_cifar10_skips_the_convergence_section_and_succe
     steps = json.loads((out / "suite.json").read_text())["steps_run"]
     assert {"name": "convergence", "section": "convergence", "skipped": NO_TEST_IMAGES} in steps
     assert f"* `convergence`: skipped: {NO_TEST_IMAGES}" in (out / "README.md").read_text()
+
+
+def test_readme_shows_every_device_of_the_results_root_the_rendered_run_first(tmp_path):
+    """The committed H100 and H200 suites: rendering either device's run keeps the other's rows."""
+    import shutil
+
+    from gpu_suite import render_readme
+
+    shutil.copytree(ROOT / "results", tmp_path / "results")
+    readme = tmp_path / "README.md"
+    readme.write_text("# ampbench\n\n## Results\n\nafter\n")
+    for rendered, other in (("NVIDIA-H200", "NVIDIA-H100-80GB-HBM3"), ("NVIDIA-H100-80GB-HBM3", "NVIDIA-H200")):
+        render_readme(tmp_path / "results" / rendered / "2026-11-26", readme)
+        section = readme.read_text()[readme.read_text().index(BEGIN):]
+        devices = re.findall(r"^\*\*(NVIDIA [^*]+)\*\* \(GPU\)", section, re.MULTILINE)
+        assert devices == [json.loads((tmp_path / "results" / folder / "2026-11-26" / "suite.json").read_text())
+                           ["device"] for folder in (rendered, other)]
+        this, rest = section.split(devices[1])
+        assert "This run: " in this and f"(results/{rendered}/2026-11-26/README.md)" in this
+        assert "Its newest suite: " in rest and f"[its page](results/{other}/2026-11-26/README.md)" in rest
+        assert "| resnet50 | 256 |" in rest and f"(results/{other}/2026-11-26/README.md) |" in rest  # its rows
+    assert readme.read_text().endswith("after\n")
