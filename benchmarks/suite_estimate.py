@@ -9,11 +9,11 @@ A step's estimate is, by the first of these that applies:
    like CI's (a CPU's time at these tiny sizes is start-up and per-operation overhead, which FLOPs
    do not predict);
 3. on a GPU: its processes' start-up (START_S) and, for each training run a process makes:
-   * the same model, stem, mode, batch, layout and compilation measured in a saved result file of
-     this device: its median step for every step, and for the first run of its mode in its
-     process the extra its first step took (cuDNN's autotuning, compilation);
-   * else its FLOPs (utils/measure/flops.py: a training step's, and for each test image evaluated
-     a third of one image's step) at UTILISATION of the GPU's dense peak for the mode's arithmetic (a
+   * the same model, stem, mode, batch, layout, compilation and image size measured in a saved
+     result file of this device: its median step for every step, and for the first run of its
+     mode in its process the extra its first step took (cuDNN's autotuning, compilation);
+   * else its FLOPs at its image size (utils/measure/flops.py: a training step's, and for each test
+     image evaluated a third of one image's step; the FP8 sweep's blocks by fp8_sweep.py) at UTILISATION of the GPU's dense peak for the mode's arithmetic (a
      GPU without known peaks gets the lowest peak of the cards that are known), plus FIRST_RUN_S
      for the first run of each mode and COMPILE_S for a compiled one; a run on the node's CPU at
      CPU_GFLOPS_PER_CORE per core.
@@ -31,7 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+import fp8_sweep
 from suite_history import saved_suites
+
+RunKey = Tuple[str, str, str, int, bool, bool, bool, int]
 
 # a process's start on a GPU node: python, torch and torchvision, the data, the model (15-20 s on the H100)
 START_S = 15.0
@@ -50,7 +53,8 @@ QUICK_S = {
     "classic-fp16": 95, "classic-fp32": 20, "classic-cpu": 10,
     "resnet18": 270, "resnet18-cl": 230,
     "convergence": 70, "loaders": 10, "plain-1": 10, "torchrun-1": 15, "resume": 40,
-    "transformers-eager": 20,
+    "transformers-eager": 20, "transformers-sweep": 40, "transformers-vit_b_16": 85,
+    "native-synthetic": 30, "native-cifar10": 30,
 }
 GOOD_RCS = (0, 143)  # a step's time counts when it ended as planned (143: the resume check's SIGTERM)
 
@@ -68,17 +72,19 @@ class Run:
     evaluations: int = 0  # passes over the test images
     first: bool = True  # the first run of its mode in its process
     on_cpu: bool = False
+    image_size: int = 32
 
     @property
-    def key(self) -> Tuple[str, str, str, int, bool, bool, bool]:
-        return self.model, self.stem, self.mode, self.batch, self.channels_last, self.compiled, self.on_cpu
+    def key(self) -> RunKey:
+        return (self.model, self.stem, self.mode, self.batch, self.channels_last, self.compiled, self.on_cpu,
+                self.image_size)
 
 
 def training_runs(model: str, stem: str, modes: Sequence[str], batch: int, steps: int, repeats: int = 1,
                   channels_last: bool = False, compiled: bool = False, evaluations: int = 0,
-                  on_cpu: bool = False) -> List[Run]:
+                  on_cpu: bool = False, image_size: int = 32) -> List[Run]:
     """The runs of one main.py process: every mode, `repeats` times (repeats or seeds)."""
-    return [Run(model, stem, mode, batch, steps, channels_last, compiled, evaluations, repeat == 0, on_cpu)
+    return [Run(model, stem, mode, batch, steps, channels_last, compiled, evaluations, repeat == 0, on_cpu, image_size)
             for repeat in range(repeats) for mode in modes]
 
 
@@ -123,13 +129,15 @@ class Estimator:
     def run_seconds(self, run: Run) -> float:
         evaluation = 0.0
         if run.evaluations:  # an evaluated image: a forward, a third of a training step's FLOPs
-            evaluation = run.evaluations * self.test_images() * train_flops(run.model, run.stem, 1) / 3 / self.rate(run)
+            evaluation = (run.evaluations * self.test_images() * train_flops(run.model, run.stem, 1, run.image_size)
+                          / 3 / self.rate(run))
         saved = self.runs.get(run.key)
         if saved is not None:
             first = FIRST_RUN_S if saved.first_extra_s is None else saved.first_extra_s
             return run.steps * saved.median_s + (first if run.first else 0.0) + evaluation
         start = FIRST_RUN_S + (COMPILE_S if run.compiled else 0.0) if run.first else 0.0
-        return start + run.steps * train_flops(run.model, run.stem, run.batch) / self.rate(run) + evaluation
+        return start + run.steps * train_flops(run.model, run.stem, run.batch, run.image_size) / self.rate(run) \
+            + evaluation
 
     def rate(self, run: Run) -> float:
         """FLOPs per second of `run`'s training steps."""
@@ -147,15 +155,15 @@ class Estimator:
 
 
 @functools.lru_cache(maxsize=None)
-def train_flops(model: str, stem: str, batch: int) -> int:
-    """A training step's FLOPs, counted once per model, stem and batch."""
+def train_flops(model: str, stem: str, batch: int, image_size: int = 32) -> int:
+    """A training step's FLOPs at `image_size`, counted once per model, stem, batch and size; a
+    model named like fp8_sweep.block_name's is the FP8 sweep's blocks."""
     from models import factory
     from utils.measure import flops
 
-    return flops.training_flops_per_step(factory.build_model(model, stem), batch)
-
-
-RunKey = Tuple[str, str, str, int, bool, bool, bool]
+    if model.startswith(fp8_sweep.BLOCKS):
+        return fp8_sweep.step_flops(model, batch)
+    return flops.training_flops_per_step(factory.build_model(model, stem, image_size=image_size), batch, image_size)
 
 
 def measured_runs(folders: Sequence[Path]) -> Dict[RunKey, MeasuredRun]:
@@ -181,7 +189,8 @@ def document_runs(document: Dict[str, Any]) -> Dict[RunKey, MeasuredRun]:
         if median_ms is None:
             continue
         key = (config["model"], config.get("stem", "cifar"), run["mode"], run["batch_size"],
-               bool(run.get("channels_last")), bool(run.get("compiled")), run.get("device") == "cpu")
+               bool(run.get("channels_last")), bool(run.get("compiled")), run.get("device") == "cpu",
+               config.get("image_size", 32))
         if key not in medians and run.get("first_step_s") is not None:
             extras[key] = max(run["first_step_s"] - median_ms / 1000.0, 0.0)
         medians.setdefault(key, []).append(median_ms / 1000.0)
