@@ -12,9 +12,9 @@ A step's estimate is, by the first of these that applies:
    * the same model, stem, mode, batch, layout, compilation and image size measured in a saved
      result file of this device: its median step for every step, and for the first run of its
      mode in its process the extra its first step took (cuDNN's autotuning, compilation);
-   * else its FLOPs at its image size (utils/measure/flops.py: a training step's, and for each test
-     image evaluated a third of one image's step; the FP8 sweep's blocks by fp8_sweep.py) at UTILISATION of the GPU's dense peak for the mode's arithmetic (a
-     GPU without known peaks gets the lowest peak of the cards that are known), plus FIRST_RUN_S
+   * else its FLOPs at its image size (utils/measure/flops.py: a training step's, and for each
+     test image evaluated a third of one image's step; the FP8 sweep's blocks by fp8_sweep.py)
+     at UTILISATION of the GPU's dense peak for the mode's arithmetic (a GPU without known peaks gets the lowest peak of the cards that are known), plus FIRST_RUN_S
      for the first run of each mode and COMPILE_S for a compiled one; a run on the node's CPU at
      CPU_GFLOPS_PER_CORE per core.
 
@@ -32,9 +32,10 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import fp8_sweep
+from models.families import DEFAULT_IMAGE_SIZE
 from suite_history import saved_suites
 
-RunKey = Tuple[str, str, str, int, bool, bool, bool, int]
+RunKey = Tuple[str, str, str, int, bool, bool, bool, int]  # a Run's key: the settings its step time depends on
 
 # a process's start on a GPU node: python, torch and torchvision, the data, the model (15-20 s on the H100)
 START_S = 15.0
@@ -72,7 +73,7 @@ class Run:
     evaluations: int = 0  # passes over the test images
     first: bool = True  # the first run of its mode in its process
     on_cpu: bool = False
-    image_size: int = 32
+    image_size: int = DEFAULT_IMAGE_SIZE
 
     @property
     def key(self) -> RunKey:
@@ -82,7 +83,7 @@ class Run:
 
 def training_runs(model: str, stem: str, modes: Sequence[str], batch: int, steps: int, repeats: int = 1,
                   channels_last: bool = False, compiled: bool = False, evaluations: int = 0,
-                  on_cpu: bool = False, image_size: int = 32) -> List[Run]:
+                  on_cpu: bool = False, image_size: int = DEFAULT_IMAGE_SIZE) -> List[Run]:
     """The runs of one main.py process: every mode, `repeats` times (repeats or seeds)."""
     return [Run(model, stem, mode, batch, steps, channels_last, compiled, evaluations, repeat == 0, on_cpu, image_size)
             for repeat in range(repeats) for mode in modes]
@@ -129,35 +130,33 @@ class Estimator:
     def run_seconds(self, run: Run) -> float:
         evaluation = 0.0
         if run.evaluations:  # an evaluated image: a forward, a third of a training step's FLOPs
-            evaluation = (run.evaluations * self.test_images() * train_flops(run.model, run.stem, 1, run.image_size)
-                          / 3 / self.rate(run))
+            evaluation = run.evaluations * self.test_images() * train_flops(run.model, run.stem, 1, run.image_size) / 3 / self.rate(run)
         saved = self.runs.get(run.key)
         if saved is not None:
             first = FIRST_RUN_S if saved.first_extra_s is None else saved.first_extra_s
             return run.steps * saved.median_s + (first if run.first else 0.0) + evaluation
         start = FIRST_RUN_S + (COMPILE_S if run.compiled else 0.0) if run.first else 0.0
-        return start + run.steps * train_flops(run.model, run.stem, run.batch, run.image_size) / self.rate(run) \
-            + evaluation
+        return start + run.steps * train_flops(run.model, run.stem, run.batch, run.image_size) / self.rate(run) + evaluation
 
     def rate(self, run: Run) -> float:
         """FLOPs per second of `run`'s training steps."""
-        from utils.measure import flops
+        from utils.measure import flops, gpus
         from utils.training import modes
 
         if run.on_cpu:
             return CPU_GFLOPS_PER_CORE * 1e9 * (os.cpu_count() or 1)
         mode = modes.MODES[run.mode]
         arithmetic = flops.ARITHMETIC[mode.low_precision_dtype] if mode.float8 else flops.arithmetic(mode)
-        peaks = flops.PEAK_TFLOPS.get(self.device_name)
+        peaks = gpus.peaks_of(self.device_name)
         peak = peaks[arithmetic] if peaks and arithmetic in peaks else min(
-            card[arithmetic] for card in flops.PEAK_TFLOPS.values() if arithmetic in card)
+            spec.tflops[arithmetic] for spec in gpus.SPECS.values() if arithmetic in spec.tflops)
         return peak * 1e12 * UTILISATION[arithmetic]
 
 
 @functools.lru_cache(maxsize=None)
-def train_flops(model: str, stem: str, batch: int, image_size: int = 32) -> int:
-    """A training step's FLOPs at `image_size`, counted once per model, stem, batch and size; a
-    model named like fp8_sweep.block_name's is the FP8 sweep's blocks."""
+def train_flops(model: str, stem: str, batch: int, image_size: int = DEFAULT_IMAGE_SIZE) -> int:
+    """A training step's FLOPs, counted once per model, stem, batch and image size; a model named
+    like fp8_sweep.block_name's is the FP8 sweep's blocks."""
     from models import factory
     from utils.measure import flops
 
@@ -190,7 +189,7 @@ def document_runs(document: Dict[str, Any]) -> Dict[RunKey, MeasuredRun]:
             continue
         key = (config["model"], config.get("stem", "cifar"), run["mode"], run["batch_size"],
                bool(run.get("channels_last")), bool(run.get("compiled")), run.get("device") == "cpu",
-               config.get("image_size", 32))
+               config.get("image_size") or DEFAULT_IMAGE_SIZE)
         if key not in medians and run.get("first_step_s") is not None:
             extras[key] = max(run["first_step_s"] - median_ms / 1000.0, 0.0)
         medians.setdefault(key, []).append(median_ms / 1000.0)

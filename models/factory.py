@@ -1,5 +1,5 @@
-"""torchvision classification models, built for 10 classes and 32x32 CIFAR images, each as its
-family (models/families.py) says."""
+"""torchvision classification models, built for 10 classes and CIFAR images of the run's size,
+each as its family (models/families.py) says."""
 from __future__ import annotations
 
 import difflib
@@ -11,7 +11,7 @@ import torchvision.models as tvm
 from torch import nn
 
 from models import families
-from models.families import CIFAR_VITS
+from models.families import CIFAR_VITS, DEFAULT_IMAGE_SIZE
 from models.vit import build_cifar_vit
 from utils import compat
 from utils.errors import UserError
@@ -30,25 +30,34 @@ def model_names() -> List[str]:
     return sorted(set(names) | set(CIFAR_VITS))
 
 
-def build_model(name: str, stem: str = "cifar", dropout: Optional[float] = None,
-                batch_size: Optional[int] = None, image_size: int = 32) -> nn.Module:
+def build_model(name: str, stem: Optional[str] = None, dropout: Optional[float] = None,
+                batch_size: Optional[int] = None, image_size: int = DEFAULT_IMAGE_SIZE) -> nn.Module:
     """A randomly initialised model with a 10-class head (and the given dropout probability,
     for models that have one).
 
-    With stem="cifar", ResNet-family models get the usual CIFAR stem: the first conv becomes
-    3x3 stride 1 (same output channels, no bias) and the max-pool is removed, so 32x32 inputs
+    With stem="cifar" (the default up to families.CIFAR_STEM_UP_TO pixels), ResNet-family models get the usual CIFAR stem: the first conv becomes
+    3x3 stride 1 (same output channels, no bias) and the max-pool is removed, so small inputs
     keep their resolution into layer1. Other families keep torchvision's layout. Each family's
     builder options apply (ResNet-family models start each residual block at the identity, a
-    zero-initialised last batch norm). Given `batch_size`, a batch too small for the model's
-    batch norms in training is refused; the model is checked with images of `image_size`.
+    zero-initialised last batch norm; the models whose layout depends on the image size are
+    built for `image_size`). A size the family's table refuses is refused; given `batch_size`,
+    a batch too small for the model's batch norms in training is refused; the model is checked
+    with images of `image_size`.
     """
     names = model_names()
     if name not in names:
         close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
         hint = f"did you mean {', '.join(close)}?" if close else "run with --list-models to see them all."
         raise UserError(f"unknown model '{name}': {hint}")
+    refusal = families.size_refusal(name, image_size)
+    if refusal:
+        raise UserError(refusal)
     family = families.family_of(name)
     options = dict(family.options, **({} if dropout is None else {"dropout": dropout}))
+    if family.size_option == "image_size":
+        options["image_size"] = image_size
+    elif family.size_option == "input_size":
+        options["input_size"] = (image_size, image_size)
     try:
         if name in CIFAR_VITS:
             model = build_cifar_vit(name, NUM_CLASSES, dropout, image_size)
@@ -56,7 +65,7 @@ def build_model(name: str, stem: str = "cifar", dropout: Optional[float] = None,
             model = getattr(tvm, name)(num_classes=NUM_CLASSES, **options)  # no weights: random initialisation
     except TypeError:
         raise UserError(f"model '{name}' has no dropout setting; drop --dropout.") from None
-    if stem == "cifar" and family.resnet_stem:
+    if (stem or families.default_stem(image_size)) == "cifar" and family.resnet_stem:
         model.conv1 = nn.Conv2d(3, model.conv1.out_channels, kernel_size=3, stride=1, padding=1, bias=False)
         nn.init.kaiming_normal_(model.conv1.weight, mode="fan_out", nonlinearity="relu")
         model.maxpool = nn.Identity()
@@ -82,19 +91,16 @@ def check_accepts_images(model: nn.Module, name: str, image_size: int, batch_siz
     try:
         with torch.no_grad():
             model.eval()(torch.zeros(2, 3, image_size, image_size))
-    except (RuntimeError, ValueError, AssertionError) as error:
-        known = families.refusal_at_32(name)  # the table's reason names what to take instead
-        if known:
-            raise UserError(f"model '{name}' cannot take 32x32 CIFAR-10 images: {known}; --list-models lists those "
-                            "that can.") from None
+    except (RuntimeError, ValueError, AssertionError) as error:  # a size models/families.py does not know of
         reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise UserError(f"model '{name}' cannot take 32x32 CIFAR-10 images ({reason}); "
-                        "choose another, e.g. resnet18 or resnet50.") from None
+        raise UserError(f"model '{name}' cannot take {image_size}x{image_size} images ({reason}); "
+                        "choose another, e.g. resnet18 or resnet50, or another --image-size.") from None
     finally:
         for hook in hooks:
             hook.remove()
     model.train()
     fewest = min(values_per_image.values(), default=None)
     if batch_size is not None and fewest is not None and batch_size * fewest < 2:
-        raise UserError(f"model '{name}' has a batch norm that sees {fewest} value per channel of each 32x32 image, "
+        raise UserError(f"model '{name}' has a batch norm that sees {fewest} value per channel of each "
+                        f"{image_size}x{image_size} image, "
                         f"so training needs a batch of at least {-(-2 // fewest)}; raise --batch-size/-b.")

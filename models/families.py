@@ -1,6 +1,6 @@
 """Model families, one table: the models each covers, how it trains unless flags say otherwise,
 which of its parameters AdamW's weight decay spares, whether --stem applies, what it needs of
-the builder, and why it cannot take 32x32 images, if it cannot.
+the builder, and the image sizes it takes (--image-size).
 
 Adding a family is adding a row to FAMILIES: RunConfig's recipe and lr, the optimizer's
 parameter groups, the --stem rule, the builder and --list-models all read it. Nothing here
@@ -60,8 +60,15 @@ OPTIMIZER_DEFAULTS = {
     "adamw": OptimizerDefaults(momentum=None, weight_decay=0.05, base_lr=1e-3, sqrt_scaling=True),
 }
 
-# The vision transformers built here for 32x32 images (models/vit.py): torchvision's own class
-# with the Tiny and Small widths of DeiT; name -> (hidden width, layers, heads, MLP width).
+DEFAULT_IMAGE_SIZE = 32  # CIFAR-10's own: --image-size upsamples it on the device
+# ResNet-family models take the CIFAR stem (3x3 stride 1, no max-pool) up to this size and
+# torchvision's ImageNet stem (7x7 stride 2 and a max-pool: a quarter of the resolution) above:
+# at 64 the ImageNet stem leaves layer4 2x2 feature maps, at 224 the 7x7 it was designed for,
+# where the CIFAR stem would cost 16 times the FLOPs of ImageNet training.
+CIFAR_STEM_UP_TO = 64
+CIFAR_VIT_PATCH = 4
+# The vision transformers built here for small images (models/vit.py): torchvision's own class
+# with the Tiny and Small widths of DeiT and 4x4 patches; name -> (hidden width, layers, heads, MLP width).
 CIFAR_VITS = {
     "vit_t4": (192, 12, 3, 768),
     "vit_s4": (384, 12, 6, 1536),
@@ -76,8 +83,13 @@ class Family:
     prefixes: Tuple[str, ...] = ()  # ... and every name that starts with one of these
     no_decay: Tuple[str, ...] = ()  # parameters AdamW's weight decay spares, besides biases and norms
     resnet_stem: bool = False  # a 7x7 stride-2 conv1 and a max-pool, which --stem cifar replaces
-    refused_at_32: Optional[str] = None  # why it cannot take 32x32 images: --list-models leaves it out
     options: Mapping[str, object] = field(default_factory=dict)  # the torchvision builder's keyword arguments
+    # the images it takes: at least min_image_size pixels a side, a multiple of image_multiple
+    # (why, where said); --list-models leaves out those that refuse the run's size
+    min_image_size: int = 1
+    image_multiple: int = 1
+    size_reason: Optional[str] = None
+    size_option: Optional[str] = None  # the builder's keyword for the image size: image_size=N, or input_size=(N, N)
 
     def covers(self, model: str) -> bool:
         return model in self.names or model.startswith(self.prefixes)
@@ -86,12 +98,15 @@ class Family:
 VIT_NO_DECAY = ("class_token", "pos_embedding")  # as DeiT (timm) and the CIFAR ViT references
 AUX_LOGITS_OFF = {"aux_logits": False, "init_weights": True}  # no auxiliary heads in training mode
 # The first family that covers a model name is its family; a model no family covers is one of
-# OTHER_CONVNETS (tests/unit/models/test_models.py builds every model to keep refused_at_32 true).
+# OTHER_CONVNETS (tests/unit/models/test_models.py builds every model to keep the image sizes true).
+TORCHVISION_VIT = ("torchvision's vision transformers are built for 224x224 images and up, in whole patches; "
+                   f"{' and '.join(CIFAR_VITS)} are the same class with 4x4 patches for smaller images")
 FAMILIES = {
-    "cifar_vit": Family("transformer", names=tuple(CIFAR_VITS), no_decay=VIT_NO_DECAY),
-    "vit": Family("transformer", prefixes=("vit_",), no_decay=VIT_NO_DECAY,
-                  refused_at_32="torchvision's vision transformers are built for 224x224 images; "
-                                f"{' and '.join(CIFAR_VITS)} are the same class built for 32x32"),
+    "cifar_vit": Family("transformer", names=tuple(CIFAR_VITS), no_decay=VIT_NO_DECAY, image_multiple=CIFAR_VIT_PATCH,
+                        size_reason="whole 4x4 patches"),
+    **{f"vit_patch{patch}": Family("transformer", names=names, no_decay=VIT_NO_DECAY, min_image_size=224,
+                                   image_multiple=patch, size_reason=TORCHVISION_VIT, size_option="image_size")
+       for patch, names in ((16, ("vit_b_16", "vit_l_16")), (32, ("vit_b_32", "vit_l_32")), (14, ("vit_h_14",)))},
     "swin": Family("transformer", prefixes=("swin_",), no_decay=("relative_position_bias_table",)),
     # The last batch norm of each residual block starts at zero, so each block starts as the
     # identity (Goyal et al., 2017): at the default lr of 0.1 a resnet18 then learns from the
@@ -99,11 +114,13 @@ FAMILIES = {
     "resnet": Family("convnet", prefixes=("resnet", "resnext", "wide_resnet"), resnet_stem=True,
                      options={"zero_init_residual": True}),
     "googlenet": Family("convnet", names=("googlenet",), options=AUX_LOGITS_OFF),
-    "inception_v3": Family("convnet", names=("inception_v3",), options=AUX_LOGITS_OFF,
-                           refused_at_32="it needs images of at least 75x75"),
-    "alexnet": Family("convnet", names=("alexnet",), refused_at_32="its feature maps shrink to nothing"),
-    "maxvit": Family("convnet", names=("maxvit_t",), no_decay=("relative_position_bias_table",),
-                     refused_at_32="its attention windows need 224x224 images"),
+    "inception_v3": Family("convnet", names=("inception_v3",), options=AUX_LOGITS_OFF, min_image_size=75,
+                           size_reason="its unpadded convolutions and pools"),
+    "alexnet": Family("convnet", names=("alexnet",), min_image_size=63,
+                      size_reason="below it its feature maps shrink to nothing"),
+    "maxvit": Family("convnet", names=("maxvit_t",), no_decay=("relative_position_bias_table",), min_image_size=224,
+                     image_multiple=224, size_reason="its 7x7 attention windows tile its last feature map",
+                     size_option="input_size"),
 }
 OTHER_CONVNETS = Family("convnet")
 
@@ -117,9 +134,23 @@ def recipe_of(model: str) -> Recipe:
     return RECIPES[family_of(model).recipe]
 
 
-def refusal_at_32(model: str) -> Optional[str]:
-    """Why `model` cannot take 32x32 images, or None."""
-    return family_of(model).refused_at_32
+def default_stem(image_size: int) -> str:
+    """The --stem a run at `image_size` takes unless given (CIFAR_STEM_UP_TO says why)."""
+    return "cifar" if image_size <= CIFAR_STEM_UP_TO else "imagenet"
+
+
+def size_refusal(model: str, image_size: int) -> Optional[str]:
+    """Why `model` cannot take images of `image_size` pixels a side, with the size to ask for, or None."""
+    family = family_of(model)
+    low, multiple = family.min_image_size, family.image_multiple
+    if image_size >= low and image_size % multiple == 0:
+        return None
+    fitting = -(-max(low, image_size) // multiple) * multiple
+    needs = (f" of at least {low}x{low}" if low > 1 else "") + \
+        (f" with sides a multiple of {multiple}" if multiple > 1 else "")
+    why = f" ({family.size_reason})" if family.size_reason else ""
+    return (f"model '{model}' needs images{needs}{why}, and this run's are {image_size}x{image_size}: run it "
+            f"with --image-size {fitting}.")
 
 
 def uses_resnet_stem(model: str) -> bool:

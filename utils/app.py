@@ -17,7 +17,7 @@ from utils import compat, launch
 from utils.data import dataset
 from utils.config import no_test_images
 from utils.errors import UserError
-from utils.explain import profiler
+from utils.explain import fp8_predict, profiler
 from utils.measure import envinfo, flops, memory
 from utils.measure.progress import Reporter
 from utils.numerics.census import Census
@@ -84,7 +84,7 @@ def resume_line(config: RunConfig, last: record.RunRecord, checkpoint_holds: Opt
 def run(config: RunConfig, stop: StopRequest) -> int:
     """`stop` is main.py's utils.stop.StopRequest, installed before torch was imported."""
     if config.list_models:
-        return list_models()
+        return list_models(config.image_size)
     for message in config.warnings():
         warn(message)
     device = pick_device(config.gpu, not config.no_cudnn_benchmark)
@@ -107,12 +107,13 @@ def run(config: RunConfig, stop: StopRequest) -> int:
             stream.close_writer()  # a refusal or a traceback: the streams end where the run did
 
 
-def list_models() -> int:
+def list_models(image_size: int) -> int:
+    """The models that take images of `image_size` (stdout), and those that do not, with why (stderr)."""
     names = factory.model_names()
-    print("\n".join(name for name in names if families.refusal_at_32(name) is None))
-    left_out = [f"{name} ({families.refusal_at_32(name)})" for name in names if families.refusal_at_32(name)]
-    print(f"{len(names) - len(left_out)} models; {len(left_out)} more in torchvision cannot take 32x32 CIFAR-10 "
-          f"images: {', '.join(left_out)}.", file=sys.stderr)
+    print("\n".join(name for name in names if families.size_refusal(name, image_size) is None))
+    left_out = [families.size_refusal(name, image_size) for name in names if families.size_refusal(name, image_size)]
+    print(f"{len(names) - len(left_out)} models; {len(left_out)} more cannot take {image_size}x{image_size} images "
+          f"(--image-size):\n" + "\n".join(left_out), file=sys.stderr)
     return 0
 
 
@@ -141,7 +142,7 @@ def prepare(config: RunConfig, context: RunContext) -> Tuple[RunConfig, nn.Modul
     context.reporter.phase(f"model {config.model} built: {sum(p.numel() for p in model.parameters()) / 1e6:.1f} M "
                            "parameters")
     data, data_warnings = dataset.load(config.data, config.data_dir, config.download, config.allow_unverified,
-                                       context.device, config.seed)
+                                       context.device, config.seed, config.image_size)
     for message in data_warnings:
         warn(message)
     if data.test_images is None and config.accuracy_flags:  # --data auto fell back to synthetic images
@@ -179,7 +180,7 @@ def check_resume(resume_state: Dict[str, Any], config: RunConfig, setup: Dict[st
 def seeded_model(config: RunConfig) -> nn.Module:
     """The model's initial weights for config.seed: every mode of that seed copies them."""
     torch.manual_seed(config.seed)
-    return factory.build_model(config.model, config.stem, config.dropout, config.batch_size)
+    return factory.build_model(config.model, config.stem, config.dropout, config.batch_size, config.image_size)
 
 
 def run_all(config: RunConfig, context: RunContext, model: nn.Module, data: Data,
@@ -188,8 +189,8 @@ def run_all(config: RunConfig, context: RunContext, model: nn.Module, data: Data
     alternating order (to expose drift); stops at the first run that diverged or was
     interrupted. Returns the ModeRuns in the order they ran."""
     per_step = config.accum_steps * context.world.size
-    flops_per_step = flops.training_flops_per_step(model, config.batch_size) * per_step
-    fp8 = fp8_accounting(config, model, per_step)
+    flops_per_step = flops.training_flops_per_step(model, config.batch_size, config.image_size) * per_step
+    fp8 = fp8_accounting(config, model, per_step, context.device)
     runs = []
     for seed in range(config.seed, config.seed + config.seeds):
         seeded = dataclasses.replace(config, seed=seed)
@@ -200,25 +201,36 @@ def run_all(config: RunConfig, context: RunContext, model: nn.Module, data: Data
             for mode in modes if repeat % 2 == 0 else modes[::-1]:
                 restore_random_state(state, context.device)
                 runs.append(run_mode(initial, mode, data, seeded, context, resume_state, repeat, flops_per_step,
-                                     fp8 if mode.float8 else None))
+                                     fp8.get(mode.name)))
                 if runs[-1].outcome.diverged_at is not None or runs[-1].record.incomplete:
                     return runs
     return runs
 
 
-def fp8_accounting(config: RunConfig, model: nn.Module, per_step: int) -> Optional[Dict[str, Any]]:
-    """The fp8 modes' accounting (utils/training/float8.py), with its FLOPs for the whole job's
-    step, or None when no fp8 mode runs; a low FP8 share is said once, before training."""
+def fp8_accounting(config: RunConfig, model: nn.Module, per_step: int,
+                   device: torch.device) -> Dict[str, Dict[str, Any]]:
+    """{fp8 mode: its accounting (utils/training/float8.py), with its FLOPs for the whole job's
+    step and its recipe's roofline prediction (utils/explain/fp8_predict.py)}, empty when no fp8
+    mode runs; a low FP8 share is said once, before training."""
     fp8_modes = [mode for mode in config.precision_modes if mode.float8]
     if not fp8_modes:
-        return None
-    block = float8.accounting(model, config.batch_size, config.model)
+        return {}
+    block = float8.accounting(model, config.batch_size, config.model, config.image_size)
     block["fp8_flops_per_step"] *= per_step
     block["emulated"] = config.fp8_emulate
     note = float8.low_share_note(block, fp8_modes[0].name)
     if note:
         warn(note, "NOTE")
-    return block
+    gpu = envinfo.device_name(device) if device.type == "cuda" else None
+    return {mode.name: dict(block, **fp8_prediction(config, model, mode, gpu)) for mode in fp8_modes}
+
+
+def fp8_prediction(config: RunConfig, model: nn.Module, mode: Mode, gpu: Optional[str]) -> Dict[str, Any]:
+    """runs[].fp8's prediction and prediction_note: FP8's speedup predicted for the run's GPU
+    (`gpu`, its device name; an H100 SXM when emulated), the null prediction's reason."""
+    prediction, why = fp8_predict.run_prediction(gpu, config.fp8_emulate, mode.float8, config.compile, model,
+                                                 config.batch_size, config.image_size)
+    return {"prediction": prediction, "prediction_note": why}
 
 
 def random_state(device: torch.device) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:

@@ -34,6 +34,9 @@ LARGEST_COUNT = 2 ** 31 - 1  # the most steps, images or seconds a flag may ask 
 LARGEST_FLOAT = 3.4028234663852886e38  # float32's largest finite value: torch holds no larger rate or scale
 LARGEST_SEED = 2 ** 63 - 1  # torch.manual_seed's largest
 MOST_WORKERS = 256
+# --image-size's range: 16 leaves a convnet's last feature maps a pixel or two; at 1024 a batch of
+# 128 float32 images is 1.6 GB before the model's first activation.
+IMAGE_SIZES = (16, 1024)
 # DDP holds its bucket size in bytes as a 64-bit integer, which 1e30 MB overflows deep in its
 # Reducer; a TiB bucket already holds any model whole.
 LARGEST_BUCKET_MB = 2 ** 20
@@ -82,6 +85,7 @@ RANGES = {
     "workers": Range(int, 0, MOST_WORKERS, f"from 0 to {MOST_WORKERS}"), "warmup": COUNT_OR_ZERO,
     "explain_steps": COUNT, "numerics_every": COUNT, "log_every": COUNT, "dist_timeout": COUNT,
     "checkpoint_every": COUNT_OR_ZERO,
+    "image_size": Range(int, *IMAGE_SIZES, f"a whole number of pixels from {IMAGE_SIZES[0]} to {IMAGE_SIZES[1]}"),
     "bucket_mb": Range(float, 0, LARGEST_BUCKET_MB, f"a positive number of MB up to {LARGEST_BUCKET_MB} (1 TiB)",
                        low_open=True),
 }
@@ -105,7 +109,7 @@ class RunConfig:
     epochs: Optional[float] = None
     batch_size: int = 128
     model: str = "resnet50"
-    stem: str = "cifar"
+    stem: Optional[str] = None  # set by build(): --stem, or families.default_stem(image_size)
     dropout: Optional[float] = None
     seed: int = 0
     optimizer: Optional[str] = None  # set by with_recipe(): --optimizer, or the model family's
@@ -149,6 +153,7 @@ class RunConfig:
     data_dir: str = field(default_factory=default_data_dir)
     download: bool = True
     allow_unverified: bool = False
+    image_size: int = families.DEFAULT_IMAGE_SIZE
     loader: str = "device"
     workers: int = field(default_factory=default_workers)
     # speed levers
@@ -199,7 +204,8 @@ class RunConfig:
                          numerics_every=config.numerics_every or NUMERICS_EVERY)
         config.check()
         config = replace(config, loss_scale=config.loss_scale or DEFAULT_LOSS_SCALE,
-                         baseline=config.baseline or BASELINES["default"])
+                         baseline=config.baseline or BASELINES["default"],
+                         stem=config.stem or families.default_stem(config.image_size))
         if config.epochs is None:
             config = config.with_steps(config.steps or DEFAULT_STEPS)
         return config
@@ -227,9 +233,7 @@ class RunConfig:
         if self.baseline is not None and self.baseline not in names:
             raise UserError(f"--baseline {self.baseline} is not among the modes this run trains ({', '.join(names)}); "
                             f"add it to --modes or choose one of them.")
-        if self.stem != "cifar" and not families.uses_resnet_stem(self.model):
-            raise UserError(f"--stem {self.stem} changes the first conv and max-pool of ResNet-family models, and "
-                            f"{self.model} has no such stem: it would be recorded but change nothing; drop --stem.")
+        self.check_model_flags()
         empty = [name for name in OUTPUT_FLAGS if getattr(self, name) == ""]
         if empty:
             flag = "--" + empty[0].replace("_", "-")
@@ -267,6 +271,16 @@ class RunConfig:
         if self.checkpoint and (len(modes) > 1 or self.repeats > 1 or self.seeds > 1):
             raise UserError("--checkpoint works with one precision mode, one seed and no --repeats; run each mode "
                             "and seed as a job of its own and merge the results with python -m utils.report.")
+
+    def check_model_flags(self) -> None:
+        """The model takes the image size, and --stem changes it (or is the size's default, as recorded)."""
+        refusal = families.size_refusal(self.model, self.image_size)
+        if refusal:
+            raise UserError(refusal)
+        default_stem = families.default_stem(self.image_size)
+        if self.stem not in (None, default_stem) and not families.uses_resnet_stem(self.model):
+            raise UserError(f"--stem {self.stem} changes the first conv and max-pool of ResNet-family models, and "
+                            f"{self.model} has no such stem: it would be recorded but change nothing; drop --stem.")
 
     def check_ranges(self) -> None:
         """Every numeric setting within its range, as main.py's parser checks its flags; here for

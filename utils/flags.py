@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
-from models.families import BASE_BATCH, OPTIMIZER_DEFAULTS, RECIPES
+from models.families import BASE_BATCH, CIFAR_STEM_UP_TO, OPTIMIZER_DEFAULTS, RECIPES
 from utils import config
 from utils.setup_keys import DDP_BUCKET_MB, GRAD_COMM
 from utils.training import modes  # the mode table, without torch
@@ -74,7 +74,9 @@ FLAGS = (
     Flag(("--model", "-m"), TRAINING, "torchvision classification model (default %(default)s; see --list-models)"),
     Flag(("--stem",), TRAINING,
          "cifar: 3x3 stride-1 first conv and no max-pool for ResNet-family models; "
-         "imagenet: torchvision's layout unchanged (default %(default)s)",
+         "imagenet: torchvision's layout unchanged (default: cifar up to --image-size "
+         f"{CIFAR_STEM_UP_TO}, imagenet above, where the ImageNet stem's quarter resolution leaves layer4 "
+         "feature maps of 3x3 and more)",
          doc="{help}; see [Models](data-and-models.md#models)", choices=("cifar", "imagenet")),
     Flag(("--dropout",), TRAINING, "dropout probability for models that have one (default: the model's own)",
          metavar="P"),
@@ -125,7 +127,8 @@ FLAGS = (
     Flag(("--stop-at-target",), ACCURACY, "end each run at the first evaluation that reaches --target-accuracy",
          doc="{help} (after the warm-up: one in it ends the run at the first timed step)", action="store_true"),
     Flag(("--list-models",), TRAINING, "print every usable model name and exit",
-         doc="{help}: the models that take 32x32 images (stdout), and those left out, with why (stderr)",
+         doc="{help}: the models that take the run's --image-size (stdout), and those left out, with why "
+         "(stderr)",
          action="store_true"),
     Flag(("--check-flags",), TRAINING,
          "check every flag and their combinations, then exit 0 without importing torch or training",
@@ -189,6 +192,10 @@ FLAGS = (
          action="store_false", dest="download"),
     Flag(("--allow-unverified",), DATA, "use a CIFAR-10 copy whose md5 sums differ from the official ones",
          doc="{help} (e.g. the test subset)", action="store_true"),
+    Flag(("--image-size",), DATA,
+         "train and test at N x N images: CIFAR-10 upsampled (bilinear) on the device after augmentation, "
+         "synthetic images made at N; models, FLOPs and --max-batch follow (default %(default)s)",
+         doc="{help}; see [Image sizes](data-and-models.md#image-sizes)", metavar="N"),
     Flag(("--loader",), DATA,
          "device: dataset on the training device, whole-batch augmentation; torchvision: the "
          "classic per-image DataLoader path (default %(default)s)",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Dict, Optional
 
 SETUP_KEYS = {  # config field: its type in a results file or a checkpoint
-    "model": str, "stem": str, "batch_size": int, "accum_steps": int, "steps": int, "warmup": int, "loader": str,
+    "model": str, "stem": str, "image_size": int, "batch_size": int, "accum_steps": int, "steps": int, "warmup": int, "loader": str,
     "channels_last": bool, "compile": bool, "optimizer": str, "optimizer_impl": str,
     "lr": float, "lr_schedule": str,
     "warmup_lr_steps": int, "momentum": float, "weight_decay": float, "label_smoothing": float, "clip_grad": float,
@@ -19,7 +19,7 @@ SETUP_KEYS = {  # config field: its type in a results file or a checkpoint
 # asked different accuracy questions (utils/results/record.py's setup_of); each is a CSV column.
 ACCURACY_KEYS = ("target_accuracy", "accuracy_margin", "eval_every")
 # What a resume refuses to change, checked in every checkpoint's config (steps may grow).
-RESUME_KEYS = ("model", "stem", "batch_size", "accum_steps", "lr_schedule", "loader")
+RESUME_KEYS = ("model", "stem", "image_size", "batch_size", "accum_steps", "lr_schedule", "loader")
 # Also refused when changed, for checkpoints that hold them (earlier releases' lack some): every
 # setting that changes the answer, with why, as the refusal says it. The warm-up is not among
 # them (each process leaves out its own, and its default follows --steps, which may grow), nor

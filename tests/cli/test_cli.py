@@ -228,7 +228,10 @@ def test_list_models():
     assert "resnet50" in names and "mobilenet_v3_small" in names and len(names) > 50
     assert "alexnet" not in names and "vit_b_16" not in names  # they cannot take 32x32 images
     assert "vit_t4" in names and "vit_s4" in names  # the CIFAR ViTs can
-    assert "more in torchvision cannot take 32x32 CIFAR-10 images: alexnet (its feature maps shrink" in result.stderr
+    assert "more cannot take 32x32 images (--image-size):\nmodel 'alexnet' needs images of at least 63x63" in \
+        result.stderr
+    at_224 = run_main("--list-models", "--image-size", "224").stdout.split()
+    assert "vit_b_16" in at_224 and "alexnet" in at_224 and "vit_t4" in at_224 and "inception_v3" in at_224
 
 
 @pytest.mark.long  # 76 s on the 2-core CPU; tests/cli/test_learning.py covers the default recipe there too

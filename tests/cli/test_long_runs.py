@@ -460,7 +460,7 @@ def test_the_host_reading_covers_every_segment_of_a_resumed_run(small_checkpoint
 
 
 def test_fp16_master_checkpoint_cannot_continue_in_fp32():
-    state = {"config": {"model": "m", "stem": "cifar", "batch_size": 4, "accum_steps": 1, "lr_schedule": "cosine",
+    state = {"config": {"model": "m", "stem": "cifar", "image_size": 32, "batch_size": 4, "accum_steps": 1, "lr_schedule": "cosine",
                         "loader": "device", "steps": 3}, "mode": "fp16-master",
              "scaler": {"scale": 128.0}, "setup": None}
     config = RunConfig.build(model="m", stem="cifar", batch_size=4, accum_steps=1).with_recipe(True, 1)

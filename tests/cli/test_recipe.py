@@ -58,12 +58,12 @@ def test_sgd_settings_with_adamw_are_refused(argv, phrase):
 def test_a_family_added_to_the_table_alone_trains_and_builds_as_its_row_says(monkeypatch):
     """Adding a family touches models/families.py alone: a made-up family with a recipe of its
     own gets that recipe's optimizer, label smoothing and lr rule, its parameters spared weight
-    decay, the --stem rule and its refusal at 32x32 from its rows, and nothing else."""
+    decay, the --stem rule and its refusal below 64x64 from its rows, and nothing else."""
     monkeypatch.setitem(families.RECIPES, "mixer", families.Recipe("adamw", 0.2))
     monkeypatch.setitem(families.FAMILIES, "toymixer", families.Family(
         "mixer", prefixes=("toymixer_",), no_decay=("token_bias",), resnet_stem=True,
-        refused_at_32="its tokens need 64x64 images"))
-    config = recipe(model="toymixer_s", world_size=4)
+        min_image_size=64, size_reason="its tokens"))
+    config = recipe(model="toymixer_s", world_size=4, image_size=64)
     assert (config.recipe, config.optimizer, config.lr, config.momentum, config.weight_decay,
             config.label_smoothing) == ("mixer", "adamw", pytest.approx(2e-3), None, 0.05, 0.2)  # sqrt(512 / 128)
     model = nn.Module()
@@ -71,9 +71,10 @@ def test_a_family_added_to_the_table_alone_trains_and_builds_as_its_row_says(mon
     assert dict(zip([name for name, _ in model.named_parameters()], no_decay_flags(model, "toymixer_s"))) == {
         "token_bias": True, "proj.weight": False, "proj.bias": True}
     assert no_decay_flags(model, "resnet18") == [False, False, True]
-    assert families.uses_resnet_stem("toymixer_s") and families.refusal_at_32("toymixer_s") == (
-        "its tokens need 64x64 images")
-    assert_user_error(run_main(*TINY, "-m", "toymixer_s", "--momentum", "0.8"),
+    assert families.uses_resnet_stem("toymixer_s") and families.size_refusal("toymixer_s", 32) == (
+        "model 'toymixer_s' needs images of at least 64x64 (its tokens), and this run's are 32x32: run it with "
+        "--image-size 64.")
+    assert_user_error(run_main(*TINY, "-m", "toymixer_s", "--image-size", "64", "--momentum", "0.8"),
                       "--momentum sets SGD's momentum, and toymixer_s trains with AdamW here")
 
 

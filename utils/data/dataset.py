@@ -6,11 +6,13 @@ from typing import List, Optional, Tuple
 
 import torch
 
+from models.families import DEFAULT_IMAGE_SIZE
 from utils.data import cifar10
 from utils.data.loaders import synthetic_images
 from utils.errors import UserError
 
-SYNTHETIC_TRAIN_IMAGES = 50_000  # as many as CIFAR-10, so the data's memory footprint matches
+SYNTHETIC_TRAIN_IMAGES = 50_000  # as many as CIFAR-10, so the data's memory footprint matches at 32x32 ...
+FEWEST_SYNTHETIC_IMAGES = 4096  # ... and at larger sizes as few as hold CIFAR-10's bytes, but a few global batches
 
 
 @dataclass
@@ -24,14 +26,22 @@ class Data:
     info: dict
 
 
-def synthetic(device: torch.device, seed: int, count: int = SYNTHETIC_TRAIN_IMAGES) -> Data:
-    images, labels = synthetic_images(count, device, seed)
+def synthetic_count(image_size: int) -> int:
+    """How many synthetic images a run at `image_size` holds: CIFAR-10's bytes, at least FEWEST_SYNTHETIC_IMAGES."""
+    same_bytes = SYNTHETIC_TRAIN_IMAGES * DEFAULT_IMAGE_SIZE ** 2 // image_size ** 2
+    return min(SYNTHETIC_TRAIN_IMAGES, max(FEWEST_SYNTHETIC_IMAGES, same_bytes))
+
+
+def synthetic(device: torch.device, seed: int, count: Optional[int] = None,
+              image_size: int = DEFAULT_IMAGE_SIZE) -> Data:
+    """Synthetic images made at `image_size` (no upsampling): `count`, or synthetic_count's."""
+    images, labels = synthetic_images(count or synthetic_count(image_size), device, seed, image_size)
     return Data("synthetic", images, labels, None, None,
                 {"name": "synthetic", "train_images": len(images), "test_images": 0})
 
 
 def load(choice: str, data_dir: str, download: bool, allow_unverified: bool, device: torch.device,
-         seed: int) -> Tuple[Data, List[str]]:
+         seed: int, image_size: int = DEFAULT_IMAGE_SIZE) -> Tuple[Data, List[str]]:
     """(data moved to the device once, warnings). `choice` auto takes CIFAR-10 when a usable
     copy is there, or downloads it when none is there and `download` allows (a first run gets
     real data); else synthetic data with a loud warning, in seconds where there is no network.
@@ -53,9 +63,9 @@ def load(choice: str, data_dir: str, download: bool, allow_unverified: bool, dev
         if why:
             warnings.append(f"USING SYNTHETIC DATA: CIFAR-10 in {cifar10.batches_folder(data_dir)} is not usable: "
                             f"{why}. Step times are valid, loss and accuracy are meaningless.")
-            return synthetic(device, seed), warnings
+            return synthetic(device, seed, image_size=image_size), warnings
     if choice == "synthetic":
-        return synthetic(device, seed), warnings
+        return synthetic(device, seed, image_size=image_size), warnings
     dataset = cifar10.load(data_dir, download, allow_unverified)
     if not dataset.verified:
         warnings.append(f"using CIFAR-10 from {dataset.folder} although its md5 sums are not the official ones.")

@@ -5,6 +5,10 @@ there: CIFAR-10 is 150 MB as uint8, so it fits on any GPU, and augmenting whole 
 tensor ops (as airbench and hlb-CIFAR10 do) means the input pipeline never hides the speedup
 that mixed precision brings. The "torchvision" loader is the classic per-image path (PIL
 transforms in DataLoader workers) that most training scripts use, kept as the reference.
+
+Every path augments at the images' own size (CIFAR-10's 32x32) and then upsamples the batch on
+the device to --image-size (bilinear, as torchvision's Resize), so that the stored data stays
+150 MB and the upsampling costs the same in each loader.
 """
 from __future__ import annotations
 
@@ -15,6 +19,8 @@ import torch.nn.functional as F
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 from torchvision import transforms
+
+from models.families import DEFAULT_IMAGE_SIZE
 
 MEAN = (0.4914, 0.4822, 0.4465)  # CIFAR-10 training-set channel means and standard deviations
 STD = (0.2470, 0.2435, 0.2616)
@@ -38,10 +44,18 @@ class Normalize:
         return images.float().mul_(self.scale).sub_(self.shift)
 
 
+def upsample(images: torch.Tensor, image_size: int) -> torch.Tensor:
+    """A float batch at `image_size` x `image_size`: bilinear (align_corners=False, as
+    torchvision's Resize), or the batch itself when it is that size already."""
+    if images.shape[-2:] == (image_size, image_size):
+        return images
+    return F.interpolate(images, size=(image_size, image_size), mode="bilinear", align_corners=False)
+
+
 def random_crop_flip(images: torch.Tensor, generator: torch.Generator, padding: int = PADDING,
                      shard: Tuple[int, int] = (0, 1)) -> torch.Tensor:
-    """Per image: a random 32x32 crop of the zero-padded image (offsets uniform in 0..2*padding)
-    and a horizontal flip with probability 1/2, as torchvision's RandomCrop(32, padding=4) and
+    """Per image: a random crop of the zero-padded image at its own size (offsets uniform in
+    0..2*padding) and a horizontal flip with probability 1/2, as torchvision's RandomCrop(32, padding=4) and
     RandomHorizontalFlip do, done for the whole batch as one gather of flat pixel indices.
 
     `images` is shard (rank, ranks) of a global batch: the draws are made for the whole global
@@ -81,8 +95,9 @@ class DeviceLoader:
     """
 
     def __init__(self, images: torch.Tensor, labels: torch.Tensor, batch_size: int, device: torch.device, seed: int,
-                 channels_last: bool = False, shard: Tuple[int, int] = (0, 1)):
+                 channels_last: bool = False, shard: Tuple[int, int] = (0, 1), image_size: int = DEFAULT_IMAGE_SIZE):
         self.images = images.to(device)
+        self.image_size = image_size
         self.labels = labels.to(device)
         self.batch_size = batch_size
         self.device = device
@@ -131,7 +146,8 @@ class DeviceLoader:
     def __next__(self) -> Tuple[torch.Tensor, torch.Tensor]:
         index = self.next_indices()
         images = random_crop_flip(self.images[index], self.generator, shard=self.shard)
-        return self.normalize(images).contiguous(memory_format=self.memory_format), self.labels[index]
+        images = upsample(self.normalize(images), self.image_size)
+        return images.contiguous(memory_format=self.memory_format), self.labels[index]
 
 
 class CifarImages(Dataset):
@@ -163,7 +179,9 @@ class TorchvisionLoader:
     ranks a DistributedSampler gives each its share of every epoch (set_epoch each epoch)."""
 
     def __init__(self, images: torch.Tensor, labels: torch.Tensor, batch_size: int, device: torch.device, seed: int,
-                 workers: int, channels_last: bool = False, shard: Tuple[int, int] = (0, 1)):
+                 workers: int, channels_last: bool = False, shard: Tuple[int, int] = (0, 1),
+                 image_size: int = DEFAULT_IMAGE_SIZE):
+        self.image_size = image_size
         self.generator = torch.Generator()
         self.generator.manual_seed(seed)
         dataset = CifarImages(images, labels, standard_transform())
@@ -216,37 +234,40 @@ class TorchvisionLoader:
             self.start_epoch()
             images, labels = next(self.batches)
         self.position += 1
-        images = images.to(self.device, non_blocking=True, memory_format=self.memory_format)
-        return images, labels.to(self.device, non_blocking=True)
+        images = upsample(images.to(self.device, non_blocking=True), self.image_size)
+        return images.contiguous(memory_format=self.memory_format), labels.to(self.device, non_blocking=True)
 
 
 def make_train_loader(kind: str, images: torch.Tensor, labels: torch.Tensor, batch_size: int, device: torch.device,
                       seed: int, workers: int, channels_last: bool,
-                      shard: Tuple[int, int] = (0, 1)) -> Union[TorchvisionLoader, DeviceLoader]:
+                      shard: Tuple[int, int] = (0, 1),
+                      image_size: int = DEFAULT_IMAGE_SIZE) -> Union[TorchvisionLoader, DeviceLoader]:
     if kind == "torchvision":
-        return TorchvisionLoader(images, labels, batch_size, device, seed, workers, channels_last, shard)
-    return DeviceLoader(images, labels, batch_size, device, seed, channels_last, shard)
+        return TorchvisionLoader(images, labels, batch_size, device, seed, workers, channels_last, shard, image_size)
+    return DeviceLoader(images, labels, batch_size, device, seed, channels_last, shard, image_size)
 
 
 def eval_batches(images: torch.Tensor, labels: torch.Tensor, batch_size: int, device: torch.device,
-                 channels_last: bool = False,
-                 shard: Tuple[int, int] = (0, 1)) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
-    """This rank's contiguous share of the test set, in order, unaugmented and normalised, one
-    batch at a time (for either loader: evaluation is not timed)."""
+                 channels_last: bool = False, shard: Tuple[int, int] = (0, 1),
+                 image_size: int = DEFAULT_IMAGE_SIZE) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
+    """This rank's contiguous share of the test set, in order, unaugmented, normalised and
+    upsampled to `image_size`, one batch at a time (for either loader: evaluation is not timed)."""
     normalize = Normalize(device)
     layout = memory_format(channels_last)
     rank, ranks = shard
     share = slice(rank * len(images) // ranks, (rank + 1) * len(images) // ranks)
     images, labels = images[share].to(device), labels[share].to(device)
     for start in range(0, len(images), batch_size):
-        batch = normalize(images[start:start + batch_size]).contiguous(memory_format=layout)
+        batch = upsample(normalize(images[start:start + batch_size]), image_size).contiguous(memory_format=layout)
         yield batch, labels[start:start + batch_size]
 
 
-def synthetic_images(count: int, device: torch.device, seed: int) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Fixed random uint8 images and labels of CIFAR shape, made on the device."""
+def synthetic_images(count: int, device: torch.device, seed: int,
+                     image_size: int = DEFAULT_IMAGE_SIZE) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Fixed random uint8 images of `image_size` and labels, made on the device."""
     generator = torch.Generator(device=device)
     generator.manual_seed(seed)
-    images = torch.randint(0, 256, (count, 3, 32, 32), dtype=torch.uint8, device=device, generator=generator)
+    images = torch.randint(0, 256, (count, 3, image_size, image_size), dtype=torch.uint8, device=device,
+                           generator=generator)
     labels = torch.randint(0, 10, (count,), device=device, generator=generator)
     return images, labels

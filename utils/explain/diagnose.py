@@ -28,6 +28,7 @@ LAUNCH_BOUND_SHARE = 0.30  # CUDA: the GPU idle, waiting for the host
 MEMORY_BOUND_SHARE = 0.35  # normalisation and elementwise ops
 CAST_SHARE = 0.10  # dtype conversions
 COMM_BOUND_SHARE = 0.20  # all-reduce that no compute overlapped (a distributed run)
+FAR_BELOW_PREDICTION = 0.8  # a measured FP8 speedup under this share of the roofline's is not the shapes' doing
 SMALL_FP8_MATMUL = 2048  # an FP8 matmul with a weight dimension below this saves less than its casts and scales cost
 SHRINK_EXPECTED = 1.1  # conv+matmul that ran less than this many times as fast as in fp32 failed to shrink
 SHOWN_GROWTH = 3  # the fallback names at most this many categories that grew
@@ -240,7 +241,10 @@ def fp8_slower(mode: str, fp8_run: Dict[str, Any], fp8_ms: float, bf16_ms: float
         causes.append("no --compile, so every float8 cast, scale and amax is a kernel of its own")
     shapes = [shape for shape in fp8.get("matmul_shapes") or [] if len(shape) == 3]  # [M, K, N]
     largest = max(shapes, key=lambda shape: shape[1] * shape[2]) if shapes else None
-    if largest and min(largest[1:]) < SMALL_FP8_MATMUL:
+    against = against_prediction(fp8, bool(fp8_run.get("compiled")), bf16_ms / fp8_ms, largest)
+    if against:
+        causes.append(against)
+    elif largest and min(largest[1:]) < SMALL_FP8_MATMUL:
         causes.append(f"its FP8 matmuls are small (the largest is {largest[0]} x {largest[1]} x {largest[2]}, "
                       f"M x K x N), and below {SMALL_FP8_MATMUL} wide the casts cost about what FP8 saves")
     if fp8["flop_share"] < LOW_FP8_SHARE:
@@ -250,6 +254,28 @@ def fp8_slower(mode: str, fp8_run: Dict[str, Any], fp8_ms: float, bf16_ms: float
                    (": " + "; ".join(causes) if causes else ""),
                    "--compile (it fuses the casts and amax into their neighbours), a wider model or a larger "
                    f"batch, and reading fp8 against {BASELINES['fp8']}")
+
+
+def against_prediction(fp8: Dict[str, Any], compiled: bool, measured: float,
+                       largest: Optional[Sequence[int]]) -> Optional[str]:
+    """On FP8 tensor cores, the measured speedup against the roofline's (fp8.prediction): far
+    below it, launch overhead or casts not fused; near it, the shapes themselves, with the width
+    from which the roofline has FP8 pay at the run's M. None when emulated or not predicted."""
+    from utils.explain import fp8_predict
+
+    prediction = fp8.get("prediction")
+    if fp8.get("emulated") or not prediction:
+        return None
+    said = (f"measured {measured:.2f}x {BASELINES['fp8']}'s speed against the {prediction['speedup']:.2f}x the "
+            f"roofline predicts for {prediction['for']}")
+    if measured < FAR_BELOW_PREDICTION * prediction["speedup"]:
+        return (f"{said}: far below it, so the time goes to kernel launches or to casts not fused into their "
+                "neighbours" + ("" if compiled else "; run with --compile"))
+    rows = largest[0] if largest else None
+    width = fp8_predict.pays_from(prediction["gpu"], fp8["recipe"], compiled, rows) if rows else None
+    return (f"{said}: near it, so the shapes themselves are too small for FP8 to pay" +
+            (f"; at {rows} rows the roofline has FP8 pay from K = N = {width}" if width else
+             f"; at {rows} rows the roofline has FP8 pay at no K = N up to 32768" if rows else ""))
 
 
 def fallback(mode: str, base: Dict[str, float], profile: Dict[str, float],

@@ -9,38 +9,19 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Sequence, Tuple
 import torch
 from torch import nn
 
+from models.families import DEFAULT_IMAGE_SIZE
 from utils import compat
+from utils.measure import gpus
 
 if TYPE_CHECKING:
     from torch.utils.flop_counter import FlopCounterMode
 
     from utils.training.modes import Mode
 
-# Dense (non-sparse) peak TFLOP/s from NVIDIA's datasheets, by the arithmetic each mode's
-# convolutions and matmuls use, keyed by the exact torch.cuda.get_device_name() of each card:
-# a near name is another product (an H200 NVL is not an H200 SXM, an RTX A1000 no A100), so
-# any other name gets no MFU rather than a wrong one.
-H100_SXM = {"fp32": 67.0, "tf32": 494.7, "fp16": 989.4, "bf16": 989.4, "fp8": 1978.9}
-A100 = {"fp32": 19.5, "tf32": 156.0, "fp16": 312.0, "bf16": 312.0}
-V100_SXM2 = {"fp32": 15.7, "fp16": 125.0}
-V100_PCIE = {"fp32": 14.0, "fp16": 112.0}
-PEAK_TFLOPS = {
-    "NVIDIA H200": H100_SXM,  # the SXM card: the H100 SXM's compute with more memory
-    "NVIDIA H100 80GB HBM3": H100_SXM,
-    "NVIDIA H100 PCIe": {"fp32": 51.0, "tf32": 378.0, "fp16": 756.0, "bf16": 756.0, "fp8": 1513.0},
-    "NVIDIA A100-SXM4-40GB": A100,
-    "NVIDIA A100-SXM4-80GB": A100,
-    "NVIDIA A100-PCIE-40GB": A100,
-    "NVIDIA A100 80GB PCIe": A100,
-    "Tesla V100-SXM2-16GB": V100_SXM2,
-    "Tesla V100-SXM2-32GB": V100_SXM2,
-    "Tesla V100-PCIE-16GB": V100_PCIE,
-    "Tesla V100-PCIE-32GB": V100_PCIE,
-}
 COUNT_BATCH = 2  # conv and matmul FLOPs are linear in the batch: count 2 images, scale up
 
 
-def training_flops_per_step(model: nn.Module, batch_size: int, image_size: int = 32) -> int:
+def training_flops_per_step(model: nn.Module, batch_size: int, image_size: int = DEFAULT_IMAGE_SIZE) -> int:
     """FLOPs of one forward and backward pass (convolutions and matmuls) of images of
     `image_size` x `image_size`, counted on the meta
     device at no compute cost: by torch.utils.flop_counter where this torch has it (torch 2.1),
@@ -68,7 +49,7 @@ def counted_step(model: nn.Module, image_size: int,
 
 
 def linear_flops_per_step(model: nn.Module, batch_size: int,
-                          image_size: int = 32) -> Tuple[Dict[str, Tuple[int, Tuple[int, int, int]]], int]:
+                          image_size: int = DEFAULT_IMAGE_SIZE) -> Tuple[Dict[str, Tuple[int, Tuple[int, int, int]]], int]:
     """({name: (FLOPs of one step, (M, K, N) of its forward matmul)} of each nn.Linear whose own
     forward runs, the step's total FLOPs by the counter), torch 2.1. A Linear's step is its
     forward, 2 x M x K x N, and as much again for its input's gradient (when the input needs one)
@@ -92,6 +73,25 @@ def linear_flops_per_step(model: nn.Module, batch_size: int,
     return found, total
 
 
+def output_elements_per_step(model: nn.Module, batch_size: int, image_size: int,
+                             leave_out: Sequence[str] = ()) -> int:
+    """Elements written by the forward of every leaf module (a layer with no children) of
+    `model` but those named in `leave_out` and nn.Identity, on the meta device, torch 2.1: the
+    activations whose memory traffic a step's elementwise and normalisation work moves."""
+    counted = []
+
+    def record(module, inputs, output):
+        counted.append(output.numel() if isinstance(output, torch.Tensor) else 0)
+
+    def watch(twin):
+        for name, module in twin.named_modules():
+            if not list(module.children()) and name not in leave_out and not isinstance(module, nn.Identity):
+                module.register_forward_hook(record)
+
+    counted_step(model, image_size, watch)
+    return sum(counted) * batch_size // COUNT_BATCH
+
+
 def conv_backward_flops(grad_out_shape: Sequence[int], x_shape: Sequence[int], w_shape: Sequence[int],
                         bias: Optional[Sequence[int]], stride: Sequence[int], padding: Sequence[int],
                         dilation: Sequence[int], transposed: bool, output_padding: Sequence[int], groups: int,
@@ -102,7 +102,7 @@ def conv_backward_flops(grad_out_shape: Sequence[int], x_shape: Sequence[int], w
     return forward * (bool(output_mask[0]) + bool(output_mask[1]))
 
 
-def layer_flops_per_step(model: nn.Module, batch_size: int, image_size: int = 32) -> int:
+def layer_flops_per_step(model: nn.Module, batch_size: int, image_size: int = DEFAULT_IMAGE_SIZE) -> int:
     """The same count without FlopCounterMode: each Conv2d and Linear does 2 x (multiply-adds)
     forward, as much again for the gradient of its input (unless that input needs none, as the
     images don't) and for the gradient of its weight; read from one forward pass of two images
@@ -128,7 +128,7 @@ def layer_flops_per_step(model: nn.Module, batch_size: int, image_size: int = 32
     return sum(total) * batch_size // COUNT_BATCH
 
 
-# PEAK_TFLOPS' keys, by the arithmetic of a mode's matmuls (Mode.compute_dtype)
+# The spec table's arithmetic keys (utils/measure/gpus.py) by the dtype of a mode's matmuls
 ARITHMETIC = {"float32": "fp32", "tf32": "tf32", "float16": "fp16", "bfloat16": "bf16", "float8": "fp8"}
 
 
@@ -141,7 +141,7 @@ def peak_tflops(device_name: str, mode: Mode,
                 fp8_share: Optional[float] = None) -> Tuple[Optional[float], Optional[str]]:
     """(peak TFLOP/s or None, why none). An fp8 mode runs `fp8_share` of its FLOPs at the FP8
     peak and the rest at its autocast dtype's, so its peak is the rate of that mix at both peaks."""
-    peaks = PEAK_TFLOPS.get(device_name)
+    peaks = gpus.peaks_of(device_name)
     if peaks is None:
         return None, f"dense peak of '{device_name}' unknown"
     kind = arithmetic(mode)

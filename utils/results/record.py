@@ -113,7 +113,8 @@ class RunRecord:
     bucket_mb: Optional[float] = None  # DDP's bucket_cap_mb (null in one process)
     # the fp8 modes (utils/training/float8.py): recipe, emulated, linear_layers, converted_layers,
     # fp8_flops_per_step, flop_share (of the step's matmul and convolution FLOPs), left_out [{layer, why}],
-    # matmul_shapes [[M, K, N]] of the converted layers' forward matmuls (M: rows in one process's batch)
+    # matmul_shapes [[M, K, N]] of the converted layers' forward matmuls (M: rows in one process's batch),
+    # prediction (utils/explain/fp8_predict.run_prediction) and prediction_note (why it is null)
     fp8: Optional[Dict] = None
     host: Optional[Dict] = None  # host_load.combined(): load and CPU use over every segment's timed steps, warning
     # utils/measure/energy.py: this process's GPU over its timed steps (joules_per_image, mean_watts, joules,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from models.families import uses_resnet_stem
+from models.families import DEFAULT_IMAGE_SIZE, uses_resnet_stem
 from utils.explain.categories import NAMES as CATEGORIES
 from utils.explain.diagnose import amdahl_line, ranked, speedup_text
 from utils.measure.step_stats import OUTLIER_FACTOR
@@ -63,6 +63,8 @@ def describe(setup: Dict[str, Any], env: Dict[str, Any]) -> str:
               "AdamW" if setup.get("optimizer") == "adamw" else None]
     levers = "".join(f", {lever}" for lever in levers if lever)
     stem = f" (stem {setup['stem']})" if uses_resnet_stem(setup["model"]) else ""
+    size = setup.get("image_size") or DEFAULT_IMAGE_SIZE
+    stem += f", {size}x{size} images" if size != DEFAULT_IMAGE_SIZE else ""
     tf32 = " | TF32 off except in mode tf32" if env.get("device_type") == "cuda" else ""
     return (f"{setup['model']}{stem}, {batch}{levers}, {setup['steps']} steps ({setup['warmup']} warm-up), "
             f"data {setup['data']} | {setup['device']} | torch {env['torch']}{tf32}")
@@ -374,7 +376,23 @@ def fp8_notes(document: Dict[str, Any]) -> List[str]:
         lines.append(f"{mode} ({block['recipe']} scaling{', EMULATED: times are not FP8 speed' if block['emulated'] else ''}"
                      f"): {block['converted_layers']} of {block['linear_layers']} Linear layers in FP8, "
                      f"{100 * block['flop_share']:.1f}% of the step's matmul FLOPs; left in bfloat16: {left}.")
+        lines.append(prediction_note(mode, block, document["comparison"]))
     return lines
+
+
+def prediction_note(mode: str, block: Dict[str, Any], comparison: Dict[str, ComparisonRow]) -> str:
+    """The roofline's FP8 speedup over amp-bf16 (runs[].fp8.prediction) beside the measured one."""
+    bf16 = comparison.get(BASELINES["fp8"])
+    measured = (f"measured here {bf16.median_step_ms / comparison[mode].median_step_ms:.2f}x"
+                if bf16 and bf16.median_step_ms and comparison[mode].median_step_ms
+                else f"no {BASELINES['fp8']} run here to measure it against")
+    prediction = block.get("prediction")
+    if prediction is None:
+        why = block.get("prediction_note") or "a file written before predictions"
+        return f"{mode} predicted: none, {why}; {measured}."
+    return (f"{mode} predicted {prediction['speedup']:.2f}x {BASELINES['fp8']}'s speed by the roofline for "
+            f"{prediction['for']} ({'compiled' if prediction['compiled'] else 'eager'}; its converted layers "
+            f"{prediction['linear_speedup']:.2f}x), {measured} (python -m utils.explain.fp8_predict).")
 
 
 def spread_notes(comparison: Dict[str, ComparisonRow]) -> List[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
+from models.families import DEFAULT_IMAGE_SIZE
 from utils.explain.categories import ADDED
 from utils.results.accuracy import DEFAULT_MARGIN_POINTS
 from utils.results.record import SCHEMA, WARMUP_IN_PEAK
@@ -39,6 +40,7 @@ def upgrade(document: Dict[str, Any]) -> Dict[str, Any]:
     # before the accuracy verdict (--seeds, --accuracy-margin): the margin's default
     config.setdefault("accuracy_margin", DEFAULT_MARGIN_POINTS)
     config["grad_comm"] = config.get("grad_comm") or "fp32"  # before --grad-comm: fp32 gradients
+    config["image_size"] = config.get("image_size") or DEFAULT_IMAGE_SIZE  # before --image-size: CIFAR-10's 32x32
     upgraded = dict(document, schema=SCHEMA, env=env, config=config,
                     runs=[upgrade_run(run, env["timestamp_utc"]) for run in document["runs"]])
     if document["schema"] != SCHEMA:

@@ -210,11 +210,14 @@ ENERGY = Fields({"joules_per_image": Number(above=0), "mean_watts": Number(above
                  "seconds": Number(above=0), "images": Number(whole=True, low=1), "source": TEXT},
                 {"power_samples": Nullable(COUNT), "nvml_index": Nullable(COUNT)})
 RECIPES = tuple(mode.float8 for mode in MODES.values() if mode.float8)
+FP8_PREDICTION = Fields({"gpu": TEXT, "for": TEXT, "compiled": FLAG, "speedup": Number(above=0),
+                         "linear_speedup": Number(above=0), "bf16_ms": Number(above=0), "fp8_ms": Number(above=0)})
 FP8 = Fields({"recipe": OneOf(RECIPES, "a float8 recipe"), "emulated": FLAG, "linear_layers": Number(whole=True, low=0),
               "converted_layers": Number(whole=True, low=0), "flop_share": Number(low=0, high=1),
               "left_out": ListOf(Fields({"layer": TEXT, "why": TEXT}))},
              {"fp8_flops_per_step": Number(whole=True, low=0),
-              "matmul_shapes": ListOf(ListOf(Number(whole=True, low=0)))})
+              "matmul_shapes": ListOf(ListOf(Number(whole=True, low=0))),
+              "prediction": Nullable(FP8_PREDICTION), "prediction_note": Nullable(TEXT)})
 GRAD_COMM_DTYPE = OneOf(GRAD_COMM, "a dtype gradients travel in")
 BUCKET_MB = Number(above=0)  # DDP's bucket size, which the setup line prints
 WHOLE_FROM_1 = Number(whole=True, low=1)
@@ -246,7 +249,7 @@ ENV = Fields({"timestamp_utc": TEXT, "hostname": TEXT, "device": TEXT, "torch": 
              {"world_size": WHOLE_FROM_1, "device_type": Nullable(TEXT)})
 # The settings the setup line prints and the merge pools by, in the ranges their readers need
 # (the scaling study divides by the batch); those every release wrote may not be missing.
-SETTINGS = {"batch_size": WHOLE_FROM_1, "accum_steps": WHOLE_FROM_1, "steps": WHOLE_FROM_1,
+SETTINGS = {"image_size": WHOLE_FROM_1, "batch_size": WHOLE_FROM_1, "accum_steps": WHOLE_FROM_1, "steps": WHOLE_FROM_1,
             "warmup": Number(whole=True, low=0), "lr": Number(above=0), "momentum": Number(low=0),
             "weight_decay": Number(low=0), "label_smoothing": Number(low=0, high=1),
             "warmup_lr_steps": Number(whole=True, low=0), "clip_grad": Number(above=0), "grad_comm": GRAD_COMM_DTYPE,

@@ -224,15 +224,16 @@ def check_compatible(state: Dict[str, Any], config: RunConfig, mode: Mode, path:
     """Refuse a checkpoint of another model, batch, optimizer setting, rank count or data set
     (`setup`: this run's resume_setup()); between FP32-weight modes allow it and say what happens
     to the loss scaler (as PyTorch's AMP notes do). Returns a warning or None."""
-    check_setup(state, path, setup)
     saved = state["config"]
-    # a setting an earlier release's checkpoint did not record is not checked
+    # a setting an earlier release's checkpoint did not record is not checked; the settings come
+    # first, as they say why the data differs (synthetic data's count follows --image-size)
     for key in RESUME_KEYS + tuple(key for key in RESUME_SETTINGS if key in saved):
         if saved[key] != getattr(config, key):
             why = f" ({RESUME_SETTINGS[key]})" if key in RESUME_SETTINGS else ""
             raise UserError(f"{path} holds a run with --{key.replace('_', '-')} {setting_in_words(saved[key])}, "
                             f"not {setting_in_words(getattr(config, key))}{why}; resume with the same settings or use "
                             "another --checkpoint.")
+    check_setup(state, path, setup)
     if saved.get("warmup_lr_steps") not in (None, config.warmup_lr_steps) and saved["steps"] == config.steps:
         raise UserError(f"{path} holds a run with --warmup-lr-steps {saved['warmup_lr_steps']}, not "
                         f"{config.warmup_lr_steps}; resume with the same settings or use another --checkpoint.")

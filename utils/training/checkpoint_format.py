@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Tuple, Union
 
 import torch
 
+from models.families import DEFAULT_IMAGE_SIZE
 from utils.measure import host_load
 from utils.setup_keys import RESUME_KEYS, RESUME_SETTINGS, SETUP_KEYS
 from utils.training.loop import Statistics
@@ -43,6 +44,7 @@ def upgrade(state: Dict[str, Any]) -> Dict[str, Any]:
     (trainer_state_problem)."""
     config = dict(state["config"])
     config.setdefault("optimizer", "sgd")  # before --optimizer (AdamW beside SGD): SGD
+    config.setdefault("image_size", DEFAULT_IMAGE_SIZE)  # before --image-size: CIFAR-10's 32x32
     stats, start = dict(state["stats"]), asdict(Statistics())
     for key in STATS_ADDED:
         stats.setdefault(key, start[key])

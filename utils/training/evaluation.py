@@ -26,7 +26,7 @@ def evaluate(model: nn.Module, mode: Mode, data: Data, config: RunConfig, contex
     model.eval()
     counts = torch.zeros(3, dtype=torch.long, device=device)  # correct, seen, stopped
     batches = eval_batches(data.test_images, data.test_labels, batch_size, device, config.channels_last,
-                           (world.rank, world.size))
+                           (world.rank, world.size), config.image_size)
     shard = -(-len(data.test_labels) // world.size)
     batches = context.reporter.evaluation(batches, -(-shard // batch_size), mode.name)
     for images, labels in batches:

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from torch import nn
 
+from models.families import DEFAULT_IMAGE_SIZE
+
 from utils import compat
 from utils.errors import UserError
 from utils.training.modes import FP8_NEEDS_A_GPU, LOW_FP8_SHARE
@@ -140,19 +142,20 @@ def convert(model: nn.Module, recipe: str, emulate: bool) -> nn.Module:
     return model
 
 
-def accounting(model: nn.Module, batch_size: int, model_name: str) -> Dict[str, Any]:
+def accounting(model: nn.Module, batch_size: int, model_name: str,
+               image_size: int = DEFAULT_IMAGE_SIZE) -> Dict[str, Any]:
     """What runs in FP8 in one step of `model`: the Linear layers converted out of all, their
     share of the step's matmul and convolution FLOPs (torch's FLOP counter), and every layer left
     out with why: RunRecord.fp8 once the run adds its recipe and emulated. Refuses a model in
     which nothing would run in FP8."""
     from utils.measure import flops
 
-    linear_flops, total = flops.linear_flops_per_step(model, batch_size)
+    linear_flops, total = flops.linear_flops_per_step(model, batch_size, image_size)
     why = left_out(model)
     for name, module in model.named_modules():
         if isinstance(module, nn.Linear) and name not in why and name not in linear_flops:
             why[name] = NEVER_RAN
-    converted = [name for name in linear_flops if name not in why]
+    converted = converted_layers(model, linear_flops)
     if not converted:
         raise UserError(f"model {model_name} has no nn.Linear layer that FP8 can run (its matmul FLOPs are in "
                         "convolutions and the head, which torchao's float8 training leaves in bfloat16), so fp8 "
@@ -162,6 +165,13 @@ def accounting(model: nn.Module, batch_size: int, model_name: str) -> Dict[str, 
     return {"linear_layers": linears, "converted_layers": len(converted), "fp8_flops_per_step": fp8_flops,
             "flop_share": fp8_flops / total, "left_out": sorted_left_out(model, why),
             "matmul_shapes": sorted({linear_flops[name][1] for name in converted})}
+
+
+def converted_layers(model: nn.Module, linear_flops: Dict[str, Any]) -> List[str]:
+    """The names of the Linear layers that convert to float8: those whose forward runs in a step
+    (`linear_flops`, flops.linear_flops_per_step's) and that left_out() keeps."""
+    why = left_out(model)
+    return [name for name in linear_flops if name not in why]
 
 
 def sorted_left_out(model: nn.Module, why: Dict[str, str]) -> List[Dict[str, str]]:

@@ -54,7 +54,7 @@ def fits_on_gpu(initial_model: nn.Module, mode: Mode, config: RunConfig, device:
         params, scaler = precision.prepare_model(model, mode, device, config.loss_scale)
         optimizer, _ = make_optimizer(params, 0.01, config.momentum, config.weight_decay, config.nesterov,
                                       config.optimizer_impl, config.optimizer, no_decay_flags(model, config.model))
-        images = torch.randn(batch, 3, 32, 32, device=device)
+        images = torch.randn(batch, 3, config.image_size, config.image_size, device=device)
         labels = torch.randint(0, 10, (batch,), device=device)
         batches = iter(lambda: (images, labels), None)
         for _ in range(2):

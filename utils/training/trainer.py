@@ -62,7 +62,8 @@ def build_trainer(initial_model: nn.Module, mode: Mode, data: Data, config: RunC
     if config.compile:
         step_model = torch.compile(step_model, mode=config.compile_mode)
     loader = make_train_loader(config.loader, data.train_images, data.train_labels, config.batch_size, device,
-                               config.seed, config.workers, config.channels_last, (world.rank, world.size))
+                               config.seed, config.workers, config.channels_last, (world.rank, world.size),
+                               config.image_size)
     optimizer, optimizer_impl = make_optimizer(params, config.lr, config.momentum, config.weight_decay,
                                                config.nesterov, config.optimizer_impl, config.optimizer,
                                                no_decay_flags(model, config.model))

@@ -280,3 +280,33 @@ def test_malformed_batches_are_refused_with_the_problem(case, protocol, tmp_path
         cifar10.read_batch(str(path))
     message = str(refused.value)
     assert str(path) in message and phrase in message and " ();" not in message, message
+
+
+def test_every_loader_gives_batches_upsampled_to_the_image_size(dataset):
+    """--image-size: the device and torchvision loaders and the test batches come at N x N, the
+    augmented 32x32 batch upsampled bilinearly; synthetic images are made at N."""
+    from torch.nn import functional as F
+
+    from utils.data.loaders import TorchvisionLoader, make_train_loader, upsample
+
+    images, labels = dataset.train_images[:16], dataset.train_labels[:16]
+    cpu = torch.device("cpu")
+    for kind in ("device", "torchvision"):
+        batch, _ = next(make_train_loader(kind, images, labels, 4, cpu, 0, 0, False, image_size=64))
+        assert batch.shape == (4, 3, 64, 64) and batch.dtype == torch.float32
+    test_batch, _ = next(eval_batches(dataset.test_images[:4], dataset.test_labels[:4], 4, cpu, image_size=64))
+    plain, _ = next(eval_batches(dataset.test_images[:4], dataset.test_labels[:4], 4, cpu))
+    assert torch.equal(test_batch, F.interpolate(plain, size=(64, 64), mode="bilinear", align_corners=False))
+    assert upsample(plain, 32) is plain  # at its own size the batch is left alone
+    assert isinstance(make_train_loader("torchvision", images, labels, 4, cpu, 0, 0, False), TorchvisionLoader)
+    synthetic, _ = synthetic_images(3, cpu, 0, image_size=64)
+    assert synthetic.shape == (3, 3, 64, 64) and synthetic.dtype == torch.uint8
+    loader = DeviceLoader(synthetic, torch.zeros(3, dtype=torch.long), 2, cpu, 0, image_size=64)
+    assert next(loader)[0].shape == (2, 3, 64, 64)
+
+
+def test_synthetic_data_holds_cifar10s_bytes_but_a_few_batches_at_large_sizes():
+    from utils.data.dataset import FEWEST_SYNTHETIC_IMAGES, SYNTHETIC_TRAIN_IMAGES, synthetic_count
+
+    assert synthetic_count(32) == SYNTHETIC_TRAIN_IMAGES and synthetic_count(64) == SYNTHETIC_TRAIN_IMAGES // 4
+    assert synthetic_count(224) == FEWEST_SYNTHETIC_IMAGES

@@ -13,6 +13,16 @@ def test_flops_are_counted_per_step_and_scale_with_batch():
     assert 3.0e9 < per_8 / 8 < 3.7e9  # about 3x the 1.1 GFLOP forward pass of a CIFAR resnet18
 
 
+def test_a_convnets_flops_grow_with_the_images_area_but_for_its_head():
+    """resnet18 with the ImageNet stem halves 32 and 64 evenly down to layer4 (1x1 and 2x2), so
+    every convolution does 4x the work at 64; the head (512 -> 10 after the pool, 3 matmuls of
+    2 x 512 x 10 FLOPs an image in training) does the same at both."""
+    model, batch = factory.build_model("resnet18", "imagenet", image_size=64), 4
+    head = 3 * 2 * 512 * 10 * batch
+    at_32, at_64 = (flops.training_flops_per_step(model, batch, size) for size in (32, 64))
+    assert at_64 - head == 4 * (at_32 - head)
+
+
 @pytest.mark.parametrize("name, mode, peak", [
     ("NVIDIA A100-SXM4-40GB", "amp-fp16", 312.0), ("NVIDIA A100-SXM4-40GB", "fp32", 19.5),
     ("NVIDIA A100-SXM4-40GB", "tf32", 156.0), ("NVIDIA H100 80GB HBM3", "amp-bf16", 989.4),

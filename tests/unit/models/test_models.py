@@ -40,7 +40,8 @@ def test_unknown_and_unusable_models_are_user_errors():
         factory.build_model("resnet51")
     with pytest.raises(UserError, match="--list-models"):
         factory.build_model("definitely-not-a-model")
-    with pytest.raises(UserError, match="cannot take 32x32"):
+    with pytest.raises(UserError, match="needs images of at least 63x63 .* this run's are 32x32: run it with "
+                                        "--image-size 63"):
         factory.build_model("alexnet")
 
 
@@ -54,8 +55,8 @@ def test_list_models_offers_exactly_the_models_that_take_32x32_images():
     """Every torchvision model is built; those --list-models leaves out
     are refused, and the others build and take a 32x32 batch (four minutes on 2 cores)."""
     for name in factory.model_names():
-        if families.refusal_at_32(name):
-            with pytest.raises(UserError, match="cannot take 32x32"):
+        if families.size_refusal(name, 32):
+            with pytest.raises(UserError, match="this run's are 32x32"):
                 factory.build_model(name)
         else:
             factory.build_model(name)  # raises UserError if the image size does not fit
@@ -70,16 +71,37 @@ def test_cifar_vits_are_torchvision_vits_at_32x32_with_their_widths():
         assert (model.image_size, model.patch_size, model.hidden_dim) == (32, 4, width)
         assert len(model.encoder.layers) == 12 and model.encoder.layers[0].self_attention.num_heads == heads
         assert model(torch.randn(2, 3, 32, 32)).shape == (2, 10)
-    assert "vit_t4" in factory.model_names() and families.refusal_at_32("vit_t4") is None
+    assert "vit_t4" in factory.model_names() and families.size_refusal("vit_t4", 32) is None
 
 
-def test_torchvisions_vits_are_refused_naming_the_cifar_ones():
-    assert "vit_t4 and vit_s4" in families.refusal_at_32("vit_b_16")
+def test_torchvisions_vits_are_refused_below_their_size_naming_the_cifar_ones():
     with pytest.raises(UserError) as refused:
-        factory.build_model("vit_b_16")
-    assert str(refused.value) == ("model 'vit_b_16' cannot take 32x32 CIFAR-10 images: torchvision's vision "
-                                  "transformers are built for 224x224 images; vit_t4 and vit_s4 are the same class "
-                                  "built for 32x32; --list-models lists those that can.")
+        factory.build_model("vit_b_16", image_size=64)
+    assert str(refused.value) == (
+        "model 'vit_b_16' needs images of at least 224x224 with sides a multiple of 16 (torchvision's vision "
+        "transformers are built for 224x224 images and up, in whole patches; vit_t4 and vit_s4 are the same class "
+        "with 4x4 patches for smaller images), and this run's are 64x64: run it with --image-size 224.")
+    assert "--image-size 240" in families.size_refusal("vit_b_16", 230)  # the next whole number of patches
+    assert families.size_refusal("vit_b_32", 224) is None and families.size_refusal("maxvit_t", 224) is None
+
+
+def test_sizes_the_table_allows_build_and_take_batches_of_that_size():
+    for name, size in (("inception_v3", 75), ("alexnet", 63), ("vit_t4", 64)):
+        model = factory.build_model(name, image_size=size)
+        assert model(torch.randn(2, 3, size, size)).shape == (2, 10)
+    assert families.size_refusal("inception_v3", 74) and families.size_refusal("vit_t4", 62)
+    assert factory.build_model("vit_t4", image_size=64).image_size == 64
+
+
+def test_the_default_stem_follows_the_image_size():
+    from utils.config import RunConfig
+
+    assert families.default_stem(families.CIFAR_STEM_UP_TO) == "cifar"
+    assert families.default_stem(families.CIFAR_STEM_UP_TO + 1) == "imagenet"
+    assert [RunConfig.build(model="resnet50", image_size=size).stem for size in (32, 64, 96, 224)] == [
+        "cifar", "cifar", "imagenet", "imagenet"]
+    assert RunConfig.build(model="resnet50", image_size=224, stem="cifar").stem == "cifar"  # a given stem wins
+    assert RunConfig.build(model="vgg11", image_size=224).stem == "imagenet"  # as recorded, changing nothing
 
 
 @pytest.mark.parametrize("model", ["vit_t4", "squeezenet1_1", "vgg11", "mobilenet_v2"])

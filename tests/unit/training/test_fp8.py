@@ -96,6 +96,10 @@ def test_the_cli_trains_fp8_through_the_one_step_and_prints_its_block(tmp_path):
     assert runs["amp-bf16"]["fp8"] is None
     block = runs["fp8"]["fp8"]
     assert (block["recipe"], block["emulated"], block["converted_layers"]) == ("tensorwise", True, 24)
+    assert (block["prediction"]["gpu"], block["prediction"]["for"]) == ("h100-sxm", "emulated: an H100 SXM")
+    assert 0 < block["prediction"]["speedup"] < 1 and block["prediction_note"] is None
+    assert "fp8 predicted" in result.stdout and "roofline for emulated: an H100 SXM" in \
+        result.stdout.replace("\n  ", " ")
     assert runs["fp8"]["initial_weights_sha256"] == runs["amp-bf16"]["initial_weights_sha256"]
     assert runs["fp8"]["numerics"]["dtype"] == "bfloat16"  # the census examines the step's bfloat16 part
 
@@ -178,6 +182,23 @@ def test_an_fp8_slower_than_bf16_is_diagnosed_with_the_causes_its_run_shows():
         assert cause in found["evidence"], found["evidence"]
     large = fp8_slower("fp8", fp8_run(fp8={"matmul_shapes": [[16384, 4096, 4096]]}), 15.0, 12.0)
     assert "small" not in large["evidence"] and "emulated" not in large["evidence"]
+
+
+PREDICTED = {"gpu": "h100-sxm", "for": "this GPU: an H100 SXM", "compiled": True, "speedup": 0.9,
+             "linear_speedup": 0.8, "bf16_ms": 10.0, "fp8_ms": 11.1}
+
+
+def test_on_a_gpu_the_slower_fp8_is_read_against_its_prediction():
+    """Far below the roofline's speedup: launches or missing fusion; near it: the shapes."""
+    far = fp8_slower("fp8", fp8_run(compiled=False, fp8={"recipe": "rowwise", "prediction": PREDICTED}), 20.0, 12.0)
+    assert "measured 0.60x amp-bf16's speed against the 0.90x the roofline predicts for this GPU: an H100 SXM: " \
+           "far below it" in far["evidence"] and "run with --compile" in far["evidence"]
+    near = fp8_slower("fp8", fp8_run(fp8={"recipe": "rowwise", "prediction": PREDICTED}), 13.0, 12.0)
+    assert "near it, so the shapes themselves are too small for FP8 to pay; at 16640 rows the roofline has FP8 " \
+           "pay from K = N = " in near["evidence"] and "small (the largest" not in near["evidence"]
+    emulated = fp8_slower("fp8", fp8_run(fp8={"emulated": True, "recipe": "rowwise", "prediction": PREDICTED}),
+                          13.0, 12.0)
+    assert "roofline" not in emulated["evidence"]
 
 
 def test_fp8_mode_table_entries():
