@@ -11,6 +11,7 @@ import torchvision.models as tvm
 from torch import nn
 
 from models import families
+from models.attention import swap_attention
 from models.families import CIFAR_VITS, DEFAULT_IMAGE_SIZE
 from models.vit import build_cifar_vit
 from utils import compat
@@ -37,7 +38,8 @@ def build_model(name: str, stem: Optional[str] = None, dropout: Optional[float] 
 
     With stem="cifar" (the default up to families.CIFAR_STEM_UP_TO pixels), ResNet-family models get the usual CIFAR stem: the first conv becomes
     3x3 stride 1 (same output channels, no bias) and the max-pool is removed, so small inputs
-    keep their resolution into layer1. Other families keep torchvision's layout. Each family's
+    keep their resolution into layer1. Other families keep torchvision's layout, but for the
+    ViTs' attention, whose projections become nn.Linear layers (models/attention.py). Each family's
     builder options apply (ResNet-family models start each residual block at the identity, a
     zero-initialised last batch norm; the models whose layout depends on the image size are
     built for `image_size`). A size the family's table refuses is refused; given `batch_size`,
@@ -69,6 +71,7 @@ def build_model(name: str, stem: Optional[str] = None, dropout: Optional[float] 
         model.conv1 = nn.Conv2d(3, model.conv1.out_channels, kernel_size=3, stride=1, padding=1, bias=False)
         nn.init.kaiming_normal_(model.conv1.weight, mode="fan_out", nonlinearity="relu")
         model.maxpool = nn.Identity()
+    swap_attention(model)  # every ViT, in every mode: its projections become nn.Linear layers FP8 can reach
     check_accepts_images(model, name, image_size, batch_size)
     return model
 

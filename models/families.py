@@ -68,10 +68,13 @@ DEFAULT_IMAGE_SIZE = 32  # CIFAR-10's own: --image-size upsamples it on the devi
 CIFAR_STEM_UP_TO = 64
 CIFAR_VIT_PATCH = 4
 # The vision transformers built here for small images (models/vit.py): torchvision's own class
-# with the Tiny and Small widths of DeiT and 4x4 patches; name -> (hidden width, layers, heads, MLP width).
+# with the Tiny and Small widths of DeiT, the Base and Large of ViT (Dosovitskiy et al., 2021),
+# and 4x4 patches; name -> (hidden width, layers, heads, MLP width).
 CIFAR_VITS = {
     "vit_t4": (192, 12, 3, 768),
     "vit_s4": (384, 12, 6, 1536),
+    "vit_b4": (768, 12, 12, 3072),
+    "vit_l4": (1024, 24, 16, 4096),
 }
 
 
@@ -100,7 +103,7 @@ AUX_LOGITS_OFF = {"aux_logits": False, "init_weights": True}  # no auxiliary hea
 # The first family that covers a model name is its family; a model no family covers is one of
 # OTHER_CONVNETS (tests/unit/models/test_models.py builds every model to keep the image sizes true).
 TORCHVISION_VIT = ("torchvision's vision transformers are built for 224x224 images and up, in whole patches; "
-                   f"{' and '.join(CIFAR_VITS)} are the same class with 4x4 patches for smaller images")
+                   f"{', '.join(CIFAR_VITS)} are the same class with 4x4 patches for smaller images")
 FAMILIES = {
     "cifar_vit": Family("transformer", names=tuple(CIFAR_VITS), no_decay=VIT_NO_DECAY, image_multiple=CIFAR_VIT_PATCH,
                         size_reason="whole 4x4 patches"),

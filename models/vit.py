@@ -2,8 +2,9 @@
 
 torchvision's vit_* builders fix the image size at 224x224 (patch 16 or 32); at 32x32 and patch 4
 the same class gives an 8x8 grid of 64 tokens plus the class token, the layout of the CIFAR ViT
-references (Tiny and Small widths from DeiT, Touvron et al., 2021). The name says width and patch:
-vit_t4 is the Tiny width with 4x4 patches.
+references (Tiny and Small widths from DeiT, Touvron et al., 2021; Base and Large from ViT). The
+name says width and patch: vit_t4 is the Tiny width with 4x4 patches. models/factory.py swaps their
+attention for models/attention.py's, as it does torchvision's own ViTs'.
 """
 from __future__ import annotations
 

@@ -78,6 +78,10 @@ def has_compile() -> bool:
     return torch_release() >= (2, 0)  # torch.compile
 
 
+def has_scaled_dot_product_attention() -> bool:
+    return torch_release() >= (2, 0)  # F.scaled_dot_product_attention
+
+
 def has_weights_only_load() -> bool:
     return torch_release() >= (1, 13)  # torch.load(weights_only=True)
 

@@ -85,7 +85,7 @@ def test_adamw_spares_biases_norms_the_class_token_and_the_position_embedding():
     names = [name for name, param in model.named_parameters() if param.requires_grad]
     decayed = {name for name, spared in zip(names, no_decay_flags(model, "vit_t4")) if not spared}
     per_block = {f"encoder.layers.encoder_layer_{i}.{part}" for i in range(12) for part in (
-        "self_attention.in_proj_weight", "self_attention.out_proj.weight", "mlp.0.weight", "mlp.3.weight")}
+        "self_attention.qkv.weight", "self_attention.out_proj.weight", "mlp.0.weight", "mlp.3.weight")}
     assert decayed == per_block | {"conv_proj.weight", "heads.head.weight"}
     assert "class_token" in names and "encoder.pos_embedding" in names
     optimizer, _ = make_optimizer(list(model.parameters()), 1e-3, None, 0.05, impl="foreach", kind="adamw",

@@ -53,8 +53,8 @@ def linear_flops_per_step(model: nn.Module, batch_size: int,
     """({name: (FLOPs of one step, (M, K, N) of its forward matmul)} of each nn.Linear whose own
     forward runs, the step's total FLOPs by the counter), torch 2.1. A Linear's step is its
     forward, 2 x M x K x N, and as much again for its input's gradient (when the input needs one)
-    and its weight's; a layer whose weight another module uses directly (nn.MultiheadAttention's
-    out_proj) is not among them."""
+    and its weight's; a layer whose weight another module uses directly (swin's attention passes
+    its qkv and proj weights to F.linear) is not among them."""
     found = {}
 
     def record(module, inputs, output, name):

@@ -41,7 +41,8 @@ def upgrade(state: Dict[str, Any]) -> Dict[str, Any]:
     checkpoint of an earlier release lacks filled in, as this release reads it. Two more rules
     fill nothing in: the settings an earlier checkpoint did not record are not checked against
     this run's (check_compatible), and its schedule may be at the optimizer's own step count
-    (trainer_state_problem)."""
+    (trainer_state_problem). A ViT saved with nn.MultiheadAttention's weight names needs no rule
+    here: models/attention.py's SelfAttention loads them."""
     config = dict(state["config"])
     config.setdefault("optimizer", "sgd")  # before --optimizer (AdamW beside SGD): SGD
     config.setdefault("image_size", DEFAULT_IMAGE_SIZE)  # before --image-size: CIFAR-10's 32x32

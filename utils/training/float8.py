@@ -27,10 +27,7 @@ FP8_CAPABILITY = (8, 9)  # FP8 tensor cores: Ada (8.9) and Hopper (9.0) on
 FP8_MULTIPLE = 16  # torch._scaled_mm needs both dimensions of a weight in multiples of 16
 HEAD = "the model's output layer (the head), kept in bfloat16"
 UNALIGNED = f"a dimension not a multiple of {FP8_MULTIPLE}, which FP8 matmuls need"
-USED_DIRECTLY = ("inside nn.MultiheadAttention, which uses its weight through F.linear, never the layer's own "
-                 "forward")
 NEVER_RAN = "its forward never runs in a training step"
-QKV = "not an nn.Linear: nn.MultiheadAttention's QKV projection is a weight of its own (in_proj_weight)"
 CONVOLUTION = "not an nn.Linear: a convolution"
 
 
@@ -116,15 +113,12 @@ def quiet_import() -> None:
 
 
 def left_out(model: nn.Module) -> Dict[str, str]:
-    """{name: why} of every nn.Linear that stays in bfloat16; every other nn.Linear converts."""
+    """{name: why} of every nn.Linear that stays in bfloat16; every other nn.Linear converts (a
+    ViT's attention projections too: models/attention.py makes them nn.Linear layers)."""
     linears = [(name, module) for name, module in model.named_modules() if isinstance(module, nn.Linear)]
-    inside_attention = {f"{name}.{child}" if name else child for name, module in model.named_modules()
-                        if isinstance(module, nn.MultiheadAttention) for child, _ in module.named_children()}
     why = {}
     for index, (name, module) in enumerate(linears):
-        if name in inside_attention:
-            why[name] = USED_DIRECTLY
-        elif index == len(linears) - 1:
+        if index == len(linears) - 1:
             why[name] = HEAD
         elif module.in_features % FP8_MULTIPLE or module.out_features % FP8_MULTIPLE:
             why[name] = UNALIGNED
@@ -175,14 +169,11 @@ def converted_layers(model: nn.Module, linear_flops: Dict[str, Any]) -> List[str
 
 
 def sorted_left_out(model: nn.Module, why: Dict[str, str]) -> List[Dict[str, str]]:
-    """[{layer, why}] in the model's order: the Linear layers in `why`, and the matmul and
-    convolution layers that are not nn.Linear."""
+    """[{layer, why}] in the model's order: the Linear layers in `why`, and the convolutions."""
     found = []
     for name, module in model.named_modules():
         if name in why:
             found.append({"layer": name, "why": why[name]})
-        elif isinstance(module, nn.MultiheadAttention):
-            found.append({"layer": f"{name}.in_proj_weight", "why": QKV})
         elif isinstance(module, nn.modules.conv._ConvNd):
             found.append({"layer": name, "why": CONVOLUTION})
     return found

@@ -65,12 +65,14 @@ def test_list_models_offers_exactly_the_models_that_take_32x32_images():
 def test_cifar_vits_are_torchvision_vits_at_32x32_with_their_widths():
     from torchvision.models.vision_transformer import VisionTransformer
 
-    for name, width, heads in (("vit_t4", 192, 3), ("vit_s4", 384, 6)):
-        model = factory.build_model(name)
+    for name, width, layers, heads, mlp in (("vit_t4", 192, 12, 3, 768), ("vit_s4", 384, 12, 6, 1536),
+                                            ("vit_b4", 768, 12, 12, 3072), ("vit_l4", 1024, 24, 16, 4096)):
+        with torch.device("meta"):  # shapes alone: vit_l4 holds 300M weights
+            model = factory.build_model(name)
+            assert model(torch.randn(2, 3, 32, 32)).shape == (2, 10)
         assert isinstance(model, VisionTransformer)
-        assert (model.image_size, model.patch_size, model.hidden_dim) == (32, 4, width)
-        assert len(model.encoder.layers) == 12 and model.encoder.layers[0].self_attention.num_heads == heads
-        assert model(torch.randn(2, 3, 32, 32)).shape == (2, 10)
+        assert (model.image_size, model.patch_size, model.hidden_dim, model.mlp_dim) == (32, 4, width, mlp)
+        assert len(model.encoder.layers) == layers and model.encoder.layers[0].self_attention.num_heads == heads
     assert "vit_t4" in factory.model_names() and families.size_refusal("vit_t4", 32) is None
 
 
@@ -79,7 +81,7 @@ def test_torchvisions_vits_are_refused_below_their_size_naming_the_cifar_ones():
         factory.build_model("vit_b_16", image_size=64)
     assert str(refused.value) == (
         "model 'vit_b_16' needs images of at least 224x224 with sides a multiple of 16 (torchvision's vision "
-        "transformers are built for 224x224 images and up, in whole patches; vit_t4 and vit_s4 are the same class "
+        "transformers are built for 224x224 images and up, in whole patches; vit_t4, vit_s4, vit_b4, vit_l4 are the same class "
         "with 4x4 patches for smaller images), and this run's are 64x64: run it with --image-size 224.")
     assert "--image-size 240" in families.size_refusal("vit_b_16", 230)  # the next whole number of patches
     assert families.size_refusal("vit_b_32", 224) is None and families.size_refusal("maxvit_t", 224) is None
