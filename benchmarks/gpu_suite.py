@@ -20,8 +20,9 @@ is estimated before it starts (suite_estimate.py) and only a step that fits in w
 the budget starts; the others wait, in order, and the next --budget run into the same folder
 (the same device and date) runs what waited. A budget that fits no step is refused (exit 2)
 with the least that would. `--only` plans some sections alone and keeps the other sections'
-saved steps (and their waiting ones). README's Results merge every suite saved for the device,
-of any date and commit, and say which rows older code measured (suite_history.py).
+saved steps (and their waiting ones). README's Results merge every suite saved for each device
+under the results root, of any date and commit, and say which rows older code measured
+(suite_history.py).
 """
 from __future__ import annotations
 
@@ -45,7 +46,9 @@ from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from suite_estimate import Estimator, Run, training_runs  # noqa: E402 (beside this file)
+import fp8_sweep  # noqa: E402 (beside this file)
+from published import RESNET50  # noqa: E402
+from suite_estimate import Estimator, Run, training_runs  # noqa: E402
 from suite_history import CHANGES, Change, SavedSuite, saved_suites  # noqa: E402
 from utils.config import RunConfig, default_data_dir  # noqa: E402 (without torch)
 from utils.fileio import atomic_write  # noqa: E402
@@ -88,6 +91,14 @@ class Plan:
         self.vit_batch = 4 if quick else self.batch
         self.vit_steps = 3 if quick else self.steps
         self.vit_repeats = 1 if quick else self.repeats
+        # the FP8 sweep: fp8_sweep.py's widths (384 to 4096), batch and steps; --quick: two tiny widths, emulated
+        self.sweep_widths = [64, 128] if quick else fp8_sweep.WIDTHS
+        self.sweep_batch = 2 if quick else fp8_sweep.BATCH
+        self.sweep_steps, self.sweep_warmup = (2, 1) if quick else (fp8_sweep.STEPS, fp8_sweep.WARMUP)
+        # torchvision's own models at their native 224x224 (vit_b_16, resnet50); --quick: the least a CPU does
+        self.vit_b_batch, self.vit_b_steps = (1, 2) if quick else (self.batch, self.steps)
+        self.native_size = 64 if quick else 224  # resnet50 at 224 takes seconds a step on a CPU
+        self.native_batch = 4 if quick else self.batch
 
 
 def main_py(*argv: object) -> List[str]:
@@ -445,6 +456,7 @@ def plan_transformers(suite: Suite) -> None:
     if not {"--fp8-emulate", "--modes"} <= suite.flags:
         suite.skip("transformers", "this version of main.py has no fp8 modes")
         return
+    plan_fp8_at_size(suite)
     fp8 = ["--fp8-emulate"] if plan.quick and any(modes.MODES[mode].float8 for mode in suite.transformer_modes) else []
     # --quick leaves out float16, which takes seconds a step on a CPU without fast float16 arithmetic
     names = [mode for mode in suite.transformer_modes if not (plan.quick and mode == "amp-fp16")]
@@ -473,19 +485,82 @@ def plan_transformers(suite: Suite) -> None:
                             evaluations=epochs), timeout=540)
 
 
+def plan_fp8_at_size(suite: Suite) -> None:
+    """Where FP8 starts to pay: fp8_sweep.py's ViT blocks from width 384 to 4096, measured beside
+    the roofline's prediction, and torchvision's vit_b_16 at its native 224x224 in amp-bf16 and
+    both fp8 recipes (eager). --quick: two tiny widths and vit_b_16 at batch 1, FP8 emulated."""
+    plan = suite.plan
+    fp8 = [mode for mode in HEADLINE_FP8_MODES if mode in suite.transformer_modes]
+    missing = [mode for mode in HEADLINE_FP8_MODES if mode not in fp8]
+    if missing:  # the reason is the skipped mode's (torchao missing, no FP8 tensor cores)
+        for name in ("transformers-sweep", "transformers-vit_b_16"):
+            suite.skip(name, f"it compares fp8 and fp8-rowwise with amp-bf16, and this device cannot run "
+                       f"{', '.join(missing)} (see `mode {missing[0]}`)")
+        return
+    suite.add("transformers-sweep", list(map(str, [
+        PYTHON, ROOT / "benchmarks" / "fp8_sweep.py", *(["--fp8-emulate"] if plan.quick else ["-p"]), "--widths",
+        ",".join(map(str, plan.sweep_widths)), "-b", plan.sweep_batch, "--steps", plan.sweep_steps, "--warmup",
+        plan.sweep_warmup, "--json", suite.out / "transformers-sweep.json"])),
+        [run for width in plan.sweep_widths for run in training_runs(
+            fp8_sweep.block_name(width), "cifar", fp8, plan.sweep_batch, plan.sweep_warmup + plan.sweep_steps,
+            on_cpu=plan.quick)], timeout=540)
+    if "--image-size" not in suite.flags:
+        suite.skip("transformers-vit_b_16", "vit_b_16 needs 224x224 images: this version of main.py has no "
+                   "--image-size")
+        return
+    emulate = ["--fp8-emulate"] if plan.quick else []
+    suite.add("transformers-vit_b_16", main_py(
+        *plan.gpu, "-m", "vit_b_16", "--image-size", 224, "-b", plan.vit_b_batch, "-n", plan.vit_b_steps, "--warmup",
+        plan.warmup, "--modes", ",".join(fp8), *emulate, "--baseline", "amp-bf16", *suite.data_flags,
+        "--no-progress", "--no-eval", "--json", suite.out / "transformers-vit_b_16.json"),
+        training_runs("vit_b_16", "cifar", fp8, plan.vit_b_batch, plan.vit_b_steps, image_size=224,
+                      on_cpu=plan.quick), timeout=540)
+
+
+NATIVE_MODES = ["tf32", "amp-fp16", "amp-bf16"]  # NVIDIA's published ResNet-50 figures: TF32 and AMP
+
+
+def plan_native(suite: Suite) -> None:
+    """resnet50 at its native 224x224 with channels_last in tf32, amp-fp16 and amp-bf16, on
+    synthetic images and on CIFAR-10 upsampled on the device, beside NVIDIA's published figures
+    where this GPU is one they measured (published.py). --quick: 64x64, batch 4, amp-bf16 alone
+    (tf32 is a GPU's; float16 takes seconds a step on a CPU)."""
+    plan = suite.plan
+    if "--image-size" not in suite.flags:
+        suite.skip("native", "this version of main.py has no --image-size")
+        return
+    names = [mode for mode in NATIVE_MODES if mode in suite.modes and not (plan.quick and mode == "amp-fp16")]
+    baseline = ["--baseline", "tf32"] if "tf32" in names else []
+    for data in ("synthetic", "cifar10"):
+        name = f"native-{data}"
+        if data == "cifar10" and suite.without_cifar10:
+            suite.skip(name, f"it trains on CIFAR-10 upsampled to {plan.native_size}x{plan.native_size}, and the runs "
+                       f"get synthetic data: {suite.without_cifar10}")
+            continue
+        source = ["--data", "synthetic"] if data == "synthetic" else ["--data", "cifar10", *suite.data_flags]
+        suite.add(name, main_py(*plan.gpu, *plan.slow_fp16, "-m", "resnet50", "--stem", "imagenet", "--image-size",
+                                plan.native_size, "-b", plan.native_batch, "-n", plan.steps, "--warmup", plan.warmup,
+                                "--modes", ",".join(names), *baseline, "--repeats", plan.repeats, "--channels-last",
+                                *source, "--no-progress", "--no-eval", "--json", suite.out / f"{name}.json"),
+                  training_runs("resnet50", "imagenet", names, plan.native_batch, plan.steps, plan.repeats,
+                                channels_last=True, image_size=plan.native_size, on_cpu=plan.quick), timeout=540)
+
+
 SECTIONS = {"headline": plan_headline, "classics": plan_classics, "comparisons": plan_comparisons,
             "recipes": plan_recipes, "convergence": plan_convergence, "scripts": plan_scripts,
-            "torchrun": plan_torchrun, "resume": plan_resume, "transformers": plan_transformers}
+            "torchrun": plan_torchrun, "resume": plan_resume, "transformers": plan_transformers, "native": plan_native}
 
 
 def priority(plan: Plan) -> List[str]:
     """Every step's name, most wanted first: README's headline (its table, the FP8 row, the
-    overhead ratio), whether accuracy holds, the transformers' eager speeds, the full comparisons
-    (every mode, --explain, --numerics, --max-batch), the recipes, the compiled and evaluated
-    transformers, then the checks of the plumbing: the loaders, the classic commands, torchrun,
-    and the resume check."""
-    return ([f"headline-{model}" for model in plan.models] + ["headline-vit", "overhead", "convergence",
-                                                              "transformers-eager"]
+    overhead ratio), resnet50 at its native size on synthetic images, where FP8 starts to pay
+    (the width sweep, vit_b_16 at 224) and resnet50 on upsampled CIFAR-10, whether accuracy holds,
+    the transformers' eager speeds, the full comparisons (every mode, --explain, --numerics,
+    --max-batch), the recipes, the compiled and evaluated transformers, then the checks of the
+    plumbing: the loaders, the classic commands, torchrun, and the resume check."""
+    return ([f"headline-{model}" for model in plan.models] + ["headline-vit", "overhead", "native-synthetic",
+                                                              "transformers-sweep", "transformers-vit_b_16",
+                                                              "native-cifar10", "convergence", "transformers-eager"]
             + [f"{model}{layout}" for model in plan.models for layout in ("-cl", "")]
             + [f"recipe-{recipe}" for recipe, _ in RECIPES]
             + ["transformers-compile", "transformers-accuracy", "loaders", "classic-fp16", "classic-fp32",
@@ -685,7 +760,7 @@ def fmt_ms(value: Optional[float]) -> str:
 def anchor_document(out: Path, suite: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     """The first convnet comparison in `out`, whose env and data stand for the folder's."""
     names = [f"{prefix}{model}{layout}" for prefix, layout in (("headline-", ""), ("", ""), ("", "-cl"))
-             for model in suite["models"]]
+             for model in suite["models"]] + ["native-synthetic"]  # a pass of the native section alone
     return next((document for document in (upgraded(out, name) for name in names) if document), None)
 
 
@@ -713,21 +788,37 @@ def setup_line(out: Path, suite: Dict[str, Any]) -> str:
 
 
 def render_summary(out: Path, readme_dir: Path) -> str:
-    """README's Results section: every suite saved for this device merged, the newest row first,
-    each row with its commit and date and the changes since that move its figures; then what
-    ran in `out` and what waits there, and a link to its full page."""
+    """README's Results section: per device, every suite saved for it merged, the newest row first,
+    each row with its commit and date and the changes since that move its figures. The device of
+    `out` comes first, with what ran in `out`, what waits there and a link to its full page; then
+    every other device folder beside it, with its newest suite's software and page, so that no
+    measured device drops out of README when another one's run is rendered."""
     suite = json.loads((out / "suite.json").read_text())
-    suites = saved_suites(out.parent)
     link = os.path.relpath(out / "README.md", readme_dir)
+    lines = [BEGIN, ""] + device_lines(saved_suites(out.parent), readme_dir, SavedSuite(out, suite))
+    lines += budget_lines(suite) + [f"Every table, plot and command of this run: [{link}]({link}).", ""]
+    for folder in sorted(path for path in out.parent.parent.iterdir() if path.is_dir() and path != out.parent):
+        suites = saved_suites(folder)
+        if suites:
+            lines += device_lines(suites, readme_dir, None)
+    return "\n".join(lines + [END])
+
+
+def device_lines(suites: List[SavedSuite], readme_dir: Path, this_run: Optional[SavedSuite]) -> List[str]:
+    """One device's part of README's Results: its suites merged, with `this_run`'s software and
+    setup, or without one (another device), its newest suite's and a link to that suite's page."""
+    shown = this_run or suites[0]
     tables, older = merged_rows(suites, readme_dir)
-    lines = [BEGIN, "", f"**{suite['device']}** ({kind_of_run(suite)}). Every suite saved for this device "
+    lines = [f"**{shown.record['device']}** ({kind_of_run(shown.record)}). Every suite saved for this device "
              f"({len(suites)}) merged: per model the newest row first, each naming its commit and the date it ran "
-             "(a link to that run's page).", "",
-             f"This run: {software_line(out, suite)}.", "", setup_line(out, suite) + " Headline rows: channels_last.",
-             ""]
-    lines += tables + older_code_note(older) + budget_lines(suite)
-    lines += [f"Every table, plot and command of this run: [{link}]({link}).", "", END]
-    return "\n".join(lines)
+             "(a link to that run's page).", ""]
+    if this_run:
+        lines += [f"This run: {software_line(shown.folder, shown.record)}.", ""]
+    else:
+        page = os.path.relpath(shown.folder / "README.md", readme_dir)
+        lines += [f"Its newest suite: {software_line(shown.folder, shown.record)}; [its page]({page}).", ""]
+    lines += [setup_line(shown.folder, shown.record) + " Headline rows: channels_last.", ""]
+    return lines + tables + older_code_note(older)
 
 
 def merged_rows(suites: List[SavedSuite], readme_dir: Path) -> Tuple[List[str], List[Change]]:
@@ -745,7 +836,8 @@ def merged_rows(suites: List[SavedSuite], readme_dir: Path) -> Tuple[List[str], 
         return (f"`{short_commit(saved_suite.commit)}`, {date}"
                 + (", older than " + ", ".join(f"`{commit}`" for commit in since) if since else ""))
 
-    lines = headline(suites, label) + fp8_headline(suites, label)
+    lines = headline(suites, label) + fp8_headline(suites, label) + sweep_table(suites, label) \
+        + native_table(suites, label)
     overheads = [(saved_suite, last_line(saved_suite.folder, "overhead", "throughput ratio")) for saved_suite in suites]
     lines += [f"* `benchmarks/overhead.py` (ampbench's loop against a bare AMP-recipe loop): {line}; "
               f"{label(saved_suite, ('overhead',))}." for saved_suite, line in overheads if line]
@@ -820,6 +912,8 @@ def render(out: Path) -> str:
     this = [SavedSuite(out, suite)]
     lines += headline(this, lambda saved_suite, figures: saved_suite.date)
     lines += fp8_headline(this, lambda saved_suite, figures: saved_suite.date)
+    lines += sweep_table(this, lambda saved_suite, figures: saved_suite.date)
+    lines += native_table(this, lambda saved_suite, figures: saved_suite.date)
     names = ([f"headline-{m}" for m in suite["models"]] + ["headline-vit"]
              + [f"{m}{layout}" for m in suite["models"] for layout in ("", "-cl")])
     for name in names:
@@ -900,18 +994,82 @@ def fp8_headline(suites: List[SavedSuite], label: Label) -> List[str]:
     speedup over it, from the headline section or, in an older suite, the transformers section."""
     rows = []
     for saved_suite in suites:
-        document = load(saved_suite.folder, "headline-vit") or load(saved_suite.folder, "transformers-eager")
-        if document is None or "amp-bf16" not in document["comparison"]:
-            continue
-        bf16 = document["comparison"]["amp-bf16"]
-        cells = [versus_bf16(document, mode) for mode in HEADLINE_FP8_MODES[1:]]
-        rows.append(f"| {document['config']['model']} | {document['config']['batch_size']} | "
-                    f"{fmt_ms(bf16.median_step_ms)} | " + " | ".join(cells) + f" | {label(saved_suite, ())} |")
+        headline_vit = load(saved_suite.folder, "headline-vit") or load(saved_suite.folder, "transformers-eager")
+        for document in (headline_vit, load(saved_suite.folder, "transformers-vit_b_16")):
+            if document is None or "amp-bf16" not in document["comparison"]:
+                continue
+            bf16, config = document["comparison"]["amp-bf16"], document["config"]
+            cells = [versus_bf16(document, mode) for mode in HEADLINE_FP8_MODES[1:]]
+            rows.append(f"| {config['model']} | {config.get('image_size', 32)} | {config['batch_size']} | "
+                        f"{fmt_ms(bf16.median_step_ms)} | " + " | ".join(cells) + f" | {label(saved_suite, ())} |")
     if not rows:
         return []
-    return ["| model | batch | amp-bf16 median ms | " + " | ".join(f"{m} vs amp-bf16" for m in HEADLINE_FP8_MODES[1:])
-            + " | measured |", "| --- | ---: | ---: | " + " | ".join("---:" for _ in HEADLINE_FP8_MODES[1:])
+    return ["| model | image | batch | amp-bf16 median ms | " + " | ".join(f"{m} vs amp-bf16" for m in HEADLINE_FP8_MODES[1:])
+            + " | measured |", "| --- | ---: | ---: | ---: | " + " | ".join("---:" for _ in HEADLINE_FP8_MODES[1:])
             + " | --- |", *rows, ""]
+
+
+def sweep_table(suites: List[SavedSuite], label: Label) -> List[str]:
+    """Where FP8 starts to pay (fp8_sweep.py), per suite (newest first) and width: each fp8
+    recipe's measured speedup over amp-bf16 beside the roofline's prediction."""
+    rows, notes = [], []
+    for saved_suite in suites:
+        document = saved(saved_suite.folder, "transformers-sweep")
+        if document is None:
+            continue
+        for row in document["rows"]:
+            cells = [f"{row['measured_speedup'][mode]:.2f}x | " + ("-" if row["predicted_speedup"][mode] is None
+                                                                  else f"{row['predicted_speedup'][mode]:.2f}x")
+                     for mode in fp8_sweep.FP8_MODES]
+            rows.append(f"| {row['width']} | {fmt_ms(row['median_step_ms'][fp8_sweep.BASELINE])} | "
+                        + " | ".join(cells) + f" | {label(saved_suite, ())} |")
+        notes.append(f"{label(saved_suite, ())}: {document['layers']} blocks, {document['tokens']} tokens, batch "
+                     f"{document['batch']}, eager; "
+                     + (f"predicted for {document['predicted_for']}" if document["predicted_for"]
+                        else f"no prediction: {document['no_prediction']}")
+                     + ("; FP8 emulated in software: the measured speedups are not FP8's" if document["emulated"]
+                        else ""))
+    if not rows:
+        return []
+    return (["Where FP8 starts to pay (`benchmarks/fp8_sweep.py`: ViT blocks by width, heads of 64; each fp8 "
+             "recipe's speedup over amp-bf16, measured beside predicted by `utils/explain/fp8_predict.py`):", "",
+             "| width | amp-bf16 median ms | " + " | ".join(f"{mode} measured | {mode} predicted"
+                                                        for mode in fp8_sweep.FP8_MODES) + " | measured |",
+             "| ---: | ---: | " + " | ".join("---: | ---:" for _ in fp8_sweep.FP8_MODES) + " | --- |", *rows, ""]
+            + [f"* {note}." for note in notes] + [""])
+
+
+def native_table(suites: List[SavedSuite], label: Label) -> List[str]:
+    """resnet50 at its native size (the native section) per suite (newest first) and data: each
+    mode's images per second and the AMP modes' speedup over tf32, beside NVIDIA's published
+    single-GPU figures where the device is one they measured (published.py)."""
+    rows, published = [], None
+    for saved_suite in suites:
+        published = published or RESNET50.get(saved_suite.record["device"])
+        for data in ("synthetic", "cifar10"):
+            document = load(saved_suite.folder, f"native-{data}")
+            if document is None:
+                continue
+            comparison, config = document["comparison"], document["config"]
+            rates = [f"{comparison[mode].images_per_sec:.0f}" if mode in comparison else "-" for mode in NATIVE_MODES]
+            speedups = [f"{comparison[mode].images_per_sec / comparison['tf32'].images_per_sec:.2f}x"
+                        if mode in comparison and "tf32" in comparison else "-" for mode in NATIVE_MODES[1:]]
+            theirs = [f"{published.tf32_images_per_sec:.0f}", f"{published.amp_images_per_sec:.0f}",
+                      f"{published.amp_speedup:.2f}x"] if published else []
+            rows.append(f"| {'CIFAR-10 upsampled' if data == 'cifar10' else 'synthetic'} | "
+                        f"{config.get('image_size', 32)} | {config['batch_size']} | "
+                        + " | ".join(rates + speedups + theirs) + f" | {label(saved_suite, ())} |")
+    if not rows:
+        return []
+    nvidia = ["NVIDIA TF32 img/s", "NVIDIA AMP img/s", "NVIDIA AMP / TF32"] if published else []
+    columns = ([f"{mode} img/s" for mode in NATIVE_MODES] + [f"{mode} / tf32" for mode in NATIVE_MODES[1:]]
+               + nvidia)
+    note = [f"NVIDIA's figures: {published.source} (their input pipeline is DALI on ImageNet; ours feeds "
+            "synthetic images or CIFAR-10 upsampled on the GPU, so these compare training steps).", ""] \
+        if published else []
+    return (["resnet50 at its native size (channels_last, `--stem imagenet`), images per second:", "",
+             "| data | image | batch | " + " | ".join(columns) + " | measured |",
+             "| --- | ---: | ---: | " + " | ".join("---:" for _ in columns) + " | --- |", *rows, ""] + note)
 
 
 def classics(out):

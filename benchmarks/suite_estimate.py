@@ -9,12 +9,12 @@ A step's estimate is, by the first of these that applies:
    like CI's (a CPU's time at these tiny sizes is start-up and per-operation overhead, which FLOPs
    do not predict);
 3. on a GPU: its processes' start-up (START_S) and, for each training run a process makes:
-   * the same model, stem, mode, batch, layout and compilation measured in a saved result file of
-     this device: its median step for every step, and for the first run of its mode in its
-     process the extra its first step took (cuDNN's autotuning, compilation);
-   * else its FLOPs (utils/measure/flops.py: a training step's, and for each test image evaluated
-     a third of one image's step) at UTILISATION of the GPU's dense peak for the mode's arithmetic (a
-     GPU without known peaks gets the lowest peak of the cards that are known), plus FIRST_RUN_S
+   * the same model, stem, mode, batch, layout, compilation and image size measured in a saved
+     result file of this device: its median step for every step, and for the first run of its
+     mode in its process the extra its first step took (cuDNN's autotuning, compilation);
+   * else its FLOPs at its image size (utils/measure/flops.py: a training step's, and for each
+     test image evaluated a third of one image's step; the FP8 sweep's blocks by fp8_sweep.py)
+     at UTILISATION of the GPU's dense peak for the mode's arithmetic (a GPU without known peaks gets the lowest peak of the cards that are known), plus FIRST_RUN_S
      for the first run of each mode and COMPILE_S for a compiled one; a run on the node's CPU at
      CPU_GFLOPS_PER_CORE per core.
 
@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+import fp8_sweep
 from models.families import DEFAULT_IMAGE_SIZE
 from suite_history import saved_suites
 
@@ -53,7 +54,8 @@ QUICK_S = {
     "classic-fp16": 95, "classic-fp32": 20, "classic-cpu": 10,
     "resnet18": 270, "resnet18-cl": 230,
     "convergence": 70, "loaders": 10, "plain-1": 10, "torchrun-1": 15, "resume": 40,
-    "transformers-eager": 20,
+    "transformers-eager": 20, "transformers-sweep": 40, "transformers-vit_b_16": 85,
+    "native-synthetic": 30, "native-cifar10": 30,
 }
 GOOD_RCS = (0, 143)  # a step's time counts when it ended as planned (143: the resume check's SIGTERM)
 
@@ -153,10 +155,13 @@ class Estimator:
 
 @functools.lru_cache(maxsize=None)
 def train_flops(model: str, stem: str, batch: int, image_size: int = DEFAULT_IMAGE_SIZE) -> int:
-    """A training step's FLOPs, counted once per model, stem, batch and image size."""
+    """A training step's FLOPs, counted once per model, stem, batch and image size; a model named
+    like fp8_sweep.block_name's is the FP8 sweep's blocks."""
     from models import factory
     from utils.measure import flops
 
+    if model.startswith(fp8_sweep.BLOCKS):
+        return fp8_sweep.step_flops(model, batch)
     return flops.training_flops_per_step(factory.build_model(model, stem, image_size=image_size), batch, image_size)
 
 

@@ -125,3 +125,84 @@ def test_the_quick_suite_without_cifar10_skips_the_convergence_section_and_succe
     steps = json.loads((out / "suite.json").read_text())["steps_run"]
     assert {"name": "convergence", "section": "convergence", "skipped": NO_TEST_IMAGES} in steps
     assert f"* `convergence`: skipped: {NO_TEST_IMAGES}" in (out / "README.md").read_text()
+
+
+def test_readme_shows_every_device_of_the_results_root_the_rendered_run_first(tmp_path):
+    """The committed H100 and H200 suites: rendering either device's run keeps the other's rows."""
+    import shutil
+
+    from gpu_suite import render_readme
+
+    shutil.copytree(ROOT / "results", tmp_path / "results")
+    readme = tmp_path / "README.md"
+    readme.write_text("# ampbench\n\n## Results\n\nafter\n")
+    for rendered, other in (("NVIDIA-H200", "NVIDIA-H100-80GB-HBM3"), ("NVIDIA-H100-80GB-HBM3", "NVIDIA-H200")):
+        render_readme(tmp_path / "results" / rendered / "2026-11-26", readme)
+        section = readme.read_text()[readme.read_text().index(BEGIN):]
+        devices = re.findall(r"^\*\*(NVIDIA [^*]+)\*\* \(GPU\)", section, re.MULTILINE)
+        assert devices == [json.loads((tmp_path / "results" / folder / "2026-11-26" / "suite.json").read_text())
+                           ["device"] for folder in (rendered, other)]
+        this, rest = section.split(devices[1])
+        assert "This run: " in this and f"(results/{rendered}/2026-11-26/README.md)" in this
+        assert "Its newest suite: " in rest and f"[its page](results/{other}/2026-11-26/README.md)" in rest
+        assert "| resnet50 | 256 |" in rest and f"(results/{other}/2026-11-26/README.md) |" in rest  # its rows
+    assert readme.read_text().endswith("after\n")
+
+
+def test_the_native_table_prints_nvidias_published_figures_beside_ours_for_a_gpu_they_measured(tmp_path):
+    """A native-section result of an A100 80GB (the H100's resnet50 headline file standing in) gets
+    NVIDIA's single-GPU figures beside its own; a GPU they did not publish gets no such column."""
+    import shutil
+
+    from gpu_suite import load, native_table
+    from suite_history import SavedSuite
+
+    shutil.copy(ROOT / "results" / "NVIDIA-H100-80GB-HBM3" / "2026-11-26" / "headline-resnet50.json",
+                tmp_path / "native-synthetic.json")
+    rates = {mode: row.images_per_sec for mode, row in load(tmp_path, "native-synthetic")["comparison"].items()}
+    for device, published in (("NVIDIA A100-SXM4-80GB", True), ("NVIDIA H100 80GB HBM3", False)):
+        lines = native_table([SavedSuite(tmp_path, {"device": device})], lambda saved_suite, figures: "label")
+        (row,) = [line for line in lines if line.startswith("| synthetic |")]
+        assert ("NVIDIA TF32 img/s" in lines[2]) == published and ("NVIDIA DeepLearningExamples" in lines[-2]) == published
+        cells = row.split(" | ")
+        assert cells[3] == f"{rates['tf32']:.0f}" and cells[6] == f"{rates['amp-fp16'] / rates['tf32']:.2f}x"
+        assert row.endswith("| 938 | 2470 | 2.63x | label |" if published else "x | label |")
+
+
+def test_the_fp8_sweep_refuses_without_a_usable_torchao_before_any_step(tmp_path):
+    (tmp_path / "torchao").mkdir()
+    (tmp_path / "torchao" / "__init__.py").write_text("raise ImportError('a stand-in that cannot load')\n")
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "fp8_sweep.py"), "--fp8-emulate"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert result.returncode == 2 and result.stdout == "", result.stdout + result.stderr
+    assert result.stderr.startswith("fp8_sweep.py: mode fp8 needs torchao's float8 training") and "Traceback" not in \
+        result.stderr, result.stderr
+
+
+def test_the_fp8_sweep_runs_emulated_on_the_cpu_and_saves_measured_beside_predicted(tmp_path):
+    pytest.importorskip("torchao")
+    from gpu_suite import sweep_table
+    from suite_history import SavedSuite
+
+    path = tmp_path / "transformers-sweep.json"
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "fp8_sweep.py"), "--fp8-emulate", "--widths",
+                             "64,128", "-b", "1", "--steps", "1", "--warmup", "1", "--json", str(path)], cwd=ROOT,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+    def refuse(constant):
+        raise AssertionError(f"{constant} in strict JSON")
+
+    document = json.loads(path.read_text(), parse_constant=refuse)
+    assert document["emulated"] and document["predicted_for"] == "emulated: an H100 SXM"
+    assert [(row["width"], row["heads"]) for row in document["rows"]] == [(64, 1), (128, 2)]
+    for row in document["rows"]:
+        for mode in ("fp8", "fp8-rowwise"):
+            assert row["measured_speedup"][mode] == pytest.approx(
+                row["median_step_ms"]["amp-bf16"] / row["median_step_ms"][mode])
+            assert 0 < row["predicted_speedup"][mode] < 1  # tiny matmuls: FP8 cannot pay
+    assert "predicted for emulated: an H100 SXM" in result.stdout
+    table = sweep_table([SavedSuite(tmp_path, {})], lambda saved_suite, figures: "label")
+    rows = [line for line in table if line.startswith("| 64 |") or line.startswith("| 128 |")]
+    assert len(rows) == 2 and rows[0].count("x |") == 4
+    assert "predicted for emulated: an H100 SXM; FP8 emulated in software" in "\n".join(table)

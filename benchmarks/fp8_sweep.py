@@ -1,0 +1,176 @@
+"""Where does FP8 start to pay on this GPU? A few ViT encoder blocks at widths from 384 to 4096
+(heads of 64, an MLP four times as wide), with the tokens and the batch fixed, trained in
+amp-bf16, fp8 and fp8-rowwise by ampbench's own training step (utils.app.run_mode: the step
+timer's CUDA events, the warm-up excluded, the median step). Per width it prints FP8's measured
+speedup over amp-bf16 beside the roofline's prediction for this GPU
+(utils/explain/fp8_predict.py), so the width at which FP8 pays is read off one table.
+
+The blocks are torchvision's VisionTransformer with its attention swapped for nn.Linear
+projections (models/attention.py), as every ViT ampbench builds: 32x32 images at patch 2 give
+256 tokens and the class token. Only the matmul widths change along the sweep.
+
+    python benchmarks/fp8_sweep.py -p                          # on an FP8 GPU (Ada, Hopper or newer)
+    python benchmarks/fp8_sweep.py -p --widths 1024,4096 --json sweep.json
+    python benchmarks/fp8_sweep.py --fp8-emulate --widths 64,128 --batch 2 --steps 3   # CPU: checks the script
+
+Emulated FP8 computes in software: its times check that the sweep runs, never FP8's speed; its
+predictions are an H100 SXM's, labelled so (fp8_predict.run_prediction, as main.py's runs).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any, Dict, List
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+BASELINE = "amp-bf16"
+FP8_MODES = ["fp8", "fp8-rowwise"]
+IMAGE_SIZE, PATCH_SIZE = 32, 2
+TOKENS = (IMAGE_SIZE // PATCH_SIZE) ** 2 + 1  # 16x16 patches and the class token
+HEAD_DIM = 64  # each width's heads: width / 64, as ViT-B and ViT-L have
+LAYERS = 2
+WIDTHS, BATCH, STEPS, WARMUP = [384, 768, 1024, 2048, 4096], 64, 20, 5  # the defaults; batch 64: M = 16,448
+BLOCKS = "vit-blocks-"  # the blocks' name at a width, for the GPU suite's estimates: vit-blocks-384
+# the ViT family's recipe (AdamW, no decay on the class token and position embedding) for the blocks
+RECIPE_OF = "vit_s4"
+
+
+def widths(text: str) -> List[int]:
+    values = [int(value) for value in text.split(",") if value.strip()]
+    if not values or any(value < HEAD_DIM or value % HEAD_DIM for value in values):
+        raise argparse.ArgumentTypeError(f"--widths takes multiples of {HEAD_DIM} (the head size), like "
+                                         f"384,768; got {text}")
+    return values
+
+
+def positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
+    return value
+
+
+def encoder_blocks(width: int) -> Any:
+    """LAYERS ViT blocks of `width` with nn.Linear projections, a patch embedding and a head."""
+    from torchvision.models.vision_transformer import VisionTransformer
+
+    from models.attention import swap_attention
+
+    model = VisionTransformer(image_size=IMAGE_SIZE, patch_size=PATCH_SIZE, num_layers=LAYERS,
+                              num_heads=width // HEAD_DIM, hidden_dim=width, mlp_dim=4 * width, num_classes=10)
+    swap_attention(model)
+    return model
+
+
+def block_name(width: int) -> str:
+    return f"{BLOCKS}{width}"
+
+
+def step_flops(name: str, batch: int) -> int:
+    """A training step's FLOPs of the blocks `name` (block_name's), counted on the meta device."""
+    import torch
+
+    from utils.measure import flops
+
+    with torch.device("meta"):  # a width-4096 model is 400 M parameters: count it without allocating them
+        model = encoder_blocks(int(name[len(BLOCKS):]))
+    return flops.training_flops_per_step(model, batch, IMAGE_SIZE)
+
+
+def sweep(options: argparse.Namespace) -> Dict[str, Any]:
+    import torch
+
+    from utils.app import pick_device, run_mode
+    from utils.config import RunConfig
+    from utils.data.dataset import synthetic
+    from utils.explain import fp8_predict
+    from utils.training import float8, modes
+    from utils.training.context import RunContext
+
+    device = pick_device(options.gpu, cudnn_benchmark=True)
+    names = [BASELINE] + FP8_MODES
+    for name in FP8_MODES:  # refuses a missing torchao, an old torch, a GPU without FP8, the CPU without emulation
+        float8.check_requirements(modes.MODES[name], device, options.fp8_emulate)
+    config = RunConfig.build(model=RECIPE_OF, modes=",".join(names), steps=options.warmup + options.steps,
+                             warmup=options.warmup, batch_size=options.batch, gpu=options.gpu,
+                             fp8_emulate=options.fp8_emulate, no_progress=True, no_eval=True)
+    config = config.with_recipe(False, 1)
+    data = synthetic(device, seed=0)
+    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else None
+    predicted_for, no_prediction = None, None
+    print(f"{LAYERS} ViT blocks, {TOKENS} tokens, batch {options.batch}, {options.steps} steps after "
+          f"{options.warmup} warm-up; speedups over {BASELINE}, eager")
+    print(header())
+    rows = []
+    for width in options.widths:
+        torch.manual_seed(0)
+        model = encoder_blocks(width)
+        medians = {name: run_mode(model, modes.MODES[name], data, config, RunContext(device)).record
+                   .step_time_ms["median"] for name in names}
+        predicted = {}
+        for name in FP8_MODES:  # eager, as the runs are
+            prediction, no_prediction = fp8_predict.run_prediction(device_name, options.fp8_emulate,
+                                                                   modes.MODES[name].float8, False, model,
+                                                                   options.batch, IMAGE_SIZE)
+            predicted[name] = prediction and prediction["speedup"]
+            predicted_for = prediction and prediction["for"]
+        rows.append({"width": width, "heads": width // HEAD_DIM, "median_step_ms": medians,
+                     "measured_speedup": {name: medians[BASELINE] / medians[name] for name in FP8_MODES},
+                     "predicted_speedup": predicted})
+        print(row_line(rows[-1]), flush=True)
+    return {"schema": "ampbench.fp8_sweep/1", "device": device_name or "cpu", "emulated": options.fp8_emulate,
+            "predicted_for": predicted_for, "no_prediction": no_prediction, "compiled": False, "batch": options.batch,
+            "image_size": IMAGE_SIZE, "patch_size": PATCH_SIZE, "tokens": TOKENS,
+            "layers": LAYERS, "steps": options.steps, "warmup": options.warmup, "baseline": BASELINE, "rows": rows}
+
+
+def header() -> str:
+    return f"{'width':>5} {'heads':>5} {BASELINE + ' ms':>11}" + "".join(
+        f" | {name + ' ms':>14} {'measured':>9} {'predicted':>9}" for name in FP8_MODES)
+
+
+def row_line(row: Dict[str, Any]) -> str:
+    line = f"{row['width']:5d} {row['heads']:5d} {row['median_step_ms'][BASELINE]:11.2f}"
+    for name in FP8_MODES:
+        predicted = row["predicted_speedup"][name]
+        line += (f" | {row['median_step_ms'][name]:14.2f} {row['measured_speedup'][name]:8.2f}x "
+                 f"{'-' if predicted is None else f'{predicted:.2f}x':>9}")
+    return line
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-p", "--gpu", action="store_true", help="train on CUDA (an FP8 GPU)")
+    parser.add_argument("--fp8-emulate", action="store_true", help="FP8 in software, on any device: checks the "
+                        "sweep, never FP8's speed")
+    parser.add_argument("--widths", type=widths, default=WIDTHS, help=f"model widths, multiples of {HEAD_DIM} "
+                        f"(default {','.join(map(str, WIDTHS))})")
+    parser.add_argument("-b", "--batch", type=positive, default=BATCH, help=f"images per step (default {BATCH}: "
+                        f"{BATCH * TOKENS:,} tokens, the M of every matmul)")
+    parser.add_argument("--steps", type=positive, default=STEPS, help=f"timed steps per mode (default {STEPS})")
+    parser.add_argument("--warmup", type=positive, default=WARMUP, help=f"untimed steps before them (default "
+                        f"{WARMUP})")
+    parser.add_argument("--json", metavar="PATH", help="write the sweep as JSON")
+    options = parser.parse_args()
+
+    from utils.errors import UserError
+    from utils.results.files import write_json
+
+    try:
+        document = sweep(options)
+    except UserError as error:
+        print(f"fp8_sweep.py: {error}", file=sys.stderr)
+        return 2
+    if document["emulated"]:
+        print("FP8 emulated in software: the measured speedups are not FP8's.")
+    print(f"predicted for {document['predicted_for']}" if document["predicted_for"] else
+          f"no prediction: {document['no_prediction']}")
+    if options.json:
+        write_json(options.json, document)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
