@@ -18,7 +18,8 @@ cannot run, or that need CIFAR-10 where the runs get synthetic data (no usable c
 Steps run in priority() order, README's headline first. With --budget MINUTES each step's time
 is estimated before it starts (suite_estimate.py) and only a step that fits in what is left of
 the budget starts; the others wait, in order, and the next --budget run into the same folder
-(the same device and date) runs what waited. A budget that fits no step is refused (exit 2)
+(the same device and date) runs what waited and the steps that never ran there (added by newer
+code, or skipped before), in priority order. A budget that fits no step is refused (exit 2)
 with the least that would. `--only` plans some sections alone and keeps the other sections'
 saved steps (and their waiting ones). README's Results merge every suite saved for each device
 under the results root, of any date and commit, and say which rows older code measured
@@ -644,11 +645,15 @@ def run_suite(options: argparse.Namespace, started: float) -> int:
 def this_pass_steps(planned: List[Step], earlier: Dict[str, Any], sections: List[str],
                     budgeted: bool) -> Tuple[List[Step], List[Dict[str, Any]], List[Dict[str, Any]]]:
     """(the steps this command may start, in order; the earlier step records it keeps; the earlier
-    waiting steps of the sections it leaves alone). A budgeted command into a folder where some of
-    its sections' steps wait runs those and keeps every record; any other plans its sections anew."""
-    waited = [entry["step"] for entry in last_waiting(earlier)]
-    continuing = budgeted and any(step.name in waited for step in planned)
-    pending = [step for step in planned if step.name in waited] if continuing else planned
+    waiting steps of the sections it leaves alone). A budgeted command into a folder of earlier
+    passes runs, in priority order, its sections' steps that wait there or never ran there (steps
+    newer code added, steps skipped before) and keeps every record; any other plans its sections
+    anew, as does a budgeted command into a folder where every planned step has run."""
+    waited = {entry["step"] for entry in last_waiting(earlier)}
+    ran = {entry["name"] for entry in earlier.get("steps_run", []) if "skipped" not in entry}
+    unfinished = [step for step in planned if step.name in waited or step.name not in ran]
+    continuing = budgeted and bool(earlier.get("passes")) and bool(unfinished)
+    pending = unfinished if continuing else planned
     kept = earlier.get("steps_run", []) if continuing else [
         step for step in earlier.get("steps_run", []) if step.get("section") not in sections + ["modes"]]
     return pending, kept, [entry for entry in last_waiting(earlier) if entry["section"] not in sections]

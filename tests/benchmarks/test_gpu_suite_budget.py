@@ -254,3 +254,18 @@ def test_the_headline_table_gives_the_energy_each_run_measured():
                  for mode in ("fp32", "amp-fp16")}
     row = next(line for line in lines if line.startswith("| resnet18 |"))
     assert row.split(" | ")[-2].startswith(f"{per_image['amp-fp16'] / per_image['fp32']:.2f}"), row
+
+
+def test_a_budgeted_pass_runs_what_waits_and_the_steps_newer_code_added_or_an_earlier_pass_skipped():
+    planned = [gpu_suite.Step(name, "transformers", [], [], 60) for name in ("ran", "skipped", "waits", "new")]
+    earlier = {"steps_run": [{"name": "ran", "section": "transformers", "rc": 0},
+                             {"name": "skipped", "section": "transformers", "skipped": "no torchao"}],
+               "passes": [{"waiting": [{"step": "waits", "section": "transformers", "estimate_s": 60}]}]}
+    pending, kept, carried = gpu_suite.this_pass_steps(planned, earlier, ["transformers"], budgeted=True)
+    assert [step.name for step in pending] == ["skipped", "waits", "new"]
+    assert kept == earlier["steps_run"] and carried == []
+    every_one_ran = dict(earlier, steps_run=[{"name": step.name, "section": "transformers", "rc": 0}
+                                             for step in planned])
+    every_one_ran["passes"] = [{"waiting": []}]
+    pending, _, _ = gpu_suite.this_pass_steps(planned, every_one_ran, ["transformers"], budgeted=True)
+    assert pending == planned  # nothing left to finish: the sections are planned anew
