@@ -831,24 +831,24 @@ def merged_rows(suites: List[SavedSuite], readme_dir: Path) -> Tuple[List[str], 
     the changes some shown row is older than."""
     older: List[Change] = []
 
-    def label(saved_suite: SavedSuite, figures: Tuple[str, ...]) -> str:
+    def label(saved_suite: SavedSuite, figures: Tuple[str, ...], step: str) -> str:
         page = saved_suite.folder / "README.md"
         date = (f"[{saved_suite.date}]({os.path.relpath(page, readme_dir)})" if page.exists()
                 else saved_suite.date)
         changes = saved_suite.older_than(figures)
         older.extend(change for change in changes if change not in older)
         since = sorted({change.commit[:7] for change in changes})
-        return (f"`{short_commit(saved_suite.commit)}`, {date}"
+        return (f"`{short_commit(saved_suite.commit_of(step))}`, {date}"
                 + (", older than " + ", ".join(f"`{commit}`" for commit in since) if since else ""))
 
     lines = headline(suites, label) + fp8_headline(suites, label) + sweep_table(suites, label) \
         + native_table(suites, label)
     overheads = [(saved_suite, last_line(saved_suite.folder, "overhead", "throughput ratio")) for saved_suite in suites]
     lines += [f"* `benchmarks/overhead.py` (ampbench's loop against a bare AMP-recipe loop): {line}; "
-              f"{label(saved_suite, ('overhead',))}." for saved_suite, line in overheads if line]
+              f"{label(saved_suite, ('overhead',), 'overhead')}." for saved_suite, line in overheads if line]
     lines += [""] if any(line for _, line in overheads) else []
     for saved_suite in suites:
-        lines += verdicts(saved_suite.folder, label(saved_suite, ()))
+        lines += verdicts(saved_suite.folder, label(saved_suite, (), "convergence"))
     return lines, older
 
 
@@ -915,10 +915,10 @@ def render(out: Path) -> str:
              f"{software_line(out, suite)}.", "",
              setup_line(out, suite) + " Accuracies after so few steps on the subset mean little.", ""]
     this = [SavedSuite(out, suite)]
-    lines += headline(this, lambda saved_suite, figures: saved_suite.date)
-    lines += fp8_headline(this, lambda saved_suite, figures: saved_suite.date)
-    lines += sweep_table(this, lambda saved_suite, figures: saved_suite.date)
-    lines += native_table(this, lambda saved_suite, figures: saved_suite.date)
+    lines += headline(this, lambda saved_suite, figures, step: saved_suite.date)
+    lines += fp8_headline(this, lambda saved_suite, figures, step: saved_suite.date)
+    lines += sweep_table(this, lambda saved_suite, figures, step: saved_suite.date)
+    lines += native_table(this, lambda saved_suite, figures, step: saved_suite.date)
     names = ([f"headline-{m}" for m in suite["models"]] + ["headline-vit"]
              + [f"{m}{layout}" for m in suite["models"] for layout in ("", "-cl")])
     for name in names:
@@ -961,7 +961,7 @@ def describe_data(data: Dict[str, Any]) -> str:
     return f"CIFAR-10, {data['train_images']:,} training and {data['test_images']:,} test images, {copy}"
 
 
-Label = Callable[[SavedSuite, Tuple[str, ...]], str]
+Label = Callable[[SavedSuite, Tuple[str, ...], str], str]  # (suite, figures shown, step that measured them)
 
 
 def headline(suites: List[SavedSuite], label: Label) -> List[str]:
@@ -972,7 +972,8 @@ def headline(suites: List[SavedSuite], label: Label) -> List[str]:
     rows: Dict[str, List[str]] = {}
     for saved_suite in suites:
         for model in saved_suite.record.get("models", []):
-            document = load(saved_suite.folder, f"headline-{model}") or load(saved_suite.folder, f"{model}-cl")
+            step = f"headline-{model}" if load(saved_suite.folder, f"headline-{model}") else f"{model}-cl"
+            document = load(saved_suite.folder, step)
             if document is None:
                 continue
             comparison = document["comparison"]
@@ -985,7 +986,7 @@ def headline(suites: List[SavedSuite], label: Label) -> List[str]:
             rows.setdefault(model, []).append(
                 f"| {model} | {document['config']['batch_size']} | {fmt_ms(base)} | " + " | ".join(cells)
                 + f" | {'-' if memory is None else f'{memory:.2f}'} | {energy}"
-                + f" | {label(saved_suite, ('memory', 'amp-fp16'))} |")
+                + f" | {label(saved_suite, ('memory', 'amp-fp16'), step)} |")
     if not rows:
         return []
     return ["| model | batch | fp32 median ms | " + " | ".join(f"{m} speedup" for m in HEADLINE_MODES[1:])
@@ -999,14 +1000,18 @@ def fp8_headline(suites: List[SavedSuite], label: Label) -> List[str]:
     speedup over it, from the headline section or, in an older suite, the transformers section."""
     rows = []
     for saved_suite in suites:
-        headline_vit = load(saved_suite.folder, "headline-vit") or load(saved_suite.folder, "transformers-eager")
-        for document in (headline_vit, load(saved_suite.folder, "transformers-vit_b_16")):
+        # the headline's ViT, or the transformers section's where only that one measured fp8 (torchao came later)
+        vit_steps = [step for step in ("headline-vit", "transformers-eager") if load(saved_suite.folder, step)]
+        vit_step = next((step for step in vit_steps if set(HEADLINE_FP8_MODES[1:])
+                         & set(load(saved_suite.folder, step)["comparison"])), (vit_steps or ["headline-vit"])[0])
+        for step in (vit_step, "transformers-vit_b_16"):
+            document = load(saved_suite.folder, step)
             if document is None or "amp-bf16" not in document["comparison"]:
                 continue
             bf16, config = document["comparison"]["amp-bf16"], document["config"]
             cells = [versus_bf16(document, mode) for mode in HEADLINE_FP8_MODES[1:]]
             rows.append(f"| {config['model']} | {config.get('image_size', 32)} | {config['batch_size']} | "
-                        f"{fmt_ms(bf16.median_step_ms)} | " + " | ".join(cells) + f" | {label(saved_suite, ())} |")
+                        f"{fmt_ms(bf16.median_step_ms)} | " + " | ".join(cells) + f" | {label(saved_suite, (), step)} |")
     if not rows:
         return []
     return ["| model | image | batch | amp-bf16 median ms | " + " | ".join(f"{m} vs amp-bf16" for m in HEADLINE_FP8_MODES[1:])
@@ -1027,8 +1032,8 @@ def sweep_table(suites: List[SavedSuite], label: Label) -> List[str]:
                                                                   else f"{row['predicted_speedup'][mode]:.2f}x")
                      for mode in fp8_sweep.FP8_MODES]
             rows.append(f"| {row['width']} | {fmt_ms(row['median_step_ms'][fp8_sweep.BASELINE])} | "
-                        + " | ".join(cells) + f" | {label(saved_suite, ())} |")
-        notes.append(f"{label(saved_suite, ())}: {document['layers']} blocks, {document['tokens']} tokens, batch "
+                        + " | ".join(cells) + f" | {label(saved_suite, (), 'transformers-sweep')} |")
+        notes.append(f"{label(saved_suite, (), 'transformers-sweep')}: {document['layers']} blocks, {document['tokens']} tokens, batch "
                      f"{document['batch']}, eager; "
                      + (f"predicted for {document['predicted_for']}" if document["predicted_for"]
                         else f"no prediction: {document['no_prediction']}")
@@ -1063,7 +1068,7 @@ def native_table(suites: List[SavedSuite], label: Label) -> List[str]:
                       f"{published.amp_speedup:.2f}x"] if published else []
             rows.append(f"| {'CIFAR-10 upsampled' if data == 'cifar10' else 'synthetic'} | "
                         f"{config.get('image_size', 32)} | {config['batch_size']} | "
-                        + " | ".join(rates + speedups + theirs) + f" | {label(saved_suite, ())} |")
+                        + " | ".join(rates + speedups + theirs) + f" | {label(saved_suite, (), f'native-{data}')} |")
     if not rows:
         return []
     nvidia = ["NVIDIA TF32 img/s", "NVIDIA AMP img/s", "NVIDIA AMP / TF32"] if published else []

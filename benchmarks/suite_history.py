@@ -47,6 +47,14 @@ class SavedSuite:
     def commit(self) -> Optional[str]:
         return self.record.get("commit")
 
+    def commit_of(self, step: str) -> Optional[str]:
+        """The commit of the code that ran `step`: its latest pass's (a folder's passes may run
+        different commits), else the suite's."""
+        for entry in reversed(self.record.get("passes", [])):
+            if any(ran["step"] == step for ran in entry.get("ran", [])):
+                return entry.get("commit")
+        return self.commit
+
     def predates(self, change: Change) -> bool:
         """Was this suite run by code without `change`? A suite.json without changes_in_code was
         written before this table existed, by code older than every change in it."""

@@ -161,7 +161,7 @@ def test_the_native_table_prints_nvidias_published_figures_beside_ours_for_a_gpu
                 tmp_path / "native-synthetic.json")
     rates = {mode: row.images_per_sec for mode, row in load(tmp_path, "native-synthetic")["comparison"].items()}
     for device, published in (("NVIDIA A100-SXM4-80GB", True), ("NVIDIA H100 80GB HBM3", False)):
-        lines = native_table([SavedSuite(tmp_path, {"device": device})], lambda saved_suite, figures: "label")
+        lines = native_table([SavedSuite(tmp_path, {"device": device})], lambda saved_suite, figures, step: "label")
         (row,) = [line for line in lines if line.startswith("| synthetic |")]
         assert ("NVIDIA TF32 img/s" in lines[2]) == published and ("NVIDIA DeepLearningExamples" in lines[-2]) == published
         cells = row.split(" | ")
@@ -202,7 +202,7 @@ def test_the_fp8_sweep_runs_emulated_on_the_cpu_and_saves_measured_beside_predic
                 row["median_step_ms"]["amp-bf16"] / row["median_step_ms"][mode])
             assert 0 < row["predicted_speedup"][mode] < 1  # tiny matmuls: FP8 cannot pay
     assert "predicted for emulated: an H100 SXM" in result.stdout
-    table = sweep_table([SavedSuite(tmp_path, {})], lambda saved_suite, figures: "label")
+    table = sweep_table([SavedSuite(tmp_path, {})], lambda saved_suite, figures, step: "label")
     rows = [line for line in table if line.startswith("| 64 |") or line.startswith("| 128 |")]
     assert len(rows) == 2 and rows[0].count("x |") == 4
     assert "predicted for emulated: an H100 SXM; FP8 emulated in software" in "\n".join(table)

@@ -247,7 +247,7 @@ def test_the_headline_table_gives_the_energy_each_run_measured():
 
     folder = ROOT / "results" / "NVIDIA-H200" / "2026-11-26"
     suite = SavedSuite(folder, json.loads((folder / "suite.json").read_text()))
-    lines = gpu_suite.headline([suite], lambda saved, figures: "label")
+    lines = gpu_suite.headline([suite], lambda saved, figures, step: "label")
     assert "| amp-fp16 memory / fp32 | amp-fp16 energy / fp32 | measured |" in lines[0]
     runs = json.loads((folder / "headline-resnet18.json").read_text())["runs"]
     per_image = {mode: statistics.median(run["energy"]["joules_per_image"] for run in runs if run["mode"] == mode)
@@ -269,3 +269,14 @@ def test_a_budgeted_pass_runs_what_waits_and_the_steps_newer_code_added_or_an_ea
     every_one_ran["passes"] = [{"waiting": []}]
     pending, _, _ = gpu_suite.this_pass_steps(planned, every_one_ran, ["transformers"], budgeted=True)
     assert pending == planned  # nothing left to finish: the sections are planned anew
+
+
+def test_each_row_names_the_commit_of_the_pass_that_ran_its_step():
+    from suite_history import SavedSuite
+
+    suite = SavedSuite(SAVED, {"commit": "c" * 40, "passes": [
+        {"commit": "a" * 40, "ran": [{"step": "headline-resnet50"}]},
+        {"commit": "b" * 40, "ran": [{"step": "transformers-eager"}, {"step": "headline-resnet50"}]}]})
+    assert suite.commit_of("headline-resnet50") == "b" * 40  # the latest pass that ran it
+    assert suite.commit_of("transformers-eager") == "b" * 40
+    assert suite.commit_of("overhead") == "c" * 40  # no pass names it: the suite's commit
