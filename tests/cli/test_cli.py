@@ -50,7 +50,8 @@ def test_defaults():
     assert (recipe.lr, recipe.warmup_lr_steps) == (0.2, 10)
     assert config.with_recipe(batch_norm=False, world_size=1).lr == 0.04
     assert (args.gpu, args.fp16, args.bf16, args.tf32, args.stem, args.data) == (False, False, False, False,
-                                                                                  "cifar", "auto")
+                                                                                  None, "auto")
+    assert (config.stem, config.image_size) == ("cifar", 32)  # the stem the default size calls for
 
 
 def test_the_flags_that_tune_a_measurement_ask_for_it():
@@ -116,7 +117,7 @@ def test_every_numeric_flag_is_checked_by_its_settings_range():
     (["--fp16", "--bf16"], "--fp16, --bf16 and --amp exclude each other"),
     (["-n", "5", "--warmup", "5"], "--warmup (5) must be smaller than the 5 steps to run"),
     (["--model", "resnet5O"], "unknown model 'resnet5O': did you mean resnet50"),
-    (["--model", "vit_b_16", "--data", "synthetic"], "cannot take 32x32"),
+    (["--model", "vit_b_16", "--data", "synthetic"], "and this run's are 32x32: run it with --image-size 224"),
     (["--data", "cifar10", "--data-dir", "/no/such/folder", "--no-download"], "CIFAR-10 not found in /no/such/folder"),
     (["--data", "cifar10", "--data-dir", "/no/such/folder"], "could not download CIFAR-10 from https://"),
     (["--json", "/proc/forbidden/result.json"], "cannot write --json"),
