@@ -156,9 +156,12 @@ def main() -> int:
     options = parser.parse_args()
 
     from utils.errors import UserError
+    from utils.fileio import ensure_writable
     from utils.results.files import write_json
 
     try:
+        if options.json:  # before minutes of GPU time, not after
+            ensure_writable(options.json, "--json")
         document = sweep(options)
     except UserError as error:
         print(f"fp8_sweep.py: {error}", file=sys.stderr)

@@ -179,6 +179,13 @@ def test_the_fp8_sweep_refuses_without_a_usable_torchao_before_any_step(tmp_path
         result.stderr, result.stderr
 
 
+def test_the_fp8_sweep_refuses_an_unwritable_json_path_before_any_step(tmp_path):
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "fp8_sweep.py"), "--fp8-emulate", "--json",
+                             str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and result.stdout == "", result.stdout + result.stderr
+    assert result.stderr == f"fp8_sweep.py: --json {tmp_path} is a folder; give a file path.\n", result.stderr
+
+
 def test_the_fp8_sweep_runs_emulated_on_the_cpu_and_saves_measured_beside_predicted(tmp_path):
     pytest.importorskip("torchao")
     from gpu_suite import sweep_table
