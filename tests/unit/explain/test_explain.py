@@ -76,8 +76,10 @@ def test_categories_add_up_to_the_measured_step_time(model_name, stem):
     profile, trace_failed = profile_steps(trainer, config, CPU, 3)
     total = sum(entry["ms"] for entry in profile.categories.values())
     assert total == pytest.approx(profile.total_ms)
-    # the step's ops run in this thread, one after another: their own times fit in the step's wall time
-    assert 0 < total <= profile.wall_ms, (total, profile.wall_ms)
+    # the step's ops run in this thread, one after another, inside the profiler's step spans: their own
+    # times add up to the step's wall time, counted once. The spans and perf_counter's window differ by
+    # the profiler's bookkeeping between steps (measured: -0.3% to +0.08%), so "once" is within 5%.
+    assert 0.5 * profile.wall_ms < total < 1.05 * profile.wall_ms, (total, profile.wall_ms)
     assert profile.idle_ms is None and profile.activities == ["cpu"] and trace_failed is None
     assert len(profile.top_ops) == 15 and not profile.gpu_kernels_missing and profile.diagnosis == []
 
