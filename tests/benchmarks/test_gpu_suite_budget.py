@@ -1,6 +1,7 @@
 """benchmarks/gpu_suite.py --budget: the estimates it spends by, the refusal of a budget that fits
 nothing, two short passes that share the work, and README's merge of suites of several dates."""
 import argparse
+import datetime
 import json
 import re
 import shutil
@@ -201,14 +202,24 @@ def test_the_section_says_what_each_pass_ran_and_what_waits_in_order():
     assert gpu_suite.budget_lines(record)[-2] == "* waiting for the next budget, in order: `convergence` (about 1.0 min)"
 
 
+def on_the_day(day):
+    """The command `python benchmarks/gpu_suite.py` with today being `day`: the suite files a pass
+    under the day it starts on (results/<device>/<date>), so passes that must share a folder are
+    given one day, or a test that runs past midnight would start its second pass anew."""
+    code = ("import datetime, sys, types; sys.path.insert(0, 'benchmarks'); import gpu_suite; "
+            f"gpu_suite.datetime = types.SimpleNamespace(date=types.SimpleNamespace(today=lambda: {day!r}), "
+            "datetime=datetime.datetime, timezone=datetime.timezone); sys.exit(gpu_suite.main())")
+    return [sys.executable, "-c", code]
+
+
 @pytest.mark.gpu_suite
 def test_two_short_budgets_share_the_quick_suite_and_readme_merges_both(tmp_path):
     """The least budget that fits, plus a minute, twice: each pass stops within its budget give or
     take its last step, the second runs what the first left waiting, and README lists both."""
     readme = tmp_path / "README.md"
     readme.write_text((ROOT / "README.md").read_text())
-    suite = [sys.executable, str(ROOT / "benchmarks" / "gpu_suite.py"), "--quick", "--results-root",
-             str(tmp_path / "results"), "--readme", str(readme), "--data-dir", str(SUBSET)]
+    suite = [*on_the_day(datetime.date.today()), "--quick", "--results-root", str(tmp_path / "results"), "--readme",
+             str(readme), "--data-dir", str(SUBSET)]
     refused = subprocess.run([*suite, "--budget", "0.1"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert refused.returncode == 2, refused.stderr
     budget = float(re.search(r"the least that fits is ([\d.]+) minutes", refused.stderr)[1]) + 1

@@ -73,8 +73,10 @@ def test_a_killed_run_leaves_its_lines_and_its_curves(tmp_path):
     process = subprocess.Popen([sys.executable, str(ROOT / "main.py"), *TINY, "-n", "2000", "--log-every", "2",
                                 "--jsonl", str(out), "--tensorboard", str(logs)], cwd=ROOT,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # each interval's JSON line is written before its TensorBoard scalars are flushed: the third
+    # line (step 6) proves that the scalars of steps 1 to 4 are on disk
     deadline = time.time() + 240
-    while time.time() < deadline and not (out.exists() and out.read_text().count('"event": "train"') >= 2):
+    while time.time() < deadline and not (out.exists() and out.read_text().count('"event": "train"') >= 3):
         time.sleep(0.5)
     os.kill(process.pid, signal.SIGKILL)
     process.wait()

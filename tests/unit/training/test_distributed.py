@@ -136,7 +136,10 @@ launches = st.dictionaries(st.sampled_from(VARIABLES), values, max_size=8)
 
 
 @pytest.mark.long
-@settings(deadline=None, max_examples=int(os.environ.get("HOSTILE_EXAMPLES", 0)) or 500)
+# the same examples on every run, as in the hostile campaigns, so that CI never fails on a fresh draw;
+# HOSTILE_RANDOM=1 draws new ones
+@settings(deadline=None, derandomize=not os.environ.get("HOSTILE_RANDOM"),
+          max_examples=int(os.environ.get("HOSTILE_EXAMPLES", 0)) or 500)
 @given(launches)
 def test_any_launcher_environment_gives_a_valid_place_or_one_sentence(env):
     try:
