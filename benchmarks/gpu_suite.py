@@ -43,7 +43,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -736,6 +736,15 @@ def load(out: Path, name: str) -> Optional[Dict[str, Any]]:
     return document
 
 
+def saved_steps(out: Path, names: Iterable[str]) -> Iterator[Tuple[str, Dict[str, Any]]]:
+    """(name, load()'s document) of each of `names` saved in `out`, in order, each loaded once and
+    only when asked for: load() recomputes a comparison's intervals."""
+    for name in names:
+        document = load(out, name)
+        if document is not None:
+            yield name, document
+
+
 def upgraded(out: Path, name: str) -> Optional[Dict[str, Any]]:
     """A saved document; a results document upgraded to this version's form."""
     from utils.results.upgrade import upgrade
@@ -972,10 +981,10 @@ def headline(suites: List[SavedSuite], label: Label) -> List[str]:
     rows: Dict[str, List[str]] = {}
     for saved_suite in suites:
         for model in saved_suite.record.get("models", []):
-            step = f"headline-{model}" if load(saved_suite.folder, f"headline-{model}") else f"{model}-cl"
-            document = load(saved_suite.folder, step)
-            if document is None:
+            found = next(saved_steps(saved_suite.folder, (f"headline-{model}", f"{model}-cl")), None)
+            if found is None:
                 continue
+            step, document = found
             comparison = document["comparison"]
             fp32, fp16 = comparison.get("fp32"), comparison.get("amp-fp16")
             cells = [f"{row.speedup_vs_baseline:.2f}x" if row and row.speedup_vs_baseline else "-"
@@ -1001,12 +1010,11 @@ def fp8_headline(suites: List[SavedSuite], label: Label) -> List[str]:
     rows = []
     for saved_suite in suites:
         # the headline's ViT, or the transformers section's where only that one measured fp8 (torchao came later)
-        vit_steps = [step for step in ("headline-vit", "transformers-eager") if load(saved_suite.folder, step)]
-        vit_step = next((step for step in vit_steps if set(HEADLINE_FP8_MODES[1:])
-                         & set(load(saved_suite.folder, step)["comparison"])), (vit_steps or ["headline-vit"])[0])
-        for step in (vit_step, "transformers-vit_b_16"):
-            document = load(saved_suite.folder, step)
-            if document is None or "amp-bf16" not in document["comparison"]:
+        vits = list(saved_steps(saved_suite.folder, ("headline-vit", "transformers-eager")))
+        with_fp8 = [found for found in vits if set(HEADLINE_FP8_MODES[1:]) & set(found[1]["comparison"])]
+        vit_b_16 = list(saved_steps(saved_suite.folder, ("transformers-vit_b_16",)))
+        for step, document in (with_fp8 or vits)[:1] + vit_b_16:
+            if "amp-bf16" not in document["comparison"]:
                 continue
             bf16, config = document["comparison"]["amp-bf16"], document["config"]
             cells = [versus_bf16(document, mode) for mode in HEADLINE_FP8_MODES[1:]]
