@@ -140,7 +140,8 @@ def row_line(row: Dict[str, Any]) -> str:
     return line
 
 
-def main() -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The sweep's flags; the GPU suite reads its estimate of a sweep from them."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-p", "--gpu", action="store_true", help="train on CUDA (an FP8 GPU)")
     parser.add_argument("--fp8-emulate", action="store_true", help="FP8 in software, on any device: checks the "
@@ -153,7 +154,11 @@ def main() -> int:
     parser.add_argument("--warmup", type=positive, default=WARMUP, help=f"untimed steps before them (default "
                         f"{WARMUP})")
     parser.add_argument("--json", metavar="PATH", help="write the sweep as JSON")
-    options = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    options = build_parser().parse_args()
 
     from utils.errors import UserError
     from utils.fileio import ensure_writable

@@ -72,7 +72,8 @@ def ampbench_loop(initial_model, data, mode, config, device):
     return sum(record.step_times_ms) / 1000.0 / len(record.step_times_ms)
 
 
-def main():
+def build_parser():
+    """The script's flags; the GPU suite reads its estimate of a run from them."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-p", "--gpu", action="store_true")
     parser.add_argument("--model", default="resnet18")
@@ -82,7 +83,11 @@ def main():
     parser.add_argument("--steps", type=int, default=8, help="timed steps per run")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps at the start of each run")
     parser.add_argument("--rounds", type=int, default=9, help="runs of each kind, interleaved")
-    options = parser.parse_args()
+    return parser
+
+
+def main():
+    options = build_parser().parse_args()
 
     import numpy as np
     import torch

@@ -9,8 +9,7 @@ import pytest
 
 from conftest import ROOT, SUBSET
 
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from gpu_suite import BEGIN, END  # noqa: E402
+from benchmarks.suite.render import BEGIN, END  # noqa: E402
 
 
 def outside_section(text):
@@ -68,7 +67,7 @@ def test_quick_suite_runs_every_step_and_renders_a_well_formed_readme_section(tm
 
 
 def test_the_recipe_table_names_the_fastest_recipe_whose_loss_stayed_finite(tmp_path):
-    from gpu_suite import recipes
+    from benchmarks.suite.tables import recipes
 
     def document(**medians):
         runs = [{"mode": mode, "step_time_ms": {"median": ms}, "final_loss": float("nan") if ms < 5 else 2.0,
@@ -100,14 +99,14 @@ NO_TEST_IMAGES = f"it measures test accuracy, and the runs get synthetic data, w
 ])
 def test_every_step_that_needs_cifar10_is_skipped_with_the_reason_where_the_runs_get_synthetic_data(
         quick, planned, skipped, tmp_path, monkeypatch):
-    from gpu_suite import Plan, Suite, plan_convergence, plan_scripts, plan_transformers
+    from benchmarks.suite.plan import Plan, Planner, plan_convergence, plan_scripts, plan_transformers
 
     monkeypatch.setenv("CIFAR10_DIR", str(SUBSET))
-    suite = Suite(tmp_path, None, Plan(quick), ["fp32"], {"--fp8-emulate", "--modes"}, ["fp32"])
+    suite = Planner(tmp_path, None, Plan(quick), ["fp32"], {"--fp8-emulate", "--modes"}, ["fp32"])
     for section in (plan_convergence, plan_scripts, plan_transformers):
         section(suite)
     assert [step.name for step in suite.planned] == planned
-    assert {step["name"]: step["skipped"] for step in suite.steps if step["name"] in skipped} == skipped
+    assert {step["name"]: step["skipped"] for step in suite.records if step["name"] in skipped} == skipped
 
 
 def test_the_quick_suite_without_cifar10_skips_the_convergence_section_and_succeeds(tmp_path):
@@ -131,7 +130,7 @@ def test_readme_shows_every_device_of_the_results_root_the_rendered_run_first(tm
     """The committed H100 and H200 suites: rendering either device's run keeps the other's rows."""
     import shutil
 
-    from gpu_suite import render_readme
+    from benchmarks.suite.render import render_readme
 
     shutil.copytree(ROOT / "results", tmp_path / "results")
     readme = tmp_path / "README.md"
@@ -154,8 +153,8 @@ def test_the_native_table_prints_nvidias_published_figures_beside_ours_for_a_gpu
     NVIDIA's single-GPU figures beside its own; a GPU they did not publish gets no such column."""
     import shutil
 
-    from gpu_suite import load, native_table
-    from suite_history import SavedSuite
+    from benchmarks.suite.history import SavedSuite, load
+    from benchmarks.suite.tables import native_table
 
     shutil.copy(ROOT / "results" / "NVIDIA-H100-80GB-HBM3" / "2026-11-26" / "headline-resnet50.json",
                 tmp_path / "native-synthetic.json")
@@ -188,8 +187,8 @@ def test_the_fp8_sweep_refuses_an_unwritable_json_path_before_any_step(tmp_path)
 
 def test_the_fp8_sweep_runs_emulated_on_the_cpu_and_saves_measured_beside_predicted(tmp_path):
     pytest.importorskip("torchao")
-    from gpu_suite import sweep_table
-    from suite_history import SavedSuite
+    from benchmarks.suite.history import SavedSuite
+    from benchmarks.suite.tables import sweep_table
 
     path = tmp_path / "transformers-sweep.json"
     result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "fp8_sweep.py"), "--fp8-emulate", "--widths",

@@ -15,9 +15,11 @@ from conftest import ROOT, SUBSET
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import gpu_suite  # noqa: E402
-import suite_estimate  # noqa: E402
-from suite_estimate import Estimator, training_runs  # noqa: E402
-from suite_history import CHANGES  # noqa: E402
+from benchmarks.suite import estimate as suite_estimate  # noqa: E402
+from benchmarks.suite import ledger, plan, render, tables  # noqa: E402
+from benchmarks.suite.device import DataFacts  # noqa: E402
+from benchmarks.suite.estimate import Estimator  # noqa: E402
+from benchmarks.suite.history import CHANGES, SavedSuite  # noqa: E402
 
 H100 = "NVIDIA H100 80GB HBM3"
 SAVED = ROOT / "results" / "NVIDIA-H100-80GB-HBM3" / "2026-11-22"  # an older commit's suite, committed
@@ -28,27 +30,33 @@ def write_suite(folder, date, steps, quick=False):
     (folder / "suite.json").write_text(json.dumps({"device": H100, "quick": quick, "date": date, "steps_run": steps}))
 
 
-def no_test_images():
-    raise AssertionError("no run here evaluates")
+def no_data():
+    raise AssertionError("no run here evaluates or counts epochs")
+
+
+def step(name, *argv):
+    """A step of one main.py command, as the plan adds it."""
+    return plan.Step(name, "headline", (plan.Command(name, tuple(plan.main_py(*argv))),))
 
 
 def test_the_estimate_is_the_newest_time_the_same_step_took_on_this_device(tmp_path):
     write_suite(tmp_path / "2026-11-20", "2026-11-20", [
         {"name": "headline-resnet18", "rc": 0, "elapsed_s": 50.0},
         *[{"name": name, "rc": 143 if name == "resume-stopped" else 0, "elapsed_s": 10.5}
-          for name in gpu_suite.RESUME_PROCESSES]])
+          for name in plan.RESUME_PROCESSES]])
     write_suite(tmp_path / "2026-11-21", "2026-11-21", [{"name": "headline-resnet18", "rc": 0, "elapsed_s": 40.0},
                                                         {"name": "overhead", "rc": 1, "elapsed_s": 3.0}])
     write_suite(tmp_path / "2026-11-22", "2026-11-22", [{"name": "headline-resnet18", "rc": 0, "elapsed_s": 7.0}],
                 quick=True)  # another plan: not this one's time
-    estimator = Estimator(tmp_path, H100, False, no_test_images)
-    runs = training_runs("resnet18", "cifar", ["fp32"], 256, 50)
+    estimator = Estimator(tmp_path, H100, False, no_data)
+    command = ("-p", "-m", "resnet18", "-b", 256, "-n", 50, "--no-eval")
 
-    estimate = estimator.estimate("headline-resnet18", ("headline-resnet18",), runs)
+    estimate = estimator.estimate(step("headline-resnet18", *command))
     assert (estimate.seconds, estimate.source) == (40.0, "measured on 2026-11-21")
-    resume = estimator.estimate("resume", gpu_suite.RESUME_PROCESSES, runs)  # its four processes together
-    assert (resume.seconds, resume.source) == (42.0, "measured on 2026-11-20")
-    assert estimator.estimate("overhead", ("overhead",), runs).source == "FLOPs"  # a failed step's time says nothing
+    resume = estimator.estimate(plan.Step("resume", "resume", tuple(plan.Command(name, ())
+                                                                    for name in plan.RESUME_PROCESSES)))
+    assert (resume.seconds, resume.source) == (42.0, "measured on 2026-11-20")  # its four processes together
+    assert estimator.estimate(step("overhead", *command)).source == "FLOPs"  # a failed step's time says nothing
 
 
 def test_the_estimate_adds_the_start_to_the_runs_measured_in_saved_result_files(tmp_path):
@@ -58,10 +66,10 @@ def test_the_estimate_adds_the_start_to_the_runs_measured_in_saved_result_files(
             for median, first in ((30.0, 2.03), (32.0, 0.05))]
     (tmp_path / "2026-11-21" / "resnet18-cl.json").write_text(json.dumps(
         {"config": {"model": "resnet18", "stem": "cifar"}, "runs": runs}))
-    estimator = Estimator(tmp_path, H100, False, no_test_images)
+    estimator = Estimator(tmp_path, H100, False, no_data)
 
-    estimate = estimator.estimate("headline-resnet18", ("headline-resnet18",),
-                                  training_runs("resnet18", "cifar", ["fp32"], 256, 50, 2, channels_last=True))
+    estimate = estimator.estimate(step("headline-resnet18", "-p", "-m", "resnet18", "-b", 256, "-n", 50, "--modes",
+                                       "fp32", "--repeats", 2, "--channels-last", "--no-eval"))
     # the start, then 50 steps at the median of the medians (31 ms), the first run's extra first step (2.0 s) once
     assert estimate.source == "runs measured"
     assert estimate.seconds == pytest.approx(suite_estimate.START_S + (50 * 0.031 + 2.0) + 50 * 0.031)
@@ -71,31 +79,30 @@ def test_without_a_measurement_the_estimate_is_the_flops_at_the_share_of_the_pea
     from models import factory
     from utils.measure import flops
 
-    estimator = Estimator(tmp_path / "nothing saved", H100, False, no_test_images)
-    estimate = estimator.estimate("headline-resnet18", ("headline-resnet18",),
-                                  training_runs("resnet18", "cifar", ["fp32", "amp-bf16"], 256, 50))
-    step = flops.training_flops_per_step(factory.build_model("resnet18"), 256)
+    estimator = Estimator(tmp_path / "nothing saved", H100, False, no_data)
+    estimate = estimator.estimate(step("headline-resnet18", "-p", "-m", "resnet18", "-b", 256, "-n", 50, "--modes",
+                                       "fp32,amp-bf16", "--no-eval"))
+    flops_per_step = flops.training_flops_per_step(factory.build_model("resnet18"), 256)
     rates = [67.0e12 * suite_estimate.UTILISATION["fp32"], 989.4e12 * suite_estimate.UTILISATION["bf16"]]
     assert estimate.source == "FLOPs"
     assert estimate.seconds == pytest.approx(
-        suite_estimate.START_S + sum(suite_estimate.FIRST_RUN_S + 50 * step / rate for rate in rates))
+        suite_estimate.START_S + sum(suite_estimate.FIRST_RUN_S + 50 * flops_per_step / rate for rate in rates))
 
 
 def planned_steps(out, quick):
     """Every step a plan makes (the CIFAR-10 subset there, every feature of main.py present)."""
-    plan = gpu_suite.Plan(quick)
-    suite = gpu_suite.Suite(out, str(SUBSET), plan, gpu_suite.MODES, gpu_suite.available_flags(),
-                            gpu_suite.TRANSFORMER_MODES)
-    for section, plan_section in gpu_suite.SECTIONS.items():
+    sizes = plan.Plan(quick)
+    suite = plan.Planner(out, str(SUBSET), sizes, plan.MODES, plan.available_flags(), plan.TRANSFORMER_MODES)
+    for section, plan_section in plan.SECTIONS.items():
         suite.section = section
         plan_section(suite)
-    return plan, suite.planned
+    return sizes, suite.planned
 
 
 @pytest.mark.parametrize("quick", [True, False])
 def test_every_planned_step_has_its_place_in_the_priority_order_and_the_headline_comes_first(quick, tmp_path):
-    plan, steps = planned_steps(tmp_path, quick)
-    order, names = gpu_suite.priority(plan), {step.name for step in steps}
+    sizes, steps = planned_steps(tmp_path, quick)
+    order, names = plan.priority(sizes), {step.name for step in steps}
     assert names <= set(order) and (quick or names == set(order))  # --quick leaves out what compiles
     headline = [step.name for step in steps if step.section == "headline"]
     assert sorted(order[:len(headline)]) == sorted(headline)
@@ -106,14 +113,9 @@ def test_every_planned_step_has_its_place_in_the_priority_order_and_the_headline
 def test_the_native_section_and_where_fp8_pays_come_first_in_a_pass_over_those_sections(tmp_path):
     """`--only native --only transformers` in a short budget: resnet50 at 224 on synthetic images,
     the FP8 sweep and vit_b_16 start before the transformers' own steps."""
-    plan = gpu_suite.Plan(False)
-    suite = gpu_suite.Suite(tmp_path, str(SUBSET), plan, gpu_suite.MODES, gpu_suite.available_flags(),
-                            gpu_suite.TRANSFORMER_MODES)
-    for section in ("native", "transformers"):
-        suite.section = section
-        gpu_suite.SECTIONS[section](suite)
-    order = gpu_suite.priority(plan)
-    assert [step.name for step in sorted(suite.planned, key=lambda step: order.index(step.name))][:5] == [
+    suite = plan.Planner(tmp_path, str(SUBSET), plan.Plan(False), plan.MODES, plan.available_flags(),
+                         plan.TRANSFORMER_MODES)
+    assert [step.name for step in plan.planned_steps(suite, ["native", "transformers"])][:5] == [
         "native-synthetic", "transformers-sweep", "transformers-vit_b_16", "native-cifar10", "transformers-eager"]
 
 
@@ -122,13 +124,12 @@ def test_the_headline_takes_about_2_5_minutes_of_an_h100_by_the_estimate_and_the
     its FLOPs, the overhead benchmark as it took then."""
     _, steps = planned_steps(tmp_path / "out", False)
     shutil.copytree(SAVED, tmp_path / "NVIDIA-H100-80GB-HBM3" / "2026-11-22")
-    estimator = Estimator(tmp_path / "NVIDIA-H100-80GB-HBM3", H100, False, lambda: 1017)
-    headline = {step.name: estimator.estimate(step.name, step.processes, step.runs) for step in steps
-                if step.section == "headline"}
+    estimator = Estimator(tmp_path / "NVIDIA-H100-80GB-HBM3", H100, False, lambda: DataFacts(None, 5438, 1017))
+    headline = {step.name: estimator.estimate(step) for step in steps if step.section == "headline"}
     assert headline["overhead"].source == "measured on 2026-11-22"
     assert headline["headline-resnet50"].source == "runs measured" and headline["headline-vit"].source == "FLOPs"
     assert 2 * 60 < sum(estimate.seconds for estimate in headline.values()) < 3 * 60  # docs/benchmarks.md's figures
-    every = sum(estimator.estimate(step.name, step.processes, step.runs).seconds for step in steps)
+    every = sum(estimator.estimate(step).seconds for step in steps)
     assert 30 * 60 < every < 35 * 60
 
 
@@ -171,8 +172,8 @@ def test_readme_merges_saved_suites_newest_first_and_labels_each_row_with_its_co
                  [change.commit for change in CHANGES], {"resnet18-cl.json": "headline-resnet18.json"})
     readme = tmp_path / "README.md"
     readme.write_text("# ampbench\n\n## Results\n\nafter\n")
-    gpu_suite.render_readme(device / "2026-11-22", readme)  # the older one's page, for its link
-    gpu_suite.render_readme(newer, readme)
+    render.render_readme(device / "2026-11-22", readme)  # the older one's page, for its link
+    render.render_readme(newer, readme)
 
     text = readme.read_text()
     rows = [line for line in text.splitlines() if line.startswith("| resnet")]
@@ -185,7 +186,7 @@ def test_readme_merges_saved_suites_newest_first_and_labels_each_row_with_its_co
     note = text[text.index("Rows *older than*"):]
     assert all(f"* `{change.commit[:7]}` ({', '.join(change.moves)}): before it, {change.before}." in note
                for change in CHANGES)
-    assert text.endswith("after\n") and text.count(gpu_suite.BEGIN) == 1
+    assert text.endswith("after\n") and text.count(render.BEGIN) == 1
 
 
 def test_the_section_says_what_each_pass_ran_and_what_waits_in_order():
@@ -193,13 +194,13 @@ def test_the_section_says_what_each_pass_ran_and_what_waits_in_order():
         {"budget_min": 2, "elapsed_s": 110.0, "ran": [{"step": "headline-resnet18"}, {"step": "overhead"}],
          "waiting": [{"step": "convergence", "section": "convergence", "estimate_s": 60.0}]},
         {"budget_min": 1.5, "elapsed_s": 80.0, "ran": [{"step": "convergence"}], "waiting": []}]}
-    assert gpu_suite.budget_lines(record) == [
+    assert render.budget_lines(record) == [
         "This run's passes (2026-11-26):", "",
         "* pass 1 (`--budget 2`, 1.8 min): ran `headline-resnet18`, `overhead`",
         "* pass 2 (`--budget 1.5`, 1.3 min): ran `convergence`",
         "* nothing waits: every planned step has run", ""]
     record["passes"].pop()
-    assert gpu_suite.budget_lines(record)[-2] == "* waiting for the next budget, in order: `convergence` (about 1.0 min)"
+    assert render.budget_lines(record)[-2] == "* waiting for the next budget, in order: `convergence` (about 1.0 min)"
 
 
 def on_the_day(day):
@@ -240,7 +241,7 @@ def test_two_short_budgets_share_the_quick_suite_and_readme_merges_both(tmp_path
     assert set(again) <= set(waited) and again == sorted(again, key=waited.index)  # what waited, in its order
 
     text = readme.read_text()
-    section = text[text.index(gpu_suite.BEGIN):text.index(gpu_suite.END)]
+    section = text[text.index(render.BEGIN):text.index(render.END)]
     for number, entry in enumerate((first, second), 1):
         assert f"* pass {number} (`--budget {budget:g}`" in section
         assert "ran " + ", ".join(f"`{step['step']}`" for step in entry["ran"]) in section
@@ -254,11 +255,9 @@ def test_the_headline_table_gives_the_energy_each_run_measured():
     amp-fp16's energy per image over fp32's, from the runs' own medians."""
     import statistics
 
-    from suite_history import SavedSuite
-
     folder = ROOT / "results" / "NVIDIA-H200" / "2026-11-26"
     suite = SavedSuite(folder, json.loads((folder / "suite.json").read_text()))
-    lines = gpu_suite.headline([suite], lambda saved, figures, step: "label")
+    lines = tables.headline([suite], lambda saved, figures, step: "label")
     assert "| amp-fp16 memory / fp32 | amp-fp16 energy / fp32 | measured |" in lines[0]
     runs = json.loads((folder / "headline-resnet18.json").read_text())["runs"]
     per_image = {mode: statistics.median(run["energy"]["joules_per_image"] for run in runs if run["mode"] == mode)
@@ -268,23 +267,21 @@ def test_the_headline_table_gives_the_energy_each_run_measured():
 
 
 def test_a_budgeted_pass_runs_what_waits_and_the_steps_newer_code_added_or_an_earlier_pass_skipped():
-    planned = [gpu_suite.Step(name, "transformers", [], [], 60) for name in ("ran", "skipped", "waits", "new")]
+    planned = [plan.Step(name, "transformers", ()) for name in ("ran", "skipped", "waits", "new")]
     earlier = {"steps_run": [{"name": "ran", "section": "transformers", "rc": 0},
                              {"name": "skipped", "section": "transformers", "skipped": "no torchao"}],
                "passes": [{"waiting": [{"step": "waits", "section": "transformers", "estimate_s": 60}]}]}
-    pending, kept, carried = gpu_suite.this_pass_steps(planned, earlier, ["transformers"], budgeted=True)
+    pending, kept, carried = ledger.this_pass_steps(planned, earlier, ["transformers"], budgeted=True)
     assert [step.name for step in pending] == ["skipped", "waits", "new"]
     assert kept == earlier["steps_run"] and carried == []
     every_one_ran = dict(earlier, steps_run=[{"name": step.name, "section": "transformers", "rc": 0}
                                              for step in planned])
     every_one_ran["passes"] = [{"waiting": []}]
-    pending, _, _ = gpu_suite.this_pass_steps(planned, every_one_ran, ["transformers"], budgeted=True)
+    pending, _, _ = ledger.this_pass_steps(planned, every_one_ran, ["transformers"], budgeted=True)
     assert pending == planned  # nothing left to finish: the sections are planned anew
 
 
 def test_each_row_names_the_commit_of_the_pass_that_ran_its_step():
-    from suite_history import SavedSuite
-
     suite = SavedSuite(SAVED, {"commit": "c" * 40, "passes": [
         {"commit": "a" * 40, "ran": [{"step": "headline-resnet50"}]},
         {"commit": "b" * 40, "ran": [{"step": "transformers-eager"}, {"step": "headline-resnet50"}]}]})

@@ -1,12 +1,13 @@
 """The GPU suite's saved results across dates and commits: every results/<device>/<date>/ folder a
-suite wrote, and the changes to ampbench after which figures measured by older code read
-differently. README's Results merge these folders, and --budget estimates from their times."""
+suite wrote, the documents its steps saved, and the changes to ampbench after which figures
+measured by older code read differently. README's Results merge these folders, and --budget
+estimates from their times."""
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 
 @dataclass(frozen=True)
@@ -72,3 +73,47 @@ def saved_suites(device_folder: Path) -> List[SavedSuite]:
     folders = sorted((path for path in device_folder.iterdir() if (path / "suite.json").is_file()),
                      key=lambda path: path.name, reverse=True)
     return [SavedSuite(folder, json.loads((folder / "suite.json").read_text())) for folder in folders]
+
+
+def load(out: Path, name: str) -> Optional[Dict[str, Any]]:
+    """A saved document; a results document upgraded to this version's form and its comparison recomputed
+    from its runs by this version's statistics (intervals, the learned flag), as utils.report does when it
+    merges."""
+    from utils.results.compare import compare_modes
+
+    document = upgraded(out, name)
+    if document is not None and "runs" in document:
+        document["comparison"] = compare_modes(document["runs"], baseline=document["config"]["baseline"])
+    return document
+
+
+def saved_steps(out: Path, names: Iterable[str]) -> Iterator[Tuple[str, Dict[str, Any]]]:
+    """(name, load()'s document) of each of `names` saved in `out`, in order, each loaded once and
+    only when asked for: load() recomputes a comparison's intervals."""
+    for name in names:
+        document = load(out, name)
+        if document is not None:
+            yield name, document
+
+
+def upgraded(out: Path, name: str) -> Optional[Dict[str, Any]]:
+    """A saved document; a results document upgraded to this version's form."""
+    from utils.results.upgrade import upgrade
+
+    document = saved(out, name)
+    if document is not None and "runs" in document:  # resume-weights.json is a record of its own
+        document = upgrade(document)
+    return document
+
+
+def saved(out: Path, name: str) -> Optional[Dict[str, Any]]:
+    """A saved JSON file as it was written, or None."""
+    path = out / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def last_line(out: Path, name: str, prefix: str) -> Optional[str]:
+    """The last line of NAME.log that starts with `prefix`: what a benchmark script printed last."""
+    path = out / f"{name}.log"
+    lines = [line for line in path.read_text().splitlines() if line.startswith(prefix)] if path.exists() else []
+    return lines[-1] if lines else None

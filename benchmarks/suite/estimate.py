@@ -1,6 +1,8 @@
 """How long a step of the GPU suite will take, estimated before it starts: what --budget spends by.
 
-A step's estimate is, by the first of these that applies:
+A step's training runs are read from its own commands, parsed by the parser of the program each
+one runs (main.py's, through RunConfig, or the benchmark script's), so a step is described once.
+Its estimate is, by the first of these that applies:
 
 1. measured: the newest time the same step (its processes, by name) took on this device with the
    same plan (--quick or not), from the suite.json of any results/<device>/<date>/ folder, this
@@ -14,9 +16,10 @@ A step's estimate is, by the first of these that applies:
      mode in its process the extra its first step took (cuDNN's autotuning, compilation);
    * else its FLOPs at its image size (utils/measure/flops.py: a training step's, and for each
      test image evaluated a third of one image's step; the FP8 sweep's blocks by fp8_sweep.py)
-     at UTILISATION of the GPU's dense peak for the mode's arithmetic (a GPU without known peaks gets the lowest peak of the cards that are known), plus FIRST_RUN_S
-     for the first run of each mode and COMPILE_S for a compiled one; a run on the node's CPU at
-     CPU_GFLOPS_PER_CORE per core.
+     at UTILISATION of the GPU's dense peak for the mode's arithmetic (a GPU without known peaks
+     gets the lowest peak of the cards that are known), plus FIRST_RUN_S for the first run of
+     each mode and COMPILE_S for a compiled one; a run on the node's CPU at CPU_GFLOPS_PER_CORE
+     per core.
 
 Work that is not training (the loader benchmark's timing of the input pipelines) is counted in
 the start-up only, until the step has been measured once.
@@ -31,9 +34,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-import fp8_sweep
+from benchmarks import fp8_sweep
+from benchmarks.suite.device import DataFacts
+from benchmarks.suite.history import saved_suites
+from benchmarks.suite.plan import Command, Step
 from models.families import DEFAULT_IMAGE_SIZE
-from suite_history import saved_suites
 
 RunKey = Tuple[str, str, str, int, bool, bool, bool, int]  # a Run's key: the settings its step time depends on
 
@@ -84,9 +89,74 @@ class Run:
 def training_runs(model: str, stem: str, modes: Sequence[str], batch: int, steps: int, repeats: int = 1,
                   channels_last: bool = False, compiled: bool = False, evaluations: int = 0,
                   on_cpu: bool = False, image_size: int = DEFAULT_IMAGE_SIZE) -> List[Run]:
-    """The runs of one main.py process: every mode, `repeats` times (repeats or seeds)."""
+    """The runs of one process: every mode, `repeats` times (repeats or seeds), in its order."""
     return [Run(model, stem, mode, batch, steps, channels_last, compiled, evaluations, repeat == 0, on_cpu, image_size)
             for repeat in range(repeats) for mode in modes]
+
+
+def program_of(argv: Sequence[str]) -> Tuple[str, List[str]]:
+    """(the file name of the program a command runs, its arguments): main.py under a launcher
+    (torch.distributed.run) too."""
+    for index, word in enumerate(argv):
+        if word.endswith(".py"):
+            return os.path.basename(word), list(argv[index + 1:])
+    raise ValueError(f"no program in {' '.join(argv)}")
+
+
+def main_py_runs(arguments: Sequence[str], data: Callable[[], DataFacts]) -> List[Run]:
+    """The runs of one main.py process, from its flags as main.py reads them; the data's size is
+    asked for only where --epochs or an evaluation needs it."""
+    from main import build_parser
+    from utils.config import RunConfig
+
+    config = RunConfig.from_args(build_parser().parse_args(list(arguments)))
+    if config.epochs is not None:
+        config = config.for_dataset(data().train_images, 1)
+    evaluations = 0
+    if not config.no_eval:  # the evaluations on its cadence, and a last one at the end where it falls between
+        every = config.eval_every_steps(data().train_images, 1) if config.eval_every else None
+        evaluations = -(-config.steps // every) if every else 1
+    profiled = config.explain_steps + 1 if config.explain else 0  # with torch.profiler's warm-up step
+    return training_runs(config.model, config.stem, [mode.name for mode in config.precision_modes],
+                         config.batch_size, config.steps + profiled, config.repeats * config.seeds,
+                         config.channels_last, config.compile, evaluations, not config.gpu, config.image_size)
+
+
+def overhead_runs(arguments: Sequence[str]) -> List[Run]:
+    """benchmarks/overhead.py: every round runs ampbench's loop and the bare one."""
+    from benchmarks import overhead
+
+    options = overhead.build_parser().parse_args(list(arguments))
+    return [Run(options.model, "cifar", options.mode, options.batch_size, options.warmup + options.steps,
+                first=loop == 0, on_cpu=not options.gpu) for loop in range(2 * options.rounds)]
+
+
+def loader_runs(arguments: Sequence[str]) -> List[Run]:
+    """benchmarks/loader.py: with -p, an AMP run of each of its models beside the pipelines' timing."""
+    from benchmarks import loader
+
+    options = loader.build_parser().parse_args(list(arguments))
+    if not options.gpu:
+        return []
+    return [Run(model, "cifar", "amp-fp16", options.batch_size, loader.AMP_STEPS, channels_last=True)
+            for model in loader.AMP_MODELS]
+
+
+def sweep_runs(arguments: Sequence[str]) -> List[Run]:
+    """benchmarks/fp8_sweep.py: each width's blocks in the baseline and both fp8 recipes."""
+    options = fp8_sweep.build_parser().parse_args(list(arguments))
+    return [run for width in options.widths for run in training_runs(
+        fp8_sweep.block_name(width), "cifar", [fp8_sweep.BASELINE, *fp8_sweep.FP8_MODES], options.batch,
+        options.warmup + options.steps, on_cpu=not options.gpu)]
+
+
+def runs_of(command: Command, data: Callable[[], DataFacts]) -> List[Run]:
+    """The training runs `command` makes, read from its own arguments."""
+    program, arguments = program_of(command.argv)
+    if program == "main.py":
+        return main_py_runs(arguments, data)
+    readers = {"overhead.py": overhead_runs, "loader.py": loader_runs, "fp8_sweep.py": sweep_runs}
+    return readers[program](arguments)
 
 
 @dataclass(frozen=True)
@@ -102,12 +172,11 @@ class MeasuredRun:
 
 
 class Estimator:
-    """Estimates for one device, from what its results folders hold; refresh() after each step."""
+    """Estimates for one device, from what its results folders hold; refresh() after each step.
+    `data` says what the runs train on, asked only when a run evaluates or counts epochs."""
 
-    def __init__(self, device_folder: Path, device_name: str, quick: bool, test_images: Callable[[], int]) -> None:
-        """`test_images` says how many test images an evaluation reads, asked only when a run evaluates."""
-        self.device_folder, self.device_name, self.quick = device_folder, device_name, quick
-        self.test_images = test_images
+    def __init__(self, device_folder: Path, device_name: str, quick: bool, data: Callable[[], DataFacts]) -> None:
+        self.device_folder, self.device_name, self.quick, self.data = device_folder, device_name, quick, data
         self.refresh()
 
     def refresh(self) -> None:
@@ -116,27 +185,31 @@ class Estimator:
                        if bool(suite.record.get("quick")) == self.quick]
         self.runs = measured_runs([suite.folder for suite in self.suites])
 
-    def estimate(self, name: str, processes: Sequence[str], runs: Sequence[Run]) -> Estimate:
+    def estimate(self, step: Step) -> Estimate:
+        processes = step.processes
         for suite in self.suites:  # newest first
-            times = {step["name"]: step["elapsed_s"] for step in suite.record.get("steps_run", [])
-                     if step.get("rc") in GOOD_RCS and "elapsed_s" in step}
+            times = {entry["name"]: entry["elapsed_s"] for entry in suite.record.get("steps_run", [])
+                     if entry.get("rc") in GOOD_RCS and "elapsed_s" in entry}
             if all(process in times for process in processes):
                 return Estimate(sum(times[process] for process in processes), f"measured on {suite.date}")
         if self.quick:
-            return Estimate(float(QUICK_S[name]), "known --quick time")
+            return Estimate(float(QUICK_S[step.name]), "known --quick time")
+        runs = [run for command in step.commands for run in runs_of(command, self.data)]
         seconds = START_S * len(processes) + sum(self.run_seconds(run) for run in runs)
         return Estimate(seconds, "runs measured" if runs and all(run.key in self.runs for run in runs) else "FLOPs")
 
     def run_seconds(self, run: Run) -> float:
         evaluation = 0.0
         if run.evaluations:  # an evaluated image: a forward, a third of a training step's FLOPs
-            evaluation = run.evaluations * self.test_images() * train_flops(run.model, run.stem, 1, run.image_size) / 3 / self.rate(run)
+            image_flops = train_flops(run.model, run.stem, 1, run.image_size)
+            evaluation = run.evaluations * self.data().test_images * image_flops / 3 / self.rate(run)
         saved = self.runs.get(run.key)
         if saved is not None:
             first = FIRST_RUN_S if saved.first_extra_s is None else saved.first_extra_s
             return run.steps * saved.median_s + (first if run.first else 0.0) + evaluation
         start = FIRST_RUN_S + (COMPILE_S if run.compiled else 0.0) if run.first else 0.0
-        return start + run.steps * train_flops(run.model, run.stem, run.batch, run.image_size) / self.rate(run) + evaluation
+        step_flops = train_flops(run.model, run.stem, run.batch, run.image_size)
+        return start + run.steps * step_flops / self.rate(run) + evaluation
 
     def rate(self, run: Run) -> float:
         """FLOPs per second of `run`'s training steps."""

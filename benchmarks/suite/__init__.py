@@ -1,0 +1,12 @@
+"""The GPU suite's wing, one module per job; benchmarks/gpu_suite.py is its entry point.
+
+plan.py       the steps: each section's commands, as a user would type them, and their priority
+device.py     what the machine is: the device's label and the modes it refuses, the data the runs get
+estimate.py   a step's time before it starts, read from its own commands (what --budget spends by)
+ledger.py     suite.json: what ran, what waits, which folder a pass continues; running the steps
+history.py    the suites saved across dates and commits, their documents, and the code changes
+              after which older figures read differently
+tables.py     the tables README and the run pages show, from saved documents alone
+render.py     the run page (results/<device>/<date>/README.md) and README's Results section
+published.py  published figures printed beside the suite's own
+"""

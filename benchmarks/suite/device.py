@@ -1,0 +1,61 @@
+"""What the machine is, asked once per suite command: the device's label and the modes it
+refuses (with the reason), and the data main.py's runs will get."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Dict, Iterable, Optional, Tuple
+
+
+class NoDevice(Exception):
+    """No CUDA device is visible to a suite that needs one."""
+
+
+def device_facts(quick: bool, mode_names: Iterable[str]) -> Tuple[str, Dict[str, str]]:
+    """(device label, the modes of `mode_names` this device cannot run, with the reason)."""
+    import torch
+
+    from utils.errors import UserError
+    from utils.training import modes, precision
+
+    device = torch.device("cpu" if quick else "cuda")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise NoDevice("no CUDA device is visible; run --quick for the CPU check.")
+    refused = {}
+    for name in dict.fromkeys(mode_names):
+        try:  # --quick emulates FP8 on the CPU, and runs float16 there with --allow-slow-fp16
+            precision.check_supported(modes.MODES[name], device, fp8_emulate=quick, allow_slow_fp16=quick)
+        except UserError as error:  # the sentence says why
+            refused[name] = str(error)
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(), refused
+    from utils.measure.envinfo import cpu_name
+
+    return f"CPU ({cpu_name()})", refused
+
+
+def folder_name(label: str) -> str:
+    """results/<device>/: the device label with only safe characters."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-")
+
+
+@dataclass(frozen=True)
+class DataFacts:
+    """What main.py's runs train on: why they get synthetic data instead of the CIFAR-10 in the
+    suite's folder (None when they get it; main.py's own choice, --data auto, which downloads a
+    missing copy), and the images an epoch and an evaluation read."""
+    without_cifar10: Optional[str]
+    train_images: int
+    test_images: int
+
+
+def data_facts(data_dir: str, allow_unverified: bool) -> DataFacts:
+    import torch
+
+    from utils.data import cifar10, dataset
+
+    data, _ = dataset.load("auto", data_dir, True, allow_unverified, torch.device("cpu"), 0)
+    if data.test_images is None:
+        return DataFacts(f"no usable CIFAR-10 in {cifar10.batches_folder(data_dir)} (give --data-dir)",
+                         len(data.train_images), 0)
+    return DataFacts(None, len(data.train_images), len(data.test_images))

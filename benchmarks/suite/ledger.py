@@ -1,0 +1,205 @@
+"""Running a pass of the suite and keeping its books: suite.json, saved before the first step and
+after every one (what ran, with its estimate and its time, what waits for the next budget, in
+order), which earlier steps a pass continues, and the refusal of a budget that fits nothing."""
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import shlex
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from benchmarks.suite.estimate import Estimate, Estimator
+from benchmarks.suite.plan import ROOT, Command, Step, resume_folder
+from utils.fileio import atomic_write
+
+Say = Callable[[str], None]
+
+
+def announcer(started: float) -> Say:
+    """print, each line after the seconds since the suite command started."""
+    def say(line: str) -> None:
+        print(f"[{time.perf_counter() - started:6.0f} s] {line}", flush=True)
+
+    return say
+
+
+def git_commit() -> Optional[str]:
+    """The commit of the code that runs (with -dirty for uncommitted changes), or None outside git."""
+    try:
+        done = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=40"], cwd=ROOT,
+                              capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return (done.stdout.strip() or None) if done.returncode == 0 else None
+
+
+def utc_now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def last_waiting(record: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """What waited after a folder's last pass, in order."""
+    return record["passes"][-1]["waiting"] if record.get("passes") else []
+
+
+class Runner:
+    """Runs the steps of one pass, each command's output in NAME.log, and keeps the record of each
+    command (`records`, shared with the planner's skipped steps)."""
+
+    def __init__(self, out: Path, records: List[Dict[str, Any]], say: Say) -> None:
+        self.out, self.records, self.say = out, records, say
+
+    def perform(self, step: Step) -> None:
+        if step.execute == "resume":
+            run_resume(self, step)
+        else:
+            for command in step.commands:
+                self.run(step.section, command)
+
+    def run(self, section: str, command: Command) -> object:
+        """Run one command to its end; its output goes to NAME.log."""
+        started = time.perf_counter()
+        with open(self.out / f"{command.name}.log", "w") as log:
+            try:
+                rc: object = subprocess.run(command.argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                            timeout=command.timeout).returncode
+            except subprocess.TimeoutExpired:
+                rc = "timeout"
+        self.record(section, command, rc, started)
+        return rc
+
+    def record(self, section: str, command: Command, rc: object, started: float, note: str = "") -> None:
+        elapsed = time.perf_counter() - started
+        self.records.append({"name": command.name, "section": section,
+                             "command": shlex.join(command.argv).replace(str(ROOT) + "/", "") + note, "rc": rc,
+                             "elapsed_s": round(elapsed, 1)})
+        self.say(f"{command.name}: rc {rc}, {elapsed:.0f} s")
+
+
+def run_resume(runner: Runner, step: Step) -> None:
+    """The resume check: two uninterrupted runs, then a run stopped by SIGTERM once its first
+    checkpoint exists, then its resumption; the final weights compared in resume-weights.json."""
+    full_a, full_b, stopped, resumed = step.commands
+    work = resume_folder()
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        for command in (full_a, full_b):
+            runner.run(step.section, command)
+        started = time.perf_counter()
+        with open(runner.out / f"{stopped.name}.log", "w") as log:
+            process = subprocess.Popen(stopped.argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+            while not (work / "stopped.pt").exists() and process.poll() is None:
+                time.sleep(0.05)
+            process.send_signal(signal.SIGTERM)
+            rc = process.wait(timeout=stopped.timeout)
+        runner.record(step.section, stopped, rc, started, "  (SIGTERM once the first checkpoint exists)")
+        runner.run(step.section, resumed)
+        (runner.out / "resume-weights.json").write_text(json.dumps(compare_checkpoints(work), indent=2))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def compare_checkpoints(work: Path) -> Dict[str, Dict[str, Any]]:
+    import torch
+
+    def weights(name: str) -> Dict[str, torch.Tensor]:
+        return torch.load(work / f"{name}.pt", map_location="cpu", weights_only=True)["model"]
+
+    def difference(a: Dict[str, torch.Tensor], b: Dict[str, torch.Tensor]) -> Dict[str, Any]:
+        floats = [name for name in a if a[name].is_floating_point()]
+        return {"bitwise_equal": all(torch.equal(a[name], b[name]) for name in a),
+                "max_abs_diff": max(float((a[n].float() - b[n].float()).abs().max()) for n in floats),
+                "max_abs_weight": max(float(a[n].float().abs().max()) for n in floats)}
+
+    full_a = weights("full-a")
+    return {"resumed_vs_uninterrupted": difference(full_a, weights("stopped")),
+            "uninterrupted_vs_itself": difference(full_a, weights("full-b"))}
+
+
+class Ledger:
+    """suite.json as this command leaves it after every step: the earlier record of the folder,
+    with this command's steps in place of the ones it reruns, and this pass: what ran (with the
+    estimate and the time taken) and what waits for the next budget, in order."""
+
+    def __init__(self, path: Path, summary: Dict[str, Any], earlier: Dict[str, Any], kept: List[Dict[str, Any]],
+                 budget: Optional[float], carried: List[Dict[str, Any]]) -> None:
+        self.path, self.summary, self.kept, self.carried = path, summary, kept, carried
+        self.passes = earlier.get("passes", [])
+        self.this_pass: Dict[str, Any] = {"budget_min": budget, "started_utc": utc_now(), "commit": summary["commit"],
+                                          "elapsed_s": 0.0, "ran": [], "waiting": []}
+
+    def save(self, records: List[Dict[str, Any]], waiting: List[Dict[str, Any]], elapsed: float) -> None:
+        names = {step["name"] for step in records}
+        steps = [step for step in self.kept if step["name"] not in names] + records
+        self.this_pass.update(elapsed_s=round(elapsed, 1), waiting=self.carried + waiting)
+        record = dict(self.summary, elapsed_s=round(sum(step.get("elapsed_s", 0) for step in steps), 1),
+                      steps_run=steps, passes=self.passes + [self.this_pass])
+        atomic_write(str(self.path), lambda file: file.write((json.dumps(record, indent=2) + "\n").encode()))
+
+
+def this_pass_steps(planned: List[Step], earlier: Dict[str, Any], sections: Sequence[str],
+                    budgeted: bool) -> Tuple[List[Step], List[Dict[str, Any]], List[Dict[str, Any]]]:
+    """(the steps this command may start, in order; the earlier step records it keeps; the earlier
+    waiting steps of the sections it leaves alone). A budgeted command into a folder of earlier
+    passes runs, in priority order, its sections' steps that wait there or never ran there (steps
+    newer code added, steps skipped before) and keeps every record; any other plans its sections
+    anew, as does a budgeted command into a folder where every planned step has run."""
+    waited = {entry["step"] for entry in last_waiting(earlier)}
+    ran = {entry["name"] for entry in earlier.get("steps_run", []) if "skipped" not in entry}
+    unfinished = [step for step in planned if step.name in waited or step.name not in ran]
+    continuing = budgeted and bool(earlier.get("passes")) and bool(unfinished)
+    pending = unfinished if continuing else planned
+    kept = earlier.get("steps_run", []) if continuing else [
+        step for step in earlier.get("steps_run", []) if step.get("section") not in list(sections) + ["modes"]]
+    return pending, kept, [entry for entry in last_waiting(earlier) if entry["section"] not in sections]
+
+
+def refuse(pending: List[Step], estimator: Estimator, budget: Optional[float], started: float) -> Optional[str]:
+    """Why `budget` minutes cannot start any of `pending`, with the least that can; None if one fits."""
+    if not budget or not pending:
+        return None
+    estimates = {step.name: estimator.estimate(step) for step in pending}
+    spent = time.perf_counter() - started
+    least = min(pending, key=lambda step: estimates[step.name].seconds)
+    estimate = estimates[least.name]
+    if estimate.seconds <= budget * 60 - spent:
+        return None
+    needed = math.ceil((spent + estimate.seconds) / 6) / 10  # minutes, rounded up to a tenth
+    return (f"--budget {budget:g} fits no step; the least that fits is {needed:.1f} minutes, for {least.name} "
+            f"(estimated {estimate.seconds:.0f} s, {estimate.source}).")
+
+
+def spend(runner: Runner, pending: List[Step], estimator: Estimator, budget_s: float, ledger: Ledger,
+          started: float) -> None:
+    """Start, in order, each step of `pending` whose estimate fits in what is left of `budget_s`
+    (counted from the command's start, `started`), until none does; save suite.json before and
+    after each."""
+    def waiting() -> List[Dict[str, Any]]:
+        return [{"step": step.name, "section": step.section, "estimate_s": round(estimator.estimate(step).seconds, 1)}
+                for step in pending]
+
+    ledger.save(runner.records, waiting(), time.perf_counter() - started)
+    while True:
+        left = budget_s - (time.perf_counter() - started)
+        fits = ((step, estimator.estimate(step)) for step in pending)
+        found: Optional[Tuple[Step, Estimate]] = next(
+            ((step, estimate) for step, estimate in fits if estimate.seconds <= left), None)
+        if found is None:
+            return
+        step, estimate = found
+        runner.say(f"{step.name}: estimated {estimate.seconds:.0f} s ({estimate.source})"
+                   + ("" if math.isinf(left) else f", {left:.0f} s of the budget left"))
+        step_started = time.perf_counter()
+        runner.perform(step)
+        pending.remove(step)
+        ledger.this_pass["ran"].append({"step": step.name, "section": step.section,
+                                        "estimate_s": round(estimate.seconds, 1), "estimate_from": estimate.source,
+                                        "elapsed_s": round(time.perf_counter() - step_started, 1)})
+        ledger.save(runner.records, waiting(), time.perf_counter() - started)
+        estimator.refresh()

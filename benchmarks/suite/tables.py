@@ -1,0 +1,312 @@
+"""The tables README's Results and the run pages show, each a function of saved documents alone
+(history.py loads them): the headline, its FP8 row, the FP8 width sweep, resnet50 at its native
+size, the classic commands, the recipes, the transformers, the accuracy verdicts and the other
+scripts' lines. A table of several suites takes a `Label` that names where each row comes from."""
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from benchmarks import fp8_sweep
+from benchmarks.suite.history import SavedSuite, last_line, load, saved, saved_steps, upgraded
+from benchmarks.suite.plan import HEADLINE_FP8_MODES, HEADLINE_MODES, MODES, NATIVE_MODES, RECIPES
+from benchmarks.suite.published import RESNET50
+
+
+def fmt_ms(value: Optional[float]) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def short_commit(commit: Optional[str]) -> str:
+    """A commit as labels show it: 12 hex digits, and whether the tree had uncommitted changes."""
+    if not commit:
+        return "-"
+    return commit[:12] + ("-dirty" if commit.endswith("-dirty") else "")
+
+
+def verdicts(out: Path, measured: str) -> List[str]:
+    """Does accuracy hold? One line per mode from the convergence section in `out`."""
+    document = load(out, "convergence")
+    if document is None:
+        return []
+    config, lines = document["config"], []
+    for mode, row in document["comparison"].items():
+        if mode == "fp32" or not row.accuracy_verdict:
+            continue
+        delta = row.accuracy_delta_ci95
+        interval = f" [{100 * delta[0]:+.2f}, {100 * delta[1]:+.2f}] points" if delta else ""
+        speedup = row.time_to_target_speedup_vs_baseline
+        lines.append(f"* {mode}: accuracy **{row.accuracy_verdict}** against fp32 ({row.seeds} seeds, "
+                     f"{100 * row.accuracy_mean_delta:+.2f}{interval})"
+                     + (f"; time to {100 * row.target_accuracy:g}%: {speedup:.2f}x fp32's" if speedup else "") + ".")
+    if not lines:
+        return []
+    return [f"Does accuracy hold? resnet18, {config.get('seeds')} seeds paired across modes, "
+            f"{document['runs'][0]['steps']} steps, within +-{config.get('accuracy_margin')} points ({measured}):",
+            ""] + lines + [""]
+
+
+def describe_data(data: Dict[str, Any]) -> str:
+    if data.get("name") != "cifar10":
+        return "synthetic images (step times valid, loss and accuracy meaningless)"
+    copy = "the official copy" if data.get("verified") else "a copy with non-official checksums (the subset)"
+    return f"CIFAR-10, {data['train_images']:,} training and {data['test_images']:,} test images, {copy}"
+
+
+Label = Callable[[SavedSuite, Tuple[str, ...], str], str]  # (suite, figures shown, step that measured them)
+
+
+def headline(suites: List[SavedSuite], label: Label) -> List[str]:
+    """README's table: per model, its headline measurement in each of `suites` (newest first), or in
+    a suite older than the headline section, its comparison with channels_last (the same setting)."""
+    from utils.results.summary import with_interval
+
+    rows: Dict[str, List[str]] = {}
+    for saved_suite in suites:
+        for model in saved_suite.record.get("models", []):
+            found = next(saved_steps(saved_suite.folder, (f"headline-{model}", f"{model}-cl")), None)
+            if found is None:
+                continue
+            step, document = found
+            comparison = document["comparison"]
+            fp32, fp16 = comparison.get("fp32"), comparison.get("amp-fp16")
+            cells = [f"{row.speedup_vs_baseline:.2f}x" if row and row.speedup_vs_baseline else "-"
+                     for row in (comparison.get(mode) for mode in HEADLINE_MODES[1:])]
+            base, memory = fp32 and fp32.median_step_ms, fp16 and fp16.memory_ratio_vs_baseline
+            # energy per image (runs[].energy, NVML): "-" where the run read none, as on a GPU without nvidia-ml-py
+            energy = with_interval(fp16.energy_ratio_vs_baseline, fp16.energy_ratio_ci95, ".2f") if fp16 else "-"
+            rows.setdefault(model, []).append(
+                f"| {model} | {document['config']['batch_size']} | {fmt_ms(base)} | " + " | ".join(cells)
+                + f" | {'-' if memory is None else f'{memory:.2f}'} | {energy}"
+                + f" | {label(saved_suite, ('memory', 'amp-fp16'), step)} |")
+    if not rows:
+        return []
+    return ["| model | batch | fp32 median ms | " + " | ".join(f"{m} speedup" for m in HEADLINE_MODES[1:])
+            + " | amp-fp16 memory / fp32 | amp-fp16 energy / fp32 | measured |",
+            "| --- | ---: | ---: | " + " | ".join("---:" for _ in HEADLINE_MODES[1:]) + " | ---: | ---: | --- |",
+            *[row for model_rows in rows.values() for row in model_rows], ""]
+
+
+def fp8_headline(suites: List[SavedSuite], label: Label) -> List[str]:
+    """The headline's FP8 row per suite (newest first): the ViT's amp-bf16 step and each fp8 mode's
+    speedup over it, from the headline section or, in an older suite, the transformers section."""
+    rows = []
+    for saved_suite in suites:
+        # the headline's ViT, or the transformers section's where only that one measured fp8 (torchao came later)
+        vits = list(saved_steps(saved_suite.folder, ("headline-vit", "transformers-eager")))
+        with_fp8 = [found for found in vits if set(HEADLINE_FP8_MODES[1:]) & set(found[1]["comparison"])]
+        vit_b_16 = list(saved_steps(saved_suite.folder, ("transformers-vit_b_16",)))
+        for step, document in (with_fp8 or vits)[:1] + vit_b_16:
+            if "amp-bf16" not in document["comparison"]:
+                continue
+            bf16, config = document["comparison"]["amp-bf16"], document["config"]
+            cells = [versus_bf16(document, mode) for mode in HEADLINE_FP8_MODES[1:]]
+            rows.append(f"| {config['model']} | {config.get('image_size', 32)} | {config['batch_size']} | "
+                        f"{fmt_ms(bf16.median_step_ms)} | " + " | ".join(cells) + f" | {label(saved_suite, (), step)} |")
+    if not rows:
+        return []
+    return ["| model | image | batch | amp-bf16 median ms | " + " | ".join(f"{m} vs amp-bf16" for m in HEADLINE_FP8_MODES[1:])
+            + " | measured |", "| --- | ---: | ---: | ---: | " + " | ".join("---:" for _ in HEADLINE_FP8_MODES[1:])
+            + " | --- |", *rows, ""]
+
+
+def sweep_table(suites: List[SavedSuite], label: Label) -> List[str]:
+    """Where FP8 starts to pay (fp8_sweep.py), per suite (newest first) and width: each fp8
+    recipe's measured speedup over amp-bf16 beside the roofline's prediction."""
+    rows, notes = [], []
+    for saved_suite in suites:
+        document = saved(saved_suite.folder, "transformers-sweep")
+        if document is None:
+            continue
+        for row in document["rows"]:
+            cells = [f"{row['measured_speedup'][mode]:.2f}x | " + ("-" if row["predicted_speedup"][mode] is None
+                                                                  else f"{row['predicted_speedup'][mode]:.2f}x")
+                     for mode in fp8_sweep.FP8_MODES]
+            rows.append(f"| {row['width']} | {fmt_ms(row['median_step_ms'][fp8_sweep.BASELINE])} | "
+                        + " | ".join(cells) + f" | {label(saved_suite, (), 'transformers-sweep')} |")
+        notes.append(f"{label(saved_suite, (), 'transformers-sweep')}: {document['layers']} blocks, {document['tokens']} tokens, batch "
+                     f"{document['batch']}, eager; "
+                     + (f"predicted for {document['predicted_for']}" if document["predicted_for"]
+                        else f"no prediction: {document['no_prediction']}")
+                     + ("; FP8 emulated in software: the measured speedups are not FP8's" if document["emulated"]
+                        else ""))
+    if not rows:
+        return []
+    return (["Where FP8 starts to pay (`benchmarks/fp8_sweep.py`: ViT blocks by width, heads of 64; each fp8 "
+             "recipe's speedup over amp-bf16, measured beside predicted by `utils/explain/fp8_predict.py`):", "",
+             "| width | amp-bf16 median ms | " + " | ".join(f"{mode} measured | {mode} predicted"
+                                                        for mode in fp8_sweep.FP8_MODES) + " | measured |",
+             "| ---: | ---: | " + " | ".join("---: | ---:" for _ in fp8_sweep.FP8_MODES) + " | --- |", *rows, ""]
+            + [f"* {note}." for note in notes] + [""])
+
+
+def native_table(suites: List[SavedSuite], label: Label) -> List[str]:
+    """resnet50 at its native size (the native section) per suite (newest first) and data: each
+    mode's images per second and the AMP modes' speedup over tf32, beside NVIDIA's published
+    single-GPU figures where the device is one they measured (published.py)."""
+    rows, published = [], None
+    for saved_suite in suites:
+        published = published or RESNET50.get(saved_suite.record["device"])
+        for data in ("synthetic", "cifar10"):
+            document = load(saved_suite.folder, f"native-{data}")
+            if document is None:
+                continue
+            comparison, config = document["comparison"], document["config"]
+            rates = [f"{comparison[mode].images_per_sec:.0f}" if mode in comparison else "-" for mode in NATIVE_MODES]
+            speedups = [f"{comparison[mode].images_per_sec / comparison['tf32'].images_per_sec:.2f}x"
+                        if mode in comparison and "tf32" in comparison else "-" for mode in NATIVE_MODES[1:]]
+            theirs = [f"{published.tf32_images_per_sec:.0f}", f"{published.amp_images_per_sec:.0f}",
+                      f"{published.amp_speedup:.2f}x"] if published else []
+            rows.append(f"| {'CIFAR-10 upsampled' if data == 'cifar10' else 'synthetic'} | "
+                        f"{config.get('image_size', 32)} | {config['batch_size']} | "
+                        + " | ".join(rates + speedups + theirs) + f" | {label(saved_suite, (), f'native-{data}')} |")
+    if not rows:
+        return []
+    nvidia = ["NVIDIA TF32 img/s", "NVIDIA AMP img/s", "NVIDIA AMP / TF32"] if published else []
+    columns = ([f"{mode} img/s" for mode in NATIVE_MODES] + [f"{mode} / tf32" for mode in NATIVE_MODES[1:]]
+               + nvidia)
+    note = [f"NVIDIA's figures: {published.source} (their input pipeline is DALI on ImageNet; ours feeds "
+            "synthetic images or CIFAR-10 upsampled on the GPU, so these compare training steps).", ""] \
+        if published else []
+    return (["resnet50 at its native size (channels_last, `--stem imagenet`), images per second:", "",
+             "| data | image | batch | " + " | ".join(columns) + " | measured |",
+             "| --- | ---: | ---: | " + " | ".join("---:" for _ in columns) + " | --- |", *rows, ""] + note)
+
+
+def classics(out):
+    rows = []
+    for name in ("classic-fp16", "classic-fp32", "classic-cpu"):
+        document = load(out, name)
+        if document is None:
+            continue
+        run = document["runs"][0]
+        command = document["env"]["command"].split("main.py", 1)[-1]
+        command = re.sub(r" --(data-dir|json) \S+| --allow-unverified| --no-progress", "", command)
+        rows.append(f"| `python main.py{command}` | {run['mode']} | {run['device']} | "
+                    f"{fmt_ms(run['step_time_ms']['median'] if run['step_time_ms'] else None)} | "
+                    f"{run['images_per_sec'] or 0:.0f} |")
+    if not rows:
+        return []
+    return ["#### The classic commands", "", "| command | mode | device | median ms | img/s |",
+            "| --- | --- | --- | ---: | ---: |", *rows, ""]
+
+
+def recipes(out):
+    """Per mode, the median step of each recipe, the fastest whose loss stayed finite, its
+    speedup over fp32 in eager mode, and its MFU."""
+    documents = {recipe: upgraded(out, f"recipe-{recipe}") for recipe, _ in RECIPES}
+    if not any(documents.values()):
+        return []
+    runs = {recipe: {run["mode"]: run for run in document["runs"] if run["step_time_ms"]} if document else {}
+            for recipe, document in documents.items()}
+    base = runs["eager"].get("fp32")
+    rows = []
+    for mode in MODES:
+        timed = {recipe: by_mode[mode] for recipe, by_mode in runs.items() if mode in by_mode}
+        if not timed:
+            continue
+        honest = {recipe: run for recipe, run in timed.items()
+                  if run["final_loss"] is not None and math.isfinite(run["final_loss"])}
+        best = min(honest, key=lambda recipe: honest[recipe]["step_time_ms"]["median"]) if honest else None
+        cells = [fmt_ms(timed[recipe]["step_time_ms"]["median"]) if recipe in timed else "-" for recipe, _ in RECIPES]
+        fastest = honest[best] if best else None
+        speedup = f"{base['step_time_ms']['median'] / fastest['step_time_ms']['median']:.2f}x" if base and fastest \
+            else "-"
+        mfu = f"{fastest['mfu_pct']:.1f}%" if fastest and fastest.get("mfu_pct") is not None else "-"
+        rows.append(f"| {mode} | " + " | ".join(cells) + f" | {best or '-'} | {speedup} | {mfu} |")
+    config = next(document for document in documents.values() if document)["config"]
+    return ["#### The fastest honest recipe per mode", "",
+            f"resnet18, batch {config['batch_size']}, channels_last, {config['optimizer_impl']} SGD; "
+            "median ms per step; the fastest recipe whose loss stayed finite, its speedup over fp32 in eager mode "
+            "and its MFU.", "",
+            "| mode | eager ms | compile ms | compile + CUDA graphs ms | fastest | speedup vs fp32 eager | MFU |",
+            "| --- | ---: | ---: | ---: | --- | ---: | ---: |", *rows, ""]
+
+
+def transformers(out):
+    """The transformers section: per mode its eager and compiled median step, the speedup of each
+    over amp-bf16 (FP8's fair baseline) in the same recipe, MFU, steady-state memory and the
+    accuracy after a few epochs; then what ran in FP8 and why an fp8 mode was slower."""
+    documents = {name: load(out, f"transformers-{name}") for name in ("eager", "compile", "accuracy")}
+    if documents["eager"] is None:
+        return []
+    rows, config = [], documents["eager"]["config"]
+    for mode, row in documents["eager"]["comparison"].items():
+        compiled = (documents["compile"] or {}).get("comparison", {}).get(mode)
+        evaluated = (documents["accuracy"] or {}).get("comparison", {}).get(mode)
+        accuracy = evaluated and evaluated.test_accuracy
+        cells = [fmt_ms(row.median_step_ms), fmt_ms(compiled and compiled.median_step_ms),
+                 versus_bf16(documents["eager"], mode), versus_bf16(documents["compile"], mode),
+                 percent_or_dash(row.mfu_pct), percent_or_dash(compiled and compiled.mfu_pct),
+                 f"{row.peak_memory_bytes / 2 ** 30:.2f}", percent_or_dash(accuracy and 100 * accuracy)]
+        rows.append(f"| {mode} | " + " | ".join(cells) + " |")
+    notes = [f"* {line}" for line in fp8_lines(documents["eager"])]
+    epochs = documents["accuracy"]["runs"][0]["epochs_seen"] if documents["accuracy"] else None
+    return ["#### Transformers and FP8", "",
+            f"{config['model']}, batch {config['batch_size']}; median ms per step eager and compiled, the speedup "
+            "of each over amp-bf16 in the same recipe (FP8's fair baseline: the same autocast without the float8 "
+            "layers), MFU, steady-state peak memory (eager) and the test accuracy after "
+            f"{'-' if epochs is None else f'{epochs:.1f}'} epochs ([Transformers and FP8]"
+            "(../../../docs/transformers-and-fp8.md)).", "",
+            "| mode | eager ms | compiled ms | eager vs amp-bf16 | compiled vs amp-bf16 | MFU eager | MFU compiled "
+            "| peak GiB | test acc |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |", *rows, "", *notes, ""]
+
+
+def versus_bf16(document, mode):
+    comparison = (document or {}).get("comparison", {})
+    if mode not in comparison or "amp-bf16" not in comparison:
+        return "-"
+    return f"{comparison['amp-bf16'].median_step_ms / comparison[mode].median_step_ms:.2f}x"
+
+
+def percent_or_dash(value):
+    return "-" if value is None else f"{value:.1f}%"
+
+
+def fp8_lines(document):
+    """What ran in FP8 per fp8 mode (the summary's line) and the rule for an fp8 slower than bf16."""
+    from utils.results.summary import fp8_notes
+
+    found = [finding["text"] for row in document["comparison"].values() for finding in row.diagnosis or []
+             if finding["rule"] == "fp8 slower than bf16"]
+    return fp8_notes(document) + found
+
+
+def extras(out):
+    lines = []
+    compiled = load(out, "compile")
+    if compiled:
+        run = compiled["runs"][0]
+        lines.append(f"* `--compile` (resnet50, amp-bf16): median step {fmt_ms(run['step_time_ms']['median'])} ms, "
+                     f"compile (first step) {run['compile_time_s']:.1f} s, reported apart from the step times.")
+    overhead = last_line(out, "overhead", "throughput ratio")
+    if overhead:
+        lines.append(f"* `benchmarks/overhead.py` (ampbench's loop against a bare AMP-recipe loop): {overhead}.")
+    loaders = [line for line in (last_line(out, "loaders", prefix) for prefix in
+                                 ("torchvision DataLoader", "device loader:", "resnet50 amp", "resnet18 amp",
+                                  "throughput ratio")) if line]
+    if loaders:
+        lines.append("* `benchmarks/loader.py`: " + "; ".join(re.sub(r"\s+", " ", line) for line in loaders) + ".")
+    plain, torchrun = load(out, "plain-1"), load(out, "torchrun-1")
+    if plain and torchrun:
+        a, b = plain["runs"][0], torchrun["runs"][0]
+        lines.append(f"* One process against `torchrun --nproc_per_node=1` ({a['mode']}, resnet18): median "
+                     f"{fmt_ms(a['step_time_ms']['median'])} ms against {fmt_ms(b['step_time_ms']['median'])} ms "
+                     f"(launcher {torchrun['env']['launcher']}, world size {torchrun['env']['world_size']}).")
+    weights = load(out, "resume-weights")
+    resume = load(out, "resume")
+    if weights and resume:
+        run = resume["runs"][0]
+        resumed, itself = weights["resumed_vs_uninterrupted"], weights["uninterrupted_vs_itself"]
+        lines.append(f"* Checkpoint, SIGTERM and resume ({run['mode']}, resumed from step {run['resumed_from_step']} "
+                     f"of {run['steps']}): final weights against an uninterrupted run "
+                     f"{'bitwise equal' if resumed['bitwise_equal'] else 'not bitwise equal'}, largest difference "
+                     f"{resumed['max_abs_diff']:.3g} (largest weight {resumed['max_abs_weight']:.3g}); two uninterrupted "
+                     f"runs differ by {itself['max_abs_diff']:.3g} "
+                     f"({'bitwise equal' if itself['bitwise_equal'] else 'not bitwise equal'})" +
+                     (": the resume stays within the run-to-run difference of this device's arithmetic."
+                      if resumed["max_abs_diff"] <= itself["max_abs_diff"] and not itself["bitwise_equal"] else "."))
+    return lines + [""] if lines else []
