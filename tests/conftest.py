@@ -101,7 +101,7 @@ class FakeGpu:
 
 
 def fake_nvml(*gpus, init_error=None):
-    """A module standing in for nvidia-ml-py's pynvml, with the calls utils/measure/energy.py
+    """A module standing in for nvidia-ml-py's pynvml, with the calls utils/measure/nvml_meter.py
     makes; `opened` counts nvmlInit calls not yet shut down."""
     module = types.ModuleType("pynvml")
 

@@ -6,7 +6,7 @@ import json
 import sys
 
 from conftest import FakeGpu, fake_nvml, run_main
-from utils.measure import energy
+from utils.measure import nvml_meter
 from utils.results import files
 from utils.training import loop
 from utils.training.curve import AccuracyCurve
@@ -20,7 +20,7 @@ def test_a_cpu_run_records_no_energy_and_says_why(subset, tmp_path):
                       tmp_path / "r.json", "--csv", tmp_path / "r.csv")
     assert result.returncode == 0, result.stderr
     runs = json.loads((tmp_path / "r.json").read_text())["runs"]
-    assert [(run["energy"], run["energy_unavailable"]) for run in runs] == [(None, energy.CPU_RUN)] * 2
+    assert [(run["energy"], run["energy_unavailable"]) for run in runs] == [(None, nvml_meter.CPU_RUN)] * 2
     assert "J/img" not in result.stdout and "energy" not in result.stdout
     header, *rows = list(csv.reader((tmp_path / "r.csv").open()))
     assert header == files.CSV_COLUMNS and header[-4:] == ["joules_per_image", "energy_ratio_vs_baseline",
@@ -45,7 +45,7 @@ def test_the_energy_covers_the_timed_steps_and_leaves_the_evaluations_out(subset
         return counter["mj"]
 
     monkeypatch.setitem(sys.modules, "pynvml", fake_nvml(FakeGpu(0, "00000000:3B:00.0", energy=reading)))
-    monkeypatch.setattr(loop, "energy_meter", lambda device: energy.open_meter(0, "00000000:3B:00.0"))
+    monkeypatch.setattr(loop, "gpu_meter", lambda device: nvml_meter.open_meter(0, "00000000:3B:00.0"))
     evaluate = AccuracyCurve.take
 
     def costly_evaluation(curve, step, train_s):
@@ -59,6 +59,6 @@ def test_the_energy_covers_the_timed_steps_and_leaves_the_evaluations_out(subset
     for run in json.loads((tmp_path / "r.json").read_text())["runs"]:
         assert run["energy_unavailable"] is None and len(run["accuracy_curve"]) >= 2
         found = run["energy"]
-        assert found["source"] == energy.COUNTER and found["images"] == 4 * 16 and 1.0 <= found["joules"] < 1000
+        assert found["source"] == nvml_meter.COUNTER and found["images"] == 4 * 16 and 1.0 <= found["joules"] < 1000
         assert found["joules_per_image"] == found["joules"] / 64 and found["seconds"] > 0
     assert "J/img" in result.stdout and "energy vs base" in result.stdout and "nvml-energy-counter" in result.stdout

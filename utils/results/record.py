@@ -117,7 +117,7 @@ class RunRecord:
     # prediction (utils/explain/fp8_predict.run_prediction) and prediction_note (why it is null)
     fp8: Optional[Dict] = None
     host: Optional[Dict] = None  # host_load.combined(): load and CPU use over every segment's timed steps, warning
-    # utils/measure/energy.py: this process's GPU over its timed steps (joules_per_image, mean_watts, joules,
+    # utils/measure/nvml_meter.py: this process's GPU over its timed steps (joules_per_image, mean_watts, joules,
     # seconds, images, source, power_samples, nvml_index), or null and the sentence saying why
     energy: Optional[Dict] = None
     energy_unavailable: Optional[str] = None

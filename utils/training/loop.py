@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, List, Optional, Sequence, 
 import torch
 
 from utils import compat
-from utils.measure import energy, host_load, memory
+from utils.measure import host_load, memory, nvml_meter
 from utils.measure.timing import StepTimer
 from utils.training import distributed
 from utils.training.rank_agreement import RankAgreement
@@ -71,7 +71,7 @@ class LoopOutcome:
     stopped_by: Optional[str]  # the signal that ended the run early, if any
     diverged_at: Optional[int]  # 1-based step of the first non-finite loss, when that ends the run
     reached_target: bool = False  # --stop-at-target ended the run at an evaluation that reached it
-    energy: Optional[dict] = None  # energy.Meter.finish(): this process's GPU over its timed steps, per image
+    energy: Optional[dict] = None  # nvml_meter.Meter.finish(): this process's GPU over its timed steps, per image
     energy_unavailable: Optional[str] = None  # why `energy` is None
 
     def ran_all_steps(self, steps: int) -> bool:
@@ -131,9 +131,9 @@ class Recorder:
         memory.reset_peak(context.device)
         self.started = time.perf_counter()
         self.host_start = host_load.read()  # read again where the warm-up ends
-        self.energy = energy_meter(context.device)
+        self.gpu_meter = gpu_meter(context.device)
         if self.timing_warmup == 0:
-            self.start_energy()
+            self.start_gpu_meter()
 
     def before_step(self, batches: MicroBatches, optimizer: torch.optim.Optimizer) -> None:
         if self.first_batch is None:
@@ -154,26 +154,26 @@ class Recorder:
             self.timing_warmup_peak = memory.peak_bytes(device)[0]
             memory.reset_peak(device)
             self.host_start = host_load.read()  # system calls only: no wait for the device
-            self.start_energy()
+            self.start_gpu_meter()
 
-    def start_energy(self) -> None:
+    def start_gpu_meter(self) -> None:
         """Start the energy meter where the timed steps begin. It reads once the GPU has done the
         warm-up's work (a wait before the first timed step, which no step time includes), so
         that the span it reads is the timed steps' own."""
-        if self.energy.live:
+        if self.gpu_meter.live:
             synchronize(self.context.device)
-        self.energy.start()
+        self.gpu_meter.start()
 
     def pause(self, timer: StepTimer) -> None:
         """Before a pause in the loop (the census, a checkpoint, an evaluation): the timer's
         segment closes (its one sync) and the energy meter's span with it, until the next step."""
         timer.close()
-        self.energy.pause()
+        self.gpu_meter.pause()
 
     def begin_step(self, timer: StepTimer) -> None:
         """A step begins: after a pause, the energy meter's span opens again, then the timer's
         segment."""
-        self.energy.resume()
+        self.gpu_meter.resume()
         timer.start_step()
 
     def timed(self, step: int) -> bool:
@@ -189,7 +189,7 @@ class Recorder:
         images this process trained in them; taken before statistics(), whose all-reduces wait
         for the other ranks (the GPU idles then, and that is no step's energy)."""
         timed_steps = max(len(timer.step_ms) - self.timing_warmup, 0)
-        return self.energy.finish(timed_steps * self.config.effective_batch_size)
+        return self.gpu_meter.finish(timed_steps * self.config.effective_batch_size)
 
     def statistics(self, timer: StepTimer) -> Statistics:
         """All statistics so far: earlier processes' plus this one's (timings, the memory peak
@@ -289,12 +289,12 @@ def loop_outcome(trainer: Trainer, recorder: Recorder, timer: StepTimer, policy:
                        reached_target=reached, energy=energy_used, energy_unavailable=energy_unavailable)
 
 
-def energy_meter(device: torch.device) -> energy.Meter:
+def gpu_meter(device: torch.device) -> nvml_meter.Meter:
     """The energy meter of this process's GPU: the device's index, or the current one."""
     if device.type != "cuda":
-        return energy.Meter(reason=energy.CPU_RUN)
+        return nvml_meter.Meter(reason=nvml_meter.CPU_RUN)
     index = device.index if device.index is not None else torch.cuda.current_device()
-    return energy.open_meter(index, compat.cuda_pci_bus_id(index))
+    return nvml_meter.open_meter(index, compat.cuda_pci_bus_id(index))
 
 
 def current_loss_scale(scaler: Optional[Union[torch.amp.GradScaler, StaticLossScaler]]

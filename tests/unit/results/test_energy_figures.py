@@ -1,5 +1,5 @@
 """Energy per image in the comparison, the table, its notes, the CSV and the checks of a
-result file, from made-up runs (runs[].energy as utils/measure/energy.py writes it)."""
+result file, from made-up runs (runs[].energy as utils/measure/nvml_meter.py writes it)."""
 import json
 
 import pytest
