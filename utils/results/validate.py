@@ -17,6 +17,7 @@ from dataclasses import MISSING, fields
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, NoReturn, Optional, Sequence, Union
 
 from utils.explain.categories import ADDED, NAMES as CATEGORIES
+from utils.measure.nvml_meter import UTILIZATION_SAMPLES
 from utils.numerics.fp16 import FP16_MAX
 from utils.results.record import RunRecord
 from utils.results.upgrade import EARLIER_SCHEMAS
@@ -168,7 +169,7 @@ def from_annotation(kind: Any) -> Spec:
     return {str: TEXT, bool: FLAG, int: Number(whole=True), float: Number(finite=False)}.get(kind, ANY)
 
 
-SHARE = Number(low=0, high=1)  # of the values examined: the census prints it as a percentage
+SHARE = Number(low=0, high=1)  # of the values the census examined, of the time the GPU ran kernels
 PASS = Fields({"flushed_share": SHARE, "subnormal_share": SHARE},
               {"worst_layer": Nullable(TEXT), "worst_flushed_share": Nullable(SHARE),
                "relative_error": Nullable(Number(finite=False, low=0))})  # relative L2: may exceed 1
@@ -209,6 +210,9 @@ HOST = Fields({"cores": Number(whole=True, low=1), "torch_threads": Number(whole
 ENERGY = Fields({"joules_per_image": Number(above=0), "mean_watts": Number(above=0), "joules": Number(above=0),
                  "seconds": Number(above=0), "images": Number(whole=True, low=1), "source": TEXT},
                 {"power_samples": Nullable(COUNT), "nvml_index": Nullable(COUNT)})
+GPU_BUSY = Fields({"share": SHARE, "source": OneOf([UTILIZATION_SAMPLES], "a source of the GPU's busy share"),
+                   "window_s": Number(above=0), "samples": Number(whole=True, low=1),
+                   "sample_period_s": Nullable(Number(above=0))})
 RECIPES = tuple(mode.float8 for mode in MODES.values() if mode.float8)
 FP8_PREDICTION = Fields({"gpu": TEXT, "for": TEXT, "compiled": FLAG, "speedup": Number(above=0),
                          "linear_speedup": Number(above=0), "bf16_ms": Number(above=0), "fp8_ms": Number(above=0)})
@@ -234,7 +238,7 @@ NARROWER = {
     "loss_scale_curve": Nullable(ListOf(Number(finite=False, low=0))),
     "test_accuracy": Nullable(ACCURACY), "target_accuracy": Nullable(ACCURACY), "best_accuracy": Nullable(ACCURACY),
     "accuracy_curve": Nullable(ListOf(CURVE_POINT)), "outlier_steps": Nullable(ListOf(OUTLIER)),
-    "host": Nullable(HOST), "energy": Nullable(ENERGY),
+    "host": Nullable(HOST), "energy": Nullable(ENERGY), "gpu_busy": Nullable(GPU_BUSY),
     "time_to_target_s": Nullable(Number(low=0)), "epochs_to_target": Nullable(Number(above=0)),
     "tflops": Nullable(Number(low=0)), "mfu_pct": Nullable(Number(low=0)),
     "grad_comm": Nullable(GRAD_COMM_DTYPE), "bucket_mb": Nullable(BUCKET_MB),
@@ -353,10 +357,25 @@ def census_contradictions(run: Dict[str, Any]) -> Optional[str]:
     return None
 
 
+def busy_share_or_why_not(run: Dict[str, Any]) -> Optional[str]:
+    """A run that records the GPU's busy share (from ampbench.result/4) has the share or the
+    sentence saying why there is none, never both; and only a GPU run has one."""
+    if "gpu_busy" not in run and "gpu_busy_unavailable" not in run:  # written before the share was measured
+        return None
+    busy, why = run.get("gpu_busy"), run.get("gpu_busy_unavailable")
+    if busy is None and why is None:
+        return " has neither a gpu_busy nor a gpu_busy_unavailable saying why it has none"
+    if busy is not None and why is not None:
+        return " has a gpu_busy and a gpu_busy_unavailable saying it has none"
+    if busy is not None and not run["device"].startswith("cuda"):
+        return f".gpu_busy is an object, but the run trained on {value_in_words(run['device'])}, not a GPU"
+    return None
+
+
 # What a run's fields must agree on: each rule returns the sentence's tail after runs[i], or None.
 RULES: List[Callable[[Dict[str, Any]], Optional[str]]] = [
     timed_without_figures, unordered_statistics, half_a_target, fp8_of_another_mode, exposed_beyond_the_step,
-    census_contradictions]
+    census_contradictions, busy_share_or_why_not]
 
 
 def check(document: Dict[str, Any], where: str = "") -> None:
