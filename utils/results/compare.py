@@ -157,6 +157,20 @@ def profiled_vs_timed(group: List[Dict[str, Any]]) -> Optional[float]:
     return statistics.median(ratios) if ratios else None
 
 
+def gpu_busy_share(group: List[Dict[str, Any]]) -> Optional[float]:
+    """The median of the mode's runs' busy shares (runs[].gpu_busy), None when none has one."""
+    shares = [run["gpu_busy"]["share"] for run in group if run.get("gpu_busy")]
+    return statistics.median(shares) if shares else None
+
+
+def profiled_gpu_busy_share(group: List[Dict[str, Any]]) -> Optional[float]:
+    """--explain on CUDA: the median over the mode's profiled runs of the profiler's busy share,
+    1 - the GPU's idle time over a profiled step's wall time; None without such a profile."""
+    shares = [1 - run["profile"]["idle_ms"] / run["profile"]["wall_ms"] for run in group
+              if (run.get("profile") or {}).get("idle_ms") is not None and run["profile"].get("wall_ms")]
+    return statistics.median(shares) if shares else None
+
+
 def median_step_ms(group: List[Dict[str, Any]]) -> float:
     """A mode's step time: the median of its runs' median step times, the statistic that
     speedup_interval resamples (with one run, its median step, the median of the steps it
@@ -210,8 +224,10 @@ def mode_figures(group: List[Dict[str, Any]]) -> Dict[str, Any]:
         "mfu_pct": statistics.median(mfu) if mfu else None,
         "profile_ms": profile_ms(group),
         "profiled_vs_timed": profiled_vs_timed(group),
+        "profiled_gpu_busy_share": profiled_gpu_busy_share(group),
         "max_batch": max((run["max_batch"] for run in group if run.get("max_batch") is not None), default=None),
         "joules_per_image": statistics.median(energy) if energy else None,
+        "gpu_busy_share": gpu_busy_share(group),
     }
 
 

@@ -15,8 +15,9 @@ WITH_TARGET = {"only_with_target": True}
 class ComparisonRow:
     """A mode's figures, never changed once built; the field order is the order of the JSON's keys."""
     # the mode's own runs: step time pooled over repeats (medians of medians), memory, learning,
-    # loss scaling, compute rate; profile_ms is --explain's time per category, max_batch --max-batch's,
-    # joules_per_image the median of its runs' runs[].energy (null when none has one)
+    # loss scaling, compute rate; profile_ms is --explain's time per category and profiled_gpu_busy_share
+    # its share of a profiled step in which the GPU ran kernels, max_batch --max-batch's, joules_per_image
+    # and gpu_busy_share the medians of its runs' runs[].energy and runs[].gpu_busy (null when none has one)
     runs: int
     median_step_ms: float
     p90_step_ms: float
@@ -36,8 +37,10 @@ class ComparisonRow:
     mfu_pct: Optional[float]
     profile_ms: Optional[Dict[str, float]]
     profiled_vs_timed: Optional[float]
+    profiled_gpu_busy_share: Optional[float]
     max_batch: Optional[int]
     joules_per_image: Optional[float]
+    gpu_busy_share: Optional[float]
     # does accuracy hold? Over seeds, and paired by seed with the baseline (accuracy.accuracy_figures)
     seeds: int
     accuracy_mean: Optional[float]

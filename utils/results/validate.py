@@ -193,7 +193,7 @@ PROFILE = Fields({"steps": Number(whole=True, low=1),
                  {"total_ms": Number(low=0), "diagnosis": Nullable(ListOf(Fields({"mode": TEXT, "rule": TEXT, "text": TEXT,
                                                        "at_stake_ms": Number()}))),
                   "cpu_fast_half_flags": Nullable(ListOf(TEXT)), "comm_exposed_ms": Nullable(Number(low=0)),
-                  "wall_ms": Nullable(Number(low=0))})
+                  "idle_ms": Nullable(Number(low=0)), "wall_ms": Nullable(Number(low=0))})
 BYTES = Number(whole=True, low=0)
 # the parts the table and the plot stack; the CUDA peaks are null on a CPU
 MEMORY = Fields({key: BYTES for key in ("parameters_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes",
@@ -328,17 +328,19 @@ def fp8_of_another_mode(run: Dict[str, Any]) -> Optional[str]:
     return None
 
 
-def exposed_beyond_the_step(run: Dict[str, Any]) -> Optional[str]:
-    """The all-reduce no compute overlapped is part of the profiled step it is printed against."""
+def beyond_the_step(run: Dict[str, Any]) -> Optional[str]:
+    """The all-reduce no compute overlapped and the GPU's idle time are parts of the profiled
+    step they are printed against."""
     profile = run.get("profile") or {}
-    exposed = profile.get("comm_exposed_ms")
-    if exposed is None:
-        return None
-    if profile.get("wall_ms") is None:
-        return ".profile has a comm_exposed_ms but no wall_ms"
-    if exposed > profile["wall_ms"]:
-        return (f".profile.comm_exposed_ms is {value_in_words(exposed)}, more than its wall_ms "
-                f"({value_in_words(profile['wall_ms'])})")
+    for part in ("comm_exposed_ms", "idle_ms"):
+        ms = profile.get(part)
+        if ms is None:
+            continue
+        if profile.get("wall_ms") is None:
+            return f".profile has no wall_ms beside its {part}"
+        if ms > profile["wall_ms"]:
+            return (f".profile.{part} is {value_in_words(ms)}, more than its wall_ms "
+                    f"({value_in_words(profile['wall_ms'])})")
     return None
 
 
@@ -374,7 +376,7 @@ def busy_share_or_why_not(run: Dict[str, Any]) -> Optional[str]:
 
 # What a run's fields must agree on: each rule returns the sentence's tail after runs[i], or None.
 RULES: List[Callable[[Dict[str, Any]], Optional[str]]] = [
-    timed_without_figures, unordered_statistics, half_a_target, fp8_of_another_mode, exposed_beyond_the_step,
+    timed_without_figures, unordered_statistics, half_a_target, fp8_of_another_mode, beyond_the_step,
     census_contradictions, busy_share_or_why_not]
 
 
