@@ -70,8 +70,10 @@ def test_the_gpu_readings_cover_the_timed_steps_and_leave_the_evaluations_out(su
         assert run["energy_unavailable"] is None and len(run["accuracy_curve"]) >= 2
         found = run["energy"]
         assert found["source"] == nvml_meter.COUNTER and found["images"] == 4 * 16 and 1.0 <= found["joules"] < 1000
-        assert found["joules_per_image"] == found["joules"] / 64 and found["seconds"] > 0
+        assert found["joules_per_image"] == found["joules"] / 64 and 0 < found["seconds"]
+        assert found["window_too_short"] is (found["seconds"] < 10)
         busy = run["gpu_busy"]
         assert run["gpu_busy_unavailable"] is None and busy["share"] == 0.8 and busy["samples"] >= 1
         assert busy["source"] == nvml_meter.UTILIZATION_SAMPLES and busy["window_s"] == found["seconds"]
     assert "J/img" in result.stdout and "energy vs base" in result.stdout and "nvml-energy-counter" in result.stdout
+    assert "GPU busy" in result.stdout and "80%" in result.stdout

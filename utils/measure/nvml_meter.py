@@ -31,6 +31,16 @@ SAMPLE_INTERVAL_S = 0.1  # the power sampler's period
 DRAIN_INTERVAL_S = 1.0
 # No single GPU draws this much: a larger mean is a counter that went back (a driver reload), not a wrap.
 MAX_PLAUSIBLE_WATTS = 5000.0
+# How often the energy counter moves. NVML's reference documents no period for it; measured, A100s
+# and H100s update their power reading every 100 ms from a 25 ms window (Yang, Adamek and Armour,
+# "Part-time Power Measurements: nvidia-smi's Lack of Attention", arXiv:2312.02741, SC24), PETSc
+# finds the counter moving every 20 to 100 ms on recent GPUs (PetscLogGpuEnergyMeter's manual page),
+# and an H200's moved every 0.1 s under load in ampbench's GPU suite.
+COUNTER_UPDATE_S = 0.1
+# Each reading of a window lags the GPU's energy by up to one update, so the joules between two
+# readings are off by up to one update's worth: 1% or less over a window of 100 updates. A window
+# shorter than this still records its joules, flagged, and gives no energy ratio (compare.py).
+MIN_ENERGY_WINDOW_S = 100 * COUNTER_UPDATE_S
 CPU_RUN = "a CPU run: no GPU to read"
 NO_MODULE = ("nvidia-ml-py (pynvml) is not installed: python -m pip install --no-deps -r requirements-energy.txt "
              "measures it")
@@ -44,6 +54,12 @@ def counter_joules(start_mj: int, end_mj: int) -> float:
 def trapezoid_joules(samples: Sequence[Tuple[float, float]]) -> float:
     """The joules under (seconds, milliwatts) samples, joined by straight lines."""
     return sum((t1 - t0) * (p0 + p1) / 2 for (t0, p0), (t1, p1) in zip(samples, samples[1:])) / 1000.0
+
+
+def window_too_short(seconds: float) -> bool:
+    """Whether an energy window of `seconds` spans too few of the counter's updates to resolve
+    its joules (MIN_ENERGY_WINDOW_S)."""
+    return seconds < MIN_ENERGY_WINDOW_S
 
 
 def sample_period_s(spans: Sequence[Sequence[Tuple[int, int]]]) -> Optional[float]:
@@ -201,7 +217,7 @@ class Meter:
         return {"joules_per_image": self.joules / images, "mean_watts": self.joules / self.seconds,
                 "joules": self.joules, "seconds": self.seconds, "images": images, "source": self.source,
                 "power_samples": self.power_samples if self.source == POWER_SAMPLES else None,
-                "nvml_index": self.index}, None
+                "nvml_index": self.index, "window_too_short": window_too_short(self.seconds)}, None
 
     def energy_unusable(self, images: int) -> Optional[str]:
         """Why the spans read give no energy figure, or None."""

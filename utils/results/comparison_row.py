@@ -40,6 +40,7 @@ class ComparisonRow:
     profiled_gpu_busy_share: Optional[float]
     max_batch: Optional[int]
     joules_per_image: Optional[float]
+    energy_window_too_short: Optional[bool]  # J/img from windows under nvml_meter.MIN_ENERGY_WINDOW_S alone: no ratio
     gpu_busy_share: Optional[float]
     # does accuracy hold? Over seeds, and paired by seed with the baseline (accuracy.accuracy_figures)
     seeds: int
@@ -67,8 +68,8 @@ class ComparisonRow:
     memory_ratio_vs_baseline: Optional[float]
     accuracy_delta_vs_baseline: Optional[float]
     max_batch_ratio_vs_baseline: Optional[float]
-    energy_ratio_vs_baseline: Optional[float]  # joules_per_image / the baseline's
-    energy_ratio_ci95: Optional[List[float]]  # null unless both modes have compare.MIN_RUNS runs with energy
+    energy_ratio_vs_baseline: Optional[float]  # joules_per_image / the baseline's; null if either's window is too short
+    energy_ratio_ci95: Optional[List[float]]  # null unless both modes have compare.MIN_RUNS runs whose windows resolve
     # --explain against fp32 whatever the baseline: per category, Amdahl's line and the findings
     profile_speedup: Optional[Dict[str, float]]
     amdahl: Optional[Dict[str, float]]

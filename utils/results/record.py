@@ -118,7 +118,7 @@ class RunRecord:
     fp8: Optional[Dict] = None
     host: Optional[Dict] = None  # host_load.combined(): load and CPU use over every segment's timed steps, warning
     # utils/measure/nvml_meter.py: this process's GPU over its timed steps (joules_per_image, mean_watts, joules,
-    # seconds, images, source, power_samples, nvml_index), or null and the sentence saying why
+    # seconds, images, source, power_samples, nvml_index, window_too_short), or null and the sentence saying why
     energy: Optional[Dict] = None
     energy_unavailable: Optional[str] = None
     # the same meter over the same spans: the share of the time the GPU ran kernels (share, source, window_s,

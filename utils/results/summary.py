@@ -8,6 +8,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from models.families import DEFAULT_IMAGE_SIZE, uses_resnet_stem
 from utils.explain.categories import NAMES as CATEGORIES
 from utils.explain.diagnose import GPU_BOUND_SHARE, amdahl_line, ranked, speedup_text
+from utils.measure.nvml_meter import COUNTER_UPDATE_S, MIN_ENERGY_WINDOW_S
 from utils.measure.step_stats import OUTLIER_FACTOR
 from utils.results.compare import CHANCE_LOSS, SPREAD_WARNING_PCT, communication_share, profiled_communication
 from utils.results.comparison_row import ComparisonRow
@@ -87,7 +88,8 @@ BLOCKS = [
      ("MFU", lambda row: fmt(row.mfu_pct, ".1f", suffix="%"))],
     [("GPU busy", lambda row: fmt(row.gpu_busy_share, ".0f", 100, "%")),
      ("J/img", lambda row: fmt(row.joules_per_image, ".3g")),
-     ("energy vs base", lambda row: with_interval(row.energy_ratio_vs_baseline, row.energy_ratio_ci95, ".2f"))],
+     ("energy vs base", lambda row: WINDOW_TOO_SHORT if row.energy_window_too_short
+      else with_interval(row.energy_ratio_vs_baseline, row.energy_ratio_ci95, ".2f"))],
     [("final loss", lambda row: fmt(row.final_loss, ".4f")),
      ("test acc", lambda row: fmt(row.test_accuracy, ".2f", 100, "%")),
      ("acc diff", lambda row: fmt(row.accuracy_delta_vs_baseline, "+.2f", 100, " pt")),
@@ -95,6 +97,7 @@ BLOCKS = [
      ("loss scale", lambda row: fmt(row.final_loss_scale, "g")),
      ("scale drops", lambda row: fmt(row.scale_drops, ".0f"))],
 ]
+WINDOW_TOO_SHORT = "window too short"  # in place of a ratio from an energy window that cannot resolve it
 # The columns of NVML's readings and the row's figure each shows: none where no row has it (a
 # CPU's runs, or a GPU's without nvidia-ml-py).
 NVML_COLUMNS = {"GPU busy": "gpu_busy_share", "J/img": "joules_per_image", "energy vs base": "joules_per_image"}
@@ -472,16 +475,33 @@ def host_bound_line(mode: str, share: float, measured: Dict[str, float]) -> str:
 
 
 def energy_notes(document: Dict[str, Any]) -> List[str]:
-    """What J/img rests on and why a mode has none; on a GPU where no run has one, why (a CPU
+    """What J/img rests on, which modes' windows are too short to give a ratio and which runs
+    were left out for it, and why a mode has none; on a GPU where no run has one, why (a CPU
     run has none to say)."""
     comparison, runs = document["comparison"], document["runs"]
     lines = unmeasured_notes(document, "joules_per_image", "energy_unavailable", "J/img")
     if all(row.joules_per_image is None for row in comparison.values()):
         return lines
     sources = sorted({run["energy"]["source"] for run in runs if run.get("energy")})
-    return [f"J/img: the GPU's energy over the timed steps per image trained, each process its own GPU "
-            f"({', '.join(sources)}; runs[].energy); energy vs base: J/img / the baseline's, with a 95% interval "
-            "over the runs when each mode has 3."] + lines
+    lines.insert(0, f"J/img: the GPU's energy over the timed steps per image trained, each process its own GPU "
+                    f"({', '.join(sources)}; runs[].energy), the median over the runs whose timed steps lasted "
+                    f"{MIN_ENERGY_WINDOW_S:g} s or more; energy vs base: J/img / the baseline's, with a 95% interval "
+                    "over those runs when each mode has 3.")
+    energies = {mode: [run["energy"] for run in runs if run["mode"] == mode and run.get("energy")]
+                for mode in comparison}
+    short = [mode for mode, row in comparison.items() if row.energy_window_too_short]
+    if short:
+        longest = max(energy["seconds"] for mode in short for energy in energies[mode])
+        lines.append(f"{WINDOW_TOO_SHORT}: the energy of {', '.join(short)} was read over timed steps under "
+                     f"{MIN_ENERGY_WINDOW_S:g} s (the longest {longest:.3g} s), and NVML's energy counter moves about "
+                     f"every {COUNTER_UPDATE_S:g} s: such a J/img is shown, but no energy ratio rests on it; run more "
+                     f"steps (-n) so that each run's timed steps last {MIN_ENERGY_WINDOW_S:g} s or more.")
+    for mode, row in comparison.items():
+        left_out = sum(energy["window_too_short"] for energy in energies[mode])
+        if left_out and not row.energy_window_too_short:
+            lines.append(f"J/img of {mode} leaves out {left_out} of its {len(energies[mode])} runs: their timed steps "
+                         f"lasted under {MIN_ENERGY_WINDOW_S:g} s.")
+    return lines
 
 
 def outlier_notes(document: Dict[str, Any]) -> List[str]:

@@ -12,6 +12,7 @@ from typing import Any, Dict
 
 from models.families import DEFAULT_IMAGE_SIZE
 from utils.explain.categories import ADDED
+from utils.measure.nvml_meter import window_too_short
 from utils.results.accuracy import DEFAULT_MARGIN_POINTS
 from utils.results.record import SCHEMA, WARMUP_IN_PEAK
 from utils.training.modes import BASELINES
@@ -19,7 +20,7 @@ from utils.training.modes import BASELINES
 # Every earlier release is still read. /1's peak_memory_bytes included the warm-up, so its runs
 # never pool with later ones (record.setup_of holds the schema written) and the table says so
 # under them (summary.notes). /2 was written before and after --baseline under one name. /3 is
-# /4 without runs[].gpu_busy.
+# /4 without runs[].gpu_busy and runs[].energy.window_too_short.
 EARLIER_SCHEMAS = (WARMUP_IN_PEAK, "ampbench.result/2", "ampbench.result/3")
 READABLE_SCHEMAS = EARLIER_SCHEMAS + (SCHEMA,)
 # The comparison's keys that /3 renamed: before --baseline (/1, and /2 files written before it)
@@ -61,6 +62,8 @@ def upgrade_run(run: Dict[str, Any], written_utc: str) -> Dict[str, Any]:
     run["finished_utc"] = run.get("finished_utc") or written_utc
     if "gpu_busy" not in run:  # before /4: a reader takes a missing share for one nobody measured
         run.update(gpu_busy=None, gpu_busy_unavailable=BUSY_NOT_YET_MEASURED)
+    if run.get("energy") and "window_too_short" not in run["energy"]:  # before /4: the rule, from its seconds
+        run["energy"] = dict(run["energy"], window_too_short=window_too_short(run["energy"]["seconds"]))
     if run.get("profile"):
         # before the fp8 modes, --explain had no float8 category (categories.ADDED): no time was spent in one
         categories = dict(run["profile"]["categories"])

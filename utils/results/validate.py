@@ -17,7 +17,7 @@ from dataclasses import MISSING, fields
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, NoReturn, Optional, Sequence, Union
 
 from utils.explain.categories import ADDED, NAMES as CATEGORIES
-from utils.measure.nvml_meter import UTILIZATION_SAMPLES
+from utils.measure.nvml_meter import MAX_PLAUSIBLE_WATTS, MIN_ENERGY_WINDOW_S, UTILIZATION_SAMPLES, window_too_short
 from utils.numerics.fp16 import FP16_MAX
 from utils.results.record import RunRecord
 from utils.results.upgrade import EARLIER_SCHEMAS
@@ -209,7 +209,7 @@ HOST = Fields({"cores": Number(whole=True, low=1), "torch_threads": Number(whole
                "warning": Nullable(TEXT)}, {"segments": Number(whole=True, low=1)})  # segments: since resumes combine
 ENERGY = Fields({"joules_per_image": Number(above=0), "mean_watts": Number(above=0), "joules": Number(above=0),
                  "seconds": Number(above=0), "images": Number(whole=True, low=1), "source": TEXT},
-                {"power_samples": Nullable(COUNT), "nvml_index": Nullable(COUNT)})
+                {"power_samples": Nullable(COUNT), "nvml_index": Nullable(COUNT), "window_too_short": FLAG})
 GPU_BUSY = Fields({"share": SHARE, "source": OneOf([UTILIZATION_SAMPLES], "a source of the GPU's busy share"),
                    "window_s": Number(above=0), "samples": Number(whole=True, low=1),
                    "sample_period_s": Nullable(Number(above=0))})
@@ -359,6 +359,27 @@ def census_contradictions(run: Dict[str, Any]) -> Optional[str]:
     return None
 
 
+def energy_contradictions(run: Dict[str, Any]) -> Optional[str]:
+    """An energy block's figures follow from its joules, no GPU draws beyond MAX_PLAUSIBLE_WATTS
+    (more is a counter that went back), and its window is flagged as the rule says."""
+    energy = run.get("energy")
+    if not energy:
+        return None
+    joules = energy["joules"]
+    for key, follows in (("joules_per_image", joules / energy["images"]), ("mean_watts", joules / energy["seconds"])):
+        if not math.isclose(energy[key], follows, rel_tol=1e-6):
+            return f".energy.{key} is {value_in_words(energy[key])}, not what its joules give ({follows:.6g})"
+    if energy["mean_watts"] > MAX_PLAUSIBLE_WATTS:
+        return (f".energy.mean_watts is {value_in_words(energy['mean_watts'])}, beyond any GPU's draw "
+                f"({MAX_PLAUSIBLE_WATTS:g} W): a counter that went back")
+    flagged = energy.get("window_too_short")
+    if flagged is not None and flagged != window_too_short(energy["seconds"]):
+        return (f".energy.window_too_short is {value_in_words(flagged)}, but its window of "
+                f"{value_in_words(energy['seconds'])} s is {'at least' if flagged else 'under'} the "
+                f"{MIN_ENERGY_WINDOW_S:g} s an energy figure needs")
+    return None
+
+
 def busy_share_or_why_not(run: Dict[str, Any]) -> Optional[str]:
     """A run that records the GPU's busy share (from ampbench.result/4) has the share or the
     sentence saying why there is none, never both; and only a GPU run has one."""
@@ -377,7 +398,7 @@ def busy_share_or_why_not(run: Dict[str, Any]) -> Optional[str]:
 # What a run's fields must agree on: each rule returns the sentence's tail after runs[i], or None.
 RULES: List[Callable[[Dict[str, Any]], Optional[str]]] = [
     timed_without_figures, unordered_statistics, half_a_target, fp8_of_another_mode, beyond_the_step,
-    census_contradictions, busy_share_or_why_not]
+    census_contradictions, energy_contradictions, busy_share_or_why_not]
 
 
 def check(document: Dict[str, Any], where: str = "") -> None:

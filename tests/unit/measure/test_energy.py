@@ -38,8 +38,15 @@ def test_the_counter_gives_the_joules_per_image_over_the_span_it_read(install_nv
     (found, why), nvml = counter_run(install_nvml, [1000, 5000, 25000], [1.0, 11.0])
     assert why is None and found == {"joules_per_image": 0.2, "mean_watts": 2.0, "joules": 20.0, "seconds": 10.0,
                                      "images": 100, "source": nvml_meter.COUNTER, "power_samples": None,
-                                     "nvml_index": 0}
+                                     "nvml_index": 0, "window_too_short": False}
     assert nvml.opened == 0  # NVML shut down again
+
+
+def test_a_window_under_ten_seconds_keeps_its_joules_flagged(install_nvml):
+    """100 of the counter's 0.1 s updates: a window of 9.99 s is flagged, one of 10 s is not."""
+    (short, _), _ = counter_run(install_nvml, [0, 0, 20_000], [0.0, 9.99])
+    (enough, _), _ = counter_run(install_nvml, [0, 0, 20_000], [0.0, 10.0])
+    assert (short["joules"], short["window_too_short"]) == (20.0, True) and enough["window_too_short"] is False
 
 
 def test_a_counter_that_wraps_past_64_bits_counts_on_from_zero(install_nvml):

@@ -119,8 +119,8 @@ def gpu_document(**profile):
     document["env"]["device_type"] = "cuda"
     for run, share in zip(document["runs"], (0.94, 0.38)):
         run.update(with_busy({}, share), energy={
-            "joules_per_image": 0.25, "mean_watts": 300.0, "joules": 16.0, "seconds": 12.0, "images": 64,
-            "source": "nvml-energy-counter", "power_samples": None, "nvml_index": 0})
+            "joules_per_image": 56.25, "mean_watts": 300.0, "joules": 3600.0, "seconds": 12.0, "images": 64,
+            "source": "nvml-energy-counter", "power_samples": None, "nvml_index": 0, "window_too_short": False})
     document["runs"][0]["profile"].update(profile)
     return document
 

@@ -126,3 +126,14 @@ def test_runs_of_an_earlier_release_say_they_were_recorded_before_the_busy_share
     upgraded = upgrade(json.loads(ERAS[era].read_text()))
     assert {(run["gpu_busy"], run["gpu_busy_unavailable"]) for run in upgraded["runs"]} == \
         {(None, BUSY_NOT_YET_MEASURED)}
+
+
+def test_the_energy_of_an_earlier_release_is_flagged_by_its_window() -> None:
+    """The H200's headline runs read their counter over 0.25 to 8 s of timed steps: every one
+    too short for the rule, their joules kept."""
+    document = json.loads(BEFORE_BUSY.read_text())
+    upgraded = upgrade(document)
+    energies = [(run["energy"], before["energy"]) for run, before in zip(upgraded["runs"], document["runs"])]
+    assert energies and all(energy == dict(before, window_too_short=before["seconds"] < 10.0)
+                            for energy, before in energies)
+    assert all(energy["window_too_short"] for energy, _ in energies)
