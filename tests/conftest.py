@@ -94,22 +94,30 @@ def fake_run(mode, step_ms, losses, accuracy, repeat=0):
 class FakeGpu:
     """A GPU as a made-up NVML shows it: its NVML index, its PCI bus id, and the readings its
     energy counter (millijoules) and power (milliwatts) give, each a function called once per
-    reading, or None where the GPU has no such reading (NVML says NotSupported)."""
+    reading, and its utilization samples, a function giving the (stamp in microseconds, percent
+    busy) pairs the driver's buffer holds at each call; each None where the GPU has no such
+    reading (NVML says NotSupported)."""
 
-    def __init__(self, index, bus_id, energy=None, power=None):
-        self.index, self.bus_id, self.energy, self.power = index, bus_id, energy, power
+    def __init__(self, index, bus_id, energy=None, power=None, utilization=None):
+        self.index, self.bus_id, self.energy, self.power, self.utilization = index, bus_id, energy, power, utilization
+
+
+class NVMLError(Exception):
+    """The made-up NVML's errors, named as pynvml names them."""
+
+
+class NVMLError_NotSupported(NVMLError):
+    pass
+
+
+class NVMLError_NotFound(NVMLError):
+    pass
 
 
 def fake_nvml(*gpus, init_error=None):
-    """A module standing in for nvidia-ml-py's pynvml, with the calls utils/measure/energy.py
+    """A module standing in for nvidia-ml-py's pynvml, with the calls utils/measure/nvml_meter.py
     makes; `opened` counts nvmlInit calls not yet shut down."""
     module = types.ModuleType("pynvml")
-
-    class NVMLError(Exception):
-        pass
-
-    class NVMLError_NotSupported(NVMLError):
-        pass
 
     def init():
         if init_error:
@@ -129,11 +137,34 @@ def fake_nvml(*gpus, init_error=None):
             raise NVMLError_NotSupported("Not Supported")
         return getattr(gpu, kind)()
 
+    def samples(gpu, kind, last_seen):
+        """nvmlDeviceGetSamples: (value type, the buffered samples stamped after last_seen), or
+        NotFound when there are none, as NVML answers."""
+        assert kind == module.NVML_GPU_UTILIZATION_SAMPLES
+        newer = [(stamp, busy) for stamp, busy in read(gpu, "utilization") if stamp > last_seen]
+        if not newer:
+            raise NVMLError_NotFound("Not Found")
+        return 1, [types.SimpleNamespace(timeStamp=stamp, sampleValue=types.SimpleNamespace(uiVal=busy))
+                   for stamp, busy in newer]
+
     module.__dict__.update(
-        NVMLError=NVMLError, NVMLError_NotSupported=NVMLError_NotSupported, opened=0, nvmlInit=init,
-        nvmlShutdown=shutdown, nvmlDeviceGetIndex=lambda gpu: gpu.index,
+        NVMLError=NVMLError, NVMLError_NotSupported=NVMLError_NotSupported, NVMLError_NotFound=NVMLError_NotFound,
+        NVML_GPU_UTILIZATION_SAMPLES=1, opened=0, nvmlInit=init, nvmlShutdown=shutdown,
+        nvmlDeviceGetIndex=lambda gpu: gpu.index,
         nvmlDeviceGetHandleByPciBusId=lambda bus: found(next((g for g in gpus if g.bus_id == bus), None), bus),
         nvmlDeviceGetHandleByIndex=lambda index: found(next((g for g in gpus if g.index == index), None), index),
         nvmlDeviceGetTotalEnergyConsumption=lambda gpu: read(gpu, "energy"),
-        nvmlDeviceGetPowerUsage=lambda gpu: read(gpu, "power"))
+        nvmlDeviceGetPowerUsage=lambda gpu: read(gpu, "power"), nvmlDeviceGetSamples=samples)
     return module
+
+
+@pytest.fixture
+def install_nvml(monkeypatch):
+    """A function that puts a made-up NVML of the given FakeGpus where `import pynvml` finds it
+    and returns it; no CUDA_VISIBLE_DEVICES renumbers the GPUs."""
+    def install(*gpus, init_error=None):
+        module = fake_nvml(*gpus, init_error=init_error)
+        monkeypatch.setitem(sys.modules, "pynvml", module)
+        return module
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    return install

@@ -250,20 +250,20 @@ def test_two_short_budgets_share_the_quick_suite_and_readme_merges_both(tmp_path
         assert "| resnet18 | 16 |" in section  # README's table, from the headline section
 
 
-def test_the_headline_table_gives_the_energy_each_run_measured():
-    """The H200 suite of 2026-11-26 read its GPU's energy counter: README's headline row shows
-    amp-fp16's energy per image over fp32's, from the runs' own medians."""
-    import statistics
+def test_the_headline_table_gives_no_energy_ratio_from_windows_too_short():
+    """The H200 suite of 2026-11-26 read its GPU's energy counter over a few seconds of timed
+    steps per run, under the window an energy figure needs (nvml_meter.MIN_ENERGY_WINDOW_S):
+    README's headline row shows no amp-fp16 energy ratio for them."""
+    from utils.measure.nvml_meter import MIN_ENERGY_WINDOW_S
 
     folder = ROOT / "results" / "NVIDIA-H200" / "2026-11-26"
     suite = SavedSuite(folder, json.loads((folder / "suite.json").read_text()))
     lines = tables.headline([suite], lambda saved, figures, step: "label")
     assert "| amp-fp16 memory / fp32 | amp-fp16 energy / fp32 | measured |" in lines[0]
     runs = json.loads((folder / "headline-resnet18.json").read_text())["runs"]
-    per_image = {mode: statistics.median(run["energy"]["joules_per_image"] for run in runs if run["mode"] == mode)
-                 for mode in ("fp32", "amp-fp16")}
+    assert all(0 < run["energy"]["seconds"] < MIN_ENERGY_WINDOW_S for run in runs)
     row = next(line for line in lines if line.startswith("| resnet18 |"))
-    assert row.split(" | ")[-2].startswith(f"{per_image['amp-fp16'] / per_image['fp32']:.2f}"), row
+    assert row.split(" | ")[-2] == "-", row
 
 
 def test_a_budgeted_pass_runs_what_waits_and_the_steps_newer_code_added_or_an_earlier_pass_skipped():

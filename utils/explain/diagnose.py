@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 # The rules' thresholds, as shares of a profiled step.
 INPUT_BOUND_SHARE = 0.20  # the input pipeline
 LAUNCH_BOUND_SHARE = 0.30  # CUDA: the GPU idle, waiting for the host
+# ... so a GPU busy under this share of its step waits for the host's launches, whoever measured it
+# (the summary reads NVML's runs[].gpu_busy against it): a row of such steps measures the host.
+GPU_BOUND_SHARE = 1 - LAUNCH_BOUND_SHARE
 MEMORY_BOUND_SHARE = 0.35  # normalisation and elementwise ops
 CAST_SHARE = 0.10  # dtype conversions
 COMM_BOUND_SHARE = 0.20  # all-reduce that no compute overlapped (a distributed run)

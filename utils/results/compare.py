@@ -157,6 +157,20 @@ def profiled_vs_timed(group: List[Dict[str, Any]]) -> Optional[float]:
     return statistics.median(ratios) if ratios else None
 
 
+def gpu_busy_share(group: List[Dict[str, Any]]) -> Optional[float]:
+    """The median of the mode's runs' busy shares (runs[].gpu_busy), None when none has one."""
+    shares = [run["gpu_busy"]["share"] for run in group if run.get("gpu_busy")]
+    return statistics.median(shares) if shares else None
+
+
+def profiled_gpu_busy_share(group: List[Dict[str, Any]]) -> Optional[float]:
+    """--explain on CUDA: the median over the mode's profiled runs of the profiler's busy share,
+    1 - the GPU's idle time over a profiled step's wall time; None without such a profile."""
+    shares = [1 - run["profile"]["idle_ms"] / run["profile"]["wall_ms"] for run in group
+              if (run.get("profile") or {}).get("idle_ms") is not None and run["profile"].get("wall_ms")]
+    return statistics.median(shares) if shares else None
+
+
 def median_step_ms(group: List[Dict[str, Any]]) -> float:
     """A mode's step time: the median of its runs' median step times, the statistic that
     speedup_interval resamples (with one run, its median step, the median of the steps it
@@ -188,7 +202,8 @@ def mode_figures(group: List[Dict[str, Any]]) -> Dict[str, Any]:
     tflops = [run["tflops"] for run in group if run.get("tflops") is not None]
     mfu = [run["mfu_pct"] for run in group if run.get("mfu_pct") is not None]
     verdicts = [run_learned(run) for run in group]
-    energy = joules_per_image(group)
+    energy_runs, too_short = resolving_energy(group)
+    energy = joules_per_image(energy_runs)
     return {
         "runs": len(group),
         "median_step_ms": median,
@@ -210,8 +225,11 @@ def mode_figures(group: List[Dict[str, Any]]) -> Dict[str, Any]:
         "mfu_pct": statistics.median(mfu) if mfu else None,
         "profile_ms": profile_ms(group),
         "profiled_vs_timed": profiled_vs_timed(group),
+        "profiled_gpu_busy_share": profiled_gpu_busy_share(group),
         "max_batch": max((run["max_batch"] for run in group if run.get("max_batch") is not None), default=None),
         "joules_per_image": statistics.median(energy) if energy else None,
+        "energy_window_too_short": too_short if energy else None,
+        "gpu_busy_share": gpu_busy_share(group),
     }
 
 
@@ -256,19 +274,30 @@ def ratio_figures(row: Dict[str, Any], base: Optional[Dict[str, Any]], group: Li
             if base and row["max_batch"] and base["max_batch"] else None}
 
 
-def joules_per_image(group: List[Dict[str, Any]]) -> List[float]:
-    """The energy per image of each run in `group` that has one (runs[].energy)."""
-    return [run["energy"]["joules_per_image"] for run in group if run.get("energy")]
+def resolving_energy(group: List[Dict[str, Any]]) -> Tuple[List[Dict[str, Any]], bool]:
+    """(the runs of `group` that a mode's J/img rests on, whether their windows are too short):
+    the runs whose energy window resolves their joules (nvml_meter.MIN_ENERGY_WINDOW_S), each on
+    its own, as a short window's error does not shrink when several are added up; when none
+    does, every run with energy, flagged."""
+    measured = [run for run in group if run.get("energy")]
+    resolved = [run for run in measured if not run["energy"]["window_too_short"]]
+    return (resolved, False) if resolved else (measured, bool(measured))
+
+
+def joules_per_image(runs: List[Dict[str, Any]]) -> List[float]:
+    """The energy per image of each of `runs` (runs[].energy)."""
+    return [run["energy"]["joules_per_image"] for run in runs]
 
 
 def energy_figures(row: Dict[str, Any], base: Optional[Dict[str, Any]], group: List[Dict[str, Any]],
                    base_group: Optional[List[Dict[str, Any]]], is_baseline: bool) -> Dict[str, Any]:
-    """A mode's energy per image against the baseline's (None unless both have one), with a
-    bootstrap interval over the runs' figures when each mode has MIN_RUNS of them, as the
-    memory ratio's: one run's energy is one measurement."""
-    if not (base and row["joules_per_image"] and base["joules_per_image"]):
+    """A mode's energy per image against the baseline's: None unless both have one from windows
+    that resolve it; with a bootstrap interval over those runs' figures when each mode has
+    MIN_RUNS of them, as the memory ratio's: one run's energy is one measurement."""
+    if not (base and row["joules_per_image"] and base["joules_per_image"]) \
+            or row["energy_window_too_short"] or base["energy_window_too_short"]:
         return {"energy_ratio_vs_baseline": None, "energy_ratio_ci95": None}
-    figures, base_figures = joules_per_image(group), joules_per_image(base_group)
+    figures, base_figures = (joules_per_image(resolving_energy(runs)[0]) for runs in (group, base_group))
     interval = bootstrap_ratio(figures, base_figures) \
         if not is_baseline and min(len(figures), len(base_figures)) >= MIN_RUNS else None
     return {"energy_ratio_vs_baseline": row["joules_per_image"] / base["joules_per_image"],

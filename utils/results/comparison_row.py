@@ -15,8 +15,9 @@ WITH_TARGET = {"only_with_target": True}
 class ComparisonRow:
     """A mode's figures, never changed once built; the field order is the order of the JSON's keys."""
     # the mode's own runs: step time pooled over repeats (medians of medians), memory, learning,
-    # loss scaling, compute rate; profile_ms is --explain's time per category, max_batch --max-batch's,
-    # joules_per_image the median of its runs' runs[].energy (null when none has one)
+    # loss scaling, compute rate; profile_ms is --explain's time per category and profiled_gpu_busy_share
+    # its share of a profiled step in which the GPU ran kernels, max_batch --max-batch's, joules_per_image
+    # and gpu_busy_share the medians of its runs' runs[].energy and runs[].gpu_busy (null when none has one)
     runs: int
     median_step_ms: float
     p90_step_ms: float
@@ -36,8 +37,11 @@ class ComparisonRow:
     mfu_pct: Optional[float]
     profile_ms: Optional[Dict[str, float]]
     profiled_vs_timed: Optional[float]
+    profiled_gpu_busy_share: Optional[float]
     max_batch: Optional[int]
     joules_per_image: Optional[float]
+    energy_window_too_short: Optional[bool]  # J/img from windows under nvml_meter.MIN_ENERGY_WINDOW_S alone: no ratio
+    gpu_busy_share: Optional[float]
     # does accuracy hold? Over seeds, and paired by seed with the baseline (accuracy.accuracy_figures)
     seeds: int
     accuracy_mean: Optional[float]
@@ -64,8 +68,8 @@ class ComparisonRow:
     memory_ratio_vs_baseline: Optional[float]
     accuracy_delta_vs_baseline: Optional[float]
     max_batch_ratio_vs_baseline: Optional[float]
-    energy_ratio_vs_baseline: Optional[float]  # joules_per_image / the baseline's
-    energy_ratio_ci95: Optional[List[float]]  # null unless both modes have compare.MIN_RUNS runs with energy
+    energy_ratio_vs_baseline: Optional[float]  # joules_per_image / the baseline's; null if either's window is too short
+    energy_ratio_ci95: Optional[List[float]]  # null unless both modes have compare.MIN_RUNS runs whose windows resolve
     # --explain against fp32 whatever the baseline: per category, Amdahl's line and the findings
     profile_speedup: Optional[Dict[str, float]]
     amdahl: Optional[Dict[str, float]]

@@ -1,4 +1,4 @@
-"""The result record: the one definition of what a results file holds (schema ampbench.result/3).
+"""The result record: the one definition of what a results file holds (schema ampbench.result/4).
 
 A results document is {"schema", "env", "config", "data", "incomplete", "runs", "comparison"};
 one that utils.report read from a file of an earlier release also holds "upgraded_from" (upgrade.py);
@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # annotations only: they import torch, or the config above th
     from utils.training.trainer import Trainer
 
 # A renamed key or one that readers need added is a new schema: docs/results-schema.md lists each release's keys.
-SCHEMA = "ampbench.result/3"
+SCHEMA = "ampbench.result/4"
 # The release whose peak_memory_bytes included the warm-up (cuDNN autotuning, compilation),
 # which /2 on measures apart: its runs never pool with later ones, and the table says so.
 WARMUP_IN_PEAK = "ampbench.result/1"
@@ -117,10 +117,14 @@ class RunRecord:
     # prediction (utils/explain/fp8_predict.run_prediction) and prediction_note (why it is null)
     fp8: Optional[Dict] = None
     host: Optional[Dict] = None  # host_load.combined(): load and CPU use over every segment's timed steps, warning
-    # utils/measure/energy.py: this process's GPU over its timed steps (joules_per_image, mean_watts, joules,
-    # seconds, images, source, power_samples, nvml_index), or null and the sentence saying why
+    # utils/measure/nvml_meter.py: this process's GPU over its timed steps (joules_per_image, mean_watts, joules,
+    # seconds, images, source, power_samples, nvml_index, window_too_short), or null and the sentence saying why
     energy: Optional[Dict] = None
     energy_unavailable: Optional[str] = None
+    # the same meter over the same spans: the share of the time the GPU ran kernels (share, source, window_s,
+    # samples, sample_period_s), or null and the sentence saying why
+    gpu_busy: Optional[Dict] = None
+    gpu_busy_unavailable: Optional[str] = None
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
@@ -187,7 +191,8 @@ def build(config: RunConfig, trainer: Trainer, outcome: LoopOutcome, data: Data,
         peak_reserved_bytes=stats.peak_reserved_bytes if device.type == "cuda" else None,
         optimizer_impl=trainer.optimizer_impl, seed=config.seed, fp8=fp8,
         host=host_fields(stats.host_readings, device.type, timing),
-        energy=outcome.energy, energy_unavailable=outcome.energy_unavailable,
+        energy=outcome.energy, energy_unavailable=outcome.energy_unavailable, gpu_busy=outcome.gpu_busy,
+        gpu_busy_unavailable=outcome.gpu_busy_unavailable,
         **accuracy_fields(measured.curve), **utilisation,
         grad_comm=trainer.grad_comm, bucket_mb=communication(config.grad_comm, config.bucket_mb, world.size)["bucket_mb"])
     record.learned = learned(record.data, record.loss_curve, record.test_accuracy)

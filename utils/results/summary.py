@@ -7,7 +7,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from models.families import DEFAULT_IMAGE_SIZE, uses_resnet_stem
 from utils.explain.categories import NAMES as CATEGORIES
-from utils.explain.diagnose import amdahl_line, ranked, speedup_text
+from utils.explain.diagnose import GPU_BOUND_SHARE, amdahl_line, ranked, speedup_text
+from utils.measure.nvml_meter import COUNTER_UPDATE_S, MIN_ENERGY_WINDOW_S
 from utils.measure.step_stats import OUTLIER_FACTOR
 from utils.results.compare import CHANCE_LOSS, SPREAD_WARNING_PCT, communication_share, profiled_communication
 from utils.results.comparison_row import ComparisonRow
@@ -71,9 +72,9 @@ def describe(setup: Dict[str, Any], env: Dict[str, Any]) -> str:
 
 
 # (header, cell) per column after "mode", in four blocks: speed; data wait, memory and compute;
-# energy, shown only when some run measured it (runs[].energy); learning. Without --wide each
-# block is a table of its own (split again should one exceed TABLE_WIDTH characters); --wide
-# prints them all as one table.
+# what NVML read of the GPU, its busy share and energy, each column shown only when some run
+# measured it (NVML_COLUMNS); learning. Without --wide each block is a table of its own (split
+# again should one exceed TABLE_WIDTH characters); --wide prints them all as one table.
 BLOCKS = [
     [("median ms", lambda row: fmt(row.median_step_ms, ".2f")),
      ("p90 ms", lambda row: fmt(row.p90_step_ms, ".2f")),
@@ -85,8 +86,10 @@ BLOCKS = [
      ("mem ratio", lambda row: with_interval(row.memory_ratio_vs_baseline, row.memory_ratio_ci95, ".2f")),
      ("TFLOP/s", lambda row: fmt(row.tflops, ".3g")),
      ("MFU", lambda row: fmt(row.mfu_pct, ".1f", suffix="%"))],
-    [("J/img", lambda row: fmt(row.joules_per_image, ".3g")),
-     ("energy vs base", lambda row: with_interval(row.energy_ratio_vs_baseline, row.energy_ratio_ci95, ".2f"))],
+    [("GPU busy", lambda row: fmt(row.gpu_busy_share, ".0f", 100, "%")),
+     ("J/img", lambda row: fmt(row.joules_per_image, ".3g")),
+     ("energy vs base", lambda row: WINDOW_TOO_SHORT if row.energy_window_too_short
+      else with_interval(row.energy_ratio_vs_baseline, row.energy_ratio_ci95, ".2f"))],
     [("final loss", lambda row: fmt(row.final_loss, ".4f")),
      ("test acc", lambda row: fmt(row.test_accuracy, ".2f", 100, "%")),
      ("acc diff", lambda row: fmt(row.accuracy_delta_vs_baseline, "+.2f", 100, " pt")),
@@ -94,7 +97,10 @@ BLOCKS = [
      ("loss scale", lambda row: fmt(row.final_loss_scale, "g")),
      ("scale drops", lambda row: fmt(row.scale_drops, ".0f"))],
 ]
-ENERGY = ("J/img", "energy vs base")
+WINDOW_TOO_SHORT = "window too short"  # in place of a ratio from an energy window that cannot resolve it
+# The columns of NVML's readings and the row's figure each shows: none where no row has it (a
+# CPU's runs, or a GPU's without nvidia-ml-py).
+NVML_COLUMNS = {"GPU busy": "gpu_busy_share", "J/img": "joules_per_image", "energy vs base": "joules_per_image"}
 AGAINST_BASELINE = ("speedup [95% CI]", "mem ratio", "energy vs base", "acc diff", "vs base [95% CI]", "verdict",
                     "speedup to target")
 # Does accuracy hold? Shown when several seeds ran or a target was given (over seeds, paired with the baseline).
@@ -147,8 +153,9 @@ def comparison_table(comparison: Dict[str, ComparisonRow], wide: bool = False) -
                                          for row in comparison.values()) else [])
     if len(modes) == 1:  # nothing to compare with: no 1.00x, 1.00 or +0.00 columns
         blocks = [[column for column in block if column[0] not in AGAINST_BASELINE] for block in blocks]
-    if all(row.joules_per_image is None for row in comparison.values()):  # a CPU's, or a GPU's without NVML
-        blocks = [[column for column in block if column[0] not in ENERGY] for block in blocks]
+    unmeasured = [header for header, figure in NVML_COLUMNS.items()
+                  if all(getattr(row, figure) is None for row in comparison.values())]
+    blocks = [[column for column in block if column[0] not in unmeasured] for block in blocks]
     tables = []
     for block in [[column for block in blocks for column in block]] if wide else blocks:
         tables += fit_tables("mode", modes, [(header, [cell(comparison[mode]) for mode in modes])
@@ -337,7 +344,7 @@ def notes(document: Dict[str, Any]) -> List[str]:
                          f"{CHANCE_LOSS:.4f}; accuracy {fmt(row.test_accuracy, '.1f', 100, '%')}, chance 10%): "
                          "its accuracy is not compared; lower --lr or train longer.")
     lines += accuracy_notes(document) + outlier_notes(document) + fp8_notes(document) + host_notes(document)
-    lines += energy_notes(document)
+    lines += busy_notes(document) + energy_notes(document)
     largest = {mode: row for mode, row in comparison.items() if row.max_batch is not None}
     if largest:
         lines.append("Largest batch in this GPU's memory (--max-batch): " + ", ".join(
@@ -418,23 +425,82 @@ def host_notes(document: Dict[str, Any]) -> List[str]:
     return [f"warning: {mode}: {text} (runs[].host)." for mode, text in found.items()]
 
 
+def unmeasured_notes(document: Dict[str, Any], figure: str, unavailable: str, column: str) -> List[str]:
+    """Why `column` shows no `figure` (a ComparisonRow's): where no mode has one, the reasons its
+    GPU runs give in runs[].`unavailable` (a CPU run has none to say); else one line per mode
+    without one."""
+    comparison, runs = document["comparison"], document["runs"]
+    if all(getattr(row, figure) is None for row in comparison.values()):
+        why = sorted({run[unavailable] for run in runs if run.get(unavailable) and run["device"].startswith("cuda")})
+        return [f"{column} not shown: {'; '.join(why)}."] if why else []
+    lines = []
+    for mode, row in comparison.items():
+        why = next((run[unavailable] for run in runs if run["mode"] == mode and run.get(unavailable)), None)
+        if getattr(row, figure) is None and why:
+            lines.append(f"{column} of {mode} not measured: {why}.")
+    return lines
+
+
+def busy_notes(document: Dict[str, Any]) -> List[str]:
+    """What GPU busy rests on, --explain's busy share beside it, why a mode has none, and a line
+    for each mode whose GPU waits for the host (busy under GPU_BOUND_SHARE of its step)."""
+    comparison, lines = document["comparison"], unmeasured_notes(document, "gpu_busy_share", "gpu_busy_unavailable",
+                                                                 "GPU busy")
+    measured = {mode: row.gpu_busy_share for mode, row in comparison.items() if row.gpu_busy_share is not None}
+    if not measured:
+        return lines
+    lines.insert(0, "GPU busy: the share of the timed steps in which the GPU ran kernels, any process's: the mean of "
+                    "NVML's utilization samples over them, the median over the runs (runs[].gpu_busy).")
+    profiled = [f"{mode} {row.profiled_gpu_busy_share:.0%} (NVML {fmt(row.gpu_busy_share, '.0f', 100, '%')})"
+                for mode, row in comparison.items() if row.profiled_gpu_busy_share is not None]
+    if profiled:
+        lines.insert(1, "GPU busy by the profiler (--explain: 1 - idle / profiled step), beside NVML's: "
+                        + ", ".join(profiled) + ".")
+    return lines + [host_bound_line(mode, share, measured) for mode, share in measured.items()
+                    if share < GPU_BOUND_SHARE]
+
+
+def host_bound_line(mode: str, share: float, measured: Dict[str, float]) -> str:
+    """The one line of a mode whose GPU ran kernels `share` of its step, under GPU_BOUND_SHARE;
+    `measured` is every mode's busy share."""
+    bound = [other for other, busy in measured.items() if busy >= GPU_BOUND_SHARE]
+    line = (f"host-bound: {mode}'s GPU ran kernels {share:.0%} of its step, under {GPU_BOUND_SHARE:.0%}: it waits for "
+            "the host to launch them, so this row measures the host's launch rate rather than the number format; "
+            "--compile, CUDA graphs (--compile --compile-mode reduce-overhead) or a larger -b lift it")
+    if bound:
+        names = " and ".join([", ".join(bound[:-1]), bound[-1]] if len(bound) > 1 else bound)
+        line += (f". {names} {'is' if len(bound) == 1 else 'are'} GPU-bound, so the speedup between {mode} and "
+                 f"{'it' if len(bound) == 1 else 'them'} is the host's, not the number format's")
+    return line + "."
+
+
 def energy_notes(document: Dict[str, Any]) -> List[str]:
-    """What J/img rests on and why a mode has none; on a GPU where no run has one, why (a CPU
+    """What J/img rests on, which modes' windows are too short to give a ratio and which runs
+    were left out for it, and why a mode has none; on a GPU where no run has one, why (a CPU
     run has none to say)."""
     comparison, runs = document["comparison"], document["runs"]
+    lines = unmeasured_notes(document, "joules_per_image", "energy_unavailable", "J/img")
     if all(row.joules_per_image is None for row in comparison.values()):
-        why = sorted({run["energy_unavailable"] for run in runs
-                      if run.get("energy_unavailable") and run["device"].startswith("cuda")})
-        return [f"J/img not shown: {'; '.join(why)}."] if why else []
+        return lines
     sources = sorted({run["energy"]["source"] for run in runs if run.get("energy")})
-    lines = [f"J/img: the GPU's energy over the timed steps per image trained, each process its own GPU "
-             f"({', '.join(sources)}; runs[].energy); energy vs base: J/img / the baseline's, with a 95% interval "
-             "over the runs when each mode has 3."]
+    lines.insert(0, f"J/img: the GPU's energy over the timed steps per image trained, each process its own GPU "
+                    f"({', '.join(sources)}; runs[].energy), the median over the runs whose timed steps lasted "
+                    f"{MIN_ENERGY_WINDOW_S:g} s or more; energy vs base: J/img / the baseline's, with a 95% interval "
+                    "over those runs when each mode has 3.")
+    energies = {mode: [run["energy"] for run in runs if run["mode"] == mode and run.get("energy")]
+                for mode in comparison}
+    short = [mode for mode, row in comparison.items() if row.energy_window_too_short]
+    if short:
+        longest = max(energy["seconds"] for mode in short for energy in energies[mode])
+        lines.append(f"{WINDOW_TOO_SHORT}: the energy of {', '.join(short)} was read over timed steps under "
+                     f"{MIN_ENERGY_WINDOW_S:g} s (the longest {longest:.3g} s), and NVML's energy counter moves about "
+                     f"every {COUNTER_UPDATE_S:g} s: such a J/img is shown, but no energy ratio rests on it; run more "
+                     f"steps (-n) so that each run's timed steps last {MIN_ENERGY_WINDOW_S:g} s or more.")
     for mode, row in comparison.items():
-        why = next((run.get("energy_unavailable") for run in runs if run["mode"] == mode
-                    and run.get("energy_unavailable")), None)
-        if row.joules_per_image is None and why:
-            lines.append(f"J/img of {mode} not measured: {why}.")
+        left_out = sum(energy["window_too_short"] for energy in energies[mode])
+        if left_out and not row.energy_window_too_short:
+            lines.append(f"J/img of {mode} leaves out {left_out} of its {len(energies[mode])} runs: their timed steps "
+                         f"lasted under {MIN_ENERGY_WINDOW_S:g} s.")
     return lines
 
 

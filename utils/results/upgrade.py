@@ -12,14 +12,16 @@ from typing import Any, Dict
 
 from models.families import DEFAULT_IMAGE_SIZE
 from utils.explain.categories import ADDED
+from utils.measure.nvml_meter import window_too_short
 from utils.results.accuracy import DEFAULT_MARGIN_POINTS
 from utils.results.record import SCHEMA, WARMUP_IN_PEAK
 from utils.training.modes import BASELINES
 
 # Every earlier release is still read. /1's peak_memory_bytes included the warm-up, so its runs
 # never pool with later ones (record.setup_of holds the schema written) and the table says so
-# under them (summary.notes). /2 was written before and after --baseline under one name.
-EARLIER_SCHEMAS = (WARMUP_IN_PEAK, "ampbench.result/2")
+# under them (summary.notes). /2 was written before and after --baseline under one name. /3 is
+# /4 without runs[].gpu_busy and runs[].energy.window_too_short.
+EARLIER_SCHEMAS = (WARMUP_IN_PEAK, "ampbench.result/2", "ampbench.result/3")
 READABLE_SCHEMAS = EARLIER_SCHEMAS + (SCHEMA,)
 # The comparison's keys that /3 renamed: before --baseline (/1, and /2 files written before it)
 # every ratio was against fp32; now it is against config.baseline.
@@ -27,6 +29,7 @@ RENAMED_IN_COMPARISON = {
     "speedup_vs_fp32": "speedup_vs_baseline", "memory_ratio_vs_fp32": "memory_ratio_vs_baseline",
     "accuracy_delta_vs_fp32": "accuracy_delta_vs_baseline", "max_batch_ratio_vs_fp32": "max_batch_ratio_vs_baseline",
     "time_to_target_speedup_vs_fp32": "time_to_target_speedup_vs_baseline"}
+BUSY_NOT_YET_MEASURED = "recorded before ampbench measured the GPU's busy share (ampbench.result/4)"
 
 
 def upgrade(document: Dict[str, Any]) -> Dict[str, Any]:
@@ -57,6 +60,10 @@ def upgrade_run(run: Dict[str, Any], written_utc: str) -> Dict[str, Any]:
     run["optimizer_impl"] = run.get("optimizer_impl") or "foreach"  # before fused SGD (ampbench.result/2)
     # before CSV rows had run ids (finished_utc tells runs apart): the run ended by the time the file was written
     run["finished_utc"] = run.get("finished_utc") or written_utc
+    if "gpu_busy" not in run:  # before /4: a reader takes a missing share for one nobody measured
+        run.update(gpu_busy=None, gpu_busy_unavailable=BUSY_NOT_YET_MEASURED)
+    if run.get("energy") and "window_too_short" not in run["energy"]:  # before /4: the rule, from its seconds
+        run["energy"] = dict(run["energy"], window_too_short=window_too_short(run["energy"]["seconds"]))
     if run.get("profile"):
         # before the fp8 modes, --explain had no float8 category (categories.ADDED): no time was spent in one
         categories = dict(run["profile"]["categories"])

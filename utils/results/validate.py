@@ -17,6 +17,7 @@ from dataclasses import MISSING, fields
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, NoReturn, Optional, Sequence, Union
 
 from utils.explain.categories import ADDED, NAMES as CATEGORIES
+from utils.measure.nvml_meter import MAX_PLAUSIBLE_WATTS, MIN_ENERGY_WINDOW_S, UTILIZATION_SAMPLES, window_too_short
 from utils.numerics.fp16 import FP16_MAX
 from utils.results.record import RunRecord
 from utils.results.upgrade import EARLIER_SCHEMAS
@@ -168,7 +169,7 @@ def from_annotation(kind: Any) -> Spec:
     return {str: TEXT, bool: FLAG, int: Number(whole=True), float: Number(finite=False)}.get(kind, ANY)
 
 
-SHARE = Number(low=0, high=1)  # of the values examined: the census prints it as a percentage
+SHARE = Number(low=0, high=1)  # of the values the census examined, of the time the GPU ran kernels
 PASS = Fields({"flushed_share": SHARE, "subnormal_share": SHARE},
               {"worst_layer": Nullable(TEXT), "worst_flushed_share": Nullable(SHARE),
                "relative_error": Nullable(Number(finite=False, low=0))})  # relative L2: may exceed 1
@@ -192,7 +193,7 @@ PROFILE = Fields({"steps": Number(whole=True, low=1),
                  {"total_ms": Number(low=0), "diagnosis": Nullable(ListOf(Fields({"mode": TEXT, "rule": TEXT, "text": TEXT,
                                                        "at_stake_ms": Number()}))),
                   "cpu_fast_half_flags": Nullable(ListOf(TEXT)), "comm_exposed_ms": Nullable(Number(low=0)),
-                  "wall_ms": Nullable(Number(low=0))})
+                  "idle_ms": Nullable(Number(low=0)), "wall_ms": Nullable(Number(low=0))})
 BYTES = Number(whole=True, low=0)
 # the parts the table and the plot stack; the CUDA peaks are null on a CPU
 MEMORY = Fields({key: BYTES for key in ("parameters_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes",
@@ -208,7 +209,10 @@ HOST = Fields({"cores": Number(whole=True, low=1), "torch_threads": Number(whole
                "warning": Nullable(TEXT)}, {"segments": Number(whole=True, low=1)})  # segments: since resumes combine
 ENERGY = Fields({"joules_per_image": Number(above=0), "mean_watts": Number(above=0), "joules": Number(above=0),
                  "seconds": Number(above=0), "images": Number(whole=True, low=1), "source": TEXT},
-                {"power_samples": Nullable(COUNT), "nvml_index": Nullable(COUNT)})
+                {"power_samples": Nullable(COUNT), "nvml_index": Nullable(COUNT), "window_too_short": FLAG})
+GPU_BUSY = Fields({"share": SHARE, "source": OneOf([UTILIZATION_SAMPLES], "a source of the GPU's busy share"),
+                   "window_s": Number(above=0), "samples": Number(whole=True, low=1),
+                   "sample_period_s": Nullable(Number(above=0))})
 RECIPES = tuple(mode.float8 for mode in MODES.values() if mode.float8)
 FP8_PREDICTION = Fields({"gpu": TEXT, "for": TEXT, "compiled": FLAG, "speedup": Number(above=0),
                          "linear_speedup": Number(above=0), "bf16_ms": Number(above=0), "fp8_ms": Number(above=0)})
@@ -234,7 +238,7 @@ NARROWER = {
     "loss_scale_curve": Nullable(ListOf(Number(finite=False, low=0))),
     "test_accuracy": Nullable(ACCURACY), "target_accuracy": Nullable(ACCURACY), "best_accuracy": Nullable(ACCURACY),
     "accuracy_curve": Nullable(ListOf(CURVE_POINT)), "outlier_steps": Nullable(ListOf(OUTLIER)),
-    "host": Nullable(HOST), "energy": Nullable(ENERGY),
+    "host": Nullable(HOST), "energy": Nullable(ENERGY), "gpu_busy": Nullable(GPU_BUSY),
     "time_to_target_s": Nullable(Number(low=0)), "epochs_to_target": Nullable(Number(above=0)),
     "tflops": Nullable(Number(low=0)), "mfu_pct": Nullable(Number(low=0)),
     "grad_comm": Nullable(GRAD_COMM_DTYPE), "bucket_mb": Nullable(BUCKET_MB),
@@ -324,17 +328,19 @@ def fp8_of_another_mode(run: Dict[str, Any]) -> Optional[str]:
     return None
 
 
-def exposed_beyond_the_step(run: Dict[str, Any]) -> Optional[str]:
-    """The all-reduce no compute overlapped is part of the profiled step it is printed against."""
+def beyond_the_step(run: Dict[str, Any]) -> Optional[str]:
+    """The all-reduce no compute overlapped and the GPU's idle time are parts of the profiled
+    step they are printed against."""
     profile = run.get("profile") or {}
-    exposed = profile.get("comm_exposed_ms")
-    if exposed is None:
-        return None
-    if profile.get("wall_ms") is None:
-        return ".profile has a comm_exposed_ms but no wall_ms"
-    if exposed > profile["wall_ms"]:
-        return (f".profile.comm_exposed_ms is {value_in_words(exposed)}, more than its wall_ms "
-                f"({value_in_words(profile['wall_ms'])})")
+    for part in ("comm_exposed_ms", "idle_ms"):
+        ms = profile.get(part)
+        if ms is None:
+            continue
+        if profile.get("wall_ms") is None:
+            return f".profile has no wall_ms beside its {part}"
+        if ms > profile["wall_ms"]:
+            return (f".profile.{part} is {value_in_words(ms)}, more than its wall_ms "
+                    f"({value_in_words(profile['wall_ms'])})")
     return None
 
 
@@ -353,10 +359,46 @@ def census_contradictions(run: Dict[str, Any]) -> Optional[str]:
     return None
 
 
+def energy_contradictions(run: Dict[str, Any]) -> Optional[str]:
+    """An energy block's figures follow from its joules, no GPU draws beyond MAX_PLAUSIBLE_WATTS
+    (more is a counter that went back), and its window is flagged as the rule says."""
+    energy = run.get("energy")
+    if not energy:
+        return None
+    joules = energy["joules"]
+    for key, follows in (("joules_per_image", joules / energy["images"]), ("mean_watts", joules / energy["seconds"])):
+        if not math.isclose(energy[key], follows, rel_tol=1e-6):
+            return f".energy.{key} is {value_in_words(energy[key])}, not what its joules give ({follows:.6g})"
+    if energy["mean_watts"] > MAX_PLAUSIBLE_WATTS:
+        return (f".energy.mean_watts is {value_in_words(energy['mean_watts'])}, beyond any GPU's draw "
+                f"({MAX_PLAUSIBLE_WATTS:g} W): a counter that went back")
+    flagged = energy.get("window_too_short")
+    if flagged is not None and flagged != window_too_short(energy["seconds"]):
+        return (f".energy.window_too_short is {value_in_words(flagged)}, but its window of "
+                f"{value_in_words(energy['seconds'])} s is {'at least' if flagged else 'under'} the "
+                f"{MIN_ENERGY_WINDOW_S:g} s an energy figure needs")
+    return None
+
+
+def busy_share_or_why_not(run: Dict[str, Any]) -> Optional[str]:
+    """A run that records the GPU's busy share (from ampbench.result/4) has the share or the
+    sentence saying why there is none, never both; and only a GPU run has one."""
+    if "gpu_busy" not in run and "gpu_busy_unavailable" not in run:  # written before the share was measured
+        return None
+    busy, why = run.get("gpu_busy"), run.get("gpu_busy_unavailable")
+    if busy is None and why is None:
+        return " has neither a gpu_busy nor a gpu_busy_unavailable saying why it has none"
+    if busy is not None and why is not None:
+        return " has a gpu_busy and a gpu_busy_unavailable saying it has none"
+    if busy is not None and not run["device"].startswith("cuda"):
+        return f".gpu_busy is an object, but the run trained on {value_in_words(run['device'])}, not a GPU"
+    return None
+
+
 # What a run's fields must agree on: each rule returns the sentence's tail after runs[i], or None.
 RULES: List[Callable[[Dict[str, Any]], Optional[str]]] = [
-    timed_without_figures, unordered_statistics, half_a_target, fp8_of_another_mode, exposed_beyond_the_step,
-    census_contradictions]
+    timed_without_figures, unordered_statistics, half_a_target, fp8_of_another_mode, beyond_the_step,
+    census_contradictions, energy_contradictions, busy_share_or_why_not]
 
 
 def check(document: Dict[str, Any], where: str = "") -> None:

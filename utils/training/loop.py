@@ -2,8 +2,9 @@
 
 The loop does training and timing only. Step boundaries are recorded by StepTimer (CUDA
 events, read after the loop), losses stay on the device, and stop signals and divergence are
-agreed across ranks without a per-step host sync; the GPU's energy is read only where the
-timing already stops (the warm-up's end, its pauses, the end). What happens around it
+agreed across ranks without a per-step host sync; the GPU's energy and busy share are read
+only where the timing already stops (the warm-up's end, its pauses, the end) or by a thread of
+their own. What happens around it
 (building the trainer, restoring and writing checkpoints, evaluation, the result record) lives
 beside it.
 """
@@ -12,12 +13,12 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import torch
 
 from utils import compat
-from utils.measure import energy, host_load, memory
+from utils.measure import host_load, memory, nvml_meter
 from utils.measure.timing import StepTimer
 from utils.training import distributed
 from utils.training.rank_agreement import RankAgreement
@@ -71,8 +72,11 @@ class LoopOutcome:
     stopped_by: Optional[str]  # the signal that ended the run early, if any
     diverged_at: Optional[int]  # 1-based step of the first non-finite loss, when that ends the run
     reached_target: bool = False  # --stop-at-target ended the run at an evaluation that reached it
-    energy: Optional[dict] = None  # energy.Meter.finish(): this process's GPU over its timed steps, per image
+    # nvml_meter.Meter.finish(): this process's GPU over its timed steps, its energy per image and its busy share
+    energy: Optional[dict] = None
     energy_unavailable: Optional[str] = None  # why `energy` is None
+    gpu_busy: Optional[dict] = None
+    gpu_busy_unavailable: Optional[str] = None  # why `gpu_busy` is None
 
     def ran_all_steps(self, steps: int) -> bool:
         """Whether the loop ran to its end: all `steps`, or to the evaluation that reached the
@@ -117,8 +121,8 @@ class Recorder:
     """What the loop keeps of each step besides its timing, without waiting for the device:
     losses and loss scales stay device tensors, the learning rate is a host float, the first
     batch a device copy hashed afterwards; the timing warm-up's memory peak is taken, and the
-    peak reset, when it ends, where the energy meter starts; pause() and begin_step() keep the
-    pauses the step times leave out out of the energy too."""
+    peak reset, when it ends, where the GPU meter starts; pause() and begin_step() keep the
+    pauses the step times leave out out of its energy and busy share too."""
 
     def __init__(self, previous: Statistics, config: RunConfig, start_step: int, context: RunContext,
                  curve: Optional[AccuracyCurve] = None):
@@ -131,9 +135,9 @@ class Recorder:
         memory.reset_peak(context.device)
         self.started = time.perf_counter()
         self.host_start = host_load.read()  # read again where the warm-up ends
-        self.energy = energy_meter(context.device)
+        self.gpu_meter = gpu_meter(context.device)
         if self.timing_warmup == 0:
-            self.start_energy()
+            self.start_gpu_meter()
 
     def before_step(self, batches: MicroBatches, optimizer: torch.optim.Optimizer) -> None:
         if self.first_batch is None:
@@ -154,26 +158,26 @@ class Recorder:
             self.timing_warmup_peak = memory.peak_bytes(device)[0]
             memory.reset_peak(device)
             self.host_start = host_load.read()  # system calls only: no wait for the device
-            self.start_energy()
+            self.start_gpu_meter()
 
-    def start_energy(self) -> None:
-        """Start the energy meter where the timed steps begin. It reads once the GPU has done the
+    def start_gpu_meter(self) -> None:
+        """Start the GPU meter where the timed steps begin. It reads once the GPU has done the
         warm-up's work (a wait before the first timed step, which no step time includes), so
         that the span it reads is the timed steps' own."""
-        if self.energy.live:
+        if self.gpu_meter.live:
             synchronize(self.context.device)
-        self.energy.start()
+        self.gpu_meter.start()
 
     def pause(self, timer: StepTimer) -> None:
         """Before a pause in the loop (the census, a checkpoint, an evaluation): the timer's
-        segment closes (its one sync) and the energy meter's span with it, until the next step."""
+        segment closes (its one sync) and the GPU meter's span with it, until the next step."""
         timer.close()
-        self.energy.pause()
+        self.gpu_meter.pause()
 
     def begin_step(self, timer: StepTimer) -> None:
-        """A step begins: after a pause, the energy meter's span opens again, then the timer's
+        """A step begins: after a pause, the GPU meter's span opens again, then the timer's
         segment."""
-        self.energy.resume()
+        self.gpu_meter.resume()
         timer.start_step()
 
     def timed(self, step: int) -> bool:
@@ -184,12 +188,13 @@ class Recorder:
         """Training time so far: every closed step of every process, warm-up included."""
         return self.previous.train_time_s + sum(timer.step_ms) / 1000.0
 
-    def energy_reading(self, timer: StepTimer) -> Tuple[Optional[dict], Optional[str]]:
-        """(runs[].energy, why it is None): this process's GPU over its timed steps, with the
-        images this process trained in them; taken before statistics(), whose all-reduces wait
-        for the other ranks (the GPU idles then, and that is no step's energy)."""
+    def gpu_readings(self, timer: StepTimer) -> Dict[str, Any]:
+        """LoopOutcome's energy and gpu_busy, each with why it is None: this process's GPU over
+        its timed steps, with the images this process trained in them; taken before
+        statistics(), whose all-reduces wait for the other ranks (the GPU idles then, and that
+        is no step's energy or idle time)."""
         timed_steps = max(len(timer.step_ms) - self.timing_warmup, 0)
-        return self.energy.finish(timed_steps * self.config.effective_batch_size)
+        return self.gpu_meter.finish(timed_steps * self.config.effective_batch_size)
 
     def statistics(self, timer: StepTimer) -> Statistics:
         """All statistics so far: earlier processes' plus this one's (timings, the memory peak
@@ -279,22 +284,23 @@ def loop_outcome(trainer: Trainer, recorder: Recorder, timer: StepTimer, policy:
                  stopped_by: Optional[str], reached: bool) -> LoopOutcome:
     """The LoopOutcome of a finished loop: what `recorder` kept, and the skipped steps and the
     first divergent one, found in its statistics after the loop."""
-    energy_used, energy_unavailable = recorder.energy_reading(timer)  # before statistics()'s all-reduces
+    readings = recorder.gpu_readings(timer)  # before statistics()'s all-reduces
     stats = recorder.statistics(timer)
     first_nonfinite = next((step for step, loss in enumerate(stats.losses, 1) if not math.isfinite(loss)), None)
     return LoopOutcome(stats=stats, start_step=recorder.start_step, completed_steps=completed_steps,
                        skipped_steps=skipped_steps(trainer, policy, stats), first_step_s=recorder.first_step_s,
                        first_batch_sha256=digest(recorder.first_batch) if recorder.first_batch is not None else None,
                        stopped_by=stopped_by, diverged_at=first_nonfinite if policy == "stop" else None,
-                       reached_target=reached, energy=energy_used, energy_unavailable=energy_unavailable)
+                       reached_target=reached, **readings)
 
 
-def energy_meter(device: torch.device) -> energy.Meter:
-    """The energy meter of this process's GPU: the device's index, or the current one."""
+def gpu_meter(device: torch.device) -> nvml_meter.Meter:
+    """The meter of this process's GPU (its energy and busy share): the device's index, or the
+    current one."""
     if device.type != "cuda":
-        return energy.Meter(reason=energy.CPU_RUN)
+        return nvml_meter.Meter(reason=nvml_meter.CPU_RUN)
     index = device.index if device.index is not None else torch.cuda.current_device()
-    return energy.open_meter(index, compat.cuda_pci_bus_id(index))
+    return nvml_meter.open_meter(index, compat.cuda_pci_bus_id(index))
 
 
 def current_loss_scale(scaler: Optional[Union[torch.amp.GradScaler, StaticLossScaler]]

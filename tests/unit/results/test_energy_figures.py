@@ -1,5 +1,6 @@
 """Energy per image in the comparison, the table, its notes, the CSV and the checks of a
-result file, from made-up runs (runs[].energy as utils/measure/energy.py writes it)."""
+result file, from made-up runs (runs[].energy as utils/measure/nvml_meter.py writes it): the
+ratio only from windows that resolve it, each run's on its own."""
 import json
 
 import pytest
@@ -10,18 +11,23 @@ from utils.results import compare, files, summary, validate
 LEARNING = [2.3 - 0.03 * i for i in range(30)]
 
 
-def with_energy(run, joules_per_image, device="cuda:0"):
-    """`run` on a GPU, with runs[].energy at `joules_per_image` (None: the reason instead)."""
-    found = None if joules_per_image is None else {
-        "joules_per_image": joules_per_image, "mean_watts": 300.0, "joules": 64 * joules_per_image, "seconds": 1.0,
-        "images": 64, "source": "nvml-energy-counter", "power_samples": None, "nvml_index": 0}
+def with_energy(run, joules_per_image, device="cuda:0", seconds=12.0):
+    """`run` on a GPU, with runs[].energy at `joules_per_image` over `seconds` of timed steps
+    (None: the reason instead)."""
+    joules = 64 * joules_per_image if joules_per_image is not None else None
+    found = None if joules is None else {
+        "joules_per_image": joules_per_image, "mean_watts": joules / seconds, "joules": joules, "seconds": seconds,
+        "images": 64, "source": "nvml-energy-counter", "power_samples": None, "nvml_index": 0,
+        "window_too_short": seconds < 10.0}
     return dict(run, device=device, steps=30, energy=found,
                 energy_unavailable=None if found else "NVML failed to initialise: Driver Not Loaded")
 
 
-def runs_of(figures):
-    """{mode: [J/img of each repeat]} as runs, the same step times for all."""
-    return [with_energy(fake_run(mode, 100.0, LEARNING, 0.4, repeat), value)
+def runs_of(figures, seconds=None):
+    """{mode: [J/img of each repeat]} as runs, the same step times for all; `seconds` {mode:
+    [the window of each repeat]}, 12 s unless given."""
+    return [with_energy(fake_run(mode, 100.0, LEARNING, 0.4, repeat), value,
+                        seconds=(seconds or {}).get(mode, [12.0] * len(values))[repeat])
             for mode, values in figures.items() for repeat, value in enumerate(values)]
 
 
@@ -99,3 +105,57 @@ def test_a_result_file_with_energy_is_checked_field_by_field():
         validate.check(genuine_with_energy(joules_per_image=-0.25))
     with pytest.raises(validate.Invalid, match=r"runs\[0\].energy.images is 1.5, not a whole number"):
         validate.check(genuine_with_energy(images=1.5))
+    with pytest.raises(validate.Invalid, match=r"runs\[0\].energy.mean_watts is 12.0, not what its joules give \(1.33333\)"):
+        validate.check(genuine_with_energy(mean_watts=12.0))
+    with pytest.raises(validate.Invalid, match=r"runs\[0\].energy.joules_per_image is 0.5, not what its joules give"):
+        validate.check(genuine_with_energy(joules_per_image=0.5))
+
+
+def test_energy_that_went_back_or_a_flag_its_window_contradicts_is_refused():
+    with pytest.raises(validate.Invalid, match=r"runs\[0\].energy.mean_watts is 16000.0, beyond any GPU's draw "
+                                               r"\(5000 W\): a counter that went back"):
+        validate.check(genuine_with_energy(mean_watts=16000.0, seconds=0.001))
+    with pytest.raises(validate.Invalid, match=r"runs\[0\].energy.window_too_short is false, but its window of 4 s "
+                                               r"is under the 10 s an energy figure needs"):
+        validate.check(genuine_with_energy(seconds=4, mean_watts=4.0, window_too_short=False))
+    with pytest.raises(validate.Invalid, match=r"runs\[0\].energy.window_too_short is true, but its window of 12.0 s "
+                                               r"is at least the 10 s"):
+        validate.check(genuine_with_energy(window_too_short=True))
+    with pytest.raises(validate.Invalid, match=r"runs\[0\].energy.window_too_short is 1, not true or false"):
+        validate.check(genuine_with_energy(window_too_short=1))
+
+
+def test_a_window_too_short_records_its_joules_but_gives_no_ratio_and_says_so():
+    runs = runs_of({"fp32": [0.4], "amp-bf16": [0.2]}, seconds={"amp-bf16": [4.0]})
+    comparison = compare.compare_modes(runs)
+    row = comparison["amp-bf16"]
+    assert (row.joules_per_image, row.energy_window_too_short, row.energy_ratio_vs_baseline) == (0.2, True, None)
+    assert comparison["fp32"].energy_window_too_short is False and comparison["fp32"].energy_ratio_vs_baseline == 1.0
+    text = printed(runs)
+    table = text.split("\n\n")[2].splitlines()
+    assert table[3].split() == ["amp-bf16", "0.2", "window", "too", "short"]
+    assert "window too short: the energy of amp-bf16 was read over timed steps under 10 s (the longest 4 s)" in text
+    assert "run more steps (-n) so that each run's timed steps last 10 s or more." in text
+
+
+def test_a_baseline_whose_window_is_too_short_gives_no_ratio_to_any_mode():
+    comparison = compare.compare_modes(runs_of({"fp32": [0.4], "amp-bf16": [0.2]}, seconds={"fp32": [9.99]}))
+    assert [row.energy_ratio_vs_baseline for row in comparison.values()] == [None, None]
+    assert (comparison["fp32"].energy_window_too_short, comparison["amp-bf16"].energy_window_too_short) == (True, False)
+
+
+def test_short_windows_pooled_across_repeats_still_give_no_ratio():
+    """Three repeats of 4 s add up to 12 s, but each window still has its own two ends."""
+    row = compare.compare_modes(runs_of({"fp32": [0.4] * 3, "amp-bf16": [0.2] * 3},
+                                        seconds={"amp-bf16": [4.0] * 3}))["amp-bf16"]
+    assert row.energy_window_too_short and row.energy_ratio_vs_baseline is None and row.energy_ratio_ci95 is None
+
+
+def test_the_runs_whose_windows_resolve_their_energy_alone_give_a_modes_figures():
+    runs = runs_of({"fp32": [0.4, 0.42, 0.41, 0.9], "amp-bf16": [0.2, 0.21, 0.19]},
+                   seconds={"fp32": [12.0, 12.0, 12.0, 2.0]})
+    comparison = compare.compare_modes(runs)
+    fp32, bf16 = comparison["fp32"], comparison["amp-bf16"]
+    assert (fp32.joules_per_image, fp32.energy_window_too_short) == (0.41, False)
+    assert bf16.energy_ratio_vs_baseline == pytest.approx(0.2 / 0.41) and bf16.energy_ratio_ci95[1] < 1.0
+    assert "J/img of fp32 leaves out 1 of its 4 runs: their timed steps lasted under 10 s." in printed(runs)

@@ -148,7 +148,7 @@ FORGED: List[Tuple[str, str, Callable[[Document], None], str]] = [  # (what, var
      "runs[1].bucket_mb is Infinity, not a finite number"),
     # the communication line of --explain on several ranks
     ("exposed all-reduce without the wall time", "ranks", profile_without_wall_ms,
-     "runs[0].profile has a comm_exposed_ms but no wall_ms"),
+     "runs[0].profile has no wall_ms beside its comm_exposed_ms"),
     ("more exposed all-reduce than the step", "ranks", block_of(0, "profile", comm_exposed_ms=1e6),
      "runs[0].profile.comm_exposed_ms is 1000000.0, more than its wall_ms"),
     # the census sentences and the memory table

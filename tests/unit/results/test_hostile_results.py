@@ -52,6 +52,18 @@ GENUINE_HOST = {"cores": 2, "torch_threads": 1, "wall_s": 0.5, "process_cpu_core
                 "load_avg_1m_start": 1.0, "load_avg_1m_end": 1.1, "warning": None}
 
 
+GENUINE_BUSY = {"share": 0.62, "source": "nvml-utilization-samples", "window_s": 12.5, "samples": 70,
+                "sample_period_s": 0.1667}
+
+
+def busy(**changed):
+    """An edit giving the first run a GPU and a busy share with `changed` fields (a field None:
+    no share, and `why` the reason)."""
+    why = changed.pop("why", None)
+    found = None if changed.pop("none", False) else dict(GENUINE_BUSY, **changed)
+    return edited(lambda d: RUN0(d).update(device="cuda:0", gpu_busy=found, gpu_busy_unavailable=why))
+
+
 def CURVE_POINT(**changed):
     """A genuine accuracy_curve point with `changed` fields."""
     return dict({"step": 4, "epoch": 0.5, "train_s": 1.25, "accuracy": 0.25}, **changed)
@@ -144,6 +156,20 @@ HOSTILE = [  # (what, the file's content from the genuine document, the field th
     ("host without cores", edited(lambda d: RUN0(d).update(host={"warning": None})), "runs[0].host.cores is missing"),
     ("host warning a number", edited(lambda d: RUN0(d).update(host=dict(GENUINE_HOST, warning=3))),
      "runs[0].host.warning is 3, not text"),
+    ("busy share above 1", busy(share=1.5), "runs[0].gpu_busy.share is 1.5, not a number of at most 1"),
+    ("busy share negative", busy(share=-0.1), "runs[0].gpu_busy.share is -0.1, not a number of at least 0"),
+    ("busy window NaN", busy(window_s=float("nan")), "runs[0].gpu_busy.window_s is NaN, not a finite number"),
+    ("busy of no sample", busy(samples=0), "runs[0].gpu_busy.samples is 0, not a whole number of at least 1"),
+    ("busy period 0", busy(sample_period_s=0), "runs[0].gpu_busy.sample_period_s is 0, not a number above 0"),
+    ("busy of a guess", busy(source="guess"),
+     'runs[0].gpu_busy.source is "guess", not a source of the GPU\'s busy share (nvml-utilization-samples)'),
+    ("busy without its share", edited(lambda d: RUN0(d).update(gpu_busy={"source": "nvml-utilization-samples"})),
+     "runs[0].gpu_busy.share is missing"),
+    ("busy reason a number", busy(none=True, why=3), "runs[0].gpu_busy_unavailable is 3, not text"),
+    ("busy and its reason", busy(why="a CPU run"), "runs[0] has a gpu_busy and a gpu_busy_unavailable"),
+    ("neither busy nor its reason", busy(none=True), "runs[0] has neither a gpu_busy nor a gpu_busy_unavailable"),
+    ("busy of a CPU", edited(lambda d: RUN0(d).update(gpu_busy=GENUINE_BUSY, gpu_busy_unavailable=None)),
+     'runs[0].gpu_busy is an object, but the run trained on "cpu", not a GPU'),
     ("wrong schema", edited(lambda d: d.update(schema="other/1")), "is not an ampbench result file"),
     ("a JSON number", lambda d: "3", "is not an ampbench result file"),
     ("binary", lambda d: b"\x00\x01\xff", "cannot read result file"),
@@ -166,6 +192,15 @@ def test_a_hostile_result_file_is_refused_with_one_sentence(content, field, tmp_
 def test_the_genuine_file_is_read(tmp_path):
     status, out, err = report(GENUINE)
     assert status == 0 and "amp-fp16" in out and "Where the time goes" in out and "Gradient census" in out, err
+
+
+@pytest.mark.parametrize("edit", [busy(), busy(sample_period_s=None, samples=1), busy(none=True, why="no step was timed")],
+                         ids=["a share", "one sample", "a reason"])
+def test_a_genuine_busy_share_or_its_reason_is_read(edit, tmp_path):
+    path = tmp_path / "r.json"
+    path.write_text(edit(genuine()))
+    status, _, err = report(path)
+    assert status == 0, err
 
 
 def test_a_file_over_256_mib_is_refused_unread(tmp_path):

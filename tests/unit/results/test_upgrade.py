@@ -1,7 +1,7 @@
 """Result files of every release are read as this release's (utils/results/upgrade.py): /1, /2
 written before --baseline (its comparison against fp32 alone, under keys /3 renamed), /2 written
-after it (/3's keys under /2's name); the one upgrade() gives each /3's keys and schema, and a
-file this release writes is read as it is."""
+after it (/3's keys under /2's name), /3 (before the GPU's busy share); the one upgrade() gives
+each this release's keys and schema, and a file this release writes is read as it is."""
 from __future__ import annotations
 
 import copy
@@ -18,13 +18,16 @@ from test_hostile_results import report
 from test_comparison_row import schema_page_fields
 from utils.results.accuracy import DEFAULT_MARGIN_POINTS
 from utils.results.merge import load_result
-from utils.results.upgrade import RENAMED_IN_COMPARISON, upgrade
+from utils.results.record import SCHEMA
+from utils.results.upgrade import BUSY_NOT_YET_MEASURED, RENAMED_IN_COMPARISON, upgrade
 
 EARLIER = ROOT / "results" / "NVIDIA-H100-80GB-HBM3" / "2026-11-22" / "resnet18.json"  # ampbench.result/1
 # ampbench.result/2 as written before --baseline: *_vs_fp32 in its comparison, no config.baseline
 BEFORE_BASELINE = ROOT / "tests" / "unit" / "results" / "data" / "explained.json"
 AFTER_BASELINE = ROOT / "docs" / "samples" / "why.json"  # ampbench.result/2 as written after --baseline
-ERAS = {"/1": EARLIER, "/2 before --baseline": BEFORE_BASELINE, "/2 after --baseline": AFTER_BASELINE}
+BEFORE_BUSY = ROOT / "results" / "NVIDIA-H200" / "2026-11-26" / "headline-resnet18.json"  # ampbench.result/3, a GPU's
+ERAS = {"/1": EARLIER, "/2 before --baseline": BEFORE_BASELINE, "/2 after --baseline": AFTER_BASELINE,
+        "/3": BEFORE_BUSY}
 
 
 def comparison_keys(document: Dict[str, Any]) -> Set[str]:
@@ -60,9 +63,9 @@ def test_a_file_of_each_earlier_release_is_upgraded_to_this_release_form(era: st
     as_read = copy.deepcopy(document)
     upgraded = upgrade(document)
     assert document == as_read, "the document read is left as it was: upgrade() returns a copy"
-    assert upgraded["schema"] == "ampbench.result/3" and upgraded["upgraded_from"] == document["schema"]
+    assert upgraded["schema"] == SCHEMA and upgraded["upgraded_from"] == document["schema"]
     assert upgraded["config"]["baseline"] == "fp32"
-    assert comparison_keys(upgraded) <= schema_page_fields(), "the comparison has /3's keys and no other"
+    assert comparison_keys(upgraded) <= schema_page_fields(), "the comparison has this release's keys and no other"
     assert [[RENAMED_IN_COMPARISON.get(key, key) for key in row] for row in document["comparison"].values()] == \
         [list(row) for row in upgraded["comparison"].values()], "renamed, in the order the file holds them"
     assert [list(row.values()) for row in document["comparison"].values()] == \
@@ -78,7 +81,7 @@ def test_utils_report_reads_and_reports_a_file_of_each_earlier_release(era: str,
     peak = "peak mem: warm-up included (ampbench.result/1" if era == "/1" else "peak mem: the steady state"
     assert peak in out, out
     (merged,) = json.loads((tmp_path / "m.json").read_text())
-    assert merged["schema"] == "ampbench.result/3" and merged["upgraded_from"] == written
+    assert merged["schema"] == SCHEMA and merged["upgraded_from"] == written
     assert comparison_keys(merged) <= schema_page_fields() and "speedup_vs_baseline" in comparison_keys(merged)
     assert {row["schema"] for row in csv.DictReader((tmp_path / "m.csv").open())} == {written}, \
         "a CSV row names the schema its runs were written in"
@@ -116,3 +119,21 @@ def test_a_profile_of_an_earlier_release_spent_no_time_in_a_later_category() -> 
     (document,) = load_result(str(BEFORE_BASELINE))
     profiled = [run for run in document["runs"] if run.get("profile")]
     assert profiled and all(run["profile"]["categories"]["float8"] == {"ms": 0.0, "share": 0.0} for run in profiled)
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_runs_of_an_earlier_release_say_they_were_recorded_before_the_busy_share(era: str) -> None:
+    upgraded = upgrade(json.loads(ERAS[era].read_text()))
+    assert {(run["gpu_busy"], run["gpu_busy_unavailable"]) for run in upgraded["runs"]} == \
+        {(None, BUSY_NOT_YET_MEASURED)}
+
+
+def test_the_energy_of_an_earlier_release_is_flagged_by_its_window() -> None:
+    """The H200's headline runs read their counter over 0.25 to 8 s of timed steps: every one
+    too short for the rule, their joules kept."""
+    document = json.loads(BEFORE_BUSY.read_text())
+    upgraded = upgrade(document)
+    energies = [(run["energy"], before["energy"]) for run, before in zip(upgraded["runs"], document["runs"])]
+    assert energies and all(energy == dict(before, window_too_short=before["seconds"] < 10.0)
+                            for energy, before in energies)
+    assert all(energy["window_too_short"] for energy, _ in energies)
