@@ -9,7 +9,7 @@ from conftest import ROOT
 # Lower layers never import higher ones; a module may import its own layer and those below.
 LAYERS = [
     ("utils.errors", 0), ("utils.fileio", 0), ("utils.compat", 0), ("utils.safepickle", 0), ("utils.stop", 0),
-    ("utils.clock", 0), ("utils.launch", 0),
+    ("utils.clock", 0), ("utils.launch", 0), ("utils.provenance", 0),
     ("utils.setup_keys", 0), ("utils.console", 0), ("models.families", 0),
     ("models", 1), ("utils.data", 1), ("utils.measure", 1),
     ("utils.training", 2),

@@ -1,30 +1,19 @@
 """What a result depends on besides the code: versions, hardware, switches, command, time."""
 from __future__ import annotations
 
-import hashlib
 import os
 import platform
 import shlex
 import socket
-import subprocess
 import sys
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Optional
 
 import torch
 import torchvision
 
-from utils import compat
+from utils import compat, provenance
 from utils.clock import now_utc
-
-PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def command_output(command: List[str]) -> Optional[str]:
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=10, cwd=PROJECT_DIR)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout.strip() or None if done.returncode == 0 else None
+from utils.provenance import command_output
 
 
 def cpuinfo(field: str) -> Optional[str]:
@@ -47,21 +36,20 @@ def device_name(device: torch.device) -> str:
     return torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name()
 
 
+def driver_version() -> Optional[str]:
+    """The NVIDIA driver's version, as nvidia-smi gives it (None without one)."""
+    return command_output(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
+
+
 def tf32_flags() -> Dict[str, bool]:
     """Whether FP32 matmuls (cuBLAS) and convolutions (cuDNN) may use TF32 tensor cores now."""
     return {"matmul": torch.backends.cuda.matmul.allow_tf32, "cudnn_conv": torch.backends.cudnn.allow_tf32}
 
 
-def diff_digest() -> Optional[str]:
-    """The sha256 of the uncommitted change (`git diff HEAD`), so that two "-dirty" results
-    can be told apart; None for a clean tree or outside git."""
-    done = command_output(["git", "diff", "HEAD", "--no-ext-diff", "--binary"])
-    return hashlib.sha256(done.encode()).hexdigest() if done else None
-
-
 def collect(device: torch.device) -> Dict[str, Any]:
     """The environment of a run on `device` (the speed levers are in the config and each run)."""
     cuda = device.type == "cuda"
+    git_commit, commit_source = provenance.commit()
     return {
         "python": platform.python_version(),
         "torch": torch.__version__,
@@ -71,8 +59,7 @@ def collect(device: torch.device) -> Dict[str, Any]:
         "device": device_name(device),
         "device_type": device.type,
         "gpu_count": torch.cuda.device_count() if cuda else 0,
-        "driver": command_output(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
-        if cuda else None,
+        "driver": driver_version() if cuda else None,
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "tf32": tf32_flags(),
@@ -80,8 +67,10 @@ def collect(device: torch.device) -> Dict[str, Any]:
         "cudnn_benchmark": torch.backends.cudnn.benchmark if cuda else None,
         "hostname": socket.gethostname(),
         "platform": platform.platform(),
-        "git_commit": command_output(["git", "describe", "--always", "--dirty", "--abbrev=40"]),
-        "git_diff_sha256": diff_digest(),
+        "git_commit": git_commit,
+        "git_commit_source": commit_source,
+        # the checkout's own change against its HEAD: it says nothing of a commit the suite names
+        "git_diff_sha256": provenance.diff_digest() if commit_source == provenance.GIT_DESCRIBE else None,
         "command": shlex.join([sys.executable] + sys.argv),
         "timestamp_utc": now_utc(),
     }
