@@ -37,45 +37,55 @@ from pathlib import Path
 from typing import Optional
 
 ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "results"
 sys.path.insert(0, str(ROOT))
 from benchmarks.suite import ledger  # noqa: E402 (the checkout's root, above)
-from benchmarks.suite.device import NoDevice, device_facts, folder_name  # noqa: E402
+from benchmarks.suite.device import NoDevice, device_facts, folder_name, software  # noqa: E402
 from benchmarks.suite.estimate import Estimator  # noqa: E402
-from benchmarks.suite.history import CHANGES  # noqa: E402
+from benchmarks.suite.history import CHANGES, BadResults  # noqa: E402
 from benchmarks.suite.plan import (MODES, SECTIONS, TRANSFORMER_MODES, Plan, Planner, available_flags,  # noqa: E402
                                    planned_steps)
-from benchmarks.suite.render import render_readme  # noqa: E402
+from benchmarks.suite.render import render_coverage, render_readme  # noqa: E402
+from utils import provenance  # noqa: E402
 
 
 def run_suite(options: argparse.Namespace, started: float) -> int:
     say = ledger.announcer(started)
+    commit = options.commit or provenance.commit()[0]
+    if commit is None:
+        raise SuiteRefusal("no commit names the code that runs: this copy has no .git to ask; give --commit with "
+                           "what `git rev-parse HEAD` prints in the checkout it was copied from.")
     plan = Plan(options.quick)
     try:
         label, refused = device_facts(options.quick, MODES + TRANSFORMER_MODES)
     except NoDevice as error:
-        raise SystemExit(f"gpu_suite.py: {error}") from None
+        raise SuiteRefusal(str(error)) from None
     device_folder = Path(options.results_root) / folder_name(label)
-    out = device_folder / datetime.date.today().isoformat()
-    planner = Planner(out, options.data_dir, plan, [mode for mode in MODES if mode not in refused], available_flags(),
-                      [mode for mode in TRANSFORMER_MODES if mode not in refused], say)
+    today = device_folder / datetime.date.today().isoformat()
+    planner = Planner(today, options.data_dir, plan, [mode for mode in MODES if mode not in refused],
+                      available_flags(), [mode for mode in TRANSFORMER_MODES if mode not in refused], say)
     sections = options.only or list(SECTIONS)
     for mode, reason in refused.items():
         planner.skip(f"mode {mode}", reason)
     planned = planned_steps(planner, sections)
+    machine = software()
+    out, why = ledger.choose_folder(device_folder, today.name, planned, machine, bool(options.budget))
+    if why:
+        say(why)
+    planned = [step.moved(today, out) for step in planned]
     earlier = json.loads((out / "suite.json").read_text()) if (out / "suite.json").exists() else {}
     pending, kept, carried = ledger.this_pass_steps(planned, earlier, sections, bool(options.budget))
     estimator = Estimator(device_folder, label, plan.quick, lambda: planner.data)
     refusal = ledger.refuse(pending, estimator, options.budget, started)
     if refusal:
-        print(f"gpu_suite.py: {refusal}", file=sys.stderr)
-        return 2
+        raise SuiteRefusal(refusal)
     out.mkdir(parents=True, exist_ok=True)
-    summary = {"device": label, "quick": plan.quick, "date": out.name, "commit": options.commit or ledger.git_commit(),
+    summary = {"device": label, "quick": plan.quick, "date": earlier.get("date", out.name), "commit": commit,
                "changes_in_code": list(dict.fromkeys(change.commit for change in CHANGES)),
                "data_flags": planner.data_flags, "models": plan.models, "batch": plan.batch, "steps": plan.steps,
                "repeats": plan.repeats}
-    books = ledger.Ledger(out / "suite.json", summary, earlier, kept, options.budget, carried)
-    runner = ledger.Runner(out, planner.records, say)
+    books = ledger.Ledger(out / "suite.json", summary, earlier, kept, options.budget, carried, machine)
+    runner = ledger.Runner(out, planner.records, say, commit)
     ledger.spend(runner, pending, estimator, options.budget * 60 if options.budget else math.inf, books, started)
     return finish(out, runner, books, options.readme, started)
 
@@ -92,12 +102,31 @@ def finish(out: Path, runner: ledger.Runner, books: ledger.Ledger, readme: Optio
               + f"; the next --budget run into {out} runs them")
     failed = [step["name"] for step in runner.records if step.get("rc") not in (None, 0, 143)]
     if readme:
-        render_readme(out, Path(readme))
+        render(out, Path(readme))
         print(f"README section regenerated in {readme}")
     if failed:
         print(f"failed steps: {', '.join(failed)}", file=sys.stderr)
         return 1
     return 0
+
+
+def render(out: Path, readme: Path) -> None:
+    """The run page of `out` and README's Results; and, for this checkout's own results/, the table
+    of what has run on a GPU in docs/benchmarks.md (a results root elsewhere, as a test's, has none)."""
+    render_readme(out, readme)
+    if out.resolve().parent.parent == RESULTS:
+        render_coverage(RESULTS, ROOT / "docs" / "benchmarks.md")
+
+
+class SuiteRefusal(Exception):
+    """What the suite cannot do as asked, in one sentence: it exits 2 having changed nothing."""
+
+
+def commit_argument(text: str) -> str:
+    if not provenance.is_commit(text):
+        raise argparse.ArgumentTypeError(f"takes a commit as `git rev-parse HEAD` prints it (7 to 40 lower-case hex "
+                                         f"digits, -dirty allowed), not {text!r}")
+    return text
 
 
 def budget_minutes(text: str) -> float:
@@ -112,10 +141,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="CPU, tiny step counts: check that the suite works")
     parser.add_argument("--data-dir", help="CIFAR-10 folder passed to every run (with --allow-unverified)")
-    parser.add_argument("--results-root", default=str(ROOT / "results"), help="where results/<device>/<date>/ goes")
+    parser.add_argument("--results-root", default=str(RESULTS), help="where results/<device>/<date>/ goes")
     parser.add_argument("--readme", default=str(ROOT / "README.md"), help="README whose Results section to regenerate")
-    parser.add_argument("--commit", help="the commit of the code that runs, when the copy on the machine has no "
-                        "(or a stale) .git; recorded instead of git describe")
+    parser.add_argument("--commit", type=commit_argument, help="the commit of the code that runs, when the copy on "
+                        "the machine has no (or a stale) .git: every step's results record it instead of git describe")
     parser.add_argument("--render", metavar="RESULTS_DIR", help="only regenerate README's section from saved results")
     parser.add_argument("--only", metavar="SECTION", action="append", choices=list(SECTIONS),
                         help="run this section alone (repeatable), keeping the other sections' saved steps: "
@@ -124,11 +153,15 @@ def main() -> int:
                         help="start only the steps whose estimated time fits in what is left of MINUTES, in "
                         "priority order; the rest wait for the next --budget run into the same folder")
     options = parser.parse_args()
-    if options.render:
-        render_readme(Path(options.render).resolve(), Path(options.readme))
-        print(f"README section regenerated in {options.readme} from {options.render}")
-        return 0
-    return run_suite(options, started)
+    try:
+        if options.render:
+            render(Path(options.render).resolve(), Path(options.readme))
+            print(f"README section regenerated in {options.readme} from {options.render}")
+            return 0
+        return run_suite(options, started)
+    except (SuiteRefusal, BadResults) as error:
+        print(f"gpu_suite.py: error: {error}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -34,6 +34,18 @@ def device_facts(quick: bool, mode_names: Iterable[str]) -> Tuple[str, Dict[str,
     return f"CPU ({cpu_name()})", refused
 
 
+def software() -> Dict[str, Optional[str]]:
+    """What a pass's figures depend on besides the code and the GPU: torch, CUDA and the driver
+    (None without them); a folder's passes must agree on them (ledger.py)."""
+    import torch
+
+    from utils.measure.envinfo import driver_version
+
+    cuda = torch.cuda.is_available()
+    return {"torch": torch.__version__, "cuda": torch.version.cuda if cuda else None,
+            "driver": driver_version() if cuda else None}
+
+
 def folder_name(label: str) -> str:
     """results/<device>/: the device label with only safe characters."""
     return re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-")

@@ -4,10 +4,20 @@ measured by older code read differently. README's Results merge these folders, a
 estimates from their times."""
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
+
+ROOT = Path(__file__).resolve().parents[2]
+SOFTWARE = ("torch", "cuda", "driver")  # what a folder's passes must share besides the device
+
+
+class BadResults(Exception):
+    """A saved results folder the suite cannot read as it is: one sentence naming the file and what
+    is wrong with it (the suite exits 2 and changes nothing)."""
 
 
 @dataclass(frozen=True)
@@ -48,13 +58,43 @@ class SavedSuite:
     def commit(self) -> Optional[str]:
         return self.record.get("commit")
 
+    def pass_of(self, step: str) -> Optional[Dict[str, Any]]:
+        """The latest pass that ran `step` (a folder's passes may run different commits on
+        different days), or None where no pass names it."""
+        return next((entry for entry in reversed(self.record.get("passes", []))
+                     if any(ran["step"] == step for ran in entry.get("ran", []))), None)
+
     def commit_of(self, step: str) -> Optional[str]:
-        """The commit of the code that ran `step`: its latest pass's (a folder's passes may run
-        different commits), else the suite's."""
-        for entry in reversed(self.record.get("passes", [])):
-            if any(ran["step"] == step for ran in entry.get("ran", [])):
-                return entry.get("commit")
-        return self.commit
+        """The commit suite.json gives for `step`: its latest pass's, else the suite's."""
+        entry = self.pass_of(step)
+        return entry.get("commit") if entry else self.commit
+
+    def date_of(self, step: str) -> str:
+        """The day `step` ran: its latest pass's, else the folder's."""
+        entry = self.pass_of(step)
+        return entry["started_utc"][:10] if entry and entry.get("started_utc") else self.date
+
+    def anchor(self) -> Optional[Dict[str, Any]]:
+        """The first convnet comparison in the folder, whose env and data stand for the folder's."""
+        names = [f"{prefix}{model}{layout}" for prefix, layout in (("headline-", ""), ("", ""), ("", "-cl"))
+                 for model in self.record.get("models", [])] + ["native-synthetic"]  # the native section alone
+        return next((document for document in (upgraded(self.folder, name) for name in names) if document), None)
+
+    def software(self) -> Optional[Dict[str, Optional[str]]]:
+        """The torch, CUDA and driver that every pass of this folder ran: as each pass recorded
+        them, or, for passes from before they did, as the folder's first comparison recorded them;
+        None for a folder without either. BadResults when the passes disagree."""
+        found = {tuple(entry["software"].get(key) for key in SOFTWARE)
+                 for entry in self.record.get("passes", []) if isinstance(entry.get("software"), dict)}
+        if not found or any("software" not in entry for entry in self.record.get("passes", [])):
+            anchor = self.anchor()
+            if anchor is not None:
+                found.add(tuple(anchor["env"].get(key) for key in SOFTWARE))
+        if len(found) > 1:
+            described = " and ".join(describe_software(dict(zip(SOFTWARE, each))) for each in sorted(found, key=str))
+            raise BadResults(f"{self.folder / 'suite.json'}: its passes ran different software ({described}), "
+                             "and a folder holds one machine's figures; move one pass's files to a folder of its own.")
+        return dict(zip(SOFTWARE, found.pop())) if found else None
 
     def predates(self, change: Change) -> bool:
         """Was this suite run by code without `change`? A suite.json without changes_in_code was
@@ -64,6 +104,49 @@ class SavedSuite:
     def older_than(self, figures: Tuple[str, ...]) -> List[Change]:
         """The changes this suite predates that move any of `figures`."""
         return [change for change in CHANGES if set(change.moves) & set(figures) and self.predates(change)]
+
+
+def describe_software(software: Dict[str, Optional[str]]) -> str:
+    return f"torch {software['torch']}, CUDA {software['cuda'] or '-'}, driver {software['driver'] or '-'}"
+
+
+def recorded_commit(folder: Path, step: str) -> Tuple[bool, Optional[str], Optional[str]]:
+    """What the step's own results file records of the code that ran it: (whether it has such a
+    file, its commit, the sha256 of the change the checkout had against that commit). A results
+    document (env.git_commit) or the FP8 sweep's (commit); a step that wrote neither, as the
+    overhead benchmark's log, has none, and a file without a commit is refused."""
+    document = saved(folder, step)
+    if document is None or not isinstance(document, dict) or not ("env" in document or "commit" in document):
+        return False, None, None
+    env = document.get("env") if isinstance(document.get("env"), dict) else document
+    commit = env.get("git_commit", env.get("commit"))
+    if not isinstance(commit, str) or not commit:
+        raise BadResults(f"{folder / (step + '.json')} records no commit (env.git_commit), so no label can say which "
+                         "code measured it; rerun the step, or restore the file as the run wrote it.")
+    digest = env.get("git_diff_sha256")
+    return True, commit, digest if isinstance(digest, str) else None
+
+
+def same_commit(a: str, b: str) -> bool:
+    """Whether two commits as labels hold them (full or abbreviated, -dirty or not) are one."""
+    clean_a, clean_b = a.replace("-dirty", ""), b.replace("-dirty", "")
+    return a.endswith("-dirty") == b.endswith("-dirty") and (clean_a.startswith(clean_b) or clean_b.startswith(clean_a))
+
+
+@functools.lru_cache(maxsize=None)
+def held_tree_of(recorded: str, digest: str, candidate: str) -> bool:
+    """Whether a checkout at `recorded` (a stale HEAD, "-dirty") whose uncommitted change hashed
+    to `digest` held the tree of commit `candidate`: its change over the files that HEAD tracks is
+    `git diff HEAD candidate` over them, hashed as utils/provenance.diff_digest hashes. False where
+    this checkout's git cannot tell (no .git, an unknown commit)."""
+    from utils.provenance import command_output
+
+    base = recorded.replace("-dirty", "")
+    tracked = command_output(["git", "ls-tree", "-r", "--name-only", base])
+    if not recorded.endswith("-dirty") or tracked is None:
+        return False
+    diff = command_output(["git", "diff", base, candidate, "--no-ext-diff", "--binary", "--", *tracked.splitlines()])
+    return diff is not None and hashlib.sha256(diff.encode()).hexdigest() == digest
 
 
 def saved_suites(device_folder: Path) -> List[SavedSuite]:

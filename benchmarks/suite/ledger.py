@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 import json
 import math
+import os
 import shlex
 import shutil
 import signal
@@ -15,8 +16,10 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from benchmarks.suite.estimate import Estimate, Estimator
+from benchmarks.suite.history import describe_software, saved_suites
 from benchmarks.suite.plan import ROOT, Command, Step, resume_folder
 from utils.fileio import atomic_write
+from utils.provenance import COMMIT_VARIABLE
 
 Say = Callable[[str], None]
 
@@ -27,16 +30,6 @@ def announcer(started: float) -> Say:
         print(f"[{time.perf_counter() - started:6.0f} s] {line}", flush=True)
 
     return say
-
-
-def git_commit() -> Optional[str]:
-    """The commit of the code that runs (with -dirty for uncommitted changes), or None outside git."""
-    try:
-        done = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=40"], cwd=ROOT,
-                              capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return (done.stdout.strip() or None) if done.returncode == 0 else None
 
 
 def utc_now() -> str:
@@ -50,10 +43,13 @@ def last_waiting(record: Dict[str, Any]) -> List[Dict[str, Any]]:
 
 class Runner:
     """Runs the steps of one pass, each command's output in NAME.log, and keeps the record of each
-    command (`records`, shared with the planner's skipped steps)."""
+    command (`records`, shared with the planner's skipped steps). Every command gets the pass's
+    commit as $AMPBENCH_COMMIT, so that its results record the code that ran even where the
+    checkout's .git is stale or missing."""
 
-    def __init__(self, out: Path, records: List[Dict[str, Any]], say: Say) -> None:
+    def __init__(self, out: Path, records: List[Dict[str, Any]], say: Say, commit: str) -> None:
         self.out, self.records, self.say = out, records, say
+        self.environment = {**os.environ, COMMIT_VARIABLE: commit}
 
     def perform(self, step: Step) -> None:
         if step.execute == "resume":
@@ -68,7 +64,7 @@ class Runner:
         with open(self.out / f"{command.name}.log", "w") as log:
             try:
                 rc: object = subprocess.run(command.argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                                            timeout=command.timeout).returncode
+                                            timeout=command.timeout, env=self.environment).returncode
             except subprocess.TimeoutExpired:
                 rc = "timeout"
         self.record(section, command, rc, started)
@@ -93,7 +89,8 @@ def run_resume(runner: Runner, step: Step) -> None:
             runner.run(step.section, command)
         started = time.perf_counter()
         with open(runner.out / f"{stopped.name}.log", "w") as log:
-            process = subprocess.Popen(stopped.argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+            process = subprocess.Popen(stopped.argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                       env=runner.environment)
             while not (work / "stopped.pt").exists() and process.poll() is None:
                 time.sleep(0.05)
             process.send_signal(signal.SIGTERM)
@@ -128,11 +125,11 @@ class Ledger:
     estimate and the time taken) and what waits for the next budget, in order."""
 
     def __init__(self, path: Path, summary: Dict[str, Any], earlier: Dict[str, Any], kept: List[Dict[str, Any]],
-                 budget: Optional[float], carried: List[Dict[str, Any]]) -> None:
+                 budget: Optional[float], carried: List[Dict[str, Any]], software: Dict[str, Optional[str]]) -> None:
         self.path, self.summary, self.kept, self.carried = path, summary, kept, carried
         self.passes = earlier.get("passes", [])
         self.this_pass: Dict[str, Any] = {"budget_min": budget, "started_utc": utc_now(), "commit": summary["commit"],
-                                          "elapsed_s": 0.0, "ran": [], "waiting": []}
+                                          "software": software, "elapsed_s": 0.0, "ran": [], "waiting": []}
 
     def save(self, records: List[Dict[str, Any]], waiting: List[Dict[str, Any]], elapsed: float) -> None:
         names = {step["name"] for step in records}
@@ -148,16 +145,43 @@ def this_pass_steps(planned: List[Step], earlier: Dict[str, Any], sections: Sequ
     """(the steps this command may start, in order; the earlier step records it keeps; the earlier
     waiting steps of the sections it leaves alone). A budgeted command into a folder of earlier
     passes runs, in priority order, its sections' steps that wait there or never ran there (steps
-    newer code added, steps skipped before) and keeps every record; any other plans its sections
-    anew, as does a budgeted command into a folder where every planned step has run."""
-    waited = {entry["step"] for entry in last_waiting(earlier)}
-    ran = {entry["name"] for entry in earlier.get("steps_run", []) if "skipped" not in entry}
-    unfinished = [step for step in planned if step.name in waited or step.name not in ran]
-    continuing = budgeted and bool(earlier.get("passes")) and bool(unfinished)
-    pending = unfinished if continuing else planned
-    kept = earlier.get("steps_run", []) if continuing else [
-        step for step in earlier.get("steps_run", []) if step.get("section") not in list(sections) + ["modes"]]
+    newer code added, steps skipped before) and keeps every record but the device's refused modes,
+    which each pass finds again; any other plans its sections anew, as does a budgeted command into
+    a folder where every planned step has run."""
+    left = set(unfinished(planned, earlier))
+    continuing = budgeted and bool(earlier.get("passes")) and bool(left)
+    pending = [step for step in planned if step.name in left] if continuing else planned
+    left_alone = ["modes"] if continuing else list(sections) + ["modes"]
+    kept = [step for step in earlier.get("steps_run", []) if step.get("section") not in left_alone]
     return pending, kept, [entry for entry in last_waiting(earlier) if entry["section"] not in sections]
+
+
+def unfinished(planned: List[Step], record: Dict[str, Any]) -> List[str]:
+    """The planned steps a folder's record leaves to do: those that wait there, or never ran there."""
+    waited = {entry["step"] for entry in last_waiting(record)}
+    ran = {entry["name"] for entry in record.get("steps_run", []) if "skipped" not in entry}
+    return [step.name for step in planned if step.name in waited or step.name not in ran]
+
+
+def choose_folder(device_folder: Path, today: str, planned: List[Step], software: Dict[str, Optional[str]],
+                  budgeted: bool) -> Tuple[Path, Optional[str]]:
+    """(the folder this pass writes to, a sentence saying why, where it is not simply today's): a
+    budgeted pass continues the device's newest folder of an earlier day while that folder leaves
+    planned steps to do and its passes ran this machine's torch, CUDA and driver (so its rows stay
+    comparable, each dated by its own pass); else it starts today's folder and says why."""
+    todays = device_folder / today
+    suites = saved_suites(device_folder)  # newest first
+    if not budgeted or todays.is_dir() or not suites:
+        return todays, None
+    newest = suites[0]
+    theirs = newest.software()  # BadResults where its passes disagree
+    if not unfinished(planned, newest.record):
+        return todays, f"starting {todays}: every planned step has run in {newest.folder}"
+    if theirs is not None and theirs != software:
+        return todays, (f"starting {todays}: {newest.folder} waits for steps, but its passes ran "
+                        f"{describe_software(theirs)} and this machine has {describe_software(software)}")
+    return newest.folder, (f"continuing {newest.folder} (from {newest.date}): it waits for steps, and its passes ran "
+                           f"this machine's {describe_software(software)}")
 
 
 def refuse(pending: List[Step], estimator: Estimator, budget: Optional[float], started: float) -> Optional[str]:

@@ -3,6 +3,7 @@ which a budget spends on them. A step is described once, by its commands; its ti
 read from them (estimate.py), so nothing here repeats what a command says."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import re
@@ -25,7 +26,8 @@ MODES = [name for name in modes.MODES if name != "amp-fp16-noscale" and not mode
 TRANSFORMER_MODES = ["fp32", "tf32", "amp-fp16", "amp-bf16", "fp8", "fp8-rowwise"]
 HEADLINE_MODES = ["fp32", "tf32", "amp-fp16", "amp-bf16"]  # README's table, for the convnets
 HEADLINE_FP8_MODES = ["amp-bf16", "fp8", "fp8-rowwise"]  # and its FP8 row: FP8 against its fair baseline
-NATIVE_MODES = ["tf32", "amp-fp16", "amp-bf16"]  # NVIDIA's published ResNet-50 figures: TF32 and AMP
+# resnet50 at 224: strict FP32, and NVIDIA's published ResNet-50 figures' TF32 and AMP
+NATIVE_MODES = ["fp32", "tf32", "amp-fp16", "amp-bf16"]
 RECIPES = [("eager", []), ("compile", ["--compile"]),
            ("cudagraphs", ["--compile", "--compile-mode", "reduce-overhead"])]
 RESUME_PROCESSES = ("resume-full-a", "resume-full-b", "resume-stopped", "resume-resumed")
@@ -44,7 +46,9 @@ class Plan:
         self.batch = 16 if quick else 256
         self.steps = 4 if quick else 50
         self.warmup = 1 if quick else 10
-        self.repeats = 2  # 3 took a cold H100 past 9 minutes
+        self.repeats = 2  # the full comparisons: 3 took a cold H100 past 9 minutes
+        # README's rows: 3 repeats give each ratio a 95% interval (--quick: the plumbing, 2 are enough)
+        self.headline_repeats = 2 if quick else 3
         self.stem_name = "imagenet" if quick else "cifar"  # 32x32 at full resolution is slow on a CPU
         self.stem = ["--stem", self.stem_name] if quick else []
         self.models = ["resnet18"] if quick else ["resnet50", "resnet18"]
@@ -89,6 +93,12 @@ class Step:
     def processes(self) -> Tuple[str, ...]:
         return tuple(command.name for command in self.commands)
 
+    def moved(self, old: Path, new: Path) -> Step:
+        """The step with its commands writing into `new` instead of `old`."""
+        commands = tuple(dataclasses.replace(command, argv=tuple(arg.replace(str(old), str(new)) for arg in command.argv))
+                         for command in self.commands)
+        return dataclasses.replace(self, commands=commands)
+
 
 def main_py(*argv: object) -> List[str]:
     return [PYTHON, str(ROOT / "main.py"), *map(str, argv)]
@@ -125,6 +135,7 @@ class Planner:
         self.planned.append(Step(name, self.section, (Command(name, tuple(map(str, argv)), timeout),)))
 
     def skip(self, name: str, reason: str) -> None:
+        reason = reason.replace(str(ROOT) + os.sep, "")  # as the commands are recorded: no machine's path
         self.records.append({"name": name, "section": self.section, "skipped": reason})
         self.say(f"{name}: skipped ({reason})")
 
@@ -147,17 +158,17 @@ class Planner:
 
 def plan_headline(suite: Planner) -> None:
     """README's headline: resnet50 and resnet18 with channels_last in fp32, tf32, amp-fp16 and
-    amp-bf16 (2 repeats, alternating), vit_s4 in amp-bf16, fp8 and fp8-rowwise eager, and the
-    overhead benchmark's ratio; about 2.5 minutes on an H100 by the estimate. --quick runs resnet18
-    and vit_t4 at tiny sizes, FP8 emulated."""
+    amp-bf16 (3 repeats, alternating, for an interval on each ratio), vit_s4 in amp-bf16, fp8 and
+    fp8-rowwise eager, and the overhead benchmark's ratio. --quick runs resnet18 and vit_t4 at tiny
+    sizes, FP8 emulated."""
     plan = suite.plan
     convnet = [mode for mode in HEADLINE_MODES if mode in suite.modes]
     for model in plan.models:
         name = f"headline-{model}"
         suite.add(name, main_py(*plan.gpu, *plan.slow_fp16, "-m", model, *plan.stem, "-b", plan.batch, "-n",
                                 plan.steps, "--warmup", plan.warmup, "--modes", ",".join(convnet), "--repeats",
-                                plan.repeats, "--channels-last", *suite.data_flags, "--no-progress", "--no-eval",
-                                "--json", suite.out / f"{name}.json", "--plot", suite.out / f"{name}.png"))
+                                plan.headline_repeats, "--channels-last", *suite.data_flags, "--no-progress",
+                                "--no-eval", "--json", suite.out / f"{name}.json", "--plot", suite.out / f"{name}.png"))
     fp8 = [mode for mode in HEADLINE_FP8_MODES if mode in suite.transformer_modes]
     if not {"--fp8-emulate", "--modes"} <= suite.flags:
         suite.skip("headline-vit", "this version of main.py has no fp8 modes")
@@ -347,16 +358,19 @@ def plan_fp8_at_size(suite: Planner) -> None:
 
 
 def plan_native(suite: Planner) -> None:
-    """resnet50 at its native 224x224 with channels_last in tf32, amp-fp16 and amp-bf16, on
-    synthetic images and on CIFAR-10 upsampled on the device, beside NVIDIA's published figures
-    where this GPU is one they measured (published.py). --quick: 64x64, batch 4, amp-bf16 alone
-    (tf32 is a GPU's; float16 takes seconds a step on a CPU)."""
+    """resnet50 at its native 224x224 with channels_last in fp32, tf32, amp-fp16 and amp-bf16
+    against tf32 (3 repeats), on synthetic images and on CIFAR-10 upsampled on the device, beside
+    NVIDIA's published figures where this GPU is one they measured (published.py). The synthetic
+    step runs --explain, so its page says where each mode's step goes (why amp-bf16 trails
+    amp-fp16 there, say). --quick: 64x64, batch 4, without tf32 (a GPU's) and float16 (seconds a
+    step on a CPU)."""
     plan = suite.plan
     if "--image-size" not in suite.flags:
         suite.skip("native", "this version of main.py has no --image-size")
         return
     names = [mode for mode in NATIVE_MODES if mode in suite.modes and not (plan.quick and mode == "amp-fp16")]
     baseline = ["--baseline", "tf32"] if "tf32" in names else []
+    explain = ["--explain", "--explain-steps", plan.explain_steps] if "--explain" in suite.flags else []
     for data in ("synthetic", "cifar10"):
         name = f"native-{data}"
         if data == "cifar10" and suite.without_cifar10:
@@ -366,8 +380,9 @@ def plan_native(suite: Planner) -> None:
         source = ["--data", "synthetic"] if data == "synthetic" else ["--data", "cifar10", *suite.data_flags]
         suite.add(name, main_py(*plan.gpu, *plan.slow_fp16, "-m", "resnet50", "--stem", "imagenet", "--image-size",
                                 plan.native_size, "-b", plan.native_batch, "-n", plan.steps, "--warmup", plan.warmup,
-                                "--modes", ",".join(names), *baseline, "--repeats", plan.repeats, "--channels-last",
-                                *source, "--no-progress", "--no-eval", "--json", suite.out / f"{name}.json"),
+                                "--modes", ",".join(names), *baseline, "--repeats", plan.headline_repeats,
+                                "--channels-last", *(explain if data == "synthetic" else []), *source,
+                                "--no-progress", "--no-eval", "--json", suite.out / f"{name}.json"),
                   timeout=540)
 
 
@@ -379,18 +394,19 @@ SECTIONS: Dict[str, Callable[[Planner], None]] = {
 
 def priority(plan: Plan) -> List[str]:
     """Every step's name, most wanted first: README's headline (its table, the FP8 row, the
-    overhead ratio), resnet50 at its native size on synthetic images, where FP8 starts to pay
-    (the width sweep, vit_b_16 at 224) and resnet50 on upsampled CIFAR-10, whether accuracy holds,
-    the transformers' eager speeds, the full comparisons (every mode, --explain, --numerics,
-    --max-batch), the recipes, the compiled and evaluated transformers, then the checks of the
+    overhead ratio); resnet50 at its native size on synthetic images (the size people train); the
+    recipes that lift a host-bound row (torch.compile and CUDA graphs, beside eager); the compiled
+    transformers; vit_b_16 at 224; whether accuracy holds; then resnet50 on upsampled CIFAR-10,
+    the FP8 width sweep, the transformers' eager speeds, the full comparisons (every mode,
+    --explain, --numerics, --max-batch), the evaluated transformers, and the checks of the
     plumbing: the loaders, the classic commands, torchrun, and the resume check."""
-    return ([f"headline-{model}" for model in plan.models] + ["headline-vit", "overhead", "native-synthetic",
-                                                              "transformers-sweep", "transformers-vit_b_16",
-                                                              "native-cifar10", "convergence", "transformers-eager"]
+    return ([f"headline-{model}" for model in plan.models] + ["headline-vit", "overhead", "native-synthetic"]
+            + [f"recipe-{recipe}" for recipe in ("compile", "cudagraphs", "eager")]
+            + ["transformers-compile", "transformers-vit_b_16", "convergence", "native-cifar10", "transformers-sweep",
+               "transformers-eager"]
             + [f"{model}{layout}" for model in plan.models for layout in ("-cl", "")]
-            + [f"recipe-{recipe}" for recipe, _ in RECIPES]
-            + ["transformers-compile", "transformers-accuracy", "loaders", "classic-fp16", "classic-fp32",
-               "classic-cpu", "plain-1", "torchrun-1", "resume"])
+            + ["transformers-accuracy", "loaders", "classic-fp16", "classic-fp32", "classic-cpu", "plain-1",
+               "torchrun-1", "resume"])
 
 
 def planned_steps(planner: Planner, sections: Sequence[str]) -> List[Step]:

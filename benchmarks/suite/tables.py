@@ -12,7 +12,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from benchmarks import fp8_sweep
 from benchmarks.suite.history import SavedSuite, last_line, load, saved, saved_steps, upgraded
 from benchmarks.suite.plan import HEADLINE_FP8_MODES, HEADLINE_MODES, MODES, NATIVE_MODES, RECIPES
-from benchmarks.suite.published import RESNET50
+from benchmarks.suite.published import MLPERF_RESNET50, RESNET50
+from utils.explain.diagnose import GPU_BOUND_SHARE
 
 
 def fmt_ms(value: Optional[float]) -> str:
@@ -60,33 +61,123 @@ Label = Callable[[SavedSuite, Tuple[str, ...], str], str]  # (suite, figures sho
 
 def headline(suites: List[SavedSuite], label: Label) -> List[str]:
     """README's table: per model, its headline measurement in each of `suites` (newest first), or in
-    a suite older than the headline section, its comparison with channels_last (the same setting)."""
-    from utils.results.summary import with_interval
-
+    a suite older than the headline section, its comparison with channels_last (the same setting):
+    each mode's speedup over strict FP32 and, for AMP, over tf32 (the FP32 a current torch runs by
+    default), with their intervals; how busy each mode kept the GPU; the memory and energy of
+    amp-fp16 against fp32; and whether the timings spread too widely to trust."""
     rows: Dict[str, List[str]] = {}
+    busy: List[str] = []
     for saved_suite in suites:
         for model in saved_suite.record.get("models", []):
             found = next(saved_steps(saved_suite.folder, (f"headline-{model}", f"{model}-cl")), None)
             if found is None:
                 continue
             step, document = found
-            comparison = document["comparison"]
+            comparison, against_tf32 = document["comparison"], comparison_against(document, "tf32")
             fp32, fp16 = comparison.get("fp32"), comparison.get("amp-fp16")
-            cells = [f"{row.speedup_vs_baseline:.2f}x" if row and row.speedup_vs_baseline else "-"
-                     for row in (comparison.get(mode) for mode in HEADLINE_MODES[1:])]
-            base, memory = fp32 and fp32.median_step_ms, fp16 and fp16.memory_ratio_vs_baseline
-            # energy per image (runs[].energy, NVML): "-" where the run read none, as on a GPU without nvidia-ml-py
-            energy = with_interval(fp16.energy_ratio_vs_baseline, fp16.energy_ratio_ci95, ".2f") if fp16 else "-"
+            cells = [speedup_or_dash(comparison.get(mode)) for mode in HEADLINE_MODES[1:]]
+            cells += [speedup_or_dash(against_tf32.get(mode)) for mode in AMP_MODES]
+            memory = fp16 and fp16.memory_ratio_vs_baseline
+            busy += [mode for mode in HEADLINE_MODES if host_bound(comparison.get(mode))]
             rows.setdefault(model, []).append(
-                f"| {model} | {document['config']['batch_size']} | {fmt_ms(base)} | " + " | ".join(cells)
-                + f" | {'-' if memory is None else f'{memory:.2f}'} | {energy}"
-                + f" | {label(saved_suite, ('memory', 'amp-fp16'), step)} |")
+                f"| {model} | {document['config']['batch_size']} | {document['config'].get('repeats', 1)} | "
+                f"{fmt_ms(fp32 and fp32.median_step_ms)} | " + " | ".join(cells)
+                + f" | {busy_cell([comparison.get(mode) for mode in HEADLINE_MODES])}"
+                + f" | {'-' if memory is None else f'{memory:.2f}'} | {energy_cell(fp16)}"
+                + f" | {steadiness_cell(comparison)} | {label(saved_suite, ('memory', 'amp-fp16'), step)} |")
     if not rows:
         return []
-    return ["| model | batch | fp32 median ms | " + " | ".join(f"{m} speedup" for m in HEADLINE_MODES[1:])
-            + " | amp-fp16 memory / fp32 | amp-fp16 energy / fp32 | measured |",
-            "| --- | ---: | ---: | " + " | ".join("---:" for _ in HEADLINE_MODES[1:]) + " | ---: | ---: | --- |",
-            *[row for model_rows in rows.values() for row in model_rows], ""]
+    columns = ([f"{mode} vs fp32" for mode in HEADLINE_MODES[1:]] + [f"{mode} vs tf32" for mode in AMP_MODES]
+               + [f"GPU busy {' / '.join(HEADLINE_MODES)}", "amp-fp16 memory / fp32", "amp-fp16 energy / fp32",
+                  "timings"])
+    return (["| model | batch | repeats | fp32 median ms | " + " | ".join(columns) + " | measured |",
+             "| --- | ---: | ---: | ---: | " + " | ".join("---:" for _ in columns[:-1]) + " | --- | --- |",
+             *[row for model_rows in rows.values() for row in model_rows], ""] + headline_notes(bool(busy)))
+
+
+AMP_MODES = [mode for mode in HEADLINE_MODES if mode.startswith("amp-")]
+
+
+def headline_notes(host_bound_rows: bool) -> List[str]:
+    """How to read the headline table: which FP32 each column is against, the intervals, the busy
+    share (and, where a row has a host-bound mode, what that means for its speedups)."""
+    lines = ["* `vs fp32` is against strict FP32 (TF32 off), ampbench's baseline, the same on every GPU; `vs tf32` "
+             "against FP32 with TF32 tensor cores, which is what the ThetaGPU tutorial's FP32 run measures on a "
+             "current torch: PyTorch runs convolutions in TF32 by default (`torch.backends.cudnn.allow_tf32`). "
+             "Brackets: the 95% interval over the repeats (3 or more); `n.s.`: not distinguishable from 1.",
+             "* GPU busy: the share of the timed steps in which the GPU ran kernels (NVML's utilization samples, "
+             "`runs[].gpu_busy`; `(profiler)`: from `--explain`'s profiled steps where NVML read none). Energy is "
+             "shown with its interval only: a run whose timed steps last under 10 s says `window too short`."]
+    if host_bound_rows:
+        lines.append(f"* A mode busy under {100 * GPU_BOUND_SHARE:.0f}% is host-bound: its row measures how fast "
+                     "the host launches kernels, not the number format; `--compile`, CUDA graphs (`--compile "
+                     "--compile-mode reduce-overhead`) or a larger batch lift it, and where fp32 stays GPU-bound "
+                     "the speedup between them is the host's.")
+    return lines + [""]
+
+
+def comparison_against(document: Dict[str, Any], baseline: str) -> Dict[str, Any]:
+    """The document's comparison recomputed against `baseline` ({} where that mode did not run)."""
+    from utils.results.compare import compare_modes
+
+    if baseline not in document["comparison"]:
+        return {}
+    return compare_modes(document["runs"], baseline=baseline)
+
+
+def speedup_or_dash(row: Any) -> str:
+    from utils.results.summary import speedup_cell
+
+    return speedup_cell(row) if row is not None and row.speedup_vs_baseline is not None else "-"
+
+
+def busy_share(row: Any) -> Tuple[Optional[float], bool]:
+    """(a mode's GPU busy share, whether it is the profiler's): NVML's where it read one, else
+    --explain's profiled steps'."""
+    if row is None:
+        return None, False
+    if row.gpu_busy_share is not None:
+        return row.gpu_busy_share, False
+    return row.profiled_gpu_busy_share, row.profiled_gpu_busy_share is not None
+
+
+def host_bound(row: Any) -> bool:
+    share, _ = busy_share(row)
+    return share is not None and share < GPU_BOUND_SHARE
+
+
+def busy_cell(rows: List[Any]) -> str:
+    shares = [busy_share(row) for row in rows]
+    if all(share is None for share, _ in shares):
+        return "-"
+    cell = " / ".join("-" if share is None else f"{100 * share:.0f}%" for share, _ in shares)
+    return cell + (" (profiler)" if any(profiled for _, profiled in shares) else "")
+
+
+def energy_cell(row: Any) -> str:
+    """A mode's energy per image over the baseline's: only with its interval (3 runs or more of
+    each), and never from windows too short for NVML's counter to resolve."""
+    from utils.results.summary import with_interval
+
+    if row is None or (row.energy_ratio_vs_baseline is None and not row.energy_window_too_short):
+        return "-"
+    if row.energy_window_too_short:
+        return "window too short"
+    if row.energy_ratio_ci95 is None:
+        return "- (no interval)"
+    return with_interval(row.energy_ratio_vs_baseline, row.energy_ratio_ci95, ".2f")
+
+
+def steadiness_cell(comparison: Dict[str, Any]) -> str:
+    """"steady", or the modes whose timings spread over compare.SPREAD_WARNING_PCT: such a row's
+    figures rest on timings that moved while they were taken."""
+    from utils.results.compare import SPREAD_WARNING_PCT
+
+    spreads = {mode: row.spread_pct for mode, row in comparison.items() if row.spread_pct is not None}
+    wide = [f"{mode} {pct:.0f}%" for mode, pct in spreads.items() if pct > SPREAD_WARNING_PCT]
+    if not spreads:
+        return "-"
+    return f"unsteady: spread over {SPREAD_WARNING_PCT:.0f}% ({', '.join(wide)})" if wide else "steady"
 
 
 def fp8_headline(suites: List[SavedSuite], label: Label) -> List[str]:
@@ -144,35 +235,61 @@ def sweep_table(suites: List[SavedSuite], label: Label) -> List[str]:
 
 def native_table(suites: List[SavedSuite], label: Label) -> List[str]:
     """resnet50 at its native size (the native section) per suite (newest first) and data: each
-    mode's images per second and the AMP modes' speedup over tf32, beside NVIDIA's published
-    single-GPU figures where the device is one they measured (published.py)."""
-    rows, published = [], None
+    mode's images per second, AMP's speedup over tf32 and over fp32, how busy each mode kept the
+    GPU, beside NVIDIA's published single-GPU figures and MLPerf's per-GPU rate (a ceiling) where
+    the device is one they measured (published.py). A run made by hand in a suite's by-hand/
+    folder stands in, labelled so, until the suite's own step replaces it."""
+    rows = []
+    devices = {saved_suite.record["device"] for saved_suite in suites}
+    published = next((RESNET50[device] for device in devices if device in RESNET50), None)
+    ceiling = next((MLPERF_RESNET50[device] for device in devices if device in MLPERF_RESNET50), None)
     for saved_suite in suites:
-        published = published or RESNET50.get(saved_suite.record["device"])
         for data in ("synthetic", "cifar10"):
-            document = load(saved_suite.folder, f"native-{data}")
+            step = f"native-{data}"
+            by_hand = saved_suite.folder / "by-hand"
+            document, made = load(saved_suite.folder, step), label(saved_suite, (), step)
+            if document is None and data == "synthetic" and by_hand.is_dir():
+                document = load(by_hand, step)
+                made = by_hand_label(document) if document else made
             if document is None:
                 continue
             comparison, config = document["comparison"], document["config"]
+            against_fp32 = comparison_against(document, "fp32")
             rates = [f"{comparison[mode].images_per_sec:.0f}" if mode in comparison else "-" for mode in NATIVE_MODES]
             speedups = [f"{comparison[mode].images_per_sec / comparison['tf32'].images_per_sec:.2f}x"
-                        if mode in comparison and "tf32" in comparison else "-" for mode in NATIVE_MODES[1:]]
-            theirs = [f"{published.tf32_images_per_sec:.0f}", f"{published.amp_images_per_sec:.0f}",
-                      f"{published.amp_speedup:.2f}x"] if published else []
+                        if mode in comparison and "tf32" in comparison else "-" for mode in AMP_MODES]
+            speedups += [speedup_or_dash(against_fp32.get(mode)) for mode in AMP_MODES]
+            theirs = ([f"{published.tf32_images_per_sec:.0f}", f"{published.amp_images_per_sec:.0f}",
+                       f"{published.amp_speedup:.2f}x"] if published else []) + \
+                ([f"{ceiling.images_per_sec_per_gpu:.0f}"] if ceiling else [])
             rows.append(f"| {'CIFAR-10 upsampled' if data == 'cifar10' else 'synthetic'} | "
-                        f"{config.get('image_size', 32)} | {config['batch_size']} | "
-                        + " | ".join(rates + speedups + theirs) + f" | {label(saved_suite, (), f'native-{data}')} |")
+                        f"{config.get('image_size', 32)} | {config['batch_size']} | {config.get('repeats', 1)} | "
+                        + " | ".join(rates + speedups) + f" | {busy_cell([comparison.get(m) for m in NATIVE_MODES])} | "
+                        + "".join(f"{cell} | " for cell in theirs) + f"{steadiness_cell(comparison)} | {made} |")
     if not rows:
         return []
-    nvidia = ["NVIDIA TF32 img/s", "NVIDIA AMP img/s", "NVIDIA AMP / TF32"] if published else []
-    columns = ([f"{mode} img/s" for mode in NATIVE_MODES] + [f"{mode} / tf32" for mode in NATIVE_MODES[1:]]
-               + nvidia)
-    note = [f"NVIDIA's figures: {published.source} (their input pipeline is DALI on ImageNet; ours feeds "
-            "synthetic images or CIFAR-10 upsampled on the GPU, so these compare training steps).", ""] \
-        if published else []
+    columns = ([f"{mode} img/s" for mode in NATIVE_MODES] + [f"{mode} / tf32" for mode in AMP_MODES]
+               + [f"{mode} vs fp32" for mode in AMP_MODES] + [f"GPU busy {' / '.join(NATIVE_MODES)}"]
+               + (["NVIDIA TF32 img/s", "NVIDIA AMP img/s", "NVIDIA AMP / TF32"] if published else [])
+               + (["MLPerf img/s per GPU (ceiling)"] if ceiling else []) + ["timings"])
+    notes = ([f"* NVIDIA's figures: {published.source} (their input pipeline is DALI on ImageNet; ours feeds "
+              "synthetic images or CIFAR-10 upsampled on the GPU, so these compare training steps)."]
+             if published else [])
+    notes += [f"* MLPerf's: {ceiling.source}: a ceiling, what a tuned closed-division submission reaches per GPU "
+              "(DALI, fused kernels, CUDA graphs), not a setting ampbench reproduces."] if ceiling else []
     return (["resnet50 at its native size (channels_last, `--stem imagenet`), images per second:", "",
-             "| data | image | batch | " + " | ".join(columns) + " | measured |",
-             "| --- | ---: | ---: | " + " | ".join("---:" for _ in columns) + " | --- |", *rows, ""] + note)
+             "| data | image | batch | repeats | " + " | ".join(columns) + " | measured |",
+             "| --- | ---: | ---: | ---: | " + " | ".join("---:" for _ in columns[:-1]) + " | --- | --- |", *rows, ""]
+            + notes + ([""] if notes else []))
+
+
+def by_hand_label(document: Dict[str, Any]) -> str:
+    """The label of a native run made by hand: how few steps and repeats it rests on, and its
+    commit, which its own file records (no pass of the suite ran it)."""
+    config = document["config"]
+    return (f"by hand ({config['steps']} steps, {config.get('repeats', 1)} repeat"
+            f"{'' if config.get('repeats', 1) == 1 else 's'}), `{short_commit(document['env'].get('git_commit'))}`, "
+            f"{document['env']['timestamp_utc'][:10]}")
 
 
 def classics(out):
@@ -193,15 +310,15 @@ def classics(out):
             "| --- | --- | --- | ---: | ---: |", *rows, ""]
 
 
-def recipes(out):
+def recipes(out: Path) -> List[str]:
     """Per mode, the median step of each recipe, the fastest whose loss stayed finite, its
-    speedup over fp32 in eager mode, and its MFU."""
+    speedup over fp32 and over tf32 in eager mode (strict FP32, and what a current torch runs by
+    default), its GPU busy share and its MFU: whether compiling lifts a host-bound mode."""
     documents = {recipe: upgraded(out, f"recipe-{recipe}") for recipe, _ in RECIPES}
     if not any(documents.values()):
         return []
     runs = {recipe: {run["mode"]: run for run in document["runs"] if run["step_time_ms"]} if document else {}
             for recipe, document in documents.items()}
-    base = runs["eager"].get("fp32")
     rows = []
     for mode in MODES:
         timed = {recipe: by_mode[mode] for recipe, by_mode in runs.items() if mode in by_mode}
@@ -212,17 +329,21 @@ def recipes(out):
         best = min(honest, key=lambda recipe: honest[recipe]["step_time_ms"]["median"]) if honest else None
         cells = [fmt_ms(timed[recipe]["step_time_ms"]["median"]) if recipe in timed else "-" for recipe, _ in RECIPES]
         fastest = honest[best] if best else None
-        speedup = f"{base['step_time_ms']['median'] / fastest['step_time_ms']['median']:.2f}x" if base and fastest \
-            else "-"
-        mfu = f"{fastest['mfu_pct']:.1f}%" if fastest and fastest.get("mfu_pct") is not None else "-"
-        rows.append(f"| {mode} | " + " | ".join(cells) + f" | {best or '-'} | {speedup} | {mfu} |")
+        for base in (runs["eager"].get("fp32"), runs["eager"].get("tf32")):
+            cells.append(f"{base['step_time_ms']['median'] / fastest['step_time_ms']['median']:.2f}x"
+                         if base and fastest else "-")
+        busy = (fastest.get("gpu_busy") or {}).get("share") if fastest else None
+        cells.append("-" if busy is None else f"{100 * busy:.0f}%")
+        cells.append(f"{fastest['mfu_pct']:.1f}%" if fastest and fastest.get("mfu_pct") is not None else "-")
+        rows.append(f"| {mode} | " + " | ".join(cells[:3]) + f" | {best or '-'} | " + " | ".join(cells[3:]) + " |")
     config = next(document for document in documents.values() if document)["config"]
     return ["#### The fastest honest recipe per mode", "",
             f"resnet18, batch {config['batch_size']}, channels_last, {config['optimizer_impl']} SGD; "
-            "median ms per step; the fastest recipe whose loss stayed finite, its speedup over fp32 in eager mode "
-            "and its MFU.", "",
-            "| mode | eager ms | compile ms | compile + CUDA graphs ms | fastest | speedup vs fp32 eager | MFU |",
-            "| --- | ---: | ---: | ---: | --- | ---: | ---: |", *rows, ""]
+            "median ms per step; the fastest recipe whose loss stayed finite, its speedup over fp32 and over tf32 "
+            "in eager mode, its GPU busy share and its MFU.", "",
+            "| mode | eager ms | compile ms | compile + CUDA graphs ms | fastest | speedup vs fp32 eager "
+            "| speedup vs tf32 eager | GPU busy | MFU |",
+            "| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |", *rows, ""]
 
 
 def transformers(out):

@@ -33,6 +33,10 @@ def test_quick_suite_runs_every_step_and_renders_a_well_formed_readme_section(tm
     assert ran["resume-stopped"]["rc"] == 143 and "only applies to CUDA GPUs" in ran["mode tf32"]["skipped"]
     weights = json.loads((out / "resume-weights.json").read_text())
     assert weights["resumed_vs_uninterrupted"]["bitwise_equal"]  # on the CPU a resume is exact
+    # every step records the suite's commit, whatever the checkout's .git says; the pass, this machine's software
+    env = json.loads((out / "headline-resnet18.json").read_text())["env"]
+    assert (env["git_commit"], env["git_commit_source"]) == (summary["commit"], "AMPBENCH_COMMIT")
+    assert summary["passes"][-1]["software"]["torch"] == env["torch"]
 
     text = readme.read_text()
     assert text.count(BEGIN) == 1 and text.count(END) == 1 and text.index(BEGIN) < text.index(END)
@@ -75,13 +79,15 @@ def test_the_recipe_table_names_the_fastest_recipe_whose_loss_stayed_finite(tmp_
         return {"schema": "ampbench.result/2", "env": {"timestamp_utc": "2026-11-22T10:00:00+00:00"}, "config": {"batch_size": 256,
                 "optimizer_impl": "fused"}, "runs": runs}
 
-    for name, doc in (("eager", document(fp32=20.0, amp_bf16=10.0)), ("compile", document(fp32=16.0, amp_bf16=4.0)),
-                      ("cudagraphs", document(fp32=18.0, amp_bf16=8.0))):
+    for name, doc in (("eager", document(fp32=20.0, tf32=12.0, amp_bf16=10.0)),
+                      ("compile", document(fp32=16.0, amp_bf16=4.0)), ("cudagraphs", document(fp32=18.0, amp_bf16=8.0))):
         doc["runs"] = [dict(run, mode=run["mode"].replace("_", "-")) for run in doc["runs"]]
+        doc["runs"][-1]["gpu_busy"] = {"share": 0.62}  # the AMP mode's, as NVML read it
         (tmp_path / f"recipe-{name}.json").write_text(json.dumps(doc))
     table = "\n".join(recipes(tmp_path))
-    assert "| fp32 | 20.00 | 16.00 | 18.00 | compile | 1.25x | 40.0% |" in table
-    assert "| amp-bf16 | 10.00 | 4.00 | 8.00 | cudagraphs | 2.50x | 40.0% |" in table  # compile's loss was NaN
+    # the fastest recipe against strict FP32 and against tf32, both eager; its busy share where read
+    assert "| fp32 | 20.00 | 16.00 | 18.00 | compile | 1.25x | 0.75x | - | 40.0% |" in table
+    assert "| amp-bf16 | 10.00 | 4.00 | 8.00 | cudagraphs | 2.50x | 1.50x | 62% | 40.0% |" in table  # compile: NaN
 
 
 # an unofficial copy where main.py looks (no --data-dir): --data auto takes synthetic data, as on a
@@ -162,10 +168,14 @@ def test_the_native_table_prints_nvidias_published_figures_beside_ours_for_a_gpu
     for device, published in (("NVIDIA A100-SXM4-80GB", True), ("NVIDIA H100 80GB HBM3", False)):
         lines = native_table([SavedSuite(tmp_path, {"device": device})], lambda saved_suite, figures, step: "label")
         (row,) = [line for line in lines if line.startswith("| synthetic |")]
-        assert ("NVIDIA TF32 img/s" in lines[2]) == published and ("NVIDIA DeepLearningExamples" in lines[-2]) == published
-        cells = row.split(" | ")
-        assert cells[3] == f"{rates['tf32']:.0f}" and cells[6] == f"{rates['amp-fp16'] / rates['tf32']:.2f}x"
-        assert row.endswith("| 938 | 2470 | 2.63x | label |" if published else "x | label |")
+        assert ("NVIDIA TF32 img/s" in lines[2]) == published and ("NVIDIA DeepLearningExamples" in "\n".join(lines)) \
+            == published
+        cells = dict(zip(lines[2].strip("| ").split(" | "), row.strip("| ").split(" | ")))
+        assert cells["tf32 img/s"] == f"{rates['tf32']:.0f}"
+        assert cells["amp-fp16 / tf32"] == f"{rates['amp-fp16'] / rates['tf32']:.2f}x"
+        assert (cells.get("NVIDIA AMP / TF32"), cells.get("MLPerf img/s per GPU (ceiling)")) == (
+            ("2.63x", None) if published else (None, "7009"))
+        assert row.endswith("| label |")
 
 
 def test_the_fp8_sweep_refuses_without_a_usable_torchao_before_any_step(tmp_path):

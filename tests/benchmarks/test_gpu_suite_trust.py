@@ -1,0 +1,192 @@
+"""The GPU suite's figures as a user can trust them: which commit measured each row (proved from
+its files where a stale .git hid it), which FP32 each speedup is against, how busy each mode kept
+the GPU, how steady its timings were, and a budgeted pass that continues an earlier day's folder
+only on the same software."""
+import json
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import ROOT
+
+from benchmarks.suite import ledger, plan, render, tables
+from benchmarks.suite.history import BadResults, SavedSuite
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import gpu_suite  # noqa: E402
+
+H200 = ROOT / "results" / "NVIDIA-H200" / "2026-11-26"
+GPU_SUITE = [sys.executable, str(ROOT / "benchmarks" / "gpu_suite.py")]
+SOFTWARE = {"torch": "2.11.0+cu130", "cuda": "13.0", "driver": "580.159.04"}
+
+
+def known_commit(commit):
+    return subprocess.run(["git", "cat-file", "-e", commit], cwd=ROOT, capture_output=True).returncode == 0
+
+
+def suite_folder(folder, record, files=()):
+    """A results folder: its suite.json and copies of the H200's files `files` ({name: name here})."""
+    folder.mkdir(parents=True)
+    for name, here in dict(files).items():
+        shutil.copy(H200 / name, folder / here)
+    (folder / "suite.json").write_text(json.dumps(record))
+    return SavedSuite(folder, record)
+
+
+def test_the_h200_headline_rows_name_the_commit_their_files_prove():
+    """The device's .git was stale: the files record 9412504-dirty, suite.json's passes e4b76bf.
+    The files' diff digest is exactly e4b76bf's tree against 9412504: the label says so."""
+    if not (known_commit("9412504d844381f9b6df3c93db2afd49ddcec350") and known_commit("e4b76bf")):
+        pytest.skip("this clone lacks the history that proves the H200 files' commit")
+    suite = SavedSuite(H200, json.loads((H200 / "suite.json").read_text()))
+    label = render.commit_label(suite, "headline-resnet50")
+    assert label.startswith("`e4b76bf9d53c` (its files record `9412504d8443-dirty`, a stale .git whose uncommitted "
+                            "change is exactly `e4b76bf`'s tree)"), label
+    assert render.commit_label(suite, "overhead") == "`e4b76bf9d53c`"  # a log only: the pass's commit
+    assert render.commit_label(suite, "transformers-eager") == "`bd15ebfd9008`"  # file and pass agree
+
+
+def test_a_row_whose_file_and_suite_json_name_other_commits_says_they_disagree(tmp_path):
+    suite = suite_folder(tmp_path / "2026-11-26", {"commit": "f" * 40, "passes": [
+        {"commit": "a" * 40, "started_utc": "2026-11-27T08:00:00+00:00", "ran": [{"step": "headline-resnet18"}]}]},
+        {"headline-resnet18.json": "headline-resnet18.json"})
+    assert render.commit_label(suite, "headline-resnet18") == \
+        "`9412504d8443-dirty` (suite.json names `aaaaaaaaaaaa`: the two disagree)"
+    assert suite.date_of("headline-resnet18") == "2026-11-27"  # the day of the pass that ran it
+    assert suite.date_of("overhead") == "2026-11-26"  # no pass names it: the folder's
+
+
+def test_a_step_file_without_a_commit_is_refused_with_the_file_named(tmp_path):
+    folder = tmp_path / "results" / "NVIDIA-H200" / "2026-11-26"
+    suite_folder(folder, json.loads((H200 / "suite.json").read_text()),
+                 {"headline-resnet18.json": "headline-resnet18.json"})
+    document = json.loads((folder / "headline-resnet18.json").read_text())
+    document["env"]["git_commit"] = None
+    (folder / "headline-resnet18.json").write_text(json.dumps(document))
+    readme = tmp_path / "README.md"
+    readme.write_text("# x\n\n## Results\n")
+    result = subprocess.run([*GPU_SUITE, "--render", str(folder), "--readme", str(readme)], cwd=ROOT,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr == (f"gpu_suite.py: error: {folder / 'headline-resnet18.json'} records no commit "
+                             "(env.git_commit), so no label can say which code measured it; rerun the step, or restore "
+                             "the file as the run wrote it.\n")
+    assert readme.read_text() == "# x\n\n## Results\n" and not (folder / "README.md").exists()  # nothing written
+
+
+@pytest.mark.parametrize("commit", ["main", "HEAD~1", "e4b76b", "E4B76BF9", "e4b76bf9 ; rm -rf ~", ""])
+def test_a_commit_that_is_not_one_is_refused_before_anything(commit, tmp_path):
+    result = subprocess.run([*GPU_SUITE, "--quick", "--commit", commit, "--results-root", str(tmp_path)], cwd=ROOT,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "gpu_suite.py: error: argument --commit: takes a commit as `git rev-parse HEAD` prints it" in result.stderr
+    assert not any(tmp_path.iterdir())
+
+
+def test_without_a_commit_to_record_the_suite_refuses_to_start(tmp_path, monkeypatch):
+    import argparse
+
+    monkeypatch.setattr(gpu_suite.provenance, "commit", lambda: (None, "git describe"))
+    options = argparse.Namespace(quick=True, data_dir=None, results_root=str(tmp_path), readme=None, commit=None,
+                                 render=None, only=None, budget=None)
+    with pytest.raises(gpu_suite.SuiteRefusal, match="no commit names the code that runs"):
+        gpu_suite.run_suite(options, time.perf_counter())
+    assert not any(tmp_path.iterdir())
+
+
+def test_every_command_of_a_pass_runs_with_the_suites_commit(tmp_path):
+    commit = "e4b76bf9d53ceca0cfca12dcb09beaafd96b800d"
+    runner = ledger.Runner(tmp_path, [], lambda line: None, commit)
+    command = plan.Command("probe", (sys.executable, "-c", "import os; print(os.environ['AMPBENCH_COMMIT'])"))
+    assert runner.run("headline", command) == 0
+    assert (tmp_path / "probe.log").read_text() == commit + "\n"
+
+
+def planned(names):
+    return [plan.Step(name, "headline", ()) for name in names]
+
+
+def passed(date, ran, waiting, software=SOFTWARE):
+    return {"started_utc": f"{date}T10:00:00+00:00", "commit": "a" * 40, "software": software,
+            "ran": [{"step": name} for name in ran], "waiting": [{"step": name, "section": "headline"}
+                                                                  for name in waiting]}
+
+
+def device_folder(tmp_path, *passes, date="2026-11-26"):
+    folder = tmp_path / "NVIDIA-H200"
+    ran = [name for entry in passes for name in (step["step"] for step in entry["ran"])]
+    suite_folder(folder / date, {"device": "NVIDIA H200", "date": date, "models": [], "passes": list(passes),
+                                 "steps_run": [{"name": name, "section": "headline", "rc": 0} for name in ran]})
+    return folder
+
+
+def test_a_budgeted_pass_continues_an_earlier_days_folder_on_the_same_software(tmp_path):
+    folder = device_folder(tmp_path, passed("2026-11-26", ["a"], ["b"]))
+    out, why = ledger.choose_folder(folder, "2026-11-28", planned(["a", "b", "c"]), SOFTWARE, budgeted=True)
+    assert out == folder / "2026-11-26" and why.startswith(f"continuing {folder / '2026-11-26'} (from 2026-11-26)")
+    out, why = ledger.choose_folder(folder, "2026-11-28", planned(["a", "b"]), SOFTWARE, budgeted=False)
+    assert (out, why) == (folder / "2026-11-28", None)  # a run without --budget runs every step anew
+
+
+def test_a_pass_on_other_software_or_with_nothing_left_starts_todays_folder_and_says_why(tmp_path):
+    folder = device_folder(tmp_path, passed("2026-11-26", ["a"], ["b"]))
+    newer = dict(SOFTWARE, torch="2.12.0+cu130")
+    out, why = ledger.choose_folder(folder, "2026-11-28", planned(["a", "b"]), newer, budgeted=True)
+    assert out == folder / "2026-11-28"
+    assert why == (f"starting {folder / '2026-11-28'}: {folder / '2026-11-26'} waits for steps, but its passes ran "
+                   "torch 2.11.0+cu130, CUDA 13.0, driver 580.159.04 and this machine has torch 2.12.0+cu130, CUDA "
+                   "13.0, driver 580.159.04")
+    out, why = ledger.choose_folder(folder, "2026-11-28", planned(["a"]), SOFTWARE, budgeted=True)
+    assert out == folder / "2026-11-28" and why.endswith(f"every planned step has run in {folder / '2026-11-26'}")
+
+
+def test_a_folder_whose_passes_ran_different_software_is_refused(tmp_path):
+    folder = device_folder(tmp_path, passed("2026-11-26", ["a"], ["b"]),
+                           passed("2026-11-27", ["b"], [], dict(SOFTWARE, driver="590.10")))
+    with pytest.raises(BadResults, match="its passes ran different software"):
+        ledger.choose_folder(folder, "2026-11-28", planned(["a", "b", "c"]), SOFTWARE, budgeted=True)
+
+
+def test_the_headline_gives_both_fp32s_the_busy_share_and_the_steadiness_of_each_row(tmp_path):
+    """The H200's resnet18 headline, its runs given busy shares: amp-fp16 waits for the host."""
+    document = json.loads((H200 / "headline-resnet18.json").read_text())
+    shares = {"fp32": 0.97, "tf32": 0.9, "amp-fp16": 0.41, "amp-bf16": 0.55}
+    for run in document["runs"]:
+        run["gpu_busy"] = {"share": shares[run["mode"]], "source": "nvml-utilization-samples", "window_s": 1.5,
+                           "samples": 9, "sample_period_s": 0.167}
+        run["gpu_busy_unavailable"] = None
+    folder = tmp_path / "2026-11-26"
+    folder.mkdir()
+    (folder / "headline-resnet18.json").write_text(json.dumps(document))
+    suite = SavedSuite(folder, {"models": ["resnet18"], "date": "2026-11-26"})
+    lines = tables.headline([suite], lambda saved, figures, step: "label")
+    header, row = lines[0].strip("| ").split(" | "), next(line for line in lines if line.startswith("| resnet18"))
+    cells = dict(zip(header, row.strip("| ").split(" | ")))
+    assert cells["amp-fp16 vs fp32"].startswith("2.75x") and cells["amp-fp16 vs tf32"].startswith("0.83x")
+    assert cells["amp-bf16 vs tf32"].startswith("1.09x") and cells["repeats"] == "2"
+    assert cells["GPU busy fp32 / tf32 / amp-fp16 / amp-bf16"] == "97% / 90% / 41% / 55%"
+    assert cells["timings"] == "unsteady: spread over 20% (amp-fp16 34%)"
+    assert cells["amp-fp16 energy / fp32"] == "window too short"
+    notes = "\n".join(lines)
+    assert "what the ThetaGPU tutorial's FP32 run measures on a current torch" in notes
+    assert "A mode busy under 70% is host-bound" in notes
+
+
+def test_the_run_page_says_where_amp_bf16_loses_to_amp_fp16_from_the_profiles(tmp_path):
+    """The H200's transformers-eager ran --explain for every mode: its profiles standing in for the
+    native step's, the page's line names the categories and ops whose time grew."""
+    shutil.copy(H200 / "transformers-eager.json", tmp_path / "native-synthetic.json")
+    (line, blank) = render.mode_gap(tmp_path, "native-synthetic", "amp-bf16", "amp-fp16")
+    assert line.startswith("Where amp-bf16 loses to amp-fp16 in `native-synthetic` (profiled, ms per step: ")
+    assert " by category " in line and " by op `" in line and blank == ""
+    assert render.mode_gap(tmp_path, "native-synthetic", "amp-bf16", "no-such-mode") == []
+
+
+def test_the_h200_page_shows_no_refusal_a_later_pass_overcame_and_no_machine_path(tmp_path):
+    shutil.copytree(H200, tmp_path / "2026-11-26")
+    page = render.render(tmp_path / "2026-11-26")
+    assert "`mode fp8`: skipped" not in page and "/work/main" not in page  # fp8 ran in pass 3, torchao carried
+    assert "no usable CIFAR-10 in ./data/cifar-10-batches-py (give --data-dir)" in page
+    assert "by hand (30 steps, 1 repeat), `bd15ebfd9008`, 2026-11-26" in page  # resnet50 at 224
