@@ -116,3 +116,72 @@ def test_the_sample_outputs_in_docs_are_what_the_code_prints():
     pages = "\n".join(page.read_text() for page in PAGES)
     for sample in (ROOT / "docs" / "samples").glob("*.json"):
         assert pages.count(f"<!-- sample: {sample.stem} -->") == 1, sample.name
+
+
+# What has or has not run on a GPU is one generated table (docs/benchmarks.md); a sentence elsewhere
+# that says so drifts the day a suite runs. These phrases say it; CLAIMS lists the few sentences
+# that may, each with the check against results/ that keeps it true.
+RAN_OR_NOT = re.compile(r"not yet|yet to|still to be measured|ha(s|ve) not (yet )?(been )?(run|measured)|next runs on a"
+                        r"|(is|are) measured yet|ran once|unmeasured|not measured yet|ha(s|ve) run only",
+                        re.IGNORECASE)
+GENERATED = re.compile(r"<!-- gpu-(suite|coverage):begin.*?<!-- gpu-(suite|coverage):end -->", re.DOTALL)
+
+
+def result_documents():
+    """Every results document under results/ (runs and env), with its path."""
+    import json
+
+    for path in sorted((ROOT / "results").rglob("*.json")):
+        document = json.loads(path.read_text())
+        if isinstance(document, dict) and isinstance(document.get("runs"), list) and "env" in document:
+            yield path, document
+
+
+def no_multi_gpu_result():
+    return not any(document["env"].get("world_size", 1) > 1 for _, document in result_documents())
+
+
+def no_busy_share_beside_a_profile():
+    return not any(run.get("gpu_busy") and run.get("profile") for _, document in result_documents()
+                   for run in document["runs"])
+
+
+CLAIMS = {
+    "Multi-GPU figures are unmeasured: no machine with several GPUs has run the study yet.": no_multi_gpu_result,
+    "How far the two agree on a GPU is not measured yet": no_busy_share_beside_a_profile,
+}
+
+
+def test_what_has_run_on_a_gpu_is_rendered_from_results():
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.suite.render import COVERAGE_BEGIN, COVERAGE_END, coverage
+
+    text = (ROOT / "docs" / "benchmarks.md").read_text()
+    block = text[text.index(COVERAGE_BEGIN):text.index(COVERAGE_END) + len(COVERAGE_END)]
+    assert block == coverage(ROOT / "results", ROOT / "docs"), \
+        "regenerate it: python benchmarks/gpu_suite.py --render results/<device>/<date>"
+
+
+def test_no_sentence_says_what_has_or_has_not_run_on_a_gpu_but_the_generated_table():
+    found = []
+    for page in PAGES:
+        text = GENERATED.sub("", page.read_text())
+        for paragraph in text.split("\n\n"):
+            sentence = " ".join(paragraph.split())
+            if RAN_OR_NOT.search(sentence) and not any(claim in sentence for claim in CLAIMS):
+                found.append(f"{page.relative_to(ROOT)}: {sentence[:160]}")
+    assert not found, "say it in the generated table (docs/benchmarks.md#what-has-run-on-a-gpu), or add a " \
+                      "checked claim:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("claim", sorted(CLAIMS))
+def test_each_sentence_about_what_has_not_run_holds_against_results(claim):
+    assert any(claim in " ".join(page.read_text().split()) for page in PAGES), "the claim left the docs: drop it here"
+    assert CLAIMS[claim](), f"results/ now contradicts: {claim}"
+
+
+def test_every_results_file_a_page_cites_exists():
+    cited = {match for page in PAGES for match in re.findall(r"results/[\w.+-]+/[\w.-]+(?:/[\w.-]+)*",
+                                                                GENERATED.sub("", page.read_text()))}
+    missing = sorted(path for path in cited if "<" not in path and not (ROOT / path.rstrip(".")).exists())
+    assert not missing
