@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import itertools
 from typing import List, Optional
 
 import torch
@@ -83,7 +84,9 @@ def has_batch_norm(model: nn.Module) -> bool:
 def check_accepts_images(model: nn.Module, name: str, image_size: int, batch_size: Optional[int] = None) -> None:
     """Run two images of `image_size` through the new model (eval mode, no grad: no state changes), so
     that models with a fixed or minimum input size fail now with a clear sentence; and, given
-    the batch size, that every batch norm will see more than one value per channel in training."""
+    the batch size, that every batch norm will see more than one value per channel in training.
+    On the meta device where this torch runs models there (compat.runs_on_meta): the shapes
+    alone, at once for any model and size."""
     values_per_image = {}
 
     def record(module, inputs, output):
@@ -93,7 +96,13 @@ def check_accepts_images(model: nn.Module, name: str, image_size: int, batch_siz
     hooks = [m.register_forward_hook(record) for m in norms]
     try:
         with torch.no_grad():
-            model.eval()(torch.zeros(2, 3, image_size, image_size))
+            model.eval()
+            if compat.runs_on_meta():
+                state = {key: torch.empty_like(value, device="meta")
+                         for key, value in itertools.chain(model.named_parameters(), model.named_buffers())}
+                torch.func.functional_call(model, state, (torch.zeros(2, 3, image_size, image_size, device="meta"),))
+            else:
+                model(torch.zeros(2, 3, image_size, image_size))
     except (RuntimeError, ValueError, AssertionError) as error:  # a size models/families.py does not know of
         reason = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise UserError(f"model '{name}' cannot take {image_size}x{image_size} images ({reason}); "

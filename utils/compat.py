@@ -66,6 +66,10 @@ def has_flop_counter() -> bool:
     return torch_release() >= (2, 1)  # torch.utils.flop_counter
 
 
+def runs_on_meta() -> bool:
+    return torch_release() >= (2, 1)  # every model's forward on the meta device, torch.func.functional_call
+
+
 def has_fused_sgd() -> bool:
     return torch_release() >= (2, 3)  # torch.optim.SGD(fused=True), on CUDA; on the CPU later
 
