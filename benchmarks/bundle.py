@@ -44,7 +44,7 @@ from typing import Dict, Iterator, List, Optional
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from utils import compat  # noqa: E402 (no torch)
+from utils import compat, console  # noqa: E402 (no torch)
 from utils.clock import now_utc  # noqa: E402
 from utils.errors import UserError, WriteFailed  # noqa: E402
 from utils.fileio import atomic_write, ensure_folder_writable  # noqa: E402
@@ -58,8 +58,8 @@ CHUNK = 1 << 20
 
 
 def parse(argv: Optional[List[str]]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="bundle.py", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = console.Parser("bundle.py", prog="python benchmarks/bundle.py", description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("dir", metavar="DIR", help="the folder to fill (created if missing; new, empty or a bundle)")
     parser.add_argument("--python", metavar="X.Y", help="the node's Python (default: the one running this)")
     parser.add_argument("--platform", metavar="TAG", help="the node's platform as pip names it, e.g. "
@@ -299,8 +299,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         manifest = run(options)
     except (UserError, WriteFailed) as error:
-        print(f"bundle.py: error: {error}", file=sys.stderr)
-        return 2 if isinstance(error, UserError) else 1
+        return console.refused("bundle.py", error)
     print(f"bundle for Python {manifest['python']} on {manifest['platform']} written to "
           f"{os.path.abspath(options.dir)}: {', '.join(manifest['wheels']) or 'no wheels'}, CIFAR-10.\n"
           f"On the node:\n  {manifest['command']}")
@@ -308,4 +307,4 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(console.run("bundle.py", main))

@@ -24,6 +24,10 @@ import sys
 from typing import Any, Dict, List
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from utils import console  # noqa: E402 (no torch)
+from utils.config import RANGES, RunConfig, flag_type  # noqa: E402
+from utils.fileio import ensure_writable  # noqa: E402
+from utils.results.files import write_json  # noqa: E402
 
 BASELINE = "amp-bf16"
 FP8_MODES = ["fp8", "fp8-rowwise"]
@@ -38,18 +42,11 @@ RECIPE_OF = "vit_s4"
 
 
 def widths(text: str) -> List[int]:
-    values = [int(value) for value in text.split(",") if value.strip()]
-    if not values or any(value < HEAD_DIM or value % HEAD_DIM for value in values):
-        raise argparse.ArgumentTypeError(f"--widths takes multiples of {HEAD_DIM} (the head size), like "
-                                         f"384,768; got {text}")
+    words = [word.strip() for word in text.split(",") if word.strip()]
+    values = [int(word) for word in words if word.isascii() and word.isdigit()]
+    if not values or len(values) < len(words) or any(value < HEAD_DIM or value % HEAD_DIM for value in values):
+        raise argparse.ArgumentTypeError(f"takes multiples of {HEAD_DIM} (the head size), like 384,768; got {text}")
     return values
-
-
-def positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
-    return value
 
 
 def encoder_blocks(width: int) -> Any:
@@ -80,22 +77,22 @@ def step_flops(name: str, batch: int) -> int:
 
 
 def sweep(options: argparse.Namespace) -> Dict[str, Any]:
+    names = [BASELINE] + FP8_MODES
+    # main.py's rules for these flags, before torch is imported: fp8 on the CPU without --fp8-emulate
+    config = RunConfig.build(model=RECIPE_OF, modes=",".join(names), steps=options.warmup + options.steps,
+                             warmup=options.warmup, batch_size=options.batch, gpu=options.gpu,
+                             fp8_emulate=options.fp8_emulate, no_progress=True, no_eval=True)
     import torch
 
     from utils.app import pick_device, run_mode
-    from utils.config import RunConfig
     from utils.data.dataset import synthetic
     from utils.explain import fp8_predict
     from utils.training import float8, modes
     from utils.training.context import RunContext
 
     device = pick_device(options.gpu, cudnn_benchmark=True)
-    names = [BASELINE] + FP8_MODES
-    for name in FP8_MODES:  # refuses a missing torchao, an old torch, a GPU without FP8, the CPU without emulation
+    for name in FP8_MODES:  # refuses a missing torchao, an old torch, a GPU without FP8
         float8.check_requirements(modes.MODES[name], device, options.fp8_emulate)
-    config = RunConfig.build(model=RECIPE_OF, modes=",".join(names), steps=options.warmup + options.steps,
-                             warmup=options.warmup, batch_size=options.batch, gpu=options.gpu,
-                             fp8_emulate=options.fp8_emulate, no_progress=True, no_eval=True)
     config = config.with_recipe(False, 1)
     data = synthetic(device, seed=0)
     device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else None
@@ -141,31 +138,25 @@ def row_line(row: Dict[str, Any]) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = console.Parser("fp8_sweep.py", prog="python benchmarks/fp8_sweep.py", description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-p", "--gpu", action="store_true", help="train on CUDA (an FP8 GPU)")
     parser.add_argument("--fp8-emulate", action="store_true", help="FP8 in software, on any device: checks the "
                         "sweep, never FP8's speed")
     parser.add_argument("--widths", type=widths, default=WIDTHS, help=f"model widths, multiples of {HEAD_DIM} "
                         f"(default {','.join(map(str, WIDTHS))})")
-    parser.add_argument("-b", "--batch", type=positive, default=BATCH, help=f"images per step (default {BATCH}: "
-                        f"{BATCH * TOKENS:,} tokens, the M of every matmul)")
-    parser.add_argument("--steps", type=positive, default=STEPS, help=f"timed steps per mode (default {STEPS})")
-    parser.add_argument("--warmup", type=positive, default=WARMUP, help=f"untimed steps before them (default "
-                        f"{WARMUP})")
+    parser.add_argument("-b", "--batch", type=flag_type(RANGES["batch_size"]), default=BATCH,
+                        help=f"images per step (default {BATCH}: {BATCH * TOKENS:,} tokens, the M of every matmul)")
+    parser.add_argument("--steps", type=flag_type(RANGES["steps"]), default=STEPS,
+                        help=f"timed steps per mode (default {STEPS})")
+    parser.add_argument("--warmup", type=flag_type(RANGES["warmup"]), default=WARMUP,
+                        help=f"untimed steps before them (default {WARMUP})")
     parser.add_argument("--json", metavar="PATH", help="write the sweep as JSON")
     options = parser.parse_args()
 
-    from utils.errors import UserError
-    from utils.fileio import ensure_writable
-    from utils.results.files import write_json
-
-    try:
-        if options.json:  # before minutes of GPU time, not after
-            ensure_writable(options.json, "--json")
-        document = sweep(options)
-    except UserError as error:
-        print(f"fp8_sweep.py: {error}", file=sys.stderr)
-        return 2
+    if options.json:  # before minutes of GPU time, not after
+        ensure_writable(options.json, "--json")
+    document = sweep(options)
     if document["emulated"]:
         print("FP8 emulated in software: the measured speedups are not FP8's.")
     print(f"predicted for {document['predicted_for']}" if document["predicted_for"] else
@@ -176,4 +167,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(console.run("fp8_sweep.py", main))

@@ -17,6 +17,8 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+from utils import console  # noqa: E402 (no torch)
+from utils.config import COUNT, RANGES, flag_type  # noqa: E402
 SUBSET = os.path.join(os.path.dirname(ROOT), "shared", "data", "cifar10-subset", "cifar-10-batches-py")
 
 
@@ -53,12 +55,13 @@ def amp_step_ms(model_name, data, batch_size, device):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = console.Parser("loader.py", prog="python benchmarks/loader.py", description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-dir", default=os.environ.get("CIFAR10_DIR", SUBSET))
     parser.add_argument("-p", "--gpu", action="store_true")
-    parser.add_argument("-b", "--batch-size", type=int, default=128)
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--batches", type=int, default=20, help="batches per timed block")
+    parser.add_argument("-b", "--batch-size", type=flag_type(RANGES["batch_size"]), default=128)
+    parser.add_argument("--workers", type=flag_type(RANGES["workers"]), default=2)
+    parser.add_argument("--batches", type=flag_type(COUNT), default=20, help="batches per timed block")
     options = parser.parse_args()
 
     import torch
@@ -93,4 +96,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(console.run("loader.py", main))

@@ -69,6 +69,7 @@ IMAGE_SIZES = (16, 1024)
 # at 64 the ImageNet stem leaves layer4 2x2 feature maps, at 224 the 7x7 it was designed for,
 # where the CIFAR stem would cost 16 times the FLOPs of ImageNet training.
 CIFAR_STEM_UP_TO = 64
+STEMS = ("cifar", "imagenet")  # --stem's choices
 CIFAR_VIT_PATCH = 4
 # The most patches a side a ViT takes. Self-attention's work grows with the square of the tokens:
 # at 64x64 patches (4,096 tokens) vit_t4's attention already does 3.6 times the work of its

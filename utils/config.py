@@ -10,10 +10,11 @@ Nothing here imports torch: main.py takes its defaults from `defaults()` and sti
 """
 from __future__ import annotations
 
+import argparse
 import math
 import os
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Union
 
 from models import families
 from utils.errors import UserError
@@ -22,8 +23,6 @@ from utils.setup_keys import GRAD_COMM
 from utils.training.modes import BASELINES, FP8_NEEDS_A_GPU
 
 if TYPE_CHECKING:
-    import argparse
-
     from utils.training.modes import Mode
 
 DEFAULT_STEPS = 200
@@ -87,6 +86,19 @@ RANGES = {
     "bucket_mb": Range(float, 0, LARGEST_BUCKET_MB, f"a positive number of MB up to {LARGEST_BUCKET_MB} (1 TiB)",
                        low_open=True),
 }
+
+
+def flag_type(allowed: Range) -> Callable[[str], Union[int, float]]:
+    """argparse's type for a flag whose values are `allowed`: out of range, it is refused at
+    parsing with the flag named (a non-number gets argparse's own "invalid int value")."""
+    def parse(text: str) -> Union[int, float]:
+        value = allowed.kind(text)
+        if not allowed.holds(value):
+            raise argparse.ArgumentTypeError(f"must be {allowed.wording}, got {text}")
+        return value
+
+    parse.__name__ = allowed.kind.__name__
+    return parse
 
 
 def default_data_dir() -> str:

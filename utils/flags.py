@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
-from models.families import BASE_BATCH, CIFAR_STEM_UP_TO, OPTIMIZER_DEFAULTS, RECIPES
+from models.families import BASE_BATCH, CIFAR_STEM_UP_TO, OPTIMIZER_DEFAULTS, RECIPES, STEMS
 from utils import config
 from utils.setup_keys import DDP_BUCKET_MB, GRAD_COMM
 from utils.training import modes  # the mode table, without torch
@@ -77,7 +77,7 @@ FLAGS = (
          "imagenet: torchvision's layout unchanged (default: cifar up to --image-size "
          f"{CIFAR_STEM_UP_TO}, imagenet above, where the ImageNet stem's quarter resolution leaves layer4 "
          "feature maps of 3x3 and more)",
-         doc="{help}; see [Models](data-and-models.md#models)", choices=("cifar", "imagenet")),
+         doc="{help}; see [Models](data-and-models.md#models)", choices=STEMS),
     Flag(("--dropout",), TRAINING, "dropout probability for models that have one (default: the model's own)",
          metavar="P"),
     Flag(("--seed",), TRAINING, "seed for weights, data order and augmentation", doc="{help} (default %(default)s)"),

@@ -175,7 +175,7 @@ def test_the_fp8_sweep_refuses_without_a_usable_torchao_before_any_step(tmp_path
     result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "fp8_sweep.py"), "--fp8-emulate"], cwd=ROOT,
                             capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(tmp_path)})
     assert result.returncode == 2 and result.stdout == "", result.stdout + result.stderr
-    assert result.stderr.startswith("fp8_sweep.py: mode fp8 needs torchao's float8 training") and "Traceback" not in \
+    assert result.stderr.startswith("fp8_sweep.py: error: mode fp8 needs torchao's float8 training") and "Traceback" not in \
         result.stderr, result.stderr
 
 
@@ -183,7 +183,7 @@ def test_the_fp8_sweep_refuses_an_unwritable_json_path_before_any_step(tmp_path)
     result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "fp8_sweep.py"), "--fp8-emulate", "--json",
                              str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and result.stdout == "", result.stdout + result.stderr
-    assert result.stderr == f"fp8_sweep.py: --json {tmp_path} is a folder; give a file path.\n", result.stderr
+    assert result.stderr == f"fp8_sweep.py: error: --json {tmp_path} is a folder; give a file path.\n", result.stderr
 
 
 def test_the_fp8_sweep_runs_emulated_on_the_cpu_and_saves_measured_beside_predicted(tmp_path):
