@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
-from typing import Any, Callable, NoReturn, Optional, TextIO
+from typing import Any, Callable, List, NoReturn, Optional, TextIO
 
 from utils.errors import UserError, WriteFailed
 
@@ -69,13 +70,30 @@ def refused(name: str, error: Exception) -> int:
 
 def run(name: str, main: Callable[[], Optional[int]]) -> int:
     """Program `name`'s whole run: its streams protected, then main(); a UserError or
-    WriteFailed that reaches here ends as refused() says, and a standard output that could not
-    be written is said last (exit 1 where main() succeeded): what was printed is not all there."""
+    WriteFailed that reaches here ends as refused() says; Ctrl-C or a SIGTERM (a scheduler's)
+    that main() does not catch itself unwinds it, so that what it cleans up on the way is
+    cleaned, and ends in one line and 128 + the signal's number; and a standard output that
+    could not be written is said last (exit 1 where main() succeeded)."""
     protect()
+    signals: List[int] = []
+
+    def stop(number: int, frame: object) -> None:
+        signals.append(number)
+        raise KeyboardInterrupt
+
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous == signal.SIG_DFL:  # one ignored on purpose (nohup) stays so
+        signal.signal(signal.SIGTERM, stop)
     try:
         status = main() or 0
     except (UserError, WriteFailed) as error:
         status = refused(name, error)
+    except KeyboardInterrupt:
+        number = signals[-1] if signals else signal.SIGINT
+        print(f"{name}: stopped by {signal.Signals(number).name}.", file=sys.stderr)
+        status = 128 + number
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     failure = getattr(sys.stdout, "failure", None)
     if failure is not None:
         print(f"{name}: error: could not write the standard output ({failure.strerror or failure}), so what "

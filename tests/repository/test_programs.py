@@ -1,5 +1,6 @@
 """Every program of the project refuses alike: a bad flag value ends in `name: error: one
 sentence` and exit 2, never a traceback (utils/console.py's Parser, refused() and run())."""
+import signal
 import subprocess
 import sys
 
@@ -44,3 +45,21 @@ def test_a_bad_flag_value_is_one_sentence_and_exit_2(program, tmp_path):
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert len(lines) == 1 and lines[0].startswith(f"{name}: error: ") and lines[0].endswith("."), result.stderr
     assert result.stdout == ""
+
+
+@pytest.mark.parametrize("number", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_signal_unwinds_the_program_and_ends_in_one_line(number):
+    """Ctrl-C or a scheduler's SIGTERM that a program does not catch itself runs its clean-ups
+    (a bundle's hidden folder goes) and ends with 128 + the signal's number."""
+    program = ("import os, sys, time\nfrom utils import console\n"
+               "def main():\n"
+               "    try:\n"
+               f"        os.kill(os.getpid(), {int(number)})\n"
+               "        time.sleep(60)\n"
+               "    finally:\n"
+               "        print('cleaned up')\n"
+               "sys.exit(console.run('program.py', main))\n")
+    result = subprocess.run([sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert (result.returncode, result.stdout, result.stderr) == (
+        128 + number, "cleaned up\n", f"program.py: stopped by {signal.Signals(number).name}.\n")
