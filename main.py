@@ -59,16 +59,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     with StopRequest() as stop:  # a signal from here on stops the run cleanly, even during `import torch`
         try:
             run_config = config.RunConfig.from_args(args)  # refuses bad combinations before torch is imported
-            if run_config.check_flags:  # what each rank of the launch it runs in would refuse too
-                from utils import launch
+            from utils import launch
 
-                run_config.check_world(launch.detect().size)
-                return 0
+            run_config.check_world(launch.detect().size)  # as each rank of the launch it runs in sees it
             from utils import compat
             compat.check_versions()  # before importing code that needs the supported torch
-            from utils.app import run
+            from utils import app
 
-            return run(run_config, stop)
+            return app.check_flags(run_config) if run_config.check_flags else app.run(run_config, stop)
         except (UserError, WriteFailed, RankLost) as error:  # WriteFailed: after training, nothing to retry
             return console.refused("main.py", error)
 
