@@ -24,10 +24,16 @@ def load_result(path: str) -> List[Dict[str, Any]]:
     content = parsed(path)
     documents = content if isinstance(content, list) and content else [content]
     for index, document in enumerate(documents):
-        if not isinstance(document, dict) or document.get("schema") not in READABLE_SCHEMAS:
-            raise UserError(f"{path} is not an ampbench result file (schema {SCHEMA}).")
+        where = f"[{index}]" if documents is content else ""
+        if not isinstance(document, dict):
+            raise UserError(f"{path} is not an ampbench result file ({where or 'it'} is "
+                            f"{validate.value_in_words(document)}, not an object of schema {SCHEMA}).")
+        if document.get("schema") not in READABLE_SCHEMAS:
+            found = validate.value_in_words(document["schema"]) if "schema" in document else "missing"
+            raise UserError(f"{path} is not an ampbench result file ({validate.at(where, 'schema')} is {found}; "
+                            f"ampbench writes {SCHEMA}).")
         try:
-            validate.check(document, f"[{index}]" if documents is content else "")
+            validate.check(document, where)
         except validate.Invalid as error:
             raise UserError(f"{path}: {error}; is it an ampbench result file?") from None
     return [upgrade(document) for document in documents]

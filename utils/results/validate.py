@@ -17,6 +17,7 @@ from dataclasses import MISSING, fields
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, NoReturn, Optional, Sequence, Union
 
 from utils.explain.categories import ADDED, NAMES as CATEGORIES
+from utils.explain.fp8_predict import FP8_GPUS, LARGEST_DIMENSION
 from utils.numerics.fp16 import FP16_MAX
 from utils.results.record import RunRecord
 from utils.results.upgrade import EARLIER_SCHEMAS
@@ -210,13 +211,15 @@ ENERGY = Fields({"joules_per_image": Number(above=0), "mean_watts": Number(above
                  "seconds": Number(above=0), "images": Number(whole=True, low=1), "source": TEXT},
                 {"power_samples": Nullable(COUNT), "nvml_index": Nullable(COUNT)})
 RECIPES = tuple(mode.float8 for mode in MODES.values() if mode.float8)
-FP8_PREDICTION = Fields({"gpu": TEXT, "for": TEXT, "compiled": FLAG, "speedup": Number(above=0),
+# --explain asks the roofline about the prediction's GPU and the matmul shapes' rows again
+FP8_PREDICTION = Fields({"gpu": OneOf(FP8_GPUS, "a GPU with FP8 figures"), "for": TEXT, "compiled": FLAG,
+                         "speedup": Number(above=0),
                          "linear_speedup": Number(above=0), "bf16_ms": Number(above=0), "fp8_ms": Number(above=0)})
 FP8 = Fields({"recipe": OneOf(RECIPES, "a float8 recipe"), "emulated": FLAG, "linear_layers": Number(whole=True, low=0),
               "converted_layers": Number(whole=True, low=0), "flop_share": Number(low=0, high=1),
               "left_out": ListOf(Fields({"layer": TEXT, "why": TEXT}))},
              {"fp8_flops_per_step": Number(whole=True, low=0),
-              "matmul_shapes": ListOf(ListOf(Number(whole=True, low=0))),
+              "matmul_shapes": ListOf(ListOf(Number(whole=True, low=0, high=LARGEST_DIMENSION))),
               "prediction": Nullable(FP8_PREDICTION), "prediction_note": Nullable(TEXT)})
 GRAD_COMM_DTYPE = OneOf(GRAD_COMM, "a dtype gradients travel in")
 BUCKET_MB = Number(above=0)  # DDP's bucket size, which the setup line prints

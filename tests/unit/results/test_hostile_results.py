@@ -144,8 +144,11 @@ HOSTILE = [  # (what, the file's content from the genuine document, the field th
     ("host without cores", edited(lambda d: RUN0(d).update(host={"warning": None})), "runs[0].host.cores is missing"),
     ("host warning a number", edited(lambda d: RUN0(d).update(host=dict(GENUINE_HOST, warning=3))),
      "runs[0].host.warning is 3, not text"),
-    ("wrong schema", edited(lambda d: d.update(schema="other/1")), "is not an ampbench result file"),
-    ("a JSON number", lambda d: "3", "is not an ampbench result file"),
+    ("wrong schema", edited(lambda d: d.update(schema="other/1")),
+     'is not an ampbench result file (schema is "other/1"; ampbench writes ampbench.result/3)'),
+    ("no schema", edited(lambda d: d.pop("schema")), "is not an ampbench result file (schema is missing"),
+    ("a JSON number", lambda d: "3", "is not an ampbench result file (it is 3, not an object"),
+    ("a list holding a number", lambda d: "[3]", "is not an ampbench result file ([0] is 3, not an object"),
     ("binary", lambda d: b"\x00\x01\xff", "cannot read result file"),
     ("cut short", lambda d: json.dumps(d)[:5000], "cannot read result file"),
 ]
@@ -161,6 +164,26 @@ def test_a_hostile_result_file_is_refused_with_one_sentence(content, field, tmp_
     assert err.startswith("utils.report: error: ") and str(path) in err and field in err, err
     assert err.count("\n") == 1 and "Traceback" not in err, err
     assert out == "" and sorted(p.name for p in tmp_path.iterdir()) == ["r.json"], "nothing was written"
+
+
+# an H200's fp8 runs, with their roofline predictions: runs[4] is fp8's
+FP8_RUNS = ROOT / "results" / "NVIDIA-H200" / "2026-11-26" / "transformers-eager.json"
+
+
+@pytest.mark.parametrize("edit, field", [
+    # --explain asks the roofline when FP8 pays at the prediction's GPU: a forged one is refused by name
+    (lambda fp8: fp8["prediction"].update(gpu="a100", speedup=0.15), 'runs[4].fp8.prediction.gpu is "a100"'),
+    (lambda fp8: fp8["matmul_shapes"][0].__setitem__(0, 2 ** 40), "runs[4].fp8.matmul_shapes[0][0] is 1099511627776"),
+])
+def test_a_forged_value_the_explanation_reads_again_is_refused_naming_file_and_field(edit, field, tmp_path):
+    document = json.loads(FP8_RUNS.read_text())
+    assert document["runs"][4]["mode"] == "fp8"
+    edit(document["runs"][4]["fp8"])
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(document))
+    status, out, err = report(path)
+    assert status == 2 and err.startswith(f"utils.report: error: {path}: ") and field in err, err
+    assert err.count("\n") == 1 and out == ""
 
 
 def test_the_genuine_file_is_read(tmp_path):
