@@ -3,8 +3,11 @@ each, pool runs of the same setup, compare them again."""
 from __future__ import annotations
 
 import json
+import os
+import stat
 from typing import Any, Dict, List, Optional
 
+from utils import fileio
 from utils.errors import UserError
 from utils.results import strict, validate
 from utils.results.compare import compare_modes
@@ -43,6 +46,8 @@ def parsed(path: str) -> Any:
     """The JSON in `path`, non-finite numbers restored; refused with a sentence when it is too
     large, too deeply nested or not JSON (an integer of thousands of digits included)."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block the read, /dev/zero fill it
+            raise UserError(f"{path} is not a result file but {fileio.kind_of(path)}; give a file --json wrote.")
         with open(path, "rb") as f:
             raw = f.read(LARGEST_FILE + 1)
         if len(raw) > LARGEST_FILE:

@@ -186,6 +186,16 @@ def test_a_forged_value_the_explanation_reads_again_is_refused_naming_file_and_f
     assert err.count("\n") == 1 and out == ""
 
 
+@pytest.mark.parametrize("make, kind", [(os.mkfifo, "a FIFO"), (os.mkdir, "a folder"),
+                                        (lambda path: os.symlink("/dev/zero", path), "a character device")])
+def test_a_result_path_that_is_no_regular_file_is_refused_unread(make, kind, tmp_path):
+    """A FIFO would block the read for ever, /dev/zero fill 256 MiB before the size refuses it."""
+    path = tmp_path / "r.json"
+    make(str(path))
+    assert report(path) == (2, "", f"utils.report: error: {path} is not a result file but {kind}; give a file --json "
+                                   "wrote.\n")
+
+
 def test_the_genuine_file_is_read(tmp_path):
     status, out, err = report(GENUINE)
     assert status == 0 and "amp-fp16" in out and "Where the time goes" in out and "Gradient census" in out, err
@@ -233,44 +243,39 @@ def test_the_report_runs_without_torch(tmp_path):
     assert all((tmp_path / name).exists() for name in ("a.csv", "m.json", "p.png"))
 
 
-def blocked_reading(process, deadline):
-    """Wait until `process` sleeps in its read of the FIFO: a signal that arrives between open()
-    returning and read() starting runs Python's handler only at the next bytecode check, which
-    the blocking read never reaches (a user's second Ctrl-C would end it; a test sends one)."""
+def blocked(process, deadline):
+    """Wait until `process` sleeps waiting for a file lock: a signal that arrives before the wait
+    starts runs Python's handler only at the next bytecode check, which the blocking wait never
+    reaches (a user's second Ctrl-C would end it; a test sends one)."""
     wchan, waited = f"/proc/{process.pid}/wchan", time.monotonic() + 5  # where the kernel shows it (Linux)
-    while time.monotonic() < waited and not (os.path.exists(wchan) and "pipe" in open(wchan).read()):
+    while time.monotonic() < waited and not (os.path.exists(wchan) and "lock" in open(wchan).read()):
         assert process.poll() is None and time.monotonic() < deadline, process.communicate()
         time.sleep(0.05)
 
 
-def test_sigint_while_reading_exits_130_with_one_line_and_writes_nothing(tmp_path):
-    """The input is a FIFO that never delivers data: the report blocks reading it until SIGINT."""
-    fifo, merged = tmp_path / "r.json", tmp_path / "m.json"
-    os.mkfifo(fifo)
+def test_sigint_while_waiting_to_append_exits_130_with_one_line_and_writes_nothing(tmp_path):
+    """Another job holds the CSV's lock: the report, its file read, waits to append until SIGINT."""
+    import fcntl
+
+    from utils import fileio
+    csv, merged = tmp_path / "all.csv", tmp_path / "m.json"
+    holder = open(fileio.lock_path(str(csv)), "a")
+    fcntl.flock(holder, fcntl.LOCK_EX)
     # SIGINT as a terminal's Ctrl-C gives it: a suite started in the background (`&` without job
     # control) hands its children SIGINT ignored, and Python then never raises KeyboardInterrupt
-    process = subprocess.Popen([sys.executable, "-m", "utils.report", str(fifo), "--json", str(merged)], cwd=ROOT,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    process = subprocess.Popen([sys.executable, "-m", "utils.report", str(GENUINE), "--csv", str(csv), "--json",
+                                str(merged)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    writer = None
     try:
-        deadline = time.monotonic() + 120
-        while writer is None:  # a writer can open a FIFO without blocking only once its reader has
-            try:
-                writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
-            except OSError:
-                assert process.poll() is None and time.monotonic() < deadline, process.communicate()
-                time.sleep(0.05)
-        blocked_reading(process, deadline)
+        blocked(process, time.monotonic() + 120)
         process.send_signal(signal.SIGINT)
         out, err = process.communicate(timeout=60)
     finally:
         process.kill()
-        if writer is not None:
-            os.close(writer)
+        holder.close()
     assert process.returncode == 130, err
     assert err == "utils.report: interrupted; nothing was written.\n", err
-    assert not merged.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
+    assert not csv.exists() and not merged.exists()
 
 
 def with_config(**changed):
