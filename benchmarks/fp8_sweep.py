@@ -34,6 +34,9 @@ FP8_MODES = ["fp8", "fp8-rowwise"]
 IMAGE_SIZE, PATCH_SIZE = 32, 2
 TOKENS = (IMAGE_SIZE // PATCH_SIZE) ** 2 + 1  # 16x16 patches and the class token
 HEAD_DIM = 64  # each width's heads: width / 64, as ViT-B and ViT-L have
+# The widest blocks that train on one GPU: at 16384 the two hold 6.4 G parameters, 103 GB with
+# AdamW's states, within an H200's 141 GB; at 32768, 412 GB.
+MOST_WIDTH = 16384
 LAYERS = 2
 WIDTHS, BATCH, STEPS, WARMUP = [384, 768, 1024, 2048, 4096], 64, 20, 5  # the defaults; batch 64: M = 16,448
 BLOCKS = "vit-blocks-"  # the blocks' name at a width, for the GPU suite's estimates: vit-blocks-384
@@ -43,9 +46,11 @@ RECIPE_OF = "vit_s4"
 
 def widths(text: str) -> List[int]:
     words = [word.strip() for word in text.split(",") if word.strip()]
-    values = [int(word) for word in words if word.isascii() and word.isdigit()]
-    if not values or len(values) < len(words) or any(value < HEAD_DIM or value % HEAD_DIM for value in values):
-        raise argparse.ArgumentTypeError(f"takes multiples of {HEAD_DIM} (the head size), like 384,768; got {text}")
+    values = [int(word) for word in words if word.isascii() and word.isdigit() and len(word) <= len(str(MOST_WIDTH))]
+    if not values or len(values) < len(words) or any(not HEAD_DIM <= value <= MOST_WIDTH or value % HEAD_DIM
+                                                     for value in values):
+        raise argparse.ArgumentTypeError(f"takes multiples of {HEAD_DIM} (the head size) up to {MOST_WIDTH}, like "
+                                         f"384,768; got {console.shortened(text)}")
     return values
 
 

@@ -17,6 +17,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Union
 
 from models import families
+from utils import console
 from utils.errors import UserError
 from utils.results.accuracy import DEFAULT_MARGIN_POINTS
 from utils.setup_keys import GRAD_COMM
@@ -89,12 +90,15 @@ RANGES = {
 
 
 def flag_type(allowed: Range) -> Callable[[str], Union[int, float]]:
-    """argparse's type for a flag whose values are `allowed`: out of range, it is refused at
-    parsing with the flag named (a non-number gets argparse's own "invalid int value")."""
+    """argparse's type for a flag whose values are `allowed`: a value out of range, or no number
+    of its kind, is refused at parsing with the flag named."""
     def parse(text: str) -> Union[int, float]:
-        value = allowed.kind(text)
-        if not allowed.holds(value):
-            raise argparse.ArgumentTypeError(f"must be {allowed.wording}, got {text}")
+        try:
+            value = allowed.kind(text)
+        except ValueError:  # not a number, or more digits than int() reads
+            value = None
+        if value is None or not allowed.holds(value):
+            raise argparse.ArgumentTypeError(f"must be {allowed.wording}, got {console.shortened(text)}")
         return value
 
     parse.__name__ = allowed.kind.__name__

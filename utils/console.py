@@ -102,6 +102,11 @@ def run(name: str, main: Callable[[], Optional[int]]) -> int:
     return status
 
 
+def shortened(text: str) -> str:
+    """`text` as a refusal's sentence quotes what the user typed: cut short when long."""
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 class Parser(argparse.ArgumentParser):
     """argparse whose refusals are one line like the program's own: `name: error: message`,
     exit 2, saying how to list the flags (`prog` stays how the program is run, for -h)."""

@@ -233,17 +233,12 @@ def whole_number(text: str) -> Optional[int]:
         return None
 
 
-def quoted(text: str) -> str:
-    """`text` for a refusal's sentence, cut short when long."""
-    return f"'{text}'" if len(text) <= 40 else f"'{text[:37]}...'"
-
-
 def parse_shape(text: str) -> Tuple[int, int, int]:
     parts = text.split(",")
     numbers = [number for number in map(whole_number, parts) if number is not None]
     if len(parts) != 3 or len(numbers) != 3:
         raise UserError(f"--shape takes M,K,N as three whole numbers from 1 to {LARGEST_DIMENSION} in digits 0 to 9, "
-                        f"like 16384,4096,8192; not {quoted(text)}.")
+                        f"like 16384,4096,8192; not '{console.shortened(text)}'.")
     m, k, n = numbers
     return m, k, n
 
@@ -253,7 +248,7 @@ def whole(low: int, high: int) -> Callable[[str], int]:
     def parse(text: str) -> int:
         number = whole_number(text)
         if number is None or not low <= number <= high:
-            raise argparse.ArgumentTypeError(f"must be a whole number from {low} to {high}, not {quoted(text)}")
+            raise argparse.ArgumentTypeError(f"must be a whole number from {low} to {high}, not '{console.shortened(text)}'")
         return number
 
     return parse
