@@ -16,9 +16,10 @@ slices. Run where there is network, this writes into DIR:
 * manifest.json: what DIR holds, for which Python and platform, each file's sha256, and the
   command that, on the node, installs the wheels offline and runs gpu_suite.py --budget.
 
-A user error (no network, a wrong md5, DIR not writable, ...) exits 2 with one sentence, a disk
-that fails mid-write 1. Everything is built in a hidden folder inside DIR and moved
-into place once complete, manifest.json last, so a DIR without manifest.json is no bundle.
+A user error (no network, a wrong md5, DIR not writable, another bundle.py writing DIR, ...)
+exits 2 with one sentence, a disk that fails mid-write 1. Everything is built in a hidden folder
+inside DIR, then swapped in by renames, manifest.json last, so a DIR without manifest.json is no
+bundle; a bundle DIR held before survives any failure whole (publish(), tidy()).
 """
 from __future__ import annotations
 
@@ -44,22 +45,23 @@ from typing import Dict, Iterator, List, Optional
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from utils import compat  # noqa: E402 (no torch)
+from utils import compat, console  # noqa: E402 (no torch)
 from utils.clock import now_utc  # noqa: E402
 from utils.errors import UserError, WriteFailed  # noqa: E402
-from utils.fileio import atomic_write, ensure_folder_writable  # noqa: E402
+from utils.fileio import ensure_folder_writable, held_or_refused  # noqa: E402
 
 INSTALL_SETS = ("requirements-container.txt", "requirements-test.txt")  # what ampbench needs; not extras
 MANIFEST = "manifest.json"
 WHEELS, DATA = "wheels", "data"
 STAGING = ".bundle-"  # the hidden folder a bundle is built in; one left there was killed mid-way
+RETIRED = STAGING + "retired-"  # where publish() sets the earlier bundle aside while the new one moves in
 LEGACY_MANYLINUX = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}  # the old names of glibc 2.N's
 CHUNK = 1 << 20
 
 
 def parse(argv: Optional[List[str]]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="bundle.py", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = console.Parser("bundle.py", prog="python benchmarks/bundle.py", description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("dir", metavar="DIR", help="the folder to fill (created if missing; new, empty or a bundle)")
     parser.add_argument("--python", metavar="X.Y", help="the node's Python (default: the one running this)")
     parser.add_argument("--platform", metavar="TAG", help="the node's platform as pip names it, e.g. "
@@ -233,8 +235,7 @@ def node_command(folder: Path, pins: List[str], budget: int) -> str:
 
 
 def prepare(folder: Path) -> None:
-    """Refuse a DIR that cannot be written or holds what no bundle writes; remove what a killed
-    bundle left there."""
+    """Refuse a DIR that cannot be written or holds what no bundle writes; make it."""
     ensure_folder_writable(str(folder), "DIR")
     if folder.is_dir():
         foreign = sorted(entry.name for entry in folder.iterdir()
@@ -243,6 +244,13 @@ def prepare(folder: Path) -> None:
             raise UserError(f"{folder} holds {foreign[0]}, which no bundle writes; give a new or empty folder, "
                             "or one bundle.py wrote.")
     folder.mkdir(parents=True, exist_ok=True)
+
+
+def tidy(folder: Path) -> None:
+    """Finish what a killed bundle.py left in `folder`: an earlier bundle it had set aside goes
+    back (restore()), then its hidden folders go."""
+    for retired in folder.glob(RETIRED + "*"):
+        restore(folder, retired)
     for leftover in folder.glob(STAGING + "*"):
         shutil.rmtree(leftover, ignore_errors=True)
 
@@ -260,15 +268,34 @@ def build(staging: Path, folder: Path, options: argparse.Namespace, python: str,
             "command": node_command(folder, pins, options.budget)}
 
 
-def publish(staging: Path, folder: Path, manifest: Dict[str, object]) -> None:
-    """Move the built wheels and data into `folder`, replacing an earlier bundle's; the manifest last."""
-    if (folder / MANIFEST).exists():
-        (folder / MANIFEST).unlink()
-    for name in (WHEELS, DATA):
-        shutil.rmtree(folder / name, ignore_errors=True)
-        os.replace(staging / name, folder / name)
-    text = json.dumps(manifest, indent=2, allow_nan=False) + "\n"  # strict: it holds no float
-    atomic_write(str(folder / MANIFEST), lambda f: f.write(text.encode()))
+def publish(staging: Path, folder: Path) -> None:
+    """Swap the bundle built in `staging` (its manifest.json last written) into `folder`: the
+    earlier bundle's entries move aside into a hidden folder, manifest.json first, then the new
+    ones move in by rename, manifest.json last; a failure on the way puts the earlier bundle
+    back (restore()), and a kill leaves it for the next run's tidy(). The earlier bundle is
+    removed only once the new one is whole."""
+    retired = Path(tempfile.mkdtemp(prefix=RETIRED, dir=folder))
+    try:
+        for name in (MANIFEST, WHEELS, DATA):
+            if os.path.lexists(folder / name):
+                os.replace(folder / name, retired / name)
+        for name in (WHEELS, DATA, MANIFEST):
+            os.replace(staging / name, folder / name)
+    except BaseException:
+        restore(folder, retired)
+        raise
+    shutil.rmtree(retired, ignore_errors=True)
+
+
+def restore(folder: Path, retired: Path) -> None:
+    """Put back the bundle that publish() set aside in `retired`, unless the new one is whole
+    in `folder` (its manifest.json moved in last); then remove `retired`."""
+    if not (folder / MANIFEST).exists() and (retired / MANIFEST).exists():
+        for name in (WHEELS, DATA, MANIFEST):
+            if os.path.lexists(retired / name):
+                shutil.rmtree(folder / name, ignore_errors=True)  # the new bundle's, moved in before the failure
+                os.replace(retired / name, folder / name)
+    shutil.rmtree(retired, ignore_errors=True)
 
 
 def run(options: argparse.Namespace) -> Dict[str, object]:
@@ -280,17 +307,23 @@ def run(options: argparse.Namespace) -> Dict[str, object]:
     folder = Path(os.path.abspath(options.dir))
     created = not os.path.lexists(folder)
     prepare(folder)
-    staging = Path(tempfile.mkdtemp(prefix=STAGING, dir=folder))
-    try:
-        manifest = build(staging, folder, options, python, tag)
-        publish(staging, folder, manifest)
-    except OSError as error:
-        raise WriteFailed(f"could not write into {folder} ({error.strerror or error}); it holds no new "
-                          "bundle.") from None
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-        if created and not (folder / MANIFEST).exists():
-            shutil.rmtree(folder, ignore_errors=True)  # a failed bundle leaves no folder it made
+    busy = f"another bundle.py is writing {folder} now; wait for it to end, or give another DIR."
+    with held_or_refused(str(folder), busy):
+        staging = None
+        try:
+            tidy(folder)
+            staging = Path(tempfile.mkdtemp(prefix=STAGING, dir=folder))
+            manifest = build(staging, folder, options, python, tag)
+            (staging / MANIFEST).write_text(json.dumps(manifest, indent=2, allow_nan=False) + "\n")  # holds no float
+            publish(staging, folder)
+        except OSError as error:
+            raise WriteFailed(f"could not write into {folder} ({error.strerror or error}); the bundle there "
+                              "before, if any, is kept as it was.") from None
+        finally:
+            if staging is not None:
+                shutil.rmtree(staging, ignore_errors=True)
+            if created and not (folder / MANIFEST).exists():
+                shutil.rmtree(folder, ignore_errors=True)  # a failed bundle leaves no folder it made
     return manifest
 
 
@@ -299,8 +332,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         manifest = run(options)
     except (UserError, WriteFailed) as error:
-        print(f"bundle.py: error: {error}", file=sys.stderr)
-        return 2 if isinstance(error, UserError) else 1
+        return console.refused("bundle.py", error)
     print(f"bundle for Python {manifest['python']} on {manifest['platform']} written to "
           f"{os.path.abspath(options.dir)}: {', '.join(manifest['wheels']) or 'no wheels'}, CIFAR-10.\n"
           f"On the node:\n  {manifest['command']}")
@@ -308,4 +340,4 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(console.run("bundle.py", main))

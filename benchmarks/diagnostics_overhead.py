@@ -18,22 +18,29 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+from models.families import STEMS  # noqa: E402 (no torch)
+from utils import console  # noqa: E402
+from utils.config import COUNT, RANGES, flag_type  # noqa: E402
+from utils.training.modes import MODES  # noqa: E402
 SUBSET = os.path.join(os.path.dirname(ROOT), "shared", "data", "cifar10-subset", "cifar-10-batches-py")
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = console.Parser("diagnostics_overhead.py", prog="python benchmarks/diagnostics_overhead.py",
+                            description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-p", "--gpu", action="store_true")
     parser.add_argument("--model", default="resnet18")
-    parser.add_argument("--stem", default="imagenet")
-    parser.add_argument("-b", "--batch-size", type=int, default=32)
-    parser.add_argument("--mode", default="fp32")
-    parser.add_argument("--steps", type=int, default=12, help="steps per run, warm-up included")
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=5, help="runs of each kind, alternating which goes first")
+    parser.add_argument("--stem", default="imagenet", choices=STEMS)
+    parser.add_argument("-b", "--batch-size", type=flag_type(RANGES["batch_size"]), default=32)
+    parser.add_argument("--mode", default="fp32", choices=MODES)
+    parser.add_argument("--steps", type=flag_type(RANGES["steps"]), default=12, help="steps per run, warm-up included")
+    parser.add_argument("--warmup", type=flag_type(RANGES["warmup"]), default=2)
+    parser.add_argument("--rounds", type=flag_type(COUNT), default=5,
+                        help="runs of each kind, alternating which goes first")
     parser.add_argument("--flag", choices=["explain", "numerics", "eval-every"], default="explain")
-    parser.add_argument("--numerics-every", type=int, default=50)
-    parser.add_argument("--eval-every", type=float, default=0.02, help="epochs (with --flag eval-every)")
+    parser.add_argument("--numerics-every", type=flag_type(RANGES["numerics_every"]), default=50)
+    parser.add_argument("--eval-every", type=flag_type(RANGES["eval_every"]), default=0.02,
+                        help="epochs (with --flag eval-every)")
     parser.add_argument("--data-dir", default=SUBSET, help="CIFAR-10 for --flag eval-every (default: the subset)")
     options = parser.parse_args()
 
@@ -88,4 +95,4 @@ def interleaved_medians(model, mode, data, plain, flagged, options, device):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(console.run("diagnostics_overhead.py", main))

@@ -24,12 +24,19 @@ import sys
 from typing import Any, Dict, List
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from utils import console  # noqa: E402 (no torch)
+from utils.config import RANGES, RunConfig, flag_type  # noqa: E402
+from utils.fileio import ensure_writable  # noqa: E402
+from utils.results.files import write_json  # noqa: E402
 
 BASELINE = "amp-bf16"
 FP8_MODES = ["fp8", "fp8-rowwise"]
 IMAGE_SIZE, PATCH_SIZE = 32, 2
 TOKENS = (IMAGE_SIZE // PATCH_SIZE) ** 2 + 1  # 16x16 patches and the class token
 HEAD_DIM = 64  # each width's heads: width / 64, as ViT-B and ViT-L have
+# The widest blocks that train on one GPU: at 16384 the two hold 6.4 G parameters, 103 GB with
+# AdamW's states, within an H200's 141 GB; at 32768, 412 GB.
+MOST_WIDTH = 16384
 LAYERS = 2
 WIDTHS, BATCH, STEPS, WARMUP = [384, 768, 1024, 2048, 4096], 64, 20, 5  # the defaults; batch 64: M = 16,448
 BLOCKS = "vit-blocks-"  # the blocks' name at a width, for the GPU suite's estimates: vit-blocks-384
@@ -38,18 +45,13 @@ RECIPE_OF = "vit_s4"
 
 
 def widths(text: str) -> List[int]:
-    values = [int(value) for value in text.split(",") if value.strip()]
-    if not values or any(value < HEAD_DIM or value % HEAD_DIM for value in values):
-        raise argparse.ArgumentTypeError(f"--widths takes multiples of {HEAD_DIM} (the head size), like "
-                                         f"384,768; got {text}")
+    words = [word.strip() for word in text.split(",") if word.strip()]
+    values = [int(word) for word in words if word.isascii() and word.isdigit() and len(word) <= len(str(MOST_WIDTH))]
+    if not values or len(values) < len(words) or any(not HEAD_DIM <= value <= MOST_WIDTH or value % HEAD_DIM
+                                                     for value in values):
+        raise argparse.ArgumentTypeError(f"takes multiples of {HEAD_DIM} (the head size) up to {MOST_WIDTH}, like "
+                                         f"384,768; got {console.shortened(text)}")
     return values
-
-
-def positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
-    return value
 
 
 def encoder_blocks(width: int) -> Any:
@@ -80,22 +82,22 @@ def step_flops(name: str, batch: int) -> int:
 
 
 def sweep(options: argparse.Namespace) -> Dict[str, Any]:
+    names = [BASELINE] + FP8_MODES
+    # main.py's rules for these flags, before torch is imported: fp8 on the CPU without --fp8-emulate
+    config = RunConfig.build(model=RECIPE_OF, modes=",".join(names), steps=options.warmup + options.steps,
+                             warmup=options.warmup, batch_size=options.batch, gpu=options.gpu,
+                             fp8_emulate=options.fp8_emulate, no_progress=True, no_eval=True)
     import torch
 
     from utils.app import pick_device, run_mode
-    from utils.config import RunConfig
     from utils.data.dataset import synthetic
     from utils.explain import fp8_predict
     from utils.training import float8, modes
     from utils.training.context import RunContext
 
     device = pick_device(options.gpu, cudnn_benchmark=True)
-    names = [BASELINE] + FP8_MODES
-    for name in FP8_MODES:  # refuses a missing torchao, an old torch, a GPU without FP8, the CPU without emulation
+    for name in FP8_MODES:  # refuses a missing torchao, an old torch, a GPU without FP8
         float8.check_requirements(modes.MODES[name], device, options.fp8_emulate)
-    config = RunConfig.build(model=RECIPE_OF, modes=",".join(names), steps=options.warmup + options.steps,
-                             warmup=options.warmup, batch_size=options.batch, gpu=options.gpu,
-                             fp8_emulate=options.fp8_emulate, no_progress=True, no_eval=True)
     config = config.with_recipe(False, 1)
     data = synthetic(device, seed=0)
     device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else None
@@ -142,17 +144,19 @@ def row_line(row: Dict[str, Any]) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     """The sweep's flags; the GPU suite reads its estimate of a sweep from them."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = console.Parser("fp8_sweep.py", prog="python benchmarks/fp8_sweep.py", description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-p", "--gpu", action="store_true", help="train on CUDA (an FP8 GPU)")
     parser.add_argument("--fp8-emulate", action="store_true", help="FP8 in software, on any device: checks the "
                         "sweep, never FP8's speed")
     parser.add_argument("--widths", type=widths, default=WIDTHS, help=f"model widths, multiples of {HEAD_DIM} "
                         f"(default {','.join(map(str, WIDTHS))})")
-    parser.add_argument("-b", "--batch", type=positive, default=BATCH, help=f"images per step (default {BATCH}: "
-                        f"{BATCH * TOKENS:,} tokens, the M of every matmul)")
-    parser.add_argument("--steps", type=positive, default=STEPS, help=f"timed steps per mode (default {STEPS})")
-    parser.add_argument("--warmup", type=positive, default=WARMUP, help=f"untimed steps before them (default "
-                        f"{WARMUP})")
+    parser.add_argument("-b", "--batch", type=flag_type(RANGES["batch_size"]), default=BATCH,
+                        help=f"images per step (default {BATCH}: {BATCH * TOKENS:,} tokens, the M of every matmul)")
+    parser.add_argument("--steps", type=flag_type(RANGES["steps"]), default=STEPS,
+                        help=f"timed steps per mode (default {STEPS})")
+    parser.add_argument("--warmup", type=flag_type(RANGES["warmup"]), default=WARMUP,
+                        help=f"untimed steps before them (default {WARMUP})")
     parser.add_argument("--json", metavar="PATH", help="write the sweep as JSON")
     return parser
 
@@ -160,17 +164,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main() -> int:
     options = build_parser().parse_args()
 
-    from utils.errors import UserError
-    from utils.fileio import ensure_writable
-    from utils.results.files import write_json
-
-    try:
-        if options.json:  # before minutes of GPU time, not after
-            ensure_writable(options.json, "--json")
-        document = sweep(options)
-    except UserError as error:
-        print(f"fp8_sweep.py: {error}", file=sys.stderr)
-        return 2
+    if options.json:  # before minutes of GPU time, not after
+        ensure_writable(options.json, "--json")
+    document = sweep(options)
     if document["emulated"]:
         print("FP8 emulated in software: the measured speedups are not FP8's.")
     print(f"predicted for {document['predicted_for']}" if document["predicted_for"] else
@@ -181,4 +177,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(console.run("fp8_sweep.py", main))

@@ -17,6 +17,8 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+from utils import console  # noqa: E402 (no torch)
+from utils.config import COUNT, RANGES, flag_type  # noqa: E402
 # With -p, the AMP step these models take at the loader's batch (channels_last, the CIFAR stem), for
 # the loader's share of it.
 AMP_MODELS, AMP_STEPS = ("resnet50", "resnet18"), 60
@@ -57,12 +59,13 @@ def amp_step_ms(model_name, data, batch_size, device):
 
 def build_parser():
     """The script's flags; the GPU suite reads its estimate of a run from them."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = console.Parser("loader.py", prog="python benchmarks/loader.py", description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-dir", default=os.environ.get("CIFAR10_DIR", SUBSET))
     parser.add_argument("-p", "--gpu", action="store_true")
-    parser.add_argument("-b", "--batch-size", type=int, default=128)
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--batches", type=int, default=20, help="batches per timed block")
+    parser.add_argument("-b", "--batch-size", type=flag_type(RANGES["batch_size"]), default=128)
+    parser.add_argument("--workers", type=flag_type(RANGES["workers"]), default=2)
+    parser.add_argument("--batches", type=flag_type(COUNT), default=20, help="batches per timed block")
     return parser
 
 
@@ -101,4 +104,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(console.run("loader.py", main))

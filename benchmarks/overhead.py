@@ -24,6 +24,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from utils import console  # noqa: E402 (no torch)
+from utils.config import COUNT, RANGES, flag_type  # noqa: E402
+from utils.training.modes import MODES  # noqa: E402
 
 
 def bare_loop(initial_model, data, mode, config, device):
@@ -74,15 +77,17 @@ def ampbench_loop(initial_model, data, mode, config, device):
 
 def build_parser():
     """The script's flags; the GPU suite reads its estimate of a run from them."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = console.Parser("overhead.py", prog="python benchmarks/overhead.py", description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-p", "--gpu", action="store_true")
     parser.add_argument("--model", default="resnet18")
-    parser.add_argument("-b", "--batch-size", type=int, default=64)
-    parser.add_argument("--mode", default="fp32")
+    parser.add_argument("-b", "--batch-size", type=flag_type(RANGES["batch_size"]), default=64)
+    parser.add_argument("--mode", default="fp32", choices=MODES)
     parser.add_argument("--optimizer-impl", default="fused", choices=["fused", "foreach"])
-    parser.add_argument("--steps", type=int, default=8, help="timed steps per run")
-    parser.add_argument("--warmup", type=int, default=2, help="untimed steps at the start of each run")
-    parser.add_argument("--rounds", type=int, default=9, help="runs of each kind, interleaved")
+    parser.add_argument("--steps", type=flag_type(RANGES["steps"]), default=8, help="timed steps per run")
+    parser.add_argument("--warmup", type=flag_type(RANGES["warmup"]), default=2,
+                        help="untimed steps at the start of each run")
+    parser.add_argument("--rounds", type=flag_type(COUNT), default=9, help="runs of each kind, interleaved")
     return parser
 
 
@@ -128,4 +133,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(console.run("overhead.py", main))

@@ -29,7 +29,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from utils.errors import UserError, WriteFailed  # noqa: E402 (no torch)
+from utils import console  # noqa: E402 (no torch)
+from utils.errors import UserError, WriteFailed  # noqa: E402
 from utils.setup_keys import GRAD_COMM  # noqa: E402
 from utils.stop import StopRequest  # noqa: E402
 from utils.training import modes  # noqa: E402
@@ -41,7 +42,7 @@ PLAN = "plan.json"  # in --out: what the study launches, so that the same comman
 
 
 def parse(argv):
-    parser = argparse.ArgumentParser(prog="scaling.py", description=__doc__.split("\n")[0])
+    parser = console.Parser("scaling.py", prog="python benchmarks/scaling.py", description=__doc__.split("\n")[0])
     parser.add_argument("--out", required=True, help="folder for the launches' results and logs, the table, "
                         "scaling.json and scaling.png")
     parser.add_argument("-p", "--gpu", action="store_true", help="one process per GPU (default: CPU processes)")
@@ -335,9 +336,8 @@ def main(argv=None):
         try:
             return run(options, stop)
         except (UserError, WriteFailed) as error:
-            print(f"scaling.py: error: {error}", file=sys.stderr)
-            return 2 if isinstance(error, UserError) else 1
+            return console.refused("scaling.py", error)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(console.run("scaling.py", main))

@@ -13,7 +13,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere, it imports the project's utils
 
-from utils import config  # noqa: E402
+from utils import config, console  # noqa: E402
+from utils.fileio import atomic_write  # noqa: E402
 from utils.flags import FLAGS  # noqa: E402
 
 PAGE = ROOT / "docs" / "flags.md"
@@ -59,7 +60,8 @@ def rewritten(page_text):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description="Write docs/flags.md's flag tables from utils/flags.py.")
+    parser = console.Parser("generate_flags.py", prog="python docs/generate_flags.py",
+                            description="Write docs/flags.md's flag tables from utils/flags.py.")
     parser.add_argument("--check", action="store_true", help="say whether the page drifted; write nothing")
     args = parser.parse_args(argv)
     text = rewritten(PAGE.read_text())
@@ -69,9 +71,9 @@ def main(argv=None):
         print("docs/flags.md differs from utils/flags.py; run python docs/generate_flags.py and commit it.",
               file=sys.stderr)
         return 1
-    PAGE.write_text(text)
+    atomic_write(str(PAGE), lambda f: f.write(text.encode()))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(console.run("generate_flags.py", main))

@@ -2,9 +2,11 @@
 each as its family (models/families.py) says."""
 from __future__ import annotations
 
+import contextlib
 import difflib
 import inspect
-from typing import List, Optional
+import itertools
+from typing import Iterator, List, Optional
 
 import torch
 import torchvision.models as tvm
@@ -76,6 +78,27 @@ def build_model(name: str, stem: Optional[str] = None, dropout: Optional[float] 
     return model
 
 
+@contextlib.contextmanager
+def weightless() -> Iterator[None]:
+    """Models built in the block hold their parameters on the meta device: the shapes without
+    the memory or the random initialisation of their weights, so that the largest model is
+    checked or predicted for at once (torch 2.1, compat.runs_on_meta). Only parameters: a
+    builder may compute with tensors (regnet's widths), which torch.device("meta") would make
+    meta too."""
+    register = nn.Module.register_parameter
+
+    def on_meta(module: nn.Module, name: str, parameter: Optional[nn.Parameter]) -> None:
+        if parameter is not None:
+            parameter = nn.Parameter(parameter.to("meta"), parameter.requires_grad)
+        register(module, name, parameter)
+
+    setattr(nn.Module, "register_parameter", on_meta)
+    try:
+        yield
+    finally:
+        setattr(nn.Module, "register_parameter", register)
+
+
 def has_batch_norm(model: nn.Module) -> bool:
     return any(isinstance(module, nn.modules.batchnorm._BatchNorm) for module in model.modules())
 
@@ -83,7 +106,9 @@ def has_batch_norm(model: nn.Module) -> bool:
 def check_accepts_images(model: nn.Module, name: str, image_size: int, batch_size: Optional[int] = None) -> None:
     """Run two images of `image_size` through the new model (eval mode, no grad: no state changes), so
     that models with a fixed or minimum input size fail now with a clear sentence; and, given
-    the batch size, that every batch norm will see more than one value per channel in training."""
+    the batch size, that every batch norm will see more than one value per channel in training.
+    On the meta device where this torch runs models there (compat.runs_on_meta): the shapes
+    alone, at once for any model and size, with a weightless model's too."""
     values_per_image = {}
 
     def record(module, inputs, output):
@@ -93,7 +118,13 @@ def check_accepts_images(model: nn.Module, name: str, image_size: int, batch_siz
     hooks = [m.register_forward_hook(record) for m in norms]
     try:
         with torch.no_grad():
-            model.eval()(torch.zeros(2, 3, image_size, image_size))
+            model.eval()
+            if compat.runs_on_meta():
+                state = {key: torch.empty_like(value, device="meta")
+                         for key, value in itertools.chain(model.named_parameters(), model.named_buffers())}
+                torch.func.functional_call(model, state, (torch.zeros(2, 3, image_size, image_size, device="meta"),))
+            else:
+                model(torch.zeros(2, 3, image_size, image_size))
     except (RuntimeError, ValueError, AssertionError) as error:  # a size models/families.py does not know of
         reason = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise UserError(f"model '{name}' cannot take {image_size}x{image_size} images ({reason}); "

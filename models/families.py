@@ -61,12 +61,22 @@ OPTIMIZER_DEFAULTS = {
 }
 
 DEFAULT_IMAGE_SIZE = 32  # CIFAR-10's own: --image-size upsamples it on the device
+# --image-size's range: 16 leaves a convnet's last feature maps a pixel or two; at 1024 a batch of
+# 128 float32 images is 1.6 GB before the model's first activation.
+IMAGE_SIZES = (16, 1024)
 # ResNet-family models take the CIFAR stem (3x3 stride 1, no max-pool) up to this size and
 # torchvision's ImageNet stem (7x7 stride 2 and a max-pool: a quarter of the resolution) above:
 # at 64 the ImageNet stem leaves layer4 2x2 feature maps, at 224 the 7x7 it was designed for,
 # where the CIFAR stem would cost 16 times the FLOPs of ImageNet training.
 CIFAR_STEM_UP_TO = 64
+STEMS = ("cifar", "imagenet")  # --stem's choices
 CIFAR_VIT_PATCH = 4
+# The most patches a side a ViT takes. Self-attention's work grows with the square of the tokens:
+# at 64x64 patches (4,096 tokens) vit_t4's attention already does 3.6 times the work of its
+# Linear layers; at 256x256 (vit_t4 at 1024x1024, 65,536 tokens) 57 times, 1.5e16 FLOPs a step
+# of 128 images: tens of seconds a step on an H100, days on a CPU.
+VIT_PATCHES_A_SIDE = 64
+VIT_ATTENTION = f"{VIT_PATCHES_A_SIDE} patches a side at most: self-attention's work grows with the square of the patches"
 # The vision transformers built here for small images (models/vit.py): torchvision's own class
 # with the Tiny and Small widths of DeiT, the Base and Large of ViT (Dosovitskiy et al., 2021),
 # and 4x4 patches; name -> (hidden width, layers, heads, MLP width).
@@ -87,28 +97,36 @@ class Family:
     no_decay: Tuple[str, ...] = ()  # parameters AdamW's weight decay spares, besides biases and norms
     resnet_stem: bool = False  # a 7x7 stride-2 conv1 and a max-pool, which --stem cifar replaces
     options: Mapping[str, object] = field(default_factory=dict)  # the torchvision builder's keyword arguments
-    # the images it takes: at least min_image_size pixels a side, a multiple of image_multiple
-    # (why, where said); --list-models leaves out those that refuse the run's size
+    # the images it takes: from min_image_size to max_image_size pixels a side, a multiple of
+    # image_multiple (why, where said); --list-models leaves out those that refuse the run's size
     min_image_size: int = 1
+    max_image_size: int = IMAGE_SIZES[1]
     image_multiple: int = 1
-    size_reason: Optional[str] = None
+    size_reason: Optional[str] = None  # why the least size or the multiple
+    max_size_reason: Optional[str] = None
     size_option: Optional[str] = None  # the builder's keyword for the image size: image_size=N, or input_size=(N, N)
 
     def covers(self, model: str) -> bool:
         return model in self.names or model.startswith(self.prefixes)
 
+    def takes(self, image_size: int) -> bool:
+        return self.min_image_size <= image_size <= self.max_image_size and image_size % self.image_multiple == 0
+
 
 VIT_NO_DECAY = ("class_token", "pos_embedding")  # as DeiT (timm) and the CIFAR ViT references
 AUX_LOGITS_OFF = {"aux_logits": False, "init_weights": True}  # no auxiliary heads in training mode
+SHRINKS = "below it its feature maps shrink to nothing"
 # The first family that covers a model name is its family; a model no family covers is one of
 # OTHER_CONVNETS (tests/unit/models/test_models.py builds every model to keep the image sizes true).
 TORCHVISION_VIT = ("torchvision's vision transformers are built for 224x224 images and up, in whole patches; "
                    f"{', '.join(CIFAR_VITS)} are the same class with 4x4 patches for smaller images")
 FAMILIES = {
-    "cifar_vit": Family("transformer", names=tuple(CIFAR_VITS), no_decay=VIT_NO_DECAY, image_multiple=CIFAR_VIT_PATCH,
-                        size_reason="whole 4x4 patches"),
+    "cifar_vit": Family("transformer", names=tuple(CIFAR_VITS), no_decay=VIT_NO_DECAY,
+                        max_image_size=CIFAR_VIT_PATCH * VIT_PATCHES_A_SIDE, image_multiple=CIFAR_VIT_PATCH,
+                        size_reason="whole 4x4 patches", max_size_reason=VIT_ATTENTION),
     **{f"vit_patch{patch}": Family("transformer", names=names, no_decay=VIT_NO_DECAY, min_image_size=224,
-                                   image_multiple=patch, size_reason=TORCHVISION_VIT, size_option="image_size")
+                                   max_image_size=min(patch * VIT_PATCHES_A_SIDE, IMAGE_SIZES[1]), image_multiple=patch,
+                                   size_reason=TORCHVISION_VIT, max_size_reason=VIT_ATTENTION, size_option="image_size")
        for patch, names in ((16, ("vit_b_16", "vit_l_16")), (32, ("vit_b_32", "vit_l_32")), (14, ("vit_h_14",)))},
     "swin": Family("transformer", prefixes=("swin_",), no_decay=("relative_position_bias_table",)),
     # The last batch norm of each residual block starts at zero, so each block starts as the
@@ -119,8 +137,13 @@ FAMILIES = {
     "googlenet": Family("convnet", names=("googlenet",), options=AUX_LOGITS_OFF),
     "inception_v3": Family("convnet", names=("inception_v3",), options=AUX_LOGITS_OFF, min_image_size=75,
                            size_reason="its unpadded convolutions and pools"),
-    "alexnet": Family("convnet", names=("alexnet",), min_image_size=63,
-                      size_reason="below it its feature maps shrink to nothing"),
+    # the least sizes below are the smallest that build (tests/unit/models/test_models.py)
+    "alexnet": Family("convnet", names=("alexnet",), min_image_size=63, size_reason=SHRINKS),
+    "convnext": Family("convnet", prefixes=("convnext_",), min_image_size=32, size_reason=SHRINKS),
+    "densenet": Family("convnet", prefixes=("densenet",), min_image_size=29, size_reason=SHRINKS),
+    "squeezenet1_0": Family("convnet", names=("squeezenet1_0",), min_image_size=21, size_reason=SHRINKS),
+    "squeezenet1_1": Family("convnet", names=("squeezenet1_1",), min_image_size=17, size_reason=SHRINKS),
+    "vgg": Family("convnet", prefixes=("vgg",), min_image_size=32, size_reason=SHRINKS),
     "maxvit": Family("convnet", names=("maxvit_t",), no_decay=("relative_position_bias_table",), min_image_size=224,
                      image_multiple=224, size_reason="its 7x7 attention windows tile its last feature map",
                      size_option="input_size"),
@@ -143,15 +166,23 @@ def default_stem(image_size: int) -> str:
 
 
 def size_refusal(model: str, image_size: int) -> Optional[str]:
-    """Why `model` cannot take images of `image_size` pixels a side, with the size to ask for, or None."""
+    """Why `model` cannot take images of `image_size` pixels a side, with a size in IMAGE_SIZES
+    that it takes (the nearest above, else the largest below), or None."""
     family = family_of(model)
-    low, multiple = family.min_image_size, family.image_multiple
-    if image_size >= low and image_size % multiple == 0:
+    if family.takes(image_size):
         return None
-    fitting = -(-max(low, image_size) // multiple) * multiple
-    needs = (f" of at least {low}x{low}" if low > 1 else "") + \
-        (f" with sides a multiple of {multiple}" if multiple > 1 else "")
-    why = f" ({family.size_reason})" if family.size_reason else ""
+    low, high, multiple = family.min_image_size, family.max_image_size, family.image_multiple
+    bounds = (f" from {low}x{low} to {high}x{high}" if low > 1 and high < IMAGE_SIZES[1] else
+              f" of at least {low}x{low}" if low > 1 else f" of at most {high}x{high}" if high < IMAGE_SIZES[1] else "")
+    needs = bounds + (f" with sides a multiple of {multiple}" if multiple > 1 else "")
+    reasons = ([family.size_reason] if image_size < low or image_size % multiple else []) + \
+        ([family.max_size_reason] if image_size > high else [])
+    why = f" ({'; '.join(reason for reason in reasons if reason)})" if any(reasons) else ""
+    sizes = [size for size in range(IMAGE_SIZES[0], IMAGE_SIZES[1] + 1) if family.takes(size)]
+    if not sizes:
+        return (f"model '{model}' needs images{needs}{why}, and no --image-size from {IMAGE_SIZES[0]} to "
+                f"{IMAGE_SIZES[1]} is one: choose another model (--list-models).")
+    fitting = next((size for size in sizes if size >= image_size), sizes[-1])
     return (f"model '{model}' needs images{needs}{why}, and this run's are {image_size}x{image_size}: run it "
             f"with --image-size {fitting}.")
 

@@ -3,17 +3,18 @@ data, run every mode (x repeats), assemble the results document, print and write
 choose the exit status."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import shlex
 import signal
 import sys
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Union
 
 import torch
 
 from models import factory, families
-from utils import compat, launch
+from utils import compat, fileio, launch
 from utils.data import dataset
 from utils.config import no_test_images
 from utils.errors import UserError
@@ -85,11 +86,8 @@ def run(config: RunConfig, stop: StopRequest) -> int:
     """`stop` is main.py's utils.stop.StopRequest, installed before torch was imported."""
     if config.list_models:
         return list_models(config.image_size)
-    for message in config.warnings():
-        warn(message)
     device = pick_device(config.gpu, not config.no_cudnn_benchmark)
     world = launch.detect()
-    config.check_world(world.size)
     if world.distributed:
         device = distributed.init(world, config)
     stream = live.LiveLog.of(config, warn) if world.is_main else None
@@ -123,11 +121,27 @@ def benchmark(config: RunConfig, context: RunContext) -> int:
     return finish(config, context, data, run_all(config, context, model, data, resume_state), resume_state)
 
 
-def prepare(config: RunConfig, context: RunContext) -> Tuple[RunConfig, nn.Module, Data, Optional[Dict[str, Any]]]:
-    """Everything checked before the first step: the modes on this device, the outputs, the
-    checkpoint to resume; then the model, the data and the config they complete."""
+def check_flags(config: RunConfig) -> int:
+    """main.py --check-flags: the checks a run makes before its first step, by the run's own
+    code, but for those that read its data or a checkpoint: the device and the modes on it, the
+    outputs (check_setup), the model built (weightless where this torch can: models/factory.py)
+    and the layers fp8 converts in it. Writes nothing, says no warning (the run says them);
+    0 when the run would start."""
+    check_setup(config, pick_device(config.gpu, not config.no_cudnn_benchmark), lambda *said: None)
+    with factory.weightless() if compat.runs_on_meta() else contextlib.nullcontext():
+        model = seeded_model(config)
+    if any(mode.float8 for mode in config.precision_modes):
+        float8.accounting(model, config.batch_size, config.model, config.image_size)  # refuses nothing to convert
+    return 0
+
+
+def check_setup(config: RunConfig, device: torch.device, warn: Callable[..., None]) -> None:
+    """A run's checks before it builds its model: the modes on `device`, --compile on this
+    torch and every output (run_outputs.check); the flags' and the modes' warnings to `warn`."""
+    for message in config.warnings():
+        warn(message)
     for mode in config.precision_modes:
-        slow = precision.check_supported(mode, context.device, config.fp8_emulate, config.allow_slow_fp16)
+        slow = precision.check_supported(mode, device, config.fp8_emulate, config.allow_slow_fp16)
         if slow:
             warn(f"{slow}.")
     if config.fp8_emulate:
@@ -136,7 +150,18 @@ def prepare(config: RunConfig, context: RunContext) -> Tuple[RunConfig, nn.Modul
              "benchmark it.", "WARNING")
     if config.compile and not compat.has_compile():
         raise UserError(f"--compile needs torch 2.0 or newer, and this is torch {torch.__version__}: drop --compile.")
-    run_outputs.check(config, context.world, warn)
+    run_outputs.check(config)
+
+
+def prepare(config: RunConfig, context: RunContext) -> Tuple[RunConfig, nn.Module, Data, Optional[Dict[str, Any]]]:
+    """Everything checked before the first step: check_setup's, a killed save's leftovers
+    removed, the checkpoint to resume; then the model, the data and the config they complete."""
+    check_setup(config, context.device, warn)
+    if config.checkpoint and context.world.is_main:
+        removed = fileio.remove_leftovers(config.checkpoint)
+        if removed:
+            warn(f"removed {removed / 2 ** 20:.1f} MiB of temporary files that a killed save of {config.checkpoint} "
+                 "left beside it.")
     resume_state = checkpoint.load(config.checkpoint, context.device) if config.resume else None
     model = seeded_model(config)
     context.reporter.phase(f"model {config.model} built: {sum(p.numel() for p in model.parameters()) / 1e6:.1f} M "

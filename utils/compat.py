@@ -7,8 +7,9 @@ records it with `degrade`; a run's results list those notes (env.degraded).
 from __future__ import annotations
 
 import re
-from typing import Dict, Optional, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
+from utils import console
 from utils.errors import UserError
 
 MIN_TORCH = (1, 11)
@@ -64,6 +65,10 @@ def torchvision_release() -> Tuple[int, int]:
 
 def has_flop_counter() -> bool:
     return torch_release() >= (2, 1)  # torch.utils.flop_counter
+
+
+def runs_on_meta() -> bool:
+    return torch_release() >= (2, 1)  # every model's forward on the meta device, torch.func.functional_call
 
 
 def has_fused_sgd() -> bool:
@@ -138,14 +143,11 @@ def describe() -> Tuple[str, int]:
             f"{torchvision.__version__}, {seen}"), gpus
 
 
-def main() -> int:
+def main(argv: Optional[Sequence[str]] = None) -> int:
     """python -m utils.compat: check this torch, describe it, end with a line `gpus=N`; exit 2 if too old."""
-    import sys
-    try:
-        check_versions()
-    except UserError as error:
-        print(f"ampbench: error: {error}", file=sys.stderr)
-        return 2
+    console.Parser("utils.compat", prog="python -m utils.compat",
+                   description="Check this torch, describe it and its GPUs, end with a line gpus=N.").parse_args(argv)
+    check_versions()
     line, gpus = describe()
     print(line)
     print(f"gpus={gpus}")
@@ -153,4 +155,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(console.run("utils.compat", main))

@@ -10,20 +10,20 @@ Nothing here imports torch: main.py takes its defaults from `defaults()` and sti
 """
 from __future__ import annotations
 
+import argparse
 import math
 import os
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Union
 
 from models import families
+from utils import console
 from utils.errors import UserError
 from utils.results.accuracy import DEFAULT_MARGIN_POINTS
 from utils.setup_keys import GRAD_COMM
 from utils.training.modes import BASELINES, FP8_NEEDS_A_GPU
 
 if TYPE_CHECKING:
-    import argparse
-
     from utils.training.modes import Mode
 
 DEFAULT_STEPS = 200
@@ -34,9 +34,6 @@ LARGEST_COUNT = 2 ** 31 - 1  # the most steps, images or seconds a flag may ask 
 LARGEST_FLOAT = 3.4028234663852886e38  # float32's largest finite value: torch holds no larger rate or scale
 LARGEST_SEED = 2 ** 63 - 1  # torch.manual_seed's largest
 MOST_WORKERS = 256
-# --image-size's range: 16 leaves a convnet's last feature maps a pixel or two; at 1024 a batch of
-# 128 float32 images is 1.6 GB before the model's first activation.
-IMAGE_SIZES = (16, 1024)
 # DDP holds its bucket size in bytes as a 64-bit integer, which 1e30 MB overflows deep in its
 # Reducer; a TiB bucket already holds any model whole.
 LARGEST_BUCKET_MB = 2 ** 20
@@ -85,10 +82,27 @@ RANGES = {
     "workers": Range(int, 0, MOST_WORKERS, f"from 0 to {MOST_WORKERS}"), "warmup": COUNT_OR_ZERO,
     "explain_steps": COUNT, "numerics_every": COUNT, "log_every": COUNT, "dist_timeout": COUNT,
     "checkpoint_every": COUNT_OR_ZERO,
-    "image_size": Range(int, *IMAGE_SIZES, f"a whole number of pixels from {IMAGE_SIZES[0]} to {IMAGE_SIZES[1]}"),
+    "image_size": Range(int, *families.IMAGE_SIZES,
+                        f"a whole number of pixels from {families.IMAGE_SIZES[0]} to {families.IMAGE_SIZES[1]}"),
     "bucket_mb": Range(float, 0, LARGEST_BUCKET_MB, f"a positive number of MB up to {LARGEST_BUCKET_MB} (1 TiB)",
                        low_open=True),
 }
+
+
+def flag_type(allowed: Range) -> Callable[[str], Union[int, float]]:
+    """argparse's type for a flag whose values are `allowed`: a value out of range, or no number
+    of its kind, is refused at parsing with the flag named."""
+    def parse(text: str) -> Union[int, float]:
+        try:
+            value = allowed.kind(text)
+        except ValueError:  # not a number, or more digits than int() reads
+            value = None
+        if value is None or not allowed.holds(value):
+            raise argparse.ArgumentTypeError(f"must be {allowed.wording}, got {console.shortened(text)}")
+        return value
+
+    parse.__name__ = allowed.kind.__name__
+    return parse
 
 
 def default_data_dir() -> str:

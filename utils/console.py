@@ -1,34 +1,46 @@
-"""stdout and stderr that never cost a result: a reader that goes away (`main.py ... | head`)
-or a terminal that cannot show a character (an ASCII-only locale and a non-ASCII path) must
-not end a run before its files are written. The command-line entry points call protect()."""
+"""How every ampbench program talks to its user: stdout and stderr that never cost a result (a
+reader that goes away, `main.py ... | head`, or a terminal that cannot show a character, an
+ASCII-only locale and a non-ASCII path, must not end a run before its files are written), and
+refusals that end alike in every program: `name: error: one sentence`, exit 2 (exit 1 for an
+output that could not be written), never a traceback. The command-line entry points run
+through run()."""
 from __future__ import annotations
 
+import argparse
 import os
+import signal
 import sys
-from typing import Any, TextIO
+from typing import Any, Callable, List, NoReturn, Optional, TextIO
+
+from utils.errors import UserError, WriteFailed
 
 
-class QuietWhenReaderGone:
+class Guarded:
     """A text stream that, once its reader has closed the pipe, sends the rest to /dev/null
-    instead of raising BrokenPipeError (which would also come back when Python flushes at exit)."""
+    instead of raising BrokenPipeError (which would also come back when Python flushes at exit);
+    a stream that cannot be written otherwise (a full disk behind `> file`) goes quiet the same
+    way and keeps the error, for run() to say at the end."""
 
     def __init__(self, stream: TextIO):
         self.stream = stream
+        self.failure: Optional[OSError] = None
 
     def write(self, text: str) -> int:
         try:
             return self.stream.write(text)
-        except BrokenPipeError:
-            self.silence()
+        except OSError as error:
+            self.silence(error)
             return len(text)
 
     def flush(self) -> None:
         try:
             self.stream.flush()
-        except BrokenPipeError:
-            self.silence()
+        except OSError as error:
+            self.silence(error)
 
-    def silence(self) -> None:
+    def silence(self, error: OSError) -> None:
+        if not isinstance(error, BrokenPipeError):  # a reader that left asked for no more
+            self.failure = self.failure or error
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, self.stream.fileno())
         os.close(devnull)
@@ -39,11 +51,69 @@ class QuietWhenReaderGone:
 
 def protect() -> None:
     """Wrap sys.stdout and sys.stderr: characters the terminal cannot show are escaped, and a
-    closed pipe silences the stream instead of stopping the program."""
+    stream that cannot be written goes quiet instead of stopping the program."""
     for name in ("stdout", "stderr"):
         stream = getattr(sys, name)
-        if stream is None or isinstance(stream, QuietWhenReaderGone):
+        if stream is None or isinstance(stream, Guarded):
             continue
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="backslashreplace")
-        setattr(sys, name, QuietWhenReaderGone(stream))
+        setattr(sys, name, Guarded(stream))
+
+
+def refused(name: str, error: Exception) -> int:
+    """Say `error` as program `name`'s one sentence; its exit status: 2 for a UserError (what
+    the user can change), 1 for anything else (an output that failed)."""
+    print(f"{name}: error: {error}", file=sys.stderr)
+    return 2 if isinstance(error, UserError) else 1
+
+
+def run(name: str, main: Callable[[], Optional[int]]) -> int:
+    """Program `name`'s whole run: its streams protected, then main(); a UserError or
+    WriteFailed that reaches here ends as refused() says; Ctrl-C or a SIGTERM (a scheduler's)
+    that main() does not catch itself unwinds it, so that what it cleans up on the way is
+    cleaned, and ends in one line and 128 + the signal's number; and a standard output that
+    could not be written is said last (exit 1 where main() succeeded)."""
+    protect()
+    signals: List[int] = []
+
+    def stop(number: int, frame: object) -> None:
+        signals.append(number)
+        raise KeyboardInterrupt
+
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous == signal.SIG_DFL:  # one ignored on purpose (nohup) stays so
+        signal.signal(signal.SIGTERM, stop)
+    try:
+        status = main() or 0
+    except (UserError, WriteFailed) as error:
+        status = refused(name, error)
+    except KeyboardInterrupt:
+        number = signals[-1] if signals else signal.SIGINT
+        print(f"{name}: stopped by {signal.Signals(number).name}.", file=sys.stderr)
+        status = 128 + number
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    failure = getattr(sys.stdout, "failure", None)
+    if failure is not None:
+        print(f"{name}: error: could not write the standard output ({failure.strerror or failure}), so what "
+              "it printed there is cut short.", file=sys.stderr)
+        status = status or 1
+    return status
+
+
+def shortened(text: str) -> str:
+    """`text` as a refusal's sentence quotes what the user typed: cut short when long."""
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse whose refusals are one line like the program's own: `name: error: message`,
+    exit 2, saying how to list the flags (`prog` stays how the program is run, for -h)."""
+
+    def __init__(self, name: str, **settings: Any):
+        super().__init__(**settings)
+        self.name = name
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.name}: error: {message} ({self.prog} -h lists the flags).\n")

@@ -2,12 +2,14 @@
 proving before any training that every output can be written that way."""
 from __future__ import annotations
 
+import contextlib
 import errno
+import fcntl
 import glob
 import os
 import stat
 import tempfile
-from typing import BinaryIO, Callable, Tuple
+from typing import BinaryIO, Callable, Iterator, Tuple
 
 from utils.errors import UserError, WriteFailed
 
@@ -152,6 +154,26 @@ def ensure_lockable(path: str, flag: str) -> None:
     except OSError as error:
         raise UserError(f"cannot lock {flag} {path} for appending: {lock_path(path)} is not a writable file "
                         f"({error.strerror or error}); remove it or choose another path.") from None
+
+
+@contextlib.contextmanager
+def held_or_refused(folder: str, refusal: str) -> Iterator[None]:
+    """Run the block holding the exclusive lock of `folder` itself (nothing is left in it), or
+    raise UserError(`refusal`) at once when another process holds it. The kernel drops a lock
+    with the process that held it, so a killed holder leaves none stuck; on a file system
+    without such locks (some network mounts) the block runs unlocked, as it would without this."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UserError(refusal) from None
+        except OSError as error:
+            if error.errno not in (errno.ENOLCK, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EBADF):
+                raise
+        yield
+    finally:
+        os.close(fd)
 
 
 def atomic_write(path: str, write: Callable[[BinaryIO], object]) -> None:

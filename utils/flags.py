@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
-from models.families import BASE_BATCH, CIFAR_STEM_UP_TO, OPTIMIZER_DEFAULTS, RECIPES
+from models.families import BASE_BATCH, CIFAR_STEM_UP_TO, OPTIMIZER_DEFAULTS, RECIPES, STEMS
 from utils import config
 from utils.setup_keys import DDP_BUCKET_MB, GRAD_COMM
 from utils.training import modes  # the mode table, without torch
@@ -77,7 +77,7 @@ FLAGS = (
          "imagenet: torchvision's layout unchanged (default: cifar up to --image-size "
          f"{CIFAR_STEM_UP_TO}, imagenet above, where the ImageNet stem's quarter resolution leaves layer4 "
          "feature maps of 3x3 and more)",
-         doc="{help}; see [Models](data-and-models.md#models)", choices=("cifar", "imagenet")),
+         doc="{help}; see [Models](data-and-models.md#models)", choices=STEMS),
     Flag(("--dropout",), TRAINING, "dropout probability for models that have one (default: the model's own)",
          metavar="P"),
     Flag(("--seed",), TRAINING, "seed for weights, data order and augmentation", doc="{help} (default %(default)s)"),
@@ -131,11 +131,17 @@ FLAGS = (
          "(stderr)",
          action="store_true"),
     Flag(("--check-flags",), TRAINING,
-         "check every flag and their combinations, then exit 0 without importing torch or training",
-         doc="check every flag and the rules between them, then exit 0 (or 2 with the refusal's sentence) without "
-         "importing torch, reading data or training: what the job scripts run before any stage. Under a launcher's "
-         "variables (torchrun's `WORLD_SIZE` and `RANK`, mpirun's, srun's) it checks them as that rank would, so "
-         "`--grad-comm` and `--bucket-mb` are refused in one process",
+         "make the checks a run makes before its first step, but for its data and a checkpoint, then exit 0 "
+         "without training",
+         doc="make the checks a run makes before its first step, by the run's own code, but for reading its data or "
+         "a checkpoint: every flag and the rules between them (before torch is imported, so a bad flag is refused "
+         "in a tenth of a second), then this torch, the device and the modes on it, every output, the model (built "
+         "without its weights on torch 2.1 and up: an unknown name, a size it does not take, a `--dropout` it "
+         "lacks, a batch too small for its batch norms) and the layers fp8 converts in it; then exit 0 (or 2 with "
+         "the refusal's sentence), having written nothing and said no warning (the run says them), in about the "
+         "time torch takes to import (4 to 5 s on a 2-core CPU): what the job scripts and the scaling study run "
+         "before any stage. Under a launcher's variables (torchrun's `WORLD_SIZE` and `RANK`, mpirun's, srun's) "
+         "it checks them as that rank would, so `--grad-comm` and `--bucket-mb` are refused in one process",
          action="store_true"),
     Flag(("--gpu", "-p"), PRECISION, "train on CUDA (default: CPU)", action="store_true"),
     Flag(("--fp16",), PRECISION, "autocast to float16", action="store_true"),

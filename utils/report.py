@@ -8,6 +8,7 @@ import argparse
 import sys
 from typing import List, Optional, Sequence
 
+from utils import console
 from utils.errors import UserError, WriteFailed
 from utils.fileio import ensure_lockable, ensure_writable
 from utils.results.merge import load_result, merge, setup_differences
@@ -16,8 +17,8 @@ from utils.results.summary import summary
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m utils.report",
-                                     description="Merge ampbench result files into one comparison table.")
+    parser = console.Parser("utils.report", prog="python -m utils.report",
+                            description="Merge ampbench result files into one comparison table.")
     parser.add_argument("files", nargs="+", help="result files written with --json")
     parser.add_argument("--plot", metavar="PATH.png", help="also draw the step-time distributions and speedups")
     parser.add_argument("--csv", metavar="PATH", help="also append the merged rows to a CSV file")
@@ -32,8 +33,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         report(args, written)
     except UserError as error:
-        print(f"utils.report: error: {error}", file=sys.stderr)
-        return 2
+        return console.refused("utils.report", error)
     except WriteFailed as error:  # say only what was written: every write is all or nothing
         print(f"utils.report: error: {str(error).rstrip('.')}; " + (f"{', '.join(written)} written whole, nothing else."
               if written else "nothing was written."), file=sys.stderr)
@@ -82,7 +82,4 @@ def report(args: argparse.Namespace, written: List[str]) -> None:
 
 
 if __name__ == "__main__":
-    from utils import console
-
-    console.protect()
-    sys.exit(main())
+    sys.exit(console.run("utils.report", main))

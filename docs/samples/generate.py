@@ -17,6 +17,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
+sys.path.insert(0, str(ROOT))  # run as a script from anywhere, it imports the project's utils
+from utils import console  # noqa: E402
+from utils.errors import UserError  # noqa: E402
+from utils.fileio import atomic_write  # noqa: E402
 DATA = "--data-dir ../shared/data/cifar10-subset --allow-unverified"
 
 # name: (the command that wrote docs/samples/NAME.json, the first line of the output to show)
@@ -45,8 +49,13 @@ def command_lines(command):
 def block(name):
     """The fenced block of sample `name`, as the code prints it now."""
     command, first_line = SAMPLES[name]
-    printed = subprocess.run([sys.executable, "-m", "utils.report", str(HERE / f"{name}.json")], cwd=ROOT,
-                             capture_output=True, text=True, check=True).stdout.rstrip("\n").splitlines()
+    done = subprocess.run([sys.executable, "-m", "utils.report", str(HERE / f"{name}.json")], cwd=ROOT,
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        said = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"
+        raise UserError(f"python -m utils.report cannot print sample {name} ({said}); restore "
+                        f"docs/samples/{name}.json from git.")
+    printed = done.stdout.rstrip("\n").splitlines()
     if first_line is not None:
         start = next(i for i, line in enumerate(printed) if line.startswith(first_line))
         printed = ["...   (the tables of times, memory and learning)"] + printed[start:]
@@ -59,7 +68,8 @@ def rewritten(page):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description="Write the sample outputs in docs/ from docs/samples/*.json.")
+    parser = console.Parser("generate.py", prog="python docs/samples/generate.py",
+                            description="Write the sample outputs in docs/ from docs/samples/*.json.")
     parser.add_argument("--check", action="store_true", help="list the pages whose samples drifted; write nothing")
     args = parser.parse_args(argv)
     drifted = []
@@ -68,7 +78,7 @@ def main(argv=None):
         if text != page.read_text():
             drifted.append(page.relative_to(ROOT))
             if not args.check:
-                page.write_text(text)
+                atomic_write(str(page), lambda f: f.write(text.encode()))
     if args.check and drifted:
         print(f"these pages' samples differ from what the code prints: {', '.join(map(str, drifted))}; run "
               "python docs/samples/generate.py and commit them.", file=sys.stderr)
@@ -77,4 +87,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(console.run("generate.py", main))

@@ -235,6 +235,54 @@ def test_a_failed_rebuild_keeps_the_earlier_bundle_whole(tmp_path, offline, arch
     assert {path: path.read_bytes() for path in folder.rglob("*") if path.is_file()} == before
 
 
+def files_of(folder):
+    return {path: path.read_bytes() for path in folder.rglob("*") if path.is_file()}
+
+
+def test_a_rebuild_that_fails_mid_swap_puts_the_earlier_bundle_back(tmp_path, offline, archive, monkeypatch):
+    folder = tmp_path / "bundle"
+    assert run_bundle(folder, "--cifar10", archive) == (0, "")
+    before = files_of(folder)
+    replace = os.replace
+
+    def full_disk_at_the_data(source, target):
+        staged = Path(source).parent.name.startswith(bundle.STAGING) and not Path(source).parent.name.startswith(
+            bundle.RETIRED)
+        if staged and Path(source).name == bundle.DATA:
+            raise OSError(28, "No space left on device")  # the earlier bundle is aside, the new wheels are in
+        replace(source, target)
+    monkeypatch.setattr(bundle.os, "replace", full_disk_at_the_data)
+    status, err = run_bundle(folder, "--cifar10", archive)
+    assert status == 1 and "No space left on device" in err and "is kept as it was" in err, err
+    assert files_of(folder) == before and sorted(path.name for path in folder.iterdir()) == ["data", "manifest.json",
+                                                                                              "wheels"]
+
+
+def test_a_swap_cut_by_a_kill_is_undone_by_the_next_run_even_one_that_fails(tmp_path, offline, archive):
+    folder = tmp_path / "bundle"
+    assert run_bundle(folder, "--cifar10", archive) == (0, "")
+    before = files_of(folder)
+    retired = folder / (bundle.RETIRED + "killed")  # as publish() leaves it killed after the new wheels moved in
+    retired.mkdir()
+    for name in (bundle.MANIFEST, bundle.WHEELS):
+        os.replace(folder / name, retired / name)
+    (folder / bundle.WHEELS).mkdir()
+    (folder / bundle.WHEELS / "new-1.0-py3-none-any.whl").write_text("half a swap")
+    bad = tmp_path / "bad.tar.gz"
+    bad.write_bytes(archive.read_bytes()[:1000])
+    assert_refused(*run_bundle(folder, "--cifar10", bad), "is not the official CIFAR-10 archive")
+    assert files_of(folder) == before and not list(folder.glob(".bundle-*"))
+
+
+def test_a_second_bundle_into_a_folder_being_written_is_refused_and_changes_nothing(tmp_path, offline, archive):
+    folder = tmp_path / "bundle"
+    assert run_bundle(folder, "--cifar10", archive) == (0, "")
+    before = files_of(folder)
+    with bundle.held_or_refused(str(folder), "held by the test"):  # as the first bundle.py holds it
+        assert_refused(*run_bundle(folder, "--cifar10", archive), f"another bundle.py is writing {folder} now")
+    assert files_of(folder) == before
+
+
 def test_an_archive_without_a_batch_file_is_refused_and_nothing_stays(tmp_path, offline, monkeypatch):
     partial = tmp_path / cifar10.ARCHIVE
     with tarfile.open(partial, "w:gz") as tar:

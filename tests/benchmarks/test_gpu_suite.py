@@ -33,10 +33,9 @@ def test_quick_suite_runs_every_step_and_renders_a_well_formed_readme_section(tm
     assert ran["resume-stopped"]["rc"] == 143 and "only applies to CUDA GPUs" in ran["mode tf32"]["skipped"]
     weights = json.loads((out / "resume-weights.json").read_text())
     assert weights["resumed_vs_uninterrupted"]["bitwise_equal"]  # on the CPU a resume is exact
-    # every step records the suite's commit, whatever the checkout's .git says; the pass, this machine's software
-    env = json.loads((out / "headline-resnet18.json").read_text())["env"]
-    assert (env["git_commit"], env["git_commit_source"]) == (summary["commit"], "AMPBENCH_COMMIT")
-    assert summary["passes"][-1]["software"]["torch"] == env["torch"]
+    env = json.loads((out / "headline-resnet18.json").read_text())["env"]  # the suite's commit, whatever .git says
+    assert (env["git_commit"], env["git_commit_source"], summary["passes"][-1]["software"]["torch"]) == (
+        summary["commit"], "AMPBENCH_COMMIT", env["torch"])
 
     text = readme.read_text()
     assert text.count(BEGIN) == 1 and text.count(END) == 1 and text.index(BEGIN) < text.index(END)
@@ -184,7 +183,7 @@ def test_the_fp8_sweep_refuses_without_a_usable_torchao_before_any_step(tmp_path
     result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "fp8_sweep.py"), "--fp8-emulate"], cwd=ROOT,
                             capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(tmp_path)})
     assert result.returncode == 2 and result.stdout == "", result.stdout + result.stderr
-    assert result.stderr.startswith("fp8_sweep.py: mode fp8 needs torchao's float8 training") and "Traceback" not in \
+    assert result.stderr.startswith("fp8_sweep.py: error: mode fp8 needs torchao's float8 training") and "Traceback" not in \
         result.stderr, result.stderr
 
 
@@ -192,7 +191,7 @@ def test_the_fp8_sweep_refuses_an_unwritable_json_path_before_any_step(tmp_path)
     result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "fp8_sweep.py"), "--fp8-emulate", "--json",
                              str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and result.stdout == "", result.stdout + result.stderr
-    assert result.stderr == f"fp8_sweep.py: --json {tmp_path} is a folder; give a file path.\n", result.stderr
+    assert result.stderr == f"fp8_sweep.py: error: --json {tmp_path} is a folder; give a file path.\n", result.stderr
 
 
 def test_the_fp8_sweep_runs_emulated_on_the_cpu_and_saves_measured_beside_predicted(tmp_path):

@@ -16,7 +16,6 @@ from utils import fileio
 from utils.config import RunConfig
 from utils.errors import UserError
 from utils.results import files, live, run_outputs
-from utils.launch import World
 
 pytestmark = pytest.mark.long  # its own CI stage (pytest.ini)
 
@@ -111,7 +110,7 @@ def test_every_output_path_is_refused_before_training_or_written_whole(outputs, 
     before = snapshot(folder)
     try:
         config = RunConfig.build(data="synthetic", steps=3, warmup=1, **paths)
-        run_outputs.check(config, World(), lambda message: None)
+        run_outputs.check(config)
     except UserError as error:
         assert "\n" not in str(error).replace("line\nbreak", "") and str(error).endswith("."), str(error)
         assert snapshot(folder) == before, "a refused output changed what was there"

@@ -33,6 +33,13 @@ def test_help_does_not_import_torch():
     assert result.stdout.strip() == "False"
 
 
+def test_check_flags_refuses_a_flags_rule_before_importing_torch():
+    code = ("import sys, main; status = main.main(['--modes', 'fp32,fp32', '--check-flags']); "
+            "print(status, 'torch' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert result.stdout.strip() == "2 False" and "lists a mode twice" in result.stderr
+
+
 def test_classic_flags_parse_as_typed():
     args = build_parser().parse_args("-n 200 -p --fp16 -s --model resnet50".split())
     assert (args.steps, args.gpu, args.fp16, args.loss_scaling, args.model) == (200, True, True, True, "resnet50")
@@ -266,10 +273,10 @@ def test_timms_amp_flags_pick_the_mode(flags, mode):
 @pytest.mark.parametrize("typed, suggested", [
     ("--loss-scaling", "--loss_scaling"), ("--channels_last", "--channels-last"), ("--ampp", "--amp"),
 ])
-def test_a_mistyped_flag_gets_a_suggestion_under_a_one_line_usage(typed, suggested):
+def test_a_mistyped_flag_gets_a_suggestion_in_one_line(typed, suggested):
     result = run_main(typed)
     assert result.returncode == 2 and f"did you mean {suggested}?" in result.stderr
-    assert len(result.stderr.splitlines()) == 2, result.stderr
+    assert len(result.stderr.splitlines()) == 1, result.stderr
 
 
 def test_amp_excludes_the_other_precision_flags():
@@ -287,3 +294,27 @@ def test_check_flags_checks_and_exits_without_training():
     checked = run_main("--modes", "fp32,amp-bf16", "--data", "synthetic", "--check-flags")
     assert checked.returncode == 0 and checked.stdout == "" and checked.stderr == ""
     assert_user_error(run_main("--modes", "AMP-BF16", "--check-flags"), "unknown precision mode 'AMP-BF16'")
+
+
+@pytest.mark.parametrize("argv, phrase", [
+    (["-m", "resnet51"], "unknown model 'resnet51': did you mean"),
+    (["-m", "resnet18", "--modes", "fp8", "--fp8-emulate"], "has no nn.Linear layer that FP8 can run"),
+    (["--tf32"], "mode tf32 (--tf32) only applies to CUDA GPUs"),
+    (["--fp16", "-s"], "this CPU has no fast float16 arithmetic"),
+    (["-m", "resnet18", "--dropout", "0.1"], "model 'resnet18' has no dropout setting"),
+    (["-m", "resnet18", "--stem", "imagenet", "-b", "1"], "so training needs a batch of at least 2"),
+    (["--json", "OUT"], "is a folder; give a file path"),
+    (["--json", "OUT/r.json", "--jsonl", "OUT/r.json"], "name the same file"),
+])
+def test_check_flags_refuses_what_a_run_refuses_before_its_first_step(argv, phrase, tmp_path, monkeypatch):
+    """The run's own checks (utils/app.py's check_flags): the same sentence, and nothing written."""
+    if "fp8" in argv:
+        pytest.importorskip("torchao")
+    from utils.training import cpu_arithmetic
+    monkeypatch.setattr(cpu_arithmetic, "cpu_flags", lambda: [])  # a CPU without fast float16 or bfloat16
+    argv = [str(tmp_path) if word == "OUT" else word.replace("OUT", str(tmp_path)) for word in argv]
+    checked = run_main(*argv, "--data", "synthetic", "--check-flags")
+    assert_user_error(checked, phrase)
+    assert list(tmp_path.iterdir()) == []
+    ran = run_main(*argv, "--data", "synthetic", "-n", "2", "--warmup", "1", "--no-progress")
+    assert ran.returncode == 2 and ran.stderr.splitlines()[-1] == checked.stderr.splitlines()[-1]

@@ -49,6 +49,15 @@ def test_a_model_below_its_size_is_refused_with_the_size_it_needs():
     assert run_main("-m", "vit_b_16", "--image-size", "224", "--check-flags").returncode == 0
 
 
+def test_a_size_above_a_models_most_is_refused_with_a_size_main_py_takes():
+    """vit_t4 at 1024x1024 would attend over 65,536 tokens an image; vit_h_14's next whole number of
+    patches above 1024 is 1036, beyond --image-size's range: each refusal names a size that runs."""
+    for model, size, offered in (("vit_t4", 1024, 256), ("vit_h_14", 1024, 896), ("squeezenet1_0", 16, 21)):
+        assert_user_error(run_main("-m", model, "--image-size", size, "--check-flags"),
+                          f"this run's are {size}x{size}: run it with --image-size {offered}.")
+        assert run_main("-m", model, "--image-size", offered, "--check-flags").returncode == 0
+
+
 def test_a_resume_at_another_image_size_is_refused(tmp_path):
     flags = [*SMALL, "-m", "squeezenet1_1", "-b", "4", "--data", "synthetic", "--checkpoint", tmp_path / "c.pt"]
     assert run_cli(*flags).returncode == 0

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, NoReturn, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
+from models.families import DEFAULT_IMAGE_SIZE, IMAGE_SIZES
+from utils import console
 from utils.errors import UserError
 from utils.measure.gpus import DEVICE_NAMES, SPECS, GpuSpec
 
@@ -39,6 +40,7 @@ PARAMETER_BYTES = 5 * 4
 RECIPES = ("tensorwise", "rowwise")
 EMULATED_GPU = "h100-sxm"  # an emulated or CPU run predicts for the GPU people borrow for FP8
 FP8_GPUS = tuple(key for key, spec in SPECS.items() if "fp8" in spec.tflops)
+LARGEST_DIMENSION = 2 ** 31 - 1  # cuBLAS takes a GEMM's M, K and N as 32-bit integers
 
 
 class LinearPrediction(NamedTuple):
@@ -120,8 +122,9 @@ def predict_linear(gpu: str, recipe: str, compiled: bool, m: int, k: int, n: int
     spec = spec_of(gpu)
     if recipe not in RECIPES:
         raise UserError(f"no recipe '{recipe}': pick one of {', '.join(RECIPES)}.")
-    if min(m, k, n) < 1:
-        raise UserError(f"a shape needs M, K and N of 1 or more, not {m},{k},{n}.")
+    if not 1 <= min(m, k, n) <= max(m, k, n) <= LARGEST_DIMENSION:
+        raise UserError(f"a Linear's M, K and N are each from 1 to {LARGEST_DIMENSION} (cuBLAS takes them as 32-bit "
+                        f"integers), not {m},{k},{n}: give a --shape within it (with -m, -b sets M).")
     kernels = (cast_kernels(recipe, m * k, weight=False, fused=False) + cast_kernels(recipe, k * n, True, False)
                + cast_kernels(recipe, m * n, weight=False, fused=compiled))
     overhead = sum(memory_s(spec, nbytes, CAST_BANDWIDTH_SHARE) + CAST_KERNEL_S for nbytes in kernels)
@@ -151,22 +154,27 @@ def predict_model(gpu: str, recipe: str, compiled: bool, model: nn.Module, batch
     its other FLOPs (convolutions, attention, the head) at GEMM_SHARE of the bf16 peak, plus its
     memory traffic, ACTIVATION_BYTES per element of every other layer's output and
     PARAMETER_BYTES per parameter, at BANDWIDTH_SHARE of the bandwidth."""
-    from utils import compat
     from utils.measure import flops
     from utils.training import float8
 
     spec = spec_of(gpu)
-    if not compat.has_flop_counter():
-        raise UserError("predicting a model's step needs torch 2.1 or newer (torch.utils.flop_counter finds its "
-                        "matmul shapes); --shape M,K,N works on any torch.")
-    linear_flops, total = flops.linear_flops_per_step(model, batch_size, image_size)
-    converted = float8.converted_layers(model, linear_flops)
-    other_flops = total - sum(linear_flops[name][0] for name in converted)
-    elements = flops.output_elements_per_step(model, batch_size, image_size, leave_out=converted)
+    check_flop_counter()
+    count = flops.count_step(model, batch_size, image_size)
+    converted = float8.converted_layers(model, count.linears)
+    other_flops = count.total - sum(count.linears[name][0] for name in converted)
+    elements = sum(written for name, written in count.outputs.items() if name not in converted)
     parameters = sum(parameter.numel() for parameter in model.parameters())
     rest = other_flops / (spec.tflops["bf16"] * 1e12 * GEMM_SHARE) + memory_s(
         spec, ACTIVATION_BYTES * elements + PARAMETER_BYTES * parameters)
-    return predict_step(gpu, recipe, compiled, [linear_flops[name][1] for name in converted], rest)
+    return predict_step(gpu, recipe, compiled, [count.linears[name][1] for name in converted], rest)
+
+
+def check_flop_counter() -> None:
+    from utils import compat
+
+    if not compat.has_flop_counter():
+        raise UserError("predicting a model's step needs torch 2.1 or newer (torch.utils.flop_counter finds its "
+                        "matmul shapes); --shape M,K,N works on any torch.")
 
 
 def run_prediction(device_name: Optional[str], emulated: bool, recipe: str, compiled: bool, model: nn.Module,
@@ -213,48 +221,70 @@ def explained(prediction: Any) -> List[str]:
             f"  predicted speedup of the step: {prediction.speedup:.2f}x"]
 
 
+def whole_number(text: str) -> Optional[int]:
+    """The whole number `text` spells in digits 0 to 9 (no sign, no other script's digits, no
+    more digits than int() reads), or None."""
+    text = text.strip()
+    if not (text.isascii() and text.isdigit()):
+        return None
+    try:
+        return int(text)
+    except ValueError:  # more than int()'s 4300 digits
+        return None
+
+
 def parse_shape(text: str) -> Tuple[int, int, int]:
     parts = text.split(",")
-    if len(parts) != 3 or not all(part.strip().isdigit() for part in parts):
-        raise UserError(f"--shape takes M,K,N as three whole numbers, not '{text}'.")
-    m, k, n = (int(part) for part in parts)
+    numbers = [number for number in map(whole_number, parts) if number is not None]
+    if len(parts) != 3 or len(numbers) != 3:
+        raise UserError(f"--shape takes M,K,N as three whole numbers from 1 to {LARGEST_DIMENSION} in digits 0 to 9, "
+                        f"like 16384,4096,8192; not '{console.shortened(text)}'.")
+    m, k, n = numbers
     return m, k, n
 
 
-class Parser(argparse.ArgumentParser):
-    """argparse whose errors are one sentence, exit 2, like the prediction's own."""
+def whole(low: int, high: int) -> Callable[[str], int]:
+    """argparse's type for a whole number from `low` to `high`, in digits 0 to 9."""
+    def parse(text: str) -> int:
+        number = whole_number(text)
+        if number is None or not low <= number <= high:
+            raise argparse.ArgumentTypeError(f"must be a whole number from {low} to {high}, not '{console.shortened(text)}'")
+        return number
 
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"fp8_predict: error: {message} (-h lists the flags).\n")
+    return parse
 
 
-def build_parser() -> Parser:
-    parser = Parser(prog="python -m utils.explain.fp8_predict",
-                                     description="Predict FP8's speedup over bfloat16 on a GPU from a roofline.")
+def build_parser() -> console.Parser:
+    parser = console.Parser("fp8_predict", prog="python -m utils.explain.fp8_predict",
+                            description="Predict FP8's speedup over bfloat16 on a GPU from a roofline.")
     parser.add_argument("--gpu", default=EMULATED_GPU, choices=FP8_GPUS, help="the GPU (default %(default)s)")
     parser.add_argument("--recipe", default="tensorwise", choices=RECIPES, help="torchao's float8 scaling")
     parser.add_argument("--compiled", action="store_true", help="with torch.compile (else eager)")
     parser.add_argument("--shape", metavar="M,K,N", help="one Linear: M rows of K inputs to N outputs")
     parser.add_argument("-m", "--model", help="a whole training step of this model")
-    parser.add_argument("-b", "--batch-size", type=int, default=128, help="its batch (default %(default)s)")
-    parser.add_argument("--image-size", type=int, default=32, help="its image size (default %(default)s)")
+    parser.add_argument("-b", "--batch-size", type=whole(1, LARGEST_DIMENSION), default=128,
+                        help="its batch (default %(default)s)")
+    parser.add_argument("--image-size", type=whole(*IMAGE_SIZES), default=DEFAULT_IMAGE_SIZE,
+                        help="its image size, as main.py's --image-size (default %(default)s)")
     parser.add_argument("--json", action="store_true", help="print the prediction as JSON")
     return parser
 
 
 def predict(options: Dict[str, Any]) -> Any:
-    """The prediction the parsed command line asks for; torch is imported only for a model."""
+    """The prediction the parsed command line asks for; torch is imported only for a model,
+    which is built weightless (models/factory.py): its shapes are all the roofline reads, so any
+    model at any size it takes answers at once."""
     if (options["shape"] is None) == (options["model"] is None):
         raise UserError("give either --shape M,K,N or -m MODEL, one of them.")
     gpu, recipe, compiled = options["gpu"], options["recipe"], options["compiled"]
     if options["shape"] is not None:
         return predict_linear(gpu, recipe, compiled, *parse_shape(options["shape"]))
-    if options["batch_size"] < 1 or options["image_size"] < 1:
-        raise UserError("-b and --image-size take whole numbers of 1 or more.")
+    check_flop_counter()  # torch 2.1, as factory.weightless
     from models import factory
 
-    model = factory.build_model(options["model"], batch_size=options["batch_size"],
-                                image_size=options["image_size"])
+    with factory.weightless():
+        model = factory.build_model(options["model"], batch_size=options["batch_size"],
+                                    image_size=options["image_size"])
     return predict_model(gpu, recipe, compiled, model, options["batch_size"], options["image_size"])
 
 
@@ -264,8 +294,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         prediction = predict(options)
     except UserError as error:
-        print(f"fp8_predict: error: {error}", file=sys.stderr)
-        return 2
+        return console.refused("fp8_predict", error)
     if options["json"]:
         print(json.dumps(prediction._asdict(), allow_nan=False, sort_keys=True))
     else:
@@ -274,4 +303,4 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(console.run("fp8_predict", main))

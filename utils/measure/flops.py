@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
@@ -48,48 +48,41 @@ def counted_step(model: nn.Module, image_size: int,
     return counter
 
 
-def linear_flops_per_step(model: nn.Module, batch_size: int,
-                          image_size: int = DEFAULT_IMAGE_SIZE) -> Tuple[Dict[str, Tuple[int, Tuple[int, int, int]]], int]:
-    """({name: (FLOPs of one step, (M, K, N) of its forward matmul)} of each nn.Linear whose own
-    forward runs, the step's total FLOPs by the counter), torch 2.1. A Linear's step is its
-    forward, 2 x M x K x N, and as much again for its input's gradient (when the input needs one)
-    and its weight's; a layer whose weight another module uses directly (swin's attention passes
-    its qkv and proj weights to F.linear) is not among them."""
-    found = {}
+class StepCount(NamedTuple):
+    """One forward and backward of a step, counted on the meta device (torch 2.1)."""
+    linears: Dict[str, Tuple[int, Tuple[int, int, int]]]  # {name: (FLOPs of one step, (M, K, N) of its forward)}
+    total: int  # the step's FLOPs by the counter
+    outputs: Dict[str, int]  # {name: elements its forward writes in a step} of every leaf module but nn.Identity
+
+
+def count_step(model: nn.Module, batch_size: int, image_size: int = DEFAULT_IMAGE_SIZE) -> StepCount:
+    """The StepCount of a step of `model` on batches of `batch_size`, in one pass. A Linear is
+    among `linears` when its own forward runs; its step is its forward, 2 x M x K x N, and as
+    much again for its input's gradient (when the input needs one) and its weight's; a layer
+    whose weight another module uses directly (swin's attention passes its qkv and proj weights
+    to F.linear) is not among them. `outputs` are the activations whose memory traffic a
+    step's elementwise and normalisation work moves."""
+    linears: Dict[str, Tuple[int, Tuple[int, int, int]]] = {}
+    outputs: Dict[str, int] = {}
 
     def record(module, inputs, output, name):
-        rows = output.numel() // module.out_features * batch_size // COUNT_BATCH
-        passes = 1 + inputs[0].requires_grad + module.weight.requires_grad
-        found[name] = (2 * rows * module.in_features * module.out_features * passes,
-                       (rows, module.in_features, module.out_features))
+        if isinstance(module, nn.Linear):
+            rows = output.numel() // module.out_features * batch_size // COUNT_BATCH
+            passes = 1 + inputs[0].requires_grad + module.weight.requires_grad
+            linears[name] = (2 * rows * module.in_features * module.out_features * passes,
+                             (rows, module.in_features, module.out_features))
+        if not isinstance(module, nn.Identity):
+            written = output.numel() if isinstance(output, torch.Tensor) else 0
+            outputs[name] = outputs.get(name, 0) + written * batch_size // COUNT_BATCH
 
     def watch(twin):
         for name, module in twin.named_modules():
-            if isinstance(module, nn.Linear):
+            if not list(module.children()):  # a leaf: a Linear is one
                 module.register_forward_hook(lambda module, inputs, output, name=name: record(module, inputs, output,
                                                                                               name))
 
     total = counted_step(model, image_size, watch).get_total_flops() * batch_size // COUNT_BATCH
-    return found, total
-
-
-def output_elements_per_step(model: nn.Module, batch_size: int, image_size: int,
-                             leave_out: Sequence[str] = ()) -> int:
-    """Elements written by the forward of every leaf module (a layer with no children) of
-    `model` but those named in `leave_out` and nn.Identity, on the meta device, torch 2.1: the
-    activations whose memory traffic a step's elementwise and normalisation work moves."""
-    counted = []
-
-    def record(module, inputs, output):
-        counted.append(output.numel() if isinstance(output, torch.Tensor) else 0)
-
-    def watch(twin):
-        for name, module in twin.named_modules():
-            if not list(module.children()) and name not in leave_out and not isinstance(module, nn.Identity):
-                module.register_forward_hook(record)
-
-    counted_step(model, image_size, watch)
-    return sum(counted) * batch_size // COUNT_BATCH
+    return StepCount(linears, total, outputs)
 
 
 def conv_backward_flops(grad_out_shape: Sequence[int], x_shape: Sequence[int], w_shape: Sequence[int],

@@ -3,8 +3,11 @@ each, pool runs of the same setup, compare them again."""
 from __future__ import annotations
 
 import json
+import os
+import stat
 from typing import Any, Dict, List, Optional
 
+from utils import fileio
 from utils.errors import UserError
 from utils.results import strict, validate
 from utils.results.compare import compare_modes
@@ -24,10 +27,16 @@ def load_result(path: str) -> List[Dict[str, Any]]:
     content = parsed(path)
     documents = content if isinstance(content, list) and content else [content]
     for index, document in enumerate(documents):
-        if not isinstance(document, dict) or document.get("schema") not in READABLE_SCHEMAS:
-            raise UserError(f"{path} is not an ampbench result file (schema {SCHEMA}).")
+        where = f"[{index}]" if documents is content else ""
+        if not isinstance(document, dict):
+            raise UserError(f"{path} is not an ampbench result file ({where or 'it'} is "
+                            f"{validate.value_in_words(document)}, not an object of schema {SCHEMA}).")
+        if document.get("schema") not in READABLE_SCHEMAS:
+            found = validate.value_in_words(document["schema"]) if "schema" in document else "missing"
+            raise UserError(f"{path} is not an ampbench result file ({validate.at(where, 'schema')} is {found}; "
+                            f"ampbench writes {SCHEMA}).")
         try:
-            validate.check(document, f"[{index}]" if documents is content else "")
+            validate.check(document, where)
         except validate.Invalid as error:
             raise UserError(f"{path}: {error}; is it an ampbench result file?") from None
     return [upgrade(document) for document in documents]
@@ -37,6 +46,8 @@ def parsed(path: str) -> Any:
     """The JSON in `path`, non-finite numbers restored; refused with a sentence when it is too
     large, too deeply nested or not JSON (an integer of thousands of digits included)."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block the read, /dev/zero fill it
+            raise UserError(f"{path} is not a result file but {fileio.kind_of(path)}; give a file --json wrote.")
         with open(path, "rb") as f:
             raw = f.read(LARGEST_FILE + 1)
         if len(raw) > LARGEST_FILE:

@@ -14,13 +14,11 @@ from utils.results.summary import summary
 
 if TYPE_CHECKING:  # annotations only: the config is above this layer
     from utils.config import RunConfig
-    from utils.launch import World
 
 
-def check(config: RunConfig, world: World, warn: Callable[[str], None]) -> None:
+def check(config: RunConfig) -> None:
     """Every output path writable the way it will be written, no two outputs (symlinks followed)
-    are one file, and none, file or folder, is in the CIFAR-10 folder. Temporary checkpoints a
-    killed save left behind are removed (rank 0 alone), and said with `warn`."""
+    are one file, and none, file or folder, is in the CIFAR-10 folder. Changes nothing."""
     outputs = [(path, flag) for path, flag in [(config.json, "--json"), (config.csv, "--csv"), (config.plot, "--plot"),
                                                 (config.checkpoint, "--checkpoint"), (config.jsonl, "--jsonl")] if path]
     seen: Dict[str, str] = {}
@@ -40,11 +38,6 @@ def check(config: RunConfig, world: World, warn: Callable[[str], None]) -> None:
     if config.csv:
         fileio.ensure_lockable(config.csv, "--csv")
         files.check_csv_header(config.csv)
-    if config.checkpoint and world.is_main:
-        removed = fileio.remove_leftovers(config.checkpoint)
-        if removed:
-            warn(f"removed {removed / 2 ** 20:.1f} MiB of temporary files that a killed save of {config.checkpoint} "
-                 "left beside it.")
     if config.plot:
         plot.check_available(config.plot)
     if config.tensorboard:

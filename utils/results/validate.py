@@ -17,6 +17,7 @@ from dataclasses import MISSING, fields
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, NoReturn, Optional, Sequence, Union
 
 from utils.explain.categories import ADDED, NAMES as CATEGORIES
+from utils.explain.fp8_predict import FP8_GPUS, LARGEST_DIMENSION
 from utils.measure.nvml_meter import MAX_PLAUSIBLE_WATTS, MIN_ENERGY_WINDOW_S, UTILIZATION_SAMPLES, window_too_short
 from utils.numerics.fp16 import FP16_MAX
 from utils.results.record import RunRecord
@@ -214,13 +215,15 @@ GPU_BUSY = Fields({"share": SHARE, "source": OneOf([UTILIZATION_SAMPLES], "a sou
                    "window_s": Number(above=0), "samples": Number(whole=True, low=1),
                    "sample_period_s": Nullable(Number(above=0))})
 RECIPES = tuple(mode.float8 for mode in MODES.values() if mode.float8)
-FP8_PREDICTION = Fields({"gpu": TEXT, "for": TEXT, "compiled": FLAG, "speedup": Number(above=0),
+# --explain asks the roofline about the prediction's GPU and the matmul shapes' rows again
+FP8_PREDICTION = Fields({"gpu": OneOf(FP8_GPUS, "a GPU with FP8 figures"), "for": TEXT, "compiled": FLAG,
+                         "speedup": Number(above=0),
                          "linear_speedup": Number(above=0), "bf16_ms": Number(above=0), "fp8_ms": Number(above=0)})
 FP8 = Fields({"recipe": OneOf(RECIPES, "a float8 recipe"), "emulated": FLAG, "linear_layers": Number(whole=True, low=0),
               "converted_layers": Number(whole=True, low=0), "flop_share": Number(low=0, high=1),
               "left_out": ListOf(Fields({"layer": TEXT, "why": TEXT}))},
              {"fp8_flops_per_step": Number(whole=True, low=0),
-              "matmul_shapes": ListOf(ListOf(Number(whole=True, low=0))),
+              "matmul_shapes": ListOf(ListOf(Number(whole=True, low=0, high=LARGEST_DIMENSION))),
               "prediction": Nullable(FP8_PREDICTION), "prediction_note": Nullable(TEXT)})
 GRAD_COMM_DTYPE = OneOf(GRAD_COMM, "a dtype gradients travel in")
 BUCKET_MB = Number(above=0)  # DDP's bucket size, which the setup line prints

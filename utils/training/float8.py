@@ -144,7 +144,8 @@ def accounting(model: nn.Module, batch_size: int, model_name: str,
     which nothing would run in FP8."""
     from utils.measure import flops
 
-    linear_flops, total = flops.linear_flops_per_step(model, batch_size, image_size)
+    count = flops.count_step(model, batch_size, image_size)
+    linear_flops, total = count.linears, count.total
     why = left_out(model)
     for name, module in model.named_modules():
         if isinstance(module, nn.Linear) and name not in why and name not in linear_flops:
@@ -163,7 +164,7 @@ def accounting(model: nn.Module, batch_size: int, model_name: str,
 
 def converted_layers(model: nn.Module, linear_flops: Dict[str, Any]) -> List[str]:
     """The names of the Linear layers that convert to float8: those whose forward runs in a step
-    (`linear_flops`, flops.linear_flops_per_step's) and that left_out() keeps."""
+    (`linear_flops`, flops.count_step's linears) and that left_out() keeps."""
     why = left_out(model)
     return [name for name in linear_flops if name not in why]
 

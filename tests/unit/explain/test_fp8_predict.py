@@ -101,8 +101,9 @@ def test_every_gpu_with_fp8_in_the_table_predicts(gpu):
 def test_a_gpu_without_fp8_or_a_bad_shape_is_refused():
     with pytest.raises(UserError, match="no FP8 figures for GPU 'a100-40gb'"):
         predict_linear("a100-40gb", "rowwise", True, 1024, 1024, 1024)
-    with pytest.raises(UserError, match="M, K and N of 1 or more"):
-        predict_linear("h100-sxm", "rowwise", True, 0, 1024, 1024)
+    for shape in ((0, 1024, 1024), (1024, 2 ** 31, 1024)):
+        with pytest.raises(UserError, match="M, K and N are each from 1 to 2147483647"):
+            predict_linear("h100-sxm", "rowwise", True, *shape)
 
 
 def test_a_model_step_predicts_its_converted_layers_and_the_rest():
@@ -141,15 +142,41 @@ def test_the_command_line_prints_json_and_explains():
 
 
 @pytest.mark.parametrize("args, said", [
-    (["--shape", "1024,1024"], "--shape takes M,K,N as three whole numbers"),
+    (["--shape", "1024,1024"], "--shape takes M,K,N as three whole numbers from 1 to 2147483647"),
+    (["--shape", "1\u00b2,2,3"], "in digits 0 to 9, like"),  # a superscript two: isdigit(), not int()
+    (["--shape", "1,2," + "9" * 5000], "in digits 0 to 9, like"),  # beyond int()'s 4300 digits
+    (["--shape", "1,2,2147483648"], "M, K and N are each from 1 to 2147483647"),
     (["--shape", "1,2,3", "-m", "vit_t4"], "either --shape M,K,N or -m MODEL"),
     (["--gpu", "a100-40gb", "--shape", "1,2,3"], "invalid choice"),
+    (["-m", "vit_t4", "-b", "0"], "argument -b/--batch-size: must be a whole number from 1 to 2147483647"),
+    (["-m", "vit_t4", "--image-size", "\u0661\u0662\u0668"], "must be a whole number from 16 to 1024"),
+    (["-m", "vit_t4", "--image-size", "1024"], "this run's are 1024x1024: run it with --image-size 256."),
     (["-m", "no_such_model"], "no_such_model"),
 ])
 def test_bad_input_exits_2_with_one_sentence(args, said):
     result = cli(*args)
-    assert result.returncode == 2 and said in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+    assert result.returncode == 2 and said in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and result.stderr.startswith("fp8_predict: error: ")
+
+
+def test_a_model_is_predicted_weightless_at_the_largest_size_it_takes():
+    """The roofline reads shapes alone: the model is built with its weights on the meta device
+    and checked there, so no model at any size it takes costs memory or minutes."""
+    predicted = fp8_predict.predict(vars(fp8_predict.build_parser().parse_args(["-m", "vit_t4", "--image-size",
+                                                                                "256"])))
+    assert predicted.converted_layers == 48 and 0 < predicted.speedup
+    with factory.weightless():
+        model = factory.build_model("vit_h_14", image_size=896, batch_size=2)
+    assert {parameter.device.type for parameter in model.parameters()} == {"meta"}
+
+
+def test_a_prediction_that_cannot_be_printed_is_one_sentence_and_exit_1():
+    with open("/dev/full", "w") as full:  # Linux's device that is always full
+        result = subprocess.run([sys.executable, "-m", "utils.explain.fp8_predict", "--shape", "1,2,3", "--json"],
+                                cwd=ROOT, stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
+    assert result.returncode == 1 and result.stderr == (
+        "fp8_predict: error: could not write the standard output (No space left on device), so what it printed "
+        "there is cut short.\n")
 
 
 def test_a_run_predicts_for_its_gpu_an_h100_when_emulated_and_none_for_a_card_without_figures():

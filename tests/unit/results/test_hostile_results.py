@@ -170,8 +170,11 @@ HOSTILE = [  # (what, the file's content from the genuine document, the field th
     ("neither busy nor its reason", busy(none=True), "runs[0] has neither a gpu_busy nor a gpu_busy_unavailable"),
     ("busy of a CPU", edited(lambda d: RUN0(d).update(gpu_busy=GENUINE_BUSY, gpu_busy_unavailable=None)),
      'runs[0].gpu_busy is an object, but the run trained on "cpu", not a GPU'),
-    ("wrong schema", edited(lambda d: d.update(schema="other/1")), "is not an ampbench result file"),
-    ("a JSON number", lambda d: "3", "is not an ampbench result file"),
+    ("wrong schema", edited(lambda d: d.update(schema="other/1")),
+     'is not an ampbench result file (schema is "other/1"; ampbench writes ampbench.result/4)'),
+    ("no schema", edited(lambda d: d.pop("schema")), "is not an ampbench result file (schema is missing"),
+    ("a JSON number", lambda d: "3", "is not an ampbench result file (it is 3, not an object"),
+    ("a list holding a number", lambda d: "[3]", "is not an ampbench result file ([0] is 3, not an object"),
     ("binary", lambda d: b"\x00\x01\xff", "cannot read result file"),
     ("cut short", lambda d: json.dumps(d)[:5000], "cannot read result file"),
 ]
@@ -187,6 +190,36 @@ def test_a_hostile_result_file_is_refused_with_one_sentence(content, field, tmp_
     assert err.startswith("utils.report: error: ") and str(path) in err and field in err, err
     assert err.count("\n") == 1 and "Traceback" not in err, err
     assert out == "" and sorted(p.name for p in tmp_path.iterdir()) == ["r.json"], "nothing was written"
+
+
+# an H200's fp8 runs, with their roofline predictions: runs[4] is fp8's
+FP8_RUNS = ROOT / "results" / "NVIDIA-H200" / "2026-11-26" / "transformers-eager.json"
+
+
+@pytest.mark.parametrize("edit, field", [
+    # --explain asks the roofline when FP8 pays at the prediction's GPU: a forged one is refused by name
+    (lambda fp8: fp8["prediction"].update(gpu="a100", speedup=0.15), 'runs[4].fp8.prediction.gpu is "a100"'),
+    (lambda fp8: fp8["matmul_shapes"][0].__setitem__(0, 2 ** 40), "runs[4].fp8.matmul_shapes[0][0] is 1099511627776"),
+])
+def test_a_forged_value_the_explanation_reads_again_is_refused_naming_file_and_field(edit, field, tmp_path):
+    document = json.loads(FP8_RUNS.read_text())
+    assert document["runs"][4]["mode"] == "fp8"
+    edit(document["runs"][4]["fp8"])
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(document))
+    status, out, err = report(path)
+    assert status == 2 and err.startswith(f"utils.report: error: {path}: ") and field in err, err
+    assert err.count("\n") == 1 and out == ""
+
+
+@pytest.mark.parametrize("make, kind", [(os.mkfifo, "a FIFO"), (os.mkdir, "a folder"),
+                                        (lambda path: os.symlink("/dev/zero", path), "a character device")])
+def test_a_result_path_that_is_no_regular_file_is_refused_unread(make, kind, tmp_path):
+    """A FIFO would block the read for ever, /dev/zero fill 256 MiB before the size refuses it."""
+    path = tmp_path / "r.json"
+    make(str(path))
+    assert report(path) == (2, "", f"utils.report: error: {path} is not a result file but {kind}; give a file --json "
+                                   "wrote.\n")
 
 
 def test_the_genuine_file_is_read(tmp_path):
@@ -245,44 +278,39 @@ def test_the_report_runs_without_torch(tmp_path):
     assert all((tmp_path / name).exists() for name in ("a.csv", "m.json", "p.png"))
 
 
-def blocked_reading(process, deadline):
-    """Wait until `process` sleeps in its read of the FIFO: a signal that arrives between open()
-    returning and read() starting runs Python's handler only at the next bytecode check, which
-    the blocking read never reaches (a user's second Ctrl-C would end it; a test sends one)."""
+def blocked(process, deadline):
+    """Wait until `process` sleeps waiting for a file lock: a signal that arrives before the wait
+    starts runs Python's handler only at the next bytecode check, which the blocking wait never
+    reaches (a user's second Ctrl-C would end it; a test sends one)."""
     wchan, waited = f"/proc/{process.pid}/wchan", time.monotonic() + 5  # where the kernel shows it (Linux)
-    while time.monotonic() < waited and not (os.path.exists(wchan) and "pipe" in open(wchan).read()):
+    while time.monotonic() < waited and not (os.path.exists(wchan) and "lock" in open(wchan).read()):
         assert process.poll() is None and time.monotonic() < deadline, process.communicate()
         time.sleep(0.05)
 
 
-def test_sigint_while_reading_exits_130_with_one_line_and_writes_nothing(tmp_path):
-    """The input is a FIFO that never delivers data: the report blocks reading it until SIGINT."""
-    fifo, merged = tmp_path / "r.json", tmp_path / "m.json"
-    os.mkfifo(fifo)
+def test_sigint_while_waiting_to_append_exits_130_with_one_line_and_writes_nothing(tmp_path):
+    """Another job holds the CSV's lock: the report, its file read, waits to append until SIGINT."""
+    import fcntl
+
+    from utils import fileio
+    csv, merged = tmp_path / "all.csv", tmp_path / "m.json"
+    holder = open(fileio.lock_path(str(csv)), "a")
+    fcntl.flock(holder, fcntl.LOCK_EX)
     # SIGINT as a terminal's Ctrl-C gives it: a suite started in the background (`&` without job
     # control) hands its children SIGINT ignored, and Python then never raises KeyboardInterrupt
-    process = subprocess.Popen([sys.executable, "-m", "utils.report", str(fifo), "--json", str(merged)], cwd=ROOT,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    process = subprocess.Popen([sys.executable, "-m", "utils.report", str(GENUINE), "--csv", str(csv), "--json",
+                                str(merged)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    writer = None
     try:
-        deadline = time.monotonic() + 120
-        while writer is None:  # a writer can open a FIFO without blocking only once its reader has
-            try:
-                writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
-            except OSError:
-                assert process.poll() is None and time.monotonic() < deadline, process.communicate()
-                time.sleep(0.05)
-        blocked_reading(process, deadline)
+        blocked(process, time.monotonic() + 120)
         process.send_signal(signal.SIGINT)
         out, err = process.communicate(timeout=60)
     finally:
         process.kill()
-        if writer is not None:
-            os.close(writer)
+        holder.close()
     assert process.returncode == 130, err
     assert err == "utils.report: interrupted; nothing was written.\n", err
-    assert not merged.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
+    assert not csv.exists() and not merged.exists()
 
 
 def with_config(**changed):

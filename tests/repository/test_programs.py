@@ -1,0 +1,65 @@
+"""Every program of the project refuses alike: a bad flag value ends in `name: error: one
+sentence` and exit 2, never a traceback (utils/console.py's Parser, refused() and run())."""
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+# program: (how it is run, a bad flag value, the name its refusals start with)
+PROGRAMS = {
+    "main.py": (["main.py"], ["--steps", "0"], "main.py"),
+    "utils/report.py": (["-m", "utils.report"], ["docs/samples/why.json", "--plot", "table.txt"], "utils.report"),
+    "utils/compat.py": (["-m", "utils.compat"], ["--gpus", "1"], "utils.compat"),
+    "utils/explain/fp8_predict.py": (["-m", "utils.explain.fp8_predict"], ["--gpu", "a100-40gb"], "fp8_predict"),
+    "benchmarks/fp8_sweep.py": (["benchmarks/fp8_sweep.py"], ["--widths", "65"], "fp8_sweep.py"),
+    "benchmarks/bundle.py": (["benchmarks/bundle.py"], ["DIR", "--budget", "0"], "bundle.py"),
+    "benchmarks/scaling.py": (["benchmarks/scaling.py"], ["--out", "study", "--rounds", "many"], "scaling.py"),
+    "benchmarks/overhead.py": (["benchmarks/overhead.py"], ["--mode", "fp64"], "overhead.py"),
+    "benchmarks/loader.py": (["benchmarks/loader.py"], ["--batches", "0"], "loader.py"),
+    "benchmarks/diagnostics_overhead.py": (["benchmarks/diagnostics_overhead.py"], ["--rounds", "-1"],
+                                           "diagnostics_overhead.py"),
+    "docs/generate_flags.py": (["docs/generate_flags.py"], ["--check=yes"], "generate_flags.py"),
+    "docs/samples/generate.py": (["docs/samples/generate.py"], ["--check=yes"], "generate.py"),
+}
+# The GPU suite's refusals are driven by tests/benchmarks/test_gpu_suite_budget.py and its neighbours.
+ELSEWHERE = {"benchmarks/gpu_suite.py"}
+
+
+def test_every_program_of_the_project_is_here():
+    programs = {path.relative_to(ROOT).as_posix() for folder in ("", "utils", "benchmarks", "docs")
+                for path in (ROOT / folder).glob("**/*.py" if folder else "*.py")
+                if 'if __name__ == "__main__":' in path.read_text()}
+    assert programs == set(PROGRAMS) | ELSEWHERE
+
+
+@pytest.mark.parametrize("program", sorted(PROGRAMS))
+def test_a_bad_flag_value_is_one_sentence_and_exit_2(program, tmp_path):
+    run, bad, name = PROGRAMS[program]
+    result = subprocess.run([sys.executable, *run, *[str(tmp_path / word) if word in ("DIR", "study") else word
+                                                      for word in bad]],
+                            cwd=ROOT, capture_output=True, text=True, timeout=120)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert len(lines) == 1 and lines[0].startswith(f"{name}: error: ") and lines[0].endswith("."), result.stderr
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize("number", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_signal_unwinds_the_program_and_ends_in_one_line(number):
+    """Ctrl-C or a scheduler's SIGTERM that a program does not catch itself runs its clean-ups
+    (a bundle's hidden folder goes) and ends with 128 + the signal's number."""
+    program = ("import os, sys, time\nfrom utils import console\n"
+               "def main():\n"
+               "    try:\n"
+               f"        os.kill(os.getpid(), {int(number)})\n"
+               "        time.sleep(60)\n"
+               "    finally:\n"
+               "        print('cleaned up')\n"
+               "sys.exit(console.run('program.py', main))\n")
+    result = subprocess.run([sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert (result.returncode, result.stdout, result.stderr) == (
+        128 + number, "cleaned up\n", f"program.py: stopped by {signal.Signals(number).name}.\n")
