@@ -11,7 +11,6 @@ noise (the interval holds 1.0).
     python benchmarks/diagnostics_overhead.py -p --mode amp-fp16 --model resnet50 -b 256
 """
 import argparse
-import dataclasses
 import os
 import statistics
 import sys
@@ -21,11 +20,12 @@ sys.path.insert(0, ROOT)
 from models.families import STEMS  # noqa: E402 (no torch)
 from utils import console  # noqa: E402
 from utils.config import COUNT, RANGES, flag_type  # noqa: E402
-from utils.training.modes import MODES  # noqa: E402
+from utils.modes import MODES  # noqa: E402
+
 SUBSET = os.path.join(os.path.dirname(ROOT), "shared", "data", "cifar10-subset", "cifar-10-batches-py")
 
 
-def main():
+def build_parser() -> console.Parser:
     parser = console.Parser("diagnostics_overhead.py", prog="python benchmarks/diagnostics_overhead.py",
                             description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-p", "--gpu", action="store_true")
@@ -42,28 +42,36 @@ def main():
     parser.add_argument("--eval-every", type=flag_type(RANGES["eval_every"]), default=0.02,
                         help="epochs (with --flag eval-every)")
     parser.add_argument("--data-dir", default=SUBSET, help="CIFAR-10 for --flag eval-every (default: the subset)")
-    options = parser.parse_args()
+    return parser
+
+
+def main():
+    options = build_parser().parse_args()
 
     import torch
 
+    from models import factory
+    from utils import modes
     from utils.app import pick_device, seeded_model
     from utils.config import RunConfig
     from utils.data import dataset
     from utils.data.dataset import synthetic
     from utils.results.compare import bootstrap_ratio
-    from utils.training import modes
 
     device = pick_device(options.gpu, cudnn_benchmark=True)
     mode = modes.MODES[options.mode]
     evaluating = options.flag == "eval-every"  # needs test images: the real data
-    data = dataset.load("cifar10", options.data_dir, False, True, device, 0)[0] if evaluating else \
-        synthetic(device, seed=0)
-    plain = RunConfig.build(model=options.model, stem=options.stem, steps=options.steps, warmup=options.warmup,
-                            batch_size=options.batch_size, no_progress=True, no_eval=not evaluating)
-    flagged = dataclasses.replace(plain, eval_every=options.eval_every) if evaluating else \
-        dataclasses.replace(plain, **{options.flag: True}, numerics_every=options.numerics_every)
-    flagged = flagged.for_dataset(len(data.train_images), 1)
-    medians = interleaved_medians(seeded_model(plain), mode, data, plain, flagged, options, device)
+    common = dict(model=options.model, stem=options.stem, steps=options.steps, warmup=options.warmup,
+                  batch_size=options.batch_size, no_progress=True, no_eval=not evaluating, data="cifar10",
+                  data_dir=options.data_dir, download=False, allow_unverified=True)
+    plain = RunConfig.build(**common)
+    flagged = RunConfig.build(**common, **({"eval_every": options.eval_every} if evaluating else
+                                          {"numerics_every": options.numerics_every} if options.flag == "numerics"
+                                          else {"explain": True}))
+    data = dataset.load(plain.data, device, 0)[0] if evaluating else synthetic(device, seed=0)
+    model = seeded_model(plain)
+    plan = flagged.plan(factory.has_batch_norm(model), 1, len(data.train_images))
+    medians = interleaved_medians(model, mode, data, plain, flagged, plan, options, device)
     name = torch.cuda.get_device_name() if options.gpu else "CPU"
     print(f"{options.model} (stem {options.stem}), batch {options.batch_size}, {mode.name}, {name}, "
           f"{options.rounds} rounds x {options.steps - options.warmup} timed steps")
@@ -76,7 +84,7 @@ def main():
     print(f"step time ratio with/without --{options.flag}: {ratio:.3f} [95% CI {low:.3f}, {high:.3f}]: {verdict}")
 
 
-def interleaved_medians(model, mode, data, plain, flagged, options, device):
+def interleaved_medians(model, mode, data, plain, flagged, plan, options, device):
     """Each round runs the mode without and with the flag, alternating which goes first (to
     cancel drift); returns their median step times, and checks that the flag did its work."""
     from utils.app import run_mode
@@ -88,7 +96,7 @@ def interleaved_medians(model, mode, data, plain, flagged, options, device):
     medians = {"without": [], "with": []}
     for round_ in range(options.rounds):
         for kind in ("without", "with") if round_ % 2 == 0 else ("with", "without"):
-            result = run_mode(model, mode, data, flagged if kind == "with" else plain, RunContext(device)).record
+            result = run_mode(model, mode, data, flagged if kind == "with" else plain, plan, RunContext(device)).record
             assert shows(result) == (kind == "with")
             medians[kind].append(result.step_time_ms["median"])
     return medians

@@ -25,7 +25,7 @@ from typing import Any, Dict, List
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from utils import console  # noqa: E402 (no torch)
-from utils.config import RANGES, RunConfig, flag_type  # noqa: E402
+from utils.config import RANGES, RunConfig, flag_type, input_shape_of  # noqa: E402
 from utils.fileio import ensure_writable  # noqa: E402
 from utils.results.files import write_json  # noqa: E402
 
@@ -78,7 +78,7 @@ def step_flops(name: str, batch: int) -> int:
 
     with torch.device("meta"):  # a width-4096 model is 400 M parameters: count it without allocating them
         model = encoder_blocks(int(name[len(BLOCKS):]))
-    return flops.training_flops_per_step(model, batch, IMAGE_SIZE)
+    return flops.training_flops_per_step(model, batch, input_shape_of(IMAGE_SIZE))
 
 
 def sweep(options: argparse.Namespace) -> Dict[str, Any]:
@@ -89,16 +89,17 @@ def sweep(options: argparse.Namespace) -> Dict[str, Any]:
                              fp8_emulate=options.fp8_emulate, no_progress=True, no_eval=True)
     import torch
 
+    from utils import modes
     from utils.app import pick_device, run_mode
     from utils.data.dataset import synthetic
     from utils.explain import fp8_predict
-    from utils.training import float8, modes
+    from utils.training import float8
     from utils.training.context import RunContext
 
     device = pick_device(options.gpu, cudnn_benchmark=True)
     for name in FP8_MODES:  # refuses a missing torchao, an old torch, a GPU without FP8
         float8.check_requirements(modes.MODES[name], device, options.fp8_emulate)
-    config = config.with_recipe(False, 1)
+    plan = config.plan(False, 1)
     data = synthetic(device, seed=0)
     device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else None
     predicted_for, no_prediction = None, None
@@ -109,13 +110,13 @@ def sweep(options: argparse.Namespace) -> Dict[str, Any]:
     for width in options.widths:
         torch.manual_seed(0)
         model = encoder_blocks(width)
-        medians = {name: run_mode(model, modes.MODES[name], data, config, RunContext(device)).record
+        medians = {name: run_mode(model, modes.MODES[name], data, config, plan, RunContext(device)).record
                    .step_time_ms["median"] for name in names}
         predicted = {}
         for name in FP8_MODES:  # eager, as the runs are
             prediction, no_prediction = fp8_predict.run_prediction(device_name, options.fp8_emulate,
                                                                    modes.MODES[name].float8, False, model,
-                                                                   options.batch, IMAGE_SIZE)
+                                                                   options.batch, input_shape_of(IMAGE_SIZE))
             predicted[name] = prediction and prediction["speedup"]
             predicted_for = prediction and prediction["for"]
         rows.append({"width": width, "heads": width // HEAD_DIM, "median_step_ms": medians,

@@ -43,8 +43,7 @@ from benchmarks.suite import ledger  # noqa: E402 (the checkout's root, above)
 from benchmarks.suite.device import NoDevice, device_facts, folder_name, software  # noqa: E402
 from benchmarks.suite.estimate import Estimator  # noqa: E402
 from benchmarks.suite.history import CHANGES, BadResults  # noqa: E402
-from benchmarks.suite.plan import (MODES, SECTIONS, TRANSFORMER_MODES, Plan, Planner, available_flags,  # noqa: E402
-                                   planned_steps)
+from benchmarks.suite.plan import MODES, SECTIONS, TRANSFORMER_MODES, Plan, Planner, available_flags, planned_steps  # noqa: E402
 from benchmarks.suite.render import render_coverage, render_readme  # noqa: E402
 from utils import provenance  # noqa: E402
 

@@ -19,6 +19,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from utils import console  # noqa: E402 (no torch)
 from utils.config import COUNT, RANGES, flag_type  # noqa: E402
+
 # With -p, the AMP step these models take at the loader's batch (channels_last, the CIFAR stem), for
 # the loader's share of it.
 AMP_MODELS, AMP_STEPS = ("resnet50", "resnet18"), 60
@@ -46,14 +47,16 @@ def batches_per_second(loader, batches, device, rounds=5):
 
 def amp_step_ms(model_name, data, batch_size, device):
     from models import factory
+    from utils import modes
     from utils.app import run_mode
     from utils.config import RunConfig
-    from utils.training import modes
     from utils.training.context import RunContext
 
     config = RunConfig.build(steps=AMP_STEPS, batch_size=batch_size, lr=0.01, channels_last=True, no_progress=True,
                              no_eval=True)
-    result = run_mode(factory.build_model(model_name), modes.MODES["amp-fp16"], data, config, RunContext(device)).record
+    model = factory.build_model(model_name)
+    plan = config.plan(factory.has_batch_norm(model), 1, len(data.train_images))
+    result = run_mode(model, modes.MODES["amp-fp16"], data, config, plan, RunContext(device)).record
     return result.step_time_ms["median"]
 
 
@@ -86,9 +89,10 @@ def main():
           f"{torch.cuda.get_device_name() if options.gpu else 'CPU'}")
     images, labels = dataset.train_images.to(device), dataset.train_labels.to(device)
 
-    device_rate = batches_per_second(DeviceLoader(images, labels, options.batch_size, device, seed=0),
+    device_rate = batches_per_second(DeviceLoader(images, labels, batch_size=options.batch_size, device=device, seed=0),
                                      options.batches, device)
-    classic = TorchvisionLoader(images, labels, options.batch_size, device, 0, options.workers)
+    classic = TorchvisionLoader(images, labels, batch_size=options.batch_size, device=device, seed=0,
+                                workers=options.workers)
     classic_rate = batches_per_second(classic, options.batches, device)
     print(f"torchvision DataLoader ({options.workers} workers): {classic_rate * options.batch_size:10.0f} img/s")
     print(f"device loader:                        {device_rate * options.batch_size:10.0f} img/s")

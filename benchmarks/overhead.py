@@ -26,30 +26,33 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from utils import console  # noqa: E402 (no torch)
 from utils.config import COUNT, RANGES, flag_type  # noqa: E402
-from utils.training.modes import MODES  # noqa: E402
+from utils.modes import MODES  # noqa: E402
 
 
-def bare_loop(initial_model, data, mode, config, device):
+def bare_loop(initial_model, data, mode, config, plan, device):
     """The AMP recipe by hand over the same batches; returns seconds per timed step."""
     import torch
     from torch import nn
 
     from utils.data.loaders import make_train_loader
     from utils.training import precision
-    from utils.training.step import make_optimizer, make_scheduler, no_decay_flags
+    from utils.training.step import advance, make_optimizer, make_scheduler, no_decay_flags
 
     precision.set_tf32(mode.tf32)
     model = copy.deepcopy(initial_model).to(device)
-    params, scaler = precision.prepare_model(model, mode, device, config.loss_scale)
-    optimizer, _ = make_optimizer(params, config.lr, config.momentum, config.weight_decay, config.nesterov,
-                                  config.optimizer_impl, config.optimizer, no_decay_flags(model, config.model))
-    scheduler = make_scheduler(optimizer, config.lr_schedule, config.steps, config.warmup_lr_steps)
-    loader = make_train_loader(config.loader, data.train_images, data.train_labels, config.batch_size, device,
-                               config.seed, config.workers, config.channels_last)
-    criterion = nn.CrossEntropyLoss(label_smoothing=config.label_smoothing)
+    params, scaler = precision.prepare_model(model, mode, device, config.precision.loss_scale)
+    training, recipe = config.training, plan.recipe
+    optimizer, _ = make_optimizer(params, lr=recipe.lr, momentum=recipe.momentum, weight_decay=recipe.weight_decay,
+                                  nesterov=training.nesterov, impl=training.optimizer_impl, kind=recipe.optimizer,
+                                  no_decay=no_decay_flags(model, training.model))
+    scheduler = make_scheduler(optimizer, training.lr_schedule, plan.steps, recipe.lr_warmup_steps)
+    loader = make_train_loader(config.data.loader, data.train_images, data.train_labels,
+                               batch_size=training.batch_size, device=device, seed=training.seed,
+                               workers=config.data.workers, channels_last=config.speed.channels_last)
+    criterion = nn.CrossEntropyLoss(label_smoothing=recipe.label_smoothing)
     started = None
-    for step in range(config.steps):
-        if step == config.warmup:
+    for step in range(plan.steps):
+        if step == plan.timing_warmup:
             if device.type == "cuda":
                 torch.cuda.synchronize()
             started = time.perf_counter()
@@ -60,18 +63,18 @@ def bare_loop(initial_model, data, mode, config, device):
         scaler.step(optimizer)
         scaler.update()
         optimizer.zero_grad(set_to_none=True)
-        scheduler.step()
+        advance(scheduler)
     if device.type == "cuda":
         torch.cuda.synchronize()
-    return (time.perf_counter() - started) / (config.steps - config.warmup)
+    return (time.perf_counter() - started) / (plan.steps - plan.timing_warmup)
 
 
-def ampbench_loop(initial_model, data, mode, config, device):
+def ampbench_loop(initial_model, data, mode, config, plan, device):
     """run_mode, as main.py runs it; seconds per timed step, from its own step timer."""
     from utils.app import run_mode
     from utils.training.context import RunContext
 
-    record = run_mode(initial_model, mode, data, config, RunContext(device)).record
+    record = run_mode(initial_model, mode, data, config, plan, RunContext(device)).record
     return sum(record.step_times_ms) / 1000.0 / len(record.step_times_ms)
 
 
@@ -98,10 +101,10 @@ def main():
     import torch
 
     from models import factory
+    from utils import modes
     from utils.app import pick_device, seeded_model
     from utils.config import RunConfig
     from utils.data.dataset import synthetic
-    from utils.training import modes
 
     device = pick_device(options.gpu, cudnn_benchmark=True)
     mode = modes.MODES[options.mode]
@@ -110,15 +113,15 @@ def main():
                              batch_size=options.batch_size, no_progress=True, no_eval=True,
                              optimizer_impl=options.optimizer_impl, gpu=options.gpu)
     model = seeded_model(config)
-    config = config.with_recipe(factory.has_batch_norm(model), 1)
+    plan = config.plan(factory.has_batch_norm(model), 1)
 
     times = {"ampbench": [], "bare": []}
     loops = {"ampbench": ampbench_loop, "bare": bare_loop}
     for round_ in range(options.rounds):
         for which in (["ampbench", "bare"] if round_ % 2 == 0 else ["bare", "ampbench"]):
-            times[which].append(loops[which](model, data, mode, config, device))
+            times[which].append(loops[which](model, data, mode, config, plan, device))
     name = torch.cuda.get_device_name() if options.gpu else "CPU"
-    print(f"{options.model}, batch {options.batch_size}, {mode.name}, {options.optimizer_impl} {config.optimizer}, {name}, "
+    print(f"{options.model}, batch {options.batch_size}, {mode.name}, {options.optimizer_impl} {plan.recipe.optimizer}, {name}, "
           f"{options.rounds} rounds x {options.steps} timed steps ({options.warmup} warm-up)")
     for which in ("bare", "ampbench"):
         ms = 1000 * statistics.median(times[which])

@@ -33,7 +33,7 @@ from utils import console  # noqa: E402 (no torch)
 from utils.errors import UserError, WriteFailed  # noqa: E402
 from utils.setup_keys import GRAD_COMM  # noqa: E402
 from utils.stop import StopRequest  # noqa: E402
-from utils.training import modes  # noqa: E402
+from utils import modes  # noqa: E402
 
 # main.py flags the study sets itself in every launch
 OWN_FLAGS = ("--json", "--modes", "--compare", "--grad-comm", "--fp16", "--bf16", "--amp", "--tf32", "--explain")
@@ -306,8 +306,8 @@ def stopped(out, results, ran, planned, number):
 def finish(out, results, ran):
     """The table on stdout; scaling.json and scaling.png under `out`."""
     from utils.results import scaling
-    from utils.results.merge import load_result
     from utils.results.files import write_json
+    from utils.results.merge import load_result
     from utils.results.record import setup_of
     from utils.results.summary import describe
 

@@ -6,7 +6,6 @@ flag that `python main.py -h` shows too. After changing a flag there, run
 and commit docs/flags.md; `--check` (run by tests/repository/test_docs.py) says whether the page drifted
 from the table and changes nothing. The page's prose outside the tables is written by hand.
 """
-import argparse
 import sys
 from pathlib import Path
 

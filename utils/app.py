@@ -15,8 +15,8 @@ import torch
 
 from models import factory, families
 from utils import compat, fileio, launch
-from utils.data import dataset
 from utils.config import no_test_images
+from utils.data import dataset
 from utils.errors import UserError
 from utils.explain import fp8_predict, profiler
 from utils.measure import envinfo, flops, memory
@@ -35,12 +35,12 @@ from utils.training.trainer import build_trainer
 if TYPE_CHECKING:
     from torch import nn
 
-    from utils.config import RunConfig
+    from utils.config import RunConfig, TrainingPlan
     from utils.data.dataset import Data
     from utils.explain.profiler import Profile
     from utils.launch import World
+    from utils.modes import Mode
     from utils.stop import StopRequest
-    from utils.training.modes import Mode
     from utils.training.trainer import Trainer
 
 
@@ -71,7 +71,7 @@ def resume_line(config: RunConfig, last: record.RunRecord, checkpoint_holds: Opt
     where = f"interrupted by {last.stopped_by} " + (
         f"during the test-set evaluation, after all {last.steps} steps" if evaluating
         else f"after step {last.completed_steps} of {last.steps}")
-    if not config.checkpoint:
+    if not config.checkpoints.checkpoint:
         return f"main.py: {where}; no --checkpoint was given, so a rerun starts over."
     if checkpoint_holds is None and saves_failed:
         return f"main.py: {where}; the checkpoint could not be written (above), so a rerun starts over."
@@ -79,19 +79,19 @@ def resume_line(config: RunConfig, last: record.RunRecord, checkpoint_holds: Opt
         return f"main.py: {where}; no step was trained, so no checkpoint was written: rerun the same command."
     command = shlex.join(distributed.launch_prefix(world) + ["main.py"]
                          + [a for a in sys.argv[1:] if a != "--resume"] + ["--resume"])
-    return f"main.py: {where}; {config.checkpoint} holds step {checkpoint_holds}; resume with: {command}"
+    return f"main.py: {where}; {config.checkpoints.checkpoint} holds step {checkpoint_holds}; resume with: {command}"
 
 
 def run(config: RunConfig, stop: StopRequest) -> int:
     """`stop` is main.py's utils.stop.StopRequest, installed before torch was imported."""
     if config.list_models:
-        return list_models(config.image_size)
-    device = pick_device(config.gpu, not config.no_cudnn_benchmark)
+        return list_models(config.data.image_size)
+    device = pick_device(config.precision.gpu, config.speed.cudnn_benchmark)
     world = launch.detect()
     if world.distributed:
         device = distributed.init(world, config)
     stream = live.LiveLog.of(config, warn) if world.is_main else None
-    context = RunContext(device, world, stop, Reporter(not config.no_progress and world.is_main, config.log_every,
+    context = RunContext(device, world, stop, Reporter(not config.measurement.no_progress and world.is_main, config.measurement.log_every,
                                                        stream))
     try:
         with distributed.session(world):
@@ -99,7 +99,7 @@ def run(config: RunConfig, stop: StopRequest) -> int:
     except (RuntimeError, MemoryError) as error:  # out of memory in any phase: the batch is what to lower
         if not memory.is_out_of_memory(error):
             raise
-        raise UserError(memory.out_of_memory_advice(device, config.batch_size)) from None
+        raise UserError(memory.out_of_memory_advice(device, config.training.batch_size)) from None
     finally:
         if stream is not None:
             stream.close_writer()  # a refusal or a traceback: the streams end where the run did
@@ -117,8 +117,8 @@ def list_models(image_size: int) -> int:
 
 def benchmark(config: RunConfig, context: RunContext) -> int:
     """Prepare once, run every (repeat, mode), then print, write and choose the exit status."""
-    config, model, data, resume_state = prepare(config, context)
-    return finish(config, context, data, run_all(config, context, model, data, resume_state), resume_state)
+    plan, model, data, resume_state = prepare(config, context)
+    return finish(config, plan, context, data, run_all(config, plan, context, model, data, resume_state), resume_state)
 
 
 def check_flags(config: RunConfig) -> int:
@@ -127,47 +127,47 @@ def check_flags(config: RunConfig) -> int:
     outputs (check_setup), the model built (weightless where this torch can: models/factory.py)
     and the layers fp8 converts in it. Writes nothing, says no warning (the run says them);
     0 when the run would start."""
-    check_setup(config, pick_device(config.gpu, not config.no_cudnn_benchmark), lambda *said: None)
+    check_setup(config, pick_device(config.precision.gpu, config.speed.cudnn_benchmark), lambda *said: None)
     with factory.weightless() if compat.runs_on_meta() else contextlib.nullcontext():
         model = seeded_model(config)
-    if any(mode.float8 for mode in config.precision_modes):
-        float8.accounting(model, config.batch_size, config.model, config.image_size)  # refuses nothing to convert
+    if any(mode.float8 for mode in config.modes):  # refuses a model with nothing to convert
+        float8.accounting(model, config.training.batch_size, config.training.model, config.data.input_shape)
     return 0
 
 
 def check_setup(config: RunConfig, device: torch.device, warn: Callable[..., None]) -> None:
     """A run's checks before it builds its model: the modes on `device`, --compile on this
     torch and every output (run_outputs.check); the flags' and the modes' warnings to `warn`."""
-    for message in config.warnings():
+    for message in config.warnings:
         warn(message)
-    for mode in config.precision_modes:
-        slow = precision.check_supported(mode, device, config.fp8_emulate, config.allow_slow_fp16)
+    for mode in config.modes:
+        slow = precision.check_supported(mode, device, config.precision.fp8_emulate, config.precision.allow_slow_fp16)
         if slow:
             warn(f"{slow}.")
-    if config.fp8_emulate:
+    if config.precision.fp8_emulate:
         warn("--fp8-emulate: the fp8 modes compute FP8 in software, much slower than FP8 tensor cores and "
              "slower than bfloat16: their times are NOT FP8 speed; use them to check that fp8 trains, never to "
              "benchmark it.", "WARNING")
-    if config.compile and not compat.has_compile():
+    if config.speed.compile and not compat.has_compile():
         raise UserError(f"--compile needs torch 2.0 or newer, and this is torch {torch.__version__}: drop --compile.")
     run_outputs.check(config)
 
 
-def prepare(config: RunConfig, context: RunContext) -> Tuple[RunConfig, nn.Module, Data, Optional[Dict[str, Any]]]:
+def prepare(config: RunConfig, context: RunContext) -> Tuple[TrainingPlan, nn.Module, Data, Optional[Dict[str, Any]]]:
     """Everything checked before the first step: check_setup's, a killed save's leftovers
-    removed, the checkpoint to resume; then the model, the data and the config they complete."""
+    removed, the checkpoint to resume; then the model, the data and the TrainingPlan they
+    settle (the steps of --epochs, the family's recipe)."""
     check_setup(config, context.device, warn)
-    if config.checkpoint and context.world.is_main:
-        removed = fileio.remove_leftovers(config.checkpoint)
+    if config.checkpoints.checkpoint and context.world.is_main:
+        removed = fileio.remove_leftovers(config.checkpoints.checkpoint)
         if removed:
-            warn(f"removed {removed / 2 ** 20:.1f} MiB of temporary files that a killed save of {config.checkpoint} "
-                 "left beside it.")
-    resume_state = checkpoint.load(config.checkpoint, context.device) if config.resume else None
+            warn(f"removed {removed / 2 ** 20:.1f} MiB of temporary files that a killed save of "
+                 f"{config.checkpoints.checkpoint} left beside it.")
+    resume_state = checkpoint.load(config.checkpoints.checkpoint, context.device) if config.checkpoints.resume else None
     model = seeded_model(config)
-    context.reporter.phase(f"model {config.model} built: {sum(p.numel() for p in model.parameters()) / 1e6:.1f} M "
-                           "parameters")
-    data, data_warnings = dataset.load(config.data, config.data_dir, config.download, config.allow_unverified,
-                                       context.device, config.seed, config.image_size)
+    context.reporter.phase(f"model {config.training.model} built: "
+                           f"{sum(p.numel() for p in model.parameters()) / 1e6:.1f} M parameters")
+    data, data_warnings = dataset.load(config.data, context.device, config.training.seed)
     for message in data_warnings:
         warn(message)
     if data.test_images is None and config.accuracy_flags:  # --data auto fell back to synthetic images
@@ -175,87 +175,67 @@ def prepare(config: RunConfig, context: RunContext) -> Tuple[RunConfig, nn.Modul
     context.reporter.phase(f"data loaded: {data.name}, {len(data.train_images)} training images"
                            + (f", {len(data.test_images)} test images" if data.test_images is not None else "")
                            + f", on {context.device}")
-    size = context.world.size
-    config = config.for_dataset(len(data.train_images), size).with_recipe(factory.has_batch_norm(model), size)
-    if config.short_run_note():
-        warn(config.short_run_note(), "note")
+    plan = config.plan(factory.has_batch_norm(model), context.world.size, len(data.train_images))
+    note = config.short_run_note(plan)
+    if note:
+        warn(note, "note")
     if resume_state is not None:
-        check_resume(resume_state, config, checkpoint.resume_setup(data, context.world),
-                     not config.no_eval and data.test_images is not None)
-    return config, model, data, resume_state
+        check_resume(resume_state, config, plan, checkpoint.resume_setup(data, context.world),
+                     not config.training.no_eval and data.test_images is not None)
+    return plan, model, data, resume_state
 
 
-def check_resume(resume_state: Dict[str, Any], config: RunConfig, setup: Dict[str, Union[int, str]],
-                 evaluates: bool) -> None:
+def check_resume(resume_state: Dict[str, Any], config: RunConfig, plan: TrainingPlan,
+                 setup: Dict[str, Union[int, str]], evaluates: bool) -> None:
     """Refuse a checkpoint this run cannot continue; `evaluates`: whether the run measures test
     accuracy, so that a checkpoint at the last step whose final evaluation was cut short resumes
     that evaluation alone."""
-    resume_warning = checkpoint.check_compatible(resume_state, config, config.precision_modes[0], config.checkpoint,
-                                                 setup)
+    path, mode = config.checkpoints.checkpoint, config.modes[0]
+    resume_warning = checkpoint.check_compatible(resume_state, config.record(plan), mode, path, setup)
     # the steps are all trained and the final evaluation was cut: the run evaluates, and trains nothing more
-    evaluates_only = resume_state["step"] == config.steps and evaluates and \
-        checkpoint.lacks_final_evaluation(resume_state, config)
-    if resume_state["step"] >= config.steps and not evaluates_only:
-        raise UserError(f"{config.checkpoint} is at step {resume_state['step']}, which already reaches the "
-                        f"{config.steps} steps asked for; raise --steps/--epochs to train further.")
+    evaluates_only = resume_state["step"] == plan.steps and evaluates and \
+        checkpoint.lacks_final_evaluation(resume_state, mode)
+    if resume_state["step"] >= plan.steps and not evaluates_only:
+        raise UserError(f"{path} is at step {resume_state['step']}, which already reaches the "
+                        f"{plan.steps} steps asked for; raise --steps/--epochs to train further.")
     if resume_warning:
         warn(resume_warning)
 
 
 def seeded_model(config: RunConfig) -> nn.Module:
-    """The model's initial weights for config.seed: every mode of that seed copies them."""
-    torch.manual_seed(config.seed)
-    return factory.build_model(config.model, config.stem, config.dropout, config.batch_size, config.image_size)
+    """The model's initial weights for config.training.seed: every mode of that seed copies them."""
+    training = config.training
+    torch.manual_seed(training.seed)
+    return factory.build_model(training.model, training.stem, training.dropout, training.batch_size,
+                               config.data.image_size)
 
 
-def run_all(config: RunConfig, context: RunContext, model: nn.Module, data: Data,
+def run_all(config: RunConfig, plan: TrainingPlan, context: RunContext, model: nn.Module, data: Data,
             resume_state: Optional[Dict[str, Any]]) -> List[ModeRun]:
     """For each seed (its own weights and data order), every mode, `--repeats` times in
     alternating order (to expose drift); stops at the first run that diverged or was
     interrupted. Returns the ModeRuns in the order they ran."""
-    per_step = config.accum_steps * context.world.size
-    flops_per_step = flops.training_flops_per_step(model, config.batch_size, config.image_size) * per_step
-    fp8 = fp8_accounting(config, model, per_step, context.device)
+    per_step = config.training.accum_steps * context.world.size
+    flops_per_step = flops.training_flops_per_step(model, config.training.batch_size, config.data.input_shape) * per_step
+    device = context.device
+    fp8, low_share = fp8_predict.fp8_blocks(config, model, per_step,
+                                            envinfo.device_name(device) if device.type == "cuda" else None)
+    if low_share:
+        warn(low_share, "NOTE")
     runs = []
-    for seed in range(config.seed, config.seed + config.seeds):
-        seeded = dataclasses.replace(config, seed=seed)
-        initial = model if seed == config.seed else seeded_model(seeded)
+    for seed in range(config.training.seed, config.training.seed + config.accuracy.seeds):
+        seeded = dataclasses.replace(config, training=dataclasses.replace(config.training, seed=seed))
+        initial = model if seed == config.training.seed else seeded_model(seeded)
         state = random_state(context.device)  # every mode of this seed starts from it (dropout draws)
-        for repeat in range(config.repeats):
-            modes = config.precision_modes
+        for repeat in range(config.precision.repeats):
+            modes = config.modes
             for mode in modes if repeat % 2 == 0 else modes[::-1]:
                 restore_random_state(state, context.device)
-                runs.append(run_mode(initial, mode, data, seeded, context, resume_state, repeat, flops_per_step,
-                                     fp8.get(mode.name)))
+                runs.append(run_mode(initial, mode, data, seeded, plan, context, resume_state, repeat,
+                                     flops_per_step, fp8.get(mode.name)))
                 if runs[-1].outcome.diverged_at is not None or runs[-1].record.incomplete:
                     return runs
     return runs
-
-
-def fp8_accounting(config: RunConfig, model: nn.Module, per_step: int,
-                   device: torch.device) -> Dict[str, Dict[str, Any]]:
-    """{fp8 mode: its accounting (utils/training/float8.py), with its FLOPs for the whole job's
-    step and its recipe's roofline prediction (utils/explain/fp8_predict.py)}, empty when no fp8
-    mode runs; a low FP8 share is said once, before training."""
-    fp8_modes = [mode for mode in config.precision_modes if mode.float8]
-    if not fp8_modes:
-        return {}
-    block = float8.accounting(model, config.batch_size, config.model, config.image_size)
-    block["fp8_flops_per_step"] *= per_step
-    block["emulated"] = config.fp8_emulate
-    note = float8.low_share_note(block, fp8_modes[0].name)
-    if note:
-        warn(note, "NOTE")
-    gpu = envinfo.device_name(device) if device.type == "cuda" else None
-    return {mode.name: dict(block, **fp8_prediction(config, model, mode, gpu)) for mode in fp8_modes}
-
-
-def fp8_prediction(config: RunConfig, model: nn.Module, mode: Mode, gpu: Optional[str]) -> Dict[str, Any]:
-    """runs[].fp8's prediction and prediction_note: FP8's speedup predicted for the run's GPU
-    (`gpu`, its device name; an H100 SXM when emulated), the null prediction's reason."""
-    prediction, why = fp8_predict.run_prediction(gpu, config.fp8_emulate, mode.float8, config.compile, model,
-                                                 config.batch_size, config.image_size)
-    return {"prediction": prediction, "prediction_note": why}
 
 
 def random_state(device: torch.device) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
@@ -278,33 +258,36 @@ class ModeRun:
     failures: List[str]  # writes that failed on the way (checkpoint saves, a trace), in words
 
 
-def run_mode(initial_model: nn.Module, mode: Mode, data: Data, config: RunConfig, context: RunContext,
-             resume_state: Optional[Dict[str, Any]] = None, repeat: int = 0, flops_per_step: Optional[int] = None,
-             fp8: Optional[Dict[str, Any]] = None) -> ModeRun:
-    """Train a copy of `initial_model` for config.steps steps in `mode` (continuing `resume_state`,
+def run_mode(initial_model: nn.Module, mode: Mode, data: Data, config: RunConfig, plan: TrainingPlan,
+             context: RunContext, resume_state: Optional[Dict[str, Any]] = None, repeat: int = 0,
+             flops_per_step: Optional[int] = None, fp8: Optional[Dict[str, Any]] = None) -> ModeRun:
+    """Train a copy of `initial_model` for the plan's steps in `mode` (continuing `resume_state`,
     a checkpoint's, if given), then measure what the flags ask beside the loop; returns its ModeRun.
 
     Each call starts from the same weights and the same data order (the loader is seeded with
-    config.seed), and run_all gives every mode of a seed the same global random state
+    config.training.seed), and run_all gives every mode of a seed the same global random state
     (dropout), so runs of different modes of one seed differ by precision alone. With --compile, the
     first step (always a warm-up step) compiles; its wall time is reported as compile time.
     A stop signal during the evaluation leaves the accuracy unmeasured and the run incomplete.
     """
-    trainer = build_trainer(initial_model, mode, data, config, context.device, context.world)
+    trainer = build_trainer(initial_model, mode, data, config, plan, context.device, context.world)
+    steps, settings = plan.steps, config.record(plan)
     stream = context.reporter.live
     if stream is not None:
         stream.begin_run(run_label(config, mode, repeat))
     start_step, resumed_stats = 0, None
     if resume_state is not None:
-        start_step, resumed_stats = checkpoint.restore(trainer, resume_state, context.device, config.checkpoint)
+        start_step, resumed_stats = checkpoint.restore(trainer, resume_state, context.device,
+                                                       config.checkpoints.checkpoint)
     curve = accuracy_curve(trainer, config, context, data, resumed_stats)
-    if start_step and curve is not None and curve.wants(start_step, config.steps):
+    if start_step and curve is not None and curve.wants(start_step, steps):
         # the earlier process evaluated its last step after writing the checkpoint: again here
         curve.take(start_step, resumed_stats.train_time_s if resumed_stats else 0.0)
-    saver = checkpoint.Saver(config.checkpoint, trainer, config, checkpoint.resume_setup(data, context.world),
-                             context.device, context.world.is_main, warn) if config.checkpoint else None
-    census = Census(mode, context.device, config.steps, config.numerics_every) if config.numerics else None
-    context.reporter.phase(f"{mode.name}: training steps {start_step + 1} to {config.steps}")
+    saver = checkpoint.Saver(config.checkpoints.checkpoint, trainer, settings, checkpoint.resume_setup(data, context.world),
+                             context.device, context.world.is_main, warn) if config.checkpoints.checkpoint else None
+    census = Census(mode, context.device, steps, config.measurement.numerics_every) if config.measurement.numerics \
+        else None
+    context.reporter.phase(f"{mode.name}: training steps {start_step + 1} to {steps}")
     outcome = loop.train(trainer, config, context, start_step, resumed_stats, saver, census, curve)
     evaluation = final_evaluation(config, context, data, outcome, curve, census)
     if saver is not None and outcome.diverged_at is None and (outcome.completed_steps > start_step
@@ -316,7 +299,7 @@ def run_mode(initial_model: nn.Module, mode: Mode, data: Data, config: RunConfig
     result = record.build(config, trainer, outcome, data, context, measured, repeat, flops_per_step,
                           dict(fp8, recipe=mode.float8) if fp8 else None)
     if stream is not None:
-        stream.end_run(result.to_dict(), {key: getattr(config, key) for key in SETUP_KEYS})
+        stream.end_run(result.to_dict(), {key: settings[key] for key in SETUP_KEYS})
     return ModeRun(result, outcome, saver.holds if saver else None,
                    (saver.failures if saver else []) + measured.failures)
 
@@ -324,15 +307,15 @@ def run_mode(initial_model: nn.Module, mode: Mode, data: Data, config: RunConfig
 def run_label(config: RunConfig, mode: Mode, repeat: int) -> str:
     """The run's name in live logs and trace folders: the mode, then its seed and repeat where a
     job has several."""
-    return mode.name + (f"-seed{config.seed}" if config.seeds > 1 else "") + \
-        (f"-repeat{repeat}" if config.repeats > 1 else "")
+    return mode.name + (f"-seed{config.training.seed}" if config.accuracy.seeds > 1 else "") + \
+        (f"-repeat{repeat}" if config.precision.repeats > 1 else "")
 
 
 def accuracy_curve(trainer: Trainer, config: RunConfig, context: RunContext, data: Data,
                    resumed_stats: Optional[loop.Statistics]) -> Optional[AccuracyCurve]:
     """The run's AccuracyCurve (None without test images or with --no-eval), continuing the
     points of a resumed checkpoint (`resumed_stats`, its Statistics of this mode, or None)."""
-    if config.no_eval or data.test_images is None:
+    if config.training.no_eval or data.test_images is None:
         return None
     mode, images, ranks = trainer.mode, len(data.train_images), context.world.size
 
@@ -346,7 +329,7 @@ def accuracy_curve(trainer: Trainer, config: RunConfig, context: RunContext, dat
         return accuracy
 
     return AccuracyCurve(evaluate_at, config.eval_every_steps(images, ranks), config.steps_per_epoch(images, ranks),
-                         config.target_accuracy, resumed_stats.accuracy_curve if resumed_stats else None,
+                         config.accuracy.target_accuracy, resumed_stats.accuracy_curve if resumed_stats else None,
                          resumed_stats.eval_time_s if resumed_stats else 0.0)
 
 
@@ -373,12 +356,14 @@ def measure_beside_the_loop(initial_model: nn.Module, trainer: Trainer, config: 
     after the timed loop and the final evaluation (neither changes their figures); none after a
     cut evaluation."""
     mode = trainer.mode
-    finished = outcome.ran_all_steps(config.steps) and outcome.diverged_at is None and evaluation.stopped_by is None
-    profile, failed = explain(trainer, config, context, repeat) if config.explain and finished else (None, None)
+    finished = outcome.ran_all_steps(trainer.plan.steps) and outcome.diverged_at is None and \
+        evaluation.stopped_by is None
+    profile, failed = explain(trainer, config, context, repeat) if config.measurement.explain and finished \
+        else (None, None)
     largest = None
-    if config.max_batch and repeat == 0 and finished:
+    if config.measurement.max_batch and repeat == 0 and finished:
         context.reporter.phase(f"{mode.name}: finding the largest batch that fits (--max-batch)")
-        largest = max_batch.largest_batch_of(initial_model, mode, config, context.device)
+        largest = max_batch.largest_batch_of(initial_model, mode, config, trainer.plan.recipe, context.device)
         context.reporter.phase(f"{mode.name}: the largest batch that fits is {largest}")
     return dataclasses.replace(evaluation, profile=profile, max_batch=largest,
                                failures=evaluation.failures + ([failed] if failed else []))
@@ -391,14 +376,14 @@ def explain(trainer: Trainer, config: RunConfig, context: RunContext,
     cut the profiling short; the sentence saying the trace could not be written, or None); with
     several ranks every rank takes all the steps, as DDP's all-reduce needs."""
     world, mode = context.world, trainer.mode
-    context.reporter.phase(f"{mode.name}: profiling {config.explain_steps} more steps (--explain)")
+    context.reporter.phase(f"{mode.name}: profiling {config.measurement.explain_steps} more steps (--explain)")
     trace = None
-    if config.trace_dir:
+    if config.measurement.trace_dir:
         # torch.profiler.tensorboard_trace_handler's layout, which TensorBoard's profiler plugin and
         # Holistic Trace Analysis read: a folder per run, a <worker>.pt.trace.json per rank in it
-        run = f"{config.model}-{run_label(config, mode, repeat)}"
-        trace = os.path.join(config.trace_dir, run, f"rank{world.rank}.pt.trace.json")
-    profile, failed = profiler.profile_steps(trainer, config, context.device, config.explain_steps,
+        run = f"{config.training.model}-{run_label(config, mode, repeat)}"
+        trace = os.path.join(config.measurement.trace_dir, run, f"rank{world.rank}.pt.trace.json")
+    profile, failed = profiler.profile_steps(trainer, config, context.device, config.measurement.explain_steps,
                                              None if world.distributed else context.stop, trace)
     if profile is None:
         return None, None
@@ -410,7 +395,7 @@ def explain(trainer: Trainer, config: RunConfig, context: RunContext,
     return profile, failed
 
 
-def finish(config: RunConfig, context: RunContext, data: Data, runs: List[ModeRun],
+def finish(config: RunConfig, plan: TrainingPlan, context: RunContext, data: Data, runs: List[ModeRun],
            resume_state: Optional[Dict[str, Any]]) -> int:
     """Print and write the results (rank 0 alone), say what the user can do after a
     divergence or a signal, and return the exit status every rank shares."""
@@ -427,19 +412,19 @@ def finish(config: RunConfig, context: RunContext, data: Data, runs: List[ModeRu
     job = distributed_env(world, config)  # a collective: before rank 0 goes on alone
     if not world.is_main:
         return status()
-    document = results_document(config, context, data, job, [run.record for run in runs],
+    document = results_document(config, plan, context, data, job, [run.record for run in runs],
                                 bool(diverged) or interrupted)
     # before printing: a closed stdout costs none
     written, failed = run_outputs.write(config, context.reporter.live, document)
     failures += failed
-    print(summary(document, config.wide))
+    print(summary(document, config.measurement.wide))
     for line in written:
         print(line)
     for failure in failures:
         print(f"main.py: error: {failure}", file=sys.stderr)
     if diverged:
         print(f"main.py: error: training diverged: the loss became {last.record.loss_curve[diverged - 1]} at step "
-              f"{diverged} of {config.steps} in mode {last.record.mode}, which has no loss scaler; rerun with "
+              f"{diverged} of {plan.steps} in mode {last.record.mode}, which has no loss scaler; rerun with "
               "-s/--loss_scaling (for --fp16), a lower --lr or --clip-grad, or skip such steps with --on-nan skip.",
               file=sys.stderr)
     elif interrupted:
@@ -452,20 +437,20 @@ def finish(config: RunConfig, context: RunContext, data: Data, runs: List[ModeRu
     return status()
 
 
-def results_document(config: RunConfig, context: RunContext, data: Data, job: Dict[str, Any],
+def results_document(config: RunConfig, plan: TrainingPlan, context: RunContext, data: Data, job: Dict[str, Any],
                      records: List[record.RunRecord], incomplete: bool) -> Dict[str, Any]:
     """The results file's document: the environment (the machine and the job's ranks), the
     config, the data, every run and their comparison (computed from the runs as written, as
     utils.report computes it from files)."""
     env = {**envinfo.collect(context.device), **job}
     run_dicts = [run.to_dict() for run in records]
-    return record.make_document(env, config.to_dict(), data.info, incomplete, run_dicts,
-                                compare_modes(run_dicts, config.accuracy_margin, config.baseline))
+    return record.make_document(env, config.record(plan), data.info, incomplete, run_dicts,
+                                compare_modes(run_dicts, config.accuracy.margin_points, config.precision.baseline))
 
 
 def distributed_env(world: World, config: RunConfig) -> Dict[str, Any]:
     """The job's shape; gathering the hostnames is a collective, so every rank calls this."""
     names = distributed.hostnames(world)
     return {"world_size": world.size, "launcher": world.launcher,
-            "backend": ("nccl" if config.gpu else "gloo") if world.distributed else None,
-            "nodes": sorted(set(names)), "global_batch_size": config.global_batch_size(world.size)}
+            "backend": ("nccl" if config.precision.gpu else "gloo") if world.distributed else None,
+            "nodes": sorted(set(names)), "global_batch_size": config.training.global_batch_size(world.size)}

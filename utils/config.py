@@ -1,35 +1,36 @@
-"""RunConfig: what the user asked for, built and validated once from the parsed arguments.
+"""RunConfig: what the user asked for, in typed sections, built and validated once.
 
-main.py parses the command line; `RunConfig.from_args` turns the result into this frozen
-object, applying defaults and every rule that involves more than one flag. Below this module
-nothing sees argparse: the pipeline receives the config, or the values it needs. Tests and
-benchmarks build one with `RunConfig.build(steps=3, ...)`.
+main.py parses the command line into `Arguments`, one field per flag; `RunConfig.build` checks
+every rule that involves more than one flag, translates the precision flags (--fp16 [-s],
+--bf16, --amp [--amp-dtype], --tf32, --compare, --modes) into one tuple of modes, and hands the
+pipeline a frozen RunConfig of sections (training, accuracy, precision, data, speed,
+measurement, distributed, checkpoints): each builder reads the sections it needs. What only the
+data and the model settle (the steps of --epochs, the family's recipe) is a TrainingPlan of its
+own, resolved once in utils/app.py's prepare(); nothing in RunConfig is filled in later.
 
-Nothing here imports torch: main.py takes its defaults from `defaults()` and still answers
-`-h` at once, and a config that breaks a rule is refused before the slow imports.
+This module sits at the bottom of the house: the modules that read the config import it, and it
+imports none of them (the mode table and the model families lie below it). No torch here: main.py
+takes its defaults from `defaults()` and still answers `-h` at once, and a config that breaks a
+rule is refused before the slow imports.
 """
 from __future__ import annotations
 
 import argparse
 import math
 import os
-from dataclasses import MISSING, asdict, dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Union
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from models import families
 from utils import console
 from utils.errors import UserError
-from utils.results.accuracy import DEFAULT_MARGIN_POINTS
+from utils.modes import BASELINES, DEFAULT_COMPARE, DEFAULT_COMPARE_CPU, FP8_NEEDS_A_GPU, MODES, Mode, parse_modes
 from utils.setup_keys import GRAD_COMM
-from utils.training.modes import BASELINES, FP8_NEEDS_A_GPU
-
-if TYPE_CHECKING:
-    from utils.training.modes import Mode
 
 DEFAULT_STEPS = 200
-# Every family's recipe (models/families.py) starts with a linear warm-up over this share of the
-# steps, then follows --lr-schedule (cosine decay to zero by default).
-WARMUP_LR_SHARE = 0.05
+# Every family's recipe (models/families.py) starts with a linear learning-rate warm-up over this
+# share of the steps, then follows --lr-schedule (cosine decay to zero by default).
+LR_WARMUP_SHARE = 0.05
 LARGEST_COUNT = 2 ** 31 - 1  # the most steps, images or seconds a flag may ask for
 LARGEST_FLOAT = 3.4028234663852886e38  # float32's largest finite value: torch holds no larger rate or scale
 LARGEST_SEED = 2 ** 63 - 1  # torch.manual_seed's largest
@@ -39,9 +40,21 @@ MOST_WORKERS = 256
 LARGEST_BUCKET_MB = 2 ** 20
 EXPLAIN_STEPS = 5  # steps --explain profiles per mode
 NUMERICS_EVERY = 50  # --numerics samples every this many steps, and the last
-DEFAULT_WARMUP = 10  # steps left out of the timings; a run of fewer than twice as many warms up for half
+DEFAULT_TIMING_WARMUP = 10  # steps left out of the timings; a run of fewer than twice as many warms up for half
 DEFAULT_LOSS_SCALE = 128.0  # fp16-master's static loss scale
+DEFAULT_MARGIN_POINTS = 0.5  # --accuracy-margin: a mode holds within +-0.5 points of the baseline
 OUTPUT_FLAGS = ("json", "csv", "plot", "tensorboard", "jsonl", "trace_dir", "checkpoint")
+# One image as a model takes it, (channels, height, width): what the loaders make, the FLOP count and
+# FP8's accounting and prediction read (timm's input_size); CIFAR-10's RGB at --image-size.
+InputShape = Tuple[int, int, int]
+CHANNELS = 3
+
+
+def input_shape_of(image_size: int) -> InputShape:
+    return (CHANNELS, image_size, image_size)
+
+
+DEFAULT_INPUT_SHAPE = input_shape_of(families.DEFAULT_IMAGE_SIZE)
 
 
 @dataclass(frozen=True)
@@ -72,7 +85,7 @@ COUNT_OR_ZERO = Range(int, 0, LARGEST_COUNT, f"zero or a positive integer up to 
 POSITIVE = Range(float, 0, LARGEST_FLOAT, f"a positive number up to {LARGEST_FLOAT:.4g}", low_open=True)
 POSITIVE_OR_ZERO = Range(float, 0, LARGEST_FLOAT, f"zero or a positive number up to {LARGEST_FLOAT:.4g}")
 FRACTION = Range(float, 0, 1, "at least 0 and below 1", high_open=True)
-# Every numeric setting's range, checked by RunConfig.check (and by main.py's parser, for its flags).
+# Every numeric argument's range, checked by RunConfig.build (and by main.py's parser, for its flags).
 RANGES = {
     "lr": POSITIVE, "steps": COUNT, "epochs": POSITIVE, "batch_size": COUNT, "dropout": FRACTION,
     "seed": Range(int, 0, LARGEST_SEED, "an integer from 0 to 2**63-1"), "momentum": POSITIVE_OR_ZERO,
@@ -114,28 +127,28 @@ def default_workers() -> int:
 
 
 @dataclass(frozen=True)
-class RunConfig:
-    """Field names are main.py's argument names, so the JSON results' `config` lists them;
-    utils/flags.py describes each flag."""
+class Arguments:
+    """The command line as parsed, one field per flag (argparse's dest), None where a flag that
+    has no fixed default was not given. RunConfig.build checks and translates it; the results
+    file's `config` records it, with what the run resolved (record())."""
     # training
-    lr: Optional[float] = None  # set by with_recipe(): --lr, or the default recipe's
-    steps: Optional[int] = None  # set by build(): --steps, --epochs worth of batches, or DEFAULT_STEPS
+    lr: Optional[float] = None
+    steps: Optional[int] = None
     epochs: Optional[float] = None
     batch_size: int = 128
     model: str = "resnet50"
-    stem: Optional[str] = None  # set by build(): --stem, or families.default_stem(image_size)
+    stem: Optional[str] = None
     dropout: Optional[float] = None
     seed: int = 0
-    optimizer: Optional[str] = None  # set by with_recipe(): --optimizer, or the model family's
-    recipe: Optional[str] = None  # set by with_recipe(): the family whose defaults filled the unset flags
-    momentum: Optional[float] = None  # set by with_recipe(): SGD's (--momentum, or 0.9); None with AdamW
-    weight_decay: Optional[float] = None  # set by with_recipe(): --weight-decay, or the optimizer's
+    optimizer: Optional[str] = None
+    momentum: Optional[float] = None
+    weight_decay: Optional[float] = None
     nesterov: bool = False
-    label_smoothing: Optional[float] = None  # set by with_recipe(): --label-smoothing, or the family's
+    label_smoothing: Optional[float] = None
     lr_schedule: str = "cosine"
-    warmup_lr_steps: Optional[int] = None  # set by with_recipe(): --warmup-lr-steps, or 5% of the steps
+    warmup_lr_steps: Optional[int] = None  # the learning rate's warm-up (--lr-warmup-steps)
     clip_grad: Optional[float] = None
-    optimizer_impl: str = "fused"  # where this torch and device have it; else foreach, noted in env.degraded
+    optimizer_impl: str = "fused"
     accum_steps: int = 1
     on_nan: str = "stop"
     no_eval: bool = False
@@ -145,9 +158,9 @@ class RunConfig:
     accuracy_margin: float = DEFAULT_MARGIN_POINTS
     target_accuracy: Optional[float] = None
     stop_at_target: bool = False
-    list_models: bool = False
+    list_models: bool = False  # an action, in -h's training group
     check_flags: bool = False
-    # precision
+    # precision: five spellings, translated into modes by modes_of()
     gpu: bool = False
     fp16: bool = False
     bf16: bool = False
@@ -159,9 +172,9 @@ class RunConfig:
     fp8_emulate: bool = False
     compare: bool = False
     modes: Optional[str] = None
-    baseline: Optional[str] = None  # set by build(): --baseline, or BASELINES["default"]
+    baseline: Optional[str] = None
     repeats: int = 1
-    loss_scale: Optional[float] = None  # set by build(): --loss-scale, or DEFAULT_LOSS_SCALE
+    loss_scale: Optional[float] = None
     # data
     data: str = "auto"
     data_dir: str = field(default_factory=default_data_dir)
@@ -176,7 +189,7 @@ class RunConfig:
     compile_mode: str = "default"
     no_cudnn_benchmark: bool = False
     # measurement and output
-    warmup: Optional[int] = None  # set with the steps: --warmup, or DEFAULT_WARMUP (half of a shorter run)
+    warmup: Optional[int] = None  # the timing's warm-up (--timing-warmup)
     json: Optional[str] = None
     csv: Optional[str] = None
     plot: Optional[str] = None
@@ -185,244 +198,46 @@ class RunConfig:
     wide: bool = False
     no_progress: bool = False
     log_every: Optional[int] = None
-    explain: bool = False  # also set by --explain-steps and --trace-dir
-    explain_steps: Optional[int] = None  # EXPLAIN_STEPS unless given
+    explain: bool = False
+    explain_steps: Optional[int] = None
     trace_dir: Optional[str] = None
-    numerics: bool = False  # also set by --numerics-every
-    numerics_every: Optional[int] = None  # NUMERICS_EVERY unless given
+    numerics: bool = False
+    numerics_every: Optional[int] = None
     max_batch: bool = False
     # distributed
     dist_timeout: int = 600
     grad_comm: str = "fp32"
-    bucket_mb: Optional[float] = None  # None: DDP's own (setup_keys.DDP_BUCKET_MB)
+    bucket_mb: Optional[float] = None
     # checkpoints
     checkpoint: Optional[str] = None
     checkpoint_every: int = 0
     resume: bool = False
 
-    @classmethod
-    def from_args(cls, namespace: argparse.Namespace) -> RunConfig:
-        """The config for main.py's parsed arguments."""
-        return cls.build(**vars(namespace))
 
-    @classmethod
-    def build(cls, **values: Any) -> RunConfig:
-        """A validated config: defaults for what is not given, every cross-flag rule checked,
-        and the steps fixed unless --epochs must wait for the dataset's size."""
-        config = cls(**values)
-        # The flags that tune a measurement ask for it: --explain-steps and --trace-dir imply
-        # --explain, --numerics-every implies --numerics (never silently ignored).
-        config = replace(config, explain=config.explain or config.explain_steps is not None or bool(config.trace_dir),
-                         numerics=config.numerics or config.numerics_every is not None,
-                         explain_steps=config.explain_steps or EXPLAIN_STEPS,
-                         numerics_every=config.numerics_every or NUMERICS_EVERY)
-        config.check()
-        config = replace(config, loss_scale=config.loss_scale or DEFAULT_LOSS_SCALE,
-                         baseline=config.baseline or BASELINES["default"],
-                         stem=config.stem or families.default_stem(config.image_size))
-        if config.epochs is None:
-            config = config.with_steps(config.steps or DEFAULT_STEPS)
-        return config
-
-    def with_steps(self, steps: int) -> RunConfig:
-        """The config for `steps` steps, checked, its default warm-up set (and shrunk to half of a
-        short run, so that `-n 5` times 3 steps instead of being refused)."""
-        warmup = self.warmup if self.warmup is not None else min(DEFAULT_WARMUP, steps // 2)
-        config = replace(self, steps=steps, warmup=warmup)
-        config.check_steps()
-        return config
-
-    def short_run_note(self) -> Optional[str]:
-        """A sentence when the warm-up is half of a short run: the timings rest on few steps."""
-        if self.steps < 2 * DEFAULT_WARMUP and self.warmup == self.steps // 2:
-            return (f"the warm-up is {self.warmup} of the {self.steps} steps (the default is {DEFAULT_WARMUP}, at most "
-                    f"half of a run), so the timings rest on {self.steps - self.warmup} steps; run more steps for "
-                    "steadier figures.")
-        return None
-
-    def check(self) -> None:
-        self.check_ranges()
-        modes = self.precision_modes  # refuses unknown, empty or repeated --modes
-        names = [mode.name for mode in modes]
-        if self.baseline is not None and self.baseline not in names:
-            raise UserError(f"--baseline {self.baseline} is not among the modes this run trains ({', '.join(names)}); "
-                            f"add it to --modes or choose one of them.")
-        self.check_model_flags()
-        empty = [name for name in OUTPUT_FLAGS if getattr(self, name) == ""]
-        if empty:
-            flag = "--" + empty[0].replace("_", "-")
-            raise UserError(f"{flag} needs a path, and got an empty one; give a path or leave out {flag}.")
-        if self.loss_scale is not None and not any(mode.master_weights for mode in modes):
-            raise UserError("--loss-scale sets the static loss scale of fp16-master, which this run does not use "
-                            f"({', '.join(mode.name for mode in modes)} scale dynamically or not at all); drop "
-                            "--loss-scale or add fp16-master to --modes.")
-        if self.fp8_emulate and not any(mode.float8 for mode in modes):
-            raise UserError("--fp8-emulate applies to the fp8 modes, which this run does not use; add fp8 or "
-                            "fp8-rowwise to --modes, or drop --fp8-emulate.")
-        float8 = [mode.name for mode in modes if mode.float8]
-        if float8 and not self.gpu and not self.fp8_emulate:  # a flags rule, so that --check-flags refuses it too
-            raise UserError(f"mode {float8[0]} {FP8_NEEDS_A_GPU}")
-        if sum((self.fp16, self.bf16, self.amp)) > 1:
-            raise UserError("--fp16, --bf16 and --amp exclude each other; choose one (--amp --amp-dtype bfloat16 "
-                            "is --bf16).")
-        self.check_precision_flags()
-        if (self.compare or self.modes) and (self.fp16 or self.bf16 or self.amp or self.tf32 or self.loss_scaling):
-            raise UserError("--compare runs the modes listed in --modes; drop --fp16/--bf16/--amp/--tf32/-s and "
-                            "name the modes instead, e.g. --modes fp32,amp-fp16,amp-bf16.")
-        if self.grad_comm not in GRAD_COMM:
-            raise UserError(f"--grad-comm is one of {', '.join(GRAD_COMM)}; got {self.grad_comm}.")
-        if self.steps and self.epochs:
-            raise UserError("give either --steps/-n or --epochs, not both.")
-        if self.seed + self.seeds - 1 > LARGEST_SEED:
-            raise UserError(f"--seed {self.seed} with --seeds {self.seeds} runs seeds up to {self.seed + self.seeds - 1}, "
-                            f"beyond the largest seed {LARGEST_SEED} (2**63-1); lower --seed or --seeds.")
-        self.check_optimizer_flags()
-        if self.resume and not self.checkpoint:
-            raise UserError("--resume needs --checkpoint PATH, the checkpoint to continue from.")
-        if self.max_batch and not self.gpu:
-            raise UserError("--max-batch measures how large a batch fits in GPU memory: add -p/--gpu on a GPU node.")
-        self.check_accuracy_flags()
-        if self.checkpoint and (len(modes) > 1 or self.repeats > 1 or self.seeds > 1):
-            raise UserError("--checkpoint works with one precision mode, one seed and no --repeats; run each mode "
-                            "and seed as a job of its own and merge the results with python -m utils.report.")
-
-    def check_model_flags(self) -> None:
-        """The model takes the image size, and --stem changes it (or is the size's default, as recorded)."""
-        refusal = families.size_refusal(self.model, self.image_size)
-        if refusal:
-            raise UserError(refusal)
-        default_stem = families.default_stem(self.image_size)
-        if self.stem not in (None, default_stem) and not families.uses_resnet_stem(self.model):
-            raise UserError(f"--stem {self.stem} changes the first conv and max-pool of ResNet-family models, and "
-                            f"{self.model} has no such stem: it would be recorded but change nothing; drop --stem.")
-
-    def check_ranges(self) -> None:
-        """Every numeric setting within its range, as main.py's parser checks its flags; here for
-        configs built in code (benchmarks, tests) too."""
-        for name, allowed in RANGES.items():
-            value = getattr(self, name)
-            if value is not None and not allowed.accepts(value):
-                raise UserError(f"--{name.replace('_', '-')} must be {allowed.wording}, got {value!r}.")
-
-    def check_precision_flags(self) -> None:
-        """A precision flag that the chosen mode would not use is refused, never silently dropped."""
-        if self.amp_dtype is not None and not self.amp:
-            raise UserError(f"--amp-dtype sets the dtype of --amp, which is not given; add --amp (--amp --amp-dtype "
-                            f"{self.amp_dtype}) or drop --amp-dtype.")
-        if self.tf32 and (self.fp16 or self.bf16 or self.amp):
-            raise UserError("--tf32 is the FP32 mode with TF32 tensor cores, and --fp16/--bf16/--amp choose an autocast "
-                            "mode instead; drop one, or compare them with --modes tf32,amp-fp16,amp-bf16.")
-
-    @property
-    def accuracy_flags(self) -> List[str]:
-        """The flags given that need test-set evaluations."""
-        return [flag for flag, value in (("--eval-every", self.eval_every), ("--target-accuracy", self.target_accuracy),
-                                         ("--stop-at-target", self.stop_at_target)) if value]
-
-    def check_optimizer_flags(self) -> None:
-        adamw = (self.optimizer or families.recipe_of(self.model).optimizer) == "adamw"
-        if adamw and (self.momentum is not None or self.nesterov):
-            flag = "--momentum" if self.momentum is not None else "--nesterov"
-            raise UserError(f"{flag} sets SGD's momentum, and {self.model} trains with AdamW here; drop {flag} or "
-                            "add --optimizer sgd.")
-        if self.nesterov and self.momentum == 0:
-            raise UserError("--nesterov needs a non-zero --momentum.")
-
-    def check_accuracy_flags(self) -> None:
-        asked = self.accuracy_flags
-        if self.no_eval and asked:
-            raise UserError(f"--no-eval skips the evaluations that {asked[0]} needs; drop one of them.")
-        if self.target_accuracy is not None and not 0 < self.target_accuracy <= 1:
-            raise UserError(f"--target-accuracy is a fraction of the test images in (0, 1], e.g. 0.9 for 90%; got "
-                            f"{self.target_accuracy:g}.")
-        if self.stop_at_target and self.target_accuracy is None:
-            raise UserError("--stop-at-target needs --target-accuracy A, the accuracy to stop at.")
-        if self.target_accuracy is not None and not self.eval_every:
-            raise UserError("--target-accuracy needs --eval-every E (epochs) to see when the target is reached.")
-        if self.data == "synthetic" and asked:
-            raise UserError(no_test_images(asked[0]))
-
-    def check_steps(self) -> None:
-        if self.compile and self.warmup == 0:
-            raise UserError("--compile needs --warmup 1 or more (and at least 2 steps): the first step compiles, and "
-                            "it must stay out of the step statistics.")
-        if self.warmup >= self.steps:
-            raise UserError(f"--warmup ({self.warmup}) must be smaller than the {self.steps} steps to run so that "
-                            "some steps are timed; lower --warmup or raise --steps.")
-        if self.warmup_lr_steps is not None and self.warmup_lr_steps >= self.steps:
-            raise UserError(f"--warmup-lr-steps ({self.warmup_lr_steps}) must be smaller than the {self.steps} "
-                            "steps to run.")
-
-    def check_world(self, ranks: int) -> None:
-        """Refuse the settings of gradient communication in a job of one process, which has none."""
-        given = ([f"--grad-comm {self.grad_comm}"] if self.grad_comm != "fp32" else []) + \
-            ([f"--bucket-mb {self.bucket_mb:g}"] if self.bucket_mb else [])
-        if ranks == 1 and given:
-            raise UserError(f"{' and '.join(given)} {'set' if len(given) > 1 else 'sets'} how DDP sends gradients "
-                            "between processes, and this run is a single process; launch it on 2 or more ranks "
-                            "(torchrun, mpirun) or drop the flag.")
-
-    def for_dataset(self, train_images: int, ranks: int) -> RunConfig:
-        """The config checked against the dataset's size; with --epochs, its steps set."""
-        if self.batch_size * ranks > train_images:
-            raise UserError(f"a batch of {self.batch_size} images{f' on each of {ranks} ranks' if ranks > 1 else ''} "
-                            f"is more than the {train_images} training images hold; lower --batch-size/-b.")
-        config = self
-        if self.epochs is not None:
-            steps = math.ceil(self.epochs * self.steps_per_epoch(train_images, ranks))
-            if steps > LARGEST_COUNT:
-                raise UserError(f"--epochs {self.epochs:g} is {steps} steps, more than the {LARGEST_COUNT} a run can "
-                                "count; lower --epochs.")
-            config = self.with_steps(max(1, steps))
-        every = config.eval_every_steps(train_images, ranks)
-        if every is not None and every > config.steps:
-            raise UserError(f"--eval-every {self.eval_every:g} epochs is {every} steps, more than the {config.steps} "
-                            "of the run; lower --eval-every (fractions of an epoch are allowed).")
-        return config
-
-    def steps_per_epoch(self, train_images: int, ranks: int) -> float:
-        """Optimizer steps in one epoch of `train_images` (a fraction with --accum-steps)."""
-        from utils.data.loaders import batches_per_epoch
-
-        return batches_per_epoch(self.loader, train_images, self.batch_size, ranks) / self.accum_steps
-
-    def eval_every_steps(self, train_images: int, ranks: int) -> Optional[int]:
-        """--eval-every in steps (at least one), or None."""
-        if not self.eval_every:
-            return None
-        return max(1, round(self.eval_every * self.steps_per_epoch(train_images, ranks)))
-
-    def with_recipe(self, batch_norm: bool, world_size: int) -> RunConfig:
-        """The config with the model family's recipe (models/families.py) where the flags left a
-        setting unset: `batch_norm` says whether the model has batch norms; the lr scales with
-        the global batch."""
-        recipe_name = families.family_of(self.model).recipe
-        recipe = families.RECIPES[recipe_name]
-        optimizer = self.optimizer or recipe.optimizer
-        defaults = families.OPTIMIZER_DEFAULTS[optimizer]
-        lr = self.lr
-        if lr is None:
-            lr = defaults.lr(self.global_batch_size(world_size), batch_norm)
-        warmup = self.warmup_lr_steps
-        if warmup is None:  # one-cycle ramps up by itself (30% of the steps)
-            warmup = 0 if self.lr_schedule == "onecycle" else round(WARMUP_LR_SHARE * self.steps)
-        return replace(self, lr=lr, warmup_lr_steps=warmup, optimizer=optimizer, recipe=recipe_name,
-                       momentum=defaults.momentum if self.momentum is None else self.momentum,
-                       weight_decay=defaults.weight_decay if self.weight_decay is None else self.weight_decay,
-                       label_smoothing=recipe.label_smoothing if self.label_smoothing is None else self.label_smoothing)
-
-    @property
-    def precision_modes(self) -> List[Mode]:
-        """The precision modes to run, in order."""
-        from utils.training import modes
-
-        if self.modes is not None:
-            return modes.parse_modes(self.modes)
-        if self.compare:
-            return [modes.MODES[name] for name in (modes.DEFAULT_COMPARE if self.gpu else modes.DEFAULT_COMPARE_CPU)]
-        if self.amp:  # dynamic loss scaling for float16, none needed for bfloat16
-            return [modes.MODES["amp-bf16" if self.amp_dtype == "bfloat16" else "amp-fp16"]]  # float16 by default
-        return [modes.mode_from_flags(fp16=self.fp16, bf16=self.bf16, loss_scaling=self.loss_scaling, tf32=self.tf32)]
+@dataclass(frozen=True)
+class Training:
+    """What is trained and how: the model, the batches, the optimizer's implementation and the
+    recipe settings the user gave (None: the model family's, resolved into a Recipe)."""
+    model: str
+    stem: str
+    batch_size: int
+    accum_steps: int
+    steps: Optional[int]  # None with --epochs: the dataset's size settles them (TrainingPlan)
+    epochs: Optional[float]
+    seed: int
+    dropout: Optional[float]
+    optimizer: Optional[str]
+    lr: Optional[float]
+    momentum: Optional[float]
+    weight_decay: Optional[float]
+    nesterov: bool
+    label_smoothing: Optional[float]
+    lr_schedule: str
+    lr_warmup_steps: Optional[int]
+    clip_grad: Optional[float]
+    optimizer_impl: str  # fused where this torch and device have it; else foreach, noted in env.degraded
+    on_nan: str
+    no_eval: bool
 
     @property
     def effective_batch_size(self) -> int:
@@ -433,21 +248,451 @@ class RunConfig:
         """Images per optimizer step across all processes."""
         return self.effective_batch_size * world_size
 
-    def warnings(self) -> List[str]:
-        """Flags that are accepted but have no effect, as sentences to print once."""
-        if not self.loss_scaling:
-            return []
-        if self.bf16 or (self.amp and self.amp_dtype == "bfloat16"):
-            return [f"-s/--loss_scaling is ignored with {'--bf16' if self.bf16 else '--amp --amp-dtype bfloat16'}: "
-                    "bfloat16 has FP32's exponent range, so gradients do not underflow and need no loss scaling."]
-        if self.amp:
-            return ["-s/--loss_scaling adds nothing to --amp, which scales float16's loss already."]
-        if not self.fp16:
-            return ["-s/--loss_scaling is ignored without --fp16: FP32 gradients need no loss scaling."]
-        return []
 
-    def to_dict(self) -> Dict[str, Any]:
-        return asdict(self)
+@dataclass(frozen=True)
+class Accuracy:
+    """Does accuracy hold? The evaluations, the seeds, the verdict's margin and the target."""
+    eval_every: Optional[float]  # epochs
+    seeds: int
+    margin_points: float
+    target_accuracy: Optional[float]
+    stop_at_target: bool
+
+
+@dataclass(frozen=True)
+class Precision:
+    """The modes to run, in order, and what they need: one word for precision, whichever of the
+    command line's spellings asked for it."""
+    modes: Tuple[Mode, ...]
+    gpu: bool
+    baseline: str
+    repeats: int
+    loss_scale: float  # fp16-master's static scale
+    allow_slow_fp16: bool
+    fp8_emulate: bool
+
+
+@dataclass(frozen=True)
+class DataSettings:
+    """What the runs train on and how it is fed."""
+    data: str  # auto, cifar10 or synthetic
+    data_dir: str
+    download: bool
+    allow_unverified: bool
+    image_size: int
+    loader: str
+    workers: int
+
+    @property
+    def input_shape(self) -> InputShape:
+        return input_shape_of(self.image_size)
+
+
+@dataclass(frozen=True)
+class Speed:
+    """The speed levers."""
+    channels_last: bool
+    compile: bool
+    compile_mode: str
+    cudnn_benchmark: bool
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What is measured beside the step times, and where the results go."""
+    timing_warmup: Optional[int]  # steps left out of the timings; None: settled with the steps
+    json: Optional[str]
+    csv: Optional[str]
+    plot: Optional[str]
+    tensorboard: Optional[str]
+    jsonl: Optional[str]
+    wide: bool
+    no_progress: bool
+    log_every: Optional[int]
+    explain: bool
+    explain_steps: int
+    trace_dir: Optional[str]
+    numerics: bool
+    numerics_every: int
+    max_batch: bool
+
+
+@dataclass(frozen=True)
+class Distributed:
+    dist_timeout: int
+    grad_comm: str
+    bucket_mb: Optional[float]  # None: DDP's own (setup_keys.DDP_BUCKET_MB)
+
+
+@dataclass(frozen=True)
+class Checkpoints:
+    checkpoint: Optional[str]
+    checkpoint_every: int
+    resume: bool
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """The model family's recipe (models/families.py) where the flags left a setting unset: the
+    optimizer and its settings, the label smoothing and the learning rate's linear warm-up."""
+    family: str  # convnet or transformer
+    optimizer: str
+    lr: float
+    momentum: Optional[float]  # SGD's; None with AdamW
+    weight_decay: float
+    label_smoothing: float
+    lr_warmup_steps: int
+
+
+@dataclass(frozen=True)
+class TrainingPlan:
+    """What a run settles once its data and model are known: how many steps it trains (the
+    steps of --epochs come from the dataset's size), how many of them warm up before the timing
+    starts, and the recipe (whose learning rate scales with the global batch and depends on the
+    model's batch norms)."""
+    steps: int
+    timing_warmup: int
+    recipe: Recipe
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    training: Training
+    accuracy: Accuracy
+    precision: Precision
+    data: DataSettings
+    speed: Speed
+    measurement: Measurement
+    distributed: Distributed
+    checkpoints: Checkpoints
+    list_models: bool
+    check_flags: bool
+    warnings: Tuple[str, ...]  # flags accepted but without effect, said once when the run starts
+    arguments: Arguments  # the command line, as the results file records it; the code reads the sections
+
+    @classmethod
+    def from_args(cls, namespace: argparse.Namespace) -> RunConfig:
+        """The config for main.py's parsed arguments."""
+        return cls.build(**vars(namespace))
+
+    @classmethod
+    def build(cls, **values: Any) -> RunConfig:
+        """A validated config from argument values (by argparse's dest; defaults for the rest):
+        every cross-flag rule checked, the precision flags translated into modes, the flags that
+        tune a measurement taken to ask for it (--explain-steps and --trace-dir imply --explain,
+        --numerics-every implies --numerics: never silently ignored)."""
+        args = Arguments(**values)
+        modes, warnings = check(args)
+        training = Training(
+            model=args.model, stem=args.stem or families.default_stem(args.image_size), batch_size=args.batch_size,
+            accum_steps=args.accum_steps, steps=None if args.epochs is not None else args.steps or DEFAULT_STEPS,
+            epochs=args.epochs, seed=args.seed, dropout=args.dropout, optimizer=args.optimizer, lr=args.lr,
+            momentum=args.momentum, weight_decay=args.weight_decay, nesterov=args.nesterov,
+            label_smoothing=args.label_smoothing, lr_schedule=args.lr_schedule, lr_warmup_steps=args.warmup_lr_steps,
+            clip_grad=args.clip_grad, optimizer_impl=args.optimizer_impl, on_nan=args.on_nan, no_eval=args.no_eval)
+        measurement = Measurement(
+            timing_warmup=args.warmup, json=args.json, csv=args.csv, plot=args.plot, tensorboard=args.tensorboard,
+            jsonl=args.jsonl, wide=args.wide, no_progress=args.no_progress, log_every=args.log_every,
+            explain=args.explain or args.explain_steps is not None or bool(args.trace_dir),
+            explain_steps=args.explain_steps or EXPLAIN_STEPS, trace_dir=args.trace_dir,
+            numerics=args.numerics or args.numerics_every is not None,
+            numerics_every=args.numerics_every or NUMERICS_EVERY, max_batch=args.max_batch)
+        config = cls(
+            training=training,
+            accuracy=Accuracy(eval_every=args.eval_every, seeds=args.seeds, margin_points=args.accuracy_margin,
+                              target_accuracy=args.target_accuracy, stop_at_target=args.stop_at_target),
+            precision=Precision(modes=modes, gpu=args.gpu, baseline=args.baseline or BASELINES["default"],
+                                repeats=args.repeats, loss_scale=args.loss_scale or DEFAULT_LOSS_SCALE,
+                                allow_slow_fp16=args.allow_slow_fp16, fp8_emulate=args.fp8_emulate),
+            data=DataSettings(data=args.data, data_dir=args.data_dir, download=args.download,
+                              allow_unverified=args.allow_unverified, image_size=args.image_size, loader=args.loader,
+                              workers=args.workers),
+            speed=Speed(channels_last=args.channels_last, compile=args.compile, compile_mode=args.compile_mode,
+                        cudnn_benchmark=not args.no_cudnn_benchmark),
+            measurement=measurement,
+            distributed=Distributed(dist_timeout=args.dist_timeout, grad_comm=args.grad_comm, bucket_mb=args.bucket_mb),
+            checkpoints=Checkpoints(checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
+                                    resume=args.resume),
+            list_models=args.list_models, check_flags=args.check_flags, warnings=tuple(warnings), arguments=args)
+        if training.steps is not None:  # the steps are known: the timing's warm-up is checked against them now
+            config.length(training.steps)
+        return config
+
+    @property
+    def modes(self) -> Tuple[Mode, ...]:
+        return self.precision.modes
+
+    def length(self, steps: int) -> Tuple[int, int]:
+        """(steps, the timing's warm-up) for a run of `steps` steps, checked: the warm-up's
+        default shrinks to half of a short run, so that `-n 5` times 3 steps instead of being
+        refused."""
+        warmup = self.measurement.timing_warmup
+        if warmup is None:
+            warmup = min(DEFAULT_TIMING_WARMUP, steps // 2)
+        if self.speed.compile and warmup == 0:
+            raise UserError("--compile needs --warmup 1 or more (and at least 2 steps): the first step compiles, and "
+                            "it must stay out of the step statistics.")
+        if warmup >= steps:
+            raise UserError(f"--warmup ({warmup}) must be smaller than the {steps} steps to run so that "
+                            "some steps are timed; lower --warmup or raise --steps.")
+        lr_warmup = self.training.lr_warmup_steps
+        if lr_warmup is not None and lr_warmup >= steps:
+            raise UserError(f"--warmup-lr-steps ({lr_warmup}) must be smaller than the {steps} steps to run.")
+        return steps, warmup
+
+    def plan(self, batch_norm: bool, world_size: int, train_images: Optional[int] = None) -> TrainingPlan:
+        """The run's TrainingPlan: its steps (with --epochs, from `train_images`, which is then
+        needed) checked against the dataset's size, its timing warm-up and the model family's
+        recipe, `batch_norm` saying whether the model has batch norms."""
+        training = self.training
+        if train_images is not None and training.batch_size * world_size > train_images:
+            raise UserError(f"a batch of {training.batch_size} images"
+                            f"{f' on each of {world_size} ranks' if world_size > 1 else ''} is more than the "
+                            f"{train_images} training images hold; lower --batch-size/-b.")
+        steps = training.steps
+        if steps is None:
+            if train_images is None or training.epochs is None:
+                raise ValueError("a run of --epochs is planned with the dataset's size")
+            steps = math.ceil(training.epochs * self.steps_per_epoch(train_images, world_size))
+            if steps > LARGEST_COUNT:
+                raise UserError(f"--epochs {training.epochs:g} is {steps} steps, more than the {LARGEST_COUNT} a run "
+                                "can count; lower --epochs.")
+        steps, warmup = self.length(max(1, steps))
+        every = self.eval_every_steps(train_images, world_size) if train_images is not None else None
+        if every is not None and every > steps:
+            raise UserError(f"--eval-every {self.accuracy.eval_every:g} epochs is {every} steps, more than the {steps} "
+                            "of the run; lower --eval-every (fractions of an epoch are allowed).")
+        return TrainingPlan(steps=steps, timing_warmup=warmup, recipe=self.recipe(batch_norm, world_size, steps))
+
+    def recipe(self, batch_norm: bool, world_size: int, steps: int) -> Recipe:
+        """The model family's recipe (models/families.py) where the flags left a setting unset;
+        the lr scales with the global batch."""
+        training = self.training
+        family = families.family_of(training.model).recipe
+        defaults_of_family = families.RECIPES[family]
+        optimizer = training.optimizer or defaults_of_family.optimizer
+        defaults_of_optimizer = families.OPTIMIZER_DEFAULTS[optimizer]
+        lr = training.lr
+        if lr is None:
+            lr = defaults_of_optimizer.lr(training.global_batch_size(world_size), batch_norm)
+        lr_warmup = training.lr_warmup_steps
+        if lr_warmup is None:  # one-cycle ramps up by itself (30% of the steps)
+            lr_warmup = 0 if training.lr_schedule == "onecycle" else round(LR_WARMUP_SHARE * steps)
+        return Recipe(
+            family=family, optimizer=optimizer, lr=lr, lr_warmup_steps=lr_warmup,
+            momentum=defaults_of_optimizer.momentum if training.momentum is None else training.momentum,
+            weight_decay=defaults_of_optimizer.weight_decay if training.weight_decay is None else training.weight_decay,
+            label_smoothing=(defaults_of_family.label_smoothing if training.label_smoothing is None
+                             else training.label_smoothing))
+
+    def short_run_note(self, plan: TrainingPlan) -> Optional[str]:
+        """A sentence when the warm-up is half of a short run: the timings rest on few steps."""
+        steps, warmup = plan.steps, plan.timing_warmup
+        if steps < 2 * DEFAULT_TIMING_WARMUP and warmup == steps // 2:
+            return (f"the warm-up is {warmup} of the {steps} steps (the default is {DEFAULT_TIMING_WARMUP}, at most "
+                    f"half of a run), so the timings rest on {steps - warmup} steps; run more steps for steadier "
+                    "figures.")
+        return None
+
+    def steps_per_epoch(self, train_images: int, ranks: int) -> float:
+        """Optimizer steps in one epoch of `train_images` (a fraction with --accum-steps)."""
+        return batches_per_epoch(self.data.loader, train_images, self.training.batch_size, ranks) / \
+            self.training.accum_steps
+
+    def eval_every_steps(self, train_images: int, ranks: int) -> Optional[int]:
+        """--eval-every in steps (at least one), or None."""
+        if not self.accuracy.eval_every:
+            return None
+        return max(1, round(self.accuracy.eval_every * self.steps_per_epoch(train_images, ranks)))
+
+    def check_world(self, ranks: int) -> None:
+        """Refuse the settings of gradient communication in a job of one process, which has none."""
+        distributed = self.distributed
+        given = ([f"--grad-comm {distributed.grad_comm}"] if distributed.grad_comm != "fp32" else []) + \
+            ([f"--bucket-mb {distributed.bucket_mb:g}"] if distributed.bucket_mb else [])
+        if ranks == 1 and given:
+            raise UserError(f"{' and '.join(given)} {'set' if len(given) > 1 else 'sets'} how DDP sends gradients "
+                            "between processes, and this run is a single process; launch it on 2 or more ranks "
+                            "(torchrun, mpirun) or drop the flag.")
+
+    @property
+    def accuracy_flags(self) -> List[str]:
+        return accuracy_flags(self.arguments)
+
+    def record(self, plan: Optional[TrainingPlan] = None) -> Dict[str, Any]:
+        """The results file's `config`: every argument by its flag's name, as resolved: the stem,
+        the baseline, the loss scale and what --explain-steps, --trace-dir and --numerics-every
+        imply; with `plan`, the steps, the timing warm-up and the recipe (as `recipe`, the family
+        whose defaults filled the unset settings)."""
+        resolved: Dict[str, Any] = {}
+        for name, value in asdict(self.arguments).items():
+            resolved[name] = value
+            if name == "optimizer":
+                resolved["recipe"] = None  # beside the optimizer, as the results files of earlier releases hold it
+        resolved.update(stem=self.training.stem, baseline=self.precision.baseline, loss_scale=self.precision.loss_scale,
+                        explain=self.measurement.explain, explain_steps=self.measurement.explain_steps,
+                        numerics=self.measurement.numerics, numerics_every=self.measurement.numerics_every)
+        if self.training.steps is not None:
+            resolved.update(zip(("steps", "warmup"), self.length(self.training.steps)))
+        if plan is not None:
+            recipe = plan.recipe
+            resolved.update(steps=plan.steps, warmup=plan.timing_warmup, lr=recipe.lr, optimizer=recipe.optimizer,
+                            recipe=recipe.family, momentum=recipe.momentum, weight_decay=recipe.weight_decay,
+                            label_smoothing=recipe.label_smoothing, warmup_lr_steps=recipe.lr_warmup_steps)
+        return resolved
+
+
+def batches_per_epoch(kind: str, images: int, batch_size: int, ranks: int) -> int:
+    """Global batches in one epoch: the device loader completes the last partial batch from
+    the next epoch (rounds up); the DataLoader path drops it, after DistributedSampler has
+    dropped the images that do not divide among the ranks (rounds down)."""
+    if kind == "torchvision":
+        return images // ranks // batch_size
+    return -(-images // (batch_size * ranks))
+
+
+def check(args: Arguments) -> Tuple[Tuple[Mode, ...], List[str]]:
+    """Every rule between flags, in the order a user meets them; returns the modes and the
+    warnings the precision flags give (modes_of)."""
+    check_ranges(args)
+    modes, warnings = modes_of(args)  # refuses unknown, empty or repeated --modes
+    names = [mode.name for mode in modes]
+    if args.baseline is not None and args.baseline not in names:
+        raise UserError(f"--baseline {args.baseline} is not among the modes this run trains ({', '.join(names)}); "
+                        f"add it to --modes or choose one of them.")
+    check_model_flags(args)
+    empty = [name for name in OUTPUT_FLAGS if getattr(args, name) == ""]
+    if empty:
+        flag = "--" + empty[0].replace("_", "-")
+        raise UserError(f"{flag} needs a path, and got an empty one; give a path or leave out {flag}.")
+    if args.loss_scale is not None and not any(mode.master_weights for mode in modes):
+        raise UserError("--loss-scale sets the static loss scale of fp16-master, which this run does not use "
+                        f"({', '.join(names)} scale dynamically or not at all); drop "
+                        "--loss-scale or add fp16-master to --modes.")
+    if args.fp8_emulate and not any(mode.float8 for mode in modes):
+        raise UserError("--fp8-emulate applies to the fp8 modes, which this run does not use; add fp8 or "
+                        "fp8-rowwise to --modes, or drop --fp8-emulate.")
+    float8 = [mode.name for mode in modes if mode.float8]
+    if float8 and not args.gpu and not args.fp8_emulate:  # a flags rule, so that --check-flags refuses it too
+        raise UserError(f"mode {float8[0]} {FP8_NEEDS_A_GPU}")
+    check_precision_flags(args)
+    if args.grad_comm not in GRAD_COMM:
+        raise UserError(f"--grad-comm is one of {', '.join(GRAD_COMM)}; got {args.grad_comm}.")
+    if args.steps and args.epochs:
+        raise UserError("give either --steps/-n or --epochs, not both.")
+    if args.seed + args.seeds - 1 > LARGEST_SEED:
+        raise UserError(f"--seed {args.seed} with --seeds {args.seeds} runs seeds up to {args.seed + args.seeds - 1}, "
+                        f"beyond the largest seed {LARGEST_SEED} (2**63-1); lower --seed or --seeds.")
+    check_optimizer_flags(args)
+    if args.resume and not args.checkpoint:
+        raise UserError("--resume needs --checkpoint PATH, the checkpoint to continue from.")
+    if args.max_batch and not args.gpu:
+        raise UserError("--max-batch measures how large a batch fits in GPU memory: add -p/--gpu on a GPU node.")
+    check_accuracy_flags(args)
+    if args.checkpoint and (len(modes) > 1 or args.repeats > 1 or args.seeds > 1):
+        raise UserError("--checkpoint works with one precision mode, one seed and no --repeats; run each mode "
+                        "and seed as a job of its own and merge the results with python -m utils.report.")
+    return modes, warnings
+
+
+def modes_of(args: Arguments) -> Tuple[Tuple[Mode, ...], List[str]]:
+    """The one translation of the precision flags into the modes to run, in order: --modes
+    (--compare's list), --compare's default, --amp [--amp-dtype], --fp16 [-s], --bf16 or --tf32;
+    and the warnings for a flag accepted without effect (-s where nothing scales). A refused
+    combination says which flags to drop."""
+    if args.modes is not None:
+        modes = tuple(parse_modes(args.modes))
+    elif args.compare:
+        modes = tuple(MODES[name] for name in (DEFAULT_COMPARE if args.gpu else DEFAULT_COMPARE_CPU))
+    elif args.amp:  # dynamic loss scaling for float16, none needed for bfloat16
+        modes = (MODES["amp-bf16" if args.amp_dtype == "bfloat16" else "amp-fp16"],)  # float16 by default
+    elif args.fp16:
+        modes = (MODES["amp-fp16" if args.loss_scaling else "amp-fp16-noscale"],)
+    else:
+        modes = (MODES["amp-bf16" if args.bf16 else "tf32" if args.tf32 else "fp32"],)
+    return modes, loss_scaling_warnings(args)
+
+
+def check_precision_flags(args: Arguments) -> None:
+    """The precision flags agree with each other: one spelling at a time, and none that the
+    chosen mode would not use (refused, never silently dropped)."""
+    if sum((args.fp16, args.bf16, args.amp)) > 1:
+        raise UserError("--fp16, --bf16 and --amp exclude each other; choose one (--amp --amp-dtype bfloat16 "
+                        "is --bf16).")
+    if args.amp_dtype is not None and not args.amp:
+        raise UserError(f"--amp-dtype sets the dtype of --amp, which is not given; add --amp (--amp --amp-dtype "
+                        f"{args.amp_dtype}) or drop --amp-dtype.")
+    if args.tf32 and (args.fp16 or args.bf16 or args.amp):
+        raise UserError("--tf32 is the FP32 mode with TF32 tensor cores, and --fp16/--bf16/--amp choose an autocast "
+                        "mode instead; drop one, or compare them with --modes tf32,amp-fp16,amp-bf16.")
+    if (args.compare or args.modes) and (args.fp16 or args.bf16 or args.amp or args.tf32 or args.loss_scaling):
+        raise UserError("--compare runs the modes listed in --modes; drop --fp16/--bf16/--amp/--tf32/-s and "
+                        "name the modes instead, e.g. --modes fp32,amp-fp16,amp-bf16.")
+
+
+def loss_scaling_warnings(args: Arguments) -> List[str]:
+    """-s/--loss_scaling where the mode scales nothing more, as sentences to print once."""
+    if not args.loss_scaling:
+        return []
+    if args.bf16 or (args.amp and args.amp_dtype == "bfloat16"):
+        return [f"-s/--loss_scaling is ignored with {'--bf16' if args.bf16 else '--amp --amp-dtype bfloat16'}: "
+                "bfloat16 has FP32's exponent range, so gradients do not underflow and need no loss scaling."]
+    if args.amp:
+        return ["-s/--loss_scaling adds nothing to --amp, which scales float16's loss already."]
+    if not args.fp16:
+        return ["-s/--loss_scaling is ignored without --fp16: FP32 gradients need no loss scaling."]
+    return []
+
+
+def check_ranges(args: Arguments) -> None:
+    """Every numeric argument within its range, as main.py's parser checks its flags; here for
+    configs built in code (benchmarks, tests) too."""
+    for name, allowed in RANGES.items():
+        value = getattr(args, name)
+        if value is not None and not allowed.accepts(value):
+            raise UserError(f"--{name.replace('_', '-')} must be {allowed.wording}, got {value!r}.")
+
+
+def check_model_flags(args: Arguments) -> None:
+    """The model takes the image size, and --stem changes it (or is the size's default, as recorded)."""
+    refusal = families.size_refusal(args.model, args.image_size)
+    if refusal:
+        raise UserError(refusal)
+    default_stem = families.default_stem(args.image_size)
+    if args.stem not in (None, default_stem) and not families.uses_resnet_stem(args.model):
+        raise UserError(f"--stem {args.stem} changes the first conv and max-pool of ResNet-family models, and "
+                        f"{args.model} has no such stem: it would be recorded but change nothing; drop --stem.")
+
+
+def check_optimizer_flags(args: Arguments) -> None:
+    adamw = (args.optimizer or families.recipe_of(args.model).optimizer) == "adamw"
+    if adamw and (args.momentum is not None or args.nesterov):
+        flag = "--momentum" if args.momentum is not None else "--nesterov"
+        raise UserError(f"{flag} sets SGD's momentum, and {args.model} trains with AdamW here; drop {flag} or "
+                        "add --optimizer sgd.")
+    if args.nesterov and args.momentum == 0:
+        raise UserError("--nesterov needs a non-zero --momentum.")
+
+
+def accuracy_flags(args: Arguments) -> List[str]:
+    """The flags given that need test-set evaluations."""
+    return [flag for flag, value in (("--eval-every", args.eval_every), ("--target-accuracy", args.target_accuracy),
+                                     ("--stop-at-target", args.stop_at_target)) if value]
+
+
+def check_accuracy_flags(args: Arguments) -> None:
+    asked = accuracy_flags(args)
+    if args.no_eval and asked:
+        raise UserError(f"--no-eval skips the evaluations that {asked[0]} needs; drop one of them.")
+    if args.target_accuracy is not None and not 0 < args.target_accuracy <= 1:
+        raise UserError(f"--target-accuracy is a fraction of the test images in (0, 1], e.g. 0.9 for 90%; got "
+                        f"{args.target_accuracy:g}.")
+    if args.stop_at_target and args.target_accuracy is None:
+        raise UserError("--stop-at-target needs --target-accuracy A, the accuracy to stop at.")
+    if args.target_accuracy is not None and not args.eval_every:
+        raise UserError("--target-accuracy needs --eval-every E (epochs) to see when the target is reached.")
+    if args.data == "synthetic" and asked:
+        raise UserError(no_test_images(asked[0]))
 
 
 def no_test_images(flag: str) -> str:
@@ -458,4 +703,4 @@ def no_test_images(flag: str) -> str:
 
 def defaults() -> Dict[str, Any]:
     """{argument name: default}, for main.py's parser: one definition of every default."""
-    return {f.name: f.default_factory() if f.default_factory is not MISSING else f.default for f in fields(RunConfig)}
+    return {f.name: f.default_factory() if f.default_factory is not MISSING else f.default for f in fields(Arguments)}

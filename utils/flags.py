@@ -11,9 +11,11 @@ from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
 from models.families import BASE_BATCH, CIFAR_STEM_UP_TO, OPTIMIZER_DEFAULTS, RECIPES, STEMS
-from utils import config
+from utils import (
+    config,
+    modes,  # the mode table, without torch
+)
 from utils.setup_keys import DDP_BUCKET_MB, GRAD_COMM
-from utils.training import modes  # the mode table, without torch
 
 TRAINING = "training"
 ACCURACY = "does accuracy hold?"
@@ -92,8 +94,9 @@ FLAGS = (
          f"{RECIPES['transformer'].label_smoothing:g} for vision transformers)"),
     Flag(("--lr-schedule",), TRAINING, "learning-rate schedule over the run (default %(default)s)",
          choices=("constant", "cosine", "onecycle")),
-    Flag(("--warmup-lr-steps",), TRAINING,
-         "linear learning-rate warm-up steps (default: 5%% of the steps; one-cycle ramps up by itself)"),
+    Flag(("--lr-warmup-steps", "--warmup-lr-steps"), TRAINING,
+         "linear learning-rate warm-up steps (default: 5%% of the steps; one-cycle ramps up by itself)",
+         doc="{help}; `--warmup-lr-steps` is its earlier name", metavar="N", dest="warmup_lr_steps"),
     Flag(("--clip-grad",), TRAINING, "clip the gradient norm (of the unscaled gradients) to NORM",
          metavar="NORM"),
     Flag(("--optimizer-impl",), TRAINING,
@@ -178,7 +181,7 @@ FLAGS = (
          "the mode the speedups, memory ratios, accuracy differences and verdicts compare with "
          f"(default {modes.BASELINES['default']}; when given, one of the modes run)",
          doc="{help}: one that is not exits 2 before training; the intervals compare with it too, `--explain`'s "
-         "categories stay against fp32; recorded as `config.baseline`", metavar="MODE"),
+         "categories stay against fp32; recorded as `config.precision.baseline`", metavar="MODE"),
     Flag(("--repeats",), PRECISION,
          "run the whole set of modes R times, in alternating order (default %(default)s)"),
     Flag(("--loss-scale",), PRECISION,
@@ -217,9 +220,10 @@ FLAGS = (
          choices=("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")),
     Flag(("--no-cudnn-benchmark",), SPEED, "turn off cuDNN autotuning (on by default on CUDA)",
          action="store_true"),
-    Flag(("--warmup",), MEASUREMENT,
-         f"steps excluded from timing statistics (default {config.DEFAULT_WARMUP}, at most half of the run)",
-         doc="{help}; a run shorter than twice the default warms up for half of its steps and says so"),
+    Flag(("--timing-warmup", "--warmup"), MEASUREMENT,
+         f"steps excluded from timing statistics (default {config.DEFAULT_TIMING_WARMUP}, at most half of the run)",
+         doc="{help}; a run shorter than twice the default warms up for half of its steps and says so; `--warmup` "
+         "is its earlier name, kept", metavar="N", dest="warmup"),
     Flag(("--json",), MEASUREMENT, "write the results as one JSON document",
          doc="{help} (folders created, written atomically)", metavar="PATH"),
     Flag(("--csv",), MEASUREMENT, "append one row per mode to a CSV file (header once)", metavar="PATH"),

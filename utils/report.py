@@ -11,8 +11,8 @@ from typing import List, Optional, Sequence
 from utils import console
 from utils.errors import UserError, WriteFailed
 from utils.fileio import ensure_lockable, ensure_writable
-from utils.results.merge import load_result, merge, setup_differences
 from utils.results.files import append_csv, check_csv_header, json_document, write_json
+from utils.results.merge import load_result, merge, setup_differences
 from utils.results.summary import summary
 
 

@@ -15,8 +15,9 @@ def device_facts(quick: bool, mode_names: Iterable[str]) -> Tuple[str, Dict[str,
     """(device label, the modes of `mode_names` this device cannot run, with the reason)."""
     import torch
 
+    from utils import modes
     from utils.errors import UserError
-    from utils.training import modes, precision
+    from utils.training import precision
 
     device = torch.device("cpu" if quick else "cuda")
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -64,9 +65,11 @@ class DataFacts:
 def data_facts(data_dir: str, allow_unverified: bool) -> DataFacts:
     import torch
 
+    from utils.config import RunConfig
     from utils.data import cifar10, dataset
 
-    data, _ = dataset.load("auto", data_dir, True, allow_unverified, torch.device("cpu"), 0)
+    settings = RunConfig.build(data="auto", data_dir=data_dir, allow_unverified=allow_unverified).data
+    data, _ = dataset.load(settings, torch.device("cpu"), 0)
     if data.test_images is None:
         return DataFacts(f"no usable CIFAR-10 in {cifar10.batches_folder(data_dir)} (give --data-dir)",
                          len(data.train_images), 0)

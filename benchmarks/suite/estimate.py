@@ -110,16 +110,19 @@ def main_py_runs(arguments: Sequence[str], data: Callable[[], DataFacts]) -> Lis
     from utils.config import RunConfig
 
     config = RunConfig.from_args(build_parser().parse_args(list(arguments)))
-    if config.epochs is not None:
-        config = config.for_dataset(data().train_images, 1)
+    steps = config.training.steps
+    if steps is None:  # --epochs: the dataset's size settles the steps
+        steps = config.plan(batch_norm=True, world_size=1, train_images=data().train_images).steps
     evaluations = 0
-    if not config.no_eval:  # the evaluations on its cadence, and a last one at the end where it falls between
-        every = config.eval_every_steps(data().train_images, 1) if config.eval_every else None
-        evaluations = -(-config.steps // every) if every else 1
-    profiled = config.explain_steps + 1 if config.explain else 0  # with torch.profiler's warm-up step
-    return training_runs(config.model, config.stem, [mode.name for mode in config.precision_modes],
-                         config.batch_size, config.steps + profiled, config.repeats * config.seeds,
-                         config.channels_last, config.compile, evaluations, not config.gpu, config.image_size)
+    if not config.training.no_eval:  # the evaluations on its cadence, and a last one at the end where it falls between
+        every = config.eval_every_steps(data().train_images, 1) if config.accuracy.eval_every else None
+        evaluations = -(-steps // every) if every else 1
+    measurement = config.measurement
+    profiled = measurement.explain_steps + 1 if measurement.explain else 0  # with torch.profiler's warm-up step
+    return training_runs(config.training.model, config.training.stem, [mode.name for mode in config.modes],
+                         config.training.batch_size, steps + profiled, config.precision.repeats * config.accuracy.seeds,
+                         config.speed.channels_last, config.speed.compile, evaluations, not config.precision.gpu,
+                         config.data.image_size)
 
 
 def overhead_runs(arguments: Sequence[str]) -> List[Run]:
@@ -213,8 +216,8 @@ class Estimator:
 
     def rate(self, run: Run) -> float:
         """FLOPs per second of `run`'s training steps."""
+        from utils import modes
         from utils.measure import flops, gpus
-        from utils.training import modes
 
         if run.on_cpu:
             return CPU_GFLOPS_PER_CORE * 1e9 * (os.cpu_count() or 1)
@@ -231,11 +234,13 @@ def train_flops(model: str, stem: str, batch: int, image_size: int = DEFAULT_IMA
     """A training step's FLOPs, counted once per model, stem, batch and image size; a model named
     like fp8_sweep.block_name's is the FP8 sweep's blocks."""
     from models import factory
+    from utils.config import input_shape_of
     from utils.measure import flops
 
     if model.startswith(fp8_sweep.BLOCKS):
         return fp8_sweep.step_flops(model, batch)
-    return flops.training_flops_per_step(factory.build_model(model, stem, image_size=image_size), batch, image_size)
+    return flops.training_flops_per_step(factory.build_model(model, stem, image_size=image_size), batch,
+                                         input_shape_of(image_size))
 
 
 def measured_runs(folders: Sequence[Path]) -> Dict[RunKey, MeasuredRun]:

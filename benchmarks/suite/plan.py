@@ -15,8 +15,8 @@ from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from benchmarks import fp8_sweep
 from benchmarks.suite.device import DataFacts, data_facts
+from utils import modes
 from utils.config import default_data_dir
-from utils.training import modes
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable

@@ -8,7 +8,6 @@ main.py printed, from the same code). After changing what the summary prints, ru
 and commit the pages it rewrites; `--check` (run by tests/repository/test_docs.py) lists the samples that
 drifted from the code and changes nothing.
 """
-import argparse
 import re
 import subprocess
 import sys
@@ -21,6 +20,7 @@ sys.path.insert(0, str(ROOT))  # run as a script from anywhere, it imports the p
 from utils import console  # noqa: E402
 from utils.errors import UserError  # noqa: E402
 from utils.fileio import atomic_write  # noqa: E402
+
 DATA = "--data-dir ../shared/data/cifar10-subset --allow-unverified"
 
 # name: (the command that wrote docs/samples/NAME.json, the first line of the output to show)

@@ -21,6 +21,7 @@ from conftest import FAST, ROOT, SUBSET
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import bundle  # noqa: E402
+
 from utils.data import cifar10  # noqa: E402
 
 RUNNING = f"{sys.version_info[0]}.{sys.version_info[1]}"

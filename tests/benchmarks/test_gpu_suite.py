@@ -7,9 +7,8 @@ import sys
 
 import pytest
 
-from conftest import ROOT, SUBSET
-
 from benchmarks.suite.render import BEGIN, END  # noqa: E402
+from conftest import ROOT, SUBSET
 
 
 def outside_section(text):

@@ -15,6 +15,7 @@ from conftest import ROOT, SUBSET
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import gpu_suite  # noqa: E402
+
 from benchmarks.suite import estimate as suite_estimate  # noqa: E402
 from benchmarks.suite import ledger, plan, render, tables  # noqa: E402
 from benchmarks.suite.device import DataFacts  # noqa: E402

@@ -9,10 +9,10 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT
 
 from benchmarks.suite import ledger, plan, render, tables
 from benchmarks.suite.history import BadResults, SavedSuite
+from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import gpu_suite  # noqa: E402

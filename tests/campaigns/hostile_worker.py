@@ -32,28 +32,28 @@ def checkpoint_checker():
     """load, check_compatible, restore into a fresh trainer of the run that the genuine
     checkpoint came from, and one training step: what a --resume does."""
     from models import factory
+    from utils import launch
     from utils.config import RunConfig
     from utils.data import dataset
-    from utils import launch
     from utils.training import checkpoint
+    from utils.training.step import advance, train_step
     from utils.training.trainer import build_trainer
-    from utils.training.step import train_step
     cpu = torch.device("cpu")
     config = RunConfig.build(model="squeezenet1_1", batch_size=4, steps=6, warmup=1, data="synthetic")
-    model = factory.build_model(config.model, config.stem)
-    data, _ = dataset.load("synthetic", ".", False, False, cpu, config.seed)
-    config = config.for_dataset(len(data.train_images), 1).with_recipe(factory.has_batch_norm(model), 1)
-    mode = config.precision_modes[0]
+    model = factory.build_model(config.training.model, config.training.stem)
+    data, _ = dataset.load(config.data, cpu, config.training.seed)
+    plan = config.plan(factory.has_batch_norm(model), 1, len(data.train_images))
+    mode = config.modes[0]
     setup = checkpoint.resume_setup(data, launch.World())
 
     def check(path):
         state = checkpoint.load(path, cpu)
-        checkpoint.check_compatible(state, config, mode, path, setup)
-        trainer = build_trainer(model, mode, data, config, cpu, launch.World())
+        checkpoint.check_compatible(state, config.record(plan), mode, path, setup)
+        trainer = build_trainer(model, mode, data, config, plan, cpu, launch.World())
         checkpoint.restore(trainer, state, cpu, path)
         train_step(trainer.step_model, [next(trainer.loader)], trainer.criterion, trainer.optimizer, trainer.scaler,
                    mode, cpu)  # and one step of training from it, as --resume goes on
-        trainer.scheduler.step()
+        advance(trainer.scheduler)
         return "valid"
     return check
 

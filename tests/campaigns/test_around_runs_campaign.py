@@ -1,8 +1,8 @@
 """The generated campaign of hostile edges, families 5-8 (tests/campaigns/around_runs_campaign.py), on this checkout:
 not one case broken. Long: some thirty job-script runs and four runs beside busy loops."""
+import around_runs_campaign
 import pytest
 
-import around_runs_campaign
 from conftest import ROOT
 
 pytestmark = pytest.mark.long

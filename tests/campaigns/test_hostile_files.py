@@ -303,6 +303,7 @@ def report_main(path):
     """utils.report's main on `path` in this process: its exit status and stderr."""
     import contextlib
     import io
+
     from utils import report
     err = io.StringIO()
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):

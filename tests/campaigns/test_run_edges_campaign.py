@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 from typing import Callable, List, Optional
 
 import pytest
-
 from campaign_runs import main_py, runs_of
+
 from conftest import ROOT, SUBSET, run_main
+from utils.modes import MODES
 from utils.training import cpu_arithmetic
-from utils.training.modes import MODES
 
 pytestmark = pytest.mark.long  # some seventy commands: the long stage keeps the main suite short
 

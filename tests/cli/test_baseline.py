@@ -4,9 +4,9 @@ import csv
 import json
 
 import pytest
+from test_compare import run_cli_module
 
 from conftest import assert_user_error, fake_run, read_results, run_main
-from test_compare import run_cli_module
 from utils.results import compare, files
 
 SMALL = ["--model", "squeezenet1_1", "-b", "8", "-n", "4", "--warmup", "1", "--no-progress", "--data", "synthetic"]

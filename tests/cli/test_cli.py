@@ -51,21 +51,21 @@ def test_defaults():
     args = build_parser().parse_args([])
     assert (args.lr, args.steps, args.batch_size, args.model, args.warmup) == (None, None, 128, "resnet50", None)
     config = RunConfig.from_args(args)
-    assert (config.steps, config.warmup) == (200, 10)  # applied by the config (--epochs needs the data's size)
+    plan = config.plan(batch_norm=True, world_size=2)  # the default recipe: lr for the global batch
+    assert (plan.steps, plan.timing_warmup) == (200, 10)  # applied by the config (--epochs needs the data's size)
     assert (args.lr_schedule, args.warmup_lr_steps, args.download) == ("cosine", None, True)
-    recipe = config.with_recipe(batch_norm=True, world_size=2)  # the default recipe: lr for the global batch
-    assert (recipe.lr, recipe.warmup_lr_steps) == (0.2, 10)
-    assert config.with_recipe(batch_norm=False, world_size=1).lr == 0.04
+    assert (plan.recipe.lr, plan.recipe.lr_warmup_steps) == (0.2, 10)
+    assert config.plan(batch_norm=False, world_size=1).recipe.lr == 0.04
     assert (args.gpu, args.fp16, args.bf16, args.tf32, args.stem, args.data) == (False, False, False, False,
                                                                                   None, "auto")
-    assert (config.stem, config.image_size) == ("cifar", 32)  # the stem the default size calls for
+    assert (config.training.stem, config.data.image_size) == ("cifar", 32)  # the stem the default size calls for
 
 
 def test_the_flags_that_tune_a_measurement_ask_for_it():
     """--explain-steps and --trace-dir imply --explain, --numerics-every implies --numerics:
     none of them is silently ignored."""
     def parse(line):
-        return RunConfig.from_args(build_parser().parse_args(line.split()))
+        return RunConfig.from_args(build_parser().parse_args(line.split())).measurement
     plain = parse("")
     assert (plain.explain, plain.explain_steps, plain.numerics, plain.numerics_every) == (False, 5, False, 50)
     assert (parse("--explain-steps 3").explain, parse("--explain-steps 3").explain_steps) == (True, 3)
@@ -112,7 +112,7 @@ def test_a_config_built_in_code_has_the_ranges_of_the_flags(values, phrase):
     """Benchmarks and tests build configs without the parser: the same ranges hold."""
     with pytest.raises(UserError, match=re.escape(phrase)):
         RunConfig.build(**values)
-    assert RunConfig.build(lr=1, momentum=0).lr == 1  # an int will do for a float
+    assert RunConfig.build(lr=1, momentum=0).training.lr == 1  # an int will do for a float
 
 
 def test_every_numeric_flag_is_checked_by_its_settings_range():
@@ -257,8 +257,8 @@ def test_run_on_the_real_subset_learns(subset, tmp_path):
 
 def test_compare_on_a_cpu_defaults_to_fp32_and_bfloat16():
     """float16 autocast is tens of times slower than FP32 on most CPUs; bfloat16 is not."""
-    assert [mode.name for mode in RunConfig.build(compare=True).precision_modes] == ["fp32", "amp-bf16"]
-    assert [mode.name for mode in RunConfig.build(compare=True, gpu=True).precision_modes] == ["fp32", "amp-fp16"]
+    assert [mode.name for mode in RunConfig.build(compare=True).modes] == ["fp32", "amp-bf16"]
+    assert [mode.name for mode in RunConfig.build(compare=True, gpu=True).modes] == ["fp32", "amp-fp16"]
 
 
 @pytest.mark.parametrize("flags, mode", [
@@ -267,7 +267,7 @@ def test_compare_on_a_cpu_defaults_to_fp32_and_bfloat16():
 ])
 def test_timms_amp_flags_pick_the_mode(flags, mode):
     config = RunConfig.from_args(build_parser().parse_args(flags))
-    assert [found.name for found in config.precision_modes] == [mode]
+    assert [found.name for found in config.modes] == [mode]
 
 
 @pytest.mark.parametrize("typed, suggested", [

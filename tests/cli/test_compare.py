@@ -315,6 +315,7 @@ def test_report_reads_its_own_merged_json_and_merging_again_adds_nothing(compare
 def test_bootstrap_interval_holds_one_for_equal_samples_and_excludes_it_for_half_speed():
     """The 95% bootstrap interval of a ratio holds 1.0 for equal samples and excludes it for a copy 2x slower."""
     import numpy as np
+
     from utils.results import compare
     steps = list(np.random.default_rng(1).normal(100.0, 8.0, 200))
     low, high = compare.bootstrap_ratio(steps, list(steps))

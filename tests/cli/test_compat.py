@@ -11,13 +11,13 @@ import pytest
 import torch
 from torch import nn
 
-from models import factory
 from conftest import ROOT, assert_user_error, run_cli
+from models import factory
 from utils import compat
 from utils.errors import UserError
 from utils.measure import flops
+from utils.modes import MODES
 from utils.training import checkpoint, precision
-from utils.training.modes import MODES
 from utils.training.step import fused_optimizer_works, make_optimizer
 
 pytestmark = pytest.mark.compat
@@ -93,7 +93,7 @@ def test_without_the_flop_counter_the_count_is_by_layers_and_recorded(monkeypatc
 def test_without_fused_sgd_the_foreach_sgd_runs_and_is_recorded(monkeypatch):
     monkeypatch.setattr(compat, "has_fused_sgd", lambda: False)
     monkeypatch.setattr(compat, "_degraded", {})
-    optimizer, impl = make_optimizer([nn.Parameter(torch.ones(3))], 0.1)
+    optimizer, impl = make_optimizer([nn.Parameter(torch.ones(3))], lr=0.1)
     assert impl == "foreach" and not optimizer.defaults.get("fused")
     assert "foreach SGD ran" in compat.degraded()["optimizer"]
 
@@ -103,7 +103,7 @@ def test_checkpoints_are_read_without_running_code_before_weights_only(tmp_path,
     monkeypatch.setattr(compat, "_degraded", {})
     model = factory.build_model("squeezenet1_1")
     state = {"format": checkpoint.FORMAT, "model": model.state_dict(), "step": 3,
-             "optimizer": make_optimizer(list(model.parameters()), 0.1)[0].state_dict(),
+             "optimizer": make_optimizer(list(model.parameters()), lr=0.1)[0].state_dict(),
              "rng": {"torch": torch.get_rng_state()}, "stats": {"step_ms": [1.5], "note": None}}
     checkpoint.save(tmp_path / "c.pt", state, model)
     read = checkpoint.read(tmp_path / "c.pt", torch.device("cpu"))  # the reader alone: a partial state

@@ -17,12 +17,12 @@ from torch import nn
 
 import main
 from conftest import ROOT, copy_subset, run_cli, run_main
+from utils import fileio, modes
 from utils.app import run_mode
 from utils.config import RunConfig
 from utils.data.dataset import Data
-from utils import fileio
 from utils.errors import UserError, WriteFailed
-from utils.training import checkpoint, checkpoint_format, modes, precision
+from utils.training import checkpoint, checkpoint_format, precision
 from utils.training.context import RunContext
 from utils.training.step import make_optimizer, train_step
 
@@ -164,7 +164,7 @@ def test_clipping_sees_unscaled_gradients(monkeypatch):
 
     mode = modes.MODES["amp-fp16"]
     params, scaler = precision.prepare_model(model, mode, CPU, 128)
-    optimizer, _ = make_optimizer(params, 0.1, momentum=0.0, weight_decay=0.0)
+    optimizer, _ = make_optimizer(params, lr=0.1, momentum=0.0, weight_decay=0.0)
     train_step(model, [(x, y)], nn.CrossEntropyLoss(), optimizer, scaler, mode, CPU, clip_grad=1e-3)
     assert scaler.get_scale() > 1000  # the loss really was scaled
     assert seen and seen[0] == pytest.approx(true_norm, rel=2e-2)
@@ -180,7 +180,7 @@ def test_accumulation_matches_one_big_batch_in_fp32():
     mode = modes.MODES["fp32"]
     for model, batches in ((big, [(x, y)]), (small, [(x[i:i + 8], y[i:i + 8]) for i in range(0, 32, 8)])):
         params, scaler = precision.prepare_model(model, mode, CPU, 128)
-        optimizer, _ = make_optimizer(params, 0.1)
+        optimizer, _ = make_optimizer(params, lr=0.1)
         loss = train_step(model, batches, nn.CrossEntropyLoss(), optimizer, scaler, mode, CPU)
         if model is big:
             big_loss = loss
@@ -193,7 +193,8 @@ def test_accumulation_holds_one_micro_batch_at_a_time():
     """--accum-steps K draws each micro-batch when the step reaches it, so memory holds one at a
     time however large K is."""
     import weakref
-    from utils.training.loop import MicroBatches
+
+    from utils.training.step import MicroBatches
     alive, most = [0], [0]
 
     def gone():
@@ -212,7 +213,7 @@ def test_accumulation_holds_one_micro_batch_at_a_time():
     model = nn.Sequential(nn.Linear(8, 10))
     mode = modes.MODES["fp32"]
     params, scaler = precision.prepare_model(model, mode, CPU, 128)
-    optimizer, _ = make_optimizer(params, 0.1)
+    optimizer, _ = make_optimizer(params, lr=0.1)
     train_step(model, MicroBatches(next(stream), stream, 16), nn.CrossEntropyLoss(), optimizer, scaler, mode, CPU)
     assert most[0] == 1, f"{most[0]} micro-batches were held at once"
 
@@ -238,8 +239,8 @@ def test_the_lr_schedule_counts_skipped_steps_like_the_others(impl):
     images, labels = torch.randint(0, 256, (64, 3, 32, 32), dtype=torch.uint8), torch.randint(0, 10, (64,))
     data = Data("synthetic", images, labels, None, None, {})
     config = RunConfig.build(steps=4, warmup=1, batch_size=8, lr=0.1, lr_schedule="cosine", no_progress=True,
-                             no_eval=True, optimizer_impl=impl).with_recipe(True, 1)
-    result = run_mode(PoisonOnce(), modes.MODES["amp-fp16"], data, config, RunContext(CPU)).record
+                             no_eval=True, optimizer_impl=impl)
+    result = run_mode(PoisonOnce(), modes.MODES["amp-fp16"], data, config, config.plan(True, 1), RunContext(CPU)).record
     assert result.skipped_steps == 1
     assert result.lr_curve == pytest.approx([0.1 * 0.5 * (1 + math.cos(math.pi * step / 4)) for step in range(4)])
 
@@ -463,9 +464,9 @@ def test_fp16_master_checkpoint_cannot_continue_in_fp32():
     state = {"config": {"model": "m", "stem": "cifar", "image_size": 32, "batch_size": 4, "accum_steps": 1, "lr_schedule": "cosine",
                         "loader": "device", "steps": 3}, "mode": "fp16-master",
              "scaler": {"scale": 128.0}, "setup": None}
-    config = RunConfig.build(model="m", stem="cifar", batch_size=4, accum_steps=1).with_recipe(True, 1)
+    config = RunConfig.build(model="m", stem="cifar", batch_size=4, accum_steps=1)
     with pytest.raises(UserError, match="whose weights cannot continue in mode fp32"):
-        checkpoint.check_compatible(state, config, modes.MODES["fp32"], "c.pt", None)
+        checkpoint.check_compatible(state, config.record(config.plan(True, 1)), modes.MODES["fp32"], "c.pt", None)
 
 
 def test_the_torchvision_loader_resumes_exactly_with_workers_0(subset, tmp_path):
@@ -506,8 +507,8 @@ def test_weights_gone_nan_cost_the_checkpoint_but_not_the_run(tmp_path):
     data = Data("synthetic", images, labels, None, None, {})
     path = tmp_path / "c.pt"
     config = RunConfig.build(steps=4, warmup=1, batch_size=8, lr=0.1, no_progress=True, no_eval=True,
-                             checkpoint=str(path), checkpoint_every=2).with_recipe(True, 1)
-    run = run_mode(PoisonWeightsAfter(3), modes.MODES["fp32"], data, config, RunContext(CPU))
+                             checkpoint=str(path), checkpoint_every=2)
+    run = run_mode(PoisonWeightsAfter(3), modes.MODES["fp32"], data, config, config.plan(True, 1), RunContext(CPU))
     assert run.record.completed_steps == 4 and not run.record.incomplete
     assert run.checkpoint_step == 2 and checkpoint.read(path, CPU)["step"] == 2
     assert len(run.failures) == 1 and "inf/NaN by step 4" in run.failures[0] and "holds step 2" in run.failures[0]

@@ -75,8 +75,8 @@ def test_flags_that_would_be_ignored_are_refused(argv, phrase):
 
 
 def test_the_loss_scale_of_fp16_master_is_taken_and_defaults_to_128():
-    assert RunConfig.build(modes="fp16-master", loss_scale=1024.0).loss_scale == 1024.0
-    assert RunConfig.build(modes="fp32,fp16-master").loss_scale == 128.0
+    assert RunConfig.build(modes="fp16-master", loss_scale=1024.0).precision.loss_scale == 1024.0
+    assert RunConfig.build(modes="fp32,fp16-master").precision.loss_scale == 128.0
 
 
 def test_the_longest_allowed_names_are_written(tmp_path):
@@ -213,13 +213,14 @@ def test_a_trace_that_cannot_be_written_is_returned_with_the_findings_not_stashe
     from utils import app
     from utils.results.record import SideMeasurements
     monkeypatch.setattr(app, "explain", lambda trainer, config, context, repeat: ("profile", "trace not written"))
-    monkeypatch.setattr(app.max_batch, "largest_batch_of", lambda model, mode, config, device: 512)
-    config = types.SimpleNamespace(steps=3, explain=True, max_batch=True)
+    monkeypatch.setattr(app.max_batch, "largest_batch_of", lambda model, mode, config, recipe, device: 512)
+    config = types.SimpleNamespace(measurement=types.SimpleNamespace(explain=True, max_batch=True))
     context = types.SimpleNamespace(reporter=types.SimpleNamespace(phase=lambda text: None), device="cpu")
     outcome = types.SimpleNamespace(ran_all_steps=lambda steps: True, diverged_at=None)
     evaluation = SideMeasurements(test_accuracy=0.5)
-    found = app.measure_beside_the_loop(None, types.SimpleNamespace(mode=types.SimpleNamespace(name="fp32")), config,
-                                        context, outcome, 0, evaluation)
+    trainer = types.SimpleNamespace(mode=types.SimpleNamespace(name="fp32"), plan=types.SimpleNamespace(steps=3,
+                                                                                                       recipe=None))
+    found = app.measure_beside_the_loop(None, trainer, config, context, outcome, 0, evaluation)
     assert (found.profile, found.max_batch, found.failures, found.test_accuracy) == \
         ("profile", 512, ["trace not written"], 0.5)
     assert evaluation == SideMeasurements(test_accuracy=0.5)

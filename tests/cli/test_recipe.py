@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from models import factory, families
 from conftest import assert_user_error, run_main
+from models import factory, families
 from utils.config import RunConfig
 from utils.training.step import make_optimizer, no_decay_flags
 
@@ -15,21 +15,21 @@ TINY = ["-b", "4", "-n", "2", "--warmup", "1", "--no-progress", "--no-eval", "--
 
 
 def recipe(batch_size=128, world_size=1, batch_norm=False, **flags):
-    return RunConfig.build(steps=200, batch_size=batch_size, **flags).with_recipe(batch_norm, world_size)
+    return RunConfig.build(steps=200, batch_size=batch_size, **flags).plan(batch_norm, world_size).recipe
 
 
 def test_a_vision_transformer_gets_adamw_with_decay_label_smoothing_and_warm_up():
     config = recipe(model="vit_t4")
-    assert (config.recipe, config.optimizer, config.lr, config.momentum, config.weight_decay,
-            config.label_smoothing, config.warmup_lr_steps, config.lr_schedule) == (
-        "transformer", "adamw", pytest.approx(1e-3), None, 0.05, 0.1, 10, "cosine")
+    assert (config.family, config.optimizer, config.lr, config.momentum, config.weight_decay,
+            config.label_smoothing, config.lr_warmup_steps) == (
+        "transformer", "adamw", pytest.approx(1e-3), None, 0.05, 0.1, 10)
     assert recipe(model="vit_s4", batch_size=128, world_size=4).lr == pytest.approx(2e-3)  # sqrt(512 / 128)
     assert recipe(model="swin_t").optimizer == "adamw"
 
 
 def test_a_convnet_keeps_sgd_and_its_lr_for_the_global_batch():
     config = recipe(model="resnet18", batch_norm=True, world_size=2)
-    assert (config.recipe, config.optimizer, config.lr, config.momentum, config.weight_decay,
+    assert (config.family, config.optimizer, config.lr, config.momentum, config.weight_decay,
             config.label_smoothing) == ("convnet", "sgd", pytest.approx(0.2), 0.9, 5e-4, 0.0)
 
 
@@ -38,10 +38,10 @@ def test_flags_override_the_family_recipe():
     assert (sgd.optimizer, sgd.lr, sgd.momentum, sgd.weight_decay, sgd.label_smoothing) == (
         "sgd", pytest.approx(0.04), 0.9, 5e-4, 0.1)  # no batch norm in a ViT: the lower SGD lr
     own = recipe(model="vit_t4", lr=3e-4, weight_decay=0.1, label_smoothing=0.0, warmup_lr_steps=20)
-    assert (own.optimizer, own.lr, own.weight_decay, own.label_smoothing, own.warmup_lr_steps) == (
+    assert (own.optimizer, own.lr, own.weight_decay, own.label_smoothing, own.lr_warmup_steps) == (
         "adamw", 3e-4, 0.1, 0.0, 20)
     adamw = recipe(model="resnet18", batch_norm=True, optimizer="adamw")
-    assert (adamw.recipe, adamw.optimizer, adamw.lr, adamw.weight_decay, adamw.label_smoothing) == (
+    assert (adamw.family, adamw.optimizer, adamw.lr, adamw.weight_decay, adamw.label_smoothing) == (
         "convnet", "adamw", pytest.approx(1e-3), 0.05, 0.0)
 
 
@@ -64,7 +64,7 @@ def test_a_family_added_to_the_table_alone_trains_and_builds_as_its_row_says(mon
         "mixer", prefixes=("toymixer_",), no_decay=("token_bias",), resnet_stem=True,
         min_image_size=64, size_reason="its tokens"))
     config = recipe(model="toymixer_s", world_size=4, image_size=64)
-    assert (config.recipe, config.optimizer, config.lr, config.momentum, config.weight_decay,
+    assert (config.family, config.optimizer, config.lr, config.momentum, config.weight_decay,
             config.label_smoothing) == ("mixer", "adamw", pytest.approx(2e-3), None, 0.05, 0.2)  # sqrt(512 / 128)
     model = nn.Module()
     model.token_bias, model.proj = nn.Parameter(torch.zeros(4, 4)), nn.Linear(4, 4)
@@ -88,7 +88,8 @@ def test_adamw_spares_biases_norms_the_class_token_and_the_position_embedding():
         "self_attention.qkv.weight", "self_attention.out_proj.weight", "mlp.0.weight", "mlp.3.weight")}
     assert decayed == per_block | {"conv_proj.weight", "heads.head.weight"}
     assert "class_token" in names and "encoder.pos_embedding" in names
-    optimizer, _ = make_optimizer(list(model.parameters()), 1e-3, None, 0.05, impl="foreach", kind="adamw",
+    optimizer, _ = make_optimizer(list(model.parameters()), lr=1e-3, momentum=None, weight_decay=0.05, impl="foreach",
+                                  kind="adamw",
                                   no_decay=no_decay_flags(model, "vit_t4"))
     assert isinstance(optimizer, torch.optim.AdamW)
     assert [(len(group["params"]), group["weight_decay"]) for group in optimizer.param_groups] == [

@@ -12,9 +12,9 @@ import sys
 import time
 
 import pytest
+from test_cluster import free_port, needs
 
 from conftest import ROOT, SUBSET
-from test_cluster import free_port, needs
 
 SCRIPTS = ["run_thetagpu.sh", "run_pbs.sh", "run_slurm.sh"]
 STANDINS = ROOT / "tests" / "cluster" / "standins"

@@ -8,9 +8,9 @@ import shlex
 import subprocess
 
 import pytest
+from test_cluster_scripts import SCRIPTS, job_env, start
 
 from conftest import ROOT
-from test_cluster_scripts import SCRIPTS, job_env, start
 
 # What the scripts read, cleared so that the caller's environment cannot change a case.
 USER_VARIABLES = ["NODES", "GPUS_PER_NODE", "STEPS", "BATCH", "CHECKPOINT_EVERY", "MODES", "MODEL", "EXTRA_ARGS",

@@ -2,14 +2,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from typing import TYPE_CHECKING, List, Optional, Tuple
 
 import torch
 
-from models.families import DEFAULT_IMAGE_SIZE
+from utils.config import DEFAULT_INPUT_SHAPE, InputShape
 from utils.data import cifar10
 from utils.data.loaders import synthetic_images
 from utils.errors import UserError
+
+if TYPE_CHECKING:
+    from utils.config import DataSettings
 
 SYNTHETIC_TRAIN_IMAGES = 50_000  # as many as CIFAR-10, so the data's memory footprint matches at 32x32 ...
 FEWEST_SYNTHETIC_IMAGES = 4096  # ... and at larger sizes as few as hold CIFAR-10's bytes, but a few global batches
@@ -26,26 +29,28 @@ class Data:
     info: dict
 
 
-def synthetic_count(image_size: int) -> int:
-    """How many synthetic images a run at `image_size` holds: CIFAR-10's bytes, at least FEWEST_SYNTHETIC_IMAGES."""
-    same_bytes = SYNTHETIC_TRAIN_IMAGES * DEFAULT_IMAGE_SIZE ** 2 // image_size ** 2
+def synthetic_count(input_shape: InputShape) -> int:
+    """How many synthetic images of `input_shape` a run holds: CIFAR-10's bytes, at least FEWEST_SYNTHETIC_IMAGES."""
+    same_bytes = SYNTHETIC_TRAIN_IMAGES * (DEFAULT_INPUT_SHAPE[1] * DEFAULT_INPUT_SHAPE[2]) // \
+        (input_shape[1] * input_shape[2])
     return min(SYNTHETIC_TRAIN_IMAGES, max(FEWEST_SYNTHETIC_IMAGES, same_bytes))
 
 
 def synthetic(device: torch.device, seed: int, count: Optional[int] = None,
-              image_size: int = DEFAULT_IMAGE_SIZE) -> Data:
-    """Synthetic images made at `image_size` (no upsampling): `count`, or synthetic_count's."""
-    images, labels = synthetic_images(count or synthetic_count(image_size), device, seed, image_size)
+              input_shape: InputShape = DEFAULT_INPUT_SHAPE) -> Data:
+    """Synthetic images made at `input_shape` (no upsampling): `count`, or synthetic_count's."""
+    images, labels = synthetic_images(count or synthetic_count(input_shape), device, seed, input_shape)
     return Data("synthetic", images, labels, None, None,
                 {"name": "synthetic", "train_images": len(images), "test_images": 0})
 
 
-def load(choice: str, data_dir: str, download: bool, allow_unverified: bool, device: torch.device,
-         seed: int, image_size: int = DEFAULT_IMAGE_SIZE) -> Tuple[Data, List[str]]:
-    """(data moved to the device once, warnings). `choice` auto takes CIFAR-10 when a usable
-    copy is there, or downloads it when none is there and `download` allows (a first run gets
+def load(settings: DataSettings, device: torch.device, seed: int) -> Tuple[Data, List[str]]:
+    """(data moved to the device once, warnings). --data auto takes CIFAR-10 when a usable
+    copy is there, or downloads it when none is there and --download allows (a first run gets
     real data); else synthetic data with a loud warning, in seconds where there is no network.
-    `choice` cifar10 downloads a missing copy unless `download` is False."""
+    --data cifar10 downloads a missing copy unless --no-download."""
+    choice, data_dir, download = settings.data, settings.data_dir, settings.download
+    allow_unverified = settings.allow_unverified
     warnings = []
     if choice == "auto":
         present = cifar10.is_present(data_dir)
@@ -63,9 +68,9 @@ def load(choice: str, data_dir: str, download: bool, allow_unverified: bool, dev
         if why:
             warnings.append(f"USING SYNTHETIC DATA: CIFAR-10 in {cifar10.batches_folder(data_dir)} is not usable: "
                             f"{why}. Step times are valid, loss and accuracy are meaningless.")
-            return synthetic(device, seed, image_size=image_size), warnings
+            return synthetic(device, seed, input_shape=settings.input_shape), warnings
     if choice == "synthetic":
-        return synthetic(device, seed, image_size=image_size), warnings
+        return synthetic(device, seed, input_shape=settings.input_shape), warnings
     dataset = cifar10.load(data_dir, download, allow_unverified)
     if not dataset.verified:
         warnings.append(f"using CIFAR-10 from {dataset.folder} although its md5 sums are not the official ones.")

@@ -20,7 +20,7 @@ from PIL import Image
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 from torchvision import transforms
 
-from models.families import DEFAULT_IMAGE_SIZE
+from utils.config import DEFAULT_INPUT_SHAPE, InputShape, batches_per_epoch
 
 MEAN = (0.4914, 0.4822, 0.4465)  # CIFAR-10 training-set channel means and standard deviations
 STD = (0.2470, 0.2435, 0.2616)
@@ -44,12 +44,13 @@ class Normalize:
         return images.float().mul_(self.scale).sub_(self.shift)
 
 
-def upsample(images: torch.Tensor, image_size: int) -> torch.Tensor:
-    """A float batch at `image_size` x `image_size`: bilinear (align_corners=False, as
+def upsample(images: torch.Tensor, input_shape: InputShape) -> torch.Tensor:
+    """A float batch at `input_shape`'s height and width: bilinear (align_corners=False, as
     torchvision's Resize), or the batch itself when it is that size already."""
-    if images.shape[-2:] == (image_size, image_size):
+    size = tuple(input_shape[1:])
+    if tuple(images.shape[-2:]) == size:
         return images
-    return F.interpolate(images, size=(image_size, image_size), mode="bilinear", align_corners=False)
+    return F.interpolate(images, size=size, mode="bilinear", align_corners=False)
 
 
 def random_crop_flip(images: torch.Tensor, generator: torch.Generator, padding: int = PADDING,
@@ -75,15 +76,6 @@ def random_crop_flip(images: torch.Tensor, generator: torch.Generator, padding: 
     return padded.view(n, c, -1).gather(2, pixel.expand(n, c, h * w)).view(n, c, h, w)
 
 
-def batches_per_epoch(kind: str, images: int, batch_size: int, ranks: int) -> int:
-    """Global batches in one epoch: the device loader completes the last partial batch from
-    the next epoch (rounds up); the DataLoader path drops it, after DistributedSampler has
-    dropped the images that do not divide among the ranks (rounds down)."""
-    if kind == "torchvision":
-        return images // ranks // batch_size
-    return -(-images // (batch_size * ranks))
-
-
 class DeviceLoader:
     """An endless stream of augmented, normalised training batches.
 
@@ -94,10 +86,11 @@ class DeviceLoader:
     global batch, so the ranks' batches are disjoint and together form one process's batch.
     """
 
-    def __init__(self, images: torch.Tensor, labels: torch.Tensor, batch_size: int, device: torch.device, seed: int,
-                 channels_last: bool = False, shard: Tuple[int, int] = (0, 1), image_size: int = DEFAULT_IMAGE_SIZE):
+    def __init__(self, images: torch.Tensor, labels: torch.Tensor, *, batch_size: int, device: torch.device, seed: int,
+                 channels_last: bool = False, shard: Tuple[int, int] = (0, 1),
+                 input_shape: InputShape = DEFAULT_INPUT_SHAPE):
         self.images = images.to(device)
-        self.image_size = image_size
+        self.input_shape = input_shape
         self.labels = labels.to(device)
         self.batch_size = batch_size
         self.device = device
@@ -146,7 +139,7 @@ class DeviceLoader:
     def __next__(self) -> Tuple[torch.Tensor, torch.Tensor]:
         index = self.next_indices()
         images = random_crop_flip(self.images[index], self.generator, shard=self.shard)
-        images = upsample(self.normalize(images), self.image_size)
+        images = upsample(self.normalize(images), self.input_shape)
         return images.contiguous(memory_format=self.memory_format), self.labels[index]
 
 
@@ -178,10 +171,10 @@ class TorchvisionLoader:
     copied to the device without blocking; an endless stream like DeviceLoader's. With several
     ranks a DistributedSampler gives each its share of every epoch (set_epoch each epoch)."""
 
-    def __init__(self, images: torch.Tensor, labels: torch.Tensor, batch_size: int, device: torch.device, seed: int,
+    def __init__(self, images: torch.Tensor, labels: torch.Tensor, *, batch_size: int, device: torch.device, seed: int,
                  workers: int, channels_last: bool = False, shard: Tuple[int, int] = (0, 1),
-                 image_size: int = DEFAULT_IMAGE_SIZE):
-        self.image_size = image_size
+                 input_shape: InputShape = DEFAULT_INPUT_SHAPE):
+        self.input_shape = input_shape
         self.generator = torch.Generator()
         self.generator.manual_seed(seed)
         dataset = CifarImages(images, labels, standard_transform())
@@ -234,40 +227,42 @@ class TorchvisionLoader:
             self.start_epoch()
             images, labels = next(self.batches)
         self.position += 1
-        images = upsample(images.to(self.device, non_blocking=True), self.image_size)
+        images = upsample(images.to(self.device, non_blocking=True), self.input_shape)
         return images.contiguous(memory_format=self.memory_format), labels.to(self.device, non_blocking=True)
 
 
-def make_train_loader(kind: str, images: torch.Tensor, labels: torch.Tensor, batch_size: int, device: torch.device,
-                      seed: int, workers: int, channels_last: bool,
-                      shard: Tuple[int, int] = (0, 1),
-                      image_size: int = DEFAULT_IMAGE_SIZE) -> Union[TorchvisionLoader, DeviceLoader]:
+def make_train_loader(kind: str, images: torch.Tensor, labels: torch.Tensor, *, batch_size: int, device: torch.device,
+                      seed: int, workers: int, channels_last: bool, shard: Tuple[int, int] = (0, 1),
+                      input_shape: InputShape = DEFAULT_INPUT_SHAPE) -> Union[TorchvisionLoader, DeviceLoader]:
+    """The --loader `kind`'s training loader (`workers` serves the DataLoader alone)."""
+    common = dict(batch_size=batch_size, device=device, seed=seed, channels_last=channels_last, shard=shard,
+                  input_shape=input_shape)
     if kind == "torchvision":
-        return TorchvisionLoader(images, labels, batch_size, device, seed, workers, channels_last, shard, image_size)
-    return DeviceLoader(images, labels, batch_size, device, seed, channels_last, shard, image_size)
+        return TorchvisionLoader(images, labels, workers=workers, **common)
+    return DeviceLoader(images, labels, **common)
 
 
-def eval_batches(images: torch.Tensor, labels: torch.Tensor, batch_size: int, device: torch.device,
+def eval_batches(images: torch.Tensor, labels: torch.Tensor, *, batch_size: int, device: torch.device,
                  channels_last: bool = False, shard: Tuple[int, int] = (0, 1),
-                 image_size: int = DEFAULT_IMAGE_SIZE) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
+                 input_shape: InputShape = DEFAULT_INPUT_SHAPE) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
     """This rank's contiguous share of the test set, in order, unaugmented, normalised and
-    upsampled to `image_size`, one batch at a time (for either loader: evaluation is not timed)."""
+    upsampled to `input_shape`, one batch at a time (for either loader: evaluation is not timed)."""
     normalize = Normalize(device)
     layout = memory_format(channels_last)
     rank, ranks = shard
     share = slice(rank * len(images) // ranks, (rank + 1) * len(images) // ranks)
     images, labels = images[share].to(device), labels[share].to(device)
     for start in range(0, len(images), batch_size):
-        batch = upsample(normalize(images[start:start + batch_size]), image_size).contiguous(memory_format=layout)
+        batch = upsample(normalize(images[start:start + batch_size]), input_shape).contiguous(memory_format=layout)
         yield batch, labels[start:start + batch_size]
 
 
 def synthetic_images(count: int, device: torch.device, seed: int,
-                     image_size: int = DEFAULT_IMAGE_SIZE) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Fixed random uint8 images of `image_size` and labels, made on the device."""
+                     input_shape: InputShape = DEFAULT_INPUT_SHAPE) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Fixed random uint8 images of `input_shape` and labels, made on the device."""
     generator = torch.Generator(device=device)
     generator.manual_seed(seed)
-    images = torch.randint(0, 256, (count, 3, image_size, image_size), dtype=torch.uint8, device=device,
+    images = torch.randint(0, 256, (count, *input_shape), dtype=torch.uint8, device=device,
                            generator=generator)
     labels = torch.randint(0, 10, (count,), device=device, generator=generator)
     return images, labels

@@ -11,16 +11,27 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence
 
 from utils.explain.categories import DATA_LABEL, MEMORY_BOUND, NAMES, SCALER_LABEL, TENSOR_CORE_WORK
+from utils.measure.gpus import TENSOR_CORE_MULTIPLE
+from utils.modes import BASELINES, LOW_FP8_SHARE, MODES
 from utils.training.cpu_arithmetic import FAST_CPU_FLAGS
-from utils.training.modes import BASELINES, LOW_FP8_SHARE, MODES
 
 if TYPE_CHECKING:
-    from torch import nn
+    from typing import Protocol
 
     from utils.explain.profiler import Profile
-    from utils.results.record import RunRecord
 
     Finding = Dict[str, Any]  # finding(): rule, mode, at_stake_ms, evidence, remedy, text, as results files hold it
+
+    class RunFacts(Protocol):
+        """What the rules read of a run besides its profile (a RunRecord has them)."""
+        mode: str
+        device: str
+        loader: str
+        channels_last: bool
+        world_size: int
+        grad_comm: Optional[str]
+        bucket_mb: Optional[float]
+        optimizer_impl: str
 
 # The rules' thresholds, as shares of a profiled step.
 INPUT_BOUND_SHARE = 0.20  # the input pipeline
@@ -35,7 +46,6 @@ FAR_BELOW_PREDICTION = 0.8  # a measured FP8 speedup under this share of the roo
 SMALL_FP8_MATMUL = 2048  # an FP8 matmul with a weight dimension below this saves less than its casts and scales cost
 SHRINK_EXPECTED = 1.1  # conv+matmul that ran less than this many times as fast as in fp32 failed to shrink
 SHOWN_GROWTH = 3  # the fallback names at most this many categories that grew
-TENSOR_CORE_MULTIPLE = 8  # FP16/BF16 tensor cores want channels, features and batch in multiples of 8
 
 
 def low_precision_dtype(mode_name: str) -> Optional[str]:
@@ -60,8 +70,8 @@ def finding(rule: str, mode: str, at_stake_ms: float, evidence: str, remedy: str
             "text": f"{mode}: {rule}: {evidence}; try {remedy}."}
 
 
-def diagnose_run(run: RunRecord, profile: Profile, workers: int, cpu_count: int) -> List[Finding]:
-    """The findings one run's Profile shows by itself. `run` is its RunRecord."""
+def diagnose_run(run: RunFacts, profile: Profile, workers: int, cpu_count: int) -> List[Finding]:
+    """The findings one run's Profile shows by itself; `run` says what it trained (its RunRecord)."""
     found, mode, cuda = [], run.mode, run.device.startswith("cuda")
     step = profile.total_ms
     data_ms = profile.host_ms.get("data", 0.0) if cuda else profile.categories["data"]["ms"]
@@ -111,7 +121,7 @@ def diagnose_run(run: RunRecord, profile: Profile, workers: int, cpu_count: int)
     return found
 
 
-def communication_finding(run: RunRecord, exposed_ms: float, wall_ms: float) -> Finding:
+def communication_finding(run: RunFacts, exposed_ms: float, wall_ms: float) -> Finding:
     """The step waits for gradients that no compute hides: send fewer bytes, in fewer and larger
     buckets, or give each all-reduce more compute to hide behind."""
     remedies = ["--grad-comm bf16 (half the bytes; fp16 where the backend lacks bfloat16)"] \
@@ -126,7 +136,7 @@ def communication_finding(run: RunRecord, exposed_ms: float, wall_ms: float) -> 
 PLACES = {SCALER_LABEL: "the loss scaler's step", DATA_LABEL: "the input pipeline"}  # the labels, in words
 
 
-def host_sync_finding(run: RunRecord, profile: Profile, at_stake_ms: float) -> Finding:
+def host_sync_finding(run: RunFacts, profile: Profile, at_stake_ms: float) -> Finding:
     """The host waited for the device inside the step (a tensor read as a number), so the CPU
     cannot queue the next step's kernels ahead of the GPU."""
     where = profile.host_syncs[0]["in"]
@@ -140,24 +150,6 @@ def host_sync_finding(run: RunRecord, profile: Profile, at_stake_ms: float) -> F
     return finding("host sync", run.mode, at_stake_ms,
                    f"the host waits for the device {count:g} time{'' if count == 1 else 's'} per step, in {where}",
                    remedy)
-
-
-def unaligned_layers(model: nn.Module, batch_size: int) -> List[str]:
-    """Convolutions and linear layers whose channels or features, and the batch, when it is not
-    a multiple of TENSOR_CORE_MULTIPLE."""
-    from torch import nn
-
-    names = [] if batch_size % TENSOR_CORE_MULTIPLE == 0 else [f"the batch ({batch_size})"]
-    for name, module in model.named_modules():
-        if isinstance(module, nn.Conv2d):
-            sizes = (module.in_channels // module.groups, module.out_channels)
-        elif isinstance(module, nn.Linear):
-            sizes = (module.in_features, module.out_features)
-        else:
-            continue
-        if any(size % TENSOR_CORE_MULTIPLE for size in sizes):
-            names.append(f"{name} ({sizes[0]}->{sizes[1]})")
-    return names
 
 
 def profile_speedup(base: Dict[str, float], profile: Dict[str, float]) -> Dict[str, float]:

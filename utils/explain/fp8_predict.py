@@ -21,11 +21,14 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, NamedTuple, Optiona
 
 from models.families import DEFAULT_IMAGE_SIZE, IMAGE_SIZES
 from utils import console
+from utils.config import InputShape, input_shape_of
 from utils.errors import UserError
 from utils.measure.gpus import DEVICE_NAMES, SPECS, GpuSpec
 
 if TYPE_CHECKING:
     from torch import nn
+
+    from utils.config import RunConfig
 
 GEMM_SHARE = 0.78  # of the dense peak a large GEMM reaches: torchao's pct_achievable_gemm_tops (H100)
 BANDWIDTH_SHARE = 0.92  # of the bandwidth a large elementwise kernel reaches: torchao's pct_achievable_mem_bw
@@ -147,8 +150,8 @@ def predict_step(gpu: str, recipe: str, compiled: bool, shapes: Sequence[Tuple[i
 
 
 def predict_model(gpu: str, recipe: str, compiled: bool, model: nn.Module, batch_size: int,
-                  image_size: int) -> StepPrediction:
-    """A training step of `model` (batches of `batch_size` images of `image_size`): the Linear
+                  input_shape: InputShape) -> StepPrediction:
+    """A training step of `model` (batches of `batch_size` images of `input_shape`): the Linear
     layers torchao converts (utils/training/float8.py's rules) predicted by predict_linear at the
     shapes torch's FLOP counter sees, and the rest of the step in bfloat16 on the same roofline:
     its other FLOPs (convolutions, attention, the head) at GEMM_SHARE of the bf16 peak, plus its
@@ -159,7 +162,7 @@ def predict_model(gpu: str, recipe: str, compiled: bool, model: nn.Module, batch
 
     spec = spec_of(gpu)
     check_flop_counter()
-    count = flops.count_step(model, batch_size, image_size)
+    count = flops.count_step(model, batch_size, input_shape)
     converted = float8.converted_layers(model, count.linears)
     other_flops = count.total - sum(count.linears[name][0] for name in converted)
     elements = sum(written for name, written in count.outputs.items() if name not in converted)
@@ -177,8 +180,31 @@ def check_flop_counter() -> None:
                         "matmul shapes); --shape M,K,N works on any torch.")
 
 
+def fp8_blocks(config: RunConfig, model: nn.Module, per_step: int,
+               device_name: Optional[str]) -> Tuple[Dict[str, Dict[str, Any]], Optional[str]]:
+    """({fp8 mode: runs[].fp8, its accounting (utils/training/float8.py) with its FLOPs for the
+    whole job's step, `per_step` processes' micro-batches, and its recipe's roofline prediction
+    for the run's GPU, `device_name`, or an H100 SXM when emulated}; the note a low FP8 share
+    calls for, said once before training, or None). Empty when no fp8 mode runs."""
+    from utils.training import float8
+
+    fp8_modes = [mode for mode in config.modes if mode.float8]
+    if not fp8_modes:
+        return {}, None
+    training, emulated = config.training, config.precision.fp8_emulate
+    block = float8.accounting(model, training.batch_size, training.model, config.data.input_shape)
+    block["fp8_flops_per_step"] *= per_step
+    block["emulated"] = emulated
+    blocks = {}
+    for mode in fp8_modes:
+        prediction, why = run_prediction(device_name, emulated, mode.float8, config.speed.compile, model,
+                                         training.batch_size, config.data.input_shape)
+        blocks[mode.name] = dict(block, prediction=prediction, prediction_note=why)
+    return blocks, float8.low_share_note(block, fp8_modes[0].name)
+
+
 def run_prediction(device_name: Optional[str], emulated: bool, recipe: str, compiled: bool, model: nn.Module,
-                   batch_size: int, image_size: int) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
+                   batch_size: int, input_shape: InputShape) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
     """(runs[].fp8.prediction, why it is null): for the run's GPU by its device name, or for an
     H100 SXM when FP8 is emulated; None with why for a GPU without FP8 figures in the table."""
     if emulated or device_name is None:
@@ -188,7 +214,7 @@ def run_prediction(device_name: Optional[str], emulated: bool, recipe: str, comp
         if gpu not in FP8_GPUS:
             return None, f"no FP8 figures for '{device_name}' in utils/measure/gpus.py"
         called = f"this GPU: {SPECS[gpu].called}"
-    step = predict_model(gpu, recipe, compiled, model, batch_size, image_size)
+    step = predict_model(gpu, recipe, compiled, model, batch_size, input_shape)
     return {"gpu": gpu, "for": called, "compiled": compiled, "speedup": step.speedup,
             "linear_speedup": step.linear_speedup, "bf16_ms": 1000 * step.bf16_s, "fp8_ms": 1000 * step.fp8_s}, None
 
@@ -285,7 +311,7 @@ def predict(options: Dict[str, Any]) -> Any:
     with factory.weightless():
         model = factory.build_model(options["model"], batch_size=options["batch_size"],
                                     image_size=options["image_size"])
-    return predict_model(gpu, recipe, compiled, model, options["batch_size"], options["image_size"])
+    return predict_model(gpu, recipe, compiled, model, options["batch_size"], input_shape_of(options["image_size"]))
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

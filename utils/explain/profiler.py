@@ -20,11 +20,12 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 from utils.errors import WriteFailed
-from utils.explain import diagnose, exposed
+from utils.explain import exposed
 from utils.explain.categories import DATA_LABEL, NAMES, PYTHON, SCALER_LABEL, STEP_MARK, category_of, kind_of
+from utils.measure import gpus
 from utils.training import cpu_arithmetic
-from utils.training.loop import MicroBatches, synchronize
-from utils.training.step import train_step
+from utils.training.loop import synchronize
+from utils.training.step import MicroBatches, train_step
 
 if TYPE_CHECKING:
     from torch.autograd.profiler_util import FunctionEvent
@@ -126,9 +127,9 @@ def profile_steps(trainer: Trainer, config: RunConfig, device: torch.device, ste
             if step == 1:  # the warm-up step is over: time the profiled ones
                 synchronize(device)
                 started = time.perf_counter()
-            batches = MicroBatches(next(loader), loader, config.accum_steps)
+            batches = MicroBatches(next(loader), loader, config.training.accum_steps)
             train_step(trainer.step_model, batches, trainer.criterion, trainer.optimizer, scaler, trainer.mode, device,
-                       config.clip_grad)
+                       config.training.clip_grad)
             if step == steps:  # before the last profiler.step(), which stops the recording
                 synchronize(device)
                 wall_ms = 1000.0 * (time.perf_counter() - started) / steps
@@ -144,7 +145,7 @@ def profile_steps(trainer: Trainer, config: RunConfig, device: torch.device, ste
     kernels = cuda and any(event.device_type != torch.autograd.DeviceType.CPU for event in events)
     facts = {"comm_exposed_ms": exposed_comm_us(events, kernels) / 1000.0 / steps,
              "gpu_kernels_missing": cuda and not kernels,
-             "unaligned_layers": diagnose.unaligned_layers(trainer.model, config.batch_size),
+             "unaligned_layers": gpus.unaligned_layers(trainer.model, config.training.batch_size),
              "cpu_fast_half_flags": None if cuda else cpu_arithmetic.cpu_flags()}
     return profile_of(events, steps, wall_ms, kernels, facts), trace_failed
 

@@ -9,42 +9,41 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, NamedTuple, Optional, Seq
 import torch
 from torch import nn
 
-from models.families import DEFAULT_IMAGE_SIZE
 from utils import compat
+from utils.config import DEFAULT_INPUT_SHAPE, InputShape
 from utils.measure import gpus
 
 if TYPE_CHECKING:
     from torch.utils.flop_counter import FlopCounterMode
 
-    from utils.training.modes import Mode
+    from utils.modes import Mode
 
 COUNT_BATCH = 2  # conv and matmul FLOPs are linear in the batch: count 2 images, scale up
 
 
-def training_flops_per_step(model: nn.Module, batch_size: int, image_size: int = DEFAULT_IMAGE_SIZE) -> int:
-    """FLOPs of one forward and backward pass (convolutions and matmuls) of images of
-    `image_size` x `image_size`, counted on the meta
+def training_flops_per_step(model: nn.Module, batch_size: int, input_shape: InputShape = DEFAULT_INPUT_SHAPE) -> int:
+    """FLOPs of one forward and backward pass (convolutions and matmuls) of a batch of
+    `input_shape` images, counted on the meta
     device at no compute cost: by torch.utils.flop_counter where this torch has it (torch 2.1),
     with grouped convolutions' weight gradients counted once, not `groups` times as it does."""
     if not compat.has_flop_counter():
         compat.degrade("flops", "FLOPs counted from nn.Conv2d and nn.Linear layers (no torch.utils.flop_counter "
                                 "before torch 2.1): matmuls outside such layers are left out")
-        return layer_flops_per_step(model, batch_size, image_size)
-    return counted_step(model, image_size).get_total_flops() * batch_size // COUNT_BATCH
+        return layer_flops_per_step(model, batch_size, input_shape)
+    return counted_step(model, input_shape).get_total_flops() * batch_size // COUNT_BATCH
 
 
-def counted_step(model: nn.Module, image_size: int,
+def counted_step(model: nn.Module, input_shape: InputShape,
                  watch: Optional[Callable[[nn.Module], None]] = None) -> FlopCounterMode:
-    """A FlopCounterMode that has counted one forward and backward of COUNT_BATCH images (of
-    `image_size` x `image_size`)
-    through a meta-device twin of `model` (torch 2.1); `watch(twin)` may hook the twin first."""
+    """A FlopCounterMode that has counted one forward and backward of COUNT_BATCH images of
+    `input_shape` through a meta-device twin of `model` (torch 2.1); `watch(twin)` may hook the twin first."""
     from torch.utils.flop_counter import FlopCounterMode
     twin = copy.deepcopy(model).to("meta")
     if watch is not None:
         watch(twin)
     with FlopCounterMode(display=False, custom_mapping={torch.ops.aten.convolution_backward: conv_backward_flops}) \
             as counter:
-        twin(torch.empty(COUNT_BATCH, 3, image_size, image_size, device="meta")).float().sum().backward()
+        twin(torch.empty(COUNT_BATCH, *input_shape, device="meta")).float().sum().backward()
     return counter
 
 
@@ -55,7 +54,7 @@ class StepCount(NamedTuple):
     outputs: Dict[str, int]  # {name: elements its forward writes in a step} of every leaf module but nn.Identity
 
 
-def count_step(model: nn.Module, batch_size: int, image_size: int = DEFAULT_IMAGE_SIZE) -> StepCount:
+def count_step(model: nn.Module, batch_size: int, input_shape: InputShape = DEFAULT_INPUT_SHAPE) -> StepCount:
     """The StepCount of a step of `model` on batches of `batch_size`, in one pass. A Linear is
     among `linears` when its own forward runs; its step is its forward, 2 x M x K x N, and as
     much again for its input's gradient (when the input needs one) and its weight's; a layer
@@ -81,7 +80,7 @@ def count_step(model: nn.Module, batch_size: int, image_size: int = DEFAULT_IMAG
                 module.register_forward_hook(lambda module, inputs, output, name=name: record(module, inputs, output,
                                                                                               name))
 
-    total = counted_step(model, image_size, watch).get_total_flops() * batch_size // COUNT_BATCH
+    total = counted_step(model, input_shape, watch).get_total_flops() * batch_size // COUNT_BATCH
     return StepCount(linears, total, outputs)
 
 
@@ -95,7 +94,7 @@ def conv_backward_flops(grad_out_shape: Sequence[int], x_shape: Sequence[int], w
     return forward * (bool(output_mask[0]) + bool(output_mask[1]))
 
 
-def layer_flops_per_step(model: nn.Module, batch_size: int, image_size: int = DEFAULT_IMAGE_SIZE) -> int:
+def layer_flops_per_step(model: nn.Module, batch_size: int, input_shape: InputShape = DEFAULT_INPUT_SHAPE) -> int:
     """The same count without FlopCounterMode: each Conv2d and Linear does 2 x (multiply-adds)
     forward, as much again for the gradient of its input (unless that input needs none, as the
     images don't) and for the gradient of its weight; read from one forward pass of two images
@@ -114,7 +113,7 @@ def layer_flops_per_step(model: nn.Module, batch_size: int, image_size: int = DE
     layers = [module for module in twin.modules() if isinstance(module, (nn.Conv2d, nn.Linear))]
     hooks = [layer.register_forward_hook(count) for layer in layers]
     try:
-        twin(torch.zeros(COUNT_BATCH, 3, image_size, image_size))
+        twin(torch.zeros(COUNT_BATCH, *input_shape))
     finally:
         for hook in hooks:
             hook.remove()
@@ -123,7 +122,6 @@ def layer_flops_per_step(model: nn.Module, batch_size: int, image_size: int = DE
 
 # The spec table's arithmetic keys (utils/measure/gpus.py) by the dtype of a mode's matmuls
 ARITHMETIC = {"float32": "fp32", "tf32": "tf32", "float16": "fp16", "bfloat16": "bf16", "float8": "fp8"}
-
 
 
 def arithmetic(mode: Mode) -> str:

@@ -3,7 +3,10 @@ from NVIDIA's datasheets, read by MFU (flops.py) and the FP8 roofline prediction
 (utils/explain/fp8_predict.py) alike. No torch: the prediction's command line imports it first."""
 from __future__ import annotations
 
-from typing import Dict, NamedTuple, Optional
+from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional
+
+if TYPE_CHECKING:
+    from torch import nn
 
 
 class GpuSpec(NamedTuple):
@@ -64,3 +67,24 @@ def peaks_of(device_name: str) -> Optional[Dict[str, float]]:
     """The dense peak TFLOP/s by arithmetic of a card by its device name, or None."""
     key = key_of(device_name)
     return None if key is None else SPECS[key].tflops
+
+
+TENSOR_CORE_MULTIPLE = 8  # FP16/BF16 tensor cores want channels, features and batch in multiples of 8
+
+
+def unaligned_layers(model: nn.Module, batch_size: int) -> List[str]:
+    """Convolutions and linear layers whose channels or features, and the batch, when it is not
+    a multiple of TENSOR_CORE_MULTIPLE."""
+    from torch import nn
+
+    names = [] if batch_size % TENSOR_CORE_MULTIPLE == 0 else [f"the batch ({batch_size})"]
+    for name, module in model.named_modules():
+        if isinstance(module, nn.Conv2d):
+            sizes = (module.in_channels // module.groups, module.out_channels)
+        elif isinstance(module, nn.Linear):
+            sizes = (module.in_features, module.out_features)
+        else:
+            continue
+        if any(size % TENSOR_CORE_MULTIPLE for size in sizes):
+            names.append(f"{name} ({sizes[0]}->{sizes[1]})")
+    return names

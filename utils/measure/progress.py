@@ -21,7 +21,27 @@ from tqdm import tqdm
 from utils.measure.hostcopy import HostCopy
 
 if TYPE_CHECKING:
-    from utils.results.live import LiveLog
+    from typing import Any, Dict, Protocol, Sequence
+
+    class LiveStream(Protocol):
+        """Where a run streams while it trains (--jsonl, --tensorboard): utils/results/live.py's
+        LiveLog, which the progress feeds at the log's cadence and the run at its phases."""
+        tensorboard: Optional[str]
+
+        def phase(self, text: str) -> None: ...
+
+        def train(self, first_step: int, losses: Sequence[float], lrs: Sequence[float], scale: Optional[float],
+                  host_step_ms: float, images_per_sec: Optional[float]) -> None: ...
+
+        def evaluation(self, step: int, accuracy: float) -> None: ...
+
+        def begin_run(self, run: str) -> None: ...
+
+        def end_run(self, run: Dict[str, Any], setup: Dict[str, Any]) -> None: ...
+
+        def comparison(self, text: str) -> None: ...
+
+        def close(self) -> None: ...
 
     Batch = Tuple[torch.Tensor, torch.Tensor]  # (images, labels)
     # the loop's lists of every step's loss (a device tensor), lr, and loss scale (a device tensor or a number)
@@ -37,12 +57,12 @@ BAR_COLUMNS = 80
 class Reporter:
     """How one run shows its progress: chosen once, from the terminal and the flags."""
 
-    def __init__(self, enabled: bool, log_every: Optional[int] = None, live: Optional[LiveLog] = None):
+    def __init__(self, enabled: bool, log_every: Optional[int] = None, live: Optional[LiveStream] = None):
         terminal = sys.stderr.isatty()
         self.bars = enabled and terminal
         self.lines = enabled and not terminal
         self.log_every = log_every
-        self.live = live  # a results.live.LiveLog (--jsonl, --tensorboard), fed at the log's cadence
+        self.live = live  # fed at the log's cadence
 
     def phase(self, text: str) -> None:
         """One line per phase (model built, data loaded, evaluation) in a batch job's log."""

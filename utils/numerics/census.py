@@ -26,8 +26,8 @@ import torch
 from torch import nn
 
 from utils.measure.footprint import Footprint
+from utils.modes import INITIAL_LOSS_SCALE, Mode
 from utils.numerics.fp16 import FP16_MAX, FP16_MIN_NORMAL
-from utils.training.modes import INITIAL_LOSS_SCALE, Mode
 
 if TYPE_CHECKING:
     from utils.training.trainer import Trainer

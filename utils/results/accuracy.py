@@ -16,7 +16,6 @@ from utils.results.comparison_row import TARGET_FIELDS
 CONFIDENCE = 0.95  # the intervals' two-sided level
 SERIES_FROM = 1000  # degrees of freedom from which the Cornish-Fisher series alone is exact to double precision
 NEWTON_TOLERANCE = 1e-12  # relative: a Newton step this small leaves an error far below double precision
-DEFAULT_MARGIN_POINTS = 0.5  # --accuracy-margin: a mode holds within +-0.5 points of the baseline
 MOST_SEEDS = 1000  # beyond this, "how many seeds would settle it" says "more than"
 
 

@@ -17,13 +17,14 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 
 import numpy as np
 
+from utils import modes
+from utils.config import DEFAULT_MARGIN_POINTS
 from utils.explain import diagnose
-from utils.results.accuracy import DEFAULT_MARGIN_POINTS, accuracy_figures, target_figures
-from utils.results.comparison_row import ComparisonRow
 from utils.explain.categories import NAMES as CATEGORIES
 from utils.measure import host_load
-from utils.training import modes
-from utils.training.modes import BASELINES, MODES
+from utils.modes import BASELINES, MODES
+from utils.results.accuracy import accuracy_figures, target_figures
+from utils.results.comparison_row import ComparisonRow
 
 RESAMPLES = 2000
 CONFIDENCE = 95.0

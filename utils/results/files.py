@@ -10,8 +10,8 @@ import json
 import os
 from typing import Any, Dict, Iterator, List, Sequence, Set, Union
 
-from utils.errors import UserError, WriteFailed
 from utils import fileio
+from utils.errors import UserError, WriteFailed
 from utils.fileio import atomic_write
 from utils.results import strict
 from utils.results.record import setup_of

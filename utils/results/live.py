@@ -46,10 +46,10 @@ class LiveLog:
     def of(cls, config: RunConfig, warn: Optional[Callable[[str], None]] = None) -> Optional[LiveLog]:
         """The live log of --jsonl and --tensorboard, or None without them; `warn(sentence)` says
         once, when it happens, that a stream stopped."""
-        if not (config.jsonl or config.tensorboard):
+        if not (config.measurement.jsonl or config.measurement.tensorboard):
             return None
         started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S")
-        return cls(config.jsonl, config.tensorboard, f"{config.model}-b{config.batch_size}-{started}", warn)
+        return cls(config.measurement.jsonl, config.measurement.tensorboard, f"{config.training.model}-b{config.training.batch_size}-{started}", warn)
 
     def __init__(self, jsonl_path: Optional[str], tensorboard_dir: Optional[str], folder_name: str,
                  warn: Optional[Callable[[str], None]] = None):

@@ -15,7 +15,6 @@ from utils.results.files import run_key
 from utils.results.record import SCHEMA, setup_of
 from utils.results.upgrade import READABLE_SCHEMAS, upgrade
 
-
 LARGEST_FILE = 256 << 20  # bytes: a result file of 10,000 steps in each of six modes is a few MiB
 DEEPEST = 64  # levels of nested objects and lists: a result file has about ten
 

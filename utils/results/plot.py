@@ -10,14 +10,15 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Tuple
 
 from utils.compat import release
 from utils.errors import UserError, WriteFailed
-from utils.explain.categories import ADDED, NAMES as CATEGORIES
+from utils.explain.categories import ADDED
+from utils.explain.categories import NAMES as CATEGORIES
 from utils.fileio import atomic_write
+from utils.modes import BASELINES, MODES
 from utils.numerics.fp16 import FP16_MAX, FP16_MIN_NORMAL, FP16_MIN_SUBNORMAL
 from utils.results.compare import CHANCE_ACCURACY, scaler_skips
 from utils.results.comparison_row import ComparisonRow
 from utils.results.record import setup_of
 from utils.results.summary import describe, first_of
-from utils.training.modes import BASELINES, MODES
 
 if TYPE_CHECKING:  # matplotlib is optional: imported only where a figure is drawn
     from matplotlib.axes import Axes

@@ -133,7 +133,7 @@ class RunRecord:
 def should_evaluate(config: RunConfig, data: Data, outcome: LoopOutcome) -> bool:
     """Test accuracy is measured for a run that finished with a finite loss on real data."""
     losses = outcome.stats.losses
-    return not (config.no_eval or data.test_images is None or outcome.stopped_by or not losses
+    return not (config.training.no_eval or data.test_images is None or outcome.stopped_by or not losses
                 or not math.isfinite(losses[-1]))
 
 
@@ -161,7 +161,7 @@ def build(config: RunConfig, trainer: Trainer, outcome: LoopOutcome, data: Data,
     from utils.measure.envinfo import device_name, tf32_flags
 
     stats, mode, device, world = outcome.stats, trainer.mode, context.device, context.world
-    global_batch = config.global_batch_size(world.size)
+    global_batch = config.training.global_batch_size(world.size)
     timing = timing_fields(stats, global_batch)
     losses = stats.losses
     utilisation = flops.utilisation(flops_per_step, timing["step_time_ms"]["median"], device_name(device), mode,
@@ -169,14 +169,14 @@ def build(config: RunConfig, trainer: Trainer, outcome: LoopOutcome, data: Data,
         if timing["step_time_ms"] and flops_per_step else {}
     record = RunRecord(
         mode=mode.name, description=mode.description, device=str(device), tf32=tf32_flags(),
-        data=data.name, loader=config.loader, channels_last=config.channels_last, compiled=config.compile,
-        compile_mode=config.compile_mode if config.compile else None, batch_size=config.batch_size,
-        accum_steps=config.accum_steps, effective_batch_size=config.effective_batch_size, world_size=world.size,
-        global_batch_size=global_batch, timing_unit="optimizer_step", steps=config.steps,
+        data=data.name, loader=config.data.loader, channels_last=config.speed.channels_last, compiled=config.speed.compile,
+        compile_mode=config.speed.compile_mode if config.speed.compile else None, batch_size=config.training.batch_size,
+        accum_steps=config.training.accum_steps, effective_batch_size=config.training.effective_batch_size, world_size=world.size,
+        global_batch_size=global_batch, timing_unit="optimizer_step", steps=trainer.plan.steps,
         completed_steps=outcome.completed_steps,
-        incomplete=not outcome.ran_all_steps(config.steps) or measured.stopped_by is not None,
+        incomplete=not outcome.ran_all_steps(trainer.plan.steps) or measured.stopped_by is not None,
         stopped_by=outcome.stopped_by or measured.stopped_by, resumed_from_step=outcome.start_step or None, segments=stats.segments,
-        warmup=config.warmup, **timing, peak_memory_bytes=stats.peak_memory_bytes, peak_memory_kind=memory.peak_bytes(device)[1],
+        warmup=trainer.plan.timing_warmup, **timing, peak_memory_bytes=stats.peak_memory_bytes, peak_memory_kind=memory.peak_bytes(device)[1],
         final_loss=losses[-1] if losses else None, loss_curve=losses, lr_curve=stats.lrs,
         loss_scale_curve=stats.loss_scales if trainer.scaler.is_enabled() else None,
         skipped_steps=outcome.skipped_steps,
@@ -184,20 +184,20 @@ def build(config: RunConfig, trainer: Trainer, outcome: LoopOutcome, data: Data,
         final_lr=trainer.optimizer.param_groups[0]["lr"], test_accuracy=measured.test_accuracy,
         epochs_seen=outcome.completed_steps * global_batch / len(data.train_images),
         wall_time_s=stats.wall_time_s, first_step_s=outcome.first_step_s,
-        compile_time_s=outcome.first_step_s if config.compile else None,
+        compile_time_s=outcome.first_step_s if config.speed.compile else None,
         initial_weights_sha256=trainer.initial_weights_sha256, first_batch_sha256=outcome.first_batch_sha256,
         repeat=repeat, finished_utc=now_utc(), numerics=measured.numerics, memory=measured.memory,
         max_batch=measured.max_batch, warmup_peak_memory_bytes=stats.warmup_peak_memory_bytes or None,
         peak_reserved_bytes=stats.peak_reserved_bytes if device.type == "cuda" else None,
-        optimizer_impl=trainer.optimizer_impl, seed=config.seed, fp8=fp8,
+        optimizer_impl=trainer.optimizer_impl, seed=config.training.seed, fp8=fp8,
         host=host_fields(stats.host_readings, device.type, timing),
         energy=outcome.energy, energy_unavailable=outcome.energy_unavailable, gpu_busy=outcome.gpu_busy,
         gpu_busy_unavailable=outcome.gpu_busy_unavailable,
         **accuracy_fields(measured.curve), **utilisation,
-        grad_comm=trainer.grad_comm, bucket_mb=communication(config.grad_comm, config.bucket_mb, world.size)["bucket_mb"])
+        grad_comm=trainer.grad_comm, bucket_mb=communication(config.distributed.grad_comm, config.distributed.bucket_mb, world.size)["bucket_mb"])
     record.learned = learned(record.data, record.loss_curve, record.test_accuracy)
     if measured.profile is not None:
-        record.profile = replace(measured.profile, diagnosis=diagnose_run(record, measured.profile, config.workers,
+        record.profile = replace(measured.profile, diagnosis=diagnose_run(record, measured.profile, config.data.workers,
                                                                           os.cpu_count() or 1))
     return record
 

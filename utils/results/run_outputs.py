@@ -12,17 +12,18 @@ from utils.errors import UserError, WriteFailed
 from utils.results import files, live, plot
 from utils.results.summary import summary
 
-if TYPE_CHECKING:  # annotations only: the config is above this layer
+if TYPE_CHECKING:
     from utils.config import RunConfig
+    from utils.measure.progress import LiveStream
 
 
 def check(config: RunConfig) -> None:
     """Every output path writable the way it will be written, no two outputs (symlinks followed)
     are one file, and none, file or folder, is in the CIFAR-10 folder. Changes nothing."""
-    outputs = [(path, flag) for path, flag in [(config.json, "--json"), (config.csv, "--csv"), (config.plot, "--plot"),
-                                                (config.checkpoint, "--checkpoint"), (config.jsonl, "--jsonl")] if path]
+    outputs = [(path, flag) for path, flag in [(config.measurement.json, "--json"), (config.measurement.csv, "--csv"), (config.measurement.plot, "--plot"),
+                                                (config.checkpoints.checkpoint, "--checkpoint"), (config.measurement.jsonl, "--jsonl")] if path]
     seen: Dict[str, str] = {}
-    data_folder = os.path.realpath(cifar10.batches_folder(config.data_dir))
+    data_folder = os.path.realpath(cifar10.batches_folder(config.data.data_dir))
     for path, flag in outputs:
         fileio.ensure_writable(path, flag)
         real = os.path.realpath(path)
@@ -30,20 +31,20 @@ def check(config: RunConfig) -> None:
             raise UserError(f"{seen[real]} and {flag} name the same file {path}; give each output its own file.")
         seen[real] = flag
         refuse_in_data_folder(flag, path, os.path.dirname(real), data_folder)
-    for path, flag in [(config.tensorboard, "--tensorboard"), (config.trace_dir, "--trace-dir")]:
+    for path, flag in [(config.measurement.tensorboard, "--tensorboard"), (config.measurement.trace_dir, "--trace-dir")]:
         if path:
             refuse_in_data_folder(flag, path, os.path.realpath(path), data_folder)
-    if config.jsonl:
-        fileio.ensure_appendable(config.jsonl, "--jsonl")
-    if config.csv:
-        fileio.ensure_lockable(config.csv, "--csv")
-        files.check_csv_header(config.csv)
-    if config.plot:
-        plot.check_available(config.plot)
-    if config.tensorboard:
-        live.check_tensorboard(config.tensorboard)
-    if config.trace_dir:
-        fileio.ensure_folder_writable(config.trace_dir, "--trace-dir")
+    if config.measurement.jsonl:
+        fileio.ensure_appendable(config.measurement.jsonl, "--jsonl")
+    if config.measurement.csv:
+        fileio.ensure_lockable(config.measurement.csv, "--csv")
+        files.check_csv_header(config.measurement.csv)
+    if config.measurement.plot:
+        plot.check_available(config.measurement.plot)
+    if config.measurement.tensorboard:
+        live.check_tensorboard(config.measurement.tensorboard)
+    if config.measurement.trace_dir:
+        fileio.ensure_folder_writable(config.measurement.trace_dir, "--trace-dir")
 
 
 def refuse_in_data_folder(flag: str, path: str, written_in: str, data_folder: str) -> None:
@@ -52,7 +53,7 @@ def refuse_in_data_folder(flag: str, path: str, written_in: str, data_folder: st
         raise UserError(f"{flag} {path} is in the CIFAR-10 folder; write results elsewhere.")
 
 
-def write(config: RunConfig, stream: Optional[live.LiveLog],
+def write(config: RunConfig, stream: Optional[LiveStream],
           document: Dict[str, Any]) -> Tuple[List[str], List[str]]:
     """Write every output asked for, each on its own, the results file first: one that fails
     (a full disk, a file made read-only meanwhile) is reported and the others are still
@@ -67,25 +68,25 @@ def write(config: RunConfig, stream: Optional[live.LiveLog],
     return written, failures
 
 
-def writers(config: RunConfig, stream: Optional[live.LiveLog],
+def writers(config: RunConfig, stream: Optional[LiveStream],
             document: Dict[str, Any]) -> List[Callable[[], str]]:
     """A function per output asked for, which writes it and returns the line that says so."""
     def results():
-        files.write_json(config.json, files.json_document(document))
-        return f"results written to {config.json}"
+        files.write_json(config.measurement.json, files.json_document(document))
+        return f"results written to {config.measurement.json}"
 
     def rows():
-        return f"{files.append_csv(config.csv, document)} rows appended to {config.csv}"
+        return f"{files.append_csv(config.measurement.csv, document)} rows appended to {config.measurement.csv}"
 
     def figure():
-        plot.draw(config.plot, document)
-        return f"plot written to {config.plot}"
+        plot.draw(config.measurement.plot, document)
+        return f"plot written to {config.measurement.plot}"
 
     def streams():
         stream.comparison(summary(document, wide=True))
         stream.close()
-        return "; ".join(([f"TensorBoard logs written to {stream.tensorboard}"] if config.tensorboard else [])
-                         + ([f"{config.jsonl} appended"] if config.jsonl else []))
+        return "; ".join(([f"TensorBoard logs written to {stream.tensorboard}"] if config.measurement.tensorboard else [])
+                         + ([f"{config.measurement.jsonl} appended"] if config.measurement.jsonl else []))
 
     def nothing_to(flag, path):
         def refuse():
@@ -94,6 +95,6 @@ def writers(config: RunConfig, stream: Optional[live.LiveLog],
         return refuse
 
     compared = bool(document["comparison"])
-    wanted = [(results, config.json), (rows if compared else nothing_to("--csv", config.csv), config.csv),
-              (figure if compared else nothing_to("--plot", config.plot), config.plot), (streams, stream is not None)]
+    wanted = [(results, config.measurement.json), (rows if compared else nothing_to("--csv", config.measurement.csv), config.measurement.csv),
+              (figure if compared else nothing_to("--plot", config.measurement.plot), config.measurement.plot), (streams, stream is not None)]
     return [write_one for write_one, asked in wanted if asked]

@@ -18,14 +18,20 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from models.families import OPTIMIZER_DEFAULTS
 from utils.errors import UserError
+from utils.modes import BASELINES
 from utils.results.accuracy import accuracy_figures
-from utils.results.compare import (communication_share, group_by_mode, median_step_ms, profiled_communication,
-                                   run_learned, speedup_interval)
+from utils.results.compare import (
+    communication_share,
+    group_by_mode,
+    median_step_ms,
+    profiled_communication,
+    run_learned,
+    speedup_interval,
+)
 from utils.results.merge import merge
-from utils.results.summary import format_table, points, with_interval
 from utils.results.record import setup_of
+from utils.results.summary import format_table, points, with_interval
 from utils.setup_keys import GRAD_COMM
-from utils.training.modes import BASELINES
 
 if TYPE_CHECKING:  # matplotlib is optional: imported only where a figure is drawn
     from matplotlib.figure import Figure

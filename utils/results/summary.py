@@ -10,10 +10,10 @@ from utils.explain.categories import NAMES as CATEGORIES
 from utils.explain.diagnose import GPU_BOUND_SHARE, amdahl_line, ranked, speedup_text
 from utils.measure.nvml_meter import COUNTER_UPDATE_S, MIN_ENERGY_WINDOW_S
 from utils.measure.step_stats import OUTLIER_FACTOR
+from utils.modes import BASELINES
 from utils.results.compare import CHANCE_LOSS, SPREAD_WARNING_PCT, communication_share, profiled_communication
 from utils.results.comparison_row import ComparisonRow
 from utils.results.record import WARMUP_IN_PEAK, setup_of, written_schema
-from utils.training.modes import BASELINES
 
 TABLE_WIDTH = 80
 

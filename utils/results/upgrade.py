@@ -11,11 +11,11 @@ from __future__ import annotations
 from typing import Any, Dict
 
 from models.families import DEFAULT_IMAGE_SIZE
+from utils.config import DEFAULT_MARGIN_POINTS
 from utils.explain.categories import ADDED
 from utils.measure.nvml_meter import window_too_short
-from utils.results.accuracy import DEFAULT_MARGIN_POINTS
+from utils.modes import BASELINES
 from utils.results.record import SCHEMA, WARMUP_IN_PEAK
-from utils.training.modes import BASELINES
 
 # Every earlier release is still read. /1's peak_memory_bytes included the warm-up, so its runs
 # never pool with later ones (record.setup_of holds the schema written) and the table says so
@@ -24,7 +24,7 @@ from utils.training.modes import BASELINES
 EARLIER_SCHEMAS = (WARMUP_IN_PEAK, "ampbench.result/2", "ampbench.result/3")
 READABLE_SCHEMAS = EARLIER_SCHEMAS + (SCHEMA,)
 # The comparison's keys that /3 renamed: before --baseline (/1, and /2 files written before it)
-# every ratio was against fp32; now it is against config.baseline.
+# every ratio was against fp32; now it is against config.precision.baseline.
 RENAMED_IN_COMPARISON = {
     "speedup_vs_fp32": "speedup_vs_baseline", "memory_ratio_vs_fp32": "memory_ratio_vs_baseline",
     "accuracy_delta_vs_fp32": "accuracy_delta_vs_baseline", "max_batch_ratio_vs_fp32": "max_batch_ratio_vs_baseline",

@@ -16,14 +16,15 @@ import typing
 from dataclasses import MISSING, fields
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, NoReturn, Optional, Sequence, Union
 
-from utils.explain.categories import ADDED, NAMES as CATEGORIES
+from utils.explain.categories import ADDED
+from utils.explain.categories import NAMES as CATEGORIES
 from utils.explain.fp8_predict import FP8_GPUS, LARGEST_DIMENSION
 from utils.measure.nvml_meter import MAX_PLAUSIBLE_WATTS, MIN_ENERGY_WINDOW_S, UTILIZATION_SAMPLES, window_too_short
+from utils.modes import MODES
 from utils.numerics.fp16 import FP16_MAX
 from utils.results.record import RunRecord
 from utils.results.upgrade import EARLIER_SCHEMAS
 from utils.setup_keys import GRAD_COMM, SETUP_KEYS
-from utils.training.modes import MODES
 
 LARGEST = 1e300  # no measurement comes near it, and a larger integer overflows a float
 

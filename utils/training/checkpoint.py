@@ -13,22 +13,21 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Un
 
 import torch
 
-from utils import compat, safepickle
+from utils import compat, modes, safepickle
 from utils.errors import UserError, WriteFailed
 from utils.fileio import atomic_write
 from utils.setup_keys import RESUME_KEYS, RESUME_SETTINGS
-from utils.training import checkpoint_format, modes
+from utils.training import checkpoint_format
 from utils.training.loop import Statistics, nonfinite_policy, skipped_steps
 from utils.training.step import start_momentum
 
 if TYPE_CHECKING:
     from torch import nn
 
-    from utils.config import RunConfig
     from utils.data.dataset import Data
-    from utils.safepickle import Allowed
     from utils.launch import World
-    from utils.training.modes import Mode
+    from utils.modes import Mode
+    from utils.safepickle import Allowed
     from utils.training.trainer import Trainer
 
 FORMAT = "ampbench.checkpoint/1"
@@ -132,9 +131,10 @@ class Saver:
     failed: int
     last_error: Optional[str]
 
-    def __init__(self, path: str, trainer: Trainer, config: RunConfig, setup: Dict[str, Union[int, str]],
+    def __init__(self, path: str, trainer: Trainer, record: Dict[str, Any], setup: Dict[str, Union[int, str]],
                  device: torch.device, is_main: bool, warn: Callable[[str], None]):
-        self.path, self.trainer, self.config, self.setup, self.device = path, trainer, config, setup, device
+        """`record` is the run's settings as its results file records them (RunConfig.record)."""
+        self.path, self.trainer, self.record, self.setup, self.device = path, trainer, record, setup, device
         self.is_main, self.warn = is_main, warn
         self.holds, self.failed, self.last_error = None, 0, None
 
@@ -142,7 +142,7 @@ class Saver:
         if not self.is_main:
             return
         try:
-            save(self.path, capture(self.trainer, self.config, step, stats, self.device, self.setup), self.trainer.model)
+            save(self.path, capture(self.trainer, self.record, step, stats, self.device, self.setup), self.trainer.model)
             self.holds = step
         except NonFiniteWeights:
             self.fail(step, f"the weights became inf/NaN by step {step}, so {self.path} was not written (rerun with "
@@ -165,13 +165,14 @@ class Saver:
                 f"{self.path} {kept}."]
 
 
-def capture(trainer: Trainer, config: RunConfig, step: int, stats: Statistics, device: torch.device,
+def capture(trainer: Trainer, record: Dict[str, Any], step: int, stats: Statistics, device: torch.device,
             setup: Dict[str, Union[int, str]]) -> Dict[str, Any]:
-    """Everything a later process needs to continue exactly: weights, optimizer, schedule,
-    scaler, random-number and loader state, and the statistics so far; `setup` is resume_setup()."""
-    skipped = skipped_steps(trainer, nonfinite_policy(trainer.mode, config.on_nan), stats)
+    """Everything a later process needs to continue exactly: the run's settings (`record`),
+    weights, optimizer, schedule, scaler, random-number and loader state, and the statistics so
+    far; `setup` is resume_setup()."""
+    skipped = skipped_steps(trainer, nonfinite_policy(trainer.mode, record["on_nan"]), stats)
     return {
-        "config": config.to_dict(), "setup": setup, "mode": trainer.mode.name, "step": step,
+        "config": record, "setup": setup, "mode": trainer.mode.name, "step": step,
         "model": trainer.model.state_dict(),
         "masters": [p.detach() for p in trainer.params] if trainer.mode.master_weights else None,
         "optimizer": trainer.optimizer.state_dict(), "scheduler": trainer.scheduler.state_dict(),
@@ -219,30 +220,32 @@ def restore_state(trainer: Trainer, state: Dict[str, Any], device: torch.device)
     return state["step"], Statistics(**earlier) if same_mode else None
 
 
-def check_compatible(state: Dict[str, Any], config: RunConfig, mode: Mode, path: str,
+def check_compatible(state: Dict[str, Any], record: Dict[str, Any], mode: Mode, path: str,
                      setup: Dict[str, Union[int, str]]) -> Optional[str]:
     """Refuse a checkpoint of another model, batch, optimizer setting, rank count or data set
-    (`setup`: this run's resume_setup()); between FP32-weight modes allow it and say what happens
-    to the loss scaler (as PyTorch's AMP notes do). Returns a warning or None."""
+    (`record`: this run's settings as RunConfig.record gives them, the checkpoint's `config`
+    holds its run's; `setup`: this run's resume_setup()); between FP32-weight modes allow it and
+    say what happens to the loss scaler (as PyTorch's AMP notes do). Returns a warning or None."""
     saved = state["config"]
     # a setting an earlier release's checkpoint did not record is not checked; the settings come
     # first, as they say why the data differs (synthetic data's count follows --image-size)
     for key in RESUME_KEYS + tuple(key for key in RESUME_SETTINGS if key in saved):
-        if saved[key] != getattr(config, key):
+        if saved[key] != record[key]:
             why = f" ({RESUME_SETTINGS[key]})" if key in RESUME_SETTINGS else ""
             raise UserError(f"{path} holds a run with --{key.replace('_', '-')} {setting_in_words(saved[key])}, "
-                            f"not {setting_in_words(getattr(config, key))}{why}; resume with the same settings or use "
+                            f"not {setting_in_words(record[key])}{why}; resume with the same settings or use "
                             "another --checkpoint.")
     check_setup(state, path, setup)
-    if saved.get("warmup_lr_steps") not in (None, config.warmup_lr_steps) and saved["steps"] == config.steps:
+    steps = record["steps"]
+    if saved.get("warmup_lr_steps") not in (None, record["warmup_lr_steps"]) and saved["steps"] == steps:
         raise UserError(f"{path} holds a run with --warmup-lr-steps {saved['warmup_lr_steps']}, not "
-                        f"{config.warmup_lr_steps}; resume with the same settings or use another --checkpoint.")
-    if config.lr_schedule == "onecycle" and saved["steps"] != config.steps:
+                        f"{record['warmup_lr_steps']}; resume with the same settings or use another --checkpoint.")
+    if record["lr_schedule"] == "onecycle" and saved["steps"] != steps:
         raise UserError(f"{path} holds a one-cycle schedule over {saved['steps']} steps, which cannot stretch to "
-                        f"{config.steps}; resume with --steps {saved['steps']} or use another --checkpoint.")
+                        f"{steps}; resume with --steps {saved['steps']} or use another --checkpoint.")
     stretched = None
-    if config.lr_schedule == "cosine" and saved["steps"] != config.steps:
-        stretched = (f"{path} holds a cosine schedule over {saved['steps']} steps; it now decays over {config.steps}, "
+    if record["lr_schedule"] == "cosine" and saved["steps"] != steps:
+        stretched = (f"{path} holds a cosine schedule over {saved['steps']} steps; it now decays over {steps}, "
                      "so the learning rate from here differs from that of one uninterrupted run.")
     if state["mode"] == mode.name:
         return stretched
@@ -254,11 +257,11 @@ def setting_in_words(value: Union[bool, float, str, None]) -> Union[float, str]:
     return ("on" if value else "off") if isinstance(value, bool) else "unset" if value is None else value
 
 
-def lacks_final_evaluation(state: Dict[str, Any], config: RunConfig) -> bool:
-    """Whether the checkpoint's run, in the mode `config` runs, has no accuracy at its last step
-    (a signal cut its final evaluation short)."""
+def lacks_final_evaluation(state: Dict[str, Any], mode: Mode) -> bool:
+    """Whether the checkpoint's run, in `mode` (the mode this run trains), has no accuracy at its
+    last step (a signal cut its final evaluation short)."""
     points = state["stats"]["accuracy_curve"]
-    return state["mode"] == config.precision_modes[0].name and not (points and points[-1]["step"] == state["step"])
+    return state["mode"] == mode.name and not (points and points[-1]["step"] == state["step"])
 
 
 def check_setup(state: Dict[str, Any], path: str, setup: Dict[str, Union[int, str]]) -> None:

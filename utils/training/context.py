@@ -5,9 +5,9 @@ from dataclasses import dataclass, field
 
 import torch
 
+from utils.launch import World
 from utils.measure.progress import Reporter
 from utils.stop import StopRequest
-from utils.launch import World
 
 
 @dataclass

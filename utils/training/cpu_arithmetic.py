@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, List, Optional
 
 if TYPE_CHECKING:
-    from utils.training.modes import Mode
+    from utils.modes import Mode
 # CPU instruction sets that make float16 / bfloat16 arithmetic faster than FP32 (/proc/cpuinfo flags)
 FAST_CPU_FLAGS = {"float16": ("avx512_fp16", "amx_fp16"), "bfloat16": ("avx512_bf16", "amx_bf16")}
 

@@ -52,12 +52,12 @@ def init(world: World, config: RunConfig) -> torch.device:
     rank's device. Joining gives up after --dist-timeout seconds, and from then on a collective
     that waits longer raises instead of hanging, so a failing rank brings the job down."""
     address = rendezvous_address(world)
-    device = bind_device(world, config.gpu)
-    with watchdog(address, world, config.dist_timeout):
-        join(world, device, address, config.dist_timeout)
+    device = bind_device(world, config.precision.gpu)
+    with watchdog(address, world, config.distributed.dist_timeout):
+        join(world, device, address, config.distributed.dist_timeout)
         try:
             agree_on_settings(world, config)
-            check_grad_comm(config.grad_comm, device)
+            check_grad_comm(config.distributed.grad_comm, device)
         except UserError:
             # every rank refuses alike, from the same gathered facts: leaving the group together
             # brings their exits close, so a launcher seldom ends one that lags behind another
@@ -189,7 +189,7 @@ def watchdog(address: str, world: World, timeout_s: float) -> Iterator[None]:
 def agree_on_settings(world: World, config: RunConfig) -> None:
     """Refuse before any data is loaded when the ranks were started with different flags: a
     different -n ends in mismatched collectives (an abort), a different -b in a wrong run."""
-    settings = {name: value for name, value in config.to_dict().items() if name not in PER_RANK_SETTINGS}
+    settings = {name: value for name, value in config.record().items() if name not in PER_RANK_SETTINGS}
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]
     if len(set(gathered(world, digest))) > 1:  # the settings themselves only when they differ
         raise UserError(settings_differ(gathered(world, settings)))

@@ -13,8 +13,8 @@ from utils.training import distributed, precision
 if TYPE_CHECKING:
     from utils.config import RunConfig
     from utils.data.dataset import Data
+    from utils.modes import Mode
     from utils.training.context import RunContext
-    from utils.training.modes import Mode
 
 
 @torch.no_grad()
@@ -22,11 +22,12 @@ def evaluate(model: nn.Module, mode: Mode, data: Data, config: RunConfig, contex
     """Top-1 accuracy on the test set, under the same autocast as training; with several
     ranks each scores its shard of the test set and the counts are summed. None when a stop
     signal cut the pass short on any rank. In a terminal, the context's reporter shows a bar."""
-    device, world, batch_size = context.device, context.world, config.batch_size
+    device, world, batch_size = context.device, context.world, config.training.batch_size
     model.eval()
     counts = torch.zeros(3, dtype=torch.long, device=device)  # correct, seen, stopped
-    batches = eval_batches(data.test_images, data.test_labels, batch_size, device, config.channels_last,
-                           (world.rank, world.size), config.image_size)
+    batches = eval_batches(data.test_images, data.test_labels, batch_size=batch_size, device=device,
+                           channels_last=config.speed.channels_last, shard=(world.rank, world.size),
+                           input_shape=config.data.input_shape)
     shard = -(-len(data.test_labels) // world.size)
     batches = context.reporter.evaluation(batches, -(-shard // batch_size), mode.name)
     for images, labels in batches:

@@ -11,16 +11,15 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from torch import nn
 
-from models.families import DEFAULT_IMAGE_SIZE
-
 from utils import compat
+from utils.config import DEFAULT_INPUT_SHAPE, InputShape
 from utils.errors import UserError
-from utils.training.modes import FP8_NEEDS_A_GPU, LOW_FP8_SHARE
+from utils.modes import FP8_NEEDS_A_GPU, LOW_FP8_SHARE
 
 if TYPE_CHECKING:
     import torch
 
-    from utils.training.modes import Mode
+    from utils.modes import Mode
 
 INSTALL = "pip install --no-deps -r requirements-fp8.txt"
 FP8_CAPABILITY = (8, 9)  # FP8 tensor cores: Ada (8.9) and Hopper (9.0) on
@@ -137,14 +136,14 @@ def convert(model: nn.Module, recipe: str, emulate: bool) -> nn.Module:
 
 
 def accounting(model: nn.Module, batch_size: int, model_name: str,
-               image_size: int = DEFAULT_IMAGE_SIZE) -> Dict[str, Any]:
+               input_shape: InputShape = DEFAULT_INPUT_SHAPE) -> Dict[str, Any]:
     """What runs in FP8 in one step of `model`: the Linear layers converted out of all, their
     share of the step's matmul and convolution FLOPs (torch's FLOP counter), and every layer left
     out with why: RunRecord.fp8 once the run adds its recipe and emulated. Refuses a model in
     which nothing would run in FP8."""
     from utils.measure import flops
 
-    count = flops.count_step(model, batch_size, image_size)
+    count = flops.count_step(model, batch_size, input_shape)
     linear_flops, total = count.linears, count.total
     why = left_out(model)
     for name, module in model.named_modules():

@@ -13,27 +13,37 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 
 from utils import compat
 from utils.measure import host_load, memory, nvml_meter
 from utils.measure.timing import StepTimer
+from utils.modes import scale_drop_steps
 from utils.training import distributed
 from utils.training.rank_agreement import RankAgreement
-from utils.training.modes import scale_drop_steps
+from utils.training.step import MicroBatches, advance, train_step
 from utils.training.trainer import digest
-from utils.training.step import train_step
 
 if TYPE_CHECKING:
+    from typing import Protocol
+
     from utils.config import RunConfig
-    from utils.numerics.census import Census
+    from utils.launch import World
+    from utils.modes import Mode
+    from utils.stop import StopRequest
     from utils.training.context import RunContext
     from utils.training.curve import AccuracyCurve
-    from utils.training.modes import Mode
     from utils.training.precision import StaticLossScaler
     from utils.training.trainer import Trainer
+
+    class Census(Protocol):
+        """--numerics' census (utils/numerics/census.py): the steps it samples, taken in pauses."""
+
+        def wants(self, step: int) -> bool: ...
+
+        def take(self, trainer: Trainer, images: torch.Tensor, labels: torch.Tensor, step: int) -> None: ...
 
 
 STOPPED_BY_ANOTHER_RANK = "signal to another rank"  # what stopped_by says on ranks that got no signal
@@ -84,28 +94,6 @@ class LoopOutcome:
         return (self.completed_steps == steps or self.reached_target) and self.stopped_by is None
 
 
-class MicroBatches:
-    """The micro-batches of one optimizer step (--accum-steps K): the first, already fetched
-    (the data time is the wait for it), then the others drawn from the loader only as the step
-    reaches each, so memory holds one micro-batch at a time however large K is."""
-
-    def __init__(self, first: Tuple[torch.Tensor, torch.Tensor], loader: Iterator[Tuple[torch.Tensor, torch.Tensor]],
-                 count: int):
-        self.first, self.loader, self.count = first, loader, count
-
-    def __len__(self) -> int:
-        return self.count
-
-    def __iter__(self) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
-        yield self.take_first()
-        for _ in range(self.count - 1):
-            yield next(self.loader)
-
-    def take_first(self) -> Tuple[torch.Tensor, torch.Tensor]:
-        first, self.first = self.first, None  # from here the step alone holds it
-        return first
-
-
 def nonfinite_policy(mode: Mode, on_nan: str) -> str:
     """What a non-finite loss does: "scaler" (the mode's loss scaler skips such steps),
     "stop" (the run ends, --on-nan stop) or "skip" (the step is skipped, --on-nan skip)."""
@@ -124,13 +112,14 @@ class Recorder:
     peak reset, when it ends, where the GPU meter starts; pause() and begin_step() keep the
     pauses the step times leave out out of its energy and busy share too."""
 
-    def __init__(self, previous: Statistics, config: RunConfig, start_step: int, context: RunContext,
-                 curve: Optional[AccuracyCurve] = None):
-        self.previous, self.config, self.start_step, self.context = previous, config, start_step, context
+    def __init__(self, previous: Statistics, images_per_step: int, timing_warmup: int, start_step: int,
+                 context: RunContext, curve: Optional[AccuracyCurve] = None):
+        self.previous, self.start_step, self.context = previous, start_step, context
+        self.images_per_step = images_per_step  # this process's, in each optimizer step
         self.curve = curve  # an AccuracyCurve: its points and evaluation time go into the statistics
         self.losses, self.lrs, self.loss_scales = [], [], []  # this process's, warm-up included (as the timer's)
         self.first_batch = self.first_step_s = None
-        self.timing_warmup = config.warmup  # the steps left out of the timings (--warmup), not the lr's warm-up
+        self.timing_warmup = timing_warmup  # the steps left out of the timings, not the learning rate's warm-up
         self.timing_warmup_peak = 0
         memory.reset_peak(context.device)
         self.started = time.perf_counter()
@@ -194,7 +183,7 @@ class Recorder:
         statistics(), whose all-reduces wait for the other ranks (the GPU idles then, and that
         is no step's energy or idle time)."""
         timed_steps = max(len(timer.step_ms) - self.timing_warmup, 0)
-        return self.gpu_meter.finish(timed_steps * self.config.effective_batch_size)
+        return self.gpu_meter.finish(timed_steps * self.images_per_step)
 
     def statistics(self, timer: StepTimer) -> Statistics:
         """All statistics so far: earlier processes' plus this one's (timings, the memory peak
@@ -231,53 +220,64 @@ class Recorder:
 def train(trainer: Trainer, config: RunConfig, context: RunContext, start_step: int = 0,
           previous: Optional[Statistics] = None, save: Optional[Callable[[int, Statistics], None]] = None,
           census: Optional[Census] = None, curve: Optional[AccuracyCurve] = None) -> LoopOutcome:
-    """Train from `start_step` to config.steps, continuing `previous` (earlier processes'). A stop signal ends the run
+    """Train from `start_step` to the plan's steps, continuing `previous` (earlier processes'). A stop signal ends the run
     after the current step; `save(step, stats)` runs every --checkpoint-every steps; `census` (--numerics) examines
     the steps it wants and `curve` evaluates on its cadence, after the step, outside its timing. --stop-at-target ends
     the run at the evaluation that reaches the target (at the first timed step if one in the warm-up did)."""
     device, world, stop = context.device, context.world, context.stop
-    policy = nonfinite_policy(trainer.mode, config.on_nan)
-    timer, recorder = StepTimer(device), Recorder(previous or Statistics(), config, start_step, context, curve)
+    policy = nonfinite_policy(trainer.mode, config.training.on_nan)
+    steps = trainer.plan.steps
+    timer = StepTimer(device)
+    recorder = Recorder(previous or Statistics(), config.training.effective_batch_size, trainer.plan.timing_warmup,
+                        start_step, context, curve)
     agreement = RankAgreement(device, world, recorder.losses, policy == "stop") \
         if policy == "stop" or world.distributed else None
-    progress = context.reporter.training(config.steps, trainer.mode.name, config.global_batch_size(world.size),
+    progress = context.reporter.training(steps, trainer.mode.name, config.training.global_batch_size(world.size),
                                          start_step, (recorder.losses, recorder.lrs, recorder.loss_scales))
     step, stopped_by, reached = start_step, None, False
-    while step < config.steps:
-        signalled = stop.signal_name is not None
-        diverged, stopping = agreement.check(step, signalled) if agreement else (False, False)
-        if stopping or (signalled and not world.distributed):
-            stopped_by = stop.signal_name if signalled else STOPPED_BY_ANOTHER_RANK
-            break
-        if diverged and policy == "stop":
+    every = config.checkpoints.checkpoint_every
+    while step < steps:
+        ending, stopped_by = ends_before(step, agreement, stop, world, policy)
+        if ending:
             break
         recorder.begin_step(timer)
-        batches = MicroBatches(next(trainer.loader), trainer.loader, config.accum_steps)
+        batches = MicroBatches(next(trainer.loader), trainer.loader, config.training.accum_steps)
         timer.batch_ready()
         recorder.before_step(batches, trainer.optimizer)
         sample = batches.first if census is not None and census.wants(step + 1) else None
         loss = train_step(trainer.step_model, batches, trainer.criterion, trainer.optimizer, trainer.scaler,
-                          trainer.mode, device, config.clip_grad, skip_nonfinite=policy == "skip")
-        trainer.scheduler.step()  # every step, skipped or not: knowing which were skipped would need a sync
+                          trainer.mode, device, config.training.clip_grad, skip_nonfinite=policy == "skip")
+        advance(trainer.scheduler)  # every step, skipped or not: knowing which were skipped would need a sync
         step += 1
         recorder.after_step(step, loss, trainer.scaler)
         progress.update(loss)
         if sample is not None:  # a pause, like a checkpoint's: the next start_step() leaves it out
             recorder.pause(timer)
             census.take(trainer, sample[0], sample[1], step)
-        if save and config.checkpoint_every and step % config.checkpoint_every == 0 and step < config.steps:
+        if save and every and step % every == 0 and step < steps:
             recorder.pause(timer)
             save(step, recorder.statistics(timer))
-        if curve is not None and curve.wants(step, config.steps):
+        if curve is not None and curve.wants(step, steps):
             recorder.pause(timer)
             curve.take(step, recorder.train_s(timer))
         # the target ends the run once a step is timed: one reached in the warm-up ends it after
-        if config.stop_at_target and curve is not None and recorder.timed(step) and curve.reached_target:
+        if config.accuracy.stop_at_target and curve is not None and recorder.timed(step) and curve.reached_target:
             reached = True
             break
     timer.close()  # synchronizes: the progress's last line reads its copies without waiting
     progress.close()
     return loop_outcome(trainer, recorder, timer, policy, step, stopped_by, reached)
+
+
+def ends_before(step: int, agreement: Optional[RankAgreement], stop: StopRequest, world: World,
+                policy: str) -> Tuple[bool, Optional[str]]:
+    """Whether the run ends before `step`: a signal here (or, distributed, on any rank) ends it with the
+    signal's name; a divergence under --on-nan stop ends it with none."""
+    signalled = stop.signal_name is not None
+    diverged, stopping = agreement.check(step, signalled) if agreement else (False, False)
+    if stopping or (signalled and not world.distributed):
+        return True, stop.signal_name if signalled else STOPPED_BY_ANOTHER_RANK
+    return diverged and policy == "stop", None
 
 
 def loop_outcome(trainer: Trainer, recorder: Recorder, timer: StepTimer, policy: str, completed_steps: int,

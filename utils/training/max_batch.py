@@ -17,12 +17,11 @@ from torch import nn
 
 from utils.measure import memory
 from utils.training import precision
-from utils.training.loop import MicroBatches
-from utils.training.step import make_optimizer, no_decay_flags, train_step
+from utils.training.step import MicroBatches, make_optimizer, no_decay_flags, train_step
 
 if TYPE_CHECKING:
-    from utils.config import RunConfig
-    from utils.training.modes import Mode
+    from utils.config import Recipe, RunConfig
+    from utils.modes import Mode
 
 LARGEST_TRY = 1 << 20  # a million images a step: beyond any GPU today
 
@@ -47,14 +46,16 @@ def largest_batch(fits: Callable[[int], bool], start: int, limit: int = LARGEST_
     return fitted
 
 
-def fits_on_gpu(initial_model: nn.Module, mode: Mode, config: RunConfig, device: torch.device) -> Callable[[int], bool]:
+def fits_on_gpu(initial_model: nn.Module, mode: Mode, config: RunConfig, recipe: Recipe,
+                device: torch.device) -> Callable[[int], bool]:
     """fits(batch) for largest_batch: two training steps of a fresh copy in `mode`."""
     def attempt(batch):
         model = copy.deepcopy(initial_model).to(device)
-        params, scaler = precision.prepare_model(model, mode, device, config.loss_scale)
-        optimizer, _ = make_optimizer(params, 0.01, config.momentum, config.weight_decay, config.nesterov,
-                                      config.optimizer_impl, config.optimizer, no_decay_flags(model, config.model))
-        images = torch.randn(batch, 3, config.image_size, config.image_size, device=device)
+        params, scaler = precision.prepare_model(model, mode, device, config.precision.loss_scale)
+        optimizer, _ = make_optimizer(params, lr=0.01, momentum=recipe.momentum, weight_decay=recipe.weight_decay,
+                                      nesterov=config.training.nesterov, impl=config.training.optimizer_impl,
+                                      kind=recipe.optimizer, no_decay=no_decay_flags(model, config.training.model))
+        images = torch.randn(batch, *config.data.input_shape, device=device)
         labels = torch.randint(0, 10, (batch,), device=device)
         batches = iter(lambda: (images, labels), None)
         for _ in range(2):
@@ -76,7 +77,8 @@ def fits_on_gpu(initial_model: nn.Module, mode: Mode, config: RunConfig, device:
     return fits
 
 
-def largest_batch_of(initial_model: nn.Module, mode: Mode, config: RunConfig, device: torch.device) -> int:
+def largest_batch_of(initial_model: nn.Module, mode: Mode, config: RunConfig, recipe: Recipe,
+                     device: torch.device) -> int:
     """The largest batch `mode` trains on `device` (CUDA)."""
     precision.set_tf32(mode.tf32)
-    return largest_batch(fits_on_gpu(initial_model, mode, config, device), config.batch_size)
+    return largest_batch(fits_on_gpu(initial_model, mode, config, recipe, device), config.training.batch_size)

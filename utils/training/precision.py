@@ -15,11 +15,11 @@ from torch import nn
 
 from utils import compat
 from utils.errors import UserError
+from utils.modes import INITIAL_LOSS_SCALE
 from utils.training import cpu_arithmetic, float8
-from utils.training.modes import INITIAL_LOSS_SCALE
 
 if TYPE_CHECKING:
-    from utils.training.modes import Mode
+    from utils.modes import Mode
 
 
 def check_supported(mode: Mode, device: torch.device, fp8_emulate: bool = False,

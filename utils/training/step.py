@@ -12,7 +12,7 @@ import functools
 import inspect
 import math
 import warnings
-from typing import TYPE_CHECKING, ContextManager, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, ContextManager, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import nn
@@ -22,8 +22,29 @@ from utils import compat
 from utils.training import precision
 
 if TYPE_CHECKING:
-    from utils.training.loop import MicroBatches
-    from utils.training.modes import Mode
+    from utils.modes import Mode
+
+
+class MicroBatches:
+    """The micro-batches of one optimizer step (--accum-steps K): the first, already fetched
+    (the data time is the wait for it), then the others drawn from the loader only as the step
+    reaches each, so memory holds one micro-batch at a time however large K is."""
+
+    def __init__(self, first: Tuple[torch.Tensor, torch.Tensor], loader: Iterator[Tuple[torch.Tensor, torch.Tensor]],
+                 count: int):
+        self.first, self.loader, self.count = first, loader, count
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __iter__(self) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
+        yield self.take_first()
+        for _ in range(self.count - 1):
+            yield next(self.loader)
+
+    def take_first(self) -> Tuple[torch.Tensor, torch.Tensor]:
+        first, self.first = self.first, None  # from here the step alone holds it
+        return first
 
 
 def train_step(model: nn.Module, batches: Union[MicroBatches, Sequence[Tuple[torch.Tensor, torch.Tensor]]],
@@ -64,16 +85,13 @@ def gradient_sync(model: nn.Module, enabled: bool) -> ContextManager[None]:
     return model.no_sync()
 
 
-# The schedule advances at every step, skipped or not (see make_scheduler); torch warns the
-# first time a scaler's skip makes scheduler.step() come before any optimizer.step().
-warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step\(\)` before `optimizer\.step\(\)`")
 
 
 OPTIMIZERS = {"sgd": torch.optim.SGD, "adamw": torch.optim.AdamW}
 FUSED_RELEASES = {"sgd": "has_fused_sgd", "adamw": "has_fused_adamw"}  # compat's checks, looked up when used
 
 
-def make_optimizer(params: Iterable[torch.Tensor], lr: float, momentum: Optional[float] = 0.9,
+def make_optimizer(params: Iterable[torch.Tensor], *, lr: float, momentum: Optional[float] = 0.9,
                    weight_decay: float = 5e-4, nesterov: bool = False, impl: str = "fused", kind: str = "sgd",
                    no_decay: Optional[Sequence[bool]] = None) -> Tuple[torch.optim.Optimizer, str]:
     """SGD or AdamW (`kind`) and the implementation that really runs: "fused" (one kernel for
@@ -162,3 +180,16 @@ def make_scheduler(optimizer: torch.optim.Optimizer, schedule: str, steps: int,
         return 1.0
 
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+# torch warns when a schedule's first step comes before any optimizer step, as it does where a
+# loss scaler skipped the first update; advance() steps the schedule at every step, skipped or not.
+SKIPPED_FIRST_UPDATE = r"Detected call of `lr_scheduler\.step\(\)` before `optimizer\.step\(\)`"
+
+
+def advance(scheduler: torch.optim.lr_scheduler.LRScheduler) -> None:
+    """One step of the schedule, without torch's warning for a first update the scaler skipped
+    (filtered here only: a filter set at import would hide the warning everywhere)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=SKIPPED_FIRST_UPDATE)
+        scheduler.step()

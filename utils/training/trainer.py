@@ -12,13 +12,13 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from utils.data.loaders import make_train_loader, memory_format
+from utils.modes import Mode
 from utils.setup_keys import communication
 from utils.training import distributed, float8, precision
-from utils.training.modes import Mode
 from utils.training.step import make_optimizer, make_scheduler, no_decay_flags
 
 if TYPE_CHECKING:
-    from utils.config import RunConfig
+    from utils.config import Distributed, RunConfig, TrainingPlan
     from utils.data.dataset import Data
     from utils.data.loaders import DeviceLoader, TorchvisionLoader
     from utils.launch import World
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 class Trainer:
     """A mode's training state, handed from setup to the loop, checkpoints and evaluation."""
     mode: Mode
+    plan: TrainingPlan  # the run's steps, timing warm-up and recipe
     model: nn.Module  # the weights: checkpoints and evaluation use these
     step_model: nn.Module  # what the step calls: the model, possibly wrapped in DDP, then compiled
     params: List[torch.Tensor]  # what the optimizer updates (FP32 masters in fp16-master)
@@ -42,43 +43,45 @@ class Trainer:
     grad_comm: Optional[str] = None  # the dtype DDP's gradients travel in; None in one process
 
 
-def build_trainer(initial_model: nn.Module, mode: Mode, data: Data, config: RunConfig, device: torch.device,
-                  world: World) -> Trainer:
-    """A copy of `initial_model` set up for `mode`: every mode starts from the same weights,
-    and the loader, seeded with config.seed, gives every mode the same batches."""
+def build_trainer(initial_model: nn.Module, mode: Mode, data: Data, config: RunConfig, plan: TrainingPlan,
+                  device: torch.device, world: World) -> Trainer:
+    """A copy of `initial_model` set up for `mode` and trained by `plan`: every mode starts from
+    the same weights, and the loader, seeded with the run's seed, gives every mode the same
+    batches."""
     precision.set_tf32(mode.tf32)
-    if config.optimizer is None or config.lr is None:  # the recipe is resolved once, where the data is known
-        raise ValueError("build_trainer needs a config whose recipe is resolved: RunConfig.with_recipe()")
+    training, recipe = config.training, plan.recipe
     model = copy.deepcopy(initial_model).to(device)
     initial_weights = digest(model.state_dict().values())
-    if config.channels_last:
+    if config.speed.channels_last:
         model = model.to(memory_format=memory_format(True))
     if mode.float8:  # before DDP and compile wrap the model, and before the optimizer takes its parameters
-        float8.convert(model, mode.float8, config.fp8_emulate)
-    params, scaler = precision.prepare_model(model, mode, device, config.loss_scale)
+        float8.convert(model, mode.float8, config.precision.fp8_emulate)
+    params, scaler = precision.prepare_model(model, mode, device, config.precision.loss_scale)
     step_model, grad_comm = model, None
     if world.distributed:  # broadcasts rank 0's weights, all-reduces gradients in backward
-        step_model, grad_comm = data_parallel(model, device, config, world.size)
-    if config.compile:
-        step_model = torch.compile(step_model, mode=config.compile_mode)
-    loader = make_train_loader(config.loader, data.train_images, data.train_labels, config.batch_size, device,
-                               config.seed, config.workers, config.channels_last, (world.rank, world.size),
-                               config.image_size)
-    optimizer, optimizer_impl = make_optimizer(params, config.lr, config.momentum, config.weight_decay,
-                                               config.nesterov, config.optimizer_impl, config.optimizer,
-                                               no_decay_flags(model, config.model))
-    return Trainer(mode=mode, model=model, step_model=step_model, params=params, scaler=scaler, optimizer=optimizer,
-                   optimizer_impl=optimizer_impl,
-                   scheduler=make_scheduler(optimizer, config.lr_schedule, config.steps, config.warmup_lr_steps),
-                   criterion=nn.CrossEntropyLoss(label_smoothing=config.label_smoothing),
+        step_model, grad_comm = data_parallel(model, device, config.distributed, world.size)
+    if config.speed.compile:
+        step_model = torch.compile(step_model, mode=config.speed.compile_mode)
+    loader = make_train_loader(config.data.loader, data.train_images, data.train_labels,
+                               batch_size=training.batch_size, device=device, seed=training.seed,
+                               workers=config.data.workers, channels_last=config.speed.channels_last,
+                               shard=(world.rank, world.size), input_shape=config.data.input_shape)
+    optimizer, optimizer_impl = make_optimizer(params, lr=recipe.lr, momentum=recipe.momentum,
+                                               weight_decay=recipe.weight_decay, nesterov=training.nesterov,
+                                               impl=training.optimizer_impl, kind=recipe.optimizer,
+                                               no_decay=no_decay_flags(model, training.model))
+    return Trainer(mode=mode, plan=plan, model=model, step_model=step_model, params=params, scaler=scaler,
+                   optimizer=optimizer, optimizer_impl=optimizer_impl,
+                   scheduler=make_scheduler(optimizer, training.lr_schedule, plan.steps, recipe.lr_warmup_steps),
+                   criterion=nn.CrossEntropyLoss(label_smoothing=recipe.label_smoothing),
                    loader=loader, initial_weights_sha256=initial_weights, grad_comm=grad_comm)
 
 
-def data_parallel(model: nn.Module, device: torch.device, config: RunConfig,
+def data_parallel(model: nn.Module, device: torch.device, settings: Distributed,
                   world_size: int) -> Tuple[DistributedDataParallel, str]:
     """The model in DDP with --bucket-mb's buckets and --grad-comm's hook, and the dtype its
     gradients travel in: the hook's, or without one the gradients' own (float16 in fp16-master)."""
-    comm = communication(config.grad_comm, config.bucket_mb, world_size)
+    comm = communication(settings.grad_comm, settings.bucket_mb, world_size)
     wrapped = DistributedDataParallel(model, device_ids=[device.index] if device.index is not None else None,
                                       bucket_cap_mb=comm["bucket_mb"])
     if comm["grad_comm"] != "fp32":

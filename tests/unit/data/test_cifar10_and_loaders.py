@@ -6,8 +6,8 @@ import torch
 
 from conftest import copy_subset
 from utils.data import cifar10
+from utils.data.loaders import MEAN, STD, DeviceLoader, Normalize, eval_batches, random_crop_flip, synthetic_images
 from utils.errors import UserError
-from utils.data.loaders import MEAN, STD, DeviceLoader, Normalize, random_crop_flip, synthetic_images, eval_batches
 
 
 @pytest.fixture(scope="module")
@@ -140,6 +140,7 @@ def forged_verdicts(tmp_path_factory):
     import json
     import subprocess
     import sys
+
     from conftest import ROOT
     folder = tmp_path_factory.mktemp("forged")
     paths = {}
@@ -211,7 +212,7 @@ def test_normalization_uses_cifar_statistics():
 def test_loader_covers_every_image_once_per_epoch_with_aligned_labels():
     images = torch.arange(100, dtype=torch.uint8).view(100, 1, 1, 1).expand(100, 3, 32, 32).contiguous()
     labels = torch.arange(100)
-    loader = DeviceLoader(images, labels, 32, torch.device("cpu"), seed=3)
+    loader = DeviceLoader(images, labels, batch_size=32, device=torch.device("cpu"), seed=3)
     loader.normalize = lambda x: x  # look at the raw pixels
     seen = []
     for _ in range(7):  # 224 images: two full epochs and part of a third
@@ -226,9 +227,9 @@ def test_loader_covers_every_image_once_per_epoch_with_aligned_labels():
 
 def test_same_seed_same_batches():
     images, labels = synthetic_images(200, torch.device("cpu"), seed=0)
-    a = DeviceLoader(images, labels, 50, torch.device("cpu"), seed=7)
-    b = DeviceLoader(images, labels, 50, torch.device("cpu"), seed=7)
-    c = DeviceLoader(images, labels, 50, torch.device("cpu"), seed=8)
+    a = DeviceLoader(images, labels, batch_size=50, device=torch.device("cpu"), seed=7)
+    b = DeviceLoader(images, labels, batch_size=50, device=torch.device("cpu"), seed=7)
+    c = DeviceLoader(images, labels, batch_size=50, device=torch.device("cpu"), seed=8)
     first_a, first_b, first_c = next(a), next(b), next(c)
     assert torch.equal(first_a[0], first_b[0]) and torch.equal(first_a[1], first_b[1])
     assert not torch.equal(first_a[0], first_c[0])
@@ -242,7 +243,7 @@ def test_synthetic_data_is_fixed_and_cifar_shaped():
 
 
 def test_real_batches_are_normalized(dataset):
-    batch, _ = next(eval_batches(dataset.test_images, dataset.test_labels, 1017, torch.device("cpu")))
+    batch, _ = next(eval_batches(dataset.test_images, dataset.test_labels, batch_size=1017, device=torch.device("cpu")))
     assert abs(batch.mean().item()) < 0.15 and 0.85 < batch.std().item() < 1.15
 
 
@@ -292,21 +293,26 @@ def test_every_loader_gives_batches_upsampled_to_the_image_size(dataset):
     images, labels = dataset.train_images[:16], dataset.train_labels[:16]
     cpu = torch.device("cpu")
     for kind in ("device", "torchvision"):
-        batch, _ = next(make_train_loader(kind, images, labels, 4, cpu, 0, 0, False, image_size=64))
+        batch, _ = next(make_train_loader(kind, images, labels, batch_size=4, device=cpu, seed=0, workers=0,
+                                          channels_last=False, input_shape=(3, 64, 64)))
         assert batch.shape == (4, 3, 64, 64) and batch.dtype == torch.float32
-    test_batch, _ = next(eval_batches(dataset.test_images[:4], dataset.test_labels[:4], 4, cpu, image_size=64))
-    plain, _ = next(eval_batches(dataset.test_images[:4], dataset.test_labels[:4], 4, cpu))
+    test_batch, _ = next(eval_batches(dataset.test_images[:4], dataset.test_labels[:4], batch_size=4, device=cpu,
+                                      input_shape=(3, 64, 64)))
+    plain, _ = next(eval_batches(dataset.test_images[:4], dataset.test_labels[:4], batch_size=4, device=cpu))
     assert torch.equal(test_batch, F.interpolate(plain, size=(64, 64), mode="bilinear", align_corners=False))
-    assert upsample(plain, 32) is plain  # at its own size the batch is left alone
-    assert isinstance(make_train_loader("torchvision", images, labels, 4, cpu, 0, 0, False), TorchvisionLoader)
-    synthetic, _ = synthetic_images(3, cpu, 0, image_size=64)
+    assert upsample(plain, (3, 32, 32)) is plain  # at its own size the batch is left alone
+    assert isinstance(make_train_loader("torchvision", images, labels, batch_size=4, device=cpu, seed=0, workers=0,
+                                        channels_last=False), TorchvisionLoader)
+    synthetic, _ = synthetic_images(3, cpu, 0, input_shape=(3, 64, 64))
     assert synthetic.shape == (3, 3, 64, 64) and synthetic.dtype == torch.uint8
-    loader = DeviceLoader(synthetic, torch.zeros(3, dtype=torch.long), 2, cpu, 0, image_size=64)
+    loader = DeviceLoader(synthetic, torch.zeros(3, dtype=torch.long), batch_size=2, device=cpu, seed=0,
+                          input_shape=(3, 64, 64))
     assert next(loader)[0].shape == (2, 3, 64, 64)
 
 
 def test_synthetic_data_holds_cifar10s_bytes_but_a_few_batches_at_large_sizes():
     from utils.data.dataset import FEWEST_SYNTHETIC_IMAGES, SYNTHETIC_TRAIN_IMAGES, synthetic_count
 
-    assert synthetic_count(32) == SYNTHETIC_TRAIN_IMAGES and synthetic_count(64) == SYNTHETIC_TRAIN_IMAGES // 4
-    assert synthetic_count(224) == FEWEST_SYNTHETIC_IMAGES
+    assert synthetic_count((3, 32, 32)) == SYNTHETIC_TRAIN_IMAGES
+    assert synthetic_count((3, 64, 64)) == SYNTHETIC_TRAIN_IMAGES // 4
+    assert synthetic_count((3, 224, 224)) == FEWEST_SYNTHETIC_IMAGES

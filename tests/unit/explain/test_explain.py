@@ -7,17 +7,18 @@ import types
 import pytest
 import torch
 
-from models import factory
 from conftest import ROOT, run_cli, run_main
+from models import factory
+from utils import launch
 from utils.config import RunConfig
-from utils.training import cpu_arithmetic
 from utils.data.dataset import synthetic
 from utils.explain import diagnose
 from utils.explain.categories import CATEGORIES, NAMES, WHAT, category_of, core_name
 from utils.explain.profiler import Profile, profile_steps
-from utils import launch
+from utils.measure import gpus
+from utils.modes import MODES
+from utils.training import cpu_arithmetic
 from utils.training import trainer as trainer_module
-from utils.training.modes import MODES
 from utils.training.trainer import build_trainer
 
 CPU = torch.device("cpu")
@@ -64,8 +65,9 @@ def test_core_names_and_one_table():
 def trainer_for(model_name, mode, stem="cifar", batch=16):
     torch.manual_seed(0)
     model = factory.build_model(model_name, stem, None, batch)
-    config = RunConfig.build(steps=10, warmup=1, batch_size=batch, no_progress=True).with_recipe(True, 1)
-    return build_trainer(model, MODES[mode], synthetic(CPU, seed=0), config, CPU, launch.World()), config
+    config = RunConfig.build(steps=10, warmup=1, batch_size=batch, no_progress=True)
+    return build_trainer(model, MODES[mode], synthetic(CPU, seed=0), config, config.plan(True, 1), CPU,
+                         launch.World()), config
 
 
 @pytest.mark.compat  # the profiler's event names and tree under the oldest torch too
@@ -153,8 +155,8 @@ def test_the_rules_fire_at_their_thresholds_and_not_below():
 
 def test_tensor_core_shapes_are_named_from_the_model():
     model = factory.build_model("resnet18", "cifar", None, 12)
-    assert diagnose.unaligned_layers(model, 12) == ["the batch (12)", "conv1 (3->64)", "fc (512->10)"]
-    assert diagnose.unaligned_layers(model, 16) == ["conv1 (3->64)", "fc (512->10)"]
+    assert gpus.unaligned_layers(model, 12) == ["the batch (12)", "conv1 (3->64)", "fc (512->10)"]
+    assert gpus.unaligned_layers(model, 16) == ["conv1 (3->64)", "fc (512->10)"]
 
 
 def test_amdahl_line_from_the_shares_and_the_measured_speedup():

@@ -108,16 +108,16 @@ def test_a_gpu_without_fp8_or_a_bad_shape_is_refused():
 
 def test_a_model_step_predicts_its_converted_layers_and_the_rest():
     model = factory.build_model("vit_t4", batch_size=64, image_size=32)
-    step = predict_model("h100-sxm", "rowwise", True, model, 64, 32)
+    step = predict_model("h100-sxm", "rowwise", True, model, 64, (3, 32, 32))
     assert step.converted_layers > 0 and step.rest_s > 0
     assert step.linear_speedup < step.speedup < 1.0  # a CIFAR ViT sits in FP8's slow corner
-    bigger = predict_model("h100-sxm", "rowwise", True, model, 512, 32)
+    bigger = predict_model("h100-sxm", "rowwise", True, model, 512, (3, 32, 32))
     assert bigger.linear_speedup > step.linear_speedup
 
 
 def test_every_device_name_maps_to_a_spec_and_mfu_reads_the_same_peaks():
     from utils.measure import flops
-    from utils.training.modes import MODES
+    from utils.modes import MODES
     assert all(key in gpus.SPECS for key in gpus.DEVICE_NAMES.values())
     assert flops.peak_tflops("NVIDIA H200", MODES["amp-bf16"]) == (gpus.SPECS["h200"].tflops["bf16"], None)
     assert gpus.SPECS["h200"].memory_tb_s > gpus.SPECS["h100-sxm"].memory_tb_s
@@ -181,11 +181,11 @@ def test_a_prediction_that_cannot_be_printed_is_one_sentence_and_exit_1():
 
 def test_a_run_predicts_for_its_gpu_an_h100_when_emulated_and_none_for_a_card_without_figures():
     model = factory.build_model("vit_t4", batch_size=8, image_size=32)
-    on_gpu, why = fp8_predict.run_prediction("NVIDIA H100 80GB HBM3", False, "rowwise", True, model, 8, 32)
+    on_gpu, why = fp8_predict.run_prediction("NVIDIA H100 80GB HBM3", False, "rowwise", True, model, 8, (3, 32, 32))
     assert why is None and (on_gpu["gpu"], on_gpu["for"], on_gpu["compiled"]) == ("h100-sxm", "this GPU: an H100 SXM",
                                                                                   True)
-    emulated, _ = fp8_predict.run_prediction("NVIDIA A100-SXM4-80GB", True, "rowwise", False, model, 8, 32)
+    emulated, _ = fp8_predict.run_prediction("NVIDIA A100-SXM4-80GB", True, "rowwise", False, model, 8, (3, 32, 32))
     assert (emulated["gpu"], emulated["for"]) == ("h100-sxm", "emulated: an H100 SXM")
     assert json.loads(json.dumps(emulated, allow_nan=False)) == emulated
-    assert fp8_predict.run_prediction("NVIDIA A100-SXM4-80GB", False, "rowwise", True, model, 8, 32) == (
+    assert fp8_predict.run_prediction("NVIDIA A100-SXM4-80GB", False, "rowwise", True, model, 8, (3, 32, 32)) == (
         None, "no FP8 figures for 'NVIDIA A100-SXM4-80GB' in utils/measure/gpus.py")

@@ -2,8 +2,8 @@
 import pytest
 
 from models import factory
+from utils import modes
 from utils.measure import flops
-from utils.training import modes
 
 
 def test_flops_are_counted_per_step_and_scale_with_batch():
@@ -19,7 +19,7 @@ def test_a_convnets_flops_grow_with_the_images_area_but_for_its_head():
     2 x 512 x 10 FLOPs an image in training) does the same at both."""
     model, batch = factory.build_model("resnet18", "imagenet", image_size=64), 4
     head = 3 * 2 * 512 * 10 * batch
-    at_32, at_64 = (flops.training_flops_per_step(model, batch, size) for size in (32, 64))
+    at_32, at_64 = (flops.training_flops_per_step(model, batch, (3, size, size)) for size in (32, 64))
     assert at_64 - head == 4 * (at_32 - head)
 
 

@@ -2,10 +2,10 @@
 import torch
 from torch import nn
 
+from utils import launch, modes
 from utils.config import RunConfig
 from utils.data.dataset import synthetic
-from utils import launch
-from utils.training import loop, modes
+from utils.training import loop
 from utils.training.context import RunContext
 from utils.training.trainer import build_trainer
 
@@ -31,8 +31,8 @@ class WarmupScratch(nn.Module):
 
 
 def test_a_large_warm_up_temporary_shows_in_the_warm_up_peak_only():
-    config = RunConfig.build(steps=6, warmup=2, batch_size=8, no_progress=True, no_eval=True).with_recipe(False, 1)
-    trainer = build_trainer(WarmupScratch(), modes.MODES["fp32"], synthetic(CPU, seed=0), config, CPU,
+    config = RunConfig.build(steps=6, warmup=2, batch_size=8, no_progress=True, no_eval=True)
+    trainer = build_trainer(WarmupScratch(), modes.MODES["fp32"], synthetic(CPU, seed=0), config, config.plan(False, 1), CPU,
                             launch.World())
     stats = loop.train(trainer, config, RunContext(CPU)).stats
     assert stats.warmup_peak_memory_bytes - stats.peak_memory_bytes > 0.8 * SCRATCH_BYTES, stats

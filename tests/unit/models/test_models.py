@@ -94,7 +94,7 @@ def test_every_refusal_suggests_a_size_the_program_takes(family):
         if refusal:
             suggested = int(refusal.rsplit("--image-size ", 1)[1].rstrip("."))
             assert families.size_refusal(name, suggested) is None, (family, size, suggested)
-            assert RunConfig.build(model=name, image_size=suggested).image_size == suggested
+            assert RunConfig.build(model=name, image_size=suggested).data.image_size == suggested
 
 
 def test_a_vit_takes_at_most_64_patches_a_side_and_the_refusal_names_one_it_takes():
@@ -152,10 +152,10 @@ def test_the_default_stem_follows_the_image_size():
 
     assert families.default_stem(families.CIFAR_STEM_UP_TO) == "cifar"
     assert families.default_stem(families.CIFAR_STEM_UP_TO + 1) == "imagenet"
-    assert [RunConfig.build(model="resnet50", image_size=size).stem for size in (32, 64, 96, 224)] == [
+    assert [RunConfig.build(model="resnet50", image_size=size).training.stem for size in (32, 64, 96, 224)] == [
         "cifar", "cifar", "imagenet", "imagenet"]
-    assert RunConfig.build(model="resnet50", image_size=224, stem="cifar").stem == "cifar"  # a given stem wins
-    assert RunConfig.build(model="vgg11", image_size=224).stem == "imagenet"  # as recorded, changing nothing
+    assert RunConfig.build(model="resnet50", image_size=224, stem="cifar").training.stem == "cifar"  # a given stem wins
+    assert RunConfig.build(model="vgg11", image_size=224).training.stem == "imagenet"  # as recorded, changing nothing
 
 
 @pytest.mark.parametrize("model", ["vit_t4", "squeezenet1_1", "vgg11", "mobilenet_v2"])

@@ -6,18 +6,17 @@ import pytest
 import torch
 from torch import nn
 
-from models import factory
 from conftest import run_cli
+from models import factory
+from utils import launch
 from utils.config import RunConfig
 from utils.data.dataset import synthetic
+from utils.modes import MODES
 from utils.numerics.census import Census
 from utils.numerics.fp16 import FLOAT16, FP16_MAX, FP16_MIN_NORMAL, FP16_MIN_SUBNORMAL
 from utils.results.compare import scale_drops, scaler_skips
-from utils import launch
-from utils.training.loop import MicroBatches
-from utils.training.modes import MODES
+from utils.training.step import MicroBatches, train_step
 from utils.training.trainer import build_trainer
-from utils.training.step import train_step
 
 CPU = torch.device("cpu")
 
@@ -25,8 +24,8 @@ CPU = torch.device("cpu")
 def trainer_for(model_name, mode, stem="cifar", batch=8):
     torch.manual_seed(0)
     model = factory.build_model(model_name, stem, None, batch)
-    config = RunConfig.build(steps=10, warmup=1, batch_size=batch, no_progress=True).with_recipe(True, 1)
-    return build_trainer(model, MODES[mode], synthetic(CPU, seed=0), config, CPU, launch.World())
+    config = RunConfig.build(steps=10, warmup=1, batch_size=batch, no_progress=True)
+    return build_trainer(model, MODES[mode], synthetic(CPU, seed=0), config, config.plan(True, 1), CPU, launch.World())
 
 
 class TinyLoss(nn.Module):

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Tuple
 
 import pytest
+from test_hostile_results import report
 
 from conftest import ROOT
-from test_hostile_results import report
 
 SAMPLES = ROOT / "docs" / "samples"
 Document = Dict[str, Any]

@@ -6,8 +6,8 @@ from dataclasses import replace
 import pytest
 
 from conftest import ROOT
+from utils.config import DEFAULT_MARGIN_POINTS
 from utils.errors import UserError
-from utils.results.accuracy import DEFAULT_MARGIN_POINTS
 from utils.results import scaling
 from utils.setup_keys import GRAD_COMM
 

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any, Dict, Set
 
 import pytest
+from test_comparison_row import schema_page_fields
+from test_hostile_results import report
 
 from conftest import ROOT
-from test_hostile_results import report
-from test_comparison_row import schema_page_fields
-from utils.results.accuracy import DEFAULT_MARGIN_POINTS
+from utils.config import DEFAULT_MARGIN_POINTS
 from utils.results.merge import load_result
 from utils.results.record import SCHEMA
 from utils.results.upgrade import BUSY_NOT_YET_MEASURED, RENAMED_IN_COMPARISON, upgrade

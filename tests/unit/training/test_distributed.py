@@ -11,11 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import ROOT, assert_user_error, run_main
-from utils.config import RunConfig
-from utils.errors import RankLost, UserError
 from utils import launch
-from utils.training import distributed
+from utils.config import Arguments, RunConfig
+from utils.errors import RankLost, UserError
 from utils.launch import World
+from utils.training import distributed
 
 REFUSED = [
     ({"WORLD_SIZE": "abc", "RANK": "0"}, "WORLD_SIZE=abc must be an integer from 1 to"),
@@ -91,7 +91,7 @@ def test_rank_0_refuses_a_master_port_another_program_holds():
 
 
 def test_the_flags_that_differ_between_ranks_are_named():
-    rank0 = RunConfig().to_dict()
+    rank0 = RunConfig.build().record()
     others = [dict(rank0, batch_size=16, loss_scaling=True), dict(rank0), dict(rank0, batch_size=32)]
     assert distributed.settings_differ([rank0] + others) == (
         "the ranks were started with different flags: --batch-size is 128 on rank 0 but 16 on rank 1 (and 1 more "
@@ -99,7 +99,7 @@ def test_the_flags_that_differ_between_ranks_are_named():
 
 
 def test_the_settings_allowed_to_differ_between_ranks_are_flags():
-    assert distributed.PER_RANK_SETTINGS <= {field.name for field in dataclasses.fields(RunConfig)}
+    assert distributed.PER_RANK_SETTINGS <= {field.name for field in dataclasses.fields(Arguments)}
 
 
 GLOO_PEER_GONE = ("[/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:561] Connection closed by peer "
@@ -166,5 +166,6 @@ def test_every_rank_takes_part_in_the_collective_that_names_the_nodes(monkeypatc
     run = SimpleNamespace(record=SimpleNamespace(incomplete=False), outcome=SimpleNamespace(diverged_at=None),
                           failures=[], checkpoint_step=None)
     context = RunContext(torch.device("cpu"), World(1, 2, 1, 2, "torchrun"))
-    assert app.finish(RunConfig.build(), context, None, [run], None) == 0
+    config = RunConfig.build()
+    assert app.finish(config, config.plan(True, 2), context, None, [run], None) == 0
     assert joined == [1]

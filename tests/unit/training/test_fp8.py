@@ -19,8 +19,8 @@ from utils import compat
 from utils.errors import UserError
 from utils.explain.categories import category_of
 from utils.explain.diagnose import fp8_slower
+from utils.modes import MODES
 from utils.training import float8, precision
-from utils.training.modes import MODES
 
 torchao = pytest.importorskip("torchao.float8", reason="torchao is optional: pip install -r requirements-fp8.txt")
 
@@ -123,8 +123,8 @@ def test_compile_traces_the_swapped_vit_once_in_each_mode(mode):
                                              num_classes=10))
     config = RunConfig.build(model="vit_t4", modes="amp-bf16,fp8", fp8_emulate=True, steps=5, warmup=2,
                              batch_size=4, compile=True, no_progress=True, no_eval=True,
-                             workers=0).with_recipe(False, 1)
-    run = run_mode(model, MODES[mode], synthetic(CPU, seed=0), config, RunContext(CPU))
+                             workers=0)
+    run = run_mode(model, MODES[mode], synthetic(CPU, seed=0), config, config.plan(False, 1), RunContext(CPU))
     assert run.record.compiled and run.outcome.completed_steps == 5
     assert counters["frames"]["total"] == counters["frames"]["ok"] == 1, dict(counters["frames"])
     assert counters["stats"]["unique_graphs"] == 1

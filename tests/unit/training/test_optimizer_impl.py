@@ -7,10 +7,10 @@ import pytest
 import torch
 from torch import nn
 
+from utils import launch, modes
 from utils.config import RunConfig
 from utils.data.dataset import synthetic
-from utils import launch
-from utils.training import loop, modes, precision
+from utils.training import loop, precision
 from utils.training.context import RunContext
 from utils.training.step import fused_optimizer_works
 from utils.training.trainer import build_trainer
@@ -34,8 +34,8 @@ def data():
 
 def train(data, mode, impl, steps, **settings):
     config = RunConfig.build(steps=steps, warmup=1, batch_size=8, no_progress=True, no_eval=True, modes=mode,
-                             optimizer_impl=impl, **settings).with_recipe(True, 1)
-    trainer = build_trainer(tiny_model(), modes.MODES[mode], data, config, CPU, launch.World())
+                             optimizer_impl=impl, **settings)
+    trainer = build_trainer(tiny_model(), modes.MODES[mode], data, config, config.plan(True, 1), CPU, launch.World())
     return trainer, loop.train(trainer, config, RunContext(CPU))
 
 
@@ -91,7 +91,7 @@ def test_a_skipped_first_step_leaves_the_fused_momentum_clean():
     for impl in ("fused", "foreach"):
         torch.manual_seed(0)
         weight = nn.Parameter(torch.randn(64))
-        optimizer, _ = make_optimizer([weight], 0.1, impl=impl)
+        optimizer, _ = make_optimizer([weight], lr=0.1, impl=impl)
         scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 16)
         for factor in (float("inf"), 1.0):
             scaler.scale((weight * weight).sum() * factor).backward()
@@ -110,7 +110,7 @@ def test_a_restored_state_without_some_momentum_buffers_still_steps_fused():
     from utils.training.step import make_optimizer, start_momentum
 
     weights = [nn.Parameter(torch.ones(3)), nn.Parameter(torch.ones(2))]
-    optimizer, _ = make_optimizer(weights, 0.1)
+    optimizer, _ = make_optimizer(weights, lr=0.1)
     state = optimizer.state_dict()
     state["state"][0]["momentum_buffer"] = None
     optimizer.load_state_dict(state)

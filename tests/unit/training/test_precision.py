@@ -5,8 +5,9 @@ import torch
 from torch import nn
 
 from models import factory
+from utils import modes
 from utils.measure.envinfo import tf32_flags
-from utils.training import modes, precision
+from utils.training import precision
 from utils.training.step import make_optimizer, train_step
 
 CPU = torch.device("cpu")
@@ -63,7 +64,7 @@ def test_grad_scaler_skips_the_step_when_a_gradient_is_inf(impl):
     mode = modes.MODES["amp-fp16"]
     model = InfGradient()
     params, scaler = precision.prepare_model(model, mode, CPU, 128)
-    optimizer, _ = make_optimizer(params, 0.1, impl=impl)
+    optimizer, _ = make_optimizer(params, lr=0.1, impl=impl)
     x, y = torch.randn(8, 4), torch.randint(0, 10, (8,))
     before = model.linear.weight.detach().clone()
     train_step(model, [(x, y)], nn.CrossEntropyLoss(), optimizer, scaler, mode, CPU)
@@ -80,7 +81,7 @@ def test_fp32_step_changes_weights():
     mode = modes.MODES["fp32"]
     model = nn.Linear(4, 10)
     params, scaler = precision.prepare_model(model, mode, CPU, 128)
-    optimizer, _ = make_optimizer(params, 0.1)
+    optimizer, _ = make_optimizer(params, lr=0.1)
     before = model.weight.detach().clone()
     loss = train_step(model, [(torch.randn(8, 4), torch.randint(0, 10, (8,)))], nn.CrossEntropyLoss(), optimizer,
                       scaler, mode, CPU)
@@ -94,7 +95,7 @@ def test_fp16_master_keeps_fp32_masters_and_batchnorm_and_updates_weights():
     assert model.conv1.weight.dtype == torch.float16 and model.fc.weight.dtype == torch.float16
     assert model.bn1.weight.dtype == torch.float32 and model.bn1.running_mean.dtype == torch.float32
     assert all(p.dtype == torch.float32 for p in params)
-    optimizer, _ = make_optimizer(params, 0.1)
+    optimizer, _ = make_optimizer(params, lr=0.1)
     before = model.conv1.weight.detach().clone()
     master_before = params[0].detach().clone()
     x, y = torch.randn(4, 3, 32, 32), torch.randint(0, 10, (4,))
@@ -109,7 +110,7 @@ def test_fp16_master_skips_a_step_whose_gradients_overflow():
     mode = modes.MODES["fp16-master"]
     model = nn.Sequential(nn.Linear(4, 10))
     params, scaler = precision.prepare_model(model, mode, torch.device("cpu"), 1e30)  # overflows FP16 at once
-    optimizer, _ = make_optimizer(params, 0.1)
+    optimizer, _ = make_optimizer(params, lr=0.1)
     before = copy.deepcopy(params[0].detach())
     train_step(model, [(torch.randn(2, 4), torch.tensor([1, 2]))], nn.CrossEntropyLoss(), optimizer, scaler, mode,
                torch.device("cpu"))

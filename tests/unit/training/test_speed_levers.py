@@ -4,15 +4,14 @@ import json
 import pytest
 import torch
 
-from models import factory
 from conftest import assert_user_error, run_cli, run_main
-from utils import compat
+from models import factory
+from utils import compat, modes
 from utils.app import run_mode
-from utils.config import RunConfig
+from utils.config import RunConfig, batches_per_epoch
 from utils.data import cifar10
 from utils.data.dataset import Data
-from utils.data.loaders import DeviceLoader, TorchvisionLoader, batches_per_epoch
-from utils.training import modes
+from utils.data.loaders import DeviceLoader, TorchvisionLoader
 from utils.training.context import RunContext
 
 CPU = torch.device("cpu")
@@ -24,14 +23,17 @@ def dataset():
     return cifar10.load(SUBSET, allow_unverified=True)
 
 
-def run_config(**overrides):
-    return RunConfig.build(**{"steps": 3, "warmup": 1, "batch_size": 8, "lr": 0.01, "no_progress": True,
-                              "no_eval": True, "workers": 0, **overrides}).with_recipe(True, 1)
+def planned(**overrides):
+    """(a small run's config, its plan)."""
+    config = RunConfig.build(**{"steps": 3, "warmup": 1, "batch_size": 8, "lr": 0.01, "no_progress": True,
+                                "no_eval": True, "workers": 0, **overrides})
+    return config, config.plan(True, 1)
 
 
 def test_both_loaders_give_the_same_kind_of_batches(dataset):
-    device_batch = next(DeviceLoader(dataset.train_images, dataset.train_labels, 512, CPU, seed=0))
-    classic_batch = next(TorchvisionLoader(dataset.train_images, dataset.train_labels, 512, CPU, 0, workers=0))
+    device_batch = next(DeviceLoader(dataset.train_images, dataset.train_labels, batch_size=512, device=CPU, seed=0))
+    classic_batch = next(TorchvisionLoader(dataset.train_images, dataset.train_labels, batch_size=512, device=CPU,
+                                           seed=0, workers=0))
     for (images, labels) in (device_batch, classic_batch):
         assert images.shape == (512, 3, 32, 32) and images.dtype == torch.float32
         assert labels.shape == (512,) and labels.dtype == torch.int64
@@ -45,26 +47,28 @@ def test_both_loaders_give_the_same_kind_of_batches(dataset):
 def test_torchvision_loader_is_endless_and_seeded():
     images = torch.randint(0, 256, (20, 3, 32, 32), dtype=torch.uint8)
     labels = torch.arange(20)
-    loader = TorchvisionLoader(images, labels, 8, CPU, seed=1, workers=0)
+    loader = TorchvisionLoader(images, labels, batch_size=8, device=CPU, seed=1, workers=0)
     seen = [next(loader)[1] for _ in range(5)]  # 2 full batches per epoch: this crosses 2 epochs
     assert loader.epoch == 3 and all(len(batch) == 8 for batch in seen)
-    again = TorchvisionLoader(images, labels, 8, CPU, seed=1, workers=0)
+    again = TorchvisionLoader(images, labels, batch_size=8, device=CPU, seed=1, workers=0)
     assert torch.equal(next(again)[1], seen[0])
 
 
 def test_batches_per_epoch_matches_both_loaders_and_counts_ranks():
     images, labels = torch.randint(0, 256, (100, 3, 32, 32), dtype=torch.uint8), torch.arange(100)
-    assert len(DeviceLoader(images, labels, 8, CPU, seed=0)) == batches_per_epoch("device", 100, 8, 1) == 13
-    assert len(DeviceLoader(images, labels, 8, CPU, seed=0, shard=(1, 2))) == batches_per_epoch("device", 100, 8, 2) == 7
+    assert len(DeviceLoader(images, labels, batch_size=8, device=CPU, seed=0)) == \
+        batches_per_epoch("device", 100, 8, 1) == 13
+    assert len(DeviceLoader(images, labels, batch_size=8, device=CPU, seed=0, shard=(1, 2))) == \
+        batches_per_epoch("device", 100, 8, 2) == 7
     for ranks in (1, 2):
-        loader = TorchvisionLoader(images, labels, 8, CPU, 0, workers=0, shard=(0, ranks))
+        loader = TorchvisionLoader(images, labels, batch_size=8, device=CPU, seed=0, workers=0, shard=(0, ranks))
         assert len(loader) == batches_per_epoch("torchvision", 100, 8, ranks) == (12 if ranks == 1 else 6)
 
 
 def test_epochs_count_global_batches_across_ranks():
     config = RunConfig.build(epochs=1, batch_size=8, warmup=1)
-    assert config.steps is None  # until the dataset's size is known
-    assert config.for_dataset(100, ranks=2).steps == 7
+    assert config.training.steps is None  # until the dataset's size is known
+    assert config.plan(True, world_size=2, train_images=100).steps == 7
 
 
 def test_channels_last_reaches_the_model_and_its_inputs():
@@ -77,7 +81,7 @@ def test_channels_last_reaches_the_model_and_its_inputs():
     data = Data("synthetic", images, labels, None, None, {})
     for loader in ("device", "torchvision"):
         seen.clear()
-        result = run_mode(model, modes.MODES["fp32"], data, run_config(channels_last=True, loader=loader),
+        result = run_mode(model, modes.MODES["fp32"], data, *planned(channels_last=True, loader=loader),
                           RunContext(CPU)).record
         assert seen and all(inputs and weights for inputs, weights in seen), loader
         assert result.channels_last and result.loader == loader
@@ -129,7 +133,7 @@ def test_compile_traces_each_mode_once_with_the_fused_optimizer_and_its_scaler(m
     model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
                           nn.Flatten(), nn.Linear(8, 10))
     run = run_mode(model, modes.MODES[mode], synthetic(CPU, seed=0),
-                   run_config(steps=8, warmup=2, compile=True, channels_last=True), RunContext(CPU))
+                   *planned(steps=8, warmup=2, compile=True, channels_last=True), RunContext(CPU))
     result, outcome = run.record, run.outcome
     assert result.compiled and result.timed_steps == 6 and outcome.completed_steps == 8
     assert counters["frames"]["total"] == counters["frames"]["ok"] == 1, dict(counters["frames"])
