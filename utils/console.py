@@ -86,6 +86,8 @@ def run(name: str, main: Callable[[], Optional[int]]) -> int:
         signal.signal(signal.SIGTERM, stop)
     try:
         status = main() or 0
+    except SystemExit as ended:  # argparse's -h and refusals
+        status = ended.code if isinstance(ended.code, int) else int(ended.code is not None)
     except (UserError, WriteFailed) as error:
         status = refused(name, error)
     except KeyboardInterrupt:
@@ -94,6 +96,7 @@ def run(name: str, main: Callable[[], Optional[int]]) -> int:
         status = 128 + number
     finally:
         signal.signal(signal.SIGTERM, previous)
+    sys.stdout.flush()  # what is still buffered fails now, not silently at exit
     failure = getattr(sys.stdout, "failure", None)
     if failure is not None:
         print(f"{name}: error: could not write the standard output ({failure.strerror or failure}), so what "

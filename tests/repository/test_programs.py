@@ -47,6 +47,18 @@ def test_a_bad_flag_value_is_one_sentence_and_exit_2(program, tmp_path):
     assert result.stdout == ""
 
 
+@pytest.mark.parametrize("program", sorted(PROGRAMS))
+def test_help_that_cannot_be_printed_is_said_with_exit_1(program):
+    """A standard output on a full disk (`> file`) loses what a program prints: it says so."""
+    run, _, name = PROGRAMS[program]
+    with open("/dev/full", "w") as full:  # Linux's device that is always full
+        result = subprocess.run([sys.executable, *run, "-h"], cwd=ROOT, stdout=full, stderr=subprocess.PIPE, text=True,
+                                timeout=120)
+    assert result.returncode == 1 and result.stderr == (
+        f"{name}: error: could not write the standard output (No space left on device), so what it printed there "
+        "is cut short.\n"), result.stderr
+
+
 @pytest.mark.parametrize("number", [signal.SIGINT, signal.SIGTERM])
 def test_a_stop_signal_unwinds_the_program_and_ends_in_one_line(number):
     """Ctrl-C or a scheduler's SIGTERM that a program does not catch itself runs its clean-ups
