@@ -15,7 +15,7 @@ PROGRAMS = {
     "utils/compat.py": (["-m", "utils.compat"], ["--gpus", "1"], "utils.compat"),
     "utils/explain/fp8_predict.py": (["-m", "utils.explain.fp8_predict"], ["--gpu", "a100-40gb"], "fp8_predict"),
     "benchmarks/fp8_sweep.py": (["benchmarks/fp8_sweep.py"], ["--widths", "65"], "fp8_sweep.py"),
-    "benchmarks/bundle.py": (["benchmarks/bundle.py"], ["DIR", "--budget", "0"], "bundle.py"),
+    "cluster/bundle.py": (["cluster/bundle.py"], ["DIR", "--budget", "0"], "bundle.py"),
     "benchmarks/scaling.py": (["benchmarks/scaling.py"], ["--out", "study", "--rounds", "many"], "scaling.py"),
     "benchmarks/overhead.py": (["benchmarks/overhead.py"], ["--mode", "fp64"], "overhead.py"),
     "benchmarks/loader.py": (["benchmarks/loader.py"], ["--batches", "0"], "loader.py"),
@@ -29,7 +29,7 @@ ELSEWHERE = {"benchmarks/gpu_suite.py"}
 
 
 def test_every_program_of_the_project_is_here():
-    programs = {path.relative_to(ROOT).as_posix() for folder in ("", "utils", "benchmarks", "docs")
+    programs = {path.relative_to(ROOT).as_posix() for folder in ("", "utils", "benchmarks", "cluster", "docs")
                 for path in (ROOT / folder).glob("**/*.py" if folder else "*.py")
                 if 'if __name__ == "__main__":' in path.read_text()}
     assert programs == set(PROGRAMS) | ELSEWHERE

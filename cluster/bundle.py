@@ -1,8 +1,8 @@
 """Everything an offline compute node needs to run the GPU suite, in one folder.
 
-    python benchmarks/bundle.py DIR                       # on a login node, with network
-    python benchmarks/bundle.py DIR --python 3.10 --platform manylinux_2_28_aarch64 --budget 15
-    python benchmarks/bundle.py DIR --cifar10 ~/cifar-10-python.tar.gz   # an archive at hand
+    python cluster/bundle.py DIR                       # on a login node, with network
+    python cluster/bundle.py DIR --python 3.10 --platform manylinux_2_28_aarch64 --budget 15
+    python cluster/bundle.py DIR --cifar10 ~/cifar-10-python.tar.gz   # an archive at hand
 
 Compute nodes (ALCF ThetaGPU's, Polaris's) have no internet, and their GPU time comes in short
 slices. Run where there is network, this writes into DIR:
@@ -41,7 +41,7 @@ import tempfile
 import urllib.request
 import zlib
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional
+from typing import Dict, Iterator, List, Optional, TypedDict
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -60,7 +60,7 @@ CHUNK = 1 << 20
 
 
 def parse(argv: Optional[List[str]]) -> argparse.Namespace:
-    parser = console.Parser("bundle.py", prog="python benchmarks/bundle.py", description=__doc__,
+    parser = console.Parser("bundle.py", prog="python cluster/bundle.py", description=__doc__,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("dir", metavar="DIR", help="the folder to fill (created if missing; new, empty or a bundle)")
     parser.add_argument("--python", metavar="X.Y", help="the node's Python (default: the one running this)")
@@ -255,7 +255,20 @@ def tidy(folder: Path) -> None:
         shutil.rmtree(leftover, ignore_errors=True)
 
 
-def build(staging: Path, folder: Path, options: argparse.Namespace, python: str, tag: str) -> Dict[str, object]:
+class Manifest(TypedDict):
+    """manifest.json: what a bundle holds, for which Python and platform, and the node's command."""
+    bundle: int
+    created_utc: str
+    python: str
+    platform: str
+    optional_requirements: Dict[str, List[str]]
+    wheels: List[str]
+    cifar10: Dict[str, object]
+    files: Dict[str, str]
+    command: str
+
+
+def build(staging: Path, folder: Path, options: argparse.Namespace, python: str, tag: str) -> Manifest:
     """Fill `staging` with the wheels and the data; returns the manifest that describes them once
     they are moved into `folder`."""
     wanted = {path.name: requirements_for(path, python) for path in optional_requirement_files()}
@@ -263,9 +276,8 @@ def build(staging: Path, folder: Path, options: argparse.Namespace, python: str,
     cifar10 = cifar10_into(staging / DATA, options.cifar10)
     files = {path.relative_to(staging).as_posix(): hex_digest(path, "sha256")
              for path in sorted(staging.rglob("*")) if path.is_file()}
-    return {"bundle": 1, "created_utc": now_utc(), "python": python, "platform": tag,
-            "optional_requirements": wanted, "wheels": pins, "cifar10": cifar10, "files": files,
-            "command": node_command(folder, pins, options.budget)}
+    return Manifest(bundle=1, created_utc=now_utc(), python=python, platform=tag, optional_requirements=wanted,
+                    wheels=pins, cifar10=cifar10, files=files, command=node_command(folder, pins, options.budget))
 
 
 def publish(staging: Path, folder: Path) -> None:
@@ -298,7 +310,7 @@ def restore(folder: Path, retired: Path) -> None:
     shutil.rmtree(retired, ignore_errors=True)
 
 
-def run(options: argparse.Namespace) -> Dict[str, object]:
+def run(options: argparse.Namespace) -> Manifest:
     python = target_python(options.python)
     tag = options.platform or running_platform()
     compat.check_versions()  # the CIFAR-10 URL and md5 are torchvision's

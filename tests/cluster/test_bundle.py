@@ -1,4 +1,4 @@
-"""benchmarks/bundle.py: a folder an offline node installs from and trains on, built here
+"""cluster/bundle.py: a folder an offline node installs from and trains on, built here
 without network: the wheels come from a local index of hand-made wheels, CIFAR-10 from an
 archive of the subset (whose md5 stands in for the official one where the bundle must succeed)."""
 import contextlib
@@ -19,7 +19,7 @@ import pytest
 
 from conftest import FAST, ROOT, SUBSET
 
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT / "cluster"))
 import bundle  # noqa: E402
 
 from utils.data import cifar10  # noqa: E402
@@ -295,7 +295,7 @@ def test_an_archive_without_a_batch_file_is_refused_and_nothing_stays(tmp_path, 
 
 
 def test_bundle_py_refuses_as_a_user_sees_it(tmp_path):
-    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bundle.py"), str(tmp_path / "b"),
+    result = subprocess.run([sys.executable, str(ROOT / "cluster" / "bundle.py"), str(tmp_path / "b"),
                              "--python", "3.7"], capture_output=True, text=True, timeout=60)
     assert_refused(result.returncode, result.stderr, "bundle.py: error: Python 3.7 is not one ampbench runs on")
 
