@@ -176,7 +176,7 @@ class TrainingProgress:
         step, copies, lrs, scale_copy = self.pending
         self.pending = None
         median = statistics.median(self.step_ms)
-        scale = scale_copy.value() if isinstance(scale_copy, HostCopy) else scale_copy
+        scale = scale_copy.number() if isinstance(scale_copy, HostCopy) else scale_copy
         losses = cast("List[float]", copies.value())  # a 1-d tensor's copy: a list
         if lrs:
             assert self.reporter.live is not None  # only the live log is handed lrs (start_copies)
