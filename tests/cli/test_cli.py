@@ -23,7 +23,8 @@ def test_help_lists_every_seed_flag_and_imports_no_torch():
     assert result.returncode == 0
     for flag in SEED_FLAGS + ["--bf16", "--data-dir", "--allow-unverified", "--json", "--tf32"]:
         assert flag in result.stdout
-    imported = {line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines() if line.startswith("import time:")}
+    imported = {line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines()
+                if line.startswith("import time:")}
     assert "utils.config" in imported and not {"torch", "numpy", "torchvision"} & imported
 
 

@@ -386,8 +386,8 @@ CATALOGUE = [
     pytest.param(lambda c: c.resume(tampered(c.checkpoint, c.tmp_path, setup=lambda s: {**s, "world_size": "2"})),
                  "its setup entry is not the one a run saves", id="wrong-setup-type"),
     pytest.param(lambda c: c.resume(tampered(c.checkpoint, c.tmp_path, stats=lambda s: {
-        **s, "host_readings": [dict(s["host_readings"][0], wall_s=0.0)]})), "its host readings are not the ones a run saves",
-        id="zero-wall-host-reading"),  # the record divides by it
+        **s, "host_readings": [dict(s["host_readings"][0], wall_s=0.0)]})),
+        "its host readings are not the ones a run saves", id="zero-wall-host-reading"),  # the record divides by it
     pytest.param(lambda c: c.resume(tampered(c.checkpoint, c.tmp_path, config=lambda s: {**s, "lr": torch.ones(2)})),
                  "its optimizer settings are not plain values", id="tensor-lr"),
     pytest.param(lambda c: c.resume(c.copied(), "--model", "resnet18"),
@@ -399,7 +399,8 @@ CATALOGUE = [
                  "--checkpoint works with one precision", id="checkpoint-with-compare"),
     pytest.param(lambda c: [*Case.SYNTHETIC, "--checkpoint", c.tmp_path / "none.pt", "--resume"],
                  "--resume: no checkpoint at", id="resume-without-file"),
-    pytest.param(lambda c: [*Case.SYNTHETIC, "--resume"], "--resume needs --checkpoint", id="resume-without-checkpoint"),
+    pytest.param(lambda c: [*Case.SYNTHETIC, "--resume"], "--resume needs --checkpoint",
+                 id="resume-without-checkpoint"),
     pytest.param(lambda c: [*Case.SYNTHETIC, "--checkpoint", c.checkpoint, "--resume"], "already reaches the 3 steps",
                  id="already-complete"),
     pytest.param(lambda c: [*Case.SYNTHETIC, "--checkpoint", "/proc/nope/c.pt"], "cannot write --checkpoint",
@@ -461,8 +462,8 @@ def test_the_host_reading_covers_every_segment_of_a_resumed_run(small_checkpoint
 
 
 def test_fp16_master_checkpoint_cannot_continue_in_fp32():
-    state = {"config": {"model": "m", "stem": "cifar", "image_size": 32, "batch_size": 4, "accum_steps": 1, "lr_schedule": "cosine",
-                        "loader": "device", "steps": 3}, "mode": "fp16-master",
+    state = {"config": {"model": "m", "stem": "cifar", "image_size": 32, "batch_size": 4, "accum_steps": 1,
+                        "lr_schedule": "cosine", "loader": "device", "steps": 3}, "mode": "fp16-master",
              "scaler": {"scale": 128.0}, "setup": None}
     config = RunConfig.build(model="m", stem="cifar", batch_size=4, accum_steps=1)
     with pytest.raises(UserError, match="whose weights cannot continue in mode fp32"):

@@ -8,7 +8,8 @@ import pytest
 from conftest import assert_user_error, run_main
 
 TINY = ["--data", "synthetic", "-n", "3", "--warmup", "1", "--model", "squeezenet1_1", "-b", "4", "--no-progress"]
-FILES = [("--json", "r.json"), ("--csv", "r.csv"), ("--plot", "r.png"), ("--checkpoint", "c.pt"), ("--jsonl", "r.jsonl")]
+FILES = [("--json", "r.json"), ("--csv", "r.csv"), ("--plot", "r.png"), ("--checkpoint", "c.pt"),
+         ("--jsonl", "r.jsonl")]
 
 
 def batches(tmp_path):

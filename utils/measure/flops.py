@@ -139,6 +139,8 @@ def peak_tflops(device_name: str, mode: Mode,
     if kind not in peaks:
         return None, f"{device_name} has no {kind} tensor cores"
     if kind == "fp8":
+        # an fp8 mode autocasts the rest of its step, and a run's fp8 accounting gives the share
+        assert mode.low_precision_dtype is not None and fp8_share is not None
         rest = peaks[ARITHMETIC[mode.low_precision_dtype]]
         return 1.0 / (fp8_share / peaks[kind] + (1.0 - fp8_share) / rest), None
     return peaks[kind], None

@@ -62,8 +62,9 @@ def malformed(reading: object) -> bool:
     """Whether `reading` (from a checkpoint) is not one that over() writes: a record built from it
     divides by its wall time and prints its numbers."""
     def number(value: object, low: float) -> bool:
+        # `not <`: numbers.Real declares < and <= only (a finite value here, so the same as >=)
         return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) \
-            and value >= low
+            and not value < low
     if not isinstance(reading, dict) or set(reading) != set(READING_KEYS):
         return True
     whole = all(isinstance(reading[key], int) and not isinstance(reading[key], bool) and reading[key] >= 1

@@ -28,3 +28,10 @@ class HostCopy:
         if self.ready is not None:
             self.ready.synchronize()
         return self.host.tolist() if self.host.dim() else self.host.item()
+
+    def number(self) -> float:
+        """value() of a one-element tensor, whatever its shape: GradScaler's scale has shape (1,)
+        in older torch releases (1.11) and () in newer ones."""
+        if self.ready is not None:
+            self.ready.synchronize()
+        return self.host.item()

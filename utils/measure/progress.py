@@ -13,7 +13,7 @@ import shutil
 import statistics
 import sys
 import time
-from typing import TYPE_CHECKING, Iterable, Iterator, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Iterable, Iterator, List, Optional, Tuple, Union, cast
 
 import torch
 from tqdm import tqdm
@@ -172,12 +172,14 @@ class TrainingProgress:
 
     def print_line(self) -> None:
         """The log line of the pending step, and the steps since the last one to the live log."""
-        step, losses, lrs, scale = self.pending
+        assert self.pending is not None  # called once a line's copies are under way
+        step, copies, lrs, scale_copy = self.pending
         self.pending = None
         median = statistics.median(self.step_ms)
-        scale = scale.value() if isinstance(scale, HostCopy) else scale
-        losses = losses.value()
+        scale = scale_copy.number() if isinstance(scale_copy, HostCopy) else scale_copy
+        losses = cast("List[float]", copies.value())  # a 1-d tensor's copy: a list
         if lrs:
+            assert self.reporter.live is not None  # only the live log is handed lrs (start_copies)
             self.reporter.live.train(step - len(losses) + 1, losses, lrs, scale, median, self.images_per_sec())
         remaining = datetime.timedelta(seconds=round(median * (self.total - step) / 1000.0))
         parts = [f"{self.label} step {step}/{self.total}", f"loss {losses[-1]:.4f}",

@@ -50,4 +50,8 @@ class StepTimer:
         self.boundaries, self.data_ready = [], []
 
     def elapsed_ms(self, start: Mark, end: Mark) -> float:
-        return start.elapsed_time(end) if self.cuda else (end - start) * 1000.0
+        if self.cuda:  # now() recorded events
+            assert isinstance(start, torch.cuda.Event) and isinstance(end, torch.cuda.Event)
+            return start.elapsed_time(end)
+        assert not isinstance(start, torch.cuda.Event) and not isinstance(end, torch.cuda.Event)
+        return (end - start) * 1000.0

@@ -142,7 +142,8 @@ class Saver:
         if not self.is_main:
             return
         try:
-            save(self.path, capture(self.trainer, self.record, step, stats, self.device, self.setup), self.trainer.model)
+            save(self.path, capture(self.trainer, self.record, step, stats, self.device, self.setup),
+                 self.trainer.model)
             self.holds = step
         except NonFiniteWeights:
             self.fail(step, f"the weights became inf/NaN by step {step}, so {self.path} was not written (rerun with "
@@ -160,6 +161,7 @@ class Saver:
     def failures(self) -> List[str]:
         if not self.failed:
             return []
+        assert self.last_error is not None  # fail() sets it with each failure
         kept = f"holds step {self.holds}" if self.holds is not None else "holds no step of this run"
         return [f"{self.failed} of this run's checkpoint saves failed (the last: {self.last_error.rstrip('.')}); "
                 f"{self.path} {kept}."]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import asdict, fields
-from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple, Union
 
 import torch
 
@@ -146,7 +146,8 @@ def trainer_state_problem(trainer: Trainer, state: Dict[str, Any], same_mode: bo
     # counted the optimizer's own, and their schedule continues from there
     if state["scheduler"].get("last_epoch") not in (state["step"], state["stats"]["optimizer_steps"]):
         return "its learning-rate schedule is not at the step its optimizer reached"
-    checks = [(state["scheduler"], trainer.scheduler.state_dict(), "its learning-rate schedule")]
+    checks: List[Tuple[object, object, str]] = [  # form_problem()'s saved state, this run's own, and what it is
+        (state["scheduler"], trainer.scheduler.state_dict(), "its learning-rate schedule")]
     if trainer.mode.master_weights:
         checks.append((state["masters"], [p.detach() for p in trainer.params], "its FP32 master weights"))
     if state["scaler"] is not None and trainer.scaler.is_enabled() and same_mode:

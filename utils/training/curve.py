@@ -21,7 +21,7 @@ class AccuracyCurve:
 
     def wants(self, step: int, last_step: int) -> bool:
         """Whether to evaluate after `step` during the loop (the last step's is the final one)."""
-        return bool(self.every) and step % self.every == 0 and step < last_step
+        return bool(self.every and step % self.every == 0 and step < last_step)
 
     def take(self, step: int, train_s: float) -> Optional[float]:
         """Evaluate now, after `step`; returns the accuracy (None if stopped)."""

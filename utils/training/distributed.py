@@ -31,7 +31,13 @@ from utils.errors import RankLost, UserError
 from utils.launch import World, printable
 
 if TYPE_CHECKING:
+    from typing import TypedDict
+
     from utils.config import RunConfig
+
+    class Binding(TypedDict, total=False):
+        """init_process_group's device_id, passed only where this torch has it."""
+        device_id: torch.device
 
 DEFAULT_PORT = "29500"
 RENDEZVOUS_GRACE_S = 5  # the watchdog waits this long past --dist-timeout, so that torch's own timeout answers first
@@ -126,7 +132,7 @@ def bind_device(world: World, use_gpu: bool) -> torch.device:
 
 def join(world: World, device: torch.device, address: str, timeout_s: float) -> None:
     """init_process_group, its rendezvous failures as one sentence."""
-    bound = {}  # binding the process group to the GPU (torch 2.3) lets NCCL connect eagerly
+    bound: Binding = {}  # binding the process group to the GPU (torch 2.3) lets NCCL connect eagerly
     if device.type == "cuda" and compat.has_ddp_device_id():
         bound = {"device_id": device}
     elif device.type == "cuda":
@@ -281,6 +287,7 @@ def launch_prefix(world: World) -> List[str]:
     multi-node torchrun job also needs its rendezvous options, which torchrun does not pass on."""
     if not world.distributed:
         return ["python"]
+    assert world.launcher is not None  # a job of several ranks has a launcher (launch.detect)
     if world.launcher == "torchrun":
         nodes = max(1, world.size // world.local_size)
         return ["torchrun"] + ([f"--nnodes={nodes}"] if nodes > 1 else []) + [f"--nproc_per_node={world.local_size}"]

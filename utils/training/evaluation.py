@@ -23,13 +23,15 @@ def evaluate(model: nn.Module, mode: Mode, data: Data, config: RunConfig, contex
     ranks each scores its shard of the test set and the counts are summed. None when a stop
     signal cut the pass short on any rank. In a terminal, the context's reporter shows a bar."""
     device, world, batch_size = context.device, context.world, config.training.batch_size
+    test_images, test_labels = data.test_images, data.test_labels
+    assert test_images is not None and test_labels is not None  # only data with a test set is evaluated
     model.eval()
     counts = torch.zeros(3, dtype=torch.long, device=device)  # correct, seen, stopped
-    batches = eval_batches(data.test_images, data.test_labels, batch_size=batch_size, device=device,
-                           channels_last=config.speed.channels_last, shard=(world.rank, world.size),
-                           input_shape=config.data.input_shape)
-    shard = -(-len(data.test_labels) // world.size)
-    batches = context.reporter.evaluation(batches, -(-shard // batch_size), mode.name)
+    rank_batches = eval_batches(test_images, test_labels, batch_size=batch_size, device=device,
+                                channels_last=config.speed.channels_last, shard=(world.rank, world.size),
+                                input_shape=config.data.input_shape)
+    shard = -(-len(test_labels) // world.size)
+    batches = context.reporter.evaluation(rank_batches, -(-shard // batch_size), mode.name)
     for images, labels in batches:
         if context.stop.requested:  # a host flag: no sync
             counts[2] = 1

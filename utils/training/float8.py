@@ -63,8 +63,8 @@ def check_torchao(mode: Mode) -> None:
                         "as it is).")
     version = compat.distribution_version("torchao")
     if version is not None and compat.release(version) < compat.MIN_TORCHAO:
-        raise UserError(f"mode {mode.name} needs torchao {compat.MIN_TORCHAO[0]}.{compat.MIN_TORCHAO[1]} or newer, and this is "
-                        f"torchao {version}: {INSTALL} (it leaves torch as it is).")
+        raise UserError(f"mode {mode.name} needs torchao {compat.MIN_TORCHAO[0]}.{compat.MIN_TORCHAO[1]} or newer, "
+                        f"and this is torchao {version}: {INSTALL} (it leaves torch as it is).")
     shown = version or "(of unknown version)"
     try:
         quiet_import()

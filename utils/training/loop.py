@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, Union, cast
 
 import torch
 
@@ -22,6 +22,7 @@ from utils.measure import host_load, memory, nvml_meter
 from utils.measure.timing import StepTimer
 from utils.modes import scale_drop_steps
 from utils.training import distributed
+from utils.training.precision import StaticLossScaler
 from utils.training.rank_agreement import RankAgreement
 from utils.training.step import MicroBatches, advance, train_step
 from utils.training.trainer import digest
@@ -35,7 +36,6 @@ if TYPE_CHECKING:
     from utils.stop import StopRequest
     from utils.training.context import RunContext
     from utils.training.curve import AccuracyCurve
-    from utils.training.precision import StaticLossScaler
     from utils.training.trainer import Trainer
 
     class Census(Protocol):
@@ -117,8 +117,12 @@ class Recorder:
         self.previous, self.start_step, self.context = previous, start_step, context
         self.images_per_step = images_per_step  # this process's, in each optimizer step
         self.curve = curve  # an AccuracyCurve: its points and evaluation time go into the statistics
-        self.losses, self.lrs, self.loss_scales = [], [], []  # this process's, warm-up included (as the timer's)
-        self.first_batch = self.first_step_s = None
+        # this process's, warm-up included (as the timer's)
+        self.losses: List[torch.Tensor] = []
+        self.lrs: List[float] = []
+        self.loss_scales: List[Union[torch.Tensor, float]] = []
+        self.first_batch: Optional[Tuple[torch.Tensor, torch.Tensor]] = None
+        self.first_step_s: Optional[float] = None
         self.timing_warmup = timing_warmup  # the steps left out of the timings, not the learning rate's warm-up
         self.timing_warmup_peak = 0
         memory.reset_peak(context.device)
@@ -130,7 +134,9 @@ class Recorder:
 
     def before_step(self, batches: MicroBatches, optimizer: torch.optim.Optimizer) -> None:
         if self.first_batch is None:
-            self.first_batch = (batches.first[0].clone(), batches.first[1].clone())
+            first = batches.first
+            assert first is not None  # the step has not taken it yet
+            self.first_batch = (first[0].clone(), first[1].clone())
         self.lrs.append(optimizer.param_groups[0]["lr"])
 
     def after_step(self, step: int, loss: torch.Tensor,
@@ -220,8 +226,8 @@ class Recorder:
 def train(trainer: Trainer, config: RunConfig, context: RunContext, start_step: int = 0,
           previous: Optional[Statistics] = None, save: Optional[Callable[[int, Statistics], None]] = None,
           census: Optional[Census] = None, curve: Optional[AccuracyCurve] = None) -> LoopOutcome:
-    """Train from `start_step` to the plan's steps, continuing `previous` (earlier processes'). A stop signal ends the run
-    after the current step; `save(step, stats)` runs every --checkpoint-every steps; `census` (--numerics) examines
+    """Train from `start_step` to the plan's steps, continuing `previous` (earlier processes'). A stop signal ends the
+    run after the current step; `save(step, stats)` runs every --checkpoint-every steps; `census` (--numerics) examines
     the steps it wants and `curve` evaluates on its cadence, after the step, outside its timing. --stop-at-target ends
     the run at the evaluation that reaches the target (at the first timed step if one in the warm-up did)."""
     device, world, stop = context.device, context.world, context.stop
@@ -251,7 +257,7 @@ def train(trainer: Trainer, config: RunConfig, context: RunContext, start_step: 
         step += 1
         recorder.after_step(step, loss, trainer.scaler)
         progress.update(loss)
-        if sample is not None:  # a pause, like a checkpoint's: the next start_step() leaves it out
+        if sample is not None and census is not None:  # a pause, as a checkpoint's: the next start_step() leaves it out
             recorder.pause(timer)
             census.take(trainer, sample[0], sample[1], step)
         if save and every and step % every == 0 and step < steps:
@@ -315,8 +321,9 @@ def current_loss_scale(scaler: Optional[Union[torch.amp.GradScaler, StaticLossSc
 
 def host_values(values: Sequence[Union[torch.Tensor, float]]) -> List[float]:
     """Numbers, or device tensors copied to the host in one transfer."""
-    if values and isinstance(values[0], torch.Tensor):
-        return torch.cat([value.reshape(1).float() for value in values]).cpu().tolist()
+    if values and isinstance(values[0], torch.Tensor):  # one scaler's: all tensors, or all numbers
+        tensors = cast("Sequence[torch.Tensor]", values)
+        return torch.cat([value.reshape(1).float() for value in tensors]).cpu().tolist()
     return [float(value) for value in values]
 
 
@@ -325,6 +332,7 @@ def skipped_steps(trainer: Trainer, policy: str, stats: Statistics) -> int:
     device: a dynamic GradScaler halves its scale at each (the scale curve), fp16-master's
     scaler counts them, and --on-nan skip skips the steps whose loss is not finite."""
     if trainer.mode.master_weights:
+        assert isinstance(trainer.scaler, StaticLossScaler)  # master weights come with the static scaler
         return int(trainer.scaler.skipped)
     if trainer.mode.loss_scaling:
         return len(scale_drop_steps(stats.loss_scales, dynamic=True))

@@ -196,13 +196,15 @@ class StaticLossScaler:
         if self.found_inf is None:
             self.unscale_(optimizer)
         found_inf, self.found_inf = self.found_inf, None
+        assert found_inf is not None  # unscale_() has set it
         self.skipped += found_inf
         if getattr(optimizer, "_step_supports_amp_scaling", False):  # fused: the kernel skips by itself
-            optimizer.grad_scale, optimizer.found_inf = None, found_inf.float().reshape(1)
+            # the fused step reads these attributes, which GradScaler sets alike; torch's stubs do not declare them
+            optimizer.grad_scale, optimizer.found_inf = None, found_inf.float().reshape(1)  # type: ignore[attr-defined]
             try:
                 optimizer.step()
             finally:
-                del optimizer.grad_scale, optimizer.found_inf
+                del optimizer.grad_scale, optimizer.found_inf  # type: ignore[attr-defined]
             self.masters.copy_to_model()  # unchanged masters after a skip: a copy of the same weights
         elif not found_inf.item():  # foreach: the host decides, one sync per step
             optimizer.step()

@@ -3,7 +3,7 @@ loss without a loss scaler; RankAgreement makes every rank stop at the same step
 """
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
+from typing import List, Optional, Tuple, cast
 
 import torch
 
@@ -36,7 +36,7 @@ class RankAgreement:
             return False, False
         agreed = (False, False)
         if self.pending is not None:
-            diverged, stop = self.pending.value()
+            diverged, stop = cast("List[int]", self.pending.value())  # the two uint8 flags
             agreed = (bool(diverged), bool(stop))
         if self.watch_losses and len(self.losses) > self.checked:  # a few kernels per check, none per step
             finite = torch.isfinite(torch.stack(self.losses[self.checked:])).all()

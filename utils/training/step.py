@@ -12,7 +12,7 @@ import functools
 import inspect
 import math
 import warnings
-from typing import TYPE_CHECKING, ContextManager, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, ContextManager, Iterable, Iterator, List, Optional, Sequence, Tuple, Union, cast
 
 import torch
 from torch import nn
@@ -22,7 +22,14 @@ from utils import compat
 from utils.training import precision
 
 if TYPE_CHECKING:
+    from typing import Protocol
+
     from utils.modes import Mode
+
+    class SyncingModel(Protocol):
+        """A model that syncs gradients in backward, as DDP does, and can hold the sync off."""
+
+        def no_sync(self) -> ContextManager[None]: ...
 
 
 class MicroBatches:
@@ -32,7 +39,8 @@ class MicroBatches:
 
     def __init__(self, first: Tuple[torch.Tensor, torch.Tensor], loader: Iterator[Tuple[torch.Tensor, torch.Tensor]],
                  count: int):
-        self.first, self.loader, self.count = first, loader, count
+        self.first: Optional[Tuple[torch.Tensor, torch.Tensor]] = first  # None once the step has taken it
+        self.loader, self.count = loader, count
 
     def __len__(self) -> int:
         return self.count
@@ -44,6 +52,7 @@ class MicroBatches:
 
     def take_first(self) -> Tuple[torch.Tensor, torch.Tensor]:
         first, self.first = self.first, None  # from here the step alone holds it
+        assert first is not None  # the first micro-batch is taken once
         return first
 
 
@@ -64,6 +73,7 @@ def train_step(model: nn.Module, batches: Union[MicroBatches, Sequence[Tuple[tor
             scaler.scale(loss).backward()
         total = loss.detach() if total is None else total + loss.detach()
         del images, labels, loss  # freed before the next micro-batch is drawn
+    assert total is not None  # a step has at least one micro-batch
     if skip_nonfinite and not torch.isfinite(total).item():  # --on-nan skip, without a scaler
         model.zero_grad(set_to_none=True)
         optimizer.zero_grad(set_to_none=True)
@@ -82,7 +92,7 @@ def gradient_sync(model: nn.Module, enabled: bool) -> ContextManager[None]:
     needs to (the others run under no_sync)."""
     if enabled or not hasattr(model, "no_sync"):
         return contextlib.nullcontext()
-    return model.no_sync()
+    return cast("SyncingModel", model).no_sync()
 
 
 

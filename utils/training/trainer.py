@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import hashlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Iterable, List, Optional, Tuple, Union, cast
 
 import torch
 from torch import nn
@@ -61,7 +61,8 @@ def build_trainer(initial_model: nn.Module, mode: Mode, data: Data, config: RunC
     if world.distributed:  # broadcasts rank 0's weights, all-reduces gradients in backward
         step_model, grad_comm = data_parallel(model, device, config.distributed, world.size)
     if config.speed.compile:
-        step_model = torch.compile(step_model, mode=config.speed.compile_mode)
+        # a compiled module is an OptimizedModule, an nn.Module; torch's stubs say a callable
+        step_model = cast(nn.Module, torch.compile(step_model, mode=config.speed.compile_mode))
     loader = make_train_loader(config.data.loader, data.train_images, data.train_labels,
                                batch_size=training.batch_size, device=device, seed=training.seed,
                                workers=config.data.workers, channels_last=config.speed.channels_last,

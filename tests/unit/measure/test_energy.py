@@ -167,7 +167,8 @@ def test_each_process_reads_its_own_gpu_found_by_its_bus_id(install_nvml, monkey
 
 
 def test_without_a_bus_id_the_index_is_taken_unless_the_gpus_are_renumbered(install_nvml, monkeypatch):
-    install_nvml(FakeGpu(0, BUS, energy=readings(0, 0, 1000)), FakeGpu(1, "00000000:86:00.0", energy=readings(0, 0, 4000)))
+    install_nvml(FakeGpu(0, BUS, energy=readings(0, 0, 1000)),
+                 FakeGpu(1, "00000000:86:00.0", energy=readings(0, 0, 4000)))
     meter = nvml_meter.open_meter(1, None, clock=readings(0.0, 1.0))
     meter.start()
     assert energy_of(meter, 1)[0]["joules"] == 4.0
