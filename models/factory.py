@@ -38,15 +38,15 @@ def build_model(name: str, stem: Optional[str] = None, dropout: Optional[float] 
     """A randomly initialised model with a 10-class head (and the given dropout probability,
     for models that have one).
 
-    With stem="cifar" (the default up to families.CIFAR_STEM_UP_TO pixels), ResNet-family models get the usual CIFAR stem: the first conv becomes
-    3x3 stride 1 (same output channels, no bias) and the max-pool is removed, so small inputs
-    keep their resolution into layer1. Other families keep torchvision's layout, but for the
-    ViTs' attention, whose projections become nn.Linear layers (models/attention.py). Each family's
-    builder options apply (ResNet-family models start each residual block at the identity, a
-    zero-initialised last batch norm; the models whose layout depends on the image size are
-    built for `image_size`). A size the family's table refuses is refused; given `batch_size`,
-    a batch too small for the model's batch norms in training is refused; the model is checked
-    with images of `image_size`.
+    With stem="cifar" (the default up to families.CIFAR_STEM_UP_TO pixels), ResNet-family models get
+    the usual CIFAR stem: the first conv becomes 3x3 stride 1 (same output channels, no bias) and
+    the max-pool is removed, so small inputs keep their resolution into layer1. Other families
+    keep torchvision's layout, but for the ViTs' attention, whose projections become nn.Linear
+    layers (models/attention.py). Each family's builder options apply (ResNet-family models start
+    each residual block at the identity, a zero-initialised last batch norm; the models whose
+    layout depends on the image size are built for `image_size`). A size the family's table
+    refuses is refused; given `batch_size`, a batch too small for the model's batch norms in
+    training is refused; the model is checked with images of `image_size`.
     """
     names = model_names()
     if name not in names:
@@ -92,11 +92,13 @@ def weightless() -> Iterator[None]:
             parameter = nn.Parameter(parameter.to("meta"), parameter.requires_grad)
         register(module, name, parameter)
 
-    setattr(nn.Module, "register_parameter", on_meta)
+    # setattr, not an assignment: replacing a class's method is the point here, and the type
+    # checker rightly refuses it written as one
+    setattr(nn.Module, "register_parameter", on_meta)  # noqa: B010
     try:
         yield
     finally:
-        setattr(nn.Module, "register_parameter", register)
+        setattr(nn.Module, "register_parameter", register)  # noqa: B010
 
 
 def has_batch_norm(model: nn.Module) -> bool:

@@ -45,8 +45,9 @@ class OptimizerDefaults:
     def lr(self, global_batch: int, batch_norm: bool) -> float:
         """The lr for `global_batch` images a step; `batch_norm`: whether the model has batch norms."""
         scale = global_batch / BASE_BATCH
-        low = not batch_norm and self.base_lr_without_batch_norm is not None
-        base = self.base_lr_without_batch_norm if low else self.base_lr
+        base = self.base_lr
+        if not batch_norm and self.base_lr_without_batch_norm is not None:
+            base = self.base_lr_without_batch_norm
         return base * (math.sqrt(scale) if self.sqrt_scaling else scale)
 
 
@@ -76,7 +77,8 @@ CIFAR_VIT_PATCH = 4
 # Linear layers; at 256x256 (vit_t4 at 1024x1024, 65,536 tokens) 57 times, 1.5e16 FLOPs a step
 # of 128 images: tens of seconds a step on an H100, days on a CPU.
 VIT_PATCHES_A_SIDE = 64
-VIT_ATTENTION = f"{VIT_PATCHES_A_SIDE} patches a side at most: self-attention's work grows with the square of the patches"
+VIT_ATTENTION = (f"{VIT_PATCHES_A_SIDE} patches a side at most: self-attention's work grows with the square of "
+                 "the patches")
 # The vision transformers built here for small images (models/vit.py): torchvision's own class
 # with the Tiny and Small widths of DeiT, the Base and Large of ViT (Dosovitskiy et al., 2021),
 # and 4x4 patches; name -> (hidden width, layers, heads, MLP width).

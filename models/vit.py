@@ -17,8 +17,8 @@ from models.families import CIFAR_VIT_PATCH, CIFAR_VITS, DEFAULT_IMAGE_SIZE
 
 def build_cifar_vit(name: str, num_classes: int, dropout: Optional[float] = None,
                     image_size: int = DEFAULT_IMAGE_SIZE) -> VisionTransformer:
-    """A randomly initialised CIFAR ViT for images of `image_size` (4x4 patches); `dropout` (default 0, torchvision's) applies after the
-    attention and in the MLP blocks."""
+    """A randomly initialised CIFAR ViT for images of `image_size` (4x4 patches); `dropout` (default 0,
+    torchvision's) applies after the attention and in the MLP blocks."""
     hidden, layers, heads, mlp = CIFAR_VITS[name]
     return VisionTransformer(image_size=image_size, patch_size=CIFAR_VIT_PATCH, num_layers=layers, num_heads=heads,
                              hidden_dim=hidden, mlp_dim=mlp, num_classes=num_classes,

@@ -91,8 +91,8 @@ def run(config: RunConfig, stop: StopRequest) -> int:
     if world.distributed:
         device = distributed.init(world, config)
     stream = live.LiveLog.of(config, warn) if world.is_main else None
-    context = RunContext(device, world, stop, Reporter(not config.measurement.no_progress and world.is_main, config.measurement.log_every,
-                                                       stream))
+    context = RunContext(device, world, stop, Reporter(not config.measurement.no_progress and world.is_main,
+                                                       config.measurement.log_every, stream))
     try:
         with distributed.session(world):
             return benchmark(config, context)
@@ -109,7 +109,7 @@ def list_models(image_size: int) -> int:
     """The models that take images of `image_size` (stdout), and those that do not, with why (stderr)."""
     names = factory.model_names()
     print("\n".join(name for name in names if families.size_refusal(name, image_size) is None))
-    left_out = [families.size_refusal(name, image_size) for name in names if families.size_refusal(name, image_size)]
+    left_out = [refusal for refusal in (families.size_refusal(name, image_size) for name in names) if refusal]
     print(f"{len(names) - len(left_out)} models; {len(left_out)} more cannot take {image_size}x{image_size} images "
           f"(--image-size):\n" + "\n".join(left_out), file=sys.stderr)
     return 0
@@ -163,7 +163,10 @@ def prepare(config: RunConfig, context: RunContext) -> Tuple[TrainingPlan, nn.Mo
         if removed:
             warn(f"removed {removed / 2 ** 20:.1f} MiB of temporary files that a killed save of "
                  f"{config.checkpoints.checkpoint} left beside it.")
-    resume_state = checkpoint.load(config.checkpoints.checkpoint, context.device) if config.checkpoints.resume else None
+    resume_state = None
+    if config.checkpoints.resume:
+        assert config.checkpoints.checkpoint is not None  # RunConfig refuses --resume without --checkpoint
+        resume_state = checkpoint.load(config.checkpoints.checkpoint, context.device)
     model = seeded_model(config)
     context.reporter.phase(f"model {config.training.model} built: "
                            f"{sum(p.numel() for p in model.parameters()) / 1e6:.1f} M parameters")
@@ -191,6 +194,7 @@ def check_resume(resume_state: Dict[str, Any], config: RunConfig, plan: Training
     accuracy, so that a checkpoint at the last step whose final evaluation was cut short resumes
     that evaluation alone."""
     path, mode = config.checkpoints.checkpoint, config.modes[0]
+    assert path is not None  # RunConfig refuses --resume without --checkpoint
     resume_warning = checkpoint.check_compatible(resume_state, config.record(plan), mode, path, setup)
     # the steps are all trained and the final evaluation was cut: the run evaluates, and trains nothing more
     evaluates_only = resume_state["step"] == plan.steps and evaluates and \
@@ -216,7 +220,8 @@ def run_all(config: RunConfig, plan: TrainingPlan, context: RunContext, model: n
     alternating order (to expose drift); stops at the first run that diverged or was
     interrupted. Returns the ModeRuns in the order they ran."""
     per_step = config.training.accum_steps * context.world.size
-    flops_per_step = flops.training_flops_per_step(model, config.training.batch_size, config.data.input_shape) * per_step
+    flops_per_step = flops.training_flops_per_step(model, config.training.batch_size,
+                                                   config.data.input_shape) * per_step
     device = context.device
     fp8, low_share = fp8_predict.fp8_blocks(config, model, per_step,
                                             envinfo.device_name(device) if device.type == "cuda" else None)
@@ -277,14 +282,16 @@ def run_mode(initial_model: nn.Module, mode: Mode, data: Data, config: RunConfig
         stream.begin_run(run_label(config, mode, repeat))
     start_step, resumed_stats = 0, None
     if resume_state is not None:
+        assert config.checkpoints.checkpoint is not None  # RunConfig refuses --resume without --checkpoint
         start_step, resumed_stats = checkpoint.restore(trainer, resume_state, context.device,
                                                        config.checkpoints.checkpoint)
     curve = accuracy_curve(trainer, config, context, data, resumed_stats)
     if start_step and curve is not None and curve.wants(start_step, steps):
         # the earlier process evaluated its last step after writing the checkpoint: again here
         curve.take(start_step, resumed_stats.train_time_s if resumed_stats else 0.0)
-    saver = checkpoint.Saver(config.checkpoints.checkpoint, trainer, settings, checkpoint.resume_setup(data, context.world),
-                             context.device, context.world.is_main, warn) if config.checkpoints.checkpoint else None
+    saver = checkpoint.Saver(config.checkpoints.checkpoint, trainer, settings,
+                             checkpoint.resume_setup(data, context.world), context.device, context.world.is_main,
+                             warn) if config.checkpoints.checkpoint else None
     census = Census(mode, context.device, steps, config.measurement.numerics_every) if config.measurement.numerics \
         else None
     context.reporter.phase(f"{mode.name}: training steps {start_step + 1} to {steps}")
@@ -293,8 +300,9 @@ def run_mode(initial_model: nn.Module, mode: Mode, data: Data, config: RunConfig
     if saver is not None and outcome.diverged_at is None and (outcome.completed_steps > start_step
                                                               or evaluation.test_accuracy is not None):
         # after the final evaluation, so that the checkpoint holds it: one cut short is resumed alone
-        saver(outcome.completed_steps, dataclasses.replace(
-            outcome.stats, accuracy_curve=list(curve.points), eval_time_s=curve.eval_time_s) if curve else outcome.stats)
+        saver(outcome.completed_steps,
+              dataclasses.replace(outcome.stats, accuracy_curve=list(curve.points), eval_time_s=curve.eval_time_s)
+              if curve else outcome.stats)
     measured = measure_beside_the_loop(initial_model, trainer, config, context, outcome, repeat, evaluation)
     result = record.build(config, trainer, outcome, data, context, measured, repeat, flops_per_step,
                           dict(fp8, recipe=mode.float8) if fp8 else None)
@@ -318,9 +326,11 @@ def accuracy_curve(trainer: Trainer, config: RunConfig, context: RunContext, dat
     if config.training.no_eval or data.test_images is None:
         return None
     mode, images, ranks = trainer.mode, len(data.train_images), context.world.size
+    test_labels = data.test_labels
+    assert test_labels is not None  # Data holds test labels wherever it holds test images
 
     def evaluate_at(step: int) -> Optional[float]:
-        context.reporter.phase(f"{mode.name}: evaluating on {len(data.test_labels)} test images")
+        context.reporter.phase(f"{mode.name}: evaluating on {len(test_labels)} test images")
         accuracy = evaluate(trainer.model, mode, data, config, context)
         if accuracy is not None:
             context.reporter.phase(f"{mode.name}: test accuracy {100 * accuracy:.2f}%")

@@ -114,7 +114,8 @@ def cuda_pci_bus_id(index: int) -> Optional[str]:
     properties = torch.cuda.get_device_properties(index)
     if not hasattr(properties, "pci_bus_id"):
         return None
-    return f"{properties.pci_domain_id:08X}:{properties.pci_bus_id:02X}:{properties.pci_device_id:02X}.0"
+    # torch's stub of the device properties lacks the pci_ fields its binding has
+    return f"{properties.pci_domain_id:08X}:{properties.pci_bus_id:02X}:{properties.pci_device_id:02X}.0"  # type: ignore[attr-defined]
 
 
 def degrade(key: str, note: str) -> None:

@@ -106,7 +106,9 @@ def scale_drop_steps(curve: Sequence[float], dynamic: bool) -> List[int]:
     """The steps (from 1) at which a loss-scale curve (the scale after each step) fell: a
     dynamic GradScaler halves its scale at each step it skips, from INITIAL_LOSS_SCALE on; a
     static scale never falls."""
-    previous = INITIAL_LOSS_SCALE if dynamic else curve[0] if curve else None
+    if not curve:
+        return []
+    previous = INITIAL_LOSS_SCALE if dynamic else curve[0]
     steps = []
     for step, scale in enumerate(curve, 1):
         if scale < previous:

@@ -23,10 +23,16 @@ def unpickler(allowed: Allowed) -> Type[pickle.Unpickler]:
     return RestrictedUnpickler
 
 
+class PickleModule(types.ModuleType):
+    """A module with the two names torch.load reads of its pickle_module=."""
+    Unpickler: Type[pickle.Unpickler]
+    load: Callable[..., Any]
+
+
 def pickle_module(allowed: Allowed) -> types.ModuleType:
     """A stand-in for the pickle module (what torch.load's pickle_module= takes) whose
     Unpickler and load are restricted to `allowed`."""
-    module = types.ModuleType("restricted_pickle")
+    module = PickleModule("restricted_pickle")
     module.Unpickler = unpickler(allowed)
     module.load = lambda file, **options: module.Unpickler(file, **options).load()
     return module

@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any, Dict, Optional
 
 SETUP_KEYS = {  # config field: its type in a results file or a checkpoint
-    "model": str, "stem": str, "image_size": int, "batch_size": int, "accum_steps": int, "steps": int, "warmup": int, "loader": str,
-    "channels_last": bool, "compile": bool, "optimizer": str, "optimizer_impl": str,
+    "model": str, "stem": str, "image_size": int, "batch_size": int, "accum_steps": int, "steps": int, "warmup": int,
+    "loader": str, "channels_last": bool, "compile": bool, "optimizer": str, "optimizer_impl": str,
     "lr": float, "lr_schedule": str,
     "warmup_lr_steps": int, "momentum": float, "weight_decay": float, "label_smoothing": float, "clip_grad": float,
     "grad_comm": str, "bucket_mb": float,
@@ -25,10 +25,12 @@ RESUME_KEYS = ("model", "stem", "image_size", "batch_size", "accum_steps", "lr_s
 # them (each process leaves out its own, and its default follows --steps, which may grow), nor
 # are the outputs, the progress display or --accuracy-margin (the verdict is recomputed from the
 # results); the mode may change between FP32-weight modes, with a warning.
-KEPT_BY_THE_OPTIMIZER = "the resumed optimizer keeps the checkpoint's, so the results would record a setting that never ran"
+KEPT_BY_THE_OPTIMIZER = ("the resumed optimizer keeps the checkpoint's, so the results would record a setting that "
+                         "never ran")
 MIXED_TIMINGS = "the step times would mix two setups"
 RESUME_SETTINGS = {
-    "optimizer": "the checkpoint's optimizer state is that optimizer's", "lr": KEPT_BY_THE_OPTIMIZER, "momentum": KEPT_BY_THE_OPTIMIZER, "weight_decay": KEPT_BY_THE_OPTIMIZER,
+    "optimizer": "the checkpoint's optimizer state is that optimizer's",
+    "lr": KEPT_BY_THE_OPTIMIZER, "momentum": KEPT_BY_THE_OPTIMIZER, "weight_decay": KEPT_BY_THE_OPTIMIZER,
     "nesterov": KEPT_BY_THE_OPTIMIZER, "label_smoothing": KEPT_BY_THE_OPTIMIZER, "clip_grad": KEPT_BY_THE_OPTIMIZER,
     "seed": "the weights and the data order are the checkpoint's seed's",
     "dropout": "the weights so far were trained with the checkpoint's dropout",

@@ -78,7 +78,7 @@ def main(argv=None):
         if text != page.read_text():
             drifted.append(page.relative_to(ROOT))
             if not args.check:
-                atomic_write(str(page), lambda f: f.write(text.encode()))
+                atomic_write(str(page), lambda f, text=text: f.write(text.encode()))
     if args.check and drifted:
         print(f"these pages' samples differ from what the code prints: {', '.join(map(str, drifted))}; run "
               "python docs/samples/generate.py and commit them.", file=sys.stderr)

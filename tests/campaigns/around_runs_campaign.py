@@ -83,7 +83,8 @@ def report_cases():
     outliers = put(("outlier_steps",), [OUTLIER])
     for key, values in {"ms": ["x", None, -1, True, []], "timed_step": ["2", 0, None, 1.5]}.items():
         for value in values:
-            add(f"outlier {key} {value!r}", [outliers, put(("outlier_steps", 0, key), value)], f"outlier_steps[0].{key}")
+            add(f"outlier {key} {value!r}", [outliers, put(("outlier_steps", 0, key), value)],
+                f"outlier_steps[0].{key}")
         add(f"outlier without {key}", [outliers, put(("outlier_steps", 0, key), MISSING)], f"outlier_steps[0].{key}")
     for value in [3, "x", []]:
         add(f"outlier entry {value!r}", put(("outlier_steps",), [value]), "outlier_steps[0]")
@@ -98,7 +99,8 @@ def report_cases():
         for value in [None, "x", -1, 1.5, MISSING]:
             add(f"memory {part} {'missing' if value is MISSING else repr(value)}", put(("memory", part), value),
                 f"memory.{part}")
-    for key, values in {"test_accuracy": [5.0, -0.5, 1.5], "target_accuracy": [2.0], "best_accuracy": [1.5, -1.0]}.items():
+    for key, values in {"test_accuracy": [5.0, -0.5, 1.5], "target_accuracy": [2.0],
+                        "best_accuracy": [1.5, -1.0]}.items():
         for value in values:
             add(f"{key} {value!r}", put((key,), value), key)
     for key, value in [("final_loss", 2.0), ("final_lr", 0.1), ("wall_time_s", 3.0)]:
@@ -110,8 +112,7 @@ def report_cases():
             "final_loss_nonfinite")
     add("nonfinite mark a word, not an object", put(("final_loss_nonfinite",), "nan"), "final_loss_nonfinite")
     for key, value in [("target_accuracy", 3.0), ("eval_every", 0), ("eval_every", -1), ("eval_every", "x")]:
-        cases.append((f"config {key} {value!r}", [lambda d, k=key, v=value: d["config"].update({k: v})],
-                      f"config.{key}"))
+        add(f"config {key} {value!r}", [lambda d, k=key, v=value: d["config"].update({k: v})], f"config.{key}")
     return cases
 
 
@@ -183,7 +184,7 @@ def slower_document(rng, mode, slowdown):
         factor = rng.uniform(0.55, 1.0) if name in ("conv", "matmul") else rng.uniform(0.8, 2.5)
         entry["ms"] = base["profile"]["categories"][name]["ms"] * factor
     median = base["step_time_ms"]["median"] * slowdown
-    other["step_time_ms"] = {key: median for key in base["step_time_ms"]}
+    other["step_time_ms"] = dict.fromkeys(base["step_time_ms"], median)
     other["step_times_ms"] = [median] * 4
     for run in document["runs"]:
         run["profile"]["diagnosis"] = []

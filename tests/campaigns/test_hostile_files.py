@@ -116,7 +116,7 @@ plausible_data = st.integers(0, 3).flatmap(
 values = st.recursive(
     st.one_of(st.none(), st.booleans(), st.integers(-2 ** 70, 2 ** 70), st.floats(), st.text(max_size=10),
               st.binary(max_size=10), numpy_arrays, forged_arrays, plausible_data,
-              st.lists(st.integers(-3, 12), max_size=5).map(lambda l: np.array(l, dtype=object)),
+              st.lists(st.integers(-3, 12), max_size=5).map(lambda items: np.array(items, dtype=object)),
               st.sampled_from([RunsCode(os.system), RunsCode(eval)])),
     lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=3)),
     max_leaves=6)

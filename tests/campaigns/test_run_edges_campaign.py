@@ -174,7 +174,8 @@ def family_1():
     cases.append(Case("1-signal-in-warmup-with-csv", [*SYNTHETIC, "--warmup", "2", "--csv", "{tmp}/r.csv", "--json",
                                                       "{tmp}/r.json"], 128 + signal.SIGTERM, "",
                       setup=at_step(1, lambda tmp: os.kill(os.getpid(), signal.SIGTERM)),
-                      check=lambda tmp, result: [] if "--csv" in result.stderr else ["the unwritten --csv is not named"]))
+                      check=lambda tmp, result: ([] if "--csv" in result.stderr
+                                                 else ["the unwritten --csv is not named"])))
     return cases
 
 
@@ -212,8 +213,10 @@ def family_2():
 def family_3():
     """Flags that would be silently ignored, and warnings that must be true."""
     refused = [(["--amp-dtype", "bfloat16"], "--amp-dtype"), (["--amp-dtype", "float16"], "--amp-dtype"),
-               (["--amp-dtype", "float16", "--bf16"], "--amp-dtype"), (["--amp-dtype", "bfloat16", "--fp16"], "--amp-dtype"),
-               (["--tf32", "--bf16"], "--tf32"), (["--tf32", "--fp16", "-s"], "--tf32"), (["--tf32", "--amp"], "--tf32"),
+               (["--amp-dtype", "float16", "--bf16"], "--amp-dtype"),
+               (["--amp-dtype", "bfloat16", "--fp16"], "--amp-dtype"),
+               (["--tf32", "--bf16"], "--tf32"), (["--tf32", "--fp16", "-s"], "--tf32"),
+               (["--tf32", "--amp"], "--tf32"),
                (["--eval-every", "1"], "no test images"), (["--eval-every", "1", "--target-accuracy", "0.5"],
                                                            "no test images"),
                (["--eval-every", "1", "--target-accuracy", "0.5", "--stop-at-target"], "no test images")]
@@ -229,8 +232,9 @@ def family_3():
     cases.append(Case("3-warning-fp32-s", [*SYNTHETIC, "-n", "2", "-s"], 0, "FP32 gradients need no loss scaling"))
     # float16 on a CPU without fast float16 is refused, truthfully; one with avx512_fp16 runs it, saying -s adds nothing
     slow = cpu_arithmetic.slow_on_this_cpu(MODES["amp-fp16"])
-    cases.append(Case("3-amp-with-s", [*SYNTHETIC, "-n", "2", "--amp", "-s", "--json", "{tmp}/r.json"], 2 if slow else 0,
-                      "" if slow else "-s/--loss_scaling adds nothing to --amp", absent=["without --fp16"]))
+    cases.append(Case("3-amp-with-s", [*SYNTHETIC, "-n", "2", "--amp", "-s", "--json", "{tmp}/r.json"],
+                      2 if slow else 0, "" if slow else "-s/--loss_scaling adds nothing to --amp",
+                      absent=["without --fp16"]))
     return cases
 
 

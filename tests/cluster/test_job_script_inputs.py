@@ -234,7 +234,8 @@ CAMPAIGN = (
     + [("EXTRA_ARGS", value, True) for value in ['--tag "a b"', "--warmup 1\n--no-eval", "--x\\ y", "--tag 'x'"]]
     + [("MASTER_ADDR", value, True) for value in ["a b", "$(touch {canary})", "host;touch {canary}"]]
     + [("CIFAR10_DIR", "a\nb", True), ("CONTAINER", "a\tb", True), ("BIND", "/lus\n/x", True)]
-    + [(name, value, True) for name in ["RESULTS_ROOT", "CIFAR10_DIR", "CONTAINER", "BIND"] for value in ["-x", "--help"]]
+    + [(name, value, True) for name in ["RESULTS_ROOT", "CIFAR10_DIR", "CONTAINER", "BIND"]
+       for value in ["-x", "--help"]]
     # Accepted: never evaluated, so printed as they are.
     + [("EXTRA_ARGS", "$(touch {canary})", False), ("EXTRA_ARGS", "--warmup 1 *", False),
        ("CIFAR10_DIR", "$(touch {canary})", False), ("CONTAINER", "`touch {canary}`", False),

@@ -12,7 +12,7 @@ import os
 import pickle
 import socket
 from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple, Type
+from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple, Type
 
 import numpy as np
 import torch
@@ -21,6 +21,9 @@ from torchvision.datasets.utils import check_integrity, download_and_extract_arc
 
 from utils import safepickle
 from utils.errors import UserError
+
+if TYPE_CHECKING:
+    from utils.safepickle import Allowed
 
 FOLDER = CIFAR10.base_folder  # "cifar-10-batches-py"
 TRAIN_FILES = CIFAR10.train_list  # [[name, md5], ...] as torchvision checks them
@@ -145,7 +148,7 @@ def latin1_encode(text: object, encoding: object) -> bytes:
 # Everything a CIFAR batch pickle may name: numpy array rebuilding (under numpy 1 and 2 module
 # names), each rebuilt by the checked stand-ins above, and the latin-1 bytes encoding (or
 # empty bytes).
-SAFE_GLOBALS = {
+SAFE_GLOBALS: Allowed = {
     ("numpy.core.multiarray", "_reconstruct"): PickledArray,
     ("numpy._core.multiarray", "_reconstruct"): PickledArray,
     ("numpy", "ndarray"): PickledArray,

@@ -235,11 +235,11 @@ def make_train_loader(kind: str, images: torch.Tensor, labels: torch.Tensor, *, 
                       seed: int, workers: int, channels_last: bool, shard: Tuple[int, int] = (0, 1),
                       input_shape: InputShape = DEFAULT_INPUT_SHAPE) -> Union[TorchvisionLoader, DeviceLoader]:
     """The --loader `kind`'s training loader (`workers` serves the DataLoader alone)."""
-    common = dict(batch_size=batch_size, device=device, seed=seed, channels_last=channels_last, shard=shard,
-                  input_shape=input_shape)
     if kind == "torchvision":
-        return TorchvisionLoader(images, labels, workers=workers, **common)
-    return DeviceLoader(images, labels, **common)
+        return TorchvisionLoader(images, labels, batch_size=batch_size, device=device, seed=seed, workers=workers,
+                                 channels_last=channels_last, shard=shard, input_shape=input_shape)
+    return DeviceLoader(images, labels, batch_size=batch_size, device=device, seed=seed, channels_last=channels_last,
+                        shard=shard, input_shape=input_shape)
 
 
 def eval_batches(images: torch.Tensor, labels: torch.Tensor, *, batch_size: int, device: torch.device,

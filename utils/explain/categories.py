@@ -87,7 +87,7 @@ def category_of(chain: Sequence[str]) -> str:
     if FLOAT8_SCALING.fullmatch(core_name(chain[-1])) and any("float8" in name.lower() for name in chain[:-1]):
         kinds[-1] = "float8"
     for wanted in (STAGES, ("float8",), ("cast",)):
-        inner = [kind for kind in kinds if kind in wanted]
+        inner = [kind for kind in kinds if kind is not None and kind in wanted]
         if inner:
             return inner[-1]
     outer = [kind for kind in kinds if kind in KINDS]

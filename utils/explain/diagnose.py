@@ -126,7 +126,8 @@ def communication_finding(run: RunFacts, exposed_ms: float, wall_ms: float) -> F
     buckets, or give each all-reduce more compute to hide behind."""
     remedies = ["--grad-comm bf16 (half the bytes; fp16 where the backend lacks bfloat16)"] \
         if run.grad_comm == "fp32" else []
-    remedies += [f"a larger --bucket-mb than {run.bucket_mb:g}", "a larger -b per process (more compute per all-reduce)"]
+    remedies += [f"a larger --bucket-mb than {run.bucket_mb:g}",
+                 "a larger -b per process (more compute per all-reduce)"]
     return finding("communication-bound", run.mode, exposed_ms,
                    f"the all-reduce of the gradients waits {exposed_ms:.1f} ms that no compute overlaps, "
                    f"{100 * exposed_ms / wall_ms:.0f}% of the profiled step on {run.world_size} ranks",
@@ -285,7 +286,8 @@ def fallback(mode: str, base: Dict[str, float], profile: Dict[str, float],
         return None
     grew = sorted((name for name in NAMES if profile.get(name, 0.0) > base.get(name, 0.0)),
                   key=lambda name: base.get(name, 0.0) - profile[name])[:SHOWN_GROWTH]
-    parts = [", ".join(f"{name} +{profile[name] - base.get(name, 0.0):.1f} ms" for name in grew) + " grew"] if grew else []
+    parts = [", ".join(f"{name} +{profile[name] - base.get(name, 0.0):.1f} ms" for name in grew) + " grew"] \
+        if grew else []
     work_base = sum(base.get(name, 0.0) for name in TENSOR_CORE_WORK)
     work = sum(profile.get(name, 0.0) for name in TENSOR_CORE_WORK)
     shrink = work_base / work if work_base and work else None

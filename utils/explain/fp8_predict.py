@@ -134,7 +134,8 @@ def predict_linear(gpu: str, recipe: str, compiled: bool, m: int, k: int, n: int
     bf16 = three_gemms_s(spec, "bf16", BF16, m, k, n)
     fp8 = three_gemms_s(spec, "fp8", FP8, m, k, n)
     total = fp8 + overhead
-    return LinearPrediction(gpu, recipe, compiled, m, k, n, bf16, total, bf16 / total, bf16, fp8, overhead, len(kernels))
+    return LinearPrediction(gpu, recipe, compiled, m, k, n, bf16, total, bf16 / total, bf16, fp8, overhead,
+                            len(kernels))
 
 
 def predict_step(gpu: str, recipe: str, compiled: bool, shapes: Sequence[Tuple[int, int, int]],
@@ -197,6 +198,7 @@ def fp8_blocks(config: RunConfig, model: nn.Module, per_step: int,
     block["emulated"] = emulated
     blocks = {}
     for mode in fp8_modes:
+        assert mode.float8 is not None  # fp8_modes holds the modes with a float8 recipe
         prediction, why = run_prediction(device_name, emulated, mode.float8, config.speed.compile, model,
                                          training.batch_size, config.data.input_shape)
         blocks[mode.name] = dict(block, prediction=prediction, prediction_note=why)
@@ -210,9 +212,10 @@ def run_prediction(device_name: Optional[str], emulated: bool, recipe: str, comp
     if emulated or device_name is None:
         gpu, called = EMULATED_GPU, f"emulated: {SPECS[EMULATED_GPU].called}"
     else:
-        gpu = DEVICE_NAMES.get(device_name)
-        if gpu not in FP8_GPUS:
+        known = DEVICE_NAMES.get(device_name)
+        if known not in FP8_GPUS:
             return None, f"no FP8 figures for '{device_name}' in utils/measure/gpus.py"
+        gpu = known
         called = f"this GPU: {SPECS[gpu].called}"
     step = predict_model(gpu, recipe, compiled, model, batch_size, input_shape)
     return {"gpu": gpu, "for": called, "compiled": compiled, "speedup": step.speedup,
@@ -274,7 +277,8 @@ def whole(low: int, high: int) -> Callable[[str], int]:
     def parse(text: str) -> int:
         number = whole_number(text)
         if number is None or not low <= number <= high:
-            raise argparse.ArgumentTypeError(f"must be a whole number from {low} to {high}, not '{console.shortened(text)}'")
+            raise argparse.ArgumentTypeError(f"must be a whole number from {low} to {high}, "
+                                             f"not '{console.shortened(text)}'")
         return number
 
     return parse

@@ -14,7 +14,7 @@ import collections
 import os
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Counter, DefaultDict, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
@@ -132,6 +132,7 @@ def profile_steps(trainer: Trainer, config: RunConfig, device: torch.device, ste
                        config.training.clip_grad)
             if step == steps:  # before the last profiler.step(), which stops the recording
                 synchronize(device)
+                assert started is not None  # steps >= 1: step 1 started the clock
                 wall_ms = 1000.0 * (time.perf_counter() - started) / steps
             profiler.step()
     trace_failed = None
@@ -140,6 +141,7 @@ def profile_steps(trainer: Trainer, config: RunConfig, device: torch.device, ste
             write_trace(profiler, trace_path)
         except WriteFailed as error:
             trace_failed = str(error)
+    assert wall_ms is not None  # the loop ran to its last step, which timed the steps
     events = profiler.events()
     cuda = device.type == "cuda"
     kernels = cuda and any(event.device_type != torch.autograd.DeviceType.CPU for event in events)
@@ -166,9 +168,10 @@ def write_trace(profiler: profile, path: str) -> None:
 def chain_of(event: FunctionEvent) -> List[str]:
     """The names of the ops enclosing `event`, from the outermost in, `event` last."""
     names = []
-    while event is not None:
-        names.append(event.name)
-        event = event.cpu_parent
+    enclosing: Optional[FunctionEvent] = event
+    while enclosing is not None:
+        names.append(enclosing.name)
+        enclosing = enclosing.cpu_parent
     return names[::-1]
 
 
@@ -188,7 +191,9 @@ def exposed_comm_us(events: Iterable[FunctionEvent], cuda: bool) -> float:
         return exposed.exposed([span(event) for event in kernels if kind_of(event.name) == "comm"],
                                [span(event) for event in kernels if kind_of(event.name) != "comm"])
     training = {event.thread for event in events if event.name.startswith(STEP_MARK)}
-    comm, busy, comm_on_training_thread = [], [], []
+    comm: List[Tuple[float, float]] = []
+    busy: List[Tuple[float, float]] = []
+    comm_on_training_thread: List[Tuple[float, float]] = []
     for event in events:
         is_comm = category_of(chain_of(event)) == "comm"
         if is_comm:
@@ -206,10 +211,11 @@ def profile_of(events: Iterable[FunctionEvent], steps: int, wall_ms: float, cuda
                facts: Dict[str, Any]) -> Profile:
     """The Profile of `events`, recorded over `steps` steps that took `wall_ms` each, with the
     exposed communication's and the model's and machine's `facts` (Profile's fields after top_ops)."""
-    category_us = collections.Counter()
-    host_us = collections.Counter()
-    ops = collections.defaultdict(lambda: [0, 0.0])  # (name, category) -> [calls, µs]
-    syncs = collections.Counter()  # the op of the step that synced -> count
+    category_us: DefaultDict[str, float] = collections.defaultdict(float)
+    host_us: DefaultDict[str, float] = collections.defaultdict(float)
+    # (name, category) -> [calls, µs]
+    ops: DefaultDict[Tuple[str, str], List[float]] = collections.defaultdict(lambda: [0, 0.0])
+    syncs: Counter[str] = collections.Counter()  # the op of the step that synced -> count
     device_busy_us = 0.0
     for event in events:
         if getattr(event, "is_async", False):

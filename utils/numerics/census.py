@@ -20,7 +20,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import math
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Counter, Dict, List, Optional, Tuple
 
 import torch
 from torch import nn
@@ -177,7 +177,8 @@ def backward(model: nn.Module, criterion: nn.Module, images: torch.Tensor, label
     times `scale`, with `on_gradient(layer, gradient)` called for each leaf layer's output
     gradient; the weights' gradients are dropped and the buffers and random state restored."""
     restore(model, saved, device)
-    handles, calls = [], collections.Counter()
+    handles = []
+    calls: Counter[str] = collections.Counter()
 
     def watch(name):
         def hook(module, inputs, output):

@@ -98,7 +98,8 @@ def test_pickle_that_runs_code_is_refused_and_nothing_runs(subset, tmp_path):
         os.remove(marker)
     with open(folder / "data_batch_3", "wb") as f:
         pickle.dump({"data": RunsCode(), "labels": [0]}, f)
-    with pytest.raises(UserError, match="data_batch_3 is not a readable CIFAR-10 batch.*refusing to load 'posix.system'"):
+    with pytest.raises(UserError,
+                       match="data_batch_3 is not a readable CIFAR-10 batch.*refusing to load 'posix.system'"):
         cifar10.load(folder, allow_unverified=True)
     assert not os.path.exists(marker)
 

@@ -109,7 +109,8 @@ def profile_of(unaligned_layers=(), **ms):
     return Profile(steps=5, activities=["cpu"], wall_ms=total, total_ms=total,
                    categories={name: {"ms": value, "share": value / total} for name, value in values.items()},
                    idle_ms=values["idle"], host_ms={}, host_syncs_per_step=0.0, host_syncs=[], top_ops=[],
-                   comm_exposed_ms=0.0, gpu_kernels_missing=False, unaligned_layers=list(unaligned_layers), cpu_fast_half_flags=None)
+                   comm_exposed_ms=0.0, gpu_kernels_missing=False, unaligned_layers=list(unaligned_layers),
+                   cpu_fast_half_flags=None)
 
 
 def run_of(mode="fp32", device="cpu", loader="device", channels_last=False, optimizer_impl="fused", world_size=1,
@@ -160,7 +161,7 @@ def test_tensor_core_shapes_are_named_from_the_model():
 
 
 def test_amdahl_line_from_the_shares_and_the_measured_speedup():
-    base = {name: 0.0 for name in NAMES}
+    base = dict.fromkeys(NAMES, 0.0)
     base.update(conv=62.0, elementwise=38.0)
     mode = dict(base, conv=15.5)  # conv+matmul 4x faster, the rest unchanged
     figures = diagnose.amdahl(base, mode, 1.71)
@@ -172,7 +173,7 @@ def test_amdahl_line_from_the_shares_and_the_measured_speedup():
 
 
 def test_slower_half_arithmetic_is_diagnosed_with_the_cpu_flags_as_evidence():
-    base = {name: 0.0 for name in NAMES}
+    base = dict.fromkeys(NAMES, 0.0)
     base.update(conv=80.0, elementwise=20.0)
     found = diagnose.diagnose_comparison("amp-fp16", base, dict(base, conv=1600.0), "cpu", ["avx512_bf16"], 0.06, None)
     assert rules(found) == ["no fast float16 arithmetic on this device"]
@@ -186,7 +187,7 @@ def test_slower_half_arithmetic_is_diagnosed_with_the_cpu_flags_as_evidence():
 def test_a_cpu_that_lists_the_instructions_is_never_said_to_lack_them():
     """A run whose cpu_fast_half_flags record avx512_bf16 and whose bfloat16 convs ran slower:
     the finding names the flag it has, and never says "no fast bfloat16 arithmetic"."""
-    base = {name: 0.0 for name in NAMES}
+    base = dict.fromkeys(NAMES, 0.0)
     base.update(conv=80.0, elementwise=20.0)
     found = diagnose.diagnose_comparison("amp-bf16", base, dict(base, conv=160.0), "cpu", ["avx512_bf16"], 0.5, None)
     assert rules(found) == ["bfloat16 kernels slower than fp32's despite avx512_bf16"]
@@ -216,7 +217,7 @@ def test_a_diagnosis_from_a_busy_host_says_its_evidence_is_unsteady():
 
 def categories(**values):
     """{category: ms}, every category 0 but `values`."""
-    found = {name: 0.0 for name in NAMES}
+    found = dict.fromkeys(NAMES, 0.0)
     found.update(values)
     return found
 

@@ -58,7 +58,8 @@ def assert_same_function(reference, swapped, training):
 
 
 @pytest.mark.parametrize("training", [False, True])
-@pytest.mark.parametrize("build", [lambda: with_a_head(build_cifar_vit("vit_t4", 10)), small_vit], ids=["vit_t4", "small"])
+@pytest.mark.parametrize("build", [lambda: with_a_head(build_cifar_vit("vit_t4", 10)), small_vit],
+                         ids=["vit_t4", "small"])
 def test_the_swapped_vit_computes_torchvisions_outputs_and_gradients(build, training):
     reference = build()
     swapped = swap_attention(copy.deepcopy(reference))

@@ -133,8 +133,8 @@ def test_torchvisions_vits_are_refused_below_their_size_naming_the_cifar_ones():
         factory.build_model("vit_b_16", image_size=64)
     assert str(refused.value) == (
         "model 'vit_b_16' needs images of at least 224x224 with sides a multiple of 16 (torchvision's vision "
-        "transformers are built for 224x224 images and up, in whole patches; vit_t4, vit_s4, vit_b4, vit_l4 are the same class "
-        "with 4x4 patches for smaller images), and this run's are 64x64: run it with --image-size 224.")
+        "transformers are built for 224x224 images and up, in whole patches; vit_t4, vit_s4, vit_b4, vit_l4 are "
+        "the same class with 4x4 patches for smaller images), and this run's are 64x64: run it with --image-size 224.")
     assert "--image-size 240" in families.size_refusal("vit_b_16", 230)  # the next whole number of patches
     assert families.size_refusal("vit_b_32", 224) is None and families.size_refusal("maxvit_t", 224) is None
 
