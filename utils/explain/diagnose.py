@@ -31,7 +31,7 @@ if TYPE_CHECKING:
         world_size: int
         grad_comm: Optional[str]
         bucket_mb: Optional[float]
-        optimizer_impl: str
+        optimizer_impl: Optional[str]
 
 # The rules' thresholds, as shares of a profiled step.
 INPUT_BOUND_SHARE = 0.20  # the input pipeline

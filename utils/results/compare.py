@@ -90,14 +90,14 @@ def speedup_interval(base_group: List[Dict[str, Any]],
     """(the speedup's 95% interval or None, what it rests on or why there is none)."""
     runs = min(len(base_group), len(group))
     if runs >= MIN_RUNS:
-        medians = [[run["step_time_ms"]["median"] for run in runs_of] for runs_of in (base_group, group)]
-        return bootstrap_ratio(*medians), "bootstrap over the runs' medians (repeats and seeds)"
+        base_medians, medians = ([run["step_time_ms"]["median"] for run in runs_of] for runs_of in (base_group, group))
+        return bootstrap_ratio(base_medians, medians), "bootstrap over the runs' medians (repeats and seeds)"
     if len(base_group) == len(group) == 1:
-        steps = [base_group[0]["step_times_ms"], group[0]["step_times_ms"]]
-        block = block_length(min(map(len, steps)))
-        return bootstrap_ratio(*steps, block=block), (f"block bootstrap over the timed steps of one run per mode "
-                                                      f"(blocks of {block}); --repeats {MIN_RUNS} adds the "
-                                                      "run-to-run variation")
+        base_steps, steps = base_group[0]["step_times_ms"], group[0]["step_times_ms"]
+        block = block_length(min(len(base_steps), len(steps)))
+        return bootstrap_ratio(base_steps, steps, block=block), (f"block bootstrap over the timed steps of one run "
+                                                                 f"per mode (blocks of {block}); --repeats {MIN_RUNS} "
+                                                                 "adds the run-to-run variation")
     return None, f"none with {runs} runs per mode: an interval over runs needs {MIN_RUNS} (--repeats {MIN_RUNS})"
 
 
@@ -145,7 +145,7 @@ def profile_ms(group: List[Dict[str, Any]]) -> Optional[Dict[str, float]]:
     for run in group:
         profile = run.get("profile")
         total = sum(profile["categories"][name]["ms"] for name in CATEGORIES) if profile else 0
-        if total > 0:
+        if profile and total > 0:
             scale = run["step_time_ms"]["median"] / total if run["step_time_ms"] else 1.0
             scaled.append({name: profile["categories"][name]["ms"] * scale for name in CATEGORIES})
     return {name: statistics.median(ms[name] for ms in scaled) for name in CATEGORIES} if scaled else None
@@ -258,19 +258,22 @@ def ratio_figures(row: Dict[str, Any], base: Optional[Dict[str, Any]], group: Li
     (the baseline's measured figures, or None when it did not run), from its measured `row`."""
     interval, rests_on, memory_interval = None, None, None
     if base and not is_baseline:
+        assert base_group is not None  # the baseline's figures are measured from its runs
         interval, rests_on = speedup_interval(base_group, group)
         if min(len(group), len(base_group)) >= MIN_RUNS:
             memory_interval = bootstrap_ratio([run["peak_memory_bytes"] for run in group],
                                               [run["peak_memory_bytes"] for run in base_group], np.max)
-    both = base and row["test_accuracy"] is not None and base["test_accuracy"] is not None
-    both = both and row["learned"] is not False and base["learned"] is not False
+    accuracy_delta = None
+    if base and row["test_accuracy"] is not None and base["test_accuracy"] is not None \
+            and row["learned"] is not False and base["learned"] is not False:
+        accuracy_delta = row["test_accuracy"] - base["test_accuracy"]
     return {"speedup_vs_baseline": base["median_step_ms"] / row["median_step_ms"] if base else None,
             "speedup_ci95": interval,
             "speedup_significant": None if interval is None else not interval[0] <= 1.0 <= interval[1],
             "memory_ratio_ci95": memory_interval, "speedup_interval": rests_on,
             "memory_ratio_vs_baseline": row["peak_memory_bytes"] / base["peak_memory_bytes"]
             if base and base["peak_memory_bytes"] else None,
-            "accuracy_delta_vs_baseline": row["test_accuracy"] - base["test_accuracy"] if both else None,
+            "accuracy_delta_vs_baseline": accuracy_delta,
             "max_batch_ratio_vs_baseline": row["max_batch"] / base["max_batch"]
             if base and row["max_batch"] and base["max_batch"] else None}
 
@@ -298,6 +301,7 @@ def energy_figures(row: Dict[str, Any], base: Optional[Dict[str, Any]], group: L
     if not (base and row["joules_per_image"] and base["joules_per_image"]) \
             or row["energy_window_too_short"] or base["energy_window_too_short"]:
         return {"energy_ratio_vs_baseline": None, "energy_ratio_ci95": None}
+    assert base_group is not None  # the baseline's figures are measured from its runs
     figures, base_figures = (joules_per_image(resolving_energy(runs)[0]) for runs in (group, base_group))
     interval = bootstrap_ratio(figures, base_figures) \
         if not is_baseline and min(len(figures), len(base_figures)) >= MIN_RUNS else None

@@ -18,7 +18,7 @@ import errno
 import json
 import os
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from utils.clock import now_utc
 from utils.errors import UserError, WriteFailed
@@ -49,22 +49,27 @@ class LiveLog:
         if not (config.measurement.jsonl or config.measurement.tensorboard):
             return None
         started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S")
-        return cls(config.measurement.jsonl, config.measurement.tensorboard, f"{config.training.model}-b{config.training.batch_size}-{started}", warn)
+        return cls(config.measurement.jsonl, config.measurement.tensorboard,
+                   f"{config.training.model}-b{config.training.batch_size}-{started}", warn)
 
     def __init__(self, jsonl_path: Optional[str], tensorboard_dir: Optional[str], folder_name: str,
                  warn: Optional[Callable[[str], None]] = None):
-        self.jsonl_path, self.jsonl = jsonl_path, None  # opened at the first line: by then it is proven writable
+        self.jsonl_path = jsonl_path
+        self.jsonl: Optional[int] = None  # opened at the first line: by then it is proven writable
         # this invocation's folder: its name until the first run makes it (after the outputs
         # were checked), then the folder made, with a suffix when a run of the same second took the name
         self.tensorboard = os.path.join(tensorboard_dir, folder_name) if tensorboard_dir else None
         self.board_made = False
-        self.writer = self.run = self.first_run = None
-        self.run_folders = []  # every run's TensorBoard folder so far
+        self.writer: Optional[SummaryWriter] = None
+        self.run: Optional[str] = None
+        self.first_run: Optional[str] = None
+        self.run_folders: List[str] = []  # every run's TensorBoard folder so far
         self.warn = warn or (lambda sentence: None)
-        self.failed = None  # the first jsonl write that failed: the run goes on, the exit status says so
-        self.board_failed = None  # the same for TensorBoard, whose logs end there
-        self.recreated = None  # when --jsonl was found deleted and written anew
-        self.board_recreated = None  # (when, what) TensorBoard logs were first found deleted and written anew
+        self.failed: Optional[str] = None  # the first jsonl write that failed: the run goes on, the exit status says so
+        self.board_failed: Optional[str] = None  # the same for TensorBoard, whose logs end there
+        self.recreated: Optional[str] = None  # when --jsonl was found deleted and written anew
+        # (when, what) TensorBoard logs were first found deleted and written anew
+        self.board_recreated: Optional[Tuple[str, str]] = None
         if self.tensorboard:
             quiet_writer_threads()
 
@@ -83,13 +88,15 @@ class LiveLog:
         """One write per line, so that a reader never sees half of one: a line the disk cut short
         is taken back. A file found deleted (or replaced) is opened anew at its path, and a file
         that does not end its last line gets the newline first."""
-        if self.jsonl is not None and not same_file(self.jsonl_path, self.jsonl):
+        path = self.jsonl_path
+        assert path is not None  # emit() appends only with --jsonl
+        if self.jsonl is not None and not same_file(path, self.jsonl):
             os.close(self.jsonl)
             self.jsonl, self.recreated = None, self.recreated or now_utc("seconds")
         if self.jsonl is None:
-            os.makedirs(os.path.dirname(os.path.realpath(self.jsonl_path)), exist_ok=True)
-            self.jsonl = os.open(self.jsonl_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
-            data = (b"" if ends_its_lines(self.jsonl_path) else b"\n") + data
+            os.makedirs(os.path.dirname(os.path.realpath(path)), exist_ok=True)
+            self.jsonl = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+            data = (b"" if ends_its_lines(path) else b"\n") + data
         size = os.fstat(self.jsonl).st_size
         try:
             if os.write(self.jsonl, data) != len(data):
@@ -128,6 +135,7 @@ class LiveLog:
     def reopen_if_deleted(self) -> bool:
         """Note the first of the logs found deleted, and give the open writer a new event file
         (its folders made again) when its own went: True when it did."""
+        assert self.tensorboard is not None  # board() writes only with --tensorboard
         written = [self.tensorboard] + self.run_folders if self.board_made else []
         if self.writer is not None:
             written.append(event_file(self.writer))
@@ -137,6 +145,7 @@ class LiveLog:
         self.board_recreated = self.board_recreated or (now_utc("seconds"), gone)
         if self.writer is None or os.path.exists(event_file(self.writer)):
             return False  # the next writer opened makes its folders
+        assert self.run is not None  # a writer is open only inside a run
         try:
             self.writer.close()
         except Exception:
@@ -177,7 +186,11 @@ class LiveLog:
     def evaluation(self, step: int, accuracy: float) -> None:
         self.emit("eval", run=self.run, step=step, accuracy=accuracy)
         if self.writer is not None:
-            self.board(lambda: (self.writer.add_scalar("eval/test_accuracy", accuracy, step), self.writer.flush()))
+            def scalar() -> None:
+                writer = self.writer_now()
+                writer.add_scalar("eval/test_accuracy", accuracy, step)
+                writer.flush()
+            self.board(scalar)
 
     def end_run(self, run: Dict[str, Any], setup: Dict[str, Any]) -> None:
         """After the run (a RunRecord's dict): its exact step times (timed steps, against their
@@ -191,18 +204,24 @@ class LiveLog:
         self.close_writer()
 
     def run_summary(self, run: Dict[str, Any], setup: Dict[str, Any]) -> None:
+        writer = self.writer_now()
         first = run["completed_steps"] - len(run["step_times_ms"]) + 1  # the timed steps end the run
         for step, ms in enumerate(run["step_times_ms"], first):
-            self.writer.add_scalar("time/step_ms", ms, step)
-            self.writer.add_scalar("time/images_per_sec", run["global_batch_size"] * 1000.0 / ms, step)
+            writer.add_scalar("time/step_ms", ms, step)
+            writer.add_scalar("time/images_per_sec", run["global_batch_size"] * 1000.0 / ms, step)
         metrics = {"hparam/median_step_ms": (run["step_time_ms"] or {}).get("median"),
                    "hparam/images_per_sec": run["images_per_sec"],
                    "hparam/peak_memory_gib": run["peak_memory_bytes"] / 2 ** 30,
                    "hparam/test_accuracy": run["test_accuracy"]}
         hparams = {key: value if isinstance(value, (int, float, str, bool)) else str(value)
                    for key, value in {**setup, "mode": run["mode"]}.items()}
-        self.writer.add_hparams(hparams, {key: value for key, value in metrics.items() if value is not None},
-                                run_name=".")  # in the run's own folder: no extra run in TensorBoard's list
+        writer.add_hparams(hparams, {key: value for key, value in metrics.items() if value is not None},
+                           run_name=".")  # in the run's own folder: no extra run in TensorBoard's list
+
+    def writer_now(self) -> SummaryWriter:
+        """The open writer, read when a write is made: board() may have opened a new one since."""
+        assert self.writer is not None  # board() calls its write with a writer open, as its callers found one
+        return self.writer
 
     def comparison(self, text: str) -> None:
         """The printed table, as text in the first run's folder."""
@@ -214,7 +233,7 @@ class LiveLog:
 
     def close_writer(self) -> None:
         if self.writer is not None:
-            self.board(lambda: self.writer.close())  # the writer at the time: board() may open a new one
+            self.board(lambda: self.writer_now().close())  # the writer at the time: board() may open a new one
             self.writer = None
 
     def close(self) -> None:
@@ -263,12 +282,20 @@ def quiet_writer_threads() -> None:
     previous = threading.excepthook
     if getattr(previous, "quiet_writer_threads", False):
         return
+    threading.excepthook = QuietWriterThreads(previous)
 
-    def hook(failure):
+
+class QuietWriterThreads:
+    """The hook that passes on every thread's failure but the writer thread's; its attribute
+    marks it, so that it is set once."""
+    quiet_writer_threads = True
+
+    def __init__(self, previous: Callable[[threading.ExceptHookArgs], object]):
+        self.previous = previous
+
+    def __call__(self, failure: threading.ExceptHookArgs) -> None:
         if type(failure.thread).__name__ != "_AsyncWriterThread":
-            previous(failure)
-    hook.quiet_writer_threads = True
-    threading.excepthook = hook
+            self.previous(failure)
 
 
 def summary_writer(folder: str) -> SummaryWriter:
@@ -280,7 +307,8 @@ def summary_writer(folder: str) -> SummaryWriter:
 def event_file(writer: SummaryWriter) -> str:
     """The file a SummaryWriter appends to, reopened at each write: tensorboard names it only
     in this attribute."""
-    return writer.file_writer.event_writer._file_name
+    # torch infers file_writer as None from its __init__; a writer's file_writer is a FileWriter
+    return writer.file_writer.event_writer._file_name  # type: ignore[attr-defined]
 
 
 def made_anew(path: str) -> str:

@@ -160,8 +160,8 @@ def draw_step_times(axis: Axes, document: Dict[str, Any], modes: List[str]) -> N
 
 
 def draw_speedups(axis: Axes, comparison: Dict[str, ComparisonRow], modes: List[str], baseline: str) -> None:
-    speedups = [comparison[mode].speedup_vs_baseline for mode in modes]
-    if None in speedups:
+    speedups = [value for value in (comparison[mode].speedup_vs_baseline for mode in modes) if value is not None]
+    if len(speedups) < len(modes):
         values = [comparison[mode].images_per_sec for mode in modes]
         bars = axis.bar(modes, values, color=[colour_of(mode) for mode in modes])
         axis.bar_label(bars, labels=[f"{value:.0f}" for value in values], fontsize=8)
@@ -242,14 +242,21 @@ def draw_accuracy_curves(axis: Axes, runs: List[Dict[str, Any]], x_key: str, lab
     axis.legend(fontsize=8)
 
 
+def profile_of(row: ComparisonRow) -> Dict[str, float]:
+    """The row's --explain time per category: figure_of() draws these panels only for the modes profiled."""
+    assert row.profile_ms is not None
+    return row.profile_ms
+
+
 def draw_time_by_category(axis: Axes, comparison: Dict[str, ComparisonRow], modes: List[str]) -> None:
     """--explain: each mode's profiled step stacked by category, in ms (or in shares of the step
     when one mode is many times slower, which would flatten the others)."""
-    totals = [sum(comparison[mode].profile_ms.values()) for mode in modes]
+    profiles = [profile_of(comparison[mode]) for mode in modes]
+    totals = [sum(profile.values()) for profile in profiles]
     as_shares = max(totals) > SHARES_ABOVE * min(totals)
     bottoms = [0.0] * len(modes)
     for name in CATEGORIES:
-        values = [comparison[mode].profile_ms.get(name, 0.0) for mode in modes]
+        values = [profile.get(name, 0.0) for profile in profiles]
         if not any(values):
             continue
         if as_shares:
@@ -268,18 +275,19 @@ def draw_time_by_category(axis: Axes, comparison: Dict[str, ComparisonRow], mode
 
 def draw_category_speedups(axis: Axes, comparison: Dict[str, ComparisonRow], modes: List[str]) -> None:
     """--explain: each category's speedup against fp32, per mode (log scale; 1 = as fast)."""
-    others = [mode for mode in modes if mode != BASELINES["reference"] and comparison[mode].profile_speedup]
+    speedups = {mode: comparison[mode].profile_speedup for mode in modes if mode != BASELINES["reference"]}
+    others = {mode: speedup for mode, speedup in speedups.items() if speedup}
     if not others:
         axis.text(0.5, 0.5, "no fp32 profile to compare with", ha="center", va="center", transform=axis.transAxes)
         axis.set_xticks([])
         axis.set_yticks([])
         return
-    names = [name for name in CATEGORIES if all(name in comparison[mode].profile_speedup for mode in others)
-             and max(comparison[mode].profile_ms.get(name, 0.0) / sum(comparison[mode].profile_ms.values())
-                     for mode in modes) >= SHOWN_SHARE] + ["total"]
+    profiles = [profile_of(comparison[mode]) for mode in modes]
+    names = [name for name in CATEGORIES if all(name in speedup for speedup in others.values())
+             and max(profile.get(name, 0.0) / sum(profile.values()) for profile in profiles) >= SHOWN_SHARE] + ["total"]
     height = 0.8 / len(others)
     for index, mode in enumerate(others):  # a stem from 1.0 (as fast) to each category's speedup
-        values = [comparison[mode].profile_speedup[name] for name in names]
+        values = [others[mode][name] for name in names]
         clipped_values = [min(max(value, 1 / RATIO_LIMIT), RATIO_LIMIT) for value in values]  # one extreme ratio
         rows = [y + index * height for y in range(len(names))]  # (cast 0.0031x) flattened the rest
         axis.hlines(rows, 1.0, clipped_values, color=colour_of(mode), linewidth=3)

@@ -165,36 +165,35 @@ def build(config: RunConfig, trainer: Trainer, outcome: LoopOutcome, data: Data,
     timing = timing_fields(stats, global_batch)
     losses = stats.losses
     utilisation = flops.utilisation(flops_per_step, timing["step_time_ms"]["median"], device_name(device), mode,
-                                    device.type == "cuda", world.size, fp8 and fp8["flop_share"]) \
+                                    device.type == "cuda", world.size, fp8["flop_share"] if fp8 else None) \
         if timing["step_time_ms"] and flops_per_step else {}
     record = RunRecord(
-        mode=mode.name, description=mode.description, device=str(device), tf32=tf32_flags(),
-        data=data.name, loader=config.data.loader, channels_last=config.speed.channels_last, compiled=config.speed.compile,
+        mode=mode.name, description=mode.description, device=str(device), tf32=tf32_flags(), data=data.name,
+        loader=config.data.loader, channels_last=config.speed.channels_last, compiled=config.speed.compile,
         compile_mode=config.speed.compile_mode if config.speed.compile else None, batch_size=config.training.batch_size,
-        accum_steps=config.training.accum_steps, effective_batch_size=config.training.effective_batch_size, world_size=world.size,
-        global_batch_size=global_batch, timing_unit="optimizer_step", steps=trainer.plan.steps,
+        accum_steps=config.training.accum_steps, effective_batch_size=config.training.effective_batch_size,
+        world_size=world.size, global_batch_size=global_batch, timing_unit="optimizer_step", steps=trainer.plan.steps,
         completed_steps=outcome.completed_steps,
         incomplete=not outcome.ran_all_steps(trainer.plan.steps) or measured.stopped_by is not None,
-        stopped_by=outcome.stopped_by or measured.stopped_by, resumed_from_step=outcome.start_step or None, segments=stats.segments,
-        warmup=trainer.plan.timing_warmup, **timing, peak_memory_bytes=stats.peak_memory_bytes, peak_memory_kind=memory.peak_bytes(device)[1],
-        final_loss=losses[-1] if losses else None, loss_curve=losses, lr_curve=stats.lrs,
-        loss_scale_curve=stats.loss_scales if trainer.scaler.is_enabled() else None,
+        stopped_by=outcome.stopped_by or measured.stopped_by, resumed_from_step=outcome.start_step or None,
+        segments=stats.segments, warmup=trainer.plan.timing_warmup, **timing, peak_memory_bytes=stats.peak_memory_bytes,
+        peak_memory_kind=memory.peak_bytes(device)[1], final_loss=losses[-1] if losses else None, loss_curve=losses,
+        lr_curve=stats.lrs, loss_scale_curve=stats.loss_scales if trainer.scaler.is_enabled() else None,
         skipped_steps=outcome.skipped_steps,
         final_loss_scale=trainer.scaler.get_scale() if trainer.scaler.is_enabled() else None,
         final_lr=trainer.optimizer.param_groups[0]["lr"], test_accuracy=measured.test_accuracy,
-        epochs_seen=outcome.completed_steps * global_batch / len(data.train_images),
-        wall_time_s=stats.wall_time_s, first_step_s=outcome.first_step_s,
-        compile_time_s=outcome.first_step_s if config.speed.compile else None,
+        epochs_seen=outcome.completed_steps * global_batch / len(data.train_images), wall_time_s=stats.wall_time_s,
+        first_step_s=outcome.first_step_s, compile_time_s=outcome.first_step_s if config.speed.compile else None,
         initial_weights_sha256=trainer.initial_weights_sha256, first_batch_sha256=outcome.first_batch_sha256,
         repeat=repeat, finished_utc=now_utc(), numerics=measured.numerics, memory=measured.memory,
         max_batch=measured.max_batch, warmup_peak_memory_bytes=stats.warmup_peak_memory_bytes or None,
         peak_reserved_bytes=stats.peak_reserved_bytes if device.type == "cuda" else None,
         optimizer_impl=trainer.optimizer_impl, seed=config.training.seed, fp8=fp8,
-        host=host_fields(stats.host_readings, device.type, timing),
-        energy=outcome.energy, energy_unavailable=outcome.energy_unavailable, gpu_busy=outcome.gpu_busy,
-        gpu_busy_unavailable=outcome.gpu_busy_unavailable,
-        **accuracy_fields(measured.curve), **utilisation,
-        grad_comm=trainer.grad_comm, bucket_mb=communication(config.distributed.grad_comm, config.distributed.bucket_mb, world.size)["bucket_mb"])
+        host=host_fields(stats.host_readings, device.type, timing), energy=outcome.energy,
+        energy_unavailable=outcome.energy_unavailable, gpu_busy=outcome.gpu_busy,
+        gpu_busy_unavailable=outcome.gpu_busy_unavailable, **accuracy_fields(measured.curve), **utilisation,
+        grad_comm=trainer.grad_comm,
+        bucket_mb=communication(config.distributed.grad_comm, config.distributed.bucket_mb, world.size)["bucket_mb"])
     record.learned = learned(record.data, record.loss_curve, record.test_accuracy)
     if measured.profile is not None:
         record.profile = replace(measured.profile, diagnosis=diagnose_run(record, measured.profile, config.data.workers,
@@ -209,7 +208,7 @@ def timing_fields(stats: Statistics, global_batch: int) -> Dict[str, Any]:
     step_stats = summarize(stats.step_ms) if timed else None
     return {"timed_steps": len(stats.step_ms), "step_time_ms": step_stats, "step_times_ms": stats.step_ms,
             "outlier_steps": outliers(stats.step_ms),
-            "images_per_sec": global_batch * 1000.0 / step_stats["median"] if timed else None,
+            "images_per_sec": global_batch * 1000.0 / step_stats["median"] if step_stats is not None else None,
             "data_time_ms": summarize(stats.data_ms) if timed else None,
             "compute_time_ms": summarize([s - d for s, d in zip(stats.step_ms, stats.data_ms)]) if timed else None}
 
@@ -231,7 +230,8 @@ def accuracy_fields(curve: Optional[AccuracyCurve]) -> Dict[str, Any]:
     points = list(curve.points)
     first = curve.first_at_target
     return {"accuracy_curve": points, "eval_time_s": curve.eval_time_s, "target_accuracy": curve.target,
-            "time_to_target_s": first["train_s"] if first else None, "steps_to_target": first["step"] if first else None,
+            "time_to_target_s": first["train_s"] if first else None,
+            "steps_to_target": first["step"] if first else None,
             "epochs_to_target": first["epoch"] if first else None,
             "best_accuracy": max((point["accuracy"] for point in points), default=None)}
 

@@ -20,8 +20,10 @@ if TYPE_CHECKING:
 def check(config: RunConfig) -> None:
     """Every output path writable the way it will be written, no two outputs (symlinks followed)
     are one file, and none, file or folder, is in the CIFAR-10 folder. Changes nothing."""
-    outputs = [(path, flag) for path, flag in [(config.measurement.json, "--json"), (config.measurement.csv, "--csv"), (config.measurement.plot, "--plot"),
-                                                (config.checkpoints.checkpoint, "--checkpoint"), (config.measurement.jsonl, "--jsonl")] if path]
+    outputs = [(path, flag) for path, flag in [(config.measurement.json, "--json"), (config.measurement.csv, "--csv"),
+                                                (config.measurement.plot, "--plot"),
+                                                (config.checkpoints.checkpoint, "--checkpoint"),
+                                                (config.measurement.jsonl, "--jsonl")] if path]
     seen: Dict[str, str] = {}
     data_folder = os.path.realpath(cifar10.batches_folder(config.data.data_dir))
     for path, flag in outputs:
@@ -31,9 +33,10 @@ def check(config: RunConfig) -> None:
             raise UserError(f"{seen[real]} and {flag} name the same file {path}; give each output its own file.")
         seen[real] = flag
         refuse_in_data_folder(flag, path, os.path.dirname(real), data_folder)
-    for path, flag in [(config.measurement.tensorboard, "--tensorboard"), (config.measurement.trace_dir, "--trace-dir")]:
-        if path:
-            refuse_in_data_folder(flag, path, os.path.realpath(path), data_folder)
+    for folder, flag in [(config.measurement.tensorboard, "--tensorboard"),
+                         (config.measurement.trace_dir, "--trace-dir")]:
+        if folder:
+            refuse_in_data_folder(flag, folder, os.path.realpath(folder), data_folder)
     if config.measurement.jsonl:
         fileio.ensure_appendable(config.measurement.jsonl, "--jsonl")
     if config.measurement.csv:
@@ -85,7 +88,8 @@ def writers(config: RunConfig, stream: Optional[LiveStream],
     def streams():
         stream.comparison(summary(document, wide=True))
         stream.close()
-        return "; ".join(([f"TensorBoard logs written to {stream.tensorboard}"] if config.measurement.tensorboard else [])
+        return "; ".join(([f"TensorBoard logs written to {stream.tensorboard}"]
+                          if config.measurement.tensorboard else [])
                          + ([f"{config.measurement.jsonl} appended"] if config.measurement.jsonl else []))
 
     def nothing_to(flag, path):
@@ -95,6 +99,8 @@ def writers(config: RunConfig, stream: Optional[LiveStream],
         return refuse
 
     compared = bool(document["comparison"])
-    wanted = [(results, config.measurement.json), (rows if compared else nothing_to("--csv", config.measurement.csv), config.measurement.csv),
-              (figure if compared else nothing_to("--plot", config.measurement.plot), config.measurement.plot), (streams, stream is not None)]
+    wanted = [(results, config.measurement.json),
+              (rows if compared else nothing_to("--csv", config.measurement.csv), config.measurement.csv),
+              (figure if compared else nothing_to("--plot", config.measurement.plot), config.measurement.plot),
+              (streams, stream is not None)]
     return [write_one for write_one, asked in wanted if asked]

@@ -168,7 +168,8 @@ def accuracy_against_fp32_comm(groups: List[Dict[str, Any]], group: Dict[str, An
         return None
     margin = group["config"]["accuracy_margin"] / 100.0
     figures = accuracy_figures([run for run in runs if run_learned(run) is not False],
-                               [run for run in group_by_mode(twins[0]["runs"])[mode] if run_learned(run) is not False], margin)
+                               [run for run in group_by_mode(twins[0]["runs"])[mode] if run_learned(run) is not False],
+                               margin)
     return {key: figures[key] for key in ("seeds", "accuracy_mean", "accuracy_mean_delta", "accuracy_delta_ci95",
                                           "accuracy_verdict", "accuracy_verdict_why")}
 
@@ -210,19 +211,19 @@ def table(rows: List[StudyRow], baseline: str) -> str:
 def accuracy_table(rows: List[StudyRow]) -> List[str]:
     """Accuracy under 16-bit gradients against fp32 communication, paired by seed; [] without
     --grad-comm fp16 or bf16."""
-    compared = [row for row in rows if row.accuracy_vs_fp32_comm]
+    compared = [(row, row.accuracy_vs_fp32_comm) for row in rows if row.accuracy_vs_fp32_comm]
     if not compared:
         return []
     header = ["mode", "ranks", "grad comm", "seeds", "vs fp32 comm [95% CI]", "verdict"]
     lines = []
-    for row in compared:
-        figures = row.accuracy_vs_fp32_comm
+    for row, figures in compared:
         delta = figures["accuracy_mean_delta"]
-        lines.append([row.mode, str(row.world_size), row.grad_comm, str(figures["seeds"]),
+        # str() as format_table would: a row compared with fp32 communication has a grad_comm
+        lines.append([row.mode, str(row.world_size), str(row.grad_comm), str(figures["seeds"]),
                       with_interval(None if delta is None else 100 * delta, points(figures["accuracy_delta_ci95"]),
                                     "+.2f", " pt"),
                       figures["accuracy_verdict"] or "-"])
-    whys = sorted({row.accuracy_vs_fp32_comm["accuracy_verdict_why"] for row in compared} - {None})
+    whys = sorted({figures["accuracy_verdict_why"] for _, figures in compared} - {None})
     return ["Accuracy with 16-bit gradients: test accuracy against --grad-comm fp32 at the same size, paired by seed",
             format_table(header, lines)] + [f"inconclusive: {why}." for why in whys]
 
@@ -256,8 +257,8 @@ def study_figure(rows: List[StudyRow], title: str) -> Figure:
 
     figure, (rates, efficiencies) = plt.subplots(1, 2, figsize=(12, 4.5))
     for (mode, grad_comm), line in lines_of(rows).items():
-        style = dict(color=colour_of(mode), marker="o", linestyle=LINE_STYLES.get(grad_comm, "-"),
-                     label=f"{mode}, grad comm {grad_comm}")
+        style = {"color": colour_of(mode), "marker": "o", "linestyle": LINE_STYLES.get(grad_comm, "-"),
+                 "label": f"{mode}, grad comm {grad_comm}"}
         sizes = [row.world_size for row in line]
         rates.plot(sizes, [row.images_per_sec for row in line], **style)
         rates.plot(sizes, [size * line[0].images_per_sec for size in sizes], color=style["color"],
@@ -277,7 +278,7 @@ def study_figure(rows: List[StudyRow], title: str) -> Figure:
     return figure
 
 
-LINE_STYLES = {"fp32": "-", "fp16": "--", "bf16": "-."}
+LINE_STYLES: Dict[Optional[str], str] = {"fp32": "-", "fp16": "--", "bf16": "-."}  # by grad_comm; None: the default
 
 
 def lines_of(rows: List[StudyRow]) -> Dict[Tuple[str, Optional[str]], List[StudyRow]]:

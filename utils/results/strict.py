@@ -48,7 +48,10 @@ def restored(value: Any, where: str = "") -> Any:
         return [restored(item, f"{where}[{index}]") for index, item in enumerate(value)]
     if not isinstance(value, dict):
         return value
-    inside = (lambda key: f"{where}.{key}" if where else key)
+
+    def inside(key: str) -> str:
+        return f"{where}.{key}" if where else key
+
     copy = {key: restored(item, inside(key)) for key, item in value.items() if not key.endswith(SUFFIX)}
     for key, marks in value.items():
         base = key[:-len(SUFFIX)]

@@ -21,10 +21,11 @@ TABLE_WIDTH = 80
 def human_bytes(count: Optional[float]) -> str:
     if count is None:
         return "-"
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if count < 1024 or unit == "GiB":
+    for unit in ("B", "KiB", "MiB"):
+        if count < 1024:
             return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
         count /= 1024
+    return f"{count:.1f} GiB"
 
 
 def fmt(value: Optional[float], spec: str, scale: float = 1.0, suffix: str = "") -> str:
@@ -57,12 +58,12 @@ def describe(setup: Dict[str, Any], env: Dict[str, Any]) -> str:
     batch = f"batch {setup['batch_size']}" + (f" per process x {ranks} processes" if ranks > 1 else "")
     if setup.get("grad_comm"):
         batch += f" (gradients sent in {setup['grad_comm']}, {setup['bucket_mb']:g} MB buckets)"
-    levers = [f"accum {setup['accum_steps']}" if (setup.get("accum_steps") or 1) > 1 else None,
-              "channels_last" if setup.get("channels_last") else None,
-              f"compile ({setup.get('compile_mode') or 'default'})" if setup.get("compile") else None,
-              f"loader torchvision ({setup.get('workers')} workers)" if setup.get("loader") == "torchvision" else None,
-              "AdamW" if setup.get("optimizer") == "adamw" else None]
-    levers = "".join(f", {lever}" for lever in levers if lever)
+    named = [f"accum {setup['accum_steps']}" if (setup.get("accum_steps") or 1) > 1 else None,
+             "channels_last" if setup.get("channels_last") else None,
+             f"compile ({setup.get('compile_mode') or 'default'})" if setup.get("compile") else None,
+             f"loader torchvision ({setup.get('workers')} workers)" if setup.get("loader") == "torchvision" else None,
+             "AdamW" if setup.get("optimizer") == "adamw" else None]
+    levers = "".join(f", {lever}" for lever in named if lever)
     stem = f" (stem {setup['stem']})" if uses_resnet_stem(setup["model"]) else ""
     size = setup.get("image_size") or DEFAULT_IMAGE_SIZE
     stem += f", {size}x{size} images" if size != DEFAULT_IMAGE_SIZE else ""
@@ -157,7 +158,7 @@ def comparison_table(comparison: Dict[str, ComparisonRow], wide: bool = False) -
                   if all(getattr(row, figure) is None for row in comparison.values())]
     blocks = [[column for column in block if column[0] not in unmeasured] for block in blocks]
     tables = []
-    for block in [[column for block in blocks for column in block]] if wide else blocks:
+    for block in [[column for group in blocks for column in group]] if wide else blocks:
         tables += fit_tables("mode", modes, [(header, [cell(comparison[mode]) for mode in modes])
                                              for header, cell in block], wide)
     return "\n\n".join(tables)
@@ -203,13 +204,15 @@ def explanation(document: Dict[str, Any], wide: bool = False) -> List[str]:
                      "scaled to the timed median, so read their shares and ratios, which stay comparable.")
     lines += [amdahl_line(mode, comparison[mode].amdahl) for mode in modes if comparison[mode].amdahl]
     lines += communication_lines(document["runs"], modes)
-    found, seen = [], set()
+    found: List[Dict[str, Any]] = []
     for run in document["runs"]:
         found += (run.get("profile") or {}).get("diagnosis") or []
     for mode in modes:
         found += comparison[mode].diagnosis or []
-    found = [item for item in ranked(found) if (item["mode"], item["rule"]) not in seen
-             and not seen.add((item["mode"], item["rule"]))]
+    first: Dict[Tuple[str, str], Dict[str, Any]] = {}  # a mode's rule once, where it ranks highest
+    for item in ranked(found):
+        first.setdefault((item["mode"], item["rule"]), item)
+    found = list(first.values())
     if found:
         lines.append("Diagnosis, largest stake first:")
         lines += [f"{number}. {item['text']}" for number, item in enumerate(found, 1)]
@@ -289,8 +292,8 @@ def numerics_block(document: Dict[str, Any], wide: bool = False) -> List[str]:
     footprints = first_of(document, "memory")
     if footprints:
         modes = list(footprints)
-        columns = [(header, [human_bytes(footprints[mode].get(key)) for mode in modes]) for header, key in MEMORY_COLUMNS
-                   if any(footprints[mode].get(key) is not None for mode in modes)]
+        columns = [(header, [human_bytes(footprints[mode].get(key)) for mode in modes])
+                   for header, key in MEMORY_COLUMNS if any(footprints[mode].get(key) is not None for mode in modes)]
         base = footprints.get(BASELINES["reference"])
         if base and base["activations_bytes"]:
             columns.insert(4, ("act. ratio", [f"{footprints[mode]['activations_bytes'] / base['activations_bytes']:.2f}"
@@ -308,8 +311,8 @@ def accuracy_notes(document: Dict[str, Any]) -> List[str]:
     verdicts = {mode: row for mode, row in comparison.items() if row.accuracy_verdict}
     if verdicts:
         margin = document["config"]["accuracy_margin"]
-        lines.append(f"verdict: the 95% interval of each mode's accuracy minus {document['config']['baseline']}'s, paired by "
-                     "seed, against "
+        lines.append(f"verdict: the 95% interval of each mode's accuracy minus {document['config']['baseline']}'s, "
+                     "paired by seed, against "
                      f"+-{margin:g} points (--accuracy-margin): holds inside it, differs when it excludes 0 and leaves "
                      "it, else inconclusive." + "".join(f" {mode}: {row.accuracy_verdict_why}."
                                                         for mode, row in verdicts.items()
@@ -380,7 +383,8 @@ def fp8_notes(document: Dict[str, Any]) -> List[str]:
             reasons.setdefault(layer["why"], []).append(layer["layer"])
         left = "; ".join(f"{len(names)} {'layer' if len(names) == 1 else 'layers'} ({names[0]}"
                          f"{', ...' if len(names) > 1 else ''}): {why}" for why, names in reasons.items())
-        lines.append(f"{mode} ({block['recipe']} scaling{', EMULATED: times are not FP8 speed' if block['emulated'] else ''}"
+        emulated = ", EMULATED: times are not FP8 speed" if block["emulated"] else ""
+        lines.append(f"{mode} ({block['recipe']} scaling{emulated}"
                      f"): {block['converted_layers']} of {block['linear_layers']} Linear layers in FP8, "
                      f"{100 * block['flop_share']:.1f}% of the step's matmul FLOPs; left in bfloat16: {left}.")
         lines.append(prediction_note(mode, block, document["comparison"]))
@@ -431,8 +435,9 @@ def unmeasured_notes(document: Dict[str, Any], figure: str, unavailable: str, co
     without one."""
     comparison, runs = document["comparison"], document["runs"]
     if all(getattr(row, figure) is None for row in comparison.values()):
-        why = sorted({run[unavailable] for run in runs if run.get(unavailable) and run["device"].startswith("cuda")})
-        return [f"{column} not shown: {'; '.join(why)}."] if why else []
+        reasons = sorted({run[unavailable] for run in runs
+                          if run.get(unavailable) and run["device"].startswith("cuda")})
+        return [f"{column} not shown: {'; '.join(reasons)}."] if reasons else []
     lines = []
     for mode, row in comparison.items():
         why = next((run[unavailable] for run in runs if run["mode"] == mode and run.get(unavailable)), None)

@@ -14,7 +14,7 @@ import json
 import math
 import typing
 from dataclasses import MISSING, fields
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, NoReturn, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, NoReturn, Optional, Union
 
 from utils.explain.categories import ADDED
 from utils.explain.categories import NAMES as CATEGORIES
@@ -94,7 +94,7 @@ TEXT, FLAG, ANY = Kind(str, "text"), Kind(bool, "true or false"), Kind(None, "an
 class OneOf:
     """Text that names one of `choices`, which a reader looks up or compares with (a mode, a dtype)."""
 
-    def __init__(self, choices: Sequence[str], name: str):
+    def __init__(self, choices: Iterable[str], name: str):
         self.choices, self.name = tuple(choices), name
 
     def check(self, value: Any, where: str) -> None:
@@ -168,7 +168,8 @@ def from_annotation(kind: Any) -> Spec:
     if origin is dict:
         return MapOf(from_annotation(args[1]) if args else ANY)
     # a float field may be NaN or infinite in a genuine file (strict.py); NARROWER says where not
-    return {str: TEXT, bool: FLAG, int: Number(whole=True), float: Number(finite=False)}.get(kind, ANY)
+    simple: Dict[Any, Spec] = {str: TEXT, bool: FLAG, int: Number(whole=True), float: Number(finite=False)}
+    return simple.get(kind, ANY)
 
 
 SHARE = Number(low=0, high=1)  # of the values the census examined, of the time the GPU ran kernels
@@ -187,19 +188,22 @@ NUMERICS = Fields({"dtype": OneOf(CENSUS_DTYPES, "a dtype the census examines"),
                    "passes": Fields({"unscaled": PASS},
                                     {"scaled": Fields({"scale": Number(above=0), "flushed_share": SHARE,
                                                        "subnormal_share": SHARE, "overflow_share": SHARE})}),
-                   "activation_max": Fields({"value": Number(low=0), "layer": TEXT, "share_of_fp16_max": Number(low=0)}),
+                   "activation_max": Fields({"value": Number(low=0), "layer": TEXT,
+                                             "share_of_fp16_max": Number(low=0)}),
                    "histogram": HISTOGRAM})
 PROFILE = Fields({"steps": Number(whole=True, low=1),
-                  "categories": Fields({name: Fields({"ms": Number(low=0)}) for name in CATEGORIES if name not in ADDED},
+                  "categories": Fields({name: Fields({"ms": Number(low=0)})
+                                        for name in CATEGORIES if name not in ADDED},
                                        {name: Fields({"ms": Number(low=0)}) for name in ADDED})},
-                 {"total_ms": Number(low=0), "diagnosis": Nullable(ListOf(Fields({"mode": TEXT, "rule": TEXT, "text": TEXT,
+                 {"total_ms": Number(low=0),
+                  "diagnosis": Nullable(ListOf(Fields({"mode": TEXT, "rule": TEXT, "text": TEXT,
                                                        "at_stake_ms": Number()}))),
                   "cpu_fast_half_flags": Nullable(ListOf(TEXT)), "comm_exposed_ms": Nullable(Number(low=0)),
                   "idle_ms": Nullable(Number(low=0)), "wall_ms": Nullable(Number(low=0))})
 BYTES = Number(whole=True, low=0)
 # the parts the table and the plot stack; the CUDA peaks are null on a CPU
-MEMORY = Fields({key: BYTES for key in ("parameters_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes",
-                                        "weight_copies_bytes")},
+MEMORY = Fields(dict.fromkeys(("parameters_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes",
+                               "weight_copies_bytes"), BYTES),
                 {"cuda_peak_allocated_bytes": Nullable(BYTES), "cuda_peak_reserved_bytes": Nullable(BYTES),
                  "activations_by_dtype": MapOf(BYTES)})
 ACCURACY = Number(low=0, high=1)  # a share of the test set, as every accuracy field holds it
@@ -229,7 +233,7 @@ FP8 = Fields({"recipe": OneOf(RECIPES, "a float8 recipe"), "emulated": FLAG, "li
 GRAD_COMM_DTYPE = OneOf(GRAD_COMM, "a dtype gradients travel in")
 BUCKET_MB = Number(above=0)  # DDP's bucket size, which the setup line prints
 WHOLE_FROM_1 = Number(whole=True, low=1)
-NARROWER = {
+NARROWER: Dict[str, Spec] = {
     "step_time_ms": Nullable(Fields({"median": Number(above=0), "p90": Number(low=0)}, {"p10": Number(low=0)})),
     "data_time_ms": Nullable(Fields({"median": Number(low=0)})),
     "step_times_ms": ListOf(Number(above=0)),  # the speedup's bootstrap divides by their medians
@@ -257,11 +261,12 @@ ENV = Fields({"timestamp_utc": TEXT, "hostname": TEXT, "device": TEXT, "torch": 
              {"world_size": WHOLE_FROM_1, "device_type": Nullable(TEXT)})
 # The settings the setup line prints and the merge pools by, in the ranges their readers need
 # (the scaling study divides by the batch); those every release wrote may not be missing.
-SETTINGS = {"image_size": WHOLE_FROM_1, "batch_size": WHOLE_FROM_1, "accum_steps": WHOLE_FROM_1, "steps": WHOLE_FROM_1,
-            "warmup": Number(whole=True, low=0), "lr": Number(above=0), "momentum": Number(low=0),
-            "weight_decay": Number(low=0), "label_smoothing": Number(low=0, high=1),
-            "warmup_lr_steps": Number(whole=True, low=0), "clip_grad": Number(above=0), "grad_comm": GRAD_COMM_DTYPE,
-            "bucket_mb": BUCKET_MB}
+SETTINGS: Dict[str, Spec] = {
+    "image_size": WHOLE_FROM_1, "batch_size": WHOLE_FROM_1, "accum_steps": WHOLE_FROM_1, "steps": WHOLE_FROM_1,
+    "warmup": Number(whole=True, low=0), "lr": Number(above=0), "momentum": Number(low=0),
+    "weight_decay": Number(low=0), "label_smoothing": Number(low=0, high=1),
+    "warmup_lr_steps": Number(whole=True, low=0), "clip_grad": Number(above=0), "grad_comm": GRAD_COMM_DTYPE,
+    "bucket_mb": BUCKET_MB}
 WRITTEN_BY_EVERY_RELEASE = ("model", "stem", "batch_size", "steps", "warmup", "lr")
 
 

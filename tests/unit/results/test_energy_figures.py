@@ -105,7 +105,8 @@ def test_a_result_file_with_energy_is_checked_field_by_field():
         validate.check(genuine_with_energy(joules_per_image=-0.25))
     with pytest.raises(validate.Invalid, match=r"runs\[0\].energy.images is 1.5, not a whole number"):
         validate.check(genuine_with_energy(images=1.5))
-    with pytest.raises(validate.Invalid, match=r"runs\[0\].energy.mean_watts is 12.0, not what its joules give \(1.33333\)"):
+    with pytest.raises(validate.Invalid,
+                       match=r"runs\[0\].energy.mean_watts is 12.0, not what its joules give \(1.33333\)"):
         validate.check(genuine_with_energy(mean_watts=12.0))
     with pytest.raises(validate.Invalid, match=r"runs\[0\].energy.joules_per_image is 0.5, not what its joules give"):
         validate.check(genuine_with_energy(joules_per_image=0.5))

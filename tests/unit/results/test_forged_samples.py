@@ -177,14 +177,16 @@ FORGED: List[Tuple[str, str, Callable[[Document], None], str]] = [  # (what, var
      "runs[1].step_time_ms.median is"),
     ("a step of 0 ms", "why", lambda d: d["runs"][0]["step_times_ms"].__setitem__(0, 0),
      "runs[0].step_times_ms[0] is 0, not a number above 0"),
-    ("images/s infinite", "why", lambda d: d["runs"][0].update(images_per_sec=None, images_per_sec_nonfinite={"": "inf"}),
+    ("images/s infinite", "why",
+     lambda d: d["runs"][0].update(images_per_sec=None, images_per_sec_nonfinite={"": "inf"}),
      "runs[0].images_per_sec is Infinity, not a finite number"),
     ("timed without images/s", "why", run_of(0, images_per_sec=None),
      "runs[0] has a step_time_ms but no images_per_sec"),
     ("run of 0 ranks", "why", run_of(0, world_size=0), "runs[0].world_size is 0, not a whole number of at least 1"),
     ("run of 0 steps", "why", run_of(0, steps=0), "runs[0].steps is 0, not a whole number of at least 1"),
     ("run of batch 0", "why", run_of(0, batch_size=0), "runs[0].batch_size is 0, not a whole number of at least 1"),
-    ("repeat -1", "reading-the-numbers", run_of(2, repeat=-1), "runs[2].repeat is -1, not a whole number of at least 0"),
+    ("repeat -1", "reading-the-numbers", run_of(2, repeat=-1),
+     "runs[2].repeat is -1, not a whole number of at least 0"),
     # time to target, over seeds
     ("time to target without epochs", "target", run_of(0, epochs_to_target=None),
      "runs[0] has a time_to_target_s but no epochs_to_target"),
@@ -205,7 +207,8 @@ FORGED: List[Tuple[str, str, Callable[[Document], None], str]] = [  # (what, var
     ("workers -1", "why", config(workers=-1), "config.workers is -1, not a whole number of at least 0"),
     ("fp8_emulate a word", "why", config(fp8_emulate="false"), 'config.fp8_emulate is "false", not true or false'),
     ("comparison a list", "why", lambda d: d.update(comparison=[1]), "comparison is a list, not an object"),
-    ("a comparison row a number", "why", lambda d: d["comparison"].update(fp32=3), "comparison.fp32 is 3, not an object"),
+    ("a comparison row a number", "why", lambda d: d["comparison"].update(fp32=3),
+     "comparison.fp32 is 3, not an object"),
 ]
 
 

@@ -74,7 +74,8 @@ def test_the_study_row_gives_images_per_sec_and_efficiency_from_the_median_step(
     # (median 25); batch 32 per process: 64,000 / 25 = 2560 img/s on 2 ranks, 32,000 / 11 = 2909.1 on one,
     # scaling 2560 / 2909.1 = 0.88, efficiency 0.44
     status, written = study_from(tmp_path, timed_launch(1, [10] * 3), timed_launch(1, [12] * 3, hour=18),
-                                 timed_launch(2, [20] * 3, "fp32", 25.0), timed_launch(2, [30] * 3, "fp32", 25.0, hour=18))
+                                 timed_launch(2, [20] * 3, "fp32", 25.0),
+                                 timed_launch(2, [30] * 3, "fp32", 25.0, hour=18))
     assert status == 0, capsys.readouterr().err
     one, two = written["rows"]
     assert one["runs"] == two["runs"] == 6 and one["median_step_ms"] == 11.0 and two["median_step_ms"] == 25.0
@@ -106,7 +107,8 @@ def test_the_study_and_the_summary_give_one_communication_share():
 
 
 @pytest.mark.parametrize("asked, gpu, visible, sizes", [
-    (None, True, 8, [1, 2, 4, 8]), (None, True, 6, [1, 2, 4, 6]), ("2,1", False, 0, [1, 2]), ("1,2,4", True, 4, [1, 2, 4]),
+    (None, True, 8, [1, 2, 4, 8]), (None, True, 6, [1, 2, 4, 6]), ("2,1", False, 0, [1, 2]),
+    ("1,2,4", True, 4, [1, 2, 4]),
 ])
 def test_the_world_sizes_run(asked, gpu, visible, sizes):
     assert study_script().world_sizes(asked, gpu, visible) == sizes
@@ -181,7 +183,8 @@ def test_the_accuracy_table_shows_each_compressed_row_in_points():
 
 def test_merging_a_folder_without_results_is_refused(tmp_path, capsys):
     assert study_script().main(["--from", str(tmp_path), "--out", str(tmp_path / "study")]) == 2
-    assert capsys.readouterr().err == f"scaling.py: error: --from {tmp_path} holds no result files (*.json) of main.py.\n"
+    assert capsys.readouterr().err == (f"scaling.py: error: --from {tmp_path} holds no result files (*.json) "
+                                       "of main.py.\n")
 
 
 def test_a_figure_matplotlib_cannot_draw_is_a_write_failure_not_a_traceback(tmp_path, monkeypatch):
