@@ -202,6 +202,8 @@ def plan_comparisons(suite: Planner) -> None:
     extra: List[object] = [flag for flag in ("--explain", "--numerics") if flag in flags]
     if "--explain" in extra:
         extra += ["--explain-steps", plan.explain_steps]
+    if plan.quick:  # a CPU evaluates the test set in seconds per mode and repeat; convergence checks accuracy
+        extra.append("--no-eval")
     for model in plan.models:
         for layout in ("", "-cl"):
             name = f"{model}{layout}"
