@@ -222,7 +222,8 @@ class Estimator:
         if run.on_cpu:
             return CPU_GFLOPS_PER_CORE * 1e9 * (os.cpu_count() or 1)
         mode = modes.MODES[run.mode]
-        arithmetic = flops.ARITHMETIC[mode.low_precision_dtype] if mode.float8 else flops.arithmetic(mode)
+        autocast = mode.low_precision_dtype  # an fp8 mode's steps run at its autocast dtype's rate
+        arithmetic = flops.ARITHMETIC[autocast] if mode.float8 and autocast else flops.arithmetic(mode)
         peaks = gpus.peaks_of(self.device_name)
         peak = peaks[arithmetic] if peaks and arithmetic in peaks else min(
             spec.tflops[arithmetic] for spec in gpus.SPECS.values() if arithmetic in spec.tflops)

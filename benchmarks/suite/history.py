@@ -118,7 +118,7 @@ def recorded_commit(folder: Path, step: str) -> Tuple[bool, Optional[str], Optio
     document = saved(folder, step)
     if document is None or not isinstance(document, dict) or not ("env" in document or "commit" in document):
         return False, None, None
-    env = document.get("env") if isinstance(document.get("env"), dict) else document
+    env = document["env"] if isinstance(document.get("env"), dict) else document
     commit = env.get("git_commit", env.get("commit"))
     if not isinstance(commit, str) or not commit:
         raise BadResults(f"{folder / (step + '.json')} records no commit (env.git_commit), so no label can say which "
