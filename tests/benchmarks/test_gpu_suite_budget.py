@@ -135,6 +135,7 @@ def test_the_headline_takes_about_2_5_minutes_of_an_h100_by_the_estimate_and_the
 
 
 def options(tmp_path, **values):
+    (tmp_path / "README.md").write_text("# ampbench\n\n## Results\n")  # the suite proves it usable first
     defaults = {"quick": True, "data_dir": str(SUBSET), "results_root": str(tmp_path / "results"),
                 "readme": str(tmp_path / "README.md"), "commit": None, "render": None, "only": None, "budget": None}
     return argparse.Namespace(**dict(defaults, **values))
