@@ -173,11 +173,15 @@ class SuiteRefusal(UserError):
 
 @contextlib.contextmanager
 def results_folder(folder: Path) -> Iterator[None]:
-    """Create `folder` (a device's results), prove a file can be made in it, and hold its lock for
-    the block: one suite at a time writes a device's folders, or one would overwrite the other's
-    suite.json. A refusal in the block removes again the folders this made, where they stay empty."""
+    """Create `folder` (a device's results) and hold its lock for the block: one suite at a time
+    writes a device's folders, or one would overwrite the other's suite.json. A refusal in the
+    block removes again the folders this made, where they stay empty."""
     made = [path for path in (folder, *folder.parents) if not path.exists()]
-    writable_folder(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise SuiteRefusal(f"cannot create {folder} ({error.strerror or error}); give a writable "
+                           "--results-root.") from None
     try:
         with held_or_refused(str(folder), f"another {NAME} is writing into {folder}; wait for it to finish, or "
                                           "give another --results-root."):
@@ -192,7 +196,7 @@ def results_folder(folder: Path) -> Iterator[None]:
 
 
 def writable_folder(folder: Path) -> None:
-    """Create `folder`, and prove that a file can be made in it, or refuse."""
+    """Create the folder a pass writes, and prove that a file can be made in it, or refuse."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
         prove_creatable(str(folder / "suite.json"))
