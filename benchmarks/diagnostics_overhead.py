@@ -1,11 +1,11 @@
 """Do --explain, --numerics and --eval-every change the timed steps? They should not:
 --explain profiles steps after the timed ones, and --numerics and --eval-every examine or
-evaluate in pauses left out of the step times. Times, in one process and interleaved, the same mode run by utils.app.run_mode
-(the code main.py runs) without and with the flag, and prints the median step time of each,
-their ratio with its 95% bootstrap interval over the rounds, and whether they agree within
-noise (the interval holds 1.0).
+evaluate in pauses left out of the step times. Times, in one process and interleaved, the same
+mode run by utils.app.run_mode (the code main.py runs) without and with the flag, and prints the
+median step time of each, their ratio with its 95% bootstrap interval over the rounds, and
+whether they agree within noise (the interval holds 1.0).
 
-    python benchmarks/diagnostics_overhead.py                      # --explain; CPU, resnet18 (ImageNet stem), batch 32, fp32
+    python benchmarks/diagnostics_overhead.py      # --explain; CPU, resnet18 (ImageNet stem), batch 32, fp32
     python benchmarks/diagnostics_overhead.py --flag numerics --numerics-every 4
     python benchmarks/diagnostics_overhead.py --flag eval-every --eval-every 0.02   # the CIFAR-10 subset
     python benchmarks/diagnostics_overhead.py -p --mode amp-fp16 --model resnet50 -b 256
@@ -61,9 +61,9 @@ def main():
     device = pick_device(options.gpu, cudnn_benchmark=True)
     mode = modes.MODES[options.mode]
     evaluating = options.flag == "eval-every"  # needs test images: the real data
-    common = dict(model=options.model, stem=options.stem, steps=options.steps, warmup=options.warmup,
-                  batch_size=options.batch_size, no_progress=True, no_eval=not evaluating, data="cifar10",
-                  data_dir=options.data_dir, download=False, allow_unverified=True)
+    common = {"model": options.model, "stem": options.stem, "steps": options.steps, "warmup": options.warmup,
+              "batch_size": options.batch_size, "no_progress": True, "no_eval": not evaluating, "data": "cifar10",
+              "data_dir": options.data_dir, "download": False, "allow_unverified": True}
     plain = RunConfig.build(**common)
     flagged = RunConfig.build(**common, **({"eval_every": options.eval_every} if evaluating else
                                           {"numerics_every": options.numerics_every} if options.flag == "numerics"

@@ -21,13 +21,16 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any, Dict, List
+from typing import TYPE_CHECKING, Any, Dict, List
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from utils import console  # noqa: E402 (no torch)
 from utils.config import RANGES, RunConfig, flag_type, input_shape_of  # noqa: E402
 from utils.fileio import ensure_writable  # noqa: E402
 from utils.results.files import write_json  # noqa: E402
+
+if TYPE_CHECKING:
+    from utils.results.record import RunRecord
 
 BASELINE = "amp-bf16"
 FP8_MODES = ["fp8", "fp8-rowwise"]
@@ -107,16 +110,16 @@ def sweep(options: argparse.Namespace) -> Dict[str, Any]:
           f"{options.warmup} warm-up; speedups over {BASELINE}, eager")
     print(header())
     rows = []
+    recipes = {name: recipe for name in FP8_MODES if (recipe := modes.MODES[name].float8)}
     for width in options.widths:
         torch.manual_seed(0)
         model = encoder_blocks(width)
-        medians = {name: run_mode(model, modes.MODES[name], data, config, plan, RunContext(device)).record
-                   .step_time_ms["median"] for name in names}
+        medians = {name: median_ms(run_mode(model, modes.MODES[name], data, config, plan, RunContext(device)).record)
+                   for name in names}
         predicted = {}
-        for name in FP8_MODES:  # eager, as the runs are
-            prediction, no_prediction = fp8_predict.run_prediction(device_name, options.fp8_emulate,
-                                                                   modes.MODES[name].float8, False, model,
-                                                                   options.batch, input_shape_of(IMAGE_SIZE))
+        for name, recipe in recipes.items():  # eager, as the runs are
+            prediction, no_prediction = fp8_predict.run_prediction(device_name, options.fp8_emulate, recipe, False,
+                                                                   model, options.batch, input_shape_of(IMAGE_SIZE))
             predicted[name] = prediction and prediction["speedup"]
             predicted_for = prediction and prediction["for"]
         rows.append({"width": width, "heads": width // HEAD_DIM, "median_step_ms": medians,
@@ -127,6 +130,13 @@ def sweep(options: argparse.Namespace) -> Dict[str, Any]:
             "predicted_for": predicted_for, "no_prediction": no_prediction, "compiled": False, "batch": options.batch,
             "image_size": IMAGE_SIZE, "patch_size": PATCH_SIZE, "tokens": TOKENS,
             "layers": LAYERS, "steps": options.steps, "warmup": options.warmup, "baseline": BASELINE, "rows": rows}
+
+
+def median_ms(record: RunRecord) -> float:
+    """A run's median step in ms: each run here times --steps steps, at least one."""
+    timing = record.step_time_ms
+    assert timing is not None, "a sweep run timed no step"
+    return timing["median"]
 
 
 def header() -> str:

@@ -24,17 +24,32 @@ with the least that would. `--only` plans some sections alone and keeps the othe
 saved steps (and their waiting ones). README's Results merge every suite saved for each device
 under the results root, of any date and commit, and say which rows older code measured
 (suite/history.py). The suite's wing, one module per job, is benchmarks/suite/.
+
+It runs as a batch job in an allocation that ends with a signal. Every path is proven before any
+step: a results root, --readme or --render folder that cannot be used is refused in one line
+(`gpu_suite.py: error: ...`, exit 2), as are a README whose gpu-suite markers are not one pair in
+order and a budget that fits no step. A saved file it cannot read is left out with one warning
+naming it; a damaged suite.json in today's folder is moved aside to suite.json.unreadable-<UTC
+time>, and the pass plans the folder anew. One suite at a time writes a device's folder: it holds
+the folder's lock for the whole pass, and a second one is refused (exit 2) before any step; the
+kernel drops the lock with the process, so a killed suite leaves none behind. SIGTERM, SIGINT,
+SIGHUP or SIGUSR1 end the step in flight: every command runs in a process group of its own, which
+gets SIGTERM and, 10 s later (or at a second signal), SIGKILL. That step waits for the next pass,
+its partial files moved to interrupted/; no other step starts, suite.json and README are written,
+a line says which signal ended which step, and the exit status is 128 + the signal's number.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
-import json
 import math
+import os
+import signal
 import sys
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Dict, Iterator, Optional, Tuple
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
@@ -42,24 +57,59 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.suite import ledger  # noqa: E402 (the checkout's root, above)
 from benchmarks.suite.device import NoDevice, device_facts, folder_name, software  # noqa: E402
 from benchmarks.suite.estimate import Estimator  # noqa: E402
-from benchmarks.suite.history import CHANGES, BadResults  # noqa: E402
+from benchmarks.suite.history import CHANGES, suite_record  # noqa: E402
 from benchmarks.suite.plan import MODES, SECTIONS, TRANSFORMER_MODES, Plan, Planner, available_flags, planned_steps  # noqa: E402
-from benchmarks.suite.render import render_coverage, render_readme  # noqa: E402
-from utils import provenance  # noqa: E402
+from benchmarks.suite.render import render_coverage, render_readme, usable_readme  # noqa: E402
+from utils import console, provenance  # noqa: E402
+from utils.errors import UserError  # noqa: E402
+from utils.fileio import ensure_folder_writable, held_or_refused, prove_creatable  # noqa: E402
+
+NAME = "gpu_suite.py"
 
 
 def run_suite(options: argparse.Namespace, started: float) -> int:
+    """One pass: its paths proven, its steps planned, then run under the results folder's lock with
+    the stop signals caught; 128 + the signal's number where one stopped it."""
+    stop = ledger.Stop()
+    stop.install()
+    try:
+        return stoppable_suite(options, started, stop)
+    finally:
+        stop.restore()
+
+
+def stoppable_suite(options: argparse.Namespace, started: float, stop: ledger.Stop) -> int:
     say = ledger.announcer(started)
     commit = options.commit or provenance.commit()[0]
     if commit is None:
         raise SuiteRefusal("no commit names the code that runs: this copy has no .git to ask; give --commit with "
                            "what `git rev-parse HEAD` prints in the checkout it was copied from.")
+    ensure_folder_writable(options.results_root, "--results-root")
+    readme = readme_path(options.readme)
     plan = Plan(options.quick)
     try:
         label, refused = device_facts(options.quick, MODES + TRANSFORMER_MODES)
     except NoDevice as error:
         raise SuiteRefusal(str(error)) from None
     device_folder = Path(options.results_root) / folder_name(label)
+    if stop.number is not None:  # the planning's seconds are not worth a pass that starts no step
+        return stopped_before(stop.number)
+    with results_folder(device_folder):
+        out, runner, books, ended = run_pass(options, started, stop, commit, label, refused, plan, device_folder, say)
+        status = finish(out, runner, books, readme, started)
+    if stop.number is None:
+        return status
+    name = signal.Signals(stop.number).name
+    print(f"{NAME}: stopped by {name}, " + (f"which ended step {ended}; it waits for the next pass." if ended else
+                                            "between steps: no step started after it."), file=sys.stderr, flush=True)
+    return 128 + stop.number
+
+
+def run_pass(options: argparse.Namespace, started: float, stop: ledger.Stop, commit: str, label: str,
+             refused: Dict[str, str], plan: Plan, device_folder: Path,
+             say: ledger.Say) -> Tuple[Path, ledger.Runner, ledger.Ledger, Optional[str]]:
+    """Plan the pass into the folder it continues or starts, refuse a budget that fits no step,
+    then run what fits: (that folder, the runner and the books, the step a stop signal ended)."""
     today = device_folder / datetime.date.today().isoformat()
     planner = Planner(today, options.data_dir, plan, [mode for mode in MODES if mode not in refused],
                       available_flags(), [mode for mode in TRANSFORMER_MODES if mode not in refused], say)
@@ -68,28 +118,29 @@ def run_suite(options: argparse.Namespace, started: float) -> int:
         planner.skip(f"mode {mode}", reason)
     planned = planned_steps(planner, sections)
     machine = software()
+    set_aside_unreadable(today / "suite.json")
     out, why = ledger.choose_folder(device_folder, today.name, planned, machine, bool(options.budget))
     if why:
         say(why)
     planned = [step.moved(today, out) for step in planned]
-    earlier = json.loads((out / "suite.json").read_text()) if (out / "suite.json").exists() else {}
+    earlier = suite_record(out / "suite.json")[0] or {}
     pending, kept, carried = ledger.this_pass_steps(planned, earlier, sections, bool(options.budget))
     estimator = Estimator(device_folder, label, plan.quick, lambda: planner.data)
     refusal = ledger.refuse(pending, estimator, options.budget, started)
     if refusal:
         raise SuiteRefusal(refusal)
-    out.mkdir(parents=True, exist_ok=True)
+    writable_folder(out)
     summary = {"device": label, "quick": plan.quick, "date": earlier.get("date", out.name), "commit": commit,
                "changes_in_code": list(dict.fromkeys(change.commit for change in CHANGES)),
                "data_flags": planner.data_flags, "models": plan.models, "batch": plan.batch, "steps": plan.steps,
                "repeats": plan.repeats}
     books = ledger.Ledger(out / "suite.json", summary, earlier, kept, options.budget, carried, machine)
-    runner = ledger.Runner(out, planner.records, say, commit)
-    ledger.spend(runner, pending, estimator, options.budget * 60 if options.budget else math.inf, books, started)
-    return finish(out, runner, books, options.readme, started)
+    runner = ledger.Runner(out, planner.records, say, commit, stop)
+    budget_s = options.budget * 60 if options.budget else math.inf
+    return out, runner, books, ledger.spend(runner, pending, estimator, budget_s, books, started)
 
 
-def finish(out: Path, runner: ledger.Runner, books: ledger.Ledger, readme: Optional[str], started: float) -> int:
+def finish(out: Path, runner: ledger.Runner, books: ledger.Ledger, readme: Path, started: float) -> int:
     """Say what ran and what waits, in order; render README; exit 1 if a step failed."""
     print(f"suite finished in {(time.perf_counter() - started) / 60:.1f} min; results in {out}")
     print("ran, in order: " + (", ".join(f"{entry['step']} ({entry['elapsed_s']:.0f} s, estimated "
@@ -100,9 +151,8 @@ def finish(out: Path, runner: ledger.Runner, books: ledger.Ledger, readme: Optio
             f"{entry['step']} (estimated {entry['estimate_s']:.0f} s)" for entry in books.this_pass["waiting"])
               + f"; the next --budget run into {out} runs them")
     failed = [step["name"] for step in runner.records if step.get("rc") not in (None, 0, 143)]
-    if readme:
-        render(out, Path(readme))
-        print(f"README section regenerated in {readme}")
+    render(out, readme)
+    print(f"README section regenerated in {readme}")
     if failed:
         print(f"failed steps: {', '.join(failed)}", file=sys.stderr)
         return 1
@@ -117,8 +167,92 @@ def render(out: Path, readme: Path) -> None:
         render_coverage(RESULTS, ROOT / "docs" / "benchmarks.md")
 
 
-class SuiteRefusal(Exception):
+class SuiteRefusal(UserError):
     """What the suite cannot do as asked, in one sentence: it exits 2 having changed nothing."""
+
+
+@contextlib.contextmanager
+def results_folder(folder: Path) -> Iterator[None]:
+    """Create `folder` (a device's results) and hold its lock for the block: one suite at a time
+    writes a device's folders, or one would overwrite the other's suite.json. A refusal in the
+    block removes again the folders this made, where they stay empty."""
+    made = [path for path in (folder, *folder.parents) if not path.exists()]
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise SuiteRefusal(f"cannot create {folder} ({error.strerror or error}); give a writable "
+                           "--results-root.") from None
+    try:
+        with held_or_refused(str(folder), f"another {NAME} is writing into {folder}; wait for it to finish, or "
+                                          "give another --results-root."):
+            yield
+    except UserError:
+        for path in made:  # innermost first
+            try:
+                path.rmdir()
+            except OSError:
+                break
+        raise
+
+
+def writable_folder(folder: Path) -> None:
+    """Create the folder a pass writes, and prove that a file can be made in it, or refuse."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        prove_creatable(str(folder / "suite.json"))
+    except OSError as error:
+        raise SuiteRefusal(f"cannot write into {folder} ({error.strerror or error}); give a writable "
+                           "--results-root.") from None
+
+
+def set_aside_unreadable(path: Path) -> None:
+    """Move a suite.json this code cannot read to suite.json.unreadable-<UTC time> beside it, never
+    deleting it, and say so: the pass then plans the folder anew."""
+    if not os.path.lexists(path):
+        return
+    record, problem = suite_record(path, rendered=True)
+    if record is None:
+        now = datetime.datetime.now(datetime.timezone.utc)
+        aside = path.with_name(f"{path.name}.unreadable-{now:%Y%m%dT%H%M%S.%fZ}")  # to the microsecond: none replaced
+        try:
+            os.replace(path, aside)
+        except OSError as error:
+            raise SuiteRefusal(f"{path}: {problem}, and it cannot be moved aside ({error.strerror or error}); move it "
+                               "yourself, or give another --results-root.") from None
+        print(f"{NAME}: warning: {path}: {problem}; moved it to {aside.name} beside it, and this pass plans the "
+              "folder anew.", file=sys.stderr, flush=True)
+
+
+def saved_run(text: str) -> Path:
+    """--render's folder: one a suite wrote, with a suite.json a page can be rendered from."""
+    if not text:
+        raise SuiteRefusal("--render needs a results folder, and got an empty one; give results/<device>/<date>.")
+    out = Path(text).resolve()
+    if not out.is_dir():
+        raise SuiteRefusal(f"--render {text} is {'not a folder' if out.exists() else 'missing'}; give a "
+                           "results/<device>/<date> folder a suite wrote.")
+    if not (out / "suite.json").exists():
+        raise SuiteRefusal(f"--render {text} holds no suite.json; give a results/<device>/<date> folder a suite wrote.")
+    problem = suite_record(out / "suite.json", rendered=True)[1]
+    if problem:
+        raise SuiteRefusal(f"--render {text} has a suite.json no page can be rendered from ({problem}); give a "
+                           "folder a suite wrote.")
+    return out
+
+
+def readme_path(text: str) -> Path:
+    """--readme, proven before any step to take the section (render.usable_readme)."""
+    if not text:
+        raise SuiteRefusal("--readme needs a file, and got an empty one; give the README whose Results section the "
+                           "suite regenerates.")
+    usable_readme(Path(text))
+    return Path(text)
+
+
+def stopped_before(number: int) -> int:
+    print(f"{NAME}: stopped by {signal.Signals(number).name} before any step; nothing was written.",
+          file=sys.stderr, flush=True)
+    return 128 + number
 
 
 def commit_argument(text: str) -> str:
@@ -129,15 +263,17 @@ def commit_argument(text: str) -> str:
 
 
 def budget_minutes(text: str) -> float:
-    minutes = float(text)
+    try:
+        minutes = float(text)
+    except ValueError:
+        minutes = math.nan
     if not math.isfinite(minutes) or minutes <= 0:
-        raise argparse.ArgumentTypeError(f"--budget takes a positive number of minutes, not {text}")
+        raise argparse.ArgumentTypeError(f"takes a positive number of minutes, not {text!r}")
     return minutes
 
 
-def main() -> int:
-    started = time.perf_counter()
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser() -> argparse.ArgumentParser:
+    parser = console.Parser(NAME, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="CPU, tiny step counts: check that the suite works")
     parser.add_argument("--data-dir", help="CIFAR-10 folder passed to every run (with --allow-unverified)")
     parser.add_argument("--results-root", default=str(RESULTS), help="where results/<device>/<date>/ goes")
@@ -151,17 +287,21 @@ def main() -> int:
     parser.add_argument("--budget", metavar="MINUTES", type=budget_minutes,
                         help="start only the steps whose estimated time fits in what is left of MINUTES, in "
                         "priority order; the rest wait for the next --budget run into the same folder")
-    options = parser.parse_args()
-    try:
-        if options.render:
-            render(Path(options.render).resolve(), Path(options.readme))
-            print(f"README section regenerated in {options.readme} from {options.render}")
-            return 0
-        return run_suite(options, started)
-    except (SuiteRefusal, BadResults) as error:
-        print(f"gpu_suite.py: error: {error}", file=sys.stderr)
-        return 2
+    return parser
+
+
+def main() -> int:
+    started = time.perf_counter()
+    options = build_parser().parse_args()
+    if options.only:  # a section named twice runs once
+        options.only = list(dict.fromkeys(options.only))
+    if options.render is not None:
+        out = saved_run(options.render)
+        render(out, readme_path(options.readme))
+        print(f"README section regenerated in {options.readme} from {options.render}")
+        return 0
+    return run_suite(options, started)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(console.run(NAME, main))

@@ -121,8 +121,9 @@ def main():
         for which in (["ampbench", "bare"] if round_ % 2 == 0 else ["bare", "ampbench"]):
             times[which].append(loops[which](model, data, mode, config, plan, device))
     name = torch.cuda.get_device_name() if options.gpu else "CPU"
-    print(f"{options.model}, batch {options.batch_size}, {mode.name}, {options.optimizer_impl} {plan.recipe.optimizer}, {name}, "
-          f"{options.rounds} rounds x {options.steps} timed steps ({options.warmup} warm-up)")
+    print(f"{options.model}, batch {options.batch_size}, {mode.name}, {options.optimizer_impl} "
+          f"{plan.recipe.optimizer}, {name}, {options.rounds} rounds x {options.steps} timed steps "
+          f"({options.warmup} warm-up)")
     for which in ("bare", "ampbench"):
         ms = 1000 * statistics.median(times[which])
         spread = 100 * (max(times[which]) - min(times[which])) / statistics.median(times[which])

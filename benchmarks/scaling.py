@@ -29,11 +29,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from utils import console  # noqa: E402 (no torch)
+from utils import console, modes  # noqa: E402 (neither imports torch)
 from utils.errors import UserError, WriteFailed  # noqa: E402
 from utils.setup_keys import GRAD_COMM  # noqa: E402
 from utils.stop import StopRequest  # noqa: E402
-from utils import modes  # noqa: E402
 
 # main.py flags the study sets itself in every launch
 OWN_FLAGS = ("--json", "--modes", "--compare", "--grad-comm", "--fp16", "--bf16", "--amp", "--tf32", "--explain")
@@ -179,8 +178,8 @@ def launch(out, plan, names, options, stop):
         return None
     if status != 0:
         raise WriteFailed(f"the launch on {size} ranks{f' (--grad-comm {comm})' if comm else ''} failed with exit "
-                          f"status {status}: its output is in {log}, and the launches finished before it are in {out}; the same "
-                          "command continues the study from there.")
+                          f"status {status}: its output is in {log}, and the launches finished before it are in "
+                          f"{out}; the same command continues the study from there.")
     print(f"  {name}: {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
     return result, {"command": command, "json": str(result), "log": str(log), "seconds": time.monotonic() - started}
 
@@ -255,7 +254,8 @@ def run(options, stop):
 
     out = Path(options.out)
     if options.from_dir:
-        found = sorted(path for path in Path(options.from_dir).glob("*.json") if path.name not in ("scaling.json", PLAN))
+        found = sorted(path for path in Path(options.from_dir).glob("*.json")
+                       if path.name not in ("scaling.json", PLAN))
         if not found:
             raise UserError(f"--from {options.from_dir} holds no result files (*.json) of main.py.")
         fileio.ensure_folder_writable(str(out), "--out")
@@ -297,8 +297,8 @@ def stopped(out, results, ran, planned, number):
         table = f"their table in {out / 'scaling.json'}"
     except UserError:
         pass
-    print(f"scaling.py: stopped by {signal.Signals(number).name} after {len(results)} of {planned} launches: kept their "
-          f"results in {out} and {table}; run the same command again to run the other {planned - len(results)}.",
+    print(f"scaling.py: stopped by {signal.Signals(number).name} after {len(results)} of {planned} launches: kept "
+          f"their results in {out} and {table}; run the same command again to run the other {planned - len(results)}.",
           file=sys.stderr, flush=True)
     return 128 + number
 

@@ -27,7 +27,6 @@ the start-up only, until the step has been measured once.
 from __future__ import annotations
 
 import functools
-import json
 import os
 import statistics
 from dataclasses import dataclass
@@ -36,7 +35,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from benchmarks import fp8_sweep
 from benchmarks.suite.device import DataFacts
-from benchmarks.suite.history import saved_suites
+from benchmarks.suite.history import readable, saved_suites
 from benchmarks.suite.plan import Command, Step
 from models.families import DEFAULT_IMAGE_SIZE
 
@@ -222,7 +221,8 @@ class Estimator:
         if run.on_cpu:
             return CPU_GFLOPS_PER_CORE * 1e9 * (os.cpu_count() or 1)
         mode = modes.MODES[run.mode]
-        arithmetic = flops.ARITHMETIC[mode.low_precision_dtype] if mode.float8 else flops.arithmetic(mode)
+        autocast = mode.low_precision_dtype  # an fp8 mode's steps run at its autocast dtype's rate
+        arithmetic = flops.ARITHMETIC[autocast] if mode.float8 and autocast else flops.arithmetic(mode)
         peaks = gpus.peaks_of(self.device_name)
         peak = peaks[arithmetic] if peaks and arithmetic in peaks else min(
             spec.tflops[arithmetic] for spec in gpus.SPECS.values() if arithmetic in spec.tflops)
@@ -248,8 +248,8 @@ def measured_runs(folders: Sequence[Path]) -> Dict[RunKey, MeasuredRun]:
     found: Dict[RunKey, MeasuredRun] = {}
     for folder in folders:
         for path in sorted(folder.glob("*.json")):
-            document = json.loads(path.read_text())
-            if isinstance(document, dict) and "runs" in document and "config" in document:
+            document = readable(path)
+            if document is not None and "runs" in document and "config" in document:
                 for key, measured in document_runs(document).items():
                     found.setdefault(key, measured)
     return found

@@ -1,21 +1,32 @@
 """The GPU suite's saved results across dates and commits: every results/<device>/<date>/ folder a
 suite wrote, the documents its steps saved, and the changes to ampbench after which figures
 measured by older code read differently. README's Results merge these folders, and --budget
-estimates from their times."""
+estimates from their times.
+
+A saved file that cannot be read (not JSON, not an object, a suite.json of another shape) is left
+out with one warning naming it, and the rest is read: one damaged file of a device's history
+must not cost README the others' rows, nor a GPU allocation its pass."""
 from __future__ import annotations
 
 import functools
 import hashlib
 import json
+import stat
+import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Set, Tuple, Union
+
+from utils.errors import UserError
+from utils.fileio import kind_of
 
 ROOT = Path(__file__).resolve().parents[2]
 SOFTWARE = ("torch", "cuda", "driver")  # what a folder's passes must share besides the device
+# what a run page and README's part of a device read from a suite.json, beyond the keys checked where present
+RENDERED = ("device", "quick", "date", "elapsed_s", "batch", "steps", "models", "steps_run")
 
 
-class BadResults(Exception):
+class BadResults(UserError):
     """A saved results folder the suite cannot read as it is: one sentence naming the file and what
     is wrong with it (the suite exits 2 and changes nothing)."""
 
@@ -118,7 +129,7 @@ def recorded_commit(folder: Path, step: str) -> Tuple[bool, Optional[str], Optio
     document = saved(folder, step)
     if document is None or not isinstance(document, dict) or not ("env" in document or "commit" in document):
         return False, None, None
-    env = document.get("env") if isinstance(document.get("env"), dict) else document
+    env = document["env"] if isinstance(document.get("env"), dict) else document
     commit = env.get("git_commit", env.get("commit"))
     if not isinstance(commit, str) or not commit:
         raise BadResults(f"{folder / (step + '.json')} records no commit (env.git_commit), so no label can say which "
@@ -149,13 +160,85 @@ def held_tree_of(recorded: str, digest: str, candidate: str) -> bool:
     return diff is not None and hashlib.sha256(diff.encode()).hexdigest() == digest
 
 
-def saved_suites(device_folder: Path) -> List[SavedSuite]:
-    """Every suite saved for one device, newest first (folders are named by date)."""
+def saved_suites(device_folder: Path, rendered: bool = False) -> List[SavedSuite]:
+    """Every suite saved for one device, newest first (folders are named by date); a suite.json
+    that cannot be read, or (`rendered`) lacks what a page shows, is left out with a warning."""
     if not device_folder.is_dir():
         return []
     folders = sorted((path for path in device_folder.iterdir() if (path / "suite.json").is_file()),
                      key=lambda path: path.name, reverse=True)
-    return [SavedSuite(folder, json.loads((folder / "suite.json").read_text())) for folder in folders]
+    suites = []
+    for folder in folders:
+        record, problem = suite_record(folder / "suite.json", rendered)
+        if record is None:
+            warn(folder / "suite.json", f"{problem}; that folder is left out")
+        else:
+            suites.append(SavedSuite(folder, record))
+    return suites
+
+
+def suite_record(path: Path, rendered: bool = False) -> Tuple[Optional[Dict[str, Any]], str]:
+    """(the suite.json at `path`, None where it cannot be read; what is wrong with it, in words)."""
+    record, problem = parsed(path)
+    if record is not None:
+        problem = suite_problem(record, rendered) or ""
+    return (record, "") if record is not None and not problem else (None, problem)
+
+
+def suite_problem(record: Dict[str, Any], rendered: bool) -> Optional[str]:
+    """What in a suite.json the suite cannot read, in words, or None. Keys are checked where
+    present, as suites saved by older code lack some; `rendered` also asks for RENDERED."""
+    missing = [key for key in RENDERED if key not in record] if rendered else []
+    if missing:
+        return f"it has no {', '.join(missing)}"
+    kinds: Dict[str, Union[type, Tuple[type, ...]]] = {
+        "device": str, "date": str, "quick": bool, "elapsed_s": (int, float), "batch": int, "steps": int,
+        "models": list, "steps_run": list, "passes": list, "commit": (str, type(None))}
+    wrong = next((key for key, kind in kinds.items() if key in record and not isinstance(record[key], kind)), None)
+    if wrong:
+        return f"its {wrong} is {json.dumps(record[wrong])[:40]}"
+    if not all(isinstance(step, dict) and isinstance(step.get("name"), str) and timed(step, "elapsed_s")
+               for step in record.get("steps_run", [])):
+        return "an entry of its steps_run is not an object with a name and its seconds"
+    for entry in record.get("passes", []):
+        if not (isinstance(entry, dict) and timed(entry, "elapsed_s") and timed(entry, "budget_min")):
+            return "an entry of its passes is not an object with its seconds and budget"
+        for key in ("ran", "waiting"):
+            steps = entry.get(key, [])
+            if not isinstance(steps, list) or not all(isinstance(step, dict) and isinstance(step.get("step"), str)
+                                                      and timed(step, "elapsed_s") and timed(step, "estimate_s")
+                                                      for step in steps):
+                return f"a pass's {key} is not a list of steps with their seconds"
+    return None
+
+
+def timed(entry: Dict[str, Any], key: str) -> bool:
+    """Whether `entry`'s `key`, where present, is a number or null, as seconds and budgets are."""
+    value = entry.get(key)
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+
+
+WARNED: Set[Path] = set()  # the files already said to be left out: each is said once per command
+
+
+def warn(path: Path, problem: str) -> None:
+    """Say once, on stderr, that `path` is left out and why."""
+    if path not in WARNED:
+        WARNED.add(path)
+        print(f"gpu_suite.py: warning: {path}: {problem}.", file=sys.stderr, flush=True)
+
+
+def parsed(path: Path) -> Tuple[Optional[Dict[str, Any]], str]:
+    """(the JSON object in `path`, None where it is none; what is wrong, in words)."""
+    try:
+        if not stat.S_ISREG(path.stat().st_mode):  # reading a FIFO would wait for a writer forever
+            return None, f"it is {kind_of(str(path))}, not a file"
+        document = json.loads(path.read_bytes())
+    except (OSError, ValueError, RecursionError) as error:  # ValueError: not JSON, not UTF-8
+        return None, f"it cannot be read as JSON ({getattr(error, 'strerror', None) or error})"
+    if not isinstance(document, dict):
+        return None, f"it holds a JSON {type(document).__name__}, not an object"
+    return document, ""
 
 
 def load(out: Path, name: str) -> Optional[Dict[str, Any]]:
@@ -190,13 +273,21 @@ def upgraded(out: Path, name: str) -> Optional[Dict[str, Any]]:
 
 
 def saved(out: Path, name: str) -> Optional[Dict[str, Any]]:
-    """A saved JSON file as it was written, or None."""
-    path = out / f"{name}.json"
-    return json.loads(path.read_text()) if path.exists() else None
+    """A saved JSON file as it was written, or None; one that cannot be read is left out with a warning."""
+    return readable(out / f"{name}.json") if (out / f"{name}.json").exists() else None
+
+
+def readable(path: Path) -> Optional[Dict[str, Any]]:
+    """The JSON object in `path`, or None, said once, where it holds none."""
+    document, problem = parsed(path)
+    if document is None:
+        warn(path, f"{problem}; it is left out")
+    return document
 
 
 def last_line(out: Path, name: str, prefix: str) -> Optional[str]:
     """The last line of NAME.log that starts with `prefix`: what a benchmark script printed last."""
     path = out / f"{name}.log"
-    lines = [line for line in path.read_text().splitlines() if line.startswith(prefix)] if path.exists() else []
+    lines = ([line for line in path.read_text(errors="replace").splitlines() if line.startswith(prefix)]
+             if path.exists() else [])
     return lines[-1] if lines else None

@@ -10,18 +10,23 @@ import os
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
 import time
 from pathlib import Path
+from types import FrameType
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from benchmarks.suite.estimate import Estimate, Estimator
 from benchmarks.suite.history import describe_software, saved_suites
 from benchmarks.suite.plan import ROOT, Command, Step, resume_folder
-from utils.fileio import atomic_write
+from utils.fileio import atomic_write, lock_path
 from utils.provenance import COMMIT_VARIABLE
+from utils.stop import SIGNALS
 
 Say = Callable[[str], None]
+POLL_S = 0.05  # how often a running command is checked on: its end, its timeout, a stop signal
+GRACE_S = 10.0  # between the SIGTERM that asks a stopped command's group to end and the SIGKILL that ends it
 
 
 def announcer(started: float) -> Say:
@@ -41,14 +46,61 @@ def last_waiting(record: Dict[str, Any]) -> List[Dict[str, Any]]:
     return record["passes"][-1]["waiting"] if record.get("passes") else []
 
 
+class Stop:
+    """The stop signals of a pass (utils.stop.SIGNALS: a scheduler's SIGTERM or SIGUSR1 before
+    its time limit, Ctrl-C, a closed terminal): the handler only counts them, and the pass acts
+    between its polls, where nothing is half done. The first ends the step in flight and starts
+    no other; a second cuts the step's grace short."""
+
+    def __init__(self) -> None:
+        self.numbers: List[int] = []
+        self.previous: Dict[int, Any] = {}
+
+    @property
+    def number(self) -> Optional[int]:
+        """The first signal's number, or None."""
+        return self.numbers[0] if self.numbers else None
+
+    def handler(self, number: int, frame: Optional[FrameType]) -> None:
+        self.numbers.append(number)
+
+    def install(self) -> None:
+        for number in SIGNALS:
+            self.previous[number] = signal.signal(number, self.handler)
+
+    def restore(self) -> None:
+        for number, previous in self.previous.items():
+            signal.signal(number, previous)
+
+
+class Interrupted(Exception):
+    """A stop signal ended the step in flight (its processes are gone)."""
+
+
+def signal_group(leader: int, number: int) -> None:
+    """Send signal `number` to the process group `leader` leads, if any of it is left."""
+    try:
+        os.killpg(leader, number)
+    except ProcessLookupError:
+        pass
+
+
+def exited(process: subprocess.Popen) -> bool:
+    """Whether `process` has ended, without reaping it: while its zombie stays, its pid, and so
+    its group's id, cannot come to name another process, so the group can still be signalled."""
+    return os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+
+
 class Runner:
     """Runs the steps of one pass, each command's output in NAME.log, and keeps the record of each
     command (`records`, shared with the planner's skipped steps). Every command gets the pass's
     commit as $AMPBENCH_COMMIT, so that its results record the code that ran even where the
-    checkout's .git is stale or missing."""
+    checkout's .git is stale or missing. Each command runs in a process group of its own, so that
+    a timeout or a stop signal ends it with every process it started (torchrun's workers, data
+    loaders), and none outlives it."""
 
-    def __init__(self, out: Path, records: List[Dict[str, Any]], say: Say, commit: str) -> None:
-        self.out, self.records, self.say = out, records, say
+    def __init__(self, out: Path, records: List[Dict[str, Any]], say: Say, commit: str, stop: Stop) -> None:
+        self.out, self.records, self.say, self.stop = out, records, say, stop
         self.environment = {**os.environ, COMMIT_VARIABLE: commit}
 
     def perform(self, step: Step) -> None:
@@ -58,17 +110,48 @@ class Runner:
             for command in step.commands:
                 self.run(step.section, command)
 
-    def run(self, section: str, command: Command) -> object:
-        """Run one command to its end; its output goes to NAME.log."""
+    def run(self, section: str, command: Command, stop_when: Optional[Path] = None) -> object:
+        """Run one command to its end, its output in NAME.log; with `stop_when`, send it SIGTERM
+        once that file exists (the resume check). Interrupted where a stop signal ended it."""
         started = time.perf_counter()
         with open(self.out / f"{command.name}.log", "w") as log:
-            try:
-                rc: object = subprocess.run(command.argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                                            timeout=command.timeout, env=self.environment).returncode
-            except subprocess.TimeoutExpired:
-                rc = "timeout"
-        self.record(section, command, rc, started)
+            process = subprocess.Popen(command.argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                       env=self.environment, start_new_session=True)
+            rc = self.wait(process, command.timeout, stop_when)
+        self.record(section, command, rc, started,
+                    "  (SIGTERM once the first checkpoint exists)" if stop_when else "")
         return rc
+
+    def wait(self, process: subprocess.Popen, timeout: float, stop_when: Optional[Path]) -> object:
+        """The command's exit status, or "timeout"; the stragglers of its group killed either way."""
+        deadline = time.monotonic() + timeout
+        timed_out = False
+        try:
+            while not exited(process):
+                if self.stop.number is not None:
+                    self.end(process)
+                    raise Interrupted
+                if time.monotonic() > deadline:
+                    self.end(process)
+                    timed_out = True
+                    break
+                if stop_when is not None and stop_when.exists():
+                    process.send_signal(signal.SIGTERM)
+                    stop_when = None
+                time.sleep(POLL_S)
+        finally:
+            signal_group(process.pid, signal.SIGKILL)  # what the command left running in its group
+            process.wait()
+        return "timeout" if timed_out else process.returncode
+
+    def end(self, process: subprocess.Popen) -> None:
+        """SIGTERM to the command's group, so that it saves what it can; SIGKILL after GRACE_S, or
+        at once on another stop signal."""
+        signals = len(self.stop.numbers)
+        signal_group(process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + GRACE_S
+        while not exited(process) and time.monotonic() < deadline and len(self.stop.numbers) <= max(signals, 1):
+            time.sleep(POLL_S)
 
     def record(self, section: str, command: Command, rc: object, started: float, note: str = "") -> None:
         elapsed = time.perf_counter() - started
@@ -87,15 +170,7 @@ def run_resume(runner: Runner, step: Step) -> None:
     try:
         for command in (full_a, full_b):
             runner.run(step.section, command)
-        started = time.perf_counter()
-        with open(runner.out / f"{stopped.name}.log", "w") as log:
-            process = subprocess.Popen(stopped.argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                                       env=runner.environment)
-            while not (work / "stopped.pt").exists() and process.poll() is None:
-                time.sleep(0.05)
-            process.send_signal(signal.SIGTERM)
-            rc = process.wait(timeout=stopped.timeout)
-        runner.record(step.section, stopped, rc, started, "  (SIGTERM once the first checkpoint exists)")
+        runner.run(step.section, stopped, stop_when=work / "stopped.pt")
         runner.run(step.section, resumed)
         (runner.out / "resume-weights.json").write_text(json.dumps(compare_checkpoints(work), indent=2))
     finally:
@@ -200,30 +275,69 @@ def refuse(pending: List[Step], estimator: Estimator, budget: Optional[float], s
 
 
 def spend(runner: Runner, pending: List[Step], estimator: Estimator, budget_s: float, ledger: Ledger,
-          started: float) -> None:
+          started: float) -> Optional[str]:
     """Start, in order, each step of `pending` whose estimate fits in what is left of `budget_s`
-    (counted from the command's start, `started`), until none does; save suite.json before and
-    after each."""
+    (counted from the command's start, `started`), until none does or a stop signal came; save
+    suite.json before and after each. Returns the name of the step a stop signal ended, if one
+    did: it waits, as if it had not started (interrupted())."""
     def waiting() -> List[Dict[str, Any]]:
         return [{"step": step.name, "section": step.section, "estimate_s": round(estimator.estimate(step).seconds, 1)}
                 for step in pending]
 
     ledger.save(runner.records, waiting(), time.perf_counter() - started)
-    while True:
+    while runner.stop.number is None:
         left = budget_s - (time.perf_counter() - started)
         fits = ((step, estimator.estimate(step)) for step in pending)
         found: Optional[Tuple[Step, Estimate]] = next(
             ((step, estimate) for step, estimate in fits if estimate.seconds <= left), None)
         if found is None:
-            return
+            return None
         step, estimate = found
         runner.say(f"{step.name}: estimated {estimate.seconds:.0f} s ({estimate.source})"
                    + ("" if math.isinf(left) else f", {left:.0f} s of the budget left"))
         step_started = time.perf_counter()
-        runner.perform(step)
+        records, files = len(runner.records), folder_state(runner.out)
+        try:
+            runner.perform(step)
+        except Interrupted:
+            del runner.records[records:]
+            ledger.kept = [record for record in ledger.kept if record["name"] not in step.processes]
+            set_aside(runner.out, files, step)
+            ledger.save(runner.records, waiting(), time.perf_counter() - started)
+            return step.name
         pending.remove(step)
         ledger.this_pass["ran"].append({"step": step.name, "section": step.section,
                                         "estimate_s": round(estimate.seconds, 1), "estimate_from": estimate.source,
                                         "elapsed_s": round(time.perf_counter() - step_started, 1)})
         ledger.save(runner.records, waiting(), time.perf_counter() - started)
         estimator.refresh()
+    return None
+
+
+FileState = Dict[str, Tuple[int, int, int]]
+
+
+def folder_state(folder: Path) -> FileState:
+    """Each file of `folder` (not of its subfolders) by name: its inode, size and modification time."""
+    found = {}
+    for path in folder.iterdir():
+        status = path.lstat()
+        if stat.S_ISREG(status.st_mode):
+            found[path.name] = (status.st_ino, status.st_size, status.st_mtime_ns)
+    return found
+
+
+def set_aside(out: Path, before: FileState, step: Step) -> None:
+    """Move what an interrupted `step` wrote into `out` (files new or changed since `before`) to
+    out/interrupted/, so that no partial file reads as a result. A CSV the step appends to is left,
+    with its lock: it holds every earlier step's rows, and each row names its run."""
+    shared = set()
+    for command in step.commands:
+        for flag, value in zip(command.argv, command.argv[1:]):
+            if flag == "--csv":
+                shared |= {Path(value).name, Path(lock_path(value)).name}
+    moved = [name for name, state in folder_state(out).items() if before.get(name) != state and name not in shared]
+    if moved:
+        (out / "interrupted").mkdir(exist_ok=True)
+    for name in moved:
+        os.replace(out / name, out / "interrupted" / name)

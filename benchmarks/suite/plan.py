@@ -95,7 +95,8 @@ class Step:
 
     def moved(self, old: Path, new: Path) -> Step:
         """The step with its commands writing into `new` instead of `old`."""
-        commands = tuple(dataclasses.replace(command, argv=tuple(arg.replace(str(old), str(new)) for arg in command.argv))
+        commands = tuple(dataclasses.replace(command, argv=tuple(arg.replace(str(old), str(new))
+                                                                 for arg in command.argv))
                          for command in self.commands)
         return dataclasses.replace(self, commands=commands)
 

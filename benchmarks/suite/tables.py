@@ -195,12 +195,14 @@ def fp8_headline(suites: List[SavedSuite], label: Label) -> List[str]:
             bf16, config = document["comparison"]["amp-bf16"], document["config"]
             cells = [versus_bf16(document, mode) for mode in HEADLINE_FP8_MODES[1:]]
             rows.append(f"| {config['model']} | {config.get('image_size', 32)} | {config['batch_size']} | "
-                        f"{fmt_ms(bf16.median_step_ms)} | " + " | ".join(cells) + f" | {label(saved_suite, (), step)} |")
+                        f"{fmt_ms(bf16.median_step_ms)} | " + " | ".join(cells)
+                        + f" | {label(saved_suite, (), step)} |")
     if not rows:
         return []
-    return ["| model | image | batch | amp-bf16 median ms | " + " | ".join(f"{m} vs amp-bf16" for m in HEADLINE_FP8_MODES[1:])
-            + " | measured |", "| --- | ---: | ---: | ---: | " + " | ".join("---:" for _ in HEADLINE_FP8_MODES[1:])
-            + " | --- |", *rows, ""]
+    return ["| model | image | batch | amp-bf16 median ms | "
+            + " | ".join(f"{m} vs amp-bf16" for m in HEADLINE_FP8_MODES[1:]) + " | measured |",
+            "| --- | ---: | ---: | ---: | " + " | ".join("---:" for _ in HEADLINE_FP8_MODES[1:]) + " | --- |",
+            *rows, ""]
 
 
 def sweep_table(suites: List[SavedSuite], label: Label) -> List[str]:
@@ -217,8 +219,8 @@ def sweep_table(suites: List[SavedSuite], label: Label) -> List[str]:
                      for mode in fp8_sweep.FP8_MODES]
             rows.append(f"| {row['width']} | {fmt_ms(row['median_step_ms'][fp8_sweep.BASELINE])} | "
                         + " | ".join(cells) + f" | {label(saved_suite, (), 'transformers-sweep')} |")
-        notes.append(f"{label(saved_suite, (), 'transformers-sweep')}: {document['layers']} blocks, {document['tokens']} tokens, batch "
-                     f"{document['batch']}, eager; "
+        notes.append(f"{label(saved_suite, (), 'transformers-sweep')}: {document['layers']} blocks, "
+                     f"{document['tokens']} tokens, batch {document['batch']}, eager; "
                      + (f"predicted for {document['predicted_for']}" if document["predicted_for"]
                         else f"no prediction: {document['no_prediction']}")
                      + ("; FP8 emulated in software: the measured speedups are not FP8's" if document["emulated"]
@@ -425,8 +427,8 @@ def extras(out):
         lines.append(f"* Checkpoint, SIGTERM and resume ({run['mode']}, resumed from step {run['resumed_from_step']} "
                      f"of {run['steps']}): final weights against an uninterrupted run "
                      f"{'bitwise equal' if resumed['bitwise_equal'] else 'not bitwise equal'}, largest difference "
-                     f"{resumed['max_abs_diff']:.3g} (largest weight {resumed['max_abs_weight']:.3g}); two uninterrupted "
-                     f"runs differ by {itself['max_abs_diff']:.3g} "
+                     f"{resumed['max_abs_diff']:.3g} (largest weight {resumed['max_abs_weight']:.3g}); two "
+                     f"uninterrupted runs differ by {itself['max_abs_diff']:.3g} "
                      f"({'bitwise equal' if itself['bitwise_equal'] else 'not bitwise equal'})" +
                      (": the resume stays within the run-to-run difference of this device's arithmetic."
                       if resumed["max_abs_diff"] <= itself["max_abs_diff"] and not itself["bitwise_equal"] else "."))

@@ -74,11 +74,12 @@ def test_the_recipe_table_names_the_fastest_recipe_whose_loss_stayed_finite(tmp_
     def document(**medians):
         runs = [{"mode": mode, "step_time_ms": {"median": ms}, "final_loss": float("nan") if ms < 5 else 2.0,
                  "mfu_pct": 40.0} for mode, ms in medians.items()]
-        return {"schema": "ampbench.result/2", "env": {"timestamp_utc": "2026-11-22T10:00:00+00:00"}, "config": {"batch_size": 256,
-                "optimizer_impl": "fused"}, "runs": runs}
+        return {"schema": "ampbench.result/2", "env": {"timestamp_utc": "2026-11-22T10:00:00+00:00"},
+                "config": {"batch_size": 256, "optimizer_impl": "fused"}, "runs": runs}
 
     for name, doc in (("eager", document(fp32=20.0, tf32=12.0, amp_bf16=10.0)),
-                      ("compile", document(fp32=16.0, amp_bf16=4.0)), ("cudagraphs", document(fp32=18.0, amp_bf16=8.0))):
+                      ("compile", document(fp32=16.0, amp_bf16=4.0)),
+                      ("cudagraphs", document(fp32=18.0, amp_bf16=8.0))):
         doc["runs"] = [dict(run, mode=run["mode"].replace("_", "-")) for run in doc["runs"]]
         doc["runs"][-1]["gpu_busy"] = {"share": 0.62}  # the AMP mode's, as NVML read it
         (tmp_path / f"recipe-{name}.json").write_text(json.dumps(doc))
@@ -91,7 +92,8 @@ def test_the_recipe_table_names_the_fastest_recipe_whose_loss_stayed_finite(tmp_
 # an unofficial copy where main.py looks (no --data-dir): --data auto takes synthetic data, as on a
 # machine without CIFAR-10, with no network to ask
 WITHOUT_CIFAR10 = f"no usable CIFAR-10 in {SUBSET} (give --data-dir)"
-NO_TEST_IMAGES = f"it measures test accuracy, and the runs get synthetic data, which has no test images: {WITHOUT_CIFAR10}"
+NO_TEST_IMAGES = ("it measures test accuracy, and the runs get synthetic data, which has no test images: "
+                  + WITHOUT_CIFAR10)
 
 
 @pytest.mark.parametrize("quick, planned, skipped", [
@@ -180,10 +182,11 @@ def test_the_fp8_sweep_refuses_without_a_usable_torchao_before_any_step(tmp_path
     (tmp_path / "torchao").mkdir()
     (tmp_path / "torchao" / "__init__.py").write_text("raise ImportError('a stand-in that cannot load')\n")
     result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "fp8_sweep.py"), "--fp8-emulate"], cwd=ROOT,
-                            capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(tmp_path)})
+                            capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "PYTHONPATH": str(tmp_path)})
     assert result.returncode == 2 and result.stdout == "", result.stdout + result.stderr
-    assert result.stderr.startswith("fp8_sweep.py: error: mode fp8 needs torchao's float8 training") and "Traceback" not in \
-        result.stderr, result.stderr
+    assert result.stderr.startswith("fp8_sweep.py: error: mode fp8 needs torchao's float8 training"), result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
 
 
 def test_the_fp8_sweep_refuses_an_unwritable_json_path_before_any_step(tmp_path):

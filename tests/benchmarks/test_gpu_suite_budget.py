@@ -135,8 +135,9 @@ def test_the_headline_takes_about_2_5_minutes_of_an_h100_by_the_estimate_and_the
 
 
 def options(tmp_path, **values):
-    defaults = dict(quick=True, data_dir=str(SUBSET), results_root=str(tmp_path / "results"),
-                    readme=str(tmp_path / "README.md"), commit=None, render=None, only=None, budget=None)
+    (tmp_path / "README.md").write_text("# ampbench\n\n## Results\n")  # the suite proves it usable first
+    defaults = {"quick": True, "data_dir": str(SUBSET), "results_root": str(tmp_path / "results"),
+                "readme": str(tmp_path / "README.md"), "commit": None, "render": None, "only": None, "budget": None}
     return argparse.Namespace(**dict(defaults, **values))
 
 
@@ -167,7 +168,8 @@ def test_readme_merges_saved_suites_newest_first_and_labels_each_row_with_its_co
     device = tmp_path / "results" / "NVIDIA-H100-80GB-HBM3"
     saved_folder(device / "2026-11-22", "2026-11-22", "88b28c54fb11f7c8c0067dc5da6daa24de73b947",
                  ["resnet50", "resnet18"], None, {"resnet50-cl.json": "resnet50-cl.json",
-                                                  "resnet18-cl.json": "resnet18-cl.json", "overhead.log": "overhead.log"})
+                                                  "resnet18-cl.json": "resnet18-cl.json",
+                                                  "overhead.log": "overhead.log"})
     newer = device / "2026-12-01"
     saved_folder(newer, "2026-12-01", "abcdef0123456789abcdef0123456789abcdef01", ["resnet18"],
                  [change.commit for change in CHANGES], {"resnet18-cl.json": "headline-resnet18.json"})
