@@ -214,7 +214,8 @@ def on_the_day(day):
     given one day, or a test that runs past midnight would start its second pass anew."""
     code = ("import datetime, sys, types; sys.path.insert(0, 'benchmarks'); import gpu_suite; "
             f"gpu_suite.datetime = types.SimpleNamespace(date=types.SimpleNamespace(today=lambda: {day!r}), "
-            "datetime=datetime.datetime, timezone=datetime.timezone); sys.exit(gpu_suite.main())")
+            "datetime=datetime.datetime, timezone=datetime.timezone); sys.exit(gpu_suite.console.run(gpu_suite.NAME, "
+            "gpu_suite.main))")
     return [sys.executable, "-c", code]
 
 
