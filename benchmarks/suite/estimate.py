@@ -56,7 +56,7 @@ CPU_GFLOPS_PER_CORE = 35.0  # classic-cpu on the H100 node: resnet18, batch 128,
 QUICK_S = {
     "headline-resnet18": 60, "headline-vit": 10, "overhead": 15,
     "classic-fp16": 95, "classic-fp32": 20, "classic-cpu": 10,
-    "resnet18": 270, "resnet18-cl": 230,
+    "resnet18": 170, "resnet18-cl": 170,
     "convergence": 70, "loaders": 10, "plain-1": 10, "torchrun-1": 15, "resume": 40,
     "transformers-eager": 20, "transformers-sweep": 40, "transformers-vit_b_16": 85,
     "native-synthetic": 30, "native-cifar10": 30,

@@ -203,7 +203,10 @@ def plan_comparisons(suite: Planner) -> None:
     extra: List[object] = [flag for flag in ("--explain", "--numerics") if flag in flags]
     if "--explain" in extra:
         extra += ["--explain-steps", plan.explain_steps]
-    if plan.quick:  # a CPU evaluates the test set in seconds per mode and repeat; convergence checks accuracy
+    # --quick: the plumbing in two modes, without the test set (convergence checks accuracy); a CPU
+    # takes seconds a step in float16, and evaluates in seconds per mode and repeat
+    modes = "fp32,amp-bf16" if plan.quick else ",".join(suite.modes)
+    if plan.quick:
         extra.append("--no-eval")
     for model in plan.models:
         for layout in ("", "-cl"):
@@ -212,8 +215,7 @@ def plan_comparisons(suite: Planner) -> None:
             largest = not plan.quick and "--max-batch" in flags and model == plan.models[0] and not layout
             suite.add(name, main_py(*plan.gpu, *plan.slow_fp16, "-m", model, *plan.stem, "-b", plan.batch,
                                     "-n", plan.steps,
-                                    "--warmup", plan.warmup, "--modes", ",".join(suite.modes),
-                                    "--repeats", plan.repeats,
+                                    "--warmup", plan.warmup, "--modes", modes, "--repeats", plan.repeats,
                                     *(["--channels-last"] if layout else []), *extra,
                                     *(["--max-batch"] if largest else []), *data, "--no-progress",
                                     "--json", suite.out / f"{name}.json", "--plot", suite.out / f"{name}.png",
