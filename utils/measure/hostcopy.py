@@ -25,13 +25,16 @@ class HostCopy:
         return self.ready is None or self.ready.query()
 
     def value(self) -> Union[float, List[float]]:
-        if self.ready is not None:
-            self.ready.synchronize()
-        return self.host.tolist() if self.host.dim() else self.host.item()
+        host = self.arrived()
+        return host.tolist() if host.dim() else host.item()
 
     def number(self) -> float:
         """value() of a one-element tensor, whatever its shape: GradScaler's scale has shape (1,)
         in older torch releases (1.11) and () in newer ones."""
+        return self.arrived().item()
+
+    def arrived(self) -> torch.Tensor:
+        """The host copy, once the copy has landed."""
         if self.ready is not None:
             self.ready.synchronize()
-        return self.host.item()
+        return self.host
