@@ -20,8 +20,8 @@ from utils.results.record import SCHEMA, WARMUP_IN_PEAK
 # Every earlier release is still read. /1's peak_memory_bytes included the warm-up, so its runs
 # never pool with later ones (record.setup_of holds the schema written) and the table says so
 # under them (summary.notes). /2 was written before and after --baseline under one name. /3 is
-# /4 without runs[].gpu_busy and runs[].energy.window_too_short.
-EARLIER_SCHEMAS = (WARMUP_IN_PEAK, "ampbench.result/2", "ampbench.result/3")
+# /4 without runs[].gpu_busy and runs[].energy.window_too_short. /4 is /5 without env.source_sha256.
+EARLIER_SCHEMAS = (WARMUP_IN_PEAK, "ampbench.result/2", "ampbench.result/3", "ampbench.result/4")
 READABLE_SCHEMAS = EARLIER_SCHEMAS + (SCHEMA,)
 # The comparison's keys that /3 renamed: before --baseline (/1, and /2 files written before it)
 # every ratio was against fp32; now it is against config.precision.baseline.
@@ -37,6 +37,7 @@ def upgrade(document: Dict[str, Any]) -> Dict[str, Any]:
     earlier release keeps the schema it was written in as "upgraded_from" (record.written_schema)."""
     env, config = dict(document["env"]), dict(document["config"])
     env.setdefault("world_size", 1)  # before DDP (torchrun, mpirun): one process
+    env.setdefault("source_sha256", None)  # before /5: no digest of the source files, so no commit can be proved
     config["optimizer"] = config.get("optimizer") or "sgd"  # before --optimizer (AdamW beside SGD): SGD
     config.setdefault("optimizer_impl", "foreach")  # before fused SGD (ampbench.result/2): foreach SGD
     config["baseline"] = config.get("baseline") or BASELINES["default"]  # before --baseline: against fp32

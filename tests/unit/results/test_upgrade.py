@@ -137,3 +137,10 @@ def test_the_energy_of_an_earlier_release_is_flagged_by_its_window() -> None:
     assert energies and all(energy == dict(before, window_too_short=before["seconds"] < 10.0)
                             for energy, before in energies)
     assert all(energy["window_too_short"] for energy, _ in energies)
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_a_file_of_an_earlier_release_records_no_digest_of_the_files_that_ran(era: str) -> None:
+    """Before /5 no result recorded its source files' digest: read as null, no commit it names is proved."""
+    document = json.loads(ERAS[era].read_text())
+    assert "source_sha256" not in document["env"] and upgrade(document)["env"]["source_sha256"] is None
