@@ -84,6 +84,9 @@ def stoppable_suite(options: argparse.Namespace, started: float, stop: ledger.St
     if commit is None:
         raise SuiteRefusal("no commit names the code that runs: this copy has no .git to ask; give --commit with "
                            "what `git rev-parse HEAD` prints in the checkout it was copied from.")
+    if options.commit and provenance.tree_digest(commit) not in (None, provenance.source_digest()):
+        print(f"{NAME}: warning: --commit {commit} is not the code here (these source files are not its tree): "
+              "every row this pass measures will show it as claimed.", file=sys.stderr, flush=True)
     ensure_folder_writable(options.results_root, "--results-root")
     readme = readme_path(options.readme)
     plan = Plan(options.quick)
@@ -279,7 +282,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--results-root", default=str(RESULTS), help="where results/<device>/<date>/ goes")
     parser.add_argument("--readme", default=str(ROOT / "README.md"), help="README whose Results section to regenerate")
     parser.add_argument("--commit", type=commit_argument, help="the commit of the code that runs, when the copy on "
-                        "the machine has no (or a stale) .git: every step's results record it instead of git describe")
+                        "the machine has no (or a stale) .git: every step's results record it instead of git describe, "
+                        "beside the digest of the source files that ran, and README names it as proven only where "
+                        "that digest is its tree")
     parser.add_argument("--render", metavar="RESULTS_DIR", help="only regenerate README's section from saved results")
     parser.add_argument("--only", metavar="SECTION", action="append", choices=list(SECTIONS),
                         help="run this section alone (repeatable), keeping the other sections' saved steps: "

@@ -21,7 +21,7 @@ from benchmarks.suite.estimate import Estimate, Estimator
 from benchmarks.suite.history import describe_software, saved_suites
 from benchmarks.suite.plan import ROOT, Command, Step, resume_folder
 from utils.fileio import atomic_write, lock_path
-from utils.provenance import COMMIT_VARIABLE
+from utils.provenance import COMMIT_VARIABLE, source_digest
 from utils.stop import SIGNALS
 
 Say = Callable[[str], None]
@@ -203,8 +203,10 @@ class Ledger:
                  budget: Optional[float], carried: List[Dict[str, Any]], software: Dict[str, Optional[str]]) -> None:
         self.path, self.summary, self.kept, self.carried = path, summary, kept, carried
         self.passes = earlier.get("passes", [])
+        # the digest of the source files this pass runs: it proves the commit of the steps that write no result file
         self.this_pass: Dict[str, Any] = {"budget_min": budget, "started_utc": utc_now(), "commit": summary["commit"],
-                                          "software": software, "elapsed_s": 0.0, "ran": [], "waiting": []}
+                                          "source_sha256": source_digest(), "software": software, "elapsed_s": 0.0,
+                                          "ran": [], "waiting": []}
 
     def save(self, records: List[Dict[str, Any]], waiting: List[Dict[str, Any]], elapsed: float) -> None:
         names = {step["name"] for step in records}

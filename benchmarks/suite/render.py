@@ -11,12 +11,10 @@ from typing import Any, Dict, List, Optional, Tuple
 from benchmarks.suite.history import (
     Change,
     SavedSuite,
-    held_tree_of,
+    code_that_ran,
     last_line,
     load,
     readable,
-    recorded_commit,
-    same_commit,
     saved_suites,
 )
 from benchmarks.suite.tables import (
@@ -46,20 +44,12 @@ GOOD_RCS = (0, 143)  # a step that ended as planned (143: the resume check's SIG
 
 
 def commit_label(saved_suite: SavedSuite, step: str) -> str:
-    """The commit that measured `step`, as its own results file records it; where suite.json's pass
-    names another, the label says so, unless the file's is a stale checkout ("-dirty") whose
-    recorded change is exactly the tree of the pass's commit (history.held_tree_of), which proves
-    the pass's."""
-    given = saved_suite.commit_of(step)
-    has_file, recorded, digest = recorded_commit(saved_suite.folder, step)
-    if not has_file or recorded is None:
-        return f"`{short_commit(given)}`"
-    if given is None or same_commit(recorded, given):
-        return f"`{short_commit(recorded)}`"
-    if digest and held_tree_of(recorded, digest, given):
-        return (f"`{short_commit(given)}` (its files record `{short_commit(recorded)}`, a stale .git whose uncommitted "
-                f"change is exactly `{given[:7]}`'s tree)")
-    return f"`{short_commit(recorded)}` (suite.json names `{short_commit(given)}`: the two disagree)"
+    """The commit that measured `step`: bare where the digest of the files that ran is that
+    commit's tree, else marked claimed, with why nothing proves it (history.code_that_ran)."""
+    code = code_that_ran(saved_suite, step)
+    if code.proven:
+        return f"`{short_commit(code.commit)}`"
+    return f"`{short_commit(code.commit)}` claimed ({code.why})"
 
 
 def page_label(saved_suite: SavedSuite, figures: Tuple[str, ...], step: str) -> str:
@@ -299,7 +289,7 @@ def coverage(results_root: Path, doc_dir: Path) -> str:
                 name = entry["name"]
                 step = "resume" if name in RESUME_PROCESSES else name  # its four processes: one step
                 if entry.get("rc") in GOOD_RCS:
-                    cells[step] = f"[{saved_suite.date_of(step)}]({page}) {commit_label(saved_suite, name)}"
+                    cells[step] = f"[{saved_suite.date_of(step)}]({page}) {commit_label(saved_suite, step)}"
                 elif "skipped" in entry and not name.startswith("mode ") and not cells.get(step, "").startswith("["):
                     cells[step] = f"skipped, [{saved_suite.date}]({page})"  # the page says why
             by_hand = saved_suite.folder / "by-hand"

@@ -181,13 +181,14 @@ def test_readme_merges_saved_suites_newest_first_and_labels_each_row_with_its_co
     text = readme.read_text()
     rows = [line for line in text.splitlines() if line.startswith("| resnet")]
     assert [row.split(" | ")[0] for row in rows] == ["| resnet18", "| resnet18", "| resnet50"]
-    # the label is the commit the step's own file records; suite.json naming another is said
-    assert rows[0].endswith("| `4aab8c8fb1bd-dirty` (suite.json names `abcdef012345`: the two disagree), "
-                            "[2026-12-01](results/NVIDIA-H100-80GB-HBM3/2026-12-01/README.md) |")
-    assert rows[1].endswith("| `4aab8c8fb1bd-dirty` (suite.json names `88b28c54fb11`: the two disagree), "
-                            "[2026-11-22](results/NVIDIA-H100-80GB-HBM3/2026-11-22/README.md), older than `12d42e8` |")
-    assert "0.935; `88b28c54fb11`, [2026-11-22](results/NVIDIA-H100-80GB-HBM3/2026-11-22/README.md), older than " \
-           "`b4e5c9b`." in text
+    # the label is the commit the suite names, claimed: these files record no digest of the files that ran
+    assert rows[0].endswith("| `abcdef012345` claimed (its files record `4aab8c8fb1bd-dirty`; no digest of the files "
+                            "that ran), [2026-12-01](results/NVIDIA-H100-80GB-HBM3/2026-12-01/README.md) |")
+    assert rows[1].endswith("| `88b28c54fb11` claimed (its files record `4aab8c8fb1bd-dirty`; no digest of the files "
+                            "that ran), [2026-11-22](results/NVIDIA-H100-80GB-HBM3/2026-11-22/README.md), older than "
+                            "`12d42e8` |")
+    assert "0.935; `88b28c54fb11` claimed (no digest of the files that ran), [2026-11-22](results/NVIDIA-H100-80GB-" \
+           "HBM3/2026-11-22/README.md), older than `b4e5c9b`." in text
     note = text[text.index("Rows *older than*"):]
     assert all(f"* `{change.commit[:7]}` ({', '.join(change.moves)}): before it, {change.before}." in note
                for change in CHANGES)
