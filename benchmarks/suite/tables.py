@@ -14,6 +14,7 @@ from benchmarks.suite.history import SavedSuite, last_line, load, saved, saved_s
 from benchmarks.suite.plan import HEADLINE_FP8_MODES, HEADLINE_MODES, MODES, NATIVE_MODES, RECIPES
 from benchmarks.suite.published import MLPERF_RESNET50, RESNET50
 from utils.explain.diagnose import GPU_BOUND_SHARE
+from utils.measure.nvml_meter import MIN_BUSY_SAMPLES
 
 
 def fmt_ms(value: Optional[float]) -> str:
@@ -82,7 +83,7 @@ def headline(suites: List[SavedSuite], label: Label) -> List[str]:
             rows.setdefault(model, []).append(
                 f"| {model} | {document['config']['batch_size']} | {document['config'].get('repeats', 1)} | "
                 f"{fmt_ms(fp32 and fp32.median_step_ms)} | " + " | ".join(cells)
-                + f" | {busy_cell([comparison.get(mode) for mode in HEADLINE_MODES])}"
+                + f" | {busy_cell(document, HEADLINE_MODES)}"
                 + f" | {'-' if memory is None else f'{memory:.2f}'} | {energy_cell(fp16)}"
                 + f" | {steadiness_cell(comparison)} | {label(saved_suite, ('memory', 'amp-fp16'), step)} |")
     if not rows:
@@ -105,7 +106,8 @@ def headline_notes(host_bound_rows: bool) -> List[str]:
              "against FP32 with TF32 tensor cores, which is what the ThetaGPU tutorial's FP32 run measures on a "
              "current torch: PyTorch runs convolutions in TF32 by default (`torch.backends.cudnn.allow_tf32`). "
              "Brackets: the 95% interval over the repeats (3 or more); `n.s.`: not distinguishable from 1.",
-             "* GPU busy: the share of the timed steps in which the GPU ran kernels (NVML's utilization samples, "
+             "* GPU busy: the share of the timed steps in which the GPU ran kernels (NVML's utilization samples whose "
+             f"whole period lies in them, {MIN_BUSY_SAMPLES} or more, else `too few samples` with the count; "
              "`runs[].gpu_busy`; `(profiler)`: from `--explain`'s profiled steps where NVML read none). Energy is "
              "shown with its interval only: a run whose timed steps last under 10 s says `window too short`."]
     if host_bound_rows:
@@ -146,12 +148,20 @@ def host_bound(row: Any) -> bool:
     return share is not None and share < GPU_BOUND_SHARE
 
 
-def busy_cell(rows: List[Any]) -> str:
-    shares = [busy_share(row) for row in rows]
-    if all(share is None for share, _ in shares):
+def busy_cell(document: Dict[str, Any], modes: List[str]) -> str:
+    """Each of `modes`' busy share, or, where its runs had fewer utilization samples than a share
+    needs (nvml_meter.MIN_BUSY_SAMPLES), `too few samples` with the most any of them had."""
+    from utils.measure.nvml_meter import too_few_count
+
+    comparison = document["comparison"]
+    shares = [busy_share(comparison.get(mode)) for mode in modes]
+    counts = [[count for count in (too_few_count(run.get("gpu_busy_unavailable")) for run in document["runs"]
+                                   if run["mode"] == mode) if count is not None] for mode in modes]
+    if all(share is None for share, _ in shares) and not any(counts):
         return "-"
-    cell = " / ".join("-" if share is None else f"{100 * share:.0f}%" for share, _ in shares)
-    return cell + (" (profiler)" if any(profiled for _, profiled in shares) else "")
+    cells = [f"{100 * share:.0f}%" if share is not None else f"too few samples ({max(found)})" if found else "-"
+             for (share, _), found in zip(shares, counts)]
+    return " / ".join(cells) + (" (profiler)" if any(profiled for _, profiled in shares) else "")
 
 
 def energy_cell(row: Any) -> str:
@@ -266,7 +276,7 @@ def native_table(suites: List[SavedSuite], label: Label) -> List[str]:
                 ([f"{ceiling.images_per_sec_per_gpu:.0f}"] if ceiling else [])
             rows.append(f"| {'CIFAR-10 upsampled' if data == 'cifar10' else 'synthetic'} | "
                         f"{config.get('image_size', 32)} | {config['batch_size']} | {config.get('repeats', 1)} | "
-                        + " | ".join(rates + speedups) + f" | {busy_cell([comparison.get(m) for m in NATIVE_MODES])} | "
+                        + " | ".join(rates + speedups) + f" | {busy_cell(document, NATIVE_MODES)} | "
                         + "".join(f"{cell} | " for cell in theirs) + f"{steadiness_cell(comparison)} | {made} |")
     if not rows:
         return []

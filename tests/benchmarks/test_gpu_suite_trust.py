@@ -193,8 +193,8 @@ def test_the_headline_gives_both_fp32s_the_busy_share_and_the_steadiness_of_each
     document = json.loads((H200 / "headline-resnet18.json").read_text())
     shares = {"fp32": 0.97, "tf32": 0.9, "amp-fp16": 0.41, "amp-bf16": 0.55}
     for run in document["runs"]:
-        run["gpu_busy"] = {"share": shares[run["mode"]], "source": "nvml-utilization-samples", "window_s": 1.5,
-                           "samples": 9, "sample_period_s": 0.167}
+        run["gpu_busy"] = {"share": shares[run["mode"]], "source": "nvml-utilization-samples", "window_s": 2.2,
+                           "samples": 12, "sample_period_s": 0.167}
         run["gpu_busy_unavailable"] = None
     folder = tmp_path / "2026-11-26"
     folder.mkdir()
@@ -248,3 +248,25 @@ def test_a_commit_that_names_other_code_is_said_before_the_pass(tmp_path, monkey
     assert ("gpu_suite.py: warning: --commit e4b76bf9d53ceca0cfca12dcb09beaafd96b800d is not the code here (these "
             "source files are not its tree): every row this pass measures will show it as claimed.") \
         in capsys.readouterr().err
+
+
+def test_a_mode_whose_runs_had_too_few_samples_shows_the_count_never_a_share(tmp_path):
+    """The H200's resnet18 headline, its fp32 runs read with 12 samples, amp-fp16's with 2 and 3:
+    amp-fp16's cell says too few samples with the larger count, and no share."""
+    from utils.measure.nvml_meter import too_few_samples
+
+    document = json.loads((H200 / "headline-resnet18.json").read_text())
+    for run in document["runs"]:
+        if run["mode"] == "fp32":
+            run["gpu_busy"] = {"share": 0.97, "source": "nvml-utilization-samples", "window_s": 2.2, "samples": 12,
+                               "sample_period_s": 0.167}
+            run["gpu_busy_unavailable"] = None
+        else:
+            run["gpu_busy"] = None
+            run["gpu_busy_unavailable"] = too_few_samples(2 + run["repeat"], 0.5, 0.167) \
+                if run["mode"] == "amp-fp16" else "nvidia-ml-py (pynvml) is not installed"
+    (tmp_path / "headline-resnet18.json").write_text(json.dumps(document))
+    suite = SavedSuite(tmp_path, {"models": ["resnet18"], "date": "2026-11-26"})
+    row = next(line for line in tables.headline([suite], lambda saved, figures, step: "label")
+               if line.startswith("| resnet18"))
+    assert "| 97% / - / too few samples (3) / - |" in row
