@@ -125,12 +125,14 @@ def main_py_runs(arguments: Sequence[str], data: Callable[[], DataFacts]) -> Lis
 
 
 def overhead_runs(arguments: Sequence[str]) -> List[Run]:
-    """benchmarks/overhead.py: every round runs ampbench's loop and the bare one."""
+    """benchmarks/overhead.py: every round runs ampbench's loop and the bare one, and on a GPU
+    ampbench's without its GPU meter too."""
     from benchmarks import overhead
 
     options = overhead.build_parser().parse_args(list(arguments))
+    loops = 3 if options.gpu else 2
     return [Run(options.model, "cifar", options.mode, options.batch_size, options.warmup + options.steps,
-                first=loop == 0, on_cpu=not options.gpu) for loop in range(2 * options.rounds)]
+                first=loop == 0, on_cpu=not options.gpu) for loop in range(loops * options.rounds)]
 
 
 def loader_runs(arguments: Sequence[str]) -> List[Run]:

@@ -132,13 +132,25 @@ def merged_rows(suites: List[SavedSuite], readme_dir: Path) -> Tuple[List[str], 
 
     lines = headline(suites, label) + fp8_headline(suites, label) + sweep_table(suites, label) \
         + native_table(suites, label)
-    overheads = [(saved_suite, last_line(saved_suite.folder, "overhead", "throughput ratio")) for saved_suite in suites]
-    lines += [f"* `benchmarks/overhead.py` (ampbench's loop against a bare AMP-recipe loop): {line}; "
-              f"{label(saved_suite, ('overhead',), 'overhead')}." for saved_suite, line in overheads if line]
-    lines += [""] if any(line for _, line in overheads) else []
+    overheads = [(saved_suite, last_line(saved_suite.folder, "overhead", "throughput ratio"),
+                   meter_cost(saved_suite.folder)) for saved_suite in suites]
+    for saved_suite, line, meter in overheads:
+        measured = label(saved_suite, ("overhead",), "overhead")
+        lines += [f"* `benchmarks/overhead.py` (ampbench's loop against a bare AMP-recipe loop): {line}; {measured}."
+                  ] if line else []
+        lines += [f"{meter[:-1]}; {measured}."] if meter else []
+    lines += [""] if any(line for _, line, _ in overheads) else []
     for saved_suite in suites:
         lines += verdicts(saved_suite.folder, label(saved_suite, (), "convergence"))
     return lines, older
+
+
+def meter_cost(folder: Path) -> Optional[str]:
+    """The GPU meter's cost on the step, as the overhead step's log says it (overhead.py), as a
+    bullet ending in a full stop; None where the log has none (a CPU's, or older code's)."""
+    line = last_line(folder, "overhead", "GPU meter ratio with/without")
+    return (f"* The GPU meter's own cost (`benchmarks/overhead.py`: ampbench's loop with its NVML reads against "
+            f"without): {line.split(': ', 1)[1]}." if line else None)
 
 
 def older_code_note(older: List[Change]) -> List[str]:
@@ -204,6 +216,8 @@ def render(out: Path) -> str:
         if (out / "convergence.png").exists():
             lines += ["![accuracy over seeds](convergence.png)", ""]
     lines += extras(out)
+    meter = meter_cost(out)
+    lines += [meter, ""] if meter else []
     lines += budget_lines(suite)
     skipped = [step for step in suite["steps_run"] if "skipped" in step and not measured_mode(out, step["name"])]
     failed = [step for step in suite["steps_run"] if step.get("rc") not in (None, 0, 143)]

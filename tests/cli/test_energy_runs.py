@@ -58,7 +58,7 @@ def test_the_gpu_readings_cover_the_timed_steps_and_leave_the_evaluations_out(su
 
     monkeypatch.setitem(sys.modules, "pynvml",
                         fake_nvml(FakeGpu(0, "00000000:3B:00.0", energy=reading, utilization=utilization)))
-    monkeypatch.setattr(loop, "gpu_meter", lambda device: nvml_meter.open_meter(0, "00000000:3B:00.0"))
+    monkeypatch.setattr(loop, "gpu_meter", lambda device, read: nvml_meter.open_meter(0, "00000000:3B:00.0"))
     evaluate = AccuracyCurve.take
 
     def costly_evaluation(curve, step, train_s):

@@ -52,6 +52,7 @@ TOO_FEW_SAMPLES = "too few samples"  # how gpu_busy_unavailable starts where the
 # NVML stamps its samples with the host's wall clock; a sample this far outside the spans is on another clock
 CLOCK_TOLERANCE_S = 60.0
 CPU_RUN = "a CPU run: no GPU to read"
+NOT_READ = "the run was made not to read its GPU (benchmarks/overhead.py's run without the GPU meter)"
 NO_MODULE = ("nvidia-ml-py (pynvml) is not installed: python -m pip install --no-deps -r requirements-energy.txt "
              "measures it")
 
