@@ -50,6 +50,9 @@ CHANGES = [
     Change("b4e5c9b532edc236340484fd5aa00864fdb4d299", ("overhead",),
            "benchmarks/overhead.py compared ampbench with a bare loop that skipped the augmentation, the schedule "
            "and a division of the loss (0.935 on the H100); the bare loop now does the same work"),
+    Change("600acff030ccd5aa35827f9bd662dd0888a81720", ("busy",),
+           "the GPU busy share was the mean of every NVML utilization sample stamped in the timed steps, however "
+           "few, some of them begun in the warm-up or a pause; it now rests on ten or more samples wholly inside them"),
 ]
 
 

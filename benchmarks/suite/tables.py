@@ -85,7 +85,7 @@ def headline(suites: List[SavedSuite], label: Label) -> List[str]:
                 f"{fmt_ms(fp32 and fp32.median_step_ms)} | " + " | ".join(cells)
                 + f" | {busy_cell(document, HEADLINE_MODES)}"
                 + f" | {'-' if memory is None else f'{memory:.2f}'} | {energy_cell(fp16)}"
-                + f" | {steadiness_cell(comparison)} | {label(saved_suite, ('memory', 'amp-fp16'), step)} |")
+                + f" | {steadiness_cell(comparison)} | {label(saved_suite, ('memory', 'amp-fp16', 'busy'), step)} |")
     if not rows:
         return []
     columns = ([f"{mode} vs fp32" for mode in HEADLINE_MODES[1:]] + [f"{mode} vs tf32" for mode in AMP_MODES]

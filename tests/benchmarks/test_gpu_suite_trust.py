@@ -161,31 +161,35 @@ def device_folder(tmp_path, *passes, date="2026-11-26"):
     return folder
 
 
+DUE = {"b": ["never ran on this device"]}
+
+
 def test_a_budgeted_pass_continues_an_earlier_days_folder_on_the_same_software(tmp_path):
     folder = device_folder(tmp_path, passed("2026-11-26", ["a"], ["b"]))
-    out, why = ledger.choose_folder(folder, "2026-11-28", planned(["a", "b", "c"]), SOFTWARE, budgeted=True)
+    out, why = ledger.choose_folder(folder, "2026-11-28", DUE, SOFTWARE, budgeted=True)
     assert out == folder / "2026-11-26" and why.startswith(f"continuing {folder / '2026-11-26'} (from 2026-11-26)")
-    out, why = ledger.choose_folder(folder, "2026-11-28", planned(["a", "b"]), SOFTWARE, budgeted=False)
+    out, why = ledger.choose_folder(folder, "2026-11-28", DUE, SOFTWARE, budgeted=False)
     assert (out, why) == (folder / "2026-11-28", None)  # a run without --budget runs every step anew
 
 
 def test_a_pass_on_other_software_or_with_nothing_left_starts_todays_folder_and_says_why(tmp_path):
     folder = device_folder(tmp_path, passed("2026-11-26", ["a"], ["b"]))
     newer = dict(SOFTWARE, torch="2.12.0+cu130")
-    out, why = ledger.choose_folder(folder, "2026-11-28", planned(["a", "b"]), newer, budgeted=True)
+    out, why = ledger.choose_folder(folder, "2026-11-28", DUE, newer, budgeted=True)
     assert out == folder / "2026-11-28"
-    assert why == (f"starting {folder / '2026-11-28'}: {folder / '2026-11-26'} waits for steps, but its passes ran "
+    assert why == (f"starting {folder / '2026-11-28'}: steps are due, but the passes of {folder / '2026-11-26'} ran "
                    "torch 2.11.0+cu130, CUDA 13.0, driver 580.159.04 and this machine has torch 2.12.0+cu130, CUDA "
                    "13.0, driver 580.159.04")
-    out, why = ledger.choose_folder(folder, "2026-11-28", planned(["a"]), SOFTWARE, budgeted=True)
-    assert out == folder / "2026-11-28" and why.endswith(f"every planned step has run in {folder / '2026-11-26'}")
+    out, why = ledger.choose_folder(folder, "2026-11-28", {}, SOFTWARE, budgeted=True)
+    assert out == folder / "2026-11-28"
+    assert why.endswith("nothing is due on this device, its newest figures are current")
 
 
 def test_a_folder_whose_passes_ran_different_software_is_refused(tmp_path):
     folder = device_folder(tmp_path, passed("2026-11-26", ["a"], ["b"]),
                            passed("2026-11-27", ["b"], [], dict(SOFTWARE, driver="590.10")))
     with pytest.raises(BadResults, match="its passes ran different software"):
-        ledger.choose_folder(folder, "2026-11-28", planned(["a", "b", "c"]), SOFTWARE, budgeted=True)
+        ledger.choose_folder(folder, "2026-11-28", DUE, SOFTWARE, budgeted=True)
 
 
 def test_the_headline_gives_both_fp32s_the_busy_share_and_the_steadiness_of_each_row(tmp_path):

@@ -65,7 +65,7 @@ def upgrade_run(run: Dict[str, Any], written_utc: str) -> Dict[str, Any]:
     if "gpu_busy" not in run:  # before /4: a reader takes a missing share for one nobody measured
         run.update(gpu_busy=None, gpu_busy_unavailable=BUSY_NOT_YET_MEASURED)
     busy = run.get("gpu_busy")
-    if busy and busy["samples"] < MIN_BUSY_SAMPLES:  # /4 gave a share of any count: below the minimum it is none
+    if busy and busy.get("samples", MIN_BUSY_SAMPLES) < MIN_BUSY_SAMPLES:  # /4 gave a share of any count
         run.update(gpu_busy=None, gpu_busy_unavailable=too_few_samples(busy["samples"], busy["window_s"],
                                                                        busy.get("sample_period_s")))
     if run.get("energy") and "window_too_short" not in run["energy"]:  # before /4: the rule, from its seconds
