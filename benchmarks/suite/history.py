@@ -160,12 +160,16 @@ def code_that_ran(saved_suite: SavedSuite, step: str) -> CodeThatRan:
     file or, for a step that writes none, from its pass in suite.json, checked against the trees
     of the commits the pass and the file name (the file's without its -dirty: a tree dirty in
     its docs alone still ran the commit's code). A commit nobody can check is only claimed."""
-    from utils.provenance import tree_digest
-
     given = saved_suite.commit_of(step)
     has_file, recorded, digest = recorded_commit(saved_suite.folder, step)
-    if not has_file:
-        digest = saved_suite.source_digest_of(step)
+    return code_of(given, recorded, digest if has_file else saved_suite.source_digest_of(step))
+
+
+def code_of(given: Optional[str], recorded: Optional[str], digest: Optional[str]) -> CodeThatRan:
+    """CodeThatRan of a run whose pass names `given`, whose own file names `recorded` (either may
+    be None) and which ran source files of `digest`."""
+    from utils.provenance import tree_digest
+
     candidates = [commit for commit in (given, recorded) if commit]
     if digest:
         proven = next((commit for commit in candidates if tree_digest(commit) == digest), None)

@@ -4,7 +4,6 @@ read from them (estimate.py), so nothing here repeats what a command says."""
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 import re
 import sys
@@ -124,8 +123,10 @@ class Planner:
     records of the steps it skips, with the reason (suite.json keeps both)."""
 
     def __init__(self, out: Path, data_dir: Optional[str], plan: Plan, mode_names: Sequence[str], flags: Set[str],
-                 transformer_modes: Sequence[str] = (), say: Callable[[str], None] = print) -> None:
+                 transformer_modes: Sequence[str] = (), say: Callable[[str], None] = print,
+                 data: Optional[DataFacts] = None) -> None:
         self.out, self.plan, self.say = out, plan, say
+        self.known_data = data  # what the runs train on, where the caller knows it: else asked once, when needed
         self.data_flags = ["--data-dir", data_dir, "--allow-unverified"] if data_dir else []
         # where the runs look for CIFAR-10: the suite's --data-dir, else main.py's default (they start in ROOT)
         self.data_dir, self.unverified = data_dir or os.path.join(ROOT, default_data_dir()), bool(data_dir)
@@ -143,10 +144,12 @@ class Planner:
         self.records.append({"name": name, "section": self.section, "skipped": reason})
         self.say(f"{name}: skipped ({reason})")
 
-    @functools.cached_property
+    @property
     def data(self) -> DataFacts:
         """data_facts' answer, asked once, by the first step that needs CIFAR-10 or evaluates."""
-        return data_facts(self.data_dir, self.unverified)
+        if self.known_data is None:
+            self.known_data = data_facts(self.data_dir, self.unverified)
+        return self.known_data
 
     @property
     def without_cifar10(self) -> Optional[str]:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from benchmarks import fp8_sweep
-from benchmarks.suite.history import SavedSuite, last_line, load, saved, saved_steps, upgraded
+from benchmarks.suite.history import CodeThatRan, SavedSuite, code_of, last_line, load, saved, saved_steps, upgraded
 from benchmarks.suite.plan import HEADLINE_FP8_MODES, HEADLINE_MODES, MODES, NATIVE_MODES, RECIPES
 from benchmarks.suite.published import MLPERF_RESNET50, RESNET50
 from utils.explain.diagnose import GPU_BOUND_SHARE
@@ -26,6 +26,11 @@ def short_commit(commit: Optional[str]) -> str:
     if not commit:
         return "-"
     return commit[:12] + ("-dirty" if commit.endswith("-dirty") else "")
+
+
+def code_label(code: CodeThatRan) -> str:
+    """A commit as a row names it: bare where proven, else claimed, and why (history.code_of)."""
+    return f"`{short_commit(code.commit)}`" + ("" if code.proven else f" claimed ({code.why})")
 
 
 def verdicts(out: Path, measured: str) -> List[str]:
@@ -192,7 +197,8 @@ def steadiness_cell(comparison: Dict[str, Any]) -> str:
 
 def fp8_headline(suites: List[SavedSuite], label: Label) -> List[str]:
     """The headline's FP8 row per suite (newest first): the ViT's amp-bf16 step and each fp8 mode's
-    speedup over it, from the headline section or, in an older suite, the transformers section."""
+    speedup over it with its interval, and whether the three modes' timings spread too widely to
+    trust, from the headline section or, in an older suite, the transformers section."""
     rows = []
     for saved_suite in suites:
         # the headline's ViT, or the transformers section's where only that one measured fp8 (torchao came later)
@@ -202,17 +208,19 @@ def fp8_headline(suites: List[SavedSuite], label: Label) -> List[str]:
         for step, document in (with_fp8 or vits)[:1] + vit_b_16:
             if "amp-bf16" not in document["comparison"]:
                 continue
-            bf16, config = document["comparison"]["amp-bf16"], document["config"]
-            cells = [versus_bf16(document, mode) for mode in HEADLINE_FP8_MODES[1:]]
+            comparison, config = document["comparison"], document["config"]
+            against = comparison_against(document, "amp-bf16")
+            cells = [speedup_or_dash(against.get(mode)) for mode in HEADLINE_FP8_MODES[1:]]
+            shown = {mode: comparison[mode] for mode in HEADLINE_FP8_MODES if mode in comparison}
             rows.append(f"| {config['model']} | {config.get('image_size', 32)} | {config['batch_size']} | "
-                        f"{fmt_ms(bf16.median_step_ms)} | " + " | ".join(cells)
-                        + f" | {label(saved_suite, (), step)} |")
+                        f"{config.get('repeats', 1)} | {fmt_ms(comparison['amp-bf16'].median_step_ms)} | "
+                        + " | ".join(cells) + f" | {steadiness_cell(shown)} | {label(saved_suite, (), step)} |")
     if not rows:
         return []
-    return ["| model | image | batch | amp-bf16 median ms | "
-            + " | ".join(f"{m} vs amp-bf16" for m in HEADLINE_FP8_MODES[1:]) + " | measured |",
-            "| --- | ---: | ---: | ---: | " + " | ".join("---:" for _ in HEADLINE_FP8_MODES[1:]) + " | --- |",
-            *rows, ""]
+    return ["| model | image | batch | repeats | amp-bf16 median ms | "
+            + " | ".join(f"{m} vs amp-bf16" for m in HEADLINE_FP8_MODES[1:]) + " | timings | measured |",
+            "| --- | ---: | ---: | ---: | ---: | " + " | ".join("---:" for _ in HEADLINE_FP8_MODES[1:])
+            + " | --- | --- |", *rows, ""]
 
 
 def sweep_table(suites: List[SavedSuite], label: Label) -> List[str]:
@@ -247,10 +255,11 @@ def sweep_table(suites: List[SavedSuite], label: Label) -> List[str]:
 
 def native_table(suites: List[SavedSuite], label: Label) -> List[str]:
     """resnet50 at its native size (the native section) per suite (newest first) and data: each
-    mode's images per second, AMP's speedup over tf32 and over fp32, how busy each mode kept the
-    GPU, beside NVIDIA's published single-GPU figures and MLPerf's per-GPU rate (a ceiling) where
-    the device is one they measured (published.py). A run made by hand in a suite's by-hand/
-    folder stands in, labelled so, until the suite's own step replaces it."""
+    mode's images per second, AMP's speedup over tf32 and over fp32 with their intervals, how busy
+    each mode kept the GPU and whether the timings spread too widely to trust, beside NVIDIA's
+    published single-GPU figures and MLPerf's per-GPU rate (a ceiling) where the device is one
+    they measured (published.py). A run made by hand in a suite's by-hand/ folder stands in,
+    labelled so, until the suite's own step replaces it."""
     rows = []
     devices = {saved_suite.record["device"] for saved_suite in suites}
     published = next((RESNET50[device] for device in devices if device in RESNET50), None)
@@ -266,11 +275,10 @@ def native_table(suites: List[SavedSuite], label: Label) -> List[str]:
             if document is None:
                 continue
             comparison, config = document["comparison"], document["config"]
-            against_fp32 = comparison_against(document, "fp32")
+            against_tf32, against_fp32 = comparison_against(document, "tf32"), comparison_against(document, "fp32")
             rates = [f"{comparison[mode].images_per_sec:.0f}" if mode in comparison else "-" for mode in NATIVE_MODES]
-            speedups = [f"{comparison[mode].images_per_sec / comparison['tf32'].images_per_sec:.2f}x"
-                        if mode in comparison and "tf32" in comparison else "-" for mode in AMP_MODES]
-            speedups += [speedup_or_dash(against_fp32.get(mode)) for mode in AMP_MODES]
+            speedups = [speedup_or_dash(against.get(mode)) for against in (against_tf32, against_fp32)
+                        for mode in AMP_MODES]
             theirs = ([f"{published.tf32_images_per_sec:.0f}", f"{published.amp_images_per_sec:.0f}",
                        f"{published.amp_speedup:.2f}x"] if published else []) + \
                 ([f"{ceiling.images_per_sec_per_gpu:.0f}"] if ceiling else [])
@@ -280,7 +288,7 @@ def native_table(suites: List[SavedSuite], label: Label) -> List[str]:
                         + "".join(f"{cell} | " for cell in theirs) + f"{steadiness_cell(comparison)} | {made} |")
     if not rows:
         return []
-    columns = ([f"{mode} img/s" for mode in NATIVE_MODES] + [f"{mode} / tf32" for mode in AMP_MODES]
+    columns = ([f"{mode} img/s" for mode in NATIVE_MODES] + [f"{mode} vs tf32" for mode in AMP_MODES]
                + [f"{mode} vs fp32" for mode in AMP_MODES] + [f"GPU busy {' / '.join(NATIVE_MODES)}"]
                + (["NVIDIA TF32 img/s", "NVIDIA AMP img/s", "NVIDIA AMP / TF32"] if published else [])
                + (["MLPerf img/s per GPU (ceiling)"] if ceiling else []) + ["timings"])
@@ -297,11 +305,12 @@ def native_table(suites: List[SavedSuite], label: Label) -> List[str]:
 
 def by_hand_label(document: Dict[str, Any]) -> str:
     """The label of a native run made by hand: how few steps and repeats it rests on, and its
-    commit, which its own file records (no pass of the suite ran it)."""
-    config = document["config"]
+    commit, which its own file records (no pass of the suite ran it), proven as any row's is."""
+    config, env = document["config"], document["env"]
     return (f"by hand ({config['steps']} steps, {config.get('repeats', 1)} repeat"
-            f"{'' if config.get('repeats', 1) == 1 else 's'}), `{short_commit(document['env'].get('git_commit'))}`, "
-            f"{document['env']['timestamp_utc'][:10]}")
+            f"{'' if config.get('repeats', 1) == 1 else 's'}), "
+            f"{code_label(code_of(None, env.get('git_commit'), env.get('source_sha256')))}, "
+            f"{env['timestamp_utc'][:10]}")
 
 
 def classics(out):

@@ -207,7 +207,7 @@ def test_readme_merges_saved_suites_newest_first_and_labels_each_row_with_its_co
     assert text.endswith("after\n") and text.count(render.BEGIN) == 1
 
 
-def test_the_section_says_what_each_pass_ran_and_what_waits_in_order():
+def test_the_section_says_what_each_pass_ran():
     record = {"date": "2026-11-26", "passes": [
         {"budget_min": 2, "elapsed_s": 110.0, "ran": [{"step": "headline-resnet18"}, {"step": "overhead"}],
          "waiting": [{"step": "convergence", "section": "convergence", "estimate_s": 60.0}]},
@@ -215,10 +215,18 @@ def test_the_section_says_what_each_pass_ran_and_what_waits_in_order():
     assert render.budget_lines(record) == [
         "This run's passes (2026-11-26):", "",
         "* pass 1 (`--budget 2`, 1.8 min): ran `headline-resnet18`, `overhead`",
-        "* pass 2 (`--budget 1.5`, 1.3 min): ran `convergence`",
-        "* nothing waits: every planned step has run", ""]
-    record["passes"].pop()
-    assert render.budget_lines(record)[-2] == "* waiting for the next budget, in order: `convergence` (about 1.0 min)"
+        "* pass 2 (`--budget 1.5`, 1.3 min): ran `convergence`", ""]
+
+
+def test_readme_says_what_is_due_on_each_device_in_the_order_the_next_pass_runs_it():
+    """What the last pass left waiting was its code's order and its code's steps: README lists
+    instead what this code finds due on the device, in this code's order, and why."""
+    line = " ".join(render.due_lines(ROOT / "results" / "NVIDIA-H200", quick=False))
+    assert line.startswith("Due on this device by this code, in the order a `--budget` pass runs them")
+    named = re.findall(r"(?:: |\), )`([a-z0-9_-]+)` \(", line)
+    assert named[:3] == ["headline-resnet50", "headline-resnet18", "headline-vit"]
+    assert named == sorted(named, key=plan.priority(plan.Plan(False)).index)
+    assert "`native-synthetic` (never ran on this device)" in line and "2 of 3 repeats" in line
 
 
 def on_the_day(day):
@@ -264,7 +272,7 @@ def test_two_short_budgets_share_the_quick_suite_and_readme_merges_both(tmp_path
     for number, entry in enumerate((first, second), 1):
         assert f"* pass {number} (`--budget {budget:g}`" in section
         assert "ran " + ", ".join(f"`{step['step']}`" for step in entry["ran"]) in section
-    assert f"* waiting for the next budget, in order: `{second['waiting'][0]['step']}`" in section
+    assert "Due on this device" not in section  # a CPU's --quick suite checks the plumbing: nothing is due
     if "headline-resnet18" in [step["step"] for step in first["ran"]] + again:
         assert "| resnet18 | 16 |" in section  # README's table, from the headline section
 

@@ -232,7 +232,8 @@ def test_the_h200_page_shows_no_refusal_a_later_pass_overcame_and_no_machine_pat
     page = render.render(tmp_path / "2026-11-26")
     assert "`mode fp8`: skipped" not in page and "/work/main" not in page  # fp8 ran in pass 3, torchao carried
     assert "no usable CIFAR-10 in ./data/cifar-10-batches-py (give --data-dir)" in page
-    assert "by hand (30 steps, 1 repeat), `bd15ebfd9008`, 2026-11-26" in page  # resnet50 at 224
+    assert "by hand (30 steps, 1 repeat), `bd15ebfd9008` claimed (no digest of the files that ran), 2026-11-26" \
+        in page  # resnet50 at 224
 
 
 def test_a_commit_that_names_other_code_is_said_before_the_pass(tmp_path, monkeypatch, capsys):
@@ -274,3 +275,31 @@ def test_a_mode_whose_runs_had_too_few_samples_shows_the_count_never_a_share(tmp
     row = next(line for line in tables.headline([suite], lambda saved, figures, step: "label")
                if line.startswith("| resnet18"))
     assert "| 97% / - / too few samples (3) / - |" in row
+
+
+def test_the_coverage_table_says_which_steps_ran_a_flag_and_which_ran_by_hand_alone():
+    """--explain ran in the transformers' eager step on both GPUs and --numerics in the H100's
+    resnet18 comparison; the H200's by-hand runs stand in the rows of the steps they stand for,
+    and the sentence of steps no GPU has run leaves them out and names them apart."""
+    table = render.coverage(ROOT / "results", ROOT / "docs")
+    rows = {line.split(" | ")[0].strip("| `"): line.split(" | ")[1:] for line in table.splitlines()
+            if line.startswith("| `")}
+    h100, h200 = (cell.strip(" |") for cell in rows["--explain"])
+    assert h100.startswith("in `resnet18`, [2026-11-26]") and h200.startswith("in `transformers-eager`, [2026-11-26]")
+    assert rows["--numerics"][0].startswith("in `resnet18`, ")
+    assert rows["native-synthetic"][1].startswith("by hand, [2026-11-26](../results/NVIDIA-H200/2026-11-26/by-hand/")
+    assert rows["transformers-sweep"][1].startswith("by hand, [2026-11-26]")
+    never = next(line for line in table.splitlines() if line.startswith("No GPU has run: "))
+    assert "native-synthetic" not in never and "--explain" not in never and "`--max-batch`" in never
+    assert "Run by hand alone, never as the suite's step: `native-synthetic`, `transformers-sweep`." in table
+
+
+def test_the_fp8_row_carries_the_repeats_intervals_and_spread_the_headline_carries():
+    """The H200's ViT timings spread 22% to 30% between repeats: its FP8 row says so, as a
+    headline row would, beside its repeats."""
+    suite = SavedSuite(H200, json.loads((H200 / "suite.json").read_text()))
+    lines = tables.fp8_headline([suite], lambda saved, figures, step: "label")
+    header, row = lines[0].strip("| ").split(" | "), lines[2].strip("| ").split(" | ")
+    cells = dict(zip(header, row))
+    assert cells["repeats"] == "2" and cells["fp8 vs amp-bf16"] == "0.19x"  # 2 repeats: no interval over runs
+    assert cells["timings"] == "unsteady: spread over 20% (amp-bf16 30%, fp8 22%)"
