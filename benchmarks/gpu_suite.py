@@ -63,6 +63,7 @@ RESULTS = ROOT / "results"
 sys.path.insert(0, str(ROOT))
 from benchmarks.suite import ledger  # noqa: E402 (the checkout's root, above)
 from benchmarks.suite.device import NoDevice, device_facts, folder_name, software  # noqa: E402
+from benchmarks.suite.docblocks import render_pages  # noqa: E402
 from benchmarks.suite.due import due_steps  # noqa: E402
 from benchmarks.suite.estimate import Estimator, Window, window_steps  # noqa: E402
 from benchmarks.suite.history import CHANGES, describe_software, saved_suites, suite_record  # noqa: E402
@@ -249,10 +250,12 @@ def finish(out: Path, runner: ledger.Runner, books: ledger.Ledger, readme: Path,
 
 def render(out: Path, readme: Path) -> None:
     """The run page of `out` and README's Results; and, for this checkout's own results/, the table
-    of what has run on a GPU in docs/benchmarks.md (a results root elsewhere, as a test's, has none)."""
+    of what has run on a GPU in docs/benchmarks.md and every GPU figure docs/ cites (its
+    gpu-figures blocks: suite/docblocks.py); a results root elsewhere, as a test's, has none."""
     render_readme(out, readme)
     if out.resolve().parent.parent == RESULTS:
         render_coverage(RESULTS, ROOT / "docs" / "benchmarks.md")
+        render_pages(RESULTS, sorted((ROOT / "docs").glob("*.md")))
 
 
 class SuiteRefusal(UserError):

@@ -326,9 +326,35 @@ def coverage(results_root: Path, doc_dir: Path) -> str:
     suite's by-hand/ folder in the row of the step it stands for, labelled so, where no suite ran
     that step; then the steps no GPU has run, and those only run by hand. --quick suites (a CPU's)
     are left out."""
-    from benchmarks.suite.plan import RESUME_PROCESSES, Plan, priority
+    from benchmarks.suite.plan import Plan, priority
 
-    devices: Dict[str, Dict[str, str]] = {}  # device -> step -> cell
+    devices = coverage_cells(results_root, doc_dir)
+    steps = priority(Plan(False))
+    ran = [step for step in steps if any(cells.get(step, "").startswith("[") for cells in devices.values())]
+    by_hand_only = [step for step in steps if step not in ran
+                    and any(cells.get(step, "").startswith("by hand") for cells in devices.values())]
+    shown = ran + [step for step in steps if step not in ran and any(step in cells for cells in devices.values())]
+    shown += [flag for flag in TRACKED_FLAGS if any(flag in cells for cells in devices.values())]
+    shown += sorted({step for cells in devices.values() for step in cells if step not in shown})
+    names = sorted(devices)
+    lines = [COVERAGE_BEGIN, "", "| step | " + " | ".join(names) + " |",
+             "| --- | " + " | ".join("---" for _ in names) + " |"]
+    lines += [f"| `{step}` | " + " | ".join(devices[name].get(step, "-") for name in names) + " |" for step in shown]
+    never = ", ".join(f"`{step}`" for step in steps + list(TRACKED_FLAGS) if step not in ran + by_hand_only
+                      and not any(cells.get(step, "").startswith("in `") for cells in devices.values()))
+    lines += ["", f"No GPU has run: {never or 'nothing: every step has run'}."]
+    if by_hand_only:
+        lines += ["", "Run by hand alone, never as the suite's step: "
+                  + ", ".join(f"`{step}`" for step in by_hand_only) + "."]
+    return "\n".join(lines + ["", COVERAGE_END])
+
+
+def coverage_cells(results_root: Path, doc_dir: Path) -> Dict[str, Dict[str, str]]:
+    """coverage()'s cells, {device: {step or flag: its cell}}, from the GPU suites of every device
+    folder under `results_root`, oldest first, so that the newer passes' cells stand."""
+    from benchmarks.suite.plan import RESUME_PROCESSES
+
+    devices: Dict[str, Dict[str, str]] = {}
     folders = sorted(path for path in results_root.iterdir() if path.is_dir()) if results_root.is_dir() else []
     for folder in folders:
         for saved_suite in reversed(saved_suites(folder, rendered=True)):  # oldest first: newer passes overwrite
@@ -353,24 +379,7 @@ def coverage(results_root: Path, doc_dir: Path) -> str:
                 step = BY_HAND_STEPS.get(path.stem, path.stem)
                 if not cells.get(step, "").startswith("["):
                     cells[step] = f"by hand, [{saved_suite.date}]({notes}){by_hand_commit(path)}"
-    steps = priority(Plan(False))
-    ran = [step for step in steps if any(cells.get(step, "").startswith("[") for cells in devices.values())]
-    by_hand_only = [step for step in steps if step not in ran
-                    and any(cells.get(step, "").startswith("by hand") for cells in devices.values())]
-    shown = ran + [step for step in steps if step not in ran and any(step in cells for cells in devices.values())]
-    shown += [flag for flag in TRACKED_FLAGS if any(flag in cells for cells in devices.values())]
-    shown += sorted({step for cells in devices.values() for step in cells if step not in shown})
-    names = sorted(devices)
-    lines = [COVERAGE_BEGIN, "", "| step | " + " | ".join(names) + " |",
-             "| --- | " + " | ".join("---" for _ in names) + " |"]
-    lines += [f"| `{step}` | " + " | ".join(devices[name].get(step, "-") for name in names) + " |" for step in shown]
-    never = ", ".join(f"`{step}`" for step in steps + list(TRACKED_FLAGS) if step not in ran + by_hand_only
-                      and not any(cells.get(step, "").startswith("in `") for cells in devices.values()))
-    lines += ["", f"No GPU has run: {never or 'nothing: every step has run'}."]
-    if by_hand_only:
-        lines += ["", "Run by hand alone, never as the suite's step: "
-                  + ", ".join(f"`{step}`" for step in by_hand_only) + "."]
-    return "\n".join(lines + ["", COVERAGE_END])
+    return devices
 
 
 def by_hand_commit(path: Path) -> str:

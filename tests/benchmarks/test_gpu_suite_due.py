@@ -8,7 +8,6 @@ import json
 import shutil
 import sys
 import time
-import types
 
 import pytest
 from test_gpu_suite_batch import suite_main
@@ -180,6 +179,69 @@ def test_the_plan_of_a_12_minute_lease_on_the_committed_results_starts_with_each
                                               "busy share; no interval; energy window too short")
 
 
+class MadeUpLease:
+    """A GPU under a made-up NVML (an energy counter drawing each mode's watts, a utilization
+    sample every 0.5 s) and main.py's runs made up at the H200's measured step times: each run's
+    energy and busy share are what nvml_meter reads of it, over its timed steps."""
+    WATTS = {"fp32": 600.0, "tf32": 650.0, "amp-fp16": 500.0, "amp-bf16": 520.0}
+
+    def __init__(self, monkeypatch):
+        self.now, self.millijoules, self.watts, self.since, self.samples = 1_000.0, 0, 0.0, 1_000.0, []
+        monkeypatch.setitem(sys.modules, "pynvml", fake_nvml(FakeGpu(0, BUS, energy=self.energy,
+                                                                     utilization=lambda: self.samples)))
+        self.medians = {(model, run["mode"]): run["step_time_ms"]["median"] for model in ("resnet50", "resnet18")
+                        for run in json.loads((H200 / f"headline-{model}.json").read_text())["runs"]}
+
+    def energy(self):
+        return int(self.millijoules + 1000 * self.watts * (self.now - self.since))
+
+    def measured(self, mode, ms, steps, images):
+        """One run's timed steps: its energy and busy share, as the meter reads them."""
+        meter = nvml_meter.open_meter(0, BUS, clock=lambda: self.now, interval_s=3600.0, wall=lambda: self.now)
+        self.millijoules, self.watts, self.since = self.energy(), self.WATTS.get(mode, 500.0), self.now
+        meter.start()
+        seconds = steps * ms / 1000
+        self.samples += [(int((self.now + 0.5 * (i + 1)) * 1e6), 95 if mode == "fp32" else 70)
+                         for i in range(int(seconds / 0.5))]
+        self.now += seconds
+        found = meter.finish(images)
+        self.now += 2.0
+        return found
+
+    def document(self, words):
+        """The results main.py would write for its command `words`, from these made-up runs."""
+        template = json.loads(HEADLINE.read_text())
+        n, warmup = int(due.flag_value(words, "-n")), int(due.flag_value(words, "--warmup"))
+        modes, model = due.flag_value(words, "--modes").split(","), due.flag_value(words, "-m")
+        repeats, runs = int(due.flag_value(words, "--repeats") or 1), []
+        for repeat in range(repeats):
+            for mode in modes if repeat % 2 == 0 else modes[::-1]:
+                run = copy.deepcopy(next((run for run in template["runs"] if run["mode"] == mode),
+                                         template["runs"][-1]))
+                ms = self.medians.get((model, mode), 35.0)
+                run.update(mode=mode, repeat=repeat, steps=n, warmup=warmup, timed_steps=n - warmup, completed_steps=n,
+                           step_times_ms=[ms * (1 + 0.002 * (i % 5)) for i in range(n - warmup)],
+                           step_time_ms=dict(run["step_time_ms"], median=ms, p10=ms, p90=ms * 1.008, min=ms,
+                                             max=ms * 1.008, mean=ms * 1.004),
+                           images_per_sec=256 * 1000 / ms, **self.measured(mode, ms, n - warmup, 256 * (n - warmup)))
+                runs.append(run)
+        template.update(schema="ampbench.result/5", runs=runs)
+        template["config"].update(steps=n, warmup=warmup, repeats=repeats, modes=",".join(modes), model=model)
+        template["env"].update(git_commit="c" * 40, source_sha256="d" * 64, git_commit_source="AMPBENCH_COMMIT")
+        return template
+
+    def run(self, runner, section, command, stop_when=None):
+        """ledger.Runner.run for a made-up GPU: main.py's results, and for any program a log."""
+        started = time.perf_counter()
+        words = list(command.argv)
+        (runner.out / f"{command.name}.log").write_text("throughput ratio ampbench/bare: 0.990\n")
+        if "--json" in words and words[1].endswith("main.py"):
+            with open(due.flag_value(words, "--json"), "w") as file:
+                json.dump(self.document(words), file)
+        runner.record(section, command, 0, started)
+        return 0
+
+
 def test_a_lease_on_a_new_commit_reruns_the_headline_into_figures_readme_prints(tmp_path, monkeypatch):
     """A 12-minute lease on the H200, on a new commit, with a made-up NVML (a sample every 0.5 s)
     and made-up runs at the H200's measured step times: the pass continues its folder, runs the
@@ -189,63 +251,8 @@ def test_a_lease_on_a_new_commit_reruns_the_headline_into_figures_readme_prints(
     shutil.copytree(H200, tmp_path / "results" / "NVIDIA-H200" / "2026-11-26")
     readme = tmp_path / "README.md"
     readme.write_text("# ampbench\n\n## Results\n")
-    watts = {"fp32": 600.0, "tf32": 650.0, "amp-fp16": 500.0, "amp-bf16": 520.0, "fp8": 500.0, "fp8-rowwise": 500.0}
-    counter = {"mj": 0, "watts": 0.0, "since": 0.0}
-    samples = []
-    clock = types.SimpleNamespace(now=1_000.0)
-
-    def energy():
-        return int(counter["mj"] + 1000 * counter["watts"] * (clock.now - counter["since"]))
-
-    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml(FakeGpu(0, BUS, energy=energy, utilization=lambda: samples)))
-    medians = {(model, run["mode"]): run["step_time_ms"]["median"] for model in ("resnet50", "resnet18")
-               for run in json.loads((H200 / f"headline-{model}.json").read_text())["runs"]}  # each mode's second run
-
-    def measured(mode, ms, steps, images):
-        """One run's timed steps on the made-up GPU: its energy and busy share, as the meter reads them."""
-        meter = nvml_meter.open_meter(0, BUS, clock=lambda: clock.now, interval_s=3600.0, wall=lambda: clock.now)
-        counter.update(mj=energy(), watts=watts[mode], since=clock.now)
-        meter.start()
-        seconds = steps * ms / 1000
-        samples.extend((int((clock.now + 0.5 * (i + 1)) * 1e6), 95 if mode == "fp32" else 70)
-                       for i in range(int(seconds / 0.5)))
-        clock.now += seconds
-        found = meter.finish(images)
-        clock.now += 2.0
-        return found
-
-    def fake_run(runner, section, command, stop_when=None):
-        """The command's results, as main.py would write them from these runs; other programs a log."""
-        started = time.perf_counter()
-        words = list(command.argv)
-        (runner.out / f"{command.name}.log").write_text("throughput ratio ampbench/bare: 0.990\n")
-        if "--json" in words and words[1].endswith("main.py"):
-            template = json.loads(HEADLINE.read_text())
-            n, warmup = int(due.flag_value(words, "-n")), int(due.flag_value(words, "--warmup"))
-            modes = due.flag_value(words, "--modes").split(",")
-            repeats = int(due.flag_value(words, "--repeats") or 1)
-            runs = []
-            for repeat in range(repeats):
-                for mode in modes if repeat % 2 == 0 else modes[::-1]:
-                    run = copy.deepcopy(next((run for run in template["runs"] if run["mode"] == mode),
-                                             template["runs"][-1]))
-                    ms = medians.get((due.flag_value(words, "-m"), mode), 35.0)
-                    run.update(mode=mode, repeat=repeat, steps=n, warmup=warmup, timed_steps=n - warmup,
-                               completed_steps=n, step_times_ms=[ms * (1 + 0.002 * (i % 5)) for i in range(n - warmup)],
-                               step_time_ms=dict(run["step_time_ms"], median=ms, p10=ms, p90=ms * 1.008, min=ms,
-                                                 max=ms * 1.008, mean=ms * 1.004),
-                               images_per_sec=256 * 1000 / ms, **measured(mode, ms, n - warmup, 256 * (n - warmup)))
-                    runs.append(run)
-            template.update(schema="ampbench.result/5", runs=runs)
-            template["config"].update(steps=n, warmup=warmup, repeats=repeats, modes=",".join(modes),
-                                      model=due.flag_value(words, "-m"))
-            template["env"].update(git_commit="c" * 40, source_sha256="d" * 64, git_commit_source="AMPBENCH_COMMIT")
-            with open(due.flag_value(words, "--json"), "w") as file:
-                json.dump(template, file)
-        runner.record(section, command, 0, started)
-        return 0
-
-    monkeypatch.setattr(ledger.Runner, "run", fake_run)
+    lease = MadeUpLease(monkeypatch)
+    monkeypatch.setattr(ledger.Runner, "run", lambda runner, *args, **kwargs: lease.run(runner, *args, **kwargs))
     monkeypatch.setattr(gpu_suite, "device_facts", lambda quick, modes: ("NVIDIA H200", {}))
     monkeypatch.setattr(gpu_suite, "software", lambda: {"torch": "2.11.0+cu130", "cuda": "13.0",
                                                        "driver": "580.159.04"})
@@ -262,14 +269,11 @@ def test_a_lease_on_a_new_commit_reruns_the_headline_into_figures_readme_prints(
         assert document["config"]["repeats"] == 3
         assert all(run["energy"]["seconds"] >= nvml_meter.MIN_ENERGY_WINDOW_S and not run["energy"]["window_too_short"]
                    and run["gpu_busy"]["samples"] >= nvml_meter.MIN_BUSY_SAMPLES for run in document["runs"])
+        row = next(line for line in readme.read_text().splitlines() if line.startswith(f"| {model} | 256 | 3 |"))
+        cells = row.strip("| ").split(" | ")
+        assert cells[-5] == "95% / 70% / 70% / 70%", row  # the busy share of every mode
+        ratio = 500 / 600 * lease.medians[model, "amp-fp16"] / lease.medians[model, "fp32"]
+        assert cells[-3].split(" ")[0] == f"{ratio:.2f}" and " [" in cells[-3], row  # J/image, with its interval
     vit = json.loads((folder / "headline-vit.json").read_text())
     assert all(run["gpu_busy"] is None and nvml_meter.too_few_count(run["gpu_busy_unavailable"]) is not None
                for run in vit["runs"])  # 50 steps of 35 ms: three samples at most
-    section = readme.read_text()
-    for model in ("resnet50", "resnet18"):
-        row = next(line for line in section.splitlines() if line.startswith(f"| {model} | 256 | 3 |"))
-        cells = row.strip("| ").split(" | ")
-        assert cells[-5] == "95% / 70% / 70% / 70%", row  # the busy share of every mode
-        energy = cells[-3]
-        ratio = 500 / 600 * medians[model, "amp-fp16"] / medians[model, "fp32"]
-        assert energy.split(" ")[0] == f"{ratio:.2f}" and " [" in energy, row
