@@ -1,4 +1,4 @@
-"""The result record: the one definition of what a results file holds (schema ampbench.result/5).
+"""The result record: the one definition of what a results file holds (schema ampbench.result/6).
 
 A results document is {"schema", "env", "config", "data", "incomplete", "runs", "comparison"};
 one that utils.report read from a file of an earlier release also holds "upgraded_from" (upgrade.py);
@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # annotations only: they import torch, or the config above th
     from utils.training.trainer import Trainer
 
 # A renamed key or one that readers need added is a new schema: docs/results-schema.md lists each release's keys.
-SCHEMA = "ampbench.result/5"
+SCHEMA = "ampbench.result/6"
 # The release whose peak_memory_bytes included the warm-up (cuDNN autotuning, compilation),
 # which /2 on measures apart: its runs never pool with later ones, and the table says so.
 WARMUP_IN_PEAK = "ampbench.result/1"
@@ -255,6 +255,8 @@ def setup_of(document: Dict[str, Any]) -> Dict[str, Any]:
                  compile_mode=config.get("compile_mode") if config.get("compile") else None,
                  world_size=env["world_size"], device=env["device"], torch=env.get("torch"),
                  data=document["data"]["name"], schema=written_schema(document),
+                 # two image folders are two data sets, wherever each lies (CIFAR-10 and synthetic have none)
+                 data_fingerprint=document["data"].get("fingerprint"),
                  fp8_emulate=bool(config.get("fp8_emulate")))  # emulated FP8 never pools with FP8 tensor cores
     setup.update(communication(config.get("grad_comm"), config.get("bucket_mb"), setup["world_size"]))
     return setup
