@@ -152,10 +152,11 @@ class SideMeasurements:
 
 def build(config: RunConfig, trainer: Trainer, outcome: LoopOutcome, data: Data, context: RunContext,
           measured: SideMeasurements, repeat: int = 0, flops_per_step: Optional[int] = None,
-          fp8: Optional[Dict[str, Any]] = None) -> RunRecord:
+          fp8: Optional[Dict[str, Any]] = None, flops_note: Optional[str] = None) -> RunRecord:
     """The record of one mode's run, built once from what its loop measured and what was
     `measured` beside it (SideMeasurements); with `flops_per_step` (the whole job's), also the
-    TFLOP/s and MFU at its median; `fp8` is an fp8 mode's accounting."""
+    TFLOP/s and MFU at its median, else `flops_note`, why the FLOPs were not counted, as its
+    mfu_note; `fp8` is an fp8 mode's accounting."""
     # imported here, as they import torch: reading result files (utils.report) needs no torch
     from utils.measure import flops, memory
     from utils.measure.envinfo import device_name, tf32_flags
@@ -166,7 +167,7 @@ def build(config: RunConfig, trainer: Trainer, outcome: LoopOutcome, data: Data,
     losses = stats.losses
     utilisation = flops.utilisation(flops_per_step, timing["step_time_ms"]["median"], device_name(device), mode,
                                     device.type == "cuda", world.size, fp8["flop_share"] if fp8 else None) \
-        if timing["step_time_ms"] and flops_per_step else {}
+        if timing["step_time_ms"] and flops_per_step else {"mfu_note": flops_note}
     record = RunRecord(
         mode=mode.name, description=mode.description, device=str(device), tf32=tf32_flags(), data=data.name,
         loader=config.data.loader, channels_last=config.speed.channels_last, compiled=config.speed.compile,
