@@ -22,7 +22,7 @@ def test_your_model_on_your_images_through_a_comparison(tmp_path):
     image_tree(tmp_path / "tree", per_class=8, split="train")
     image_tree(tmp_path / "tree", per_class=2, split="val")
     result = own(tmp_path, "--model-factory", "user_models:TinyNet", "-n", "6", "--modes", "fp32,amp-bf16",
-                 "--json", tmp_path / "r.json")
+                 "--seeds", "2", "--explain", "--explain-steps", "1", "--json", tmp_path / "r.json")
     assert result.returncode == 0, result.stderr
     document = read_results(tmp_path / "r.json")
     config, data, runs = document["config"], document["data"], document["runs"]
@@ -32,9 +32,14 @@ def test_your_model_on_your_images_through_a_comparison(tmp_path):
     assert (data["name"], data["classes"], data["num_classes"]) == ("imagefolder", ["cat", "dog", "eel"], 3)
     assert (data["train_images"], data["test_images"], data["held_out_share"]) == (24, 6, None)
     assert data["eval_folder"].endswith("val") and len(data["mean"]) == len(data["std"]) == 3
-    assert [run["mode"] for run in runs] == ["fp32", "amp-bf16"]
+    assert [(run["mode"], run["seed"]) for run in runs] == [("fp32", 0), ("amp-bf16", 0), ("fp32", 1), ("amp-bf16", 1)]
     assert all(run["test_accuracy"] is not None and run["data"] == "imagefolder" for run in runs)
-    assert len({run["initial_weights_sha256"] for run in runs}) == len({run["first_batch_sha256"] for run in runs}) == 1
+    assert all(run["profile"]["categories"]["conv"]["ms"] > 0 for run in runs)  # --explain
+    for seed in (0, 1):  # the modes of a seed start from its weights and batches: they differ by precision alone
+        pair = [run for run in runs if run["seed"] == seed]
+        assert len({(run["initial_weights_sha256"], run["first_batch_sha256"]) for run in pair}) == 1
+    assert runs[0]["initial_weights_sha256"] != runs[2]["initial_weights_sha256"]
+    assert document["comparison"]["amp-bf16"].accuracy_verdict in ("holds", "differs", "inconclusive")
     assert "user_models:TinyNet, 16x16 images" in result.stdout
 
 
@@ -175,3 +180,13 @@ def test_your_model_trains_on_synthetic_images_of_your_class_count_and_a_torchvi
         assert result.returncode == 0, result.stderr
         document = json.loads((tmp_path / "r.json").read_text())
         assert document["config"]["num_classes"] == document["data"]["num_classes"] == 5
+
+
+@pytest.mark.long  # torch.compile's first step takes 10 to 20 s on a 2-core CPU
+def test_your_model_compiles(tmp_path):
+    image_tree(tmp_path / "tree", per_class=8)
+    result = own(tmp_path, "--model-factory", "user_models:TinyNet", "-n", "5", "--compile", "--channels-last",
+                 "--bf16", "--json", tmp_path / "r.json")
+    assert result.returncode == 0, result.stderr
+    (run,) = json.loads((tmp_path / "r.json").read_text())["runs"]
+    assert run["compiled"] and run["compile_time_s"] > 0 and run["completed_steps"] == 5

@@ -3,9 +3,9 @@ training into uint8 tensors at --image-size and held as CIFAR-10 is, so that bot
 the evaluation serve it as they serve CIFAR-10, and no step time includes decoding a file.
 
 The tree (docs/data-and-models.md says the same to users):
-* DIR/CLASS/IMAGE: a fixed tenth of each class's images (one at least, of a class of two or
-  more) is held out for evaluation, drawn with a seed of its own, so that every --seed, repeat
-  and resume evaluates the same images; the rest trains.
+* DIR/CLASS/IMAGE (or DIR/train/CLASS/IMAGE alone): a fixed tenth of each class's images (one
+  at least, of a class of two or more) is held out for evaluation, drawn with a seed of its
+  own, so that every --seed, repeat and resume evaluates the same images; the rest trains.
 * DIR/train/CLASS/IMAGE beside DIR/val/CLASS/IMAGE, else DIR/test/CLASS/IMAGE: train/ trains,
   the other evaluates; its classes are among train/'s (a class it lacks is fine).
 Classes are the sorted names of the class folders, numbered as torchvision's ImageFolder numbers
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -37,6 +38,7 @@ EVAL_SPLITS = ("val", "test")  # beside train/, the first found evaluates
 HELD_OUT_SHARE = 0.1  # of each class of a tree without train/, held out for evaluation
 SPLIT_SEED = 0  # the held-out images' draw: the same for every --seed
 DECODE_BATCH = 64  # images a decoding worker hands back at a time
+PROGRESS_EVERY_S = 30.0  # a line on how far the decoding is, as a batch job's progress lines
 RESIZE = "shorter side resized to {size} (bilinear, antialiased), centre {size}x{size} crop"
 
 
@@ -170,18 +172,23 @@ def stack(items: List[Tuple[torch.Tensor, str]]) -> Tuple[torch.Tensor, List[str
     return torch.stack([image for image, _ in items]), [why for _, why in items]
 
 
-def decode(files: Files, size: int, workers: int) -> torch.Tensor:
+def decode(files: Files, size: int, workers: int,
+           say: Callable[[str], None] = lambda sentence: None) -> torch.Tensor:
     """Every file decoded at `size`, in `workers` processes (the main one for 0), as one uint8
-    N x 3 x size x size tensor; a refusal naming the first unreadable file and the count."""
+    N x 3 x size x size tensor, saying how far it is every PROGRESS_EVERY_S; a refusal naming
+    the first unreadable file and the count."""
     batches = DataLoader(Decoded(files, size), batch_size=DECODE_BATCH, num_workers=min(workers, len(files)),
                          collate_fn=stack)
     images = torch.empty(len(files), CHANNELS, size, size, dtype=torch.uint8)
     failed: List[Tuple[str, str]] = []
-    start = 0
+    start, said = 0, time.monotonic()
     for batch, reasons in batches:
         images[start:start + len(batch)] = batch
         failed += [(files[start + index][0], why) for index, why in enumerate(reasons) if why]
         start += len(batch)
+        if time.monotonic() - said >= PROGRESS_EVERY_S:
+            say(f"decoded {start} of {len(files)} images")
+            said = time.monotonic()
     if failed:
         more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
         raise UserError(f"--data imagefolder: {failed[0][0]} cannot be read as an image ({failed[0][1]}){more}; "
@@ -235,8 +242,8 @@ class Split:
     labels: torch.Tensor
 
 
-def read_split(files: Files, size: int, workers: int) -> Split:
-    return Split(decode(files, size, workers), torch.tensor([label for _, label in files], dtype=torch.long))
+def read_split(files: Files, size: int, workers: int, say: Callable[[str], None]) -> Split:
+    return Split(decode(files, size, workers, say), torch.tensor([label for _, label in files], dtype=torch.long))
 
 
 def load(data_dir: str, size: int, workers: int, device: torch.device,
@@ -255,7 +262,7 @@ def load(data_dir: str, size: int, workers: int, device: torch.device,
                             "can be held out for evaluation; add images, or give DIR/train beside DIR/val.")
     check_fits(len(training) + len(evaluation), size, device)
     say(f"decoding {len(training)} training and {len(evaluation)} evaluation images of {tree.root} at {size}x{size}")
-    train, test = read_split(training, size, workers), read_split(evaluation, size, workers)
+    train, test = read_split(training, size, workers, say), read_split(evaluation, size, workers, say)
     normalization = normalization_of(train.images)
     info: Dict[str, Any] = {"name": "imagefolder", "folder": os.path.realpath(tree.root),
             "train_folder": os.path.realpath(tree.train_folder),
