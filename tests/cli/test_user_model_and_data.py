@@ -3,6 +3,8 @@ imagefolder, folders of tiny PNGs written here) through the whole CLI: a compari
 fp8's Linear layers, a model the meta device cannot run, --check-flags, and every refusal, each
 one sentence and exit 2. Runs go through main.main in this process, as `python main.py` does."""
 import json
+import os
+import subprocess
 import sys
 
 import pytest
@@ -190,3 +192,13 @@ def test_your_model_compiles(tmp_path):
     assert result.returncode == 0, result.stderr
     (run,) = json.loads((tmp_path / "r.json").read_text())["runs"]
     assert run["compiled"] and run["compile_time_s"] > 0 and run["completed_steps"] == 5
+
+
+def test_a_factory_on_pythonpath_is_found_from_any_working_directory(tmp_path):
+    """As a user runs it: main.py from another folder, the module's folder on PYTHONPATH."""
+    from conftest import ROOT
+
+    result = subprocess.run([sys.executable, str(ROOT / "main.py"), "--model-factory", "user_models:TinyNet",
+                             "--check-flags"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "PYTHONPATH": str(ROOT / "tests" / "cli")})
+    assert result.returncode == 0, result.stderr

@@ -67,7 +67,7 @@ def layout(data_dir: str) -> Layout:
     if len(classes) < 2:
         held = f"only the class folder {classes[0]}" if classes else "no class folder"
         raise UserError(f"--data imagefolder: {train} holds {held}, and a classifier needs two classes or more; "
-                        "give it a subfolder of images per class.")
+                        "give it a subfolder of images per class, or point --data-dir at your image folder.")
     if evaluation is not None:
         unknown = sorted(set(subfolders(evaluation)) - set(classes))
         if unknown or not subfolders(evaluation):
