@@ -213,11 +213,15 @@ def check_resume(resume_state: Dict[str, Any], config: RunConfig, plan: Training
         warn(resume_warning)
 
 
-def seeded_model(config: RunConfig, num_classes: int, device: torch.device) -> nn.Module:
-    """The model's initial weights for config.training.seed, with a head of `num_classes`: every
-    mode of that seed copies them. A --model-factory model is checked on `device` where the meta
-    device cannot run it (models/user.py)."""
+def seeded_model(config: RunConfig, num_classes: Optional[int] = None,
+                 device: Optional[torch.device] = None) -> nn.Module:
+    """The model's initial weights for config.training.seed, with a head of `num_classes` (None:
+    dataset.class_count's, which lists an image folder's class folders): every mode of that seed
+    copies them. A --model-factory model is checked on `device` (the CPU unless given) where the
+    meta device cannot run it (models/user.py)."""
     training = config.training
+    if num_classes is None:
+        num_classes = dataset.class_count(config.data)
     torch.manual_seed(training.seed)
     if training.model_factory is not None:
         return user.build_user_model(training.model_factory, num_classes, config.data.image_size, training.dropout,

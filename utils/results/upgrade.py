@@ -51,12 +51,12 @@ def upgrade(document: Dict[str, Any]) -> Dict[str, Any]:
     config.setdefault("model_factory", None)
     config.setdefault("model_class", None)
     config["num_classes"] = config.get("num_classes") or DEFAULT_NUM_CLASSES
-    data = dict(document["data"])
-    data.setdefault("num_classes", config["num_classes"])
-    upgraded = dict(document, schema=SCHEMA, env=env, config=config, data=data,
+    upgraded = dict(document, schema=SCHEMA, env=env, config=config,
                     runs=[upgrade_run(run, env["timestamp_utc"]) for run in document["runs"]])
     if document["schema"] != SCHEMA:
         upgraded["upgraded_from"] = document["schema"]
+    if "data" in document:  # benchmarks/suite/history.py upgrades partial documents too (its tests make some)
+        upgraded["data"] = {"num_classes": config["num_classes"], **document["data"]}
     if "comparison" in document:  # merge() computes it again; whoever else reads it reads this release's keys
         upgraded["comparison"] = {mode: {RENAMED_IN_COMPARISON.get(key, key): value for key, value in row.items()}
                                   for mode, row in document["comparison"].items()}
