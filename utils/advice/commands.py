@@ -17,6 +17,7 @@ from utils.flags import FLAGS
 NOT_PASSED = (*config.ADVISER_SETS, "advise", *config.ADVICE_ONLY, "no_progress", "log_every", "wide",
               "list_models")
 LENGTH = ("steps", "epochs")
+NAMED = ("model", "batch_size")  # in every command, at their defaults too
 # The spelling of each advisable mode as one typed for training it alone (--modes NAME for the rest).
 MODE_FLAGS = {"fp32": [], "tf32": ["--tf32"], "amp-bf16": ["--bf16"], "amp-fp16": ["--amp"]}
 # The speed levers by the settings of Arguments that switch each (on, off), in the order they are
@@ -37,13 +38,14 @@ JOB_SETS = ("model", "batch_size", "gpu", "data", "data_dir", "steps", "epochs",
 
 
 def user_options(arguments: Arguments, leave_out: Iterable[str] = NOT_PASSED) -> List[str]:
-    """The flags of `arguments` that differ from main.py's defaults, in -h's order, as main.py
-    reads them back: every setting but those of `leave_out`."""
+    """The flags of `arguments` that differ from main.py's defaults (the model and the batch
+    always, so that a command says what it trains), in -h's order, as main.py reads them back:
+    every setting but those of `leave_out`."""
     defaults, skipped, options = config.defaults(), set(leave_out), []
     for flag in FLAGS:
         name = flag.setting
         value = getattr(arguments, name)
-        if name in skipped or value == defaults[name]:
+        if name in skipped or (value == defaults[name] and name not in NAMED):
             continue
         if flag.action in ("store_true", "store_false"):
             if value == (flag.action == "store_true"):  # --download and --no-download share a setting

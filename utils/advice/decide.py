@@ -178,8 +178,9 @@ def excluded(decision: Decision, mode: str) -> Optional[Tuple[str, str]]:
             f"{mode} emulated FP8", True, decision.views.source(decision.primary, "runs", emulated, "fp8", "emulated"))
     if any(run["final_loss"] is not None and not math.isfinite(run["final_loss"]) for run in runs):
         return "its loss diverged", decision.field(f"{mode}'s final loss", mode, "final_loss")
-    if row.learned is False and any(other.learned for other in decision.rows.values()):  # not just a short run
-        return "it did not learn, where another mode did", decision.field(f"whether {mode} learned", mode, "learned")
+    reference = decision.rows.get(BASELINES["reference"])
+    if row.learned is False and reference is not None and reference.learned:  # not a run too short for anyone
+        return "it did not learn, where fp32 did", decision.field(f"whether {mode} learned", mode, "learned")
     checked = decision.verdict(mode)
     if checked is not None and checked.accuracy_verdict == "differs":
         return (f"its accuracy differs from fp32's by {100 * checked.accuracy_mean_delta:+.2f} points over "
@@ -227,14 +228,16 @@ def advice_claim(decision: Decision, choice: Dict[str, Any]) -> None:
                      decision.field(f"{mode}'s median step", mode, "median_step_ms"))
         return
     ident, value, interval = decision.speedup(fastest, runner_up)
+    rests_on = decision.ledger.entries[int(ident[1:]) - 1]["rests_on"]
     if choice["decision"] == "fastest":
         text = (f"Train with {mode}: it is the fastest here, {value:.2f}x the speed of the next fastest, {runner_up} "
                 f"(95% interval {span(interval)})")
         decision.say(text + (f", and {versus_base}" if against else ""), ident, *against)
         return
-    text = (f"Train with {mode}: {fastest} is fastest, but its speedup over {runner_up}, {value:.2f}x, has a 95% "
-            f"interval ({span(interval)}) that holds 1, so {listing(choice['tied'])} tie (none is shown slower than "
-            f"{fastest}), and {mode} changes the numbers least of them")
+    shown = f"a 95% interval ({span(interval)}) that holds 1" if interval else f"no 95% interval ({rests_on})"
+    text = (f"Train with {mode}: {fastest} is fastest, but its speedup over {runner_up}, {value:.2f}x, has {shown}, "
+            f"so {listing(choice['tied'])} tie (none is shown slower than {fastest}), and {mode} changes the numbers "
+            "least of them")
     decision.say(text + (f"; it runs at {versus_base}" if against else ""), ident, *against)
 
 

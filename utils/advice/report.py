@@ -45,7 +45,7 @@ def evidence_table(entries: Sequence[Dict[str, Any]]) -> List[str]:
         interval = entry["interval"]
         what = cut(entry["what"], WHAT_WIDTH)
         rows.append([entry["id"], entry["kind"], what, shown(entry["value"]),
-                     f"{interval[0]:.4g}-{interval[1]:.4g}" if interval else "-",
+                     f"{interval[0]:.4g} to {interval[1]:.4g}" if interval else "-",
                      shown(entry["n"]), source_text(entry["source"])])
     widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]) - 1)]
     return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[-1] for row in rows]

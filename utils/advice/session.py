@@ -181,7 +181,7 @@ def run_phases(config: RunConfig, state: State, runner: Runner, clock: Clock, de
             state.not_run[name] = {"why": f"its run failed: {outcome.said}", "estimate_s": phase.estimate_s}
             continue
         if any(document.get("incomplete") for document in documents):
-            state.not_run[name + " (cut short)"] = {"why": "the deadline stopped it before its last step",
+            state.not_run[name + ", cut short"] = {"why": "the deadline stopped it before its last step",
                                                     "estimate_s": phase.estimate_s}
         state.documents += documents
         learned_from(state, outcome, phase, documents)
@@ -227,7 +227,8 @@ def plan_lines(config: RunConfig, preflight: Preflight, phases: List[plan.Phase]
             f"{layer['layer']} {layer['speedup']:.2f}x" for layer in found.get("layers") or [])]
     lines += [f"  lever not tried: {lever}: {why}" for lever, why in capabilities.no_levers.items()]
     run, not_run = plan.fitting(phases, left_s)
-    lines.append(f"plan for {config.advice.budget_minutes:g} minutes (estimated from FLOPs until a phase has "
+    budget = config.advice.budget_minutes
+    lines.append(f"plan for {budget:g} minute{'' if budget == 1 else 's'} (estimated from FLOPs until a phase has "
                  "measured the steps; each phase is estimated again before it starts):")
     for phase in phases:
         runs = f"{phase.repeats} {'seeds' if phase.kind == 'accuracy' else 'repeats'} of {phase.steps} steps"
