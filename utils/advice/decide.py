@@ -232,7 +232,9 @@ def advice_claim(decision: Decision, choice: Dict[str, Any]) -> None:
     if choice["decision"] == "fastest":
         text = (f"Train with {mode}: it is the fastest here, {value:.2f}x the speed of the next fastest, {runner_up} "
                 f"(95% interval {span(interval)})")
-        decision.say(text + (f", and {versus_base}" if against else ""), ident, *against)
+        if against and runner_up != base:
+            text += f", and {versus_base}"
+        decision.say(text, ident, *(against if runner_up != base else []))
         return
     shown = f"a 95% interval ({span(interval)}) that holds 1" if interval else f"no 95% interval ({rests_on})"
     text = (f"Train with {mode}: {fastest} is fastest, but its speedup over {runner_up}, {value:.2f}x, has {shown}, "
@@ -262,11 +264,13 @@ def memory_claim(decision: Decision, mode: str) -> None:
         return
     ids = [decision.field(f"{mode}'s peak memory over {base}'s", mode, "memory_ratio_vs_baseline",
                           interval=row.memory_ratio_ci95)]
-    text = f"Its steady-state peak memory is {row.memory_ratio_vs_baseline:.2f}x {base}'s"
+    text = f"Its steady-state peak memory is {row.memory_ratio_vs_baseline:.2f}x {base}'s" + (
+        f" (95% interval {span(row.memory_ratio_ci95)})" if row.memory_ratio_ci95 else "")
     if row.energy_ratio_vs_baseline is not None:
         ids.append(decision.field(f"{mode}'s energy per image over {base}'s", mode, "energy_ratio_vs_baseline",
                                   interval=row.energy_ratio_ci95))
-        text += f", and its energy per image {row.energy_ratio_vs_baseline:.2f}x"
+        text += f", and its energy per image {row.energy_ratio_vs_baseline:.2f}x" + (
+            f" ({span(row.energy_ratio_ci95)})" if row.energy_ratio_ci95 else "")
     decision.say(text, *ids)
 
 

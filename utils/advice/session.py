@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from utils import clock as utc
+from utils import launch
 from utils.advice import commands, decide, document, plan
 from utils.advice.report import report
 from utils.config import Arguments
@@ -103,6 +104,7 @@ class State:
     not_run: Dict[str, Dict[str, Any]]
     leading: Optional[Tuple[str, ...]] = None
     compare: Optional[plan.Phase] = None
+    ran: List[str] = dataclasses.field(default_factory=list)  # the phases started, in order
     train_images: int = CIFAR_TRAIN_IMAGES
 
 
@@ -174,6 +176,7 @@ def run_phases(config: RunConfig, state: State, runner: Runner, clock: Clock, de
         say(f"{name}: {', '.join(phase.modes)}, about {plan.minutes(phase.estimate_s)} of the "
             f"{plan.minutes(left)} left")
         outcome = runner(phase, phase_argv(phase, config.arguments, folder), deadline)
+        state.ran.append(name)
         documents = load_result(outcome.results) if outcome.results else []
         if not documents:
             if name == "compare":
@@ -252,6 +255,9 @@ def advise(config: RunConfig, stop: StopRequest, clock: Clock = time.monotonic, 
     """--advise: preflight, plan, each phase that fits, then the advice; returns its exit status."""
     started = clock()
     deadline = started + config.advice.budget_minutes * 60
+    if launch.detect().distributed:
+        raise UserError("--advise runs as one process and starts its own runs: launch it without torchrun, mpirun "
+                        "or srun.")
     folder = advice_folder(config)
     if flight is None:
         from utils.advice.preflight import preflight
@@ -316,8 +322,7 @@ def advice_document(documents: List[Dict[str, Any]], context: decide.Context, co
     complete = not context.not_run and verdict in (None, "holds") and not any(
         document.get("incomplete") for document in documents)
     status = document.status_of(decided["on_cpu"], complete)
-    ran = set() if state is None else {name for name in [phase.name for phase in phases]
-                                       if name not in state.not_run}
+    ran = set(state.ran) if state is not None else set()
     return {"schema": document.SCHEMA, "status": status, "exit_code": document.STATUSES[status],
             "recommendation": dict(recommendation, command=command), "claims": decided["claims"],
             "evidence": decided["evidence"], "rejected": decided["rejected"], "not_run": context.not_run,
@@ -378,12 +383,13 @@ def from_results(config: RunConfig, stop: StopRequest) -> int:
     advice = advice_document(documents, context, None, None, earlier["budget"] if earlier else None, [])
     if earlier is not None:
         advice.update(preflight=earlier["preflight"], plan=earlier["plan"], arguments=earlier["arguments"])
-        advice["recommendation"]["command"] = again(earlier, advice["recommendation"])
+        if earlier["arguments"] is not None:  # a live run's: the user's own flags, as they typed them
+            advice["recommendation"]["command"] = again(earlier["arguments"], advice["recommendation"])
     return finish(advice, folder, stop)
 
 
-def again(earlier: Dict[str, Any], recommendation: Dict[str, Any]) -> List[str]:
-    """The advised command from the user's flags an advice.json keeps."""
+def again(saved: Dict[str, Any], recommendation: Dict[str, Any]) -> List[str]:
+    """The advised command from the user's flags an advice.json keeps (`saved`: its arguments)."""
     known = {field.name for field in dataclasses.fields(Arguments)}
-    arguments = Arguments(**{name: value for name, value in (earlier.get("arguments") or {}).items() if name in known})
+    arguments = Arguments(**{name: value for name, value in saved.items() if name in known})
     return commands.advised_command(arguments, recommendation["mode"], recommendation["settings"])
