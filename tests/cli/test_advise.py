@@ -93,3 +93,9 @@ def test_a_cpu_run_gives_valid_advice_within_its_budget_and_the_advised_command_
     assert trained.returncode == 0, trained.stderr
     ran = json.loads((tmp_path / "advised.json").read_text())
     assert {run["mode"] for run in ran["runs"]} == {advice["recommendation"]["mode"]}
+
+
+def test_the_advice_the_docs_show_is_valid_and_every_figure_resolves():
+    folder = ROOT / "docs" / "samples" / "advice"
+    advice = document.load(str(folder / "advice.json"))
+    assert advice["status"] == "cpu-only" and unresolved(advice, reader(str(folder))) == []

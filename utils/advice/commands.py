@@ -112,8 +112,9 @@ def job_lines(arguments: Arguments, modes: Sequence[str], seeds: int, steps: int
     extra = user_options(arguments, (*NOT_PASSED, *JOB_SETS))
     if any(not word or any(character.isspace() or character in "'\"\\" for character in word) for word in extra):
         return None
+    data = [f"CIFAR10_DIR={shlex.quote(arguments.data_dir)}"] if arguments.data_dir != config.default_data_dir() else []
     settings = [f"MODEL={shlex.quote(arguments.model)}", f"BATCH={arguments.batch_size}", f"STEPS={steps}",
-                f"MODES={','.join(modes)}", "NODES=1", "GPUS_PER_NODE=1",
+                f"MODES={','.join(modes)}", *data, "NODES=1", "GPUS_PER_NODE=1",
                 'EXTRA_ARGS="--seed $seed' + "".join(f" {word}" for word in extra) + '"']
     seeds_list = " ".join(str(arguments.seed + index) for index in range(seeds))
     return {scheduler: f"for seed in {seeds_list}; do {' '.join(settings)} {submit}; done"

@@ -25,6 +25,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from utils.advice import commands
 from utils.advice.evidence import Ledger, compared, value_at
 from utils.advice.plan import SEEDS
+from utils.errors import UserError
 from utils.explain.diagnose import GPU_BOUND_SHARE, speedup_text
 from utils.modes import BASELINES
 from utils.results.compare import MIN_RUNS, group_by_mode, speedup_interval
@@ -376,8 +377,9 @@ def payback_steps(decision: Decision, on_index: int, off_index: int, mode: str,
     extra = slowest[1]["compile_time_s"] - quickest[1]["first_step_s"]
     saved_s = views[off_index]["comparison"][mode].median_step_ms / 1000 * (1 - 1 / speedup)
     if saved_s <= 0:
-        return f", and its {extra:.0f} s of compiling never pay back", ids
-    return f", paying back its {extra:.0f} s of compiling after {math.ceil(max(extra, 0) / saved_s)} steps", ids
+        return f"; its {extra:.0f} s of compiling would never pay back", ids
+    steps = math.ceil(max(extra, 0.0) / saved_s)
+    return f"; its {extra:.0f} s of compiling pay back after {steps} steps at that speedup", ids
 
 
 def accuracy_claim(decision: Decision, mode: str, margin_points: float) -> Optional[str]:
@@ -405,6 +407,8 @@ def accuracy_claim(decision: Decision, mode: str, margin_points: float) -> Optio
                                        kind="not run"))
         needs = f", about {minutes_text(check['estimate_s'])} here"
     why = decision.context.not_run.get("accuracy", {}).get("why", "these results hold no such check")
+    if why.startswith("needs about"):  # the budget's: say what the check needs once
+        why = why.split(", and ", 1)[-1]
     decision.say(f"Accuracy is inconclusive: {mode} was not checked against fp32 over paired seeds ({why}); a "
                  f"conclusive check needs at least {check['seeds']} seeds{needs}, and the lines below run it", *ids)
     return "inconclusive"
@@ -505,8 +509,9 @@ def decide(documents: List[Dict[str, Any]], context: Context, margin_points: flo
     excluded_modes = {mode: found for mode in decision.groups for found in [excluded(decision, mode)] if found}
     eligible = [mode for mode in decision.groups if mode not in excluded_modes]
     if not eligible:
-        raise ValueError("no mode of these results may be advised: " +
-                         "; ".join(f"{mode}: {why}" for mode, (why, _) in excluded_modes.items()))
+        raise UserError("no mode of these results may be advised (" +
+                        "; ".join(f"{mode}: {why}" for mode, (why, _) in excluded_modes.items()) +
+                        "); measure again, with the modes that were excluded fixed or left out.")
     choice = choose(decision, eligible)
     mode = choice["mode"]
     advice_claim(decision, choice)

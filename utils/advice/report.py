@@ -10,6 +10,7 @@ from utils.advice.commands import shell_line
 
 WHAT_WIDTH = 52  # the evidence table's "what" column, cut to fit (advice.json holds it whole)
 VALUE_WIDTH = 40  # and a value in words
+AGAINST_THE_BASELINE = ("_vs_baseline", "accuracy_mean_delta")  # the fields whose value depends on it
 
 
 def sentence(claim: Dict[str, Any]) -> str:
@@ -35,8 +36,9 @@ def source_text(source: Dict[str, Any]) -> str:
         return " / ".join(source_text(part) for part in source["ratio_of"])
     if "advice" in source:
         return "advice.json " + ".".join(map(str, source["advice"]))
-    return (f"[{source['document']}] {'.'.join(map(str, source['field']))}"
-            + (f" vs {source['baseline']}" if source["field"][:1] == ["comparison"] else ""))
+    against = any(str(key).endswith(AGAINST_THE_BASELINE) for key in source["field"])
+    return f"[{source['document']}] {'.'.join(map(str, source['field']))}" + \
+        (f" vs {source['baseline']}" if against else "")
 
 
 def evidence_table(entries: Sequence[Dict[str, Any]]) -> List[str]:

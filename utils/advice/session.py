@@ -273,6 +273,11 @@ def advise(config: RunConfig, stop: StopRequest, clock: Clock = time.monotonic, 
     for sub in ("phases", "logs"):
         os.makedirs(os.path.join(folder, sub), exist_ok=True)
     run_phases(config, state, runner or process_runner(folder, stop, clock), clock, deadline, folder, stop)
+    if not state.documents:  # a stop signal before the comparison ran: nothing to decide from
+        if not stop.requested:
+            raise UserError(f"no phase measured anything; their logs are in {folder}/logs.")
+        say(f"{stop.signal_name} arrived before the comparison ran: nothing was measured, so nothing is advised.")
+        return 128 + (stop.signal_number or signal.SIGTERM)
     files.write_json(os.path.join(folder, RESULTS), state.documents)
     documents = load_result(os.path.join(folder, RESULTS))
     context = session_context(config, state, clock() - started)

@@ -70,7 +70,8 @@ def test_the_batch_job_lines_run_a_job_per_seed_with_the_users_flags():
     assert lines == {scheduler: f"for seed in 5 6 7; do MODEL=vit_s4 BATCH=128 STEPS=500 MODES=fp32,amp-bf16 NODES=1 "
                                 f"GPUS_PER_NODE=1 EXTRA_ARGS=\"--seed $seed --image-size 64\" {submit}; done"
                      for scheduler, submit in commands.JOB_SUBMIT.items()}
-    assert commands.job_lines(dataclasses.replace(arguments, data_dir="my data"), ("fp32",), 3, 10) is not None
+    elsewhere = commands.job_lines(dataclasses.replace(arguments, data_dir="my data"), ("fp32",), 3, 10)
+    assert "CIFAR10_DIR='my data' NODES=1" in elsewhere["pbs"]  # where the job scripts read the data from
     assert commands.job_lines(dataclasses.replace(arguments, stem="imagenet", dropout=0.1, lr=0.1,
                                                   optimizer="sgd", clip_grad=1.0), ("fp32",), 3, 10) is not None
     quoted = dataclasses.replace(arguments, trace_dir=None, tensorboard=None, label_smoothing=0.1,

@@ -194,7 +194,7 @@ def test_compile_is_said_with_the_steps_after_which_it_pays_for_itself():
     (merged,) = [found for found in merge(load_result(str(path))) if found["config"]["steps"]]
     first = min(run["first_step_s"] for run in merged["runs"] if run["mode"] == mode)
     saved_s = merged["comparison"][mode].median_step_ms / 1000 * (1 - 1 / 1.25)
-    assert f"after {math.ceil((60.0 - first) / saved_s)} steps" in said and "compile 1.25x" in said
+    assert f"pay back after {math.ceil((60.0 - first) / saved_s)} steps" in said and "compile 1.25x" in said
     assert advice["recommendation"]["settings"] == {"compile": True, "compile_mode": "default"}
 
 
