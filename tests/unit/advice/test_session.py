@@ -4,6 +4,7 @@ step after it), the command ends within the budget plus one step's time, starts 
 estimate does not fit what is left, and lists each such phase as not run with why. No training."""
 import copy
 import json
+import time
 
 import pytest
 
@@ -168,3 +169,39 @@ def test_the_user_flags_reach_every_phase_and_the_advised_command(tmp_path):
     advice = json.loads((tmp_path / "advice" / "advice.json").read_text())
     command = advice["recommendation"]["command"]
     assert command[:2] == ["python", "main.py"] and "--steps" in command and "--image-size" in command
+
+
+STAND_IN = """import json, signal, sys, time
+path = sys.argv[sys.argv.index("--json") + 1]
+def stop(number, frame):
+    with open(path, "w") as out:
+        json.dump({"stopped": True}, out)
+    sys.exit(128 + number)
+signal.signal(signal.SIGTERM, stop if "--obey" in sys.argv else signal.SIG_IGN)
+print("main.py: error: a stand-in that never ends by itself.", flush=True)
+while True:
+    time.sleep(0.05)
+"""
+
+
+@pytest.mark.parametrize("obeys", [True, False])
+def test_a_phase_still_running_at_the_deadline_gets_sigterm_and_sigkill_if_it_ignores_it(tmp_path, monkeypatch,
+                                                                                           obeys):
+    stand_in = tmp_path / "main.py"
+    stand_in.write_text(STAND_IN)
+    monkeypatch.setattr(session, "MAIN", str(stand_in))
+    monkeypatch.setattr(session, "GRACE_S", 1.0)
+    for sub in ("logs", "phases"):
+        (tmp_path / sub).mkdir()
+    phase = plan.Phase("compare", ("fp32",), 5, 2, 3, estimate_s=0.1)
+    results = str(tmp_path / "phases" / "compare.json")
+    with StopRequest() as stop:
+        runner = session.process_runner(str(tmp_path), stop)
+        started = time.monotonic()
+        outcome = runner(phase, [*(["--obey"] if obeys else []), "--json", results], started + 1.0)
+    took = time.monotonic() - started
+    if obeys:  # ended as main.py does on SIGTERM: its results written, 128 + 15
+        assert outcome.returncode == 143 and outcome.results == results and 1.0 <= took < 2.5
+    else:  # killed once its grace ran out
+        assert outcome.returncode == -9 and outcome.results is None and 2.0 <= took < 3.5
+    assert outcome.said == "a stand-in that never ends by itself."
