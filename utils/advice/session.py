@@ -184,7 +184,8 @@ def run_phases(config: RunConfig, state: State, runner: Runner, clock: Clock, de
             state.not_run[name] = {"why": f"its run failed: {outcome.said}", "estimate_s": phase.estimate_s}
             continue
         if any(document.get("incomplete") for document in documents):
-            state.not_run[name + ", cut short"] = {"why": "the deadline stopped it before its last step",
+            stopped = f"{stop.signal_name} stopped it" if stop.requested else "the deadline stopped it"
+            state.not_run[name + ", cut short"] = {"why": stopped + " before its last step",
                                                     "estimate_s": phase.estimate_s}
         state.documents += documents
         learned_from(state, outcome, phase, documents)
