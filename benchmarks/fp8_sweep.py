@@ -24,7 +24,7 @@ import sys
 from typing import TYPE_CHECKING, Any, Dict, List
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from utils import console  # noqa: E402 (no torch)
+from utils import console, provenance  # noqa: E402 (no torch)
 from utils.config import RANGES, RunConfig, flag_type, input_shape_of  # noqa: E402
 from utils.fileio import ensure_writable  # noqa: E402
 from utils.results.files import write_json  # noqa: E402
@@ -126,7 +126,9 @@ def sweep(options: argparse.Namespace) -> Dict[str, Any]:
                      "measured_speedup": {name: medians[BASELINE] / medians[name] for name in FP8_MODES},
                      "predicted_speedup": predicted})
         print(row_line(rows[-1]), flush=True)
-    return {"schema": "ampbench.fp8_sweep/1", "device": device_name or "cpu", "emulated": options.fp8_emulate,
+    commit, _ = provenance.commit()
+    return {"schema": "ampbench.fp8_sweep/2", "device": device_name or "cpu", "commit": commit,
+            "source_sha256": provenance.source_digest(), "emulated": options.fp8_emulate,
             "predicted_for": predicted_for, "no_prediction": no_prediction, "compiled": False, "batch": options.batch,
             "image_size": IMAGE_SIZE, "patch_size": PATCH_SIZE, "tokens": TOKENS,
             "layers": LAYERS, "steps": options.steps, "warmup": options.warmup, "baseline": BASELINE, "rows": rows}

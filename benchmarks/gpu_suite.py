@@ -2,6 +2,7 @@
 
     python benchmarks/gpu_suite.py --data-dir DIR          # on a GPU: every section
     python benchmarks/gpu_suite.py --data-dir DIR --budget 10      # what fits in 10 minutes, most wanted first
+    python benchmarks/gpu_suite.py --data-dir DIR --plan --budget 10   # what that would run, and why: no step runs
     python benchmarks/gpu_suite.py --data-dir DIR --only recipes   # one section
     python benchmarks/gpu_suite.py --quick                 # CPU, tiny step counts: checks the suite
     python benchmarks/gpu_suite.py --render results/GPU/DATE   # README's Results from saved results
@@ -15,12 +16,17 @@ Steps whose feature this version lacks (a flag missing from main.py -h), that th
 cannot run, or that need CIFAR-10 where the runs get synthetic data (no usable CIFAR-10 in
 --data-dir or where main.py looks) are listed as skipped with the reason.
 
-Steps run in priority order (suite/plan.py), README's headline first. With --budget MINUTES each
-step's time is estimated before it starts (suite/estimate.py) and only a step that fits in what
-is left of the budget starts; the others wait, in order, and the next --budget run into the same
-folder (the same device and date) runs what waited and the steps that never ran there (added by
-newer code, or skipped before), in priority order. A budget that fits no step is refused (exit 2)
-with the least that would. `--only` plans some sections alone and keeps the other sections'
+Steps run in priority order (suite/plan.py), README's headline first; on a GPU the headline's
+convnets time each mode for the window an energy figure needs (suite/estimate.py's window_steps).
+With --budget MINUTES each step's time is estimated before it starts (suite/estimate.py) and only
+a step that fits in what is left of the budget starts; the others wait, in order. A --budget pass
+into a device's folder of earlier passes runs the steps due on the device (suite/due.py: never
+ran there, measured by code older than a change that moves their figures, with fewer repeats than
+planned, without the busy share, an FP32 baseline, an interval or an energy window long enough),
+in priority order. Every pass first prints its plan: each step it would run, in order, with its
+estimate and why it is due, and what would wait; --plan prints that alone and trains nothing (on
+a machine without a GPU, for each device saved under --results-root). A budget that fits no step
+is refused (exit 2) with the least that would. `--only` plans some sections alone and keeps the other sections'
 saved steps (and their waiting ones). README's Results merge every suite saved for each device
 under the results root, of any date and commit, and say which rows older code measured
 (suite/history.py). The suite's wing, one module per job, is benchmarks/suite/.
@@ -48,17 +54,31 @@ import os
 import signal
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterator, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
 sys.path.insert(0, str(ROOT))
 from benchmarks.suite import ledger  # noqa: E402 (the checkout's root, above)
 from benchmarks.suite.device import NoDevice, device_facts, folder_name, software  # noqa: E402
-from benchmarks.suite.estimate import Estimator  # noqa: E402
-from benchmarks.suite.history import CHANGES, suite_record  # noqa: E402
-from benchmarks.suite.plan import MODES, SECTIONS, TRANSFORMER_MODES, Plan, Planner, available_flags, planned_steps  # noqa: E402
+from benchmarks.suite.docblocks import render_pages  # noqa: E402
+from benchmarks.suite.due import due_steps  # noqa: E402
+from benchmarks.suite.estimate import Estimator, Window, window_steps  # noqa: E402
+from benchmarks.suite.history import CHANGES, describe_software, saved_suites, suite_record  # noqa: E402
+from benchmarks.suite.plan import (  # noqa: E402
+    MODES,
+    SECTIONS,
+    TRANSFORMER_MODES,
+    Plan,
+    Planner,
+    Step,
+    available_flags,
+    headline_convnet_modes,
+    planned_steps,
+)
+from benchmarks.suite.preview import plan_lines  # noqa: E402
 from benchmarks.suite.render import render_coverage, render_readme, usable_readme  # noqa: E402
 from utils import console, provenance  # noqa: E402
 from utils.errors import UserError  # noqa: E402
@@ -84,6 +104,9 @@ def stoppable_suite(options: argparse.Namespace, started: float, stop: ledger.St
     if commit is None:
         raise SuiteRefusal("no commit names the code that runs: this copy has no .git to ask; give --commit with "
                            "what `git rev-parse HEAD` prints in the checkout it was copied from.")
+    if options.commit and provenance.tree_digest(commit) not in (None, provenance.source_digest()):
+        print(f"{NAME}: warning: --commit {commit} is not the code here (these source files are not its tree): "
+              "every row this pass measures will show it as claimed.", file=sys.stderr, flush=True)
     ensure_folder_writable(options.results_root, "--results-root")
     readme = readme_path(options.readme)
     plan = Plan(options.quick)
@@ -105,39 +128,105 @@ def stoppable_suite(options: argparse.Namespace, started: float, stop: ledger.St
     return 128 + stop.number
 
 
-def run_pass(options: argparse.Namespace, started: float, stop: ledger.Stop, commit: str, label: str,
-             refused: Dict[str, str], plan: Plan, device_folder: Path,
-             say: ledger.Say) -> Tuple[Path, ledger.Runner, ledger.Ledger, Optional[str]]:
-    """Plan the pass into the folder it continues or starts, refuse a budget that fits no step,
-    then run what fits: (that folder, the runner and the books, the step a stop signal ended)."""
+@dataclass
+class PassPlan:
+    """What a pass runs, planned before any step (and all that `--plan` prints): the folder it
+    writes and why, its planned steps, which of them are due and why, the ones it may start in
+    order, the earlier records it keeps and the earlier waiting steps it carries, its estimator
+    and the headline's steps per model."""
+    planner: Planner
+    out: Path
+    why: Optional[str]
+    planned: List[Step]
+    due: Dict[str, List[str]]
+    pending: List[Step]
+    kept: List[Dict[str, Any]]
+    carried: List[Dict[str, Any]]
+    estimator: Estimator
+    windows: Dict[str, Window]
+    earlier: Dict[str, Any]
+
+
+def plan_pass(options: argparse.Namespace, label: str, refused: Dict[str, str], plan: Plan, device_folder: Path,
+              machine: Dict[str, Optional[str]], say: ledger.Say) -> PassPlan:
+    """Plan a pass on `label` into the folder it continues or starts: no step runs, nothing is written."""
     today = device_folder / datetime.date.today().isoformat()
     planner = Planner(today, options.data_dir, plan, [mode for mode in MODES if mode not in refused],
                       available_flags(), [mode for mode in TRANSFORMER_MODES if mode not in refused], say)
+    estimator = Estimator(device_folder, label, plan.quick, lambda: planner.data)
+    windows = {} if plan.quick else {
+        f"headline-{model}": window_steps(estimator, plan, model, headline_convnet_modes(planner))
+        for model in plan.models}
+    plan.headline_steps = {name[len("headline-"):]: window.steps for name, window in windows.items()}
     sections = options.only or list(SECTIONS)
     for mode, reason in refused.items():
         planner.skip(f"mode {mode}", reason)
     planned = planned_steps(planner, sections)
-    machine = software()
-    set_aside_unreadable(today / "suite.json")
-    out, why = ledger.choose_folder(device_folder, today.name, planned, machine, bool(options.budget))
-    if why:
-        say(why)
+    due = due_steps(planned, device_folder, list(windows), plan.quick)
+    out, why = ledger.choose_folder(device_folder, today.name, due, machine, bool(options.budget))
     planned = [step.moved(today, out) for step in planned]
     earlier = suite_record(out / "suite.json")[0] or {}
-    pending, kept, carried = ledger.this_pass_steps(planned, earlier, sections, bool(options.budget))
-    estimator = Estimator(device_folder, label, plan.quick, lambda: planner.data)
-    refusal = ledger.refuse(pending, estimator, options.budget, started)
+    pending, kept, carried = ledger.this_pass_steps(planned, earlier, sections, bool(options.budget), due)
+    return PassPlan(planner, out, why, planned, due, pending, kept, carried, estimator, windows, earlier)
+
+
+def run_pass(options: argparse.Namespace, started: float, stop: ledger.Stop, commit: str, label: str,
+             refused: Dict[str, str], plan: Plan, device_folder: Path,
+             say: ledger.Say) -> Tuple[Path, ledger.Runner, ledger.Ledger, Optional[str]]:
+    """Plan the pass into the folder it continues or starts, say the plan, refuse a budget that fits
+    no step, then run what fits: (that folder, the runner and the books, the step a stop signal ended)."""
+    machine = software()
+    set_aside_unreadable(device_folder / datetime.date.today().isoformat() / "suite.json")
+    planned = plan_pass(options, label, refused, plan, device_folder, machine, say)
+    out, planner, estimator = planned.out, planned.planner, planned.estimator
+    if planned.why:
+        say(planned.why)
+    budget_s = options.budget * 60 if options.budget else math.inf
+    for line in plan_lines(planned.pending, planned.due, estimator, budget_s, time.perf_counter() - started,
+                           planned.windows, plan.warmup):
+        say(line)
+    refusal = ledger.refuse(planned.pending, estimator, options.budget, started)
     if refusal:
         raise SuiteRefusal(refusal)
     writable_folder(out)
-    summary = {"device": label, "quick": plan.quick, "date": earlier.get("date", out.name), "commit": commit,
+    summary = {"device": label, "quick": plan.quick, "date": planned.earlier.get("date", out.name), "commit": commit,
                "changes_in_code": list(dict.fromkeys(change.commit for change in CHANGES)),
                "data_flags": planner.data_flags, "models": plan.models, "batch": plan.batch, "steps": plan.steps,
                "repeats": plan.repeats}
-    books = ledger.Ledger(out / "suite.json", summary, earlier, kept, options.budget, carried, machine)
+    books = ledger.Ledger(out / "suite.json", summary, planned.earlier, planned.kept, options.budget, planned.carried,
+                          machine)
     runner = ledger.Runner(out, planner.records, say, commit, stop)
+    return out, runner, books, ledger.spend(runner, planned.pending, estimator, budget_s, books, started)
+
+
+def show_plans(options: argparse.Namespace) -> int:
+    """--plan: what a pass would run on this machine's GPU (or, --quick, its CPU), or, without one,
+    on each device whose results are saved under the results root, assuming its newest folder's
+    software and every mode; no step runs, nothing is written."""
+    root = Path(options.results_root)
+    try:
+        label, refused = device_facts(options.quick, MODES + TRANSFORMER_MODES)
+        targets = [(label, refused, root / folder_name(label), software(), "")]
+    except NoDevice:
+        targets = []
+        for folder in sorted(path for path in root.iterdir() if path.is_dir()) if root.is_dir() else []:
+            suites = saved_suites(folder)
+            ran = suites[0].software() if suites else None
+            if suites and ran:
+                targets.append((suites[0].record["device"], {}, folder, ran, " (no GPU here: planned as a pass on "
+                                f"{describe_software(ran)}, its newest folder's, that runs every mode)"))
+        if not targets:
+            raise SuiteRefusal(f"no CUDA device is visible, and {root} holds no device's results to plan a pass for; "
+                               "run --plan on the GPU, or with --quick.") from None
     budget_s = options.budget * 60 if options.budget else math.inf
-    return out, runner, books, ledger.spend(runner, pending, estimator, budget_s, books, started)
+    for label, refused, folder, machine, assumed in targets:
+        planning = time.perf_counter()  # a pass plans its own device alone
+        plan = Plan(options.quick)
+        planned = plan_pass(options, label, refused, plan, folder, machine, lambda line: None)
+        print(f"{label}{assumed}: {planned.why or f'writes {planned.out}'}")
+        print("\n".join(plan_lines(planned.pending, planned.due, planned.estimator, budget_s,
+                                   time.perf_counter() - planning, planned.windows, plan.warmup)))
+    return 0
 
 
 def finish(out: Path, runner: ledger.Runner, books: ledger.Ledger, readme: Path, started: float) -> int:
@@ -161,10 +250,12 @@ def finish(out: Path, runner: ledger.Runner, books: ledger.Ledger, readme: Path,
 
 def render(out: Path, readme: Path) -> None:
     """The run page of `out` and README's Results; and, for this checkout's own results/, the table
-    of what has run on a GPU in docs/benchmarks.md (a results root elsewhere, as a test's, has none)."""
+    of what has run on a GPU in docs/benchmarks.md and every GPU figure docs/ cites (its
+    gpu-figures blocks: suite/docblocks.py); a results root elsewhere, as a test's, has none."""
     render_readme(out, readme)
     if out.resolve().parent.parent == RESULTS:
         render_coverage(RESULTS, ROOT / "docs" / "benchmarks.md")
+        render_pages(RESULTS, sorted((ROOT / "docs").glob("*.md")))
 
 
 class SuiteRefusal(UserError):
@@ -279,11 +370,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--results-root", default=str(RESULTS), help="where results/<device>/<date>/ goes")
     parser.add_argument("--readme", default=str(ROOT / "README.md"), help="README whose Results section to regenerate")
     parser.add_argument("--commit", type=commit_argument, help="the commit of the code that runs, when the copy on "
-                        "the machine has no (or a stale) .git: every step's results record it instead of git describe")
+                        "the machine has no (or a stale) .git: every step's results record it instead of git describe, "
+                        "beside the digest of the source files that ran, and README names it as proven only where "
+                        "that digest is its tree")
     parser.add_argument("--render", metavar="RESULTS_DIR", help="only regenerate README's section from saved results")
     parser.add_argument("--only", metavar="SECTION", action="append", choices=list(SECTIONS),
                         help="run this section alone (repeatable), keeping the other sections' saved steps: "
                         f"{', '.join(SECTIONS)}")
+    parser.add_argument("--plan", action="store_true", help="print what a pass would run, in order, with each "
+                        "step's estimate and why it is due, and what would wait; train nothing, write nothing (without "
+                        "a GPU: for each device saved under --results-root)")
     parser.add_argument("--budget", metavar="MINUTES", type=budget_minutes,
                         help="start only the steps whose estimated time fits in what is left of MINUTES, in "
                         "priority order; the rest wait for the next --budget run into the same folder")
@@ -300,6 +396,8 @@ def main() -> int:
         render(out, readme_path(options.readme))
         print(f"README section regenerated in {options.readme} from {options.render}")
         return 0
+    if options.plan:
+        return show_plans(options)
     return run_suite(options, started)
 
 

@@ -12,6 +12,11 @@ ampbench's throughput over the bare loop's: the median over the rounds of each r
 (paired, so that a machine that slows down for a while slows both sides of a round), with a
 95% bootstrap interval over the rounds. Target: >= 0.98.
 
+On a GPU each round also runs (c) ampbench without its GPU meter (RunContext.read_gpu: no NVML,
+no sampler thread beside the training), and a second ratio, (a)'s throughput over (c)'s, is the
+meter's own cost on the step (the energy counter's reads and the busy share's samples), with its
+interval and a word on what the meter read. Target: the interval holds 1.0.
+
     python benchmarks/overhead.py                            # CPU, resnet18, batch 64, fp32
     python benchmarks/overhead.py --mode amp-bf16
     python benchmarks/overhead.py -p --mode amp-fp16         # GPU
@@ -69,13 +74,34 @@ def bare_loop(initial_model, data, mode, config, plan, device):
     return (time.perf_counter() - started) / (plan.steps - plan.timing_warmup)
 
 
-def ampbench_loop(initial_model, data, mode, config, plan, device):
-    """run_mode, as main.py runs it; seconds per timed step, from its own step timer."""
+def ampbench_loop(initial_model, data, mode, config, plan, device, read_gpu=True):
+    """run_mode, as main.py runs it (`read_gpu`: with its GPU meter); (seconds per timed step,
+    from its own step timer; why the meter read no busy share, or None)."""
     from utils.app import run_mode
     from utils.training.context import RunContext
 
-    record = run_mode(initial_model, mode, data, config, plan, RunContext(device)).record
-    return sum(record.step_times_ms) / 1000.0 / len(record.step_times_ms)
+    record = run_mode(initial_model, mode, data, config, plan, RunContext(device, read_gpu=read_gpu)).record
+    return sum(record.step_times_ms) / 1000.0 / len(record.step_times_ms), record.gpu_busy_unavailable
+
+
+def paired_ratio(numerators, denominators):
+    """(the median of the rounds' ratios, its 95% bootstrap interval over the rounds)."""
+    import numpy as np
+
+    ratios = np.array(numerators) / np.array(denominators)  # per round: paired
+    resampled = np.median(ratios[np.random.default_rng(0).integers(0, len(ratios), (2000, len(ratios)))], axis=1)
+    low, high = np.percentile(resampled, [2.5, 97.5])
+    return float(np.median(ratios)), float(low), float(high)
+
+
+def meter_line(times, read):
+    """The GPU meter's cost: ampbench's throughput with it over without, and what it read."""
+    ratio, low, high = paired_ratio(times["unmetered"], times["ampbench"])
+    verdict = "holds 1.0" if low <= 1.0 <= high else "MISSES 1.0"
+    what = ("it read the energy counter and the busy share's samples" if read is None or read.startswith("too few")
+            else f"it read no busy share: {read}")
+    return (f"GPU meter ratio with/without: {ratio:.3f} [95% CI {low:.3f}, {high:.3f}] over {len(times['ampbench'])} "
+            f"paired rounds (target: the interval holds 1.0; it {verdict}); {what}")
 
 
 def build_parser():
@@ -97,7 +123,6 @@ def build_parser():
 def main():
     options = build_parser().parse_args()
 
-    import numpy as np
     import torch
 
     from models import factory
@@ -115,11 +140,18 @@ def main():
     model = seeded_model(config)
     plan = config.plan(factory.has_batch_norm(model), 1)
 
-    times = {"ampbench": [], "bare": []}
-    loops = {"ampbench": ampbench_loop, "bare": bare_loop}
+    # the GPU meter's cost is measured on a GPU; a CPU run has no meter to turn off
+    kinds = ["ampbench", "bare", "unmetered"] if device.type == "cuda" else ["ampbench", "bare"]
+    times = {which: [] for which in kinds}
+    read = None  # why the metered runs read no busy share, or None
     for round_ in range(options.rounds):
-        for which in (["ampbench", "bare"] if round_ % 2 == 0 else ["bare", "ampbench"]):
-            times[which].append(loops[which](model, data, mode, config, plan, device))
+        for which in kinds[round_ % len(kinds):] + kinds[:round_ % len(kinds)]:  # each goes first in turn
+            if which == "bare":
+                times[which].append(bare_loop(model, data, mode, config, plan, device))
+                continue
+            seconds, why = ampbench_loop(model, data, mode, config, plan, device, read_gpu=which == "ampbench")
+            times[which].append(seconds)
+            read = why if which == "ampbench" else read
     name = torch.cuda.get_device_name() if options.gpu else "CPU"
     print(f"{options.model}, batch {options.batch_size}, {mode.name}, {options.optimizer_impl} "
           f"{plan.recipe.optimizer}, {name}, {options.rounds} rounds x {options.steps} timed steps "
@@ -129,11 +161,11 @@ def main():
         spread = 100 * (max(times[which]) - min(times[which])) / statistics.median(times[which])
         print(f"{which:>8}: median {ms:.2f} ms/step ({options.batch_size * 1000 / ms:.1f} img/s), "
               f"rounds spread {spread:.0f}%")
-    ratios = np.array(times["bare"]) / np.array(times["ampbench"])  # per round: paired
-    resampled = np.median(ratios[np.random.default_rng(0).integers(0, len(ratios), (2000, len(ratios)))], axis=1)
-    low, high = np.percentile(resampled, [2.5, 97.5])
-    print(f"throughput ratio ampbench/bare: {np.median(ratios):.3f} [95% CI {low:.3f}, {high:.3f}] over "
-          f"{len(ratios)} paired rounds (target >= 0.98)")
+    ratio, low, high = paired_ratio(times["bare"], times["ampbench"])
+    print(f"throughput ratio ampbench/bare: {ratio:.3f} [95% CI {low:.3f}, {high:.3f}] over "
+          f"{options.rounds} paired rounds (target >= 0.98)")
+    print(meter_line(times, read) if "unmetered" in times else
+          "GPU meter ratio: none on the CPU (no GPU to read); -p measures the meter's cost")
 
 
 if __name__ == "__main__":

@@ -4,9 +4,10 @@ A step's training runs are read from its own commands, parsed by the parser of t
 one runs (main.py's, through RunConfig, or the benchmark script's), so a step is described once.
 Its estimate is, by the first of these that applies:
 
-1. measured: the newest time the same step (its processes, by name) took on this device with the
-   same plan (--quick or not), from the suite.json of any results/<device>/<date>/ folder, this
-   run's own included (it is saved after every step);
+1. measured: the newest time the same step (its processes, by name, with the same commands, the
+   paths they write to and read from aside) took on this device with the same plan (--quick or
+   not), from the suite.json of any results/<device>/<date>/ folder, this run's own included (it
+   is saved after every step);
 2. --quick, on a CPU: QUICK_S, the seconds each step of the quick plan takes on a 2-core machine
    like CI's (a CPU's time at these tiny sizes is start-up and per-operation overhead, which FLOPs
    do not predict);
@@ -27,7 +28,9 @@ the start-up only, until the step has been measured once.
 from __future__ import annotations
 
 import functools
+import math
 import os
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Sequence, Tuple
@@ -35,7 +38,7 @@ from typing import Callable, Dict, List, Sequence, Tuple
 from benchmarks import fp8_sweep
 from benchmarks.suite.device import DataFacts
 from benchmarks.suite.history import readable, saved_suites
-from benchmarks.suite.plan import Command, Step
+from benchmarks.suite.plan import ROOT, Command, Plan, Step
 from models.families import DEFAULT_IMAGE_SIZE
 from utils.measure.estimate import (
     START_S,
@@ -47,6 +50,7 @@ from utils.measure.estimate import (
     run_seconds,
     training_runs,
 )
+from utils.measure.nvml_meter import MIN_ENERGY_WINDOW_S
 
 # --quick's steps in seconds on a 2-core machine like CI's, one torch thread per process as the tests run
 # them, with other jobs sharing it (load 3 to 4): the times measured there, a quarter added
@@ -59,6 +63,9 @@ QUICK_S = {
     "native-synthetic": 30, "native-cifar10": 30,
 }
 GOOD_RCS = (0, 143)  # a step's time counts when it ended as planned (143: the resume check's SIGTERM)
+# The headline's timed steps per mode: the energy window and a tenth, at the fastest run's median step of the
+# setting measured on the device; a run whose steps ran faster still would fall short, and its step is due again
+WINDOW_MARGIN = 1.1
 
 
 def program_of(argv: Sequence[str]) -> Tuple[str, List[str]]:
@@ -93,12 +100,14 @@ def main_py_runs(arguments: Sequence[str], data: Callable[[], DataFacts]) -> Lis
 
 
 def overhead_runs(arguments: Sequence[str]) -> List[Run]:
-    """benchmarks/overhead.py: every round runs ampbench's loop and the bare one."""
+    """benchmarks/overhead.py: every round runs ampbench's loop and the bare one, and on a GPU
+    ampbench's without its GPU meter too."""
     from benchmarks import overhead
 
     options = overhead.build_parser().parse_args(list(arguments))
+    loops = 3 if options.gpu else 2
     return [Run(options.model, "cifar", options.mode, options.batch_size, options.warmup + options.steps,
-                first=loop == 0, on_cpu=not options.gpu) for loop in range(2 * options.rounds)]
+                first=loop == 0, on_cpu=not options.gpu) for loop in range(loops * options.rounds)]
 
 
 def loader_runs(arguments: Sequence[str]) -> List[Run]:
@@ -151,9 +160,12 @@ class Estimator:
 
     def estimate(self, step: Step) -> Estimate:
         processes = step.processes
+        planned = {command.name: command_words(command.argv) for command in step.commands}
         for suite in self.suites:  # newest first
             times = {entry["name"]: entry["elapsed_s"] for entry in suite.record.get("steps_run", [])
-                     if entry.get("rc") in GOOD_RCS and "elapsed_s" in entry}
+                     if entry.get("rc") in GOOD_RCS and "elapsed_s" in entry
+                     and command_words(shlex.split(str(entry.get("command", "")).split("  (")[0]))
+                     == planned.get(entry["name"])}
             if all(process in times for process in processes):
                 return Estimate(sum(times[process] for process in processes), f"measured on {suite.date}")
         if self.quick:
@@ -161,6 +173,14 @@ class Estimator:
         runs = [run for command in step.commands for run in runs_of(command, self.data)]
         seconds = START_S * len(processes) + sum(self.run_seconds(run) for run in runs)
         return Estimate(seconds, "runs measured" if runs and all(run.key in self.runs for run in runs) else "FLOPs")
+
+    def fastest_step_s(self, run: Run) -> Tuple[float, bool]:
+        """(one training step of `run`'s setting in seconds, the fastest run's median where this
+        device measured it, else by its FLOPs; whether this device measured it)."""
+        saved = self.runs.get(run.key)
+        if saved is not None:
+            return saved.fastest_s, True
+        return train_flops(run.model, run.stem, run.batch, run.image_size) / self.rate(run), False
 
     def run_seconds(self, run: Run) -> float:
         evaluation = 0.0
@@ -174,6 +194,46 @@ class Estimator:
     def rate(self, run: Run) -> float:
         """FLOPs per second of `run`'s training steps."""
         return rate(run.mode, self.device_name, run.on_cpu, os.cpu_count() or 1)
+
+
+@dataclass(frozen=True)
+class Window:
+    """The headline's steps for one model: each mode's timed steps last the energy window, by the
+    fastest mode's step (`step_s`: its fastest run's median measured on this device, or by its FLOPs)."""
+    steps: int
+    fastest: str
+    step_s: float
+    measured: bool
+
+    def describe(self, warmup: int) -> str:
+        return (f"{self.steps} steps a mode ({warmup} warm-up): each mode's timed steps last at least "
+                f"{WINDOW_MARGIN * MIN_ENERGY_WINDOW_S:g} s, the energy window and a tenth, by {self.fastest}'s "
+                f"{1000 * self.step_s:.1f} ms step "
+                f"({'measured on this device' if self.measured else 'from its FLOPs'})")
+
+
+def window_steps(estimator: Estimator, plan: Plan, model: str, modes: Sequence[str]) -> Window:
+    """The headline's -n for `model` on a GPU: at least the plan's steps, and enough that the
+    fastest of `modes` times WINDOW_MARGIN x MIN_ENERGY_WINDOW_S after the warm-up, in tens."""
+    steps = {mode: estimator.fastest_step_s(Run(model, "cifar", mode, plan.batch, plan.steps, channels_last=True))
+             for mode in modes}
+    fastest = min(steps, key=lambda mode: steps[mode][0])
+    seconds, measured = steps[fastest]
+    timed = math.ceil(WINDOW_MARGIN * MIN_ENERGY_WINDOW_S / seconds)
+    return Window(max(plan.steps, 10 * math.ceil((plan.warmup + timed) / 10)), fastest, seconds, measured)
+
+
+def command_words(argv: Sequence[str]) -> Tuple[str, ...]:
+    """A command's words from its program on (the interpreter that ran it aside), each path as its
+    file's name and the data folder as DATA: two commands with the same words are the same step,
+    whichever machine, checkout and results folder ran them."""
+    words = [word.replace(str(ROOT) + "/", "") for word in argv]
+    start = next((index for index, word in enumerate(words) if word.endswith(".py")), len(words))
+    kept = []
+    for index in range(start, len(words)):
+        word = words[index]
+        kept.append("DATA" if index and words[index - 1] == "--data-dir" else word.rsplit("/", 1)[-1])
+    return tuple(kept)
 
 
 @functools.lru_cache(maxsize=None)

@@ -8,8 +8,6 @@ out with one warning naming it, and the rest is read: one damaged file of a devi
 must not cost README the others' rows, nor a GPU allocation its pass."""
 from __future__ import annotations
 
-import functools
-import hashlib
 import json
 import stat
 import sys
@@ -52,6 +50,9 @@ CHANGES = [
     Change("b4e5c9b532edc236340484fd5aa00864fdb4d299", ("overhead",),
            "benchmarks/overhead.py compared ampbench with a bare loop that skipped the augmentation, the schedule "
            "and a division of the loss (0.935 on the H100); the bare loop now does the same work"),
+    Change("600acff030ccd5aa35827f9bd662dd0888a81720", ("busy",),
+           "the GPU busy share was the mean of every NVML utilization sample stamped in the timed steps, however "
+           "few, some of them begun in the warm-up or a pause; it now rests on ten or more samples wholly inside them"),
 ]
 
 
@@ -79,6 +80,13 @@ class SavedSuite:
         """The commit suite.json gives for `step`: its latest pass's, else the suite's."""
         entry = self.pass_of(step)
         return entry.get("commit") if entry else self.commit
+
+    def source_digest_of(self, step: str) -> Optional[str]:
+        """The digest of the source files its latest pass ran `step` with (passes record it from
+        ampbench.result/5's release on), else None."""
+        entry = self.pass_of(step)
+        digest = entry.get("source_sha256") if entry else None
+        return digest if isinstance(digest, str) else None
 
     def date_of(self, step: str) -> str:
         """The day `step` ran: its latest pass's, else the folder's."""
@@ -123,9 +131,9 @@ def describe_software(software: Dict[str, Optional[str]]) -> str:
 
 def recorded_commit(folder: Path, step: str) -> Tuple[bool, Optional[str], Optional[str]]:
     """What the step's own results file records of the code that ran it: (whether it has such a
-    file, its commit, the sha256 of the change the checkout had against that commit). A results
-    document (env.git_commit) or the FP8 sweep's (commit); a step that wrote neither, as the
-    overhead benchmark's log, has none, and a file without a commit is refused."""
+    file, its commit, the digest of the source files that ran: env.source_sha256, null before
+    ampbench.result/5). A results document (env) or the FP8 sweep's (its top level); a step that
+    wrote neither, as the overhead benchmark's log, has none, and a file without a commit is refused."""
     document = saved(folder, step)
     if document is None or not isinstance(document, dict) or not ("env" in document or "commit" in document):
         return False, None, None
@@ -134,30 +142,47 @@ def recorded_commit(folder: Path, step: str) -> Tuple[bool, Optional[str], Optio
     if not isinstance(commit, str) or not commit:
         raise BadResults(f"{folder / (step + '.json')} records no commit (env.git_commit), so no label can say which "
                          "code measured it; rerun the step, or restore the file as the run wrote it.")
-    digest = env.get("git_diff_sha256")
+    digest = env.get("source_sha256")
     return True, commit, digest if isinstance(digest, str) else None
 
 
-def same_commit(a: str, b: str) -> bool:
-    """Whether two commits as labels hold them (full or abbreviated, -dirty or not) are one."""
-    clean_a, clean_b = a.replace("-dirty", ""), b.replace("-dirty", "")
-    return a.endswith("-dirty") == b.endswith("-dirty") and (clean_a.startswith(clean_b) or clean_b.startswith(clean_a))
+@dataclass(frozen=True)
+class CodeThatRan:
+    """The commit a row names and whether it is proven: the digest of the source files that ran
+    is that commit's tree (provenance.tree_digest); else `why` it is only claimed."""
+    commit: Optional[str]
+    proven: bool
+    why: str = ""
 
 
-@functools.lru_cache(maxsize=None)
-def held_tree_of(recorded: str, digest: str, candidate: str) -> bool:
-    """Whether a checkout at `recorded` (a stale HEAD, "-dirty") whose uncommitted change hashed
-    to `digest` held the tree of commit `candidate`: its change over the files that HEAD tracks is
-    `git diff HEAD candidate` over them, hashed as utils/provenance.diff_digest hashes. False where
-    this checkout's git cannot tell (no .git, an unknown commit)."""
-    from utils.provenance import command_output
+def code_that_ran(saved_suite: SavedSuite, step: str) -> CodeThatRan:
+    """Which code measured `step`: the digest of the files that ran, from the step's own results
+    file or, for a step that writes none, from its pass in suite.json, checked against the trees
+    of the commits the pass and the file name (the file's without its -dirty: a tree dirty in
+    its docs alone still ran the commit's code). A commit nobody can check is only claimed."""
+    given = saved_suite.commit_of(step)
+    has_file, recorded, digest = recorded_commit(saved_suite.folder, step)
+    return code_of(given, recorded, digest if has_file else saved_suite.source_digest_of(step))
 
-    base = recorded.replace("-dirty", "")
-    tracked = command_output(["git", "ls-tree", "-r", "--name-only", base])
-    if not recorded.endswith("-dirty") or tracked is None:
-        return False
-    diff = command_output(["git", "diff", base, candidate, "--no-ext-diff", "--binary", "--", *tracked.splitlines()])
-    return diff is not None and hashlib.sha256(diff.encode()).hexdigest() == digest
+
+def code_of(given: Optional[str], recorded: Optional[str], digest: Optional[str]) -> CodeThatRan:
+    """CodeThatRan of a run whose pass names `given`, whose own file names `recorded` (either may
+    be None) and which ran source files of `digest`."""
+    from utils.provenance import tree_digest
+
+    candidates = [commit for commit in (given, recorded) if commit]
+    if digest:
+        proven = next((commit for commit in candidates if tree_digest(commit) == digest), None)
+        if proven:
+            return CodeThatRan(proven.replace("-dirty", ""), True)
+    claimed = given or recorded
+    other = (f"its files record `{recorded[:12]}{'-dirty' if recorded.endswith('-dirty') else ''}`; "
+             if recorded and given and recorded.replace("-dirty", "")[:7] != given[:7] else "")
+    if not digest:
+        return CodeThatRan(claimed, False, other + "no digest of the files that ran")
+    if all(tree_digest(commit) is None for commit in candidates):
+        return CodeThatRan(claimed, False, other + "a commit this checkout's git does not have")
+    return CodeThatRan(claimed, False, other + "the files that ran are not its tree")
 
 
 def saved_suites(device_folder: Path, rendered: bool = False) -> List[SavedSuite]:

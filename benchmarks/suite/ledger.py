@@ -21,7 +21,7 @@ from benchmarks.suite.estimate import Estimate, Estimator
 from benchmarks.suite.history import describe_software, saved_suites
 from benchmarks.suite.plan import ROOT, Command, Step, resume_folder
 from utils.fileio import atomic_write, lock_path
-from utils.provenance import COMMIT_VARIABLE
+from utils.provenance import COMMIT_VARIABLE, source_digest
 from utils.stop import SIGNALS
 
 Say = Callable[[str], None]
@@ -203,8 +203,10 @@ class Ledger:
                  budget: Optional[float], carried: List[Dict[str, Any]], software: Dict[str, Optional[str]]) -> None:
         self.path, self.summary, self.kept, self.carried = path, summary, kept, carried
         self.passes = earlier.get("passes", [])
+        # the digest of the source files this pass runs: it proves the commit of the steps that write no result file
         self.this_pass: Dict[str, Any] = {"budget_min": budget, "started_utc": utc_now(), "commit": summary["commit"],
-                                          "software": software, "elapsed_s": 0.0, "ran": [], "waiting": []}
+                                          "source_sha256": source_digest(), "software": software, "elapsed_s": 0.0,
+                                          "ran": [], "waiting": []}
 
     def save(self, records: List[Dict[str, Any]], waiting: List[Dict[str, Any]], elapsed: float) -> None:
         names = {step["name"] for step in records}
@@ -215,34 +217,26 @@ class Ledger:
         atomic_write(str(self.path), lambda file: file.write((json.dumps(record, indent=2) + "\n").encode()))
 
 
-def this_pass_steps(planned: List[Step], earlier: Dict[str, Any], sections: Sequence[str],
-                    budgeted: bool) -> Tuple[List[Step], List[Dict[str, Any]], List[Dict[str, Any]]]:
+def this_pass_steps(planned: List[Step], earlier: Dict[str, Any], sections: Sequence[str], budgeted: bool,
+                    due: Dict[str, List[str]]) -> Tuple[List[Step], List[Dict[str, Any]], List[Dict[str, Any]]]:
     """(the steps this command may start, in order; the earlier step records it keeps; the earlier
     waiting steps of the sections it leaves alone). A budgeted command into a folder of earlier
-    passes runs, in priority order, its sections' steps that wait there or never ran there (steps
-    newer code added, steps skipped before) and keeps every record but the device's refused modes,
-    which each pass finds again; any other plans its sections anew, as does a budgeted command into
-    a folder where every planned step has run."""
-    left = set(unfinished(planned, earlier))
-    continuing = budgeted and bool(earlier.get("passes")) and bool(left)
-    pending = [step for step in planned if step.name in left] if continuing else planned
+    passes runs, in priority order, its sections' steps that are `due` on the device (due.py: never
+    ran there, older code, fewer repeats, a missing field) and keeps every record but the device's
+    refused modes, which each pass finds again; any other plans its sections anew, as does a
+    budgeted command into a folder when nothing is due."""
+    continuing = budgeted and bool(earlier.get("passes")) and any(step.name in due for step in planned)
+    pending = [step for step in planned if step.name in due] if continuing else planned
     left_alone = ["modes"] if continuing else list(sections) + ["modes"]
     kept = [step for step in earlier.get("steps_run", []) if step.get("section") not in left_alone]
     return pending, kept, [entry for entry in last_waiting(earlier) if entry["section"] not in sections]
 
 
-def unfinished(planned: List[Step], record: Dict[str, Any]) -> List[str]:
-    """The planned steps a folder's record leaves to do: those that wait there, or never ran there."""
-    waited = {entry["step"] for entry in last_waiting(record)}
-    ran = {entry["name"] for entry in record.get("steps_run", []) if "skipped" not in entry}
-    return [step.name for step in planned if step.name in waited or step.name not in ran]
-
-
-def choose_folder(device_folder: Path, today: str, planned: List[Step], software: Dict[str, Optional[str]],
+def choose_folder(device_folder: Path, today: str, due: Dict[str, List[str]], software: Dict[str, Optional[str]],
                   budgeted: bool) -> Tuple[Path, Optional[str]]:
     """(the folder this pass writes to, a sentence saying why, where it is not simply today's): a
-    budgeted pass continues the device's newest folder of an earlier day while that folder leaves
-    planned steps to do and its passes ran this machine's torch, CUDA and driver (so its rows stay
+    budgeted pass continues the device's newest folder of an earlier day while steps are `due` on
+    the device and that folder's passes ran this machine's torch, CUDA and driver (so its rows stay
     comparable, each dated by its own pass); else it starts today's folder and says why."""
     todays = device_folder / today
     suites = saved_suites(device_folder)  # newest first
@@ -250,12 +244,12 @@ def choose_folder(device_folder: Path, today: str, planned: List[Step], software
         return todays, None
     newest = suites[0]
     theirs = newest.software()  # BadResults where its passes disagree
-    if not unfinished(planned, newest.record):
-        return todays, f"starting {todays}: every planned step has run in {newest.folder}"
+    if not due:
+        return todays, f"starting {todays}: nothing is due on this device, its newest figures are current"
     if theirs is not None and theirs != software:
-        return todays, (f"starting {todays}: {newest.folder} waits for steps, but its passes ran "
+        return todays, (f"starting {todays}: steps are due, but the passes of {newest.folder} ran "
                         f"{describe_software(theirs)} and this machine has {describe_software(software)}")
-    return newest.folder, (f"continuing {newest.folder} (from {newest.date}): it waits for steps, and its passes ran "
+    return newest.folder, (f"continuing {newest.folder} (from {newest.date}): steps are due, and its passes ran "
                            f"this machine's {describe_software(software)}")
 
 

@@ -4,7 +4,6 @@ read from them (estimate.py), so nothing here repeats what a command says."""
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 import re
 import sys
@@ -49,6 +48,9 @@ class Plan:
         self.repeats = 2  # the full comparisons: 3 took a cold H100 past 9 minutes
         # README's rows: 3 repeats give each ratio a 95% interval (--quick: the plumbing, 2 are enough)
         self.headline_repeats = 2 if quick else 3
+        # the headline's steps per model where they are more than `steps`: on a GPU, enough that each mode's timed
+        # steps last the window an energy figure needs (estimate.window_steps sets them before the planning)
+        self.headline_steps: Dict[str, int] = {}
         self.stem_name = "imagenet" if quick else "cifar"  # 32x32 at full resolution is slow on a CPU
         self.stem = ["--stem", self.stem_name] if quick else []
         self.models = ["resnet18"] if quick else ["resnet50", "resnet18"]
@@ -121,8 +123,10 @@ class Planner:
     records of the steps it skips, with the reason (suite.json keeps both)."""
 
     def __init__(self, out: Path, data_dir: Optional[str], plan: Plan, mode_names: Sequence[str], flags: Set[str],
-                 transformer_modes: Sequence[str] = (), say: Callable[[str], None] = print) -> None:
+                 transformer_modes: Sequence[str] = (), say: Callable[[str], None] = print,
+                 data: Optional[DataFacts] = None) -> None:
         self.out, self.plan, self.say = out, plan, say
+        self.known_data = data  # what the runs train on, where the caller knows it: else asked once, when needed
         self.data_flags = ["--data-dir", data_dir, "--allow-unverified"] if data_dir else []
         # where the runs look for CIFAR-10: the suite's --data-dir, else main.py's default (they start in ROOT)
         self.data_dir, self.unverified = data_dir or os.path.join(ROOT, default_data_dir()), bool(data_dir)
@@ -140,10 +144,12 @@ class Planner:
         self.records.append({"name": name, "section": self.section, "skipped": reason})
         self.say(f"{name}: skipped ({reason})")
 
-    @functools.cached_property
+    @property
     def data(self) -> DataFacts:
         """data_facts' answer, asked once, by the first step that needs CIFAR-10 or evaluates."""
-        return data_facts(self.data_dir, self.unverified)
+        if self.known_data is None:
+            self.known_data = data_facts(self.data_dir, self.unverified)
+        return self.known_data
 
     @property
     def without_cifar10(self) -> Optional[str]:
@@ -159,15 +165,17 @@ class Planner:
 
 def plan_headline(suite: Planner) -> None:
     """README's headline: resnet50 and resnet18 with channels_last in fp32, tf32, amp-fp16 and
-    amp-bf16 (3 repeats, alternating, for an interval on each ratio), vit_s4 in amp-bf16, fp8 and
-    fp8-rowwise eager, and the overhead benchmark's ratio. --quick runs resnet18 and vit_t4 at tiny
-    sizes, FP8 emulated."""
+    amp-bf16 (3 repeats, alternating, for an interval on each ratio; on a GPU each mode's timed
+    steps last the energy window, for J/image and enough busy-share samples), vit_s4 in amp-bf16,
+    fp8 and fp8-rowwise eager, and the overhead benchmark's ratio. --quick runs resnet18 and
+    vit_t4 at tiny sizes, FP8 emulated."""
     plan = suite.plan
-    convnet = [mode for mode in HEADLINE_MODES if mode in suite.modes]
+    convnet = headline_convnet_modes(suite)
     for model in plan.models:
         name = f"headline-{model}"
+        steps = plan.headline_steps.get(model, plan.steps)
         suite.add(name, main_py(*plan.gpu, *plan.slow_fp16, "-m", model, *plan.stem, "-b", plan.batch, "-n",
-                                plan.steps, "--warmup", plan.warmup, "--modes", ",".join(convnet), "--repeats",
+                                steps, "--warmup", plan.warmup, "--modes", ",".join(convnet), "--repeats",
                                 plan.headline_repeats, "--channels-last", *suite.data_flags, "--no-progress",
                                 "--no-eval", "--json", suite.out / f"{name}.json", "--plot", suite.out / f"{name}.png"))
     fp8 = [mode for mode in HEADLINE_FP8_MODES if mode in suite.transformer_modes]
@@ -184,6 +192,11 @@ def plan_headline(suite: Planner) -> None:
                                          ("resnet50", "amp-fp16", plan.batch, 20, 7))
     suite.add("overhead", script("overhead.py", *plan.gpu, "--mode", mode, "--model", model, "-b", batch, "--steps",
                                  steps, "--rounds", rounds))
+
+
+def headline_convnet_modes(suite: Planner) -> List[str]:
+    """The modes of the headline's convnets that this device runs."""
+    return [mode for mode in HEADLINE_MODES if mode in suite.modes]
 
 
 def plan_classics(suite: Planner) -> None:

@@ -11,16 +11,16 @@ from typing import Any, Dict, List, Optional, Tuple
 from benchmarks.suite.history import (
     Change,
     SavedSuite,
-    held_tree_of,
+    code_of,
+    code_that_ran,
     last_line,
     load,
     readable,
-    recorded_commit,
-    same_commit,
     saved_suites,
 )
 from benchmarks.suite.tables import (
     classics,
+    code_label,
     describe_data,
     extras,
     fp8_headline,
@@ -46,20 +46,9 @@ GOOD_RCS = (0, 143)  # a step that ended as planned (143: the resume check's SIG
 
 
 def commit_label(saved_suite: SavedSuite, step: str) -> str:
-    """The commit that measured `step`, as its own results file records it; where suite.json's pass
-    names another, the label says so, unless the file's is a stale checkout ("-dirty") whose
-    recorded change is exactly the tree of the pass's commit (history.held_tree_of), which proves
-    the pass's."""
-    given = saved_suite.commit_of(step)
-    has_file, recorded, digest = recorded_commit(saved_suite.folder, step)
-    if not has_file or recorded is None:
-        return f"`{short_commit(given)}`"
-    if given is None or same_commit(recorded, given):
-        return f"`{short_commit(recorded)}`"
-    if digest and held_tree_of(recorded, digest, given):
-        return (f"`{short_commit(given)}` (its files record `{short_commit(recorded)}`, a stale .git whose uncommitted "
-                f"change is exactly `{given[:7]}`'s tree)")
-    return f"`{short_commit(recorded)}` (suite.json names `{short_commit(given)}`: the two disagree)"
+    """The commit that measured `step`: bare where the digest of the files that ran is that
+    commit's tree, else marked claimed, with why nothing proves it (history.code_that_ran)."""
+    return code_label(code_that_ran(saved_suite, step))
 
 
 def page_label(saved_suite: SavedSuite, figures: Tuple[str, ...], step: str) -> str:
@@ -122,7 +111,39 @@ def device_lines(suites: List[SavedSuite], readme_dir: Path, this_run: Optional[
         page = os.path.relpath(shown.folder / "README.md", readme_dir)
         lines += [f"Its newest suite: {software_line(shown.folder, shown.record)}; [its page]({page}).", ""]
     lines += [setup_line(shown.folder, shown.record) + " Headline rows: channels_last.", ""]
-    return lines + tables + older_code_note(older)
+    return lines + tables + older_code_note(older) + due_lines(shown.folder.parent, bool(shown.record.get("quick")))
+
+
+def due_lines(device_folder: Path, quick: bool) -> List[str]:
+    """The steps due on a GPU by this code (suite/due.py), in the order a budgeted pass runs them,
+    each with why: what the next lease of this device spends on first. As a pass plans them with
+    every mode and CIFAR-10 given (the lent-GPU recipe carries torchao and the subset); none for a
+    --quick suite, a CPU's check of the plumbing."""
+    from benchmarks.suite.device import DataFacts
+    from benchmarks.suite.due import due_steps
+    from benchmarks.suite.plan import (
+        MODES,
+        SECTIONS,
+        TRANSFORMER_MODES,
+        Plan,
+        Planner,
+        available_flags,
+        headline_convnet_modes,
+        planned_steps,
+    )
+
+    if quick:
+        return []
+    planner = Planner(device_folder, None, Plan(False), MODES, available_flags(), TRANSFORMER_MODES,
+                      lambda line: None, DataFacts(None, 0, 0))
+    planned = planned_steps(planner, list(SECTIONS))
+    energy = [f"headline-{model}" for model in planner.plan.models] if headline_convnet_modes(planner) else []
+    due = due_steps(planned, device_folder, energy)
+    if not due:
+        return ["Due on this device: nothing; every step's newest figures are this code's.", ""]
+    return ["Due on this device by this code, in the order a `--budget` pass runs them (`python benchmarks/"
+            "gpu_suite.py --plan` adds each one's estimate): " + ", ".join(
+                f"`{name}` ({'; '.join(why)})" for name, why in due.items()) + ".", ""]
 
 
 def merged_rows(suites: List[SavedSuite], readme_dir: Path) -> Tuple[List[str], List[Change]]:
@@ -142,13 +163,25 @@ def merged_rows(suites: List[SavedSuite], readme_dir: Path) -> Tuple[List[str], 
 
     lines = headline(suites, label) + fp8_headline(suites, label) + sweep_table(suites, label) \
         + native_table(suites, label)
-    overheads = [(saved_suite, last_line(saved_suite.folder, "overhead", "throughput ratio")) for saved_suite in suites]
-    lines += [f"* `benchmarks/overhead.py` (ampbench's loop against a bare AMP-recipe loop): {line}; "
-              f"{label(saved_suite, ('overhead',), 'overhead')}." for saved_suite, line in overheads if line]
-    lines += [""] if any(line for _, line in overheads) else []
+    overheads = [(saved_suite, last_line(saved_suite.folder, "overhead", "throughput ratio"),
+                   meter_cost(saved_suite.folder)) for saved_suite in suites]
+    for saved_suite, line, meter in overheads:
+        measured = label(saved_suite, ("overhead",), "overhead")
+        lines += [f"* `benchmarks/overhead.py` (ampbench's loop against a bare AMP-recipe loop): {line}; {measured}."
+                  ] if line else []
+        lines += [f"{meter[:-1]}; {measured}."] if meter else []
+    lines += [""] if any(line for _, line, _ in overheads) else []
     for saved_suite in suites:
         lines += verdicts(saved_suite.folder, label(saved_suite, (), "convergence"))
     return lines, older
+
+
+def meter_cost(folder: Path) -> Optional[str]:
+    """The GPU meter's cost on the step, as the overhead step's log says it (overhead.py), as a
+    bullet ending in a full stop; None where the log has none (a CPU's, or older code's)."""
+    line = last_line(folder, "overhead", "GPU meter ratio with/without")
+    return (f"* The GPU meter's own cost (`benchmarks/overhead.py`: ampbench's loop with its NVML reads against "
+            f"without): {line.split(': ', 1)[1]}." if line else None)
 
 
 def older_code_note(older: List[Change]) -> List[str]:
@@ -160,7 +193,8 @@ def older_code_note(older: List[Change]) -> List[str]:
 
 
 def budget_lines(suite: Dict[str, Any]) -> List[str]:
-    """What each pass of the suite in this folder ran, and what waits for the next budget, in order."""
+    """What each pass of the suite in this folder ran. What the next pass runs is what is due by
+    the code that renders (due_lines), not what the last pass's code left waiting."""
     passes = suite.get("passes", [])
     if not passes:
         return []
@@ -171,10 +205,6 @@ def budget_lines(suite: Dict[str, Any]) -> List[str]:
         day = entry.get("started_utc", "")[:10]
         on = f" on {day}" if day and day != suite["date"] else ""
         lines.append(f"* pass {number} ({budget}{on}, {entry['elapsed_s'] / 60:.1f} min): ran {ran}")
-    waiting = passes[-1]["waiting"]
-    lines.append("* waiting for the next budget, in order: " + ", ".join(
-        f"`{entry['step']}` (about {entry['estimate_s'] / 60:.1f} min)" for entry in waiting) if waiting
-        else "* nothing waits: every planned step has run")
     return lines + [""]
 
 
@@ -214,6 +244,8 @@ def render(out: Path) -> str:
         if (out / "convergence.png").exists():
             lines += ["![accuracy over seeds](convergence.png)", ""]
     lines += extras(out)
+    meter = meter_cost(out)
+    lines += [meter, ""] if meter else []
     lines += budget_lines(suite)
     skipped = [step for step in suite["steps_run"] if "skipped" in step and not measured_mode(out, step["name"])]
     failed = [step for step in suite["steps_run"] if step.get("rc") not in (None, 0, 143)]
@@ -281,13 +313,48 @@ def mode_gap(out: Path, step: str, slower: str, faster: str) -> List[str]:
             ""]
 
 
+# The flags a step may run with that the table tracks as rows of their own, and the by-hand runs whose
+# file is named otherwise than the step of the suite they stand for
+TRACKED_FLAGS = ("--explain", "--numerics", "--max-batch")
+BY_HAND_STEPS = {"sweep": "transformers-sweep"}
+
+
 def coverage(results_root: Path, doc_dir: Path) -> str:
     """What has run on which GPU, from results/ alone: per step of the GPU plan, for each device
-    whose suites ran it, the newest day and commit (a link to that run's page), by-hand runs
-    labelled so; then the steps no GPU has run. --quick suites (a CPU's) are left out."""
-    from benchmarks.suite.plan import RESUME_PROCESSES, Plan, priority
+    whose suites ran it, the newest day and commit (a link to that run's page); for --explain,
+    --numerics and --max-batch, the newest step that ran with it; a run made by hand in a
+    suite's by-hand/ folder in the row of the step it stands for, labelled so, where no suite ran
+    that step; then the steps no GPU has run, and those only run by hand. --quick suites (a CPU's)
+    are left out."""
+    from benchmarks.suite.plan import Plan, priority
 
-    devices: Dict[str, Dict[str, str]] = {}  # device -> step -> cell
+    devices = coverage_cells(results_root, doc_dir)
+    steps = priority(Plan(False))
+    ran = [step for step in steps if any(cells.get(step, "").startswith("[") for cells in devices.values())]
+    by_hand_only = [step for step in steps if step not in ran
+                    and any(cells.get(step, "").startswith("by hand") for cells in devices.values())]
+    shown = ran + [step for step in steps if step not in ran and any(step in cells for cells in devices.values())]
+    shown += [flag for flag in TRACKED_FLAGS if any(flag in cells for cells in devices.values())]
+    shown += sorted({step for cells in devices.values() for step in cells if step not in shown})
+    names = sorted(devices)
+    lines = [COVERAGE_BEGIN, "", "| step | " + " | ".join(names) + " |",
+             "| --- | " + " | ".join("---" for _ in names) + " |"]
+    lines += [f"| `{step}` | " + " | ".join(devices[name].get(step, "-") for name in names) + " |" for step in shown]
+    never = ", ".join(f"`{step}`" for step in steps + list(TRACKED_FLAGS) if step not in ran + by_hand_only
+                      and not any(cells.get(step, "").startswith("in `") for cells in devices.values()))
+    lines += ["", f"No GPU has run: {never or 'nothing: every step has run'}."]
+    if by_hand_only:
+        lines += ["", "Run by hand alone, never as the suite's step: "
+                  + ", ".join(f"`{step}`" for step in by_hand_only) + "."]
+    return "\n".join(lines + ["", COVERAGE_END])
+
+
+def coverage_cells(results_root: Path, doc_dir: Path) -> Dict[str, Dict[str, str]]:
+    """coverage()'s cells, {device: {step or flag: its cell}}, from the GPU suites of every device
+    folder under `results_root`, oldest first, so that the newer passes' cells stand."""
+    from benchmarks.suite.plan import RESUME_PROCESSES
+
+    devices: Dict[str, Dict[str, str]] = {}
     folders = sorted(path for path in results_root.iterdir() if path.is_dir()) if results_root.is_dir() else []
     for folder in folders:
         for saved_suite in reversed(saved_suites(folder, rendered=True)):  # oldest first: newer passes overwrite
@@ -299,24 +366,29 @@ def coverage(results_root: Path, doc_dir: Path) -> str:
                 name = entry["name"]
                 step = "resume" if name in RESUME_PROCESSES else name  # its four processes: one step
                 if entry.get("rc") in GOOD_RCS:
-                    cells[step] = f"[{saved_suite.date_of(step)}]({page}) {commit_label(saved_suite, name)}"
-                elif "skipped" in entry and not name.startswith("mode ") and not cells.get(step, "").startswith("["):
+                    cells[step] = f"[{saved_suite.date_of(step)}]({page}) {commit_label(saved_suite, step)}"
+                    for flag in TRACKED_FLAGS:
+                        if flag in str(entry.get("command", "")).split():
+                            cells[flag] = f"in `{step}`, {cells[step]}"
+                elif "skipped" in entry and not name.startswith("mode ") and not cells.get(step, "").startswith(
+                        ("[", "in `")):
                     cells[step] = f"skipped, [{saved_suite.date}]({page})"  # the page says why
             by_hand = saved_suite.folder / "by-hand"
             notes = os.path.relpath(by_hand / "README.md", doc_dir)
             for path in sorted(by_hand.glob("*.json")) if by_hand.is_dir() else []:
-                cells.setdefault(f"by hand: {path.stem}", f"[{saved_suite.date}]({notes})")
-    steps = priority(Plan(False))
-    ran = [step for step in steps if any(cells.get(step, "").startswith("[") for cells in devices.values())]
-    shown = ran + [step for step in steps if step not in ran and any(step in cells for cells in devices.values())]
-    shown += sorted({step for cells in devices.values() for step in cells if step not in steps})
-    names = sorted(devices)
-    lines = [COVERAGE_BEGIN, "", "| step | " + " | ".join(names) + " |",
-             "| --- | " + " | ".join("---" for _ in names) + " |"]
-    lines += [f"| `{step}` | " + " | ".join(devices[name].get(step, "-") for name in names) + " |" for step in shown]
-    never = ", ".join(f"`{step}`" for step in steps if step not in ran)
-    lines += ["", f"No GPU has run: {never or 'nothing: every step has run'}.", "", COVERAGE_END]
-    return "\n".join(lines)
+                step = BY_HAND_STEPS.get(path.stem, path.stem)
+                if not cells.get(step, "").startswith("["):
+                    cells[step] = f"by hand, [{saved_suite.date}]({notes}){by_hand_commit(path)}"
+    return devices
+
+
+def by_hand_commit(path: Path) -> str:
+    """`, <its commit label>` of a run made by hand whose file records a commit, else nothing."""
+    document = readable(path)
+    env = (document.get("env") if isinstance(document, dict) and isinstance(document.get("env"), dict)
+           else document) or {}
+    commit = env.get("git_commit", env.get("commit"))
+    return f", {code_label(code_of(None, commit, env.get('source_sha256')))}" if isinstance(commit, str) else ""
 
 
 def render_coverage(results_root: Path, doc: Path) -> None:

@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from benchmarks import fp8_sweep
-from benchmarks.suite.history import SavedSuite, last_line, load, saved, saved_steps, upgraded
+from benchmarks.suite.history import CodeThatRan, SavedSuite, code_of, last_line, load, saved, saved_steps, upgraded
 from benchmarks.suite.plan import HEADLINE_FP8_MODES, HEADLINE_MODES, MODES, NATIVE_MODES, RECIPES
 from benchmarks.suite.published import MLPERF_RESNET50, RESNET50
 from utils.explain.diagnose import GPU_BOUND_SHARE
+from utils.measure.nvml_meter import MIN_BUSY_SAMPLES
 
 
 def fmt_ms(value: Optional[float]) -> str:
@@ -25,6 +26,11 @@ def short_commit(commit: Optional[str]) -> str:
     if not commit:
         return "-"
     return commit[:12] + ("-dirty" if commit.endswith("-dirty") else "")
+
+
+def code_label(code: CodeThatRan) -> str:
+    """A commit as a row names it: bare where proven, else claimed, and why (history.code_of)."""
+    return f"`{short_commit(code.commit)}`" + ("" if code.proven else f" claimed ({code.why})")
 
 
 def verdicts(out: Path, measured: str) -> List[str]:
@@ -82,9 +88,9 @@ def headline(suites: List[SavedSuite], label: Label) -> List[str]:
             rows.setdefault(model, []).append(
                 f"| {model} | {document['config']['batch_size']} | {document['config'].get('repeats', 1)} | "
                 f"{fmt_ms(fp32 and fp32.median_step_ms)} | " + " | ".join(cells)
-                + f" | {busy_cell([comparison.get(mode) for mode in HEADLINE_MODES])}"
+                + f" | {busy_cell(document, HEADLINE_MODES)}"
                 + f" | {'-' if memory is None else f'{memory:.2f}'} | {energy_cell(fp16)}"
-                + f" | {steadiness_cell(comparison)} | {label(saved_suite, ('memory', 'amp-fp16'), step)} |")
+                + f" | {steadiness_cell(comparison)} | {label(saved_suite, ('memory', 'amp-fp16', 'busy'), step)} |")
     if not rows:
         return []
     columns = ([f"{mode} vs fp32" for mode in HEADLINE_MODES[1:]] + [f"{mode} vs tf32" for mode in AMP_MODES]
@@ -105,7 +111,8 @@ def headline_notes(host_bound_rows: bool) -> List[str]:
              "against FP32 with TF32 tensor cores, which is what the ThetaGPU tutorial's FP32 run measures on a "
              "current torch: PyTorch runs convolutions in TF32 by default (`torch.backends.cudnn.allow_tf32`). "
              "Brackets: the 95% interval over the repeats (3 or more); `n.s.`: not distinguishable from 1.",
-             "* GPU busy: the share of the timed steps in which the GPU ran kernels (NVML's utilization samples, "
+             "* GPU busy: the share of the timed steps in which the GPU ran kernels (NVML's utilization samples whose "
+             f"whole period lies in them, {MIN_BUSY_SAMPLES} or more, else `too few samples` with the count; "
              "`runs[].gpu_busy`; `(profiler)`: from `--explain`'s profiled steps where NVML read none). Energy is "
              "shown with its interval only: a run whose timed steps last under 10 s says `window too short`."]
     if host_bound_rows:
@@ -146,12 +153,20 @@ def host_bound(row: Any) -> bool:
     return share is not None and share < GPU_BOUND_SHARE
 
 
-def busy_cell(rows: List[Any]) -> str:
-    shares = [busy_share(row) for row in rows]
-    if all(share is None for share, _ in shares):
+def busy_cell(document: Dict[str, Any], modes: List[str]) -> str:
+    """Each of `modes`' busy share, or, where its runs had fewer utilization samples than a share
+    needs (nvml_meter.MIN_BUSY_SAMPLES), `too few samples` with the most any of them had."""
+    from utils.measure.nvml_meter import too_few_count
+
+    comparison = document["comparison"]
+    shares = [busy_share(comparison.get(mode)) for mode in modes]
+    counts = [[count for count in (too_few_count(run.get("gpu_busy_unavailable")) for run in document["runs"]
+                                   if run["mode"] == mode) if count is not None] for mode in modes]
+    if all(share is None for share, _ in shares) and not any(counts):
         return "-"
-    cell = " / ".join("-" if share is None else f"{100 * share:.0f}%" for share, _ in shares)
-    return cell + (" (profiler)" if any(profiled for _, profiled in shares) else "")
+    cells = [f"{100 * share:.0f}%" if share is not None else f"too few samples ({max(found)})" if found else "-"
+             for (share, _), found in zip(shares, counts)]
+    return " / ".join(cells) + (" (profiler)" if any(profiled for _, profiled in shares) else "")
 
 
 def energy_cell(row: Any) -> str:
@@ -182,7 +197,8 @@ def steadiness_cell(comparison: Dict[str, Any]) -> str:
 
 def fp8_headline(suites: List[SavedSuite], label: Label) -> List[str]:
     """The headline's FP8 row per suite (newest first): the ViT's amp-bf16 step and each fp8 mode's
-    speedup over it, from the headline section or, in an older suite, the transformers section."""
+    speedup over it with its interval, and whether the three modes' timings spread too widely to
+    trust, from the headline section or, in an older suite, the transformers section."""
     rows = []
     for saved_suite in suites:
         # the headline's ViT, or the transformers section's where only that one measured fp8 (torchao came later)
@@ -192,17 +208,19 @@ def fp8_headline(suites: List[SavedSuite], label: Label) -> List[str]:
         for step, document in (with_fp8 or vits)[:1] + vit_b_16:
             if "amp-bf16" not in document["comparison"]:
                 continue
-            bf16, config = document["comparison"]["amp-bf16"], document["config"]
-            cells = [versus_bf16(document, mode) for mode in HEADLINE_FP8_MODES[1:]]
+            comparison, config = document["comparison"], document["config"]
+            against = comparison_against(document, "amp-bf16")
+            cells = [speedup_or_dash(against.get(mode)) for mode in HEADLINE_FP8_MODES[1:]]
+            shown = {mode: comparison[mode] for mode in HEADLINE_FP8_MODES if mode in comparison}
             rows.append(f"| {config['model']} | {config.get('image_size', 32)} | {config['batch_size']} | "
-                        f"{fmt_ms(bf16.median_step_ms)} | " + " | ".join(cells)
-                        + f" | {label(saved_suite, (), step)} |")
+                        f"{config.get('repeats', 1)} | {fmt_ms(comparison['amp-bf16'].median_step_ms)} | "
+                        + " | ".join(cells) + f" | {steadiness_cell(shown)} | {label(saved_suite, (), step)} |")
     if not rows:
         return []
-    return ["| model | image | batch | amp-bf16 median ms | "
-            + " | ".join(f"{m} vs amp-bf16" for m in HEADLINE_FP8_MODES[1:]) + " | measured |",
-            "| --- | ---: | ---: | ---: | " + " | ".join("---:" for _ in HEADLINE_FP8_MODES[1:]) + " | --- |",
-            *rows, ""]
+    return ["| model | image | batch | repeats | amp-bf16 median ms | "
+            + " | ".join(f"{m} vs amp-bf16" for m in HEADLINE_FP8_MODES[1:]) + " | timings | measured |",
+            "| --- | ---: | ---: | ---: | ---: | " + " | ".join("---:" for _ in HEADLINE_FP8_MODES[1:])
+            + " | --- | --- |", *rows, ""]
 
 
 def sweep_table(suites: List[SavedSuite], label: Label) -> List[str]:
@@ -237,10 +255,11 @@ def sweep_table(suites: List[SavedSuite], label: Label) -> List[str]:
 
 def native_table(suites: List[SavedSuite], label: Label) -> List[str]:
     """resnet50 at its native size (the native section) per suite (newest first) and data: each
-    mode's images per second, AMP's speedup over tf32 and over fp32, how busy each mode kept the
-    GPU, beside NVIDIA's published single-GPU figures and MLPerf's per-GPU rate (a ceiling) where
-    the device is one they measured (published.py). A run made by hand in a suite's by-hand/
-    folder stands in, labelled so, until the suite's own step replaces it."""
+    mode's images per second, AMP's speedup over tf32 and over fp32 with their intervals, how busy
+    each mode kept the GPU and whether the timings spread too widely to trust, beside NVIDIA's
+    published single-GPU figures and MLPerf's per-GPU rate (a ceiling) where the device is one
+    they measured (published.py). A run made by hand in a suite's by-hand/ folder stands in,
+    labelled so, until the suite's own step replaces it."""
     rows = []
     devices = {saved_suite.record["device"] for saved_suite in suites}
     published = next((RESNET50[device] for device in devices if device in RESNET50), None)
@@ -256,21 +275,20 @@ def native_table(suites: List[SavedSuite], label: Label) -> List[str]:
             if document is None:
                 continue
             comparison, config = document["comparison"], document["config"]
-            against_fp32 = comparison_against(document, "fp32")
+            against_tf32, against_fp32 = comparison_against(document, "tf32"), comparison_against(document, "fp32")
             rates = [f"{comparison[mode].images_per_sec:.0f}" if mode in comparison else "-" for mode in NATIVE_MODES]
-            speedups = [f"{comparison[mode].images_per_sec / comparison['tf32'].images_per_sec:.2f}x"
-                        if mode in comparison and "tf32" in comparison else "-" for mode in AMP_MODES]
-            speedups += [speedup_or_dash(against_fp32.get(mode)) for mode in AMP_MODES]
+            speedups = [speedup_or_dash(against.get(mode)) for against in (against_tf32, against_fp32)
+                        for mode in AMP_MODES]
             theirs = ([f"{published.tf32_images_per_sec:.0f}", f"{published.amp_images_per_sec:.0f}",
                        f"{published.amp_speedup:.2f}x"] if published else []) + \
                 ([f"{ceiling.images_per_sec_per_gpu:.0f}"] if ceiling else [])
             rows.append(f"| {'CIFAR-10 upsampled' if data == 'cifar10' else 'synthetic'} | "
                         f"{config.get('image_size', 32)} | {config['batch_size']} | {config.get('repeats', 1)} | "
-                        + " | ".join(rates + speedups) + f" | {busy_cell([comparison.get(m) for m in NATIVE_MODES])} | "
+                        + " | ".join(rates + speedups) + f" | {busy_cell(document, NATIVE_MODES)} | "
                         + "".join(f"{cell} | " for cell in theirs) + f"{steadiness_cell(comparison)} | {made} |")
     if not rows:
         return []
-    columns = ([f"{mode} img/s" for mode in NATIVE_MODES] + [f"{mode} / tf32" for mode in AMP_MODES]
+    columns = ([f"{mode} img/s" for mode in NATIVE_MODES] + [f"{mode} vs tf32" for mode in AMP_MODES]
                + [f"{mode} vs fp32" for mode in AMP_MODES] + [f"GPU busy {' / '.join(NATIVE_MODES)}"]
                + (["NVIDIA TF32 img/s", "NVIDIA AMP img/s", "NVIDIA AMP / TF32"] if published else [])
                + (["MLPerf img/s per GPU (ceiling)"] if ceiling else []) + ["timings"])
@@ -287,11 +305,12 @@ def native_table(suites: List[SavedSuite], label: Label) -> List[str]:
 
 def by_hand_label(document: Dict[str, Any]) -> str:
     """The label of a native run made by hand: how few steps and repeats it rests on, and its
-    commit, which its own file records (no pass of the suite ran it)."""
-    config = document["config"]
+    commit, which its own file records (no pass of the suite ran it), proven as any row's is."""
+    config, env = document["config"], document["env"]
     return (f"by hand ({config['steps']} steps, {config.get('repeats', 1)} repeat"
-            f"{'' if config.get('repeats', 1) == 1 else 's'}), `{short_commit(document['env'].get('git_commit'))}`, "
-            f"{document['env']['timestamp_utc'][:10]}")
+            f"{'' if config.get('repeats', 1) == 1 else 's'}), "
+            f"{code_label(code_of(None, env.get('git_commit'), env.get('source_sha256')))}, "
+            f"{env['timestamp_utc'][:10]}")
 
 
 def classics(out):

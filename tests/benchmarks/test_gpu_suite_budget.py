@@ -4,6 +4,7 @@ import argparse
 import datetime
 import json
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -41,19 +42,30 @@ def step(name, *argv):
     return plan.Step(name, "headline", (plan.Command(name, tuple(plan.main_py(*argv))),))
 
 
+def recorded(*argv, folder="results/NVIDIA-H100-80GB-HBM3/2026-11-21"):
+    """A command as suite.json records it, run by another machine's python into another folder."""
+    words = ["/usr/bin/python3", *plan.main_py(*argv)[1:], "--json", f"{folder}/headline-resnet18.json"]
+    return shlex.join(words).replace(str(ROOT) + "/", "")
+
+
 def test_the_estimate_is_the_newest_time_the_same_step_took_on_this_device(tmp_path):
+    command = ("-p", "-m", "resnet18", "-b", 256, "-n", 50, "--no-eval")
     write_suite(tmp_path / "2026-11-20", "2026-11-20", [
-        {"name": "headline-resnet18", "rc": 0, "elapsed_s": 50.0},
+        {"name": "headline-resnet18", "rc": 0, "elapsed_s": 50.0, "command": recorded(*command)},
         *[{"name": name, "rc": 143 if name == "resume-stopped" else 0, "elapsed_s": 10.5}
           for name in plan.RESUME_PROCESSES]])
-    write_suite(tmp_path / "2026-11-21", "2026-11-21", [{"name": "headline-resnet18", "rc": 0, "elapsed_s": 40.0},
-                                                        {"name": "overhead", "rc": 1, "elapsed_s": 3.0}])
-    write_suite(tmp_path / "2026-11-22", "2026-11-22", [{"name": "headline-resnet18", "rc": 0, "elapsed_s": 7.0}],
-                quick=True)  # another plan: not this one's time
+    write_suite(tmp_path / "2026-11-21", "2026-11-21", [
+        {"name": "headline-resnet18", "rc": 0, "elapsed_s": 40.0, "command": recorded(*command)},
+        {"name": "overhead", "rc": 1, "elapsed_s": 3.0}])
+    write_suite(tmp_path / "2026-11-22", "2026-11-22", [
+        {"name": "headline-resnet18", "rc": 0, "elapsed_s": 7.0, "command": recorded(*command)}],
+        quick=True)  # another plan: not this one's time
+    write_suite(tmp_path / "2026-11-23", "2026-11-23", [  # other steps, their energy window's: not this one's time
+        {"name": "headline-resnet18", "rc": 0, "elapsed_s": 400.0,
+         "command": recorded(*command[:-2], 1400, "--no-eval")}])
     estimator = Estimator(tmp_path, H100, False, no_data)
-    command = ("-p", "-m", "resnet18", "-b", 256, "-n", 50, "--no-eval")
 
-    estimate = estimator.estimate(step("headline-resnet18", *command))
+    estimate = estimator.estimate(step("headline-resnet18", *command, "--json", tmp_path / "headline-resnet18.json"))
     assert (estimate.seconds, estimate.source) == (40.0, "measured on 2026-11-21")
     resume = estimator.estimate(plan.Step("resume", "resume", tuple(plan.Command(name, ())
                                                                     for name in plan.RESUME_PROCESSES)))
@@ -182,20 +194,21 @@ def test_readme_merges_saved_suites_newest_first_and_labels_each_row_with_its_co
     text = readme.read_text()
     rows = [line for line in text.splitlines() if line.startswith("| resnet")]
     assert [row.split(" | ")[0] for row in rows] == ["| resnet18", "| resnet18", "| resnet50"]
-    # the label is the commit the step's own file records; suite.json naming another is said
-    assert rows[0].endswith("| `4aab8c8fb1bd-dirty` (suite.json names `abcdef012345`: the two disagree), "
-                            "[2026-12-01](results/NVIDIA-H100-80GB-HBM3/2026-12-01/README.md) |")
-    assert rows[1].endswith("| `4aab8c8fb1bd-dirty` (suite.json names `88b28c54fb11`: the two disagree), "
-                            "[2026-11-22](results/NVIDIA-H100-80GB-HBM3/2026-11-22/README.md), older than `12d42e8` |")
-    assert "0.935; `88b28c54fb11`, [2026-11-22](results/NVIDIA-H100-80GB-HBM3/2026-11-22/README.md), older than " \
-           "`b4e5c9b`." in text
+    # the label is the commit the suite names, claimed: these files record no digest of the files that ran
+    assert rows[0].endswith("| `abcdef012345` claimed (its files record `4aab8c8fb1bd-dirty`; no digest of the files "
+                            "that ran), [2026-12-01](results/NVIDIA-H100-80GB-HBM3/2026-12-01/README.md) |")
+    assert rows[1].endswith("| `88b28c54fb11` claimed (its files record `4aab8c8fb1bd-dirty`; no digest of the files "
+                            "that ran), [2026-11-22](results/NVIDIA-H100-80GB-HBM3/2026-11-22/README.md), older than "
+                            "`12d42e8`, `600acff` |")
+    assert "0.935; `88b28c54fb11` claimed (no digest of the files that ran), [2026-11-22](results/NVIDIA-H100-80GB-" \
+           "HBM3/2026-11-22/README.md), older than `b4e5c9b`." in text
     note = text[text.index("Rows *older than*"):]
     assert all(f"* `{change.commit[:7]}` ({', '.join(change.moves)}): before it, {change.before}." in note
                for change in CHANGES)
     assert text.endswith("after\n") and text.count(render.BEGIN) == 1
 
 
-def test_the_section_says_what_each_pass_ran_and_what_waits_in_order():
+def test_the_section_says_what_each_pass_ran():
     record = {"date": "2026-11-26", "passes": [
         {"budget_min": 2, "elapsed_s": 110.0, "ran": [{"step": "headline-resnet18"}, {"step": "overhead"}],
          "waiting": [{"step": "convergence", "section": "convergence", "estimate_s": 60.0}]},
@@ -203,10 +216,18 @@ def test_the_section_says_what_each_pass_ran_and_what_waits_in_order():
     assert render.budget_lines(record) == [
         "This run's passes (2026-11-26):", "",
         "* pass 1 (`--budget 2`, 1.8 min): ran `headline-resnet18`, `overhead`",
-        "* pass 2 (`--budget 1.5`, 1.3 min): ran `convergence`",
-        "* nothing waits: every planned step has run", ""]
-    record["passes"].pop()
-    assert render.budget_lines(record)[-2] == "* waiting for the next budget, in order: `convergence` (about 1.0 min)"
+        "* pass 2 (`--budget 1.5`, 1.3 min): ran `convergence`", ""]
+
+
+def test_readme_says_what_is_due_on_each_device_in_the_order_the_next_pass_runs_it():
+    """What the last pass left waiting was its code's order and its code's steps: README lists
+    instead what this code finds due on the device, in this code's order, and why."""
+    line = " ".join(render.due_lines(ROOT / "results" / "NVIDIA-H200", quick=False))
+    assert line.startswith("Due on this device by this code, in the order a `--budget` pass runs them")
+    named = re.findall(r"(?:: |\), )`([a-z0-9_-]+)` \(", line)
+    assert named[:3] == ["headline-resnet50", "headline-resnet18", "headline-vit"]
+    assert named == sorted(named, key=plan.priority(plan.Plan(False)).index)
+    assert "`native-synthetic` (never ran on this device)" in line and "2 of 3 repeats" in line
 
 
 def on_the_day(day):
@@ -252,7 +273,7 @@ def test_two_short_budgets_share_the_quick_suite_and_readme_merges_both(tmp_path
     for number, entry in enumerate((first, second), 1):
         assert f"* pass {number} (`--budget {budget:g}`" in section
         assert "ran " + ", ".join(f"`{step['step']}`" for step in entry["ran"]) in section
-    assert f"* waiting for the next budget, in order: `{second['waiting'][0]['step']}`" in section
+    assert "Due on this device" not in section  # a CPU's --quick suite checks the plumbing: nothing is due
     if "headline-resnet18" in [step["step"] for step in first["ran"]] + again:
         assert "| resnet18 | 16 |" in section  # README's table, from the headline section
 
@@ -273,19 +294,18 @@ def test_the_headline_table_gives_no_energy_ratio_from_windows_too_short():
     assert row.split(" | ")[-3] == "window too short", row
 
 
-def test_a_budgeted_pass_runs_what_waits_and_the_steps_newer_code_added_or_an_earlier_pass_skipped():
+def test_a_budgeted_pass_runs_the_due_steps_in_their_order_and_plans_anew_when_none_is_due():
     planned = [plan.Step(name, "transformers", ()) for name in ("ran", "skipped", "waits", "new")]
     earlier = {"steps_run": [{"name": "ran", "section": "transformers", "rc": 0},
                              {"name": "skipped", "section": "transformers", "skipped": "no torchao"}],
                "passes": [{"waiting": [{"step": "waits", "section": "transformers", "estimate_s": 60}]}]}
-    pending, kept, carried = ledger.this_pass_steps(planned, earlier, ["transformers"], budgeted=True)
-    assert [step.name for step in pending] == ["skipped", "waits", "new"]
+    due = {"new": ["never ran on this device"], "skipped": ["never ran on this device"],
+           "ran": ["2 of 3 repeats"]}
+    pending, kept, carried = ledger.this_pass_steps(planned, earlier, ["transformers"], True, due)
+    assert [step.name for step in pending] == ["ran", "skipped", "new"]  # the planned order, the due ones alone
     assert kept == earlier["steps_run"] and carried == []
-    every_one_ran = dict(earlier, steps_run=[{"name": step.name, "section": "transformers", "rc": 0}
-                                             for step in planned])
-    every_one_ran["passes"] = [{"waiting": []}]
-    pending, _, _ = ledger.this_pass_steps(planned, every_one_ran, ["transformers"], budgeted=True)
-    assert pending == planned  # nothing left to finish: the sections are planned anew
+    pending, _, _ = ledger.this_pass_steps(planned, earlier, ["transformers"], True, {})
+    assert pending == planned  # nothing is due: the sections are planned anew
 
 
 def test_each_row_names_the_commit_of_the_pass_that_ran_its_step():

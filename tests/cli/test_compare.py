@@ -76,15 +76,15 @@ def test_comparison_figures_are_consistent(compared):
 def test_env_records_what_results_depend_on(compared):
     env = json.loads((compared[1] / "r.json").read_text())["env"]
     for key in ["device", "gpu_count", "driver", "cuda", "cudnn", "torch", "hostname", "git_commit", "command",
-                "timestamp_utc", "tf32", "cudnn_benchmark"]:
+                "timestamp_utc", "tf32", "cudnn_benchmark", "source_sha256"]:
         assert key in env
     assert "--modes fp32,amp-bf16,fp16-master" in env["command"]
 
 
-def test_a_run_writes_schema_4_with_the_comparison_keys_the_schema_page_lists(compared):
+def test_a_run_writes_schema_5_with_the_comparison_keys_the_schema_page_lists(compared):
     from utils.results.upgrade import upgrade
     document = json.loads((compared[1] / "r.json").read_text())
-    assert document["schema"] == "ampbench.result/4" and "upgraded_from" not in document
+    assert document["schema"] == "ampbench.result/5" and "upgraded_from" not in document
     page = (ROOT / "docs" / "results-schema.md").read_text()
     listed = page.split("* `comparison`: keyed by mode:", 1)[1].split("\n* ", 1)[0]
     keys = {key for row in document["comparison"].values() for key in row}
@@ -103,7 +103,7 @@ def test_a_file_of_this_release_and_one_of_each_earlier_era_are_read_and_reporte
     merged = json.loads((tmp_path / "m.json").read_text())
     assert [document.get("upgraded_from") for document in merged] == \
         ["ampbench.result/1", "ampbench.result/2", "ampbench.result/2", None]
-    assert {document["schema"] for document in merged} == {"ampbench.result/4"}
+    assert {document["schema"] for document in merged} == {"ampbench.result/5"}
     assert all("speedup_vs_baseline" in row for document in merged for row in document["comparison"].values())
     assert result.stdout.count("setup: ") == 4 and result.stdout.count("median ms") == 4
 

@@ -5,6 +5,7 @@ shows them."""
 import csv
 import json
 import sys
+import time
 
 from conftest import FakeGpu, fake_nvml, run_main
 from utils.measure import nvml_meter
@@ -42,25 +43,33 @@ def test_the_gpu_readings_cover_the_timed_steps_and_leave_the_evaluations_out(su
     80% busy at each utilization sample, idle in each evaluation: the run's energy is the spans'
     joules alone, over the images of its 4 timed steps, and its busy share the spans' 80%."""
     counter = {"mj": 0}
+    driver = {"until": time.time(), "busy": 80}  # the newest sample's stamp, in seconds, and what it reads
     buffered = []
 
     def reading():
         counter["mj"] += 1000
         return counter["mj"]
 
-    def utilization():  # a new sample at each read, the driver's buffer holding the newest 100
-        buffered.append((1000 * (len(buffered) + 1), 80))
-        return buffered[-100:]
+    def utilization():  # a sample every 0.5 ms, stamped by the host's clock, the driver's buffer holding 2000
+        while driver["until"] + 0.0005 <= time.time():
+            driver["until"] += 0.0005
+            buffered.append((int(driver["until"] * 1e6), driver["busy"]))
+        return buffered[-2000:]
 
     monkeypatch.setitem(sys.modules, "pynvml",
                         fake_nvml(FakeGpu(0, "00000000:3B:00.0", energy=reading, utilization=utilization)))
-    monkeypatch.setattr(loop, "gpu_meter", lambda device: nvml_meter.open_meter(0, "00000000:3B:00.0"))
+    monkeypatch.setattr(loop, "gpu_meter", lambda device, read: nvml_meter.open_meter(0, "00000000:3B:00.0"))
     evaluate = AccuracyCurve.take
 
     def costly_evaluation(curve, step, train_s):
         counter["mj"] += 10 ** 9
-        buffered.append((1000 * (len(buffered) + 1), 0))
-        return evaluate(curve, step, train_s)
+        utilization()
+        driver["busy"] = 0
+        try:
+            return evaluate(curve, step, train_s)
+        finally:
+            utilization()  # the samples of the evaluation read idle
+            driver["busy"] = 80
 
     monkeypatch.setattr(AccuracyCurve, "take", costly_evaluation)
     result = run_main(*SMALL, "-n", "6", "--data-dir", subset, "--modes", "fp32,amp-bf16", "--eval-every",
@@ -73,7 +82,8 @@ def test_the_gpu_readings_cover_the_timed_steps_and_leave_the_evaluations_out(su
         assert found["joules_per_image"] == found["joules"] / 64 and 0 < found["seconds"]
         assert found["window_too_short"] is (found["seconds"] < 10)
         busy = run["gpu_busy"]
-        assert run["gpu_busy_unavailable"] is None and busy["share"] == 0.8 and busy["samples"] >= 1
+        assert run["gpu_busy_unavailable"] is None and busy["share"] == 0.8
+        assert busy["samples"] >= nvml_meter.MIN_BUSY_SAMPLES
         assert busy["source"] == nvml_meter.UTILIZATION_SAMPLES and busy["window_s"] == found["seconds"]
     assert "J/img" in result.stdout and "energy vs base" in result.stdout and "nvml-energy-counter" in result.stdout
     assert "GPU busy" in result.stdout and "80%" in result.stdout

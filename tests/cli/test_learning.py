@@ -26,12 +26,13 @@ def test_the_default_recipe_learns_above_chance(model, argv, subset, tmp_path):
 
 
 @pytest.mark.long
-def test_resnet18_with_the_cifar_stem_learns_at_least_as_fast_as_the_amp_tutorial(subset, tmp_path):
+def test_resnet18_with_the_cifar_stem_learns_at_least_as_fast_as_the_amp_tutorial(real_cifar10, tmp_path):
     """The ALCF AMP tutorial's own code (kuangliu's ResNet-18, constant lr 0.1) reaches 21.4%
     after its first epoch of these images at batch 128; the default recipe must not learn slower
-    (without zero-initialised residual batch norms it ended at chance, 11.0 to 12.7%)."""
+    (without zero-initialised residual batch norms it ended at chance, 11.0 to 12.7%). A figure
+    measured on the real subset's photographs: the stand-in's say nothing of it."""
     out = tmp_path / "r.json"
-    result = run_cli("--model", "resnet18", "-b", "128", "--epochs", "1", "--warmup", "2", "--data-dir", subset,
+    result = run_cli("--model", "resnet18", "-b", "128", "--epochs", "1", "--warmup", "2", "--data-dir", real_cifar10,
                      "--allow-unverified", "--no-progress", "--json", out, timeout=900)
     assert result.returncode == 0, result.stderr
     (run,) = json.loads(out.read_text())["runs"]

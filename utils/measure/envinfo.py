@@ -71,6 +71,8 @@ def collect(device: torch.device) -> Dict[str, Any]:
         "git_commit_source": commit_source,
         # the checkout's own change against its HEAD: it says nothing of a commit the suite names
         "git_diff_sha256": provenance.diff_digest() if commit_source == provenance.GIT_DESCRIBE else None,
+        # the source files as they ran, .git or not: the commit whose tree has this digest is the code that ran
+        "source_sha256": provenance.source_digest(),
         "command": shlex.join([sys.executable] + sys.argv),
         "timestamp_utc": now_utc(),
     }

@@ -64,8 +64,9 @@ def training_runs(model: str, stem: str, modes: Sequence[str], batch: int, steps
 
 @dataclass(frozen=True)
 class MeasuredRun:
-    median_s: float
+    median_s: float  # the median of the runs' median steps
     first_extra_s: Optional[float]  # the first step's time beyond the median, where a first run was saved
+    fastest_s: float  # the fastest run's median step
 
 
 def rate(mode: str, device_name: Optional[str], on_cpu: bool, cores: int) -> float:
@@ -95,8 +96,8 @@ def run_seconds(run: Run, saved: Optional[MeasuredRun], step_s: Optional[float],
 
 
 def document_runs(document: Dict[str, Any]) -> Dict[RunKey, MeasuredRun]:
-    """A result document's runs by setting: the median of their median steps, and the first step's
-    extra over the median in the first run of each."""
+    """A result document's runs by setting: the median of their median steps, the first step's
+    extra over the median in the first run of each, and the fastest run's median step."""
     config = document["config"]
     medians: Dict[RunKey, List[float]] = {}
     extras: Dict[RunKey, float] = {}
@@ -110,4 +111,5 @@ def document_runs(document: Dict[str, Any]) -> Dict[RunKey, MeasuredRun]:
         if key not in medians and run.get("first_step_s") is not None:
             extras[key] = max(run["first_step_s"] - median_ms / 1000.0, 0.0)
         medians.setdefault(key, []).append(median_ms / 1000.0)
-    return {key: MeasuredRun(statistics.median(values), extras.get(key)) for key, values in medians.items()}
+    return {key: MeasuredRun(statistics.median(values), extras.get(key), min(values))
+            for key, values in medians.items()}

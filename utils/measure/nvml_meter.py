@@ -5,12 +5,15 @@ Energy: where the GPU has one (Volta and newer), NVML's total-energy counter (mi
 the driver loaded) is read where a timed span starts and where it ends; on a GPU without it, the
 sampler thread samples the power draw (milliwatts) and the samples are integrated over time.
 Busy share: the driver buffers utilization samples, each the percent of its sample period (1/6 s
-to 1 s by product) in which one or more kernels ran, stamped in microseconds; the sampler thread
-drains the buffer while a span is open, each sample once (by its stamp), and the share is their
-mean. The training thread reads only where the loop already stops for the host: the warm-up's
-end, the pauses the step times leave out (checkpoints, evaluations, the census) and after the
-loop, never inside a step. Each process reads its own GPU. Where a figure cannot be read, it is
-None and a sentence says why. No torch here: the reader is tested with a made-up NVML."""
+to 1 s by product) in which one or more kernels ran, stamped in microseconds of the host's wall
+clock at the period's end; the sampler thread drains the buffer while a span is open, each
+sample once (by its stamp). The share is the mean of the samples whose whole period lies inside
+a span, and only where there are MIN_BUSY_SAMPLES of them: a sample straddling a span's edge
+measured the warm-up or a pause in part, and a mean of a few says little. The training thread
+reads only where the loop already stops for the host: the warm-up's end, the pauses the step
+times leave out (checkpoints, evaluations, the census) and after the loop, never inside a step.
+Each process reads its own GPU. Where a figure cannot be read, it is None and a sentence says
+why. No torch here: the reader is tested with a made-up NVML."""
 from __future__ import annotations
 
 import importlib
@@ -41,7 +44,15 @@ COUNTER_UPDATE_S = 0.1
 # readings are off by up to one update's worth: 1% or less over a window of 100 updates. A window
 # shorter than this still records its joules, flagged, and gives no energy ratio (compare.py).
 MIN_ENERGY_WINDOW_S = 100 * COUNTER_UPDATE_S
+# The fewest utilization samples a busy share rests on: ten whole periods cover at least 10/12 of
+# the window they stand for (a period straddling each edge is left out), and a 10-second energy
+# window holds ten of the slowest GPUs' one-second periods.
+MIN_BUSY_SAMPLES = 10
+TOO_FEW_SAMPLES = "too few samples"  # how gpu_busy_unavailable starts where the samples fall short of the minimum
+# NVML stamps its samples with the host's wall clock; a sample this far outside the spans is on another clock
+CLOCK_TOLERANCE_S = 60.0
 CPU_RUN = "a CPU run: no GPU to read"
+NOT_READ = "the run was made not to read its GPU (benchmarks/overhead.py's run without the GPU meter)"
 NO_MODULE = ("nvidia-ml-py (pynvml) is not installed: python -m pip install --no-deps -r requirements-energy.txt "
              "measures it")
 
@@ -62,11 +73,27 @@ def window_too_short(seconds: float) -> bool:
     return seconds < MIN_ENERGY_WINDOW_S
 
 
-def sample_period_s(spans: Sequence[Sequence[Tuple[int, int]]]) -> Optional[float]:
-    """The median gap between neighbouring utilization samples (microsecond stamps) of one span,
-    in seconds; None without two samples in a span."""
-    gaps = [later[0] - earlier[0] for span in spans for earlier, later in zip(span, span[1:])]
+def sample_period_s(stamps: Sequence[int]) -> Optional[float]:
+    """The median gap between neighbouring utilization samples, from their stamps (microseconds)
+    in order, in seconds; None without two samples."""
+    gaps = [later - earlier for earlier, later in zip(stamps, stamps[1:])]
     return statistics.median(gaps) / 1e6 if gaps else None
+
+
+def too_few_samples(count: int, seconds: float, period_s: Optional[float]) -> str:
+    """gpu_busy_unavailable where fewer than MIN_BUSY_SAMPLES lay wholly inside the timed steps."""
+    pace = f" (NVML takes one every {period_s:.3g} s on this GPU)" if period_s else ""
+    return (f"{TOO_FEW_SAMPLES}: {count} of NVML's utilization samples lay wholly inside the {seconds:.3g} s of "
+            f"timed steps{pace}, and a share needs {MIN_BUSY_SAMPLES}; time more steps")
+
+
+def too_few_count(reason: Optional[str]) -> Optional[int]:
+    """The count too_few_samples() gave in `reason`, or None where it is another reason."""
+    prefix = TOO_FEW_SAMPLES + ": "
+    if not reason or not reason.startswith(prefix):
+        return None
+    count = reason[len(prefix):].split(" ", 1)[0]
+    return int(count) if count.isdigit() else None
 
 
 class Meter:
@@ -77,11 +104,12 @@ class Meter:
 
     def __init__(self, nvml: Any = None, handle: Any = None, source: Optional[str] = None,
                  reason: Optional[str] = None, clock: Callable[[], float] = time.perf_counter,
-                 interval_s: Optional[float] = None):
+                 interval_s: Optional[float] = None, wall: Callable[[], float] = time.time):
         self.nvml, self.handle, self.source = nvml, handle, source
         self.energy_reason: Optional[str] = reason  # why there is no energy figure, once known
         self.busy_reason: Optional[str] = reason  # why there is no busy share, once known
         self.clock = clock
+        self.wall = wall  # the clock NVML stamps its samples with: the host's, in seconds since the epoch
         self.interval_s = interval_s  # the sampler's period; None: the power's, or the drain's without it
         self.index: Optional[int] = None  # NVML's index of the GPU read (nvidia-smi's)
         self.started = self.running = False
@@ -91,6 +119,9 @@ class Meter:
         self.span: List[Tuple[float, int]] = []  # the open span's (seconds, energy reading): one, or every sample
         self.last_seen = 0  # the stamp of the newest utilization sample drained (NVML's microseconds)
         self.utilization: List[List[Tuple[int, int]]] = []  # each span's (stamp, percent busy) samples
+        self.bounds: List[Tuple[int, int]] = []  # each closed span's opening and closing, by `wall`, in microseconds
+        self.opened_us = 0  # the open span's opening, by `wall`, in microseconds
+        self.seen: List[int] = []  # every sample's stamp drained, in a span or not: their gaps are the sample period
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self.sampler: Optional[threading.Thread] = None
@@ -129,6 +160,7 @@ class Meter:
             if self.busy_reason is None:
                 self.drain(False, "at the start of a span")  # what the driver buffered in the pause is no step's
                 self.utilization.append([])
+                self.opened_us = int(self.wall() * 1e6)
             self.running = self.live
 
     def pause(self) -> None:
@@ -149,6 +181,7 @@ class Meter:
                     self.power_samples += len(span)
             if self.busy_reason is None:
                 self.drain(True, "at the end of a span")
+                self.bounds.append((self.opened_us, int(self.wall() * 1e6)))
 
     def energy_reading(self, now: float, where: str) -> List[Tuple[float, int]]:
         """[(now, the counter's millijoules or the power's milliwatts)], or [] once NVML failed
@@ -178,6 +211,7 @@ class Meter:
         fresh = {sample.timeStamp: sample.sampleValue.uiVal for sample in samples if sample.timeStamp > self.last_seen}
         if fresh:
             self.last_seen = max(fresh)
+            self.seen += sorted(fresh)
             if keep:
                 self.utilization[-1] += sorted(fresh.items())
 
@@ -234,22 +268,33 @@ class Meter:
         return None
 
     def busy_figure(self) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
-        """(runs[].gpu_busy, None): the mean of the utilization samples stamped in the spans, each
-        the share of its sample period in which kernels ran; or (None, why there is none)."""
+        """(runs[].gpu_busy, None): the mean of the utilization samples whose whole period lies in
+        a span, each the share of its period in which kernels ran, where there are at least
+        MIN_BUSY_SAMPLES of them; or (None, why there is none)."""
         if self.busy_reason:
             return None, self.busy_reason
         if not self.started or self.seconds <= 0:
             return None, "no step was timed"
-        taken = [busy for span in self.utilization for _, busy in span]
-        if not taken:
+        stamped = [(stamp, busy, bound) for span, bound in zip(self.utilization, self.bounds) for stamp, busy in span]
+        if not stamped:
             return None, (f"NVML buffered no utilization sample in the {self.seconds:.3g} s of timed steps (it "
                           "takes one every 1/6 s to 1 s, by GPU)")
-        return {"share": statistics.mean(taken) / 100.0, "source": UTILIZATION_SAMPLES, "window_s": self.seconds,
-                "samples": len(taken), "sample_period_s": sample_period_s(self.utilization)}, None
+        tolerance = CLOCK_TOLERANCE_S * 1e6
+        if not any(opened - tolerance <= stamp <= closed + tolerance for stamp, _, (opened, closed) in stamped):
+            return None, ("NVML's utilization samples are not stamped with this host's clock, so none can be placed "
+                          "in the timed steps")
+        period_s = sample_period_s(sorted(set(self.seen)))
+        period = period_s * 1e6 if period_s else None
+        inside = [busy for stamp, busy, (opened, closed) in stamped
+                  if period is not None and stamp - period >= opened and stamp <= closed]
+        if len(inside) < MIN_BUSY_SAMPLES:
+            return None, too_few_samples(len(inside), self.seconds, period_s)
+        return {"share": statistics.mean(inside) / 100.0, "source": UTILIZATION_SAMPLES, "window_s": self.seconds,
+                "samples": len(inside), "sample_period_s": period_s}, None
 
 
 def open_meter(index: int, bus_id: Optional[str], clock: Callable[[], float] = time.perf_counter,
-               interval_s: Optional[float] = None) -> Meter:
+               interval_s: Optional[float] = None, wall: Callable[[], float] = time.time) -> Meter:
     """The Meter of cuda:`index` (this process's GPU), found in NVML by its PCI `bus_id` (as
     CUDA_VISIBLE_DEVICES renumbers the GPUs torch sees, NVML does not); without one, by the
     index, when nothing renumbers them. Its energy counter where the GPU has one, else its power;
@@ -263,7 +308,7 @@ def open_meter(index: int, bus_id: Optional[str], clock: Callable[[], float] = t
         nvml.nvmlInit()
     except nvml.NVMLError as error:
         return Meter(reason=f"NVML failed to initialise: {error}")
-    meter = Meter(nvml, clock=clock, interval_s=interval_s)
+    meter = Meter(nvml, clock=clock, interval_s=interval_s, wall=wall)
     missing = locate(meter, index, bus_id)
     meter.energy_reason = missing or choose_source(meter)
     meter.busy_reason = missing or probe_utilization(meter)

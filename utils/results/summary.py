@@ -8,7 +8,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from models.families import DEFAULT_IMAGE_SIZE, uses_resnet_stem
 from utils.explain.categories import NAMES as CATEGORIES
 from utils.explain.diagnose import GPU_BOUND_SHARE, amdahl_line, ranked, speedup_text
-from utils.measure.nvml_meter import COUNTER_UPDATE_S, MIN_ENERGY_WINDOW_S
+from utils.measure.nvml_meter import COUNTER_UPDATE_S, MIN_BUSY_SAMPLES, MIN_ENERGY_WINDOW_S
 from utils.measure.step_stats import OUTLIER_FACTOR
 from utils.modes import BASELINES
 from utils.results.compare import CHANCE_LOSS, SPREAD_WARNING_PCT, communication_share, profiled_communication
@@ -455,7 +455,8 @@ def busy_notes(document: Dict[str, Any]) -> List[str]:
     if not measured:
         return lines
     lines.insert(0, "GPU busy: the share of the timed steps in which the GPU ran kernels, any process's: the mean of "
-                    "NVML's utilization samples over them, the median over the runs (runs[].gpu_busy).")
+                    f"the NVML utilization samples whose whole period lies in them ({MIN_BUSY_SAMPLES} or more), the "
+                    "median over the runs (runs[].gpu_busy).")
     profiled = [f"{mode} {row.profiled_gpu_busy_share:.0%} (NVML {fmt(row.gpu_busy_share, '.0f', 100, '%')})"
                 for mode, row in comparison.items() if row.profiled_gpu_busy_share is not None]
     if profiled:

@@ -13,15 +13,16 @@ from typing import Any, Dict
 from models.families import DEFAULT_IMAGE_SIZE
 from utils.config import DEFAULT_MARGIN_POINTS
 from utils.explain.categories import ADDED
-from utils.measure.nvml_meter import window_too_short
+from utils.measure.nvml_meter import MIN_BUSY_SAMPLES, too_few_samples, window_too_short
 from utils.modes import BASELINES
 from utils.results.record import SCHEMA, WARMUP_IN_PEAK
 
 # Every earlier release is still read. /1's peak_memory_bytes included the warm-up, so its runs
 # never pool with later ones (record.setup_of holds the schema written) and the table says so
 # under them (summary.notes). /2 was written before and after --baseline under one name. /3 is
-# /4 without runs[].gpu_busy and runs[].energy.window_too_short.
-EARLIER_SCHEMAS = (WARMUP_IN_PEAK, "ampbench.result/2", "ampbench.result/3")
+# /4 without runs[].gpu_busy and runs[].energy.window_too_short. /4 is /5 without env.source_sha256,
+# and its busy shares took every sample stamped in the timed steps, however few.
+EARLIER_SCHEMAS = (WARMUP_IN_PEAK, "ampbench.result/2", "ampbench.result/3", "ampbench.result/4")
 READABLE_SCHEMAS = EARLIER_SCHEMAS + (SCHEMA,)
 # The comparison's keys that /3 renamed: before --baseline (/1, and /2 files written before it)
 # every ratio was against fp32; now it is against config.precision.baseline.
@@ -37,6 +38,7 @@ def upgrade(document: Dict[str, Any]) -> Dict[str, Any]:
     earlier release keeps the schema it was written in as "upgraded_from" (record.written_schema)."""
     env, config = dict(document["env"]), dict(document["config"])
     env.setdefault("world_size", 1)  # before DDP (torchrun, mpirun): one process
+    env.setdefault("source_sha256", None)  # before /5: no digest of the source files, so no commit can be proved
     config["optimizer"] = config.get("optimizer") or "sgd"  # before --optimizer (AdamW beside SGD): SGD
     config.setdefault("optimizer_impl", "foreach")  # before fused SGD (ampbench.result/2): foreach SGD
     config["baseline"] = config.get("baseline") or BASELINES["default"]  # before --baseline: against fp32
@@ -62,6 +64,10 @@ def upgrade_run(run: Dict[str, Any], written_utc: str) -> Dict[str, Any]:
     run["finished_utc"] = run.get("finished_utc") or written_utc
     if "gpu_busy" not in run:  # before /4: a reader takes a missing share for one nobody measured
         run.update(gpu_busy=None, gpu_busy_unavailable=BUSY_NOT_YET_MEASURED)
+    busy = run.get("gpu_busy")
+    if busy and busy.get("samples", MIN_BUSY_SAMPLES) < MIN_BUSY_SAMPLES:  # /4 gave a share of any count
+        run.update(gpu_busy=None, gpu_busy_unavailable=too_few_samples(busy["samples"], busy["window_s"],
+                                                                       busy.get("sample_period_s")))
     if run.get("energy") and "window_too_short" not in run["energy"]:  # before /4: the rule, from its seconds
         run["energy"] = dict(run["energy"], window_too_short=window_too_short(run["energy"]["seconds"]))
     if run.get("profile"):

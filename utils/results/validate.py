@@ -258,7 +258,7 @@ RUN = Fields(*[{field.name: NARROWER.get(field.name) or from_annotation(RUN_TYPE
                 for field in fields(RunRecord) if (field.default is MISSING) == required}
                for required in (True, False)])
 ENV = Fields({"timestamp_utc": TEXT, "hostname": TEXT, "device": TEXT, "torch": TEXT, "git_commit": Nullable(TEXT)},
-             {"world_size": WHOLE_FROM_1, "device_type": Nullable(TEXT)})
+             {"world_size": WHOLE_FROM_1, "device_type": Nullable(TEXT), "source_sha256": Nullable(TEXT)})
 # The settings the setup line prints and the merge pools by, in the ranges their readers need
 # (the scaling study divides by the batch); those every release wrote may not be missing.
 SETTINGS: Dict[str, Spec] = {

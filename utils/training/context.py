@@ -16,3 +16,6 @@ class RunContext:
     world: World = field(default_factory=World)  # one process unless a launcher started several
     stop: StopRequest = field(default_factory=StopRequest)  # main.py's, installed before torch was imported
     reporter: Reporter = field(default_factory=lambda: Reporter(False))  # quiet unless main.py asks
+    # whether the run reads its GPU through NVML (energy, busy share): benchmarks/overhead.py times
+    # runs without, to measure what the reading costs a step
+    read_gpu: bool = True

@@ -128,7 +128,7 @@ class Recorder:
         memory.reset_peak(context.device)
         self.started = time.perf_counter()
         self.host_start = host_load.read()  # read again where the warm-up ends
-        self.gpu_meter = gpu_meter(context.device)
+        self.gpu_meter = gpu_meter(context.device, context.read_gpu)
         if self.timing_warmup == 0:
             self.start_gpu_meter()
 
@@ -300,11 +300,13 @@ def loop_outcome(trainer: Trainer, recorder: Recorder, timer: StepTimer, policy:
                        reached_target=reached, **readings)
 
 
-def gpu_meter(device: torch.device) -> nvml_meter.Meter:
+def gpu_meter(device: torch.device, read: bool = True) -> nvml_meter.Meter:
     """The meter of this process's GPU (its energy and busy share): the device's index, or the
-    current one."""
+    current one; one that reads nothing where `read` is False (RunContext.read_gpu)."""
     if device.type != "cuda":
         return nvml_meter.Meter(reason=nvml_meter.CPU_RUN)
+    if not read:
+        return nvml_meter.Meter(reason=nvml_meter.NOT_READ)
     index = device.index if device.index is not None else torch.cuda.current_device()
     return nvml_meter.open_meter(index, compat.cuda_pci_bus_id(index))
 

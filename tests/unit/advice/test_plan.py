@@ -31,13 +31,13 @@ def test_a_phase_is_its_process_start_and_each_run_by_the_shared_estimator():
 
 
 def test_a_measured_mode_is_estimated_by_its_median_and_first_step():
-    found = estimates({"fp32": 2.0}, measured={"fp32": MeasuredRun(0.5, 1.5)})
+    found = estimates({"fp32": 2.0}, measured={"fp32": MeasuredRun(0.5, 1.5, 0.5)})
     phase = plan.Phase("channels-last", ("fp32",), 10, 2, 3, settings={"channels_last": True})
     assert plan.seconds(phase, found) == pytest.approx(10.0 + 1.5 + 3 * 10 * 0.5)
 
 
 def test_a_compiled_phase_adds_its_compile_time_to_each_mode_once():
-    found = estimates({"fp32": 1.0, "amp-bf16": 1.0}, measured={"fp32": MeasuredRun(1.0, 0.0)})
+    found = estimates({"fp32": 1.0, "amp-bf16": 1.0}, measured={"fp32": MeasuredRun(1.0, 0.0, 1.0)})
     plain = plan.Phase("x", ("fp32", "amp-bf16"), 5, 2, 3)
     compiled = plan.Phase("compile", ("fp32", "amp-bf16"), 5, 2, 3, settings={"compile": True})
     # fp32's measured first step (no extra) says nothing of a compiled one, which starts as an unmeasured run

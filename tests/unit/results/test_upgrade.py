@@ -137,3 +137,27 @@ def test_the_energy_of_an_earlier_release_is_flagged_by_its_window() -> None:
     assert energies and all(energy == dict(before, window_too_short=before["seconds"] < 10.0)
                             for energy, before in energies)
     assert all(energy["window_too_short"] for energy, _ in energies)
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_a_file_of_an_earlier_release_records_no_digest_of_the_files_that_ran(era: str) -> None:
+    """Before /5 no result recorded its source files' digest: read as null, no commit it names is proved."""
+    document = json.loads(ERAS[era].read_text())
+    assert "source_sha256" not in document["env"] and upgrade(document)["env"]["source_sha256"] is None
+
+
+def test_a_busy_share_of_fewer_samples_than_the_minimum_reads_as_too_few() -> None:
+    """/4 averaged any count of samples; read now, a share of fewer than the minimum is none, and
+    the reason gives the count; one at the minimum is kept."""
+    from utils.measure.nvml_meter import MIN_BUSY_SAMPLES, too_few_count
+
+    document = json.loads(BEFORE_BUSY.read_text())
+    document["schema"] = "ampbench.result/4"
+    for index, run in enumerate(document["runs"]):
+        run["gpu_busy"] = {"share": 0.5, "source": "nvml-utilization-samples", "window_s": 1.2,
+                           "samples": MIN_BUSY_SAMPLES - 1 + index % 2, "sample_period_s": 0.167}
+        run["gpu_busy_unavailable"] = None
+    upgraded = upgrade(document)
+    counts = [too_few_count(run["gpu_busy_unavailable"]) for run in upgraded["runs"]]
+    assert counts == [MIN_BUSY_SAMPLES - 1 if index % 2 == 0 else None for index in range(len(counts))]
+    assert all((run["gpu_busy"] is None) == (index % 2 == 0) for index, run in enumerate(upgraded["runs"]))

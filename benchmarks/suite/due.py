@@ -1,0 +1,124 @@
+"""Which planned steps are due on a device, and why: what a pass runs, in priority order, before
+anything that is current. A step is due where its newest figures on the device (of any of its
+dated folders) are missing, or were measured by code older than a change that moves them
+(history.CHANGES), or with fewer repeats than the plan now asks, or without a field this code
+records: the busy share, both FP32 baselines, an interval, an energy figure from windows long
+enough. Each reason is a phrase a plan prints beside the step."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from benchmarks.suite.history import SavedSuite, load
+from benchmarks.suite.plan import Step
+from utils.results.compare import MIN_RUNS
+
+GOOD_RCS = (0, 143)  # a step that ended as planned (143: the resume check's SIGTERM)
+BASELINES = ("fp32", "tf32")  # the two FP32s README's speedups are against
+
+
+@dataclass(frozen=True)
+class Newest:
+    """A step's newest measurement on a device: the suite that ran it and its results file as
+    this code reads it (history.load: its comparison computed again), None for a step that
+    writes none (the overhead benchmark's log)."""
+    suite: SavedSuite
+    document: Optional[Dict[str, Any]]
+
+
+def newest(step: Step, suites: Sequence[SavedSuite]) -> Optional[Newest]:
+    """Where `step` last ran to its end on the device (`suites` newest first): the first suite
+    whose record has every one of its processes ended as planned."""
+    for suite in suites:
+        ended = {entry["name"] for entry in suite.record.get("steps_run", []) if entry.get("rc") in GOOD_RCS}
+        if all(process in ended for process in step.processes):
+            return Newest(suite, load(suite.folder, step.name))
+    return None
+
+
+def figures_of(step: Step) -> Tuple[str, ...]:
+    """The kinds of figure `step` measures, in history.Change's words: read from its commands."""
+    kinds: List[str] = []
+    for command in step.commands:
+        words = list(command.argv)
+        program = next((word for word in words if word.endswith(".py")), "")
+        if program.endswith("overhead.py"):
+            kinds.append("overhead")
+        elif program.endswith("main.py"):
+            modes = flag_value(words, "--modes") or ""
+            kinds.append("memory")
+            if "amp-fp16" in modes.split(",") or "--fp16" in words:
+                kinds.append("amp-fp16")
+            if "-p" in words:
+                kinds += ["busy", "energy"]
+    return tuple(dict.fromkeys(kinds))
+
+
+def flag_value(words: Sequence[str], flag: str) -> Optional[str]:
+    """The word after `flag` in a command, or None where the command has no such flag."""
+    return words[words.index(flag) + 1] if flag in words[:-1] else None
+
+
+def planned_repeats(step: Step) -> int:
+    """The runs per mode a step's main.py command asks for (--repeats), 1 without one."""
+    counts = [int(flag_value(command.argv, "--repeats") or 1) for command in step.commands]
+    return max(counts, default=1)
+
+
+def reasons(step: Step, suites: Sequence[SavedSuite], energy_window: bool) -> List[str]:
+    """Why `step` is due on the device whose suites are `suites` (newest first); [] where its
+    newest figures are current. `energy_window`: the plan times each of the step's modes for the
+    window an energy figure needs (the headline's convnets on a GPU)."""
+    found = newest(step, suites)
+    if found is None:
+        return ["never ran on this device"]
+    moved: Dict[str, List[str]] = {}  # each change's commit: the kinds of figure it moves that the step shows
+    for change in found.suite.older_than(figures_of(step)):
+        moved.setdefault(change.commit[:7], []).extend(kind for kind in change.moves if kind in figures_of(step))
+    why = [f"measured by code older than `{commit}` ({', '.join(kinds)})" for commit, kinds in moved.items()]
+    document = found.document
+    if document is None or "runs" not in document:
+        return why
+    wanted = planned_repeats(step)
+    repeats = document["config"].get("repeats") or 1
+    if repeats < wanted:
+        why.append(f"{repeats} of {wanted} repeats")
+    gpu_runs = [run for run in document["runs"] if str(run.get("device", "")).startswith("cuda")]
+    if gpu_runs and not any(run.get("gpu_busy") for run in gpu_runs) and any(
+            fixable_busy(run.get("gpu_busy_unavailable")) for run in gpu_runs):
+        why.append("no busy share")
+    planned_modes = (flag_value(step.commands[0].argv, "--modes") or "").split(",")
+    missing = [mode for mode in BASELINES if mode in planned_modes and mode not in document["comparison"]]
+    if missing:
+        why.append(f"no {' or '.join(missing)} baseline")
+    if wanted >= MIN_RUNS and not any(row.speedup_ci95 for row in document["comparison"].values()):
+        why.append("no interval")
+    if energy_window and gpu_runs and not any(
+            run.get("energy") and not run["energy"].get("window_too_short") for run in gpu_runs):
+        why.append("energy window too short")
+    return why
+
+
+def fixable_busy(reason: Optional[str]) -> bool:
+    """Whether a run without a busy share lacks it for a reason this code and the lent-GPU
+    recipe remove: recorded before the share was measured, or without nvidia-ml-py."""
+    from utils.measure.nvml_meter import NO_MODULE
+    from utils.results.upgrade import BUSY_NOT_YET_MEASURED
+
+    return reason in (BUSY_NOT_YET_MEASURED, NO_MODULE)
+
+
+def due_steps(planned: Sequence[Step], device_folder: Path, energy_steps: Sequence[str],
+              quick: bool = False) -> Dict[str, List[str]]:
+    """{step: why it is due} for each of `planned` that is due on the device of `device_folder`,
+    in the planned order; `energy_steps` are the steps timed for the energy window."""
+    from benchmarks.suite.history import saved_suites
+
+    suites = [suite for suite in saved_suites(device_folder) if bool(suite.record.get("quick")) == quick]
+    due = {}
+    for step in planned:
+        why = reasons(step, suites, step.name in energy_steps)
+        if why:
+            due[step.name] = why
+    return due

@@ -1,0 +1,279 @@
+"""What a GPU lease runs first, and what it yields: the steps due on a device by each rule (never
+ran, older code, fewer repeats, no busy share, a missing FP32 baseline, no interval, an energy
+window too short), the headline's 3 repeats and energy window, `--plan`'s dry run on the
+committed results, and a lease on a new commit, with a made-up NVML and made-up runs, that
+reruns the headline into figures README prints with their intervals."""
+import copy
+import json
+import shutil
+import sys
+import time
+
+import pytest
+from test_gpu_suite_batch import suite_main
+
+from benchmarks.suite import due, estimate, history, ledger, plan
+from benchmarks.suite.history import CHANGES, SavedSuite
+from conftest import ROOT, SUBSET, FakeGpu, fake_nvml
+from utils.measure import nvml_meter
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import gpu_suite  # noqa: E402
+
+RESULTS = ROOT / "results"
+H200 = RESULTS / "NVIDIA-H200" / "2026-11-26"
+HEADLINE = H200 / "headline-resnet18.json"  # 2 repeats of fp32, tf32, amp-fp16, amp-bf16, before the busy share
+BUS = "00000000:3B:00.0"
+
+
+def headline_step(repeats=3):
+    """The headline's resnet18 step as the GPU plan types it."""
+    return plan.Step("headline-resnet18", "headline", (plan.Command("headline-resnet18", tuple(plan.main_py(
+        "-p", "-m", "resnet18", "-b", 256, "-n", 1400, "--warmup", 10, "--modes", "fp32,tf32,amp-fp16,amp-bf16",
+        "--repeats", repeats, "--channels-last", "--no-progress", "--no-eval", "--json", "headline-resnet18.json"))),))
+
+
+def current_document():
+    """The H200's resnet18 headline as this code would write it: 3 repeats, every run with a busy
+    share of enough samples and an energy window long enough."""
+    document = json.loads(HEADLINE.read_text())
+    document["schema"] = "ampbench.result/5"
+    third = [dict(copy.deepcopy(run), repeat=2) for run in document["runs"][:4]]
+    document["runs"] += third
+    for run in document["runs"]:
+        run["gpu_busy"] = {"share": 0.9, "source": nvml_meter.UTILIZATION_SAMPLES, "window_s": 12.0, "samples": 70,
+                           "sample_period_s": 0.167}
+        run["gpu_busy_unavailable"] = None
+        run["energy"] = dict(run["energy"], seconds=12.0, window_too_short=False)
+    document["config"]["repeats"] = 3
+    return document
+
+
+def device_with(tmp_path, document, changes=tuple(change.commit for change in CHANGES)):
+    """A device folder whose one suite ran the headline's resnet18 step into `document`."""
+    folder = tmp_path / "NVIDIA-H200" / "2026-12-01"
+    folder.mkdir(parents=True)
+    (folder / "headline-resnet18.json").write_text(json.dumps(document))
+    record = {"device": "NVIDIA H200", "quick": False, "date": "2026-12-01", "changes_in_code": list(changes),
+              "steps_run": [{"name": "headline-resnet18", "section": "headline", "rc": 0, "elapsed_s": 300.0}]}
+    (folder / "suite.json").write_text(json.dumps(record))
+    return [SavedSuite(folder, record)]
+
+
+def test_a_step_measured_as_this_code_measures_it_is_not_due(tmp_path):
+    assert due.reasons(headline_step(), device_with(tmp_path, current_document()), energy_window=True) == []
+
+
+def test_a_step_that_never_ran_on_the_device_is_due(tmp_path):
+    suites = device_with(tmp_path, current_document())
+    other = plan.Step("headline-resnet50", "headline", (plan.Command("headline-resnet50", ()),))
+    assert due.reasons(other, suites, energy_window=True) == ["never ran on this device"]
+
+
+def test_a_step_measured_by_code_older_than_a_change_that_moves_its_figures_is_due(tmp_path):
+    """The suite predates the busy share's rule: the headline shows a busy share, so it is due;
+    a change that moves no figure of the step (the overhead benchmark's) does not make it so."""
+    without_busy = [change.commit for change in CHANGES if "busy" not in change.moves]
+    busy_change = next(change for change in CHANGES if "busy" in change.moves)
+    suites = device_with(tmp_path, current_document(), changes=without_busy)
+    assert due.reasons(headline_step(), suites, energy_window=True) == [
+        f"measured by code older than `{busy_change.commit[:7]}` (busy)"]
+    overhead_only = [change.commit for change in CHANGES if "overhead" not in change.moves]
+    assert due.reasons(headline_step(), device_with(tmp_path / "b", current_document(), overhead_only),
+                       energy_window=True) == []
+
+
+def test_a_step_with_fewer_repeats_than_planned_is_due_and_without_an_interval_says_so(tmp_path):
+    document = json.loads(HEADLINE.read_text())  # 2 repeats: no interval over runs
+    found = due.reasons(headline_step(), device_with(tmp_path, document), energy_window=True)
+    assert "2 of 3 repeats" in found and "no interval" in found
+    assert due.reasons(headline_step(repeats=2), device_with(tmp_path / "b", document), energy_window=False) == [
+        "no busy share"]  # a plan of 2 asks no interval
+
+
+def test_a_step_without_a_busy_share_this_code_would_record_is_due(tmp_path):
+    document = current_document()
+    for run in document["runs"]:
+        run.update(gpu_busy=None, gpu_busy_unavailable=nvml_meter.NO_MODULE)
+    assert due.reasons(headline_step(), device_with(tmp_path, document), energy_window=True) == ["no busy share"]
+    for run in document["runs"]:  # a GPU that gives no samples: a rerun would not give one either
+        run["gpu_busy_unavailable"] = "this GPU reports no utilization samples to NVML"
+    assert due.reasons(headline_step(), device_with(tmp_path / "b", document), energy_window=True) == []
+
+
+def test_a_step_without_one_of_its_two_fp32_baselines_is_due(tmp_path):
+    document = current_document()
+    document["runs"] = [run for run in document["runs"] if run["mode"] != "tf32"]
+    assert due.reasons(headline_step(), device_with(tmp_path, document), energy_window=True) == ["no tf32 baseline"]
+
+
+def test_a_step_without_an_energy_window_long_enough_is_due_where_the_plan_times_one(tmp_path):
+    document = current_document()
+    for run in document["runs"]:
+        run["energy"] = dict(run["energy"], seconds=3.5, window_too_short=True)
+    suites = device_with(tmp_path, document)
+    assert due.reasons(headline_step(), suites, energy_window=True) == ["energy window too short"]
+    assert due.reasons(headline_step(), suites, energy_window=False) == []
+
+
+def planned_gpu_steps(tmp_path):
+    sizes = plan.Plan(False)
+    planner = plan.Planner(tmp_path, str(SUBSET), sizes, plan.MODES, plan.available_flags(), plan.TRANSFORMER_MODES,
+                           lambda line: None)
+    return sizes, plan.planned_steps(planner, ["headline"])
+
+
+def test_the_headline_plans_three_repeats_on_a_gpu(tmp_path):
+    """README's rows need an interval on every ratio: 3 repeats of each convnet mode on a GPU."""
+    sizes, steps = planned_gpu_steps(tmp_path)
+    assert sizes.headline_repeats == 3
+    for model in sizes.models:
+        (step,) = [step for step in steps if step.name == f"headline-{model}"]
+        assert due.planned_repeats(step) == 3 and "-p" in step.commands[0].argv
+
+
+def test_the_headline_times_each_mode_for_the_energy_window_by_the_fastest_run_measured(tmp_path):
+    """On the H200, resnet18's fastest mode ran 7.9 ms steps: its -n gives every mode's timed
+    steps at least the window an energy figure needs, and the estimate counts them."""
+    shutil.copytree(H200, tmp_path / "NVIDIA-H200" / "2026-11-26")
+    estimator = estimate.Estimator(tmp_path / "NVIDIA-H200", "NVIDIA H200", False, lambda: None)
+    sizes = plan.Plan(False)
+    window = estimate.window_steps(estimator, sizes, "resnet18", plan.HEADLINE_MODES)
+    document = json.loads(HEADLINE.read_text())
+    fastest = min(run["step_time_ms"]["median"] for run in document["runs"]) / 1000
+    assert (window.steps - sizes.warmup) * fastest >= nvml_meter.MIN_ENERGY_WINDOW_S
+    assert window.fastest == "amp-bf16" and window.measured and window.steps % 10 == 0
+    sizes.headline_steps = {"resnet18": window.steps}
+    _, steps = planned_gpu_steps(tmp_path)
+    step = next(step for step in steps if step.name == "headline-resnet18")
+    assert due.flag_value(step.commands[0].argv, "-n") == "50"  # a Plan of its own: no window set
+    planner = plan.Planner(tmp_path, str(SUBSET), sizes, plan.MODES, plan.available_flags(), plan.TRANSFORMER_MODES,
+                           lambda line: None)
+    step = next(step for step in plan.planned_steps(planner, ["headline"]) if step.name == "headline-resnet18")
+    assert due.flag_value(step.commands[0].argv, "-n") == str(window.steps)
+    seconds = estimator.estimate(step).seconds  # the saved 50-step time is another command's: runs measured
+    assert seconds > 3 * 4 * nvml_meter.MIN_ENERGY_WINDOW_S
+
+
+def test_the_plan_of_a_12_minute_lease_on_the_committed_results_starts_with_each_devices_headline(monkeypatch):
+    """No GPU here: --plan plans a pass for each device saved under results/, on its newest
+    software. Each runs its headline's convnets first, due for older code, 2 repeats and no busy
+    share, with the energy window in their estimates; nothing is trained or written."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: --plan plans for it")
+    before = sorted((str(path), path.stat().st_mtime_ns) for path in RESULTS.rglob("*"))
+    status, out, err = suite_main(monkeypatch, "--plan", "--budget", 12, "--data-dir", SUBSET)
+    assert status == 0 and err == "", err
+    assert sorted((str(path), path.stat().st_mtime_ns) for path in RESULTS.rglob("*")) == before
+    busy = next(change for change in CHANGES if "busy" in change.moves).commit[:7]
+    for device in ("NVIDIA H100 80GB HBM3", "NVIDIA H200"):
+        part = out.split(f"{device} (no GPU here: ", 1)[1].split("\nNVIDIA ", 1)[0]
+        lines = part.splitlines()
+        assert lines[1].startswith("the pass would run, in order (a budget of 12 min, ")
+        for number, model in enumerate(("resnet50", "resnet18"), 1):
+            assert lines[1 + number].startswith(f"  {number}. headline-{model}: about "), lines[1 + number]
+            assert "each mode's timed steps last at least 11 s, the energy window and a tenth" in lines[1 + number]
+            assert lines[1 + number].endswith(f"due: measured by code older than `{busy}` (busy); 2 of 3 repeats; no "
+                                              "busy share; no interval; energy window too short")
+
+
+class MadeUpLease:
+    """A GPU under a made-up NVML (an energy counter drawing each mode's watts, a utilization
+    sample every 0.5 s) and main.py's runs made up at the H200's measured step times: each run's
+    energy and busy share are what nvml_meter reads of it, over its timed steps."""
+    WATTS = {"fp32": 600.0, "tf32": 650.0, "amp-fp16": 500.0, "amp-bf16": 520.0}
+
+    def __init__(self, monkeypatch):
+        self.now, self.millijoules, self.watts, self.since, self.samples = 1_000.0, 0, 0.0, 1_000.0, []
+        monkeypatch.setitem(sys.modules, "pynvml", fake_nvml(FakeGpu(0, BUS, energy=self.energy,
+                                                                     utilization=lambda: self.samples)))
+        self.medians = {(model, run["mode"]): run["step_time_ms"]["median"] for model in ("resnet50", "resnet18")
+                        for run in json.loads((H200 / f"headline-{model}.json").read_text())["runs"]}
+
+    def energy(self):
+        return int(self.millijoules + 1000 * self.watts * (self.now - self.since))
+
+    def measured(self, mode, ms, steps, images):
+        """One run's timed steps: its energy and busy share, as the meter reads them."""
+        meter = nvml_meter.open_meter(0, BUS, clock=lambda: self.now, interval_s=3600.0, wall=lambda: self.now)
+        self.millijoules, self.watts, self.since = self.energy(), self.WATTS.get(mode, 500.0), self.now
+        meter.start()
+        seconds = steps * ms / 1000
+        self.samples += [(int((self.now + 0.5 * (i + 1)) * 1e6), 95 if mode == "fp32" else 70)
+                         for i in range(int(seconds / 0.5))]
+        self.now += seconds
+        found = meter.finish(images)
+        self.now += 2.0
+        return found
+
+    def document(self, words):
+        """The results main.py would write for its command `words`, from these made-up runs."""
+        template = json.loads(HEADLINE.read_text())
+        n, warmup = int(due.flag_value(words, "-n")), int(due.flag_value(words, "--warmup"))
+        modes, model = due.flag_value(words, "--modes").split(","), due.flag_value(words, "-m")
+        repeats, runs = int(due.flag_value(words, "--repeats") or 1), []
+        for repeat in range(repeats):
+            for mode in modes if repeat % 2 == 0 else modes[::-1]:
+                run = copy.deepcopy(next((run for run in template["runs"] if run["mode"] == mode),
+                                         template["runs"][-1]))
+                ms = self.medians.get((model, mode), 35.0)
+                run.update(mode=mode, repeat=repeat, steps=n, warmup=warmup, timed_steps=n - warmup, completed_steps=n,
+                           step_times_ms=[ms * (1 + 0.002 * (i % 5)) for i in range(n - warmup)],
+                           step_time_ms=dict(run["step_time_ms"], median=ms, p10=ms, p90=ms * 1.008, min=ms,
+                                             max=ms * 1.008, mean=ms * 1.004),
+                           images_per_sec=256 * 1000 / ms, **self.measured(mode, ms, n - warmup, 256 * (n - warmup)))
+                runs.append(run)
+        template.update(schema="ampbench.result/5", runs=runs)
+        template["config"].update(steps=n, warmup=warmup, repeats=repeats, modes=",".join(modes), model=model)
+        template["env"].update(git_commit="c" * 40, source_sha256="d" * 64, git_commit_source="AMPBENCH_COMMIT")
+        return template
+
+    def run(self, runner, section, command, stop_when=None):
+        """ledger.Runner.run for a made-up GPU: main.py's results, and for any program a log."""
+        started = time.perf_counter()
+        words = list(command.argv)
+        (runner.out / f"{command.name}.log").write_text("throughput ratio ampbench/bare: 0.990\n")
+        if "--json" in words and words[1].endswith("main.py"):
+            with open(due.flag_value(words, "--json"), "w") as file:
+                json.dump(self.document(words), file)
+        runner.record(section, command, 0, started)
+        return 0
+
+
+def test_a_lease_on_a_new_commit_reruns_the_headline_into_figures_readme_prints(tmp_path, monkeypatch):
+    """A 12-minute lease on the H200, on a new commit, with a made-up NVML (a sample every 0.5 s)
+    and made-up runs at the H200's measured step times: the pass continues its folder, runs the
+    headline first, each convnet 3 times per mode over the energy window; README's rows give 3
+    repeats, J/image with its interval and each mode's busy share, and the ViT's runs, too short
+    for ten samples, record too few samples, never a share."""
+    shutil.copytree(H200, tmp_path / "results" / "NVIDIA-H200" / "2026-11-26")
+    readme = tmp_path / "README.md"
+    readme.write_text("# ampbench\n\n## Results\n")
+    lease = MadeUpLease(monkeypatch)
+    monkeypatch.setattr(ledger.Runner, "run", lambda runner, *args, **kwargs: lease.run(runner, *args, **kwargs))
+    monkeypatch.setattr(gpu_suite, "device_facts", lambda quick, modes: ("NVIDIA H200", {}))
+    monkeypatch.setattr(gpu_suite, "software", lambda: {"torch": "2.11.0+cu130", "cuda": "13.0",
+                                                       "driver": "580.159.04"})
+    monkeypatch.setattr(history, "WARNED", set())
+    status, out, err = suite_main(monkeypatch, "--only", "headline", "--budget", 12, "--commit", "c" * 40,
+                                  "--results-root", tmp_path / "results", "--readme", readme)
+    assert status == 0, out + err
+    folder = tmp_path / "results" / "NVIDIA-H200" / "2026-11-26"  # continued: the same software
+    ran = json.loads((folder / "suite.json").read_text())["passes"][-1]["ran"]
+    assert [entry["step"] for entry in ran][:2] == ["headline-resnet50", "headline-resnet18"]
+    assert "  1. headline-resnet50: about " in out and "due: measured by code older than" in out
+    for model in ("resnet50", "resnet18"):
+        document = json.loads((folder / f"headline-{model}.json").read_text())
+        assert document["config"]["repeats"] == 3
+        assert all(run["energy"]["seconds"] >= nvml_meter.MIN_ENERGY_WINDOW_S and not run["energy"]["window_too_short"]
+                   and run["gpu_busy"]["samples"] >= nvml_meter.MIN_BUSY_SAMPLES for run in document["runs"])
+        row = next(line for line in readme.read_text().splitlines() if line.startswith(f"| {model} | 256 | 3 |"))
+        cells = row.strip("| ").split(" | ")
+        assert cells[-5] == "95% / 70% / 70% / 70%", row  # the busy share of every mode
+        ratio = 500 / 600 * lease.medians[model, "amp-fp16"] / lease.medians[model, "fp32"]
+        assert cells[-3].split(" ")[0] == f"{ratio:.2f}" and " [" in cells[-3], row  # J/image, with its interval
+    vit = json.loads((folder / "headline-vit.json").read_text())
+    assert all(run["gpu_busy"] is None and nvml_meter.too_few_count(run["gpu_busy_unavailable"]) is not None
+               for run in vit["runs"])  # 50 steps of 35 ms: three samples at most
