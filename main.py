@@ -63,10 +63,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             from utils import launch
 
             run_config.check_world(launch.detect().size)  # as each rank of the launch it runs in sees it
+            if run_config.advice.from_results:  # decides from saved results: no torch
+                from utils.advice import session
+                return session.from_results(run_config, stop)
             from utils import compat
             compat.check_versions()  # before importing code that needs the supported torch
             from utils import app
 
+            if run_config.advice.advise:
+                from utils.advice import session
+                return session.advise(run_config, stop)
             return app.check_flags(run_config) if run_config.check_flags else app.run(run_config, stop)
         except (UserError, WriteFailed, RankLost) as error:  # WriteFailed: after training, nothing to retry
             return console.refused("main.py", error)

@@ -20,7 +20,7 @@ import math
 import os
 import re
 from dataclasses import MISSING, asdict, dataclass, field, fields
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from models import families
 from utils import console
@@ -44,6 +44,7 @@ NUMERICS_EVERY = 50  # --numerics samples every this many steps, and the last
 DEFAULT_TIMING_WARMUP = 10  # steps left out of the timings; a run of fewer than twice as many warms up for half
 DEFAULT_LOSS_SCALE = 128.0  # fp16-master's static loss scale
 DEFAULT_MARGIN_POINTS = 0.5  # --accuracy-margin: a mode holds within +-0.5 points of the baseline
+DEFAULT_BUDGET_MINUTES = 10.0  # --advise's wall time unless --budget says otherwise
 OUTPUT_FLAGS = ("json", "csv", "plot", "tensorboard", "jsonl", "trace_dir", "checkpoint")
 # One image as a model takes it, (channels, height, width): what the loaders make, the FLOP count and
 # FP8's accounting and prediction read (timm's input_size); CIFAR-10's RGB at --image-size.
@@ -95,7 +96,7 @@ RANGES = {
     "accuracy_margin": POSITIVE_OR_ZERO, "target_accuracy": POSITIVE, "repeats": COUNT, "loss_scale": POSITIVE,
     "workers": Range(int, 0, MOST_WORKERS, f"from 0 to {MOST_WORKERS}"), "warmup": COUNT_OR_ZERO,
     "explain_steps": COUNT, "numerics_every": COUNT, "log_every": COUNT, "dist_timeout": COUNT,
-    "checkpoint_every": COUNT_OR_ZERO,
+    "checkpoint_every": COUNT_OR_ZERO, "budget": POSITIVE,
     "num_classes": Range(int, 2, LARGEST_COUNT, f"a whole number of classes from 2 to {LARGEST_COUNT}"),
     "image_size": Range(int, *families.IMAGE_SIZES,
                         f"a whole number of pixels from {families.IMAGE_SIZES[0]} to {families.IMAGE_SIZES[1]}"),
@@ -232,6 +233,11 @@ class Arguments:
     checkpoint: Optional[str] = None
     checkpoint_every: int = 0
     resume: bool = False
+    # which precision should I train with?
+    advise: bool = False
+    budget: Optional[float] = None  # minutes; None when not given, so that it can be refused without --advise
+    from_results: Optional[str] = None
+    advice_dir: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -354,6 +360,16 @@ class Checkpoints:
 
 
 @dataclass(frozen=True)
+class Advice:
+    """--advise: measure within a budget and say which precision and speed levers to train with,
+    or decide from saved results alone (`from_results`)."""
+    advise: bool
+    budget_minutes: float
+    from_results: Optional[str]
+    advice_dir: Optional[str]  # None: a folder of its own under ./advice
+
+
+@dataclass(frozen=True)
 class Recipe:
     """The model family's recipe (models/families.py) where the flags left a setting unset: the
     optimizer and its settings, the label smoothing and the learning rate's linear warm-up."""
@@ -389,6 +405,7 @@ class RunConfig:
     measurement: Measurement
     distributed: Distributed
     checkpoints: Checkpoints
+    advice: Advice
     list_models: bool
     check_flags: bool
     warnings: Tuple[str, ...]  # flags accepted but without effect, said once when the run starts
@@ -438,6 +455,8 @@ class RunConfig:
             distributed=Distributed(dist_timeout=args.dist_timeout, grad_comm=args.grad_comm, bucket_mb=args.bucket_mb),
             checkpoints=Checkpoints(checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
                                     resume=args.resume),
+            advice=Advice(advise=args.advise, budget_minutes=args.budget or DEFAULT_BUDGET_MINUTES,
+                          from_results=args.from_results, advice_dir=args.advice_dir),
             list_models=args.list_models, check_flags=args.check_flags, warnings=tuple(warnings), arguments=args)
         if training.steps is not None:  # the steps are known: the timing's warm-up is checked against them now
             config.length(training.steps)
@@ -587,6 +606,7 @@ def check(args: Arguments) -> Tuple[Tuple[Mode, ...], List[str]]:
     """Every rule between flags, in the order a user meets them; returns the modes and the
     warnings the precision flags give (modes_of)."""
     check_ranges(args)
+    check_advice_flags(args)  # before the rules between the flags it owns
     modes, warnings = modes_of(args)  # refuses unknown, empty or repeated --modes
     names = [mode.name for mode in modes]
     if args.baseline is not None and args.baseline not in names:
@@ -675,6 +695,43 @@ def loss_scaling_warnings(args: Arguments) -> List[str]:
     if not args.fp16:
         return ["-s/--loss_scaling is ignored without --fp16: FP32 gradients need no loss scaling."]
     return []
+
+
+# What --advise decides or writes itself, and so refuses from the command line: the precision
+# modes, their repeats and seeds, the timing and the measurements each phase takes, the outputs.
+ADVISER_SETS = ("fp16", "bf16", "amp", "amp_dtype", "tf32", "loss_scaling", "compare", "modes", "baseline",
+                "repeats", "seeds", "loss_scale", "fp8_emulate", "warmup", "explain", "explain_steps", "trace_dir",
+                "numerics", "numerics_every", "max_batch", "eval_every", "target_accuracy", "stop_at_target",
+                "no_eval", "check_flags", *OUTPUT_FLAGS, "checkpoint_every", "resume")
+ADVICE_ONLY = ("budget", "from_results", "advice_dir")  # flags that only --advise reads
+
+
+def given(args: Arguments, names: Sequence[str]) -> List[str]:
+    """The flags of the settings `names` that the command line gave (not at their default), as
+    typed in -h: --json, --from."""
+    default = Arguments()
+    return ["--" + FLAG_NAMES.get(name, name.replace("_", "-")) for name in names
+            if getattr(args, name) != getattr(default, name)]
+
+
+FLAG_NAMES = {"from_results": "from", "warmup": "timing-warmup", "loss_scaling": "loss_scaling"}
+
+
+def check_advice_flags(args: Arguments) -> None:
+    """--advise owns the flags of ADVISER_SETS; --budget, --from and --advice-dir need it, and
+    --from measures nothing, so it takes no --budget."""
+    if not args.advise:
+        needs = given(args, ADVICE_ONLY)
+        if needs:
+            raise UserError(f"{needs[0]} applies to --advise, which is not given; add --advise or drop {needs[0]}.")
+        return
+    owned = given(args, ADVISER_SETS)
+    if owned:
+        raise UserError(f"--advise chooses the precision modes, repeats, seeds, measurements and outputs of its "
+                        f"phases itself; drop {owned[0]} (the advice names the mode and flags to train with, and "
+                        "--advice-dir where it writes).")
+    if args.from_results is not None and args.budget is not None:
+        raise UserError("--budget limits the time --advise measures, and --from measures nothing: drop --budget.")
 
 
 def check_ranges(args: Arguments) -> None:

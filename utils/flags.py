@@ -25,6 +25,7 @@ SPEED = "speed levers"
 MEASUREMENT = "measurement and output"
 DISTRIBUTED = "distributed (launch with torchrun or mpirun; -b is per process)"
 CHECKPOINTS = "checkpoints"
+ADVICE = "which precision should I train with?"
 
 
 @dataclass(frozen=True)
@@ -306,4 +307,19 @@ FLAGS = (
     Flag(("--checkpoint-every",), CHECKPOINTS, "also save every K steps (default 0: only at the end and when stopped)",
          metavar="K"),
     Flag(("--resume",), CHECKPOINTS, "continue from --checkpoint", action="store_true"),
+    Flag(("--advise",), ADVICE,
+         "measure this model, batch and data on this machine within --budget and say which precision mode and "
+         "speed levers to train with, each sentence with its evidence; the model and data flags are passed to "
+         "every run it makes",
+         doc="{help}; writes a report, advice.json and the results it rests on into --advice-dir; see "
+         "[Which precision should I train with?](advice.md)", action="store_true"),
+    Flag(("--budget",), ADVICE,
+         f"the wall time --advise may spend, in minutes (default {config.DEFAULT_BUDGET_MINUTES:g}); refused "
+         "below what one comparison of two modes needs here", metavar="MINUTES"),
+    Flag(("--from",), ADVICE,
+         "with --advise: decide from saved results instead of training: a --json file, the list "
+         "python -m utils.report --json writes, or an advice.json", metavar="RESULTS.json", dest="from_results"),
+    Flag(("--advice-dir",), ADVICE,
+         "where --advise writes report.txt, advice.json, results.json and each run's log "
+         "(default: advice/MODEL-UTC TIME)", metavar="DIR"),
 )

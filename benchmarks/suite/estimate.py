@@ -11,16 +11,16 @@ Its estimate is, by the first of these that applies:
 2. --quick, on a CPU: QUICK_S, the seconds each step of the quick plan takes on a 2-core machine
    like CI's (a CPU's time at these tiny sizes is start-up and per-operation overhead, which FLOPs
    do not predict);
-3. on a GPU: its processes' start-up (START_S) and, for each training run a process makes:
+3. on a GPU: its processes' start-up (START_S) and, for each training run a process makes, its
+   time by utils/measure/estimate.py (which main.py --advise's plan spends by too):
    * the same model, stem, mode, batch, layout, compilation and image size measured in a saved
      result file of this device: its median step for every step, and for the first run of its
      mode in its process the extra its first step took (cuDNN's autotuning, compilation);
    * else its FLOPs at its image size (utils/measure/flops.py: a training step's, and for each
      test image evaluated a third of one image's step; the FP8 sweep's blocks by fp8_sweep.py)
-     at UTILISATION of the GPU's dense peak for the mode's arithmetic (a GPU without known peaks
-     gets the lowest peak of the cards that are known), plus FIRST_RUN_S for the first run of
-     each mode and COMPILE_S for a compiled one; a run on the node's CPU at CPU_GFLOPS_PER_CORE
-     per core.
+     at UTILISATION of the GPU's dense peak for the mode's arithmetic, plus FIRST_RUN_S for the
+     first run of each mode and COMPILE_S for a compiled one; a run on the node's CPU at
+     CPU_GFLOPS_PER_CORE per core.
 
 Work that is not training (the loader benchmark's timing of the input pipelines) is counted in
 the start-up only, until the step has been measured once.
@@ -31,30 +31,27 @@ import functools
 import math
 import os
 import shlex
-import statistics
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Sequence, Tuple
 
 from benchmarks import fp8_sweep
 from benchmarks.suite.device import DataFacts
 from benchmarks.suite.history import readable, saved_suites
 from benchmarks.suite.plan import ROOT, Command, Plan, Step
 from models.families import DEFAULT_IMAGE_SIZE
+from utils.measure.estimate import (
+    START_S,
+    MeasuredRun,
+    Run,
+    RunKey,
+    document_runs,
+    rate,
+    run_seconds,
+    training_runs,
+)
 from utils.measure.nvml_meter import MIN_ENERGY_WINDOW_S
 
-RunKey = Tuple[str, str, str, int, bool, bool, bool, int]  # a Run's key: the settings its step time depends on
-
-# a process's start on a GPU node: python, torch and torchvision, the data, the model (15-20 s on the H100)
-START_S = 15.0
-# the first run of a mode in a process, beyond its steps: the model copy, cuDNN's autotuning, the first step
-# (on the H100 at batch 256: 1-3 s, and 16 s for resnet50's first fp32 run, the process's first CUDA work)
-FIRST_RUN_S = 3.0
-COMPILE_S = 45.0  # torch.compile of one mode's model on a GPU (vit_s4's, estimated; resnet50's took 8 s)
-# the share of the dense peak reached at batch 256 on the H100 (results/NVIDIA-H100-80GB-HBM3/2026-11-22:
-# the lowest MFU of resnet50 and resnet18 per arithmetic); float8 runs at its autocast dtype's peak and share
-UTILISATION = {"fp32": 0.30, "tf32": 0.09, "fp16": 0.06, "bf16": 0.055}
-CPU_GFLOPS_PER_CORE = 35.0  # classic-cpu on the H100 node: resnet18, batch 128, 0.59 TFLOP/s over 16 cores
 # --quick's steps in seconds on a 2-core machine like CI's, one torch thread per process as the tests run
 # them, with other jobs sharing it (load 3 to 4): the times measured there, a quarter added
 QUICK_S = {
@@ -69,35 +66,6 @@ GOOD_RCS = (0, 143)  # a step's time counts when it ended as planned (143: the r
 # The headline's timed steps per mode: the energy window and a tenth, at the fastest run's median step of the
 # setting measured on the device; a run whose steps ran faster still would fall short, and its step is due again
 WINDOW_MARGIN = 1.1
-
-
-@dataclass(frozen=True)
-class Run:
-    """One training run a step's process makes, as far as its time goes."""
-    model: str
-    stem: str
-    mode: str
-    batch: int
-    steps: int
-    channels_last: bool = False
-    compiled: bool = False
-    evaluations: int = 0  # passes over the test images
-    first: bool = True  # the first run of its mode in its process
-    on_cpu: bool = False
-    image_size: int = DEFAULT_IMAGE_SIZE
-
-    @property
-    def key(self) -> RunKey:
-        return (self.model, self.stem, self.mode, self.batch, self.channels_last, self.compiled, self.on_cpu,
-                self.image_size)
-
-
-def training_runs(model: str, stem: str, modes: Sequence[str], batch: int, steps: int, repeats: int = 1,
-                  channels_last: bool = False, compiled: bool = False, evaluations: int = 0,
-                  on_cpu: bool = False, image_size: int = DEFAULT_IMAGE_SIZE) -> List[Run]:
-    """The runs of one process: every mode, `repeats` times (repeats or seeds), in its order."""
-    return [Run(model, stem, mode, batch, steps, channels_last, compiled, evaluations, repeat == 0, on_cpu, image_size)
-            for repeat in range(repeats) for mode in modes]
 
 
 def program_of(argv: Sequence[str]) -> Tuple[str, List[str]]:
@@ -176,13 +144,6 @@ class Estimate:
     source: str  # "measured on DATE", "known --quick time", "runs measured", "FLOPs"
 
 
-@dataclass(frozen=True)
-class MeasuredRun:
-    median_s: float  # the median of the runs' median steps
-    first_extra_s: Optional[float]  # the first step's time beyond the median, where a first run was saved
-    fastest_s: float  # the fastest run's median step
-
-
 class Estimator:
     """Estimates for one device, from what its results folders hold; refresh() after each step.
     `data` says what the runs train on, asked only when a run evaluates or counts epochs."""
@@ -227,27 +188,12 @@ class Estimator:
             image_flops = train_flops(run.model, run.stem, 1, run.image_size)
             evaluation = run.evaluations * self.data().test_images * image_flops / 3 / self.rate(run)
         saved = self.runs.get(run.key)
-        if saved is not None:
-            first = FIRST_RUN_S if saved.first_extra_s is None else saved.first_extra_s
-            return run.steps * saved.median_s + (first if run.first else 0.0) + evaluation
-        start = FIRST_RUN_S + (COMPILE_S if run.compiled else 0.0) if run.first else 0.0
-        step_flops = train_flops(run.model, run.stem, run.batch, run.image_size)
-        return start + run.steps * step_flops / self.rate(run) + evaluation
+        step_s = None if saved else train_flops(run.model, run.stem, run.batch, run.image_size) / self.rate(run)
+        return run_seconds(run, saved, step_s, evaluation)
 
     def rate(self, run: Run) -> float:
         """FLOPs per second of `run`'s training steps."""
-        from utils import modes
-        from utils.measure import flops, gpus
-
-        if run.on_cpu:
-            return CPU_GFLOPS_PER_CORE * 1e9 * (os.cpu_count() or 1)
-        mode = modes.MODES[run.mode]
-        autocast = mode.low_precision_dtype  # an fp8 mode's steps run at its autocast dtype's rate
-        arithmetic = flops.ARITHMETIC[autocast] if mode.float8 and autocast else flops.arithmetic(mode)
-        peaks = gpus.peaks_of(self.device_name)
-        peak = peaks[arithmetic] if peaks and arithmetic in peaks else min(
-            spec.tflops[arithmetic] for spec in gpus.SPECS.values() if arithmetic in spec.tflops)
-        return peak * 1e12 * UTILISATION[arithmetic]
+        return rate(run.mode, self.device_name, run.on_cpu, os.cpu_count() or 1)
 
 
 @dataclass(frozen=True)
@@ -314,23 +260,3 @@ def measured_runs(folders: Sequence[Path]) -> Dict[RunKey, MeasuredRun]:
                 for key, measured in document_runs(document).items():
                     found.setdefault(key, measured)
     return found
-
-
-def document_runs(document: Dict[str, Any]) -> Dict[RunKey, MeasuredRun]:
-    """A result document's runs by setting: the median of their median steps, and the first step's
-    extra over the median in the first run of each."""
-    config = document["config"]
-    medians: Dict[RunKey, List[float]] = {}
-    extras: Dict[RunKey, float] = {}
-    for run in document["runs"]:
-        median_ms = (run.get("step_time_ms") or {}).get("median")
-        if median_ms is None:
-            continue
-        key = (config["model"], config.get("stem", "cifar"), run["mode"], run["batch_size"],
-               bool(run.get("channels_last")), bool(run.get("compiled")), run.get("device") == "cpu",
-               config.get("image_size") or DEFAULT_IMAGE_SIZE)
-        if key not in medians and run.get("first_step_s") is not None:
-            extras[key] = max(run["first_step_s"] - median_ms / 1000.0, 0.0)
-        medians.setdefault(key, []).append(median_ms / 1000.0)
-    return {key: MeasuredRun(statistics.median(values), extras.get(key), min(values))
-            for key, values in medians.items()}

@@ -1,7 +1,10 @@
 """Writes the sample outputs in docs/ from the result files beside this script, so that they
 are what the code prints, not typed: each block after a `<!-- sample: NAME -->` line is the
 command that measured NAME.json, then `python -m utils.report NAME.json`'s output (the summary
-main.py printed, from the same code). After changing what the summary prints, run
+main.py printed, from the same code); the advice's block is the --advise command that wrote
+advice/ (advice.json and the results.json it cites), then `python main.py --advise --from
+docs/samples/advice/advice.json`'s report, decided again from them. After changing what the
+summary or the report prints, run
 
     python docs/samples/generate.py
 
@@ -36,6 +39,10 @@ SAMPLES = {
         "fp32,amp-fp16-noscale,amp-fp16,amp-bf16 --numerics --numerics-every 4 --allow-slow-fp16 " + DATA +
         " --json loss-scaling.json --plot docs/why-loss-scaling.png", "Gradient census"),
 }
+# name: the --advise command that wrote docs/samples/NAME/ (its advice.json and results.json)
+ADVICE = {
+    "advice": "python main.py --advise -m resnet18 -b 64 --budget 3 " + DATA + " --advice-dir docs/samples/advice",
+}
 MARK = re.compile(r"^<!-- sample: ([\w-]+) -->\n```text\n.*?^```$", re.MULTILINE | re.DOTALL)
 
 
@@ -48,13 +55,17 @@ def command_lines(command):
 
 def block(name):
     """The fenced block of sample `name`, as the code prints it now."""
-    command, first_line = SAMPLES[name]
-    done = subprocess.run([sys.executable, "-m", "utils.report", str(HERE / f"{name}.json")], cwd=ROOT,
-                          capture_output=True, text=True)
-    if done.returncode != 0:
+    if name in ADVICE:
+        command, first_line = ADVICE[name], None
+        printer, printed_ok = ["main.py", "--advise", "--from", str(HERE / name / "advice.json")], (0, 3, 4)
+    else:
+        command, first_line = SAMPLES[name]
+        printer, printed_ok = ["-m", "utils.report", str(HERE / f"{name}.json")], (0,)
+    done = subprocess.run([sys.executable, *printer], cwd=ROOT, capture_output=True, text=True)
+    if done.returncode not in printed_ok:  # the advice's exit status is its status (3: partial, 4: CPU)
         said = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"
-        raise UserError(f"python -m utils.report cannot print sample {name} ({said}); restore "
-                        f"docs/samples/{name}.json from git.")
+        raise UserError(f"{' '.join(printer[:2])} cannot print sample {name} ({said}); restore "
+                        f"docs/samples/{name} from git.")
     printed = done.stdout.rstrip("\n").splitlines()
     if first_line is not None:
         start = next(i for i, line in enumerate(printed) if line.startswith(first_line))

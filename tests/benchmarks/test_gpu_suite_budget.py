@@ -22,6 +22,7 @@ from benchmarks.suite import ledger, plan, render, tables  # noqa: E402
 from benchmarks.suite.device import DataFacts  # noqa: E402
 from benchmarks.suite.estimate import Estimator  # noqa: E402
 from benchmarks.suite.history import CHANGES, SavedSuite  # noqa: E402
+from utils.measure import estimate as run_estimate  # noqa: E402
 
 H100 = "NVIDIA H100 80GB HBM3"
 SAVED = ROOT / "results" / "NVIDIA-H100-80GB-HBM3" / "2026-11-22"  # an older commit's suite, committed
@@ -85,7 +86,7 @@ def test_the_estimate_adds_the_start_to_the_runs_measured_in_saved_result_files(
                                        "fp32", "--repeats", 2, "--channels-last", "--no-eval"))
     # the start, then 50 steps at the median of the medians (31 ms), the first run's extra first step (2.0 s) once
     assert estimate.source == "runs measured"
-    assert estimate.seconds == pytest.approx(suite_estimate.START_S + (50 * 0.031 + 2.0) + 50 * 0.031)
+    assert estimate.seconds == pytest.approx(run_estimate.START_S + (50 * 0.031 + 2.0) + 50 * 0.031)
 
 
 def test_without_a_measurement_the_estimate_is_the_flops_at_the_share_of_the_peak_measured_on_the_h100(tmp_path):
@@ -96,10 +97,10 @@ def test_without_a_measurement_the_estimate_is_the_flops_at_the_share_of_the_pea
     estimate = estimator.estimate(step("headline-resnet18", "-p", "-m", "resnet18", "-b", 256, "-n", 50, "--modes",
                                        "fp32,amp-bf16", "--no-eval"))
     flops_per_step = flops.training_flops_per_step(factory.build_model("resnet18"), 256)
-    rates = [67.0e12 * suite_estimate.UTILISATION["fp32"], 989.4e12 * suite_estimate.UTILISATION["bf16"]]
+    rates = [67.0e12 * run_estimate.UTILISATION["fp32"], 989.4e12 * run_estimate.UTILISATION["bf16"]]
     assert estimate.source == "FLOPs"
     assert estimate.seconds == pytest.approx(
-        suite_estimate.START_S + sum(suite_estimate.FIRST_RUN_S + 50 * flops_per_step / rate for rate in rates))
+        run_estimate.START_S + sum(run_estimate.FIRST_RUN_S + 50 * flops_per_step / rate for rate in rates))
 
 
 def planned_steps(out, quick):

@@ -19,7 +19,7 @@ LAYERS = [
     ("utils.explain", 4), ("utils.numerics", 4),
     ("utils.results", 5),
     ("utils.flags", 6),
-    ("utils.app", 7), ("utils.report", 7),
+    ("utils.app", 7), ("utils.report", 7), ("utils.advice", 7),
 ]
 STAGES = ("utils/data", "utils/training", "utils/measure", "utils/explain", "utils/numerics", "utils/results")
 

@@ -12,6 +12,7 @@ from torch import nn
 from utils import compat
 from utils.config import DEFAULT_INPUT_SHAPE, InputShape
 from utils.measure import gpus
+from utils.measure.gpus import ARITHMETIC
 
 if TYPE_CHECKING:
     from torch.utils.flop_counter import FlopCounterMode
@@ -131,10 +132,6 @@ def layer_flops_per_step(model: nn.Module, batch_size: int, input_shape: InputSh
         for hook in hooks:
             hook.remove()
     return sum(total) * batch_size // COUNT_BATCH
-
-
-# The spec table's arithmetic keys (utils/measure/gpus.py) by the dtype of a mode's matmuls
-ARITHMETIC = {"float32": "fp32", "tf32": "tf32", "float16": "fp16", "bfloat16": "bf16", "float8": "fp8"}
 
 
 def arithmetic(mode: Mode) -> str:

@@ -69,6 +69,16 @@ def peaks_of(device_name: str) -> Optional[Dict[str, float]]:
     return None if key is None else SPECS[key].tflops
 
 
+# The spec table's arithmetic keys by the dtype of a mode's matmuls (Mode.compute_dtype)
+ARITHMETIC = {"float32": "fp32", "tf32": "tf32", "float16": "fp16", "bfloat16": "bf16", "float8": "fp8"}
+
+
+def lowest_peak(arithmetic: str) -> float:
+    """The lowest dense peak TFLOP/s of `arithmetic` among the cards in the table: what a card
+    without figures is assumed to reach, so that an estimate errs long."""
+    return min(spec.tflops[arithmetic] for spec in SPECS.values() if arithmetic in spec.tflops)
+
+
 TENSOR_CORE_MULTIPLE = 8  # FP16/BF16 tensor cores want channels, features and batch in multiples of 8
 
 

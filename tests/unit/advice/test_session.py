@@ -1,0 +1,207 @@
+"""--advise's session under a fake clock: with a fake preflight and a runner that takes its
+phases' time off the clock (and, like a main.py stopped by SIGTERM at the deadline, ends one
+step after it), the command ends within the budget plus one step's time, starts no phase whose
+estimate does not fit what is left, and lists each such phase as not run with why. No training."""
+import copy
+import json
+import time
+
+import pytest
+
+from conftest import ROOT
+from utils.advice import commands, document, plan, session
+from utils.advice.evidence import reader, unresolved
+from utils.advice.preflight import Preflight
+from utils.config import RunConfig
+from utils.errors import UserError
+from utils.stop import StopRequest
+
+TEMPLATE = json.loads((ROOT / "docs" / "samples" / "reading-the-numbers.json").read_text())  # fp32, amp-bf16 x 3
+STEP_S = 2.0  # every step of the fake runs, in the fake clock's seconds
+PREFLIGHT_S = 5.0
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+def fake_preflight(clock, modes=("fp32", "amp-bf16")):
+    def preflight(config):
+        clock.now += PREFLIGHT_S
+        levers = tuple((lever, commands.lever_flip(lever, config.arguments)) for lever in commands.LEVERS
+                       if lever != "cuda graphs")
+        capabilities = plan.Capabilities("cpu", "a CPU", tuple(modes), {"tf32": "mode tf32 only applies to CUDA"},
+                                         levers, {"cuda graphs": "CUDA graphs need a GPU"})
+        estimates = plan.Estimates("resnet18", "cifar", 64, 32, True, 8.0, dict.fromkeys(modes, STEP_S), 90.0, 5.0)
+        facts = {"device": "cpu", "device_name": "a CPU", "threads": 2, "cores": 2, "parameters": 11_000_000,
+                 "train_flops_per_step": 2e11, "timed": list(modes), "not_timed": dict(capabilities.not_timed),
+                 "fp8": {}, "levers": [lever for lever, _ in levers], "no_levers": dict(capabilities.no_levers)}
+        return Preflight(capabilities, estimates, facts, {})
+
+    return preflight
+
+
+def phase_document(phase, cut):
+    """What main.py would have written for `phase`: the template's runs in its modes and setting,
+    the accuracy check's over seeds and evaluated; `cut`: stopped at the deadline."""
+    found = copy.deepcopy(TEMPLATE)
+    found["config"].update(phase.settings, steps=phase.steps if phase.kind == "accuracy" else 40)
+    runs = []
+    for repeat in range(phase.repeats):
+        for mode in phase.modes:
+            run = copy.deepcopy(next(run for run in TEMPLATE["runs"] if run["mode"] == mode))
+            run.update(repeat=0 if phase.kind == "accuracy" else repeat, seed=repeat if phase.kind == "accuracy" else 0,
+                       channels_last=bool(phase.settings.get("channels_last")),
+                       compiled=bool(phase.settings.get("compile")),
+                       finished_utc=f"{phase.name}-{repeat}-{mode}")
+            if phase.settings.get("compile"):
+                run.update(compile_time_s=90.0, compile_mode=phase.settings["compile_mode"])
+            if phase.kind == "accuracy":
+                run["test_accuracy"] += 0.001 * repeat
+            runs.append(run)
+    found["runs"] = runs[:max(1, len(runs) - 1)] if cut else runs
+    found["incomplete"] = cut
+    return found
+
+
+class FakeRunner:
+    """Takes `factor` times each phase's estimate off the clock; a phase still running at the
+    deadline ends one step later, its results cut short, as main.py does on SIGTERM."""
+
+    def __init__(self, clock, factor):
+        self.clock, self.factor, self.ran, self.deadlines = clock, factor, [], []
+
+    def __call__(self, phase, argv, deadline):
+        started = self.clock.now
+        self.ran.append(phase)
+        self.deadlines.append(deadline)
+        ends = started + self.factor * phase.estimate_s
+        cut = ends > deadline
+        self.clock.now = deadline + STEP_S if cut else ends
+        path = argv[argv.index("--json") + 1]
+        with open(path, "w") as output:
+            json.dump(phase_document(phase, cut), output)
+        return session.Outcome(path, 143 if cut else 0, "", self.clock.now - started)
+
+
+def config_of(tmp_path, budget, *extra):
+    return RunConfig.build(advise=True, budget=budget, model="resnet18", batch_size=64,
+                           advice_dir=str(tmp_path / "advice"), **dict(extra))
+
+
+@pytest.mark.parametrize("budget", [2.0, 3.0, 5.0, 10.0, 60.0])
+@pytest.mark.parametrize("factor", [0.5, 1.0, 1.5, 3.0])
+def test_the_command_ends_within_its_budget_and_one_step_and_says_what_did_not_fit(tmp_path, budget, factor, capsys):
+    clock = FakeClock()
+    runner = FakeRunner(clock, factor)
+    started = clock.now
+    config = config_of(tmp_path, budget)
+    with StopRequest() as stop:
+        code = session.advise(config, stop, clock, runner, fake_preflight(clock))
+    assert clock.now - started <= budget * 60 + STEP_S
+    assert all(deadline == started + budget * 60 for deadline in runner.deadlines)
+    advice = json.loads((tmp_path / "advice" / "advice.json").read_text())
+    document.check(advice)
+    assert code == advice["exit_code"] == document.STATUSES["cpu-only"]
+    assert runner.ran[0].name == "compare"
+    wanted = {"compare", *[lever for lever in commands.LEVERS if lever != "cuda graphs"]}
+    ran = [phase.name for phase in runner.ran]
+    listed = {name for name in advice["not_run"] if not name.endswith(", cut short")}
+    assert set(ran) | listed - {"accuracy"} == wanted | ({"accuracy"} & set(ran))
+    leading = runner.ran[1].modes[0] if len(runner.ran) > 1 else advice["recommendation"]["mode"]
+    assert "accuracy" in set(ran) | listed or leading == "fp32"  # nothing to check fp32 against
+    for name, entry in advice["not_run"].items():
+        if name.endswith(", cut short"):  # started within the budget, stopped at its deadline
+            assert name[:-len(", cut short")] in ran and entry["why"] == "the deadline stopped it before its last step"
+        else:
+            assert name not in ran and entry["why"].startswith("needs about ")
+            assert "of the budget was left" in entry["why"]
+    assert unresolved(advice, reader(str(tmp_path / "advice"))) == []
+    printed = capsys.readouterr().out
+    assert printed.index("plan for") < printed.index("compare: fp32, amp-bf16, about")  # the plan comes first
+
+
+def test_a_phase_is_started_only_when_its_estimate_fits_what_is_left(tmp_path):
+    clock = FakeClock()
+    runner = FakeRunner(clock, 1.0)
+    started = clock.now
+    with StopRequest() as stop:
+        session.advise(config_of(tmp_path, 3.0), stop, clock, runner, fake_preflight(clock))
+    elapsed = PREFLIGHT_S
+    for phase in runner.ran:
+        assert phase.estimate_s <= 3.0 * 60 - elapsed
+        elapsed += phase.estimate_s
+    assert clock.now - started == pytest.approx(elapsed)
+
+
+def test_a_budget_below_one_comparison_is_refused_with_what_it_needs(tmp_path):
+    clock = FakeClock()
+    with StopRequest() as stop, pytest.raises(UserError, match=r"--budget 0.5 is less than one comparison needs "
+                                                               r"here: fp32, amp-bf16, 3 repeats of 5 steps.*give "
+                                                               r"--budget [0-9.]+ or more"):
+        session.advise(config_of(tmp_path, 0.5), stop, clock, FakeRunner(clock, 1.0), fake_preflight(clock))
+    assert not (tmp_path / "advice").exists()
+
+
+def test_the_user_flags_reach_every_phase_and_the_advised_command(tmp_path):
+    clock = FakeClock()
+    argvs = []
+    runner = FakeRunner(clock, 0.5)
+
+    def recording(phase, argv, deadline):
+        argvs.append((phase, argv))
+        return runner(phase, argv, deadline)
+
+    config = config_of(tmp_path, 60.0, ("image_size", 64), ("lr", 0.05), ("data", "cifar10"), ("steps", 300))
+    with StopRequest() as stop:
+        session.advise(config, stop, clock, recording, fake_preflight(clock))
+    for phase, argv in argvs:
+        pairs = list(zip(argv, argv[1:]))
+        for flag, value in (("--lr", "0.05"), ("--batch-size", "64"), ("--model", "resnet18"), ("--data", "cifar10"),
+                            ("--image-size", "64")):
+            assert (flag, value) in pairs, (phase.name, argv)
+        assert (("--steps", "300") in pairs) == (phase.kind == "accuracy")  # the speed phases choose their length
+        assert all(flag not in argv for flag in ("--advise", "--budget", "--advice-dir"))
+    advice = json.loads((tmp_path / "advice" / "advice.json").read_text())
+    command = advice["recommendation"]["command"]
+    assert command[:2] == ["python", "main.py"] and "--steps" in command and "--image-size" in command
+
+
+STAND_IN = """import json, signal, sys, time
+path = sys.argv[sys.argv.index("--json") + 1]
+def stop(number, frame):
+    with open(path, "w") as out:
+        json.dump({"stopped": True}, out)
+    sys.exit(128 + number)
+signal.signal(signal.SIGTERM, stop if "--obey" in sys.argv else signal.SIG_IGN)
+print("main.py: error: a stand-in that never ends by itself.", flush=True)
+while True:
+    time.sleep(0.05)
+"""
+
+
+@pytest.mark.parametrize("obeys", [True, False])
+def test_a_phase_still_running_at_the_deadline_gets_sigterm_and_sigkill_if_it_ignores_it(tmp_path, monkeypatch,
+                                                                                           obeys):
+    stand_in = tmp_path / "main.py"
+    stand_in.write_text(STAND_IN)
+    monkeypatch.setattr(session, "MAIN", str(stand_in))
+    monkeypatch.setattr(session, "GRACE_S", 1.0)
+    for sub in ("logs", "phases"):
+        (tmp_path / sub).mkdir()
+    phase = plan.Phase("compare", ("fp32",), 5, 2, 3, estimate_s=0.1)
+    results = str(tmp_path / "phases" / "compare.json")
+    with StopRequest() as stop:
+        runner = session.process_runner(str(tmp_path), stop)
+        started = time.monotonic()
+        outcome = runner(phase, [*(["--obey"] if obeys else []), "--json", results], started + 1.0)
+    took = time.monotonic() - started
+    if obeys:  # ended as main.py does on SIGTERM: its results written, 128 + 15
+        assert outcome.returncode == 143 and outcome.results == results and 1.0 <= took < 2.5
+    else:  # killed once its grace ran out
+        assert outcome.returncode == -9 and outcome.results is None and 2.0 <= took < 3.5
+    assert outcome.said == "a stand-in that never ends by itself."

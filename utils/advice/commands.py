@@ -1,0 +1,125 @@
+"""The command lines of --advise: the main.py runs of its phases, the one it advises, and the batch
+jobs that would settle the accuracy. The user's own flags (the model, the data, the recipe) reach
+every one of them as main.py reads them, rebuilt from the parsed Arguments and utils/flags.py's
+table, so a flag added to main.py passes through without being named here. No torch."""
+from __future__ import annotations
+
+import dataclasses
+import shlex
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from utils import config
+from utils.config import Arguments
+from utils.flags import FLAGS
+
+# The settings no phase takes from the user: what the adviser sets itself, its own flags, and the
+# display. The speed phases choose their own length as well; the accuracy check keeps the user's.
+NOT_PASSED = (*config.ADVISER_SETS, "advise", *config.ADVICE_ONLY, "no_progress", "log_every", "wide",
+              "list_models")
+LENGTH = ("steps", "epochs")
+NAMED = ("model", "batch_size")  # in every command, at their defaults too
+# The spelling of each advisable mode as one typed for training it alone (--modes NAME for the rest).
+MODE_FLAGS = {"fp32": [], "tf32": ["--tf32"], "amp-bf16": ["--bf16"], "amp-fp16": ["--amp"]}
+# The speed levers by the settings of Arguments that switch each (on, off), in the order they are
+# tried: each phase tries one, switched the other way from the user's command (fused is the default,
+# so its phase times foreach).
+LEVERS: Dict[str, Tuple[Dict[str, Any], Dict[str, Any]]] = {
+    "channels-last": ({"channels_last": True}, {"channels_last": False}),
+    "fused optimizer": ({"optimizer_impl": "fused"}, {"optimizer_impl": "foreach"}),
+    "compile": ({"compile": True, "compile_mode": "default"}, {"compile": False, "compile_mode": "default"}),
+    "cuda graphs": ({"compile": True, "compile_mode": "reduce-overhead"},
+                    {"compile": False, "compile_mode": "default"}),
+}
+# The batch-job scripts a user submits (cluster/stages.sh): every setting through the environment,
+# which sbatch --export=ALL and qsub -V pass on (MODES holds commas, which their own lists split at).
+JOB_SUBMIT = {"slurm": "sbatch --export=ALL run_slurm.sh", "pbs": "qsub -V run_pbs.sh"}
+# What the job scripts set themselves (stages.sh's job_flags), and so leave out of EXTRA_ARGS.
+JOB_SETS = ("model", "batch_size", "gpu", "data", "data_dir", "steps", "epochs", "seed")
+
+
+def user_options(arguments: Arguments, leave_out: Iterable[str] = NOT_PASSED) -> List[str]:
+    """The flags of `arguments` that differ from main.py's defaults (the model and the batch
+    always, so that a command says what it trains), in -h's order, as main.py reads them back:
+    every setting but those of `leave_out`."""
+    defaults, skipped, options = config.defaults(), set(leave_out), []
+    for flag in FLAGS:
+        name = flag.setting
+        value = getattr(arguments, name)
+        if name in skipped or (value == defaults[name] and name not in NAMED):
+            continue
+        if flag.action in ("store_true", "store_false"):
+            if value == (flag.action == "store_true"):  # --download and --no-download share a setting
+                options.append(flag.names[0])
+        else:
+            options += [flag.names[0], str(value)]
+    return options
+
+
+def with_settings(arguments: Arguments, settings: Dict[str, Any]) -> Arguments:
+    """`arguments` with some settings replaced (a lever switched on or off)."""
+    return dataclasses.replace(arguments, **settings)
+
+
+def is_on(lever: str, settings: Dict[str, Any]) -> bool:
+    """Whether `settings` (Arguments' fields, or a results file's config) have `lever` on; a
+    compile mode counts only where the model is compiled."""
+    on, _ = LEVERS[lever]
+    return all(settings.get(name) == value for name, value in on.items()
+               if name != "compile_mode" or settings.get("compile"))
+
+
+def lever_flip(lever: str, arguments: Arguments) -> Dict[str, Any]:
+    """The settings a phase that tries `lever` runs with: the other way from the user's command."""
+    on, off = LEVERS[lever]
+    return off if is_on(lever, dataclasses.asdict(arguments)) else on
+
+
+def mode_flags(mode: str) -> List[str]:
+    return list(MODE_FLAGS.get(mode, ["--modes", mode]))
+
+
+def advised_command(arguments: Arguments, mode: str, settings: Dict[str, Any]) -> List[str]:
+    """main.py's command that trains as advised: the user's flags, their length included, with the
+    levers' `settings`, in `mode`."""
+    options = user_options(with_settings(arguments, settings), NOT_PASSED)
+    return ["python", "main.py", *options, *mode_flags(mode)]
+
+
+def from_results_command(record: Dict[str, Any], on_gpu: bool, mode: str, settings: Dict[str, Any]) -> List[str]:
+    """main.py's command that trains as advised, from a results file's config `record`: its model,
+    batch, image size, accumulation, data kind and layout flags (the rest of a saved recipe is its
+    own default)."""
+    kept = {name: record[name] for name in ("model", "batch_size", "image_size", "accum_steps", "channels_last",
+                                            "compile", "compile_mode", "optimizer_impl")
+            if record.get(name) is not None}
+    if record.get("data") == "synthetic":
+        kept["data"] = "synthetic"
+    arguments = Arguments(**kept, gpu=on_gpu)
+    return advised_command(arguments, mode, settings)
+
+
+def phase_command(arguments: Arguments, phase_flags: Sequence[str], keep_length: bool, results: str) -> List[str]:
+    """main.py's arguments for one phase: the user's flags (their length only where `keep_length`),
+    then the phase's own, writing its results to `results`."""
+    leave_out = NOT_PASSED if keep_length else (*NOT_PASSED, *LENGTH)
+    return [*user_options(arguments, leave_out), *phase_flags, "--json", results]
+
+
+def job_lines(arguments: Arguments, modes: Sequence[str], seeds: int, steps: int) -> Optional[Dict[str, str]]:
+    """{scheduler: one shell line} that submits a job per seed running `modes` for `steps`, each
+    seed's modes from the same weights: what the accuracy check needs on a cluster; None when the
+    user's flags hold a word that EXTRA_ARGS (split at white space, no quotes) cannot carry."""
+    extra = user_options(arguments, (*NOT_PASSED, *JOB_SETS))
+    if any(not word or any(character.isspace() or character in "'\"\\" for character in word) for word in extra):
+        return None
+    data = [f"CIFAR10_DIR={shlex.quote(arguments.data_dir)}"] if arguments.data_dir != config.default_data_dir() else []
+    settings = [f"MODEL={shlex.quote(arguments.model)}", f"BATCH={arguments.batch_size}", f"STEPS={steps}",
+                f"MODES={','.join(modes)}", *data, "NODES=1", "GPUS_PER_NODE=1",
+                'EXTRA_ARGS="--seed $seed' + "".join(f" {word}" for word in extra) + '"']
+    seeds_list = " ".join(str(arguments.seed + index) for index in range(seeds))
+    return {scheduler: f"for seed in {seeds_list}; do {' '.join(settings)} {submit}; done"
+            for scheduler, submit in JOB_SUBMIT.items()}
+
+
+def shell_line(argv: Sequence[str]) -> str:
+    return shlex.join(list(argv))

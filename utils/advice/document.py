@@ -1,0 +1,113 @@
+"""advice.json: the advice as a versioned document, checked like a results file before anyone
+reads it (utils/results/validate.py's specs), and its status, each with its own exit status.
+
+{"schema", "status", "exit_code", "recommendation" {mode, decision, tied, runner_up, settings,
+batch, command}, "claims" [{text, evidence}], "evidence" [{id, kind, what, value, interval, n,
+rests_on, source}], "rejected" [{mode, why, evidence}], "not_run" {phase: {why, estimate_s}},
+"accuracy_check" {seeds, estimate_s, lines} or null, "results" (the results file the evidence
+cites, relative to advice.json), "budget" {minutes, spent_s} or null (--from spends none),
+"preflight" (what the device runs, the model's size, the FP8 predictions) or null, "plan" [the
+phases as planned before the first ran]}. docs/advice.md describes every field.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional
+
+from utils.advice.evidence import KINDS
+from utils.errors import UserError
+from utils.modes import MODES
+from utils.results import files, validate
+from utils.results.merge import parsed
+from utils.results.validate import ANY, FLAG, TEXT, Fields, Kind, ListOf, MapOf, Nullable, Number, OneOf
+
+SCHEMA = "ampbench.advice/1"
+# A status says what the advice rests on, and is the exit status of --advise (0: complete).
+STATUSES = {
+    "complete": 0,  # every phase ran: the comparison, the levers that apply, the accuracy check
+    "partial-budget": 3,  # a phase did not fit the budget (or is not in the results given to --from)
+    "cpu-only": 4,  # measured on a CPU: the advice is this CPU's, and a GPU's would differ
+}
+DECISIONS = ("fastest", "tie", "only")
+VERDICTS = ("holds", "differs", "inconclusive")
+MODE = OneOf(MODES, "a precision mode")
+SECONDS = Number(low=0)
+INTERVAL = Nullable(ListOf(Number()))
+EVIDENCE = Fields({"id": TEXT, "kind": OneOf(KINDS, "a kind of evidence"), "what": TEXT, "value": ANY,
+                   "interval": INTERVAL, "n": Nullable(Number(whole=True, low=0)), "rests_on": Nullable(TEXT),
+                   "source": Kind(dict, "an object")})
+DOCUMENT = Fields({
+    "schema": OneOf([SCHEMA], "ampbench's advice schema"), "status": OneOf(STATUSES, "a status"),
+    "exit_code": Number(whole=True, low=0),
+    "recommendation": Fields({"mode": MODE, "decision": OneOf(DECISIONS, "a decision"), "tied": ListOf(MODE),
+                              "runner_up": Nullable(MODE), "settings": MapOf(ANY), "batch": Number(whole=True, low=1),
+                              "command": ListOf(TEXT, nonempty=True)}),
+    "claims": ListOf(Fields({"text": TEXT, "evidence": ListOf(TEXT, nonempty=True)}), nonempty=True),
+    "evidence": ListOf(EVIDENCE, nonempty=True),
+    "rejected": ListOf(Fields({"mode": TEXT, "why": TEXT, "evidence": ListOf(TEXT)})),
+    "not_run": MapOf(Fields({"why": TEXT}, {"estimate_s": Nullable(SECONDS)})),
+    "accuracy_check": Nullable(Fields({"seeds": Number(whole=True, low=1), "estimate_s": Nullable(SECONDS),
+                                       "lines": MapOf(TEXT)})),
+    "results": TEXT,
+    "budget": Nullable(Fields({"minutes": Number(above=0), "spent_s": SECONDS})),
+    "preflight": Nullable(Kind(dict, "an object")),
+    "plan": ListOf(Fields({"name": TEXT, "modes": ListOf(MODE), "estimate_s": SECONDS, "runs": FLAG})),
+    "accuracy_verdict": Nullable(OneOf(VERDICTS, "an accuracy verdict")), "setup": Kind(dict, "an object"),
+    "arguments": Nullable(Kind(dict, "an object")), "written_utc": TEXT,
+})
+
+
+def cited_but_missing(advice: Dict[str, Any]) -> Optional[str]:
+    """Every id a claim or a rejected mode cites is an evidence entry's, and no two entries share one."""
+    ids = [entry["id"] for entry in advice["evidence"]]
+    if len(set(ids)) != len(ids):
+        return f"evidence lists {next(ident for ident in ids if ids.count(ident) > 1)} twice"
+    for where in ("claims", "rejected"):
+        for index, item in enumerate(advice[where]):
+            missing = [ident for ident in item["evidence"] if ident not in ids]
+            if missing:
+                return f"{where}[{index}] cites {missing[0]}, which the evidence lacks"
+    return None
+
+
+def status_and_code(advice: Dict[str, Any]) -> Optional[str]:
+    if advice["exit_code"] != STATUSES[advice["status"]]:
+        return f"exit_code is {advice['exit_code']}, not status {advice['status']}'s {STATUSES[advice['status']]}"
+    return None
+
+
+RULES: List[Callable[[Dict[str, Any]], Optional[str]]] = [cited_but_missing, status_and_code]
+
+
+def check(advice: Dict[str, Any]) -> None:
+    """Raise validate.Invalid naming the first field of `advice` that a reader cannot use."""
+    DOCUMENT.check(advice, "")
+    for rule in RULES:
+        contradiction = rule(advice)
+        if contradiction:
+            raise validate.Invalid(contradiction)
+
+
+def status_of(on_cpu: bool, complete: bool) -> str:
+    return "cpu-only" if on_cpu else "complete" if complete else "partial-budget"
+
+
+def is_advice(content: Any) -> bool:
+    return isinstance(content, dict) and str(content.get("schema", "")).startswith("ampbench.advice/")
+
+
+def load(path: str) -> Dict[str, Any]:
+    """An advice.json, checked; a user error naming the field that is wrong."""
+    content = parsed(path)
+    if not is_advice(content) or content.get("schema") != SCHEMA:
+        raise UserError(f"{path} is not an advice file of schema {SCHEMA}; give an advice.json --advise wrote.")
+    try:
+        check(content)
+    except validate.Invalid as error:
+        raise UserError(f"{path}: {error}; is it an advice.json --advise wrote?") from None
+    return content
+
+
+def write(path: str, advice: Dict[str, Any]) -> None:
+    """advice.json, checked first and written all or nothing."""
+    check(advice)
+    files.write_json(path, advice)

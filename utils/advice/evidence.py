@@ -1,0 +1,117 @@
+"""The evidence an advice rests on: every figure a sentence cites, with an id (E1, E2, ...), its
+kind (measured, predicted, not run), value, interval, count and the field it comes from; and the
+way back from that field to the saved results, which advice.json's readers (and the tests) take.
+
+A source is one of:
+  {"file", "baseline", "document", "field"}  a field of the results file's documents as
+      `python -m utils.report FILE --baseline BASELINE` compares them (merge.merge), the document's
+      index in that merge, and the path of keys and indices inside it;
+  {"ratio_of": [source, source]}  a figure that is one field over another (a lever's speedup:
+      the comparison's median step over the lever run's);
+  {"advice": path}  a field of advice.json itself: what the preflight predicted or the plan
+      estimated, which no results file holds.
+No torch.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+
+from utils.results.merge import load_result, merge
+
+KINDS = ("measured", "predicted", "not run")
+Path = List[Union[str, int]]
+
+
+class Ledger:
+    """The evidence table as it is built: an entry per figure, its id in the order first cited;
+    a figure cited again keeps its id."""
+
+    def __init__(self) -> None:
+        self.entries: List[Dict[str, Any]] = []
+
+    def add(self, what: str, value: Any, source: Dict[str, Any], kind: str = "measured",
+            interval: Optional[Sequence[float]] = None, n: Optional[int] = None,
+            rests_on: Optional[str] = None) -> str:
+        """The id of the entry for `what` (added if new): `value` from `source`."""
+        for entry in self.entries:
+            if entry["what"] == what and entry["source"] == source:
+                return entry["id"]
+        identifier = f"E{len(self.entries) + 1}"
+        self.entries.append({"id": identifier, "kind": kind, "what": what, "value": value,
+                             "interval": list(interval) if interval is not None else None, "n": n,
+                             "rests_on": rests_on, "source": source})
+        return identifier
+
+
+def value_at(holder: Any, path: Path) -> Any:
+    """The value at `path` inside dicts, lists and comparison rows (dataclasses); KeyError when a
+    step of it is missing."""
+    for key in path:
+        if dataclasses.is_dataclass(holder) and isinstance(key, str):
+            if not hasattr(holder, key):
+                raise KeyError(key)
+            holder = getattr(holder, key)
+        elif isinstance(holder, dict) and isinstance(key, str) and key in holder:
+            holder = holder[key]
+        elif isinstance(holder, list) and isinstance(key, int) and -len(holder) <= key < len(holder):
+            holder = holder[key]
+        else:
+            raise KeyError(key)
+    return holder
+
+
+Views = Callable[[str, str], List[Dict[str, Any]]]  # (results file, baseline) -> its documents so compared
+
+
+def compared(documents: List[Dict[str, Any]], baseline: str) -> List[Dict[str, Any]]:
+    """`documents` merged by setup and compared against `baseline`, as utils.report does; where
+    no run is of that mode (fp32 never ran), against the baseline the files share."""
+    ran = {run["mode"] for document in documents for run in document["runs"]}
+    return merge(documents, baseline if baseline in ran else None)
+
+
+def reader(folder: str) -> Views:
+    """Views of the results files a source names, relative to `folder`, each read and merged once."""
+    read: Dict[Any, List[Dict[str, Any]]] = {}
+
+    def view(path: str, baseline: str) -> List[Dict[str, Any]]:
+        if (path, baseline) not in read:
+            documents = read.setdefault((path, None), load_result(os.path.join(folder, path)))
+            read[(path, baseline)] = compared(documents, baseline)
+        return read[(path, baseline)]
+
+    return view
+
+
+def resolved(source: Dict[str, Any], views: Views, advice: Dict[str, Any]) -> Any:
+    """The value `source` names: a field of the results, one over another, or advice.json's own."""
+    if "ratio_of" in source:
+        top, bottom = (resolved(part, views, advice) for part in source["ratio_of"])
+        return top / bottom
+    if "advice" in source:
+        return value_at(advice, source["advice"])
+    return value_at(views(source["file"], source["baseline"])[source["document"]], source["field"])
+
+
+def same(found: Any, value: Any) -> bool:
+    if isinstance(found, (int, float)) and isinstance(value, (int, float)) and not isinstance(found, bool):
+        return math.isclose(found, value, rel_tol=1e-9, abs_tol=1e-12)
+    return bool(found == value)
+
+
+def unresolved(advice: Dict[str, Any], views: Views) -> List[str]:
+    """The evidence entries of `advice` whose source names no field of the saved results (or of
+    advice.json), or a field that holds another value, as sentences; empty when all resolve."""
+    found = []
+    for entry in advice["evidence"]:
+        try:
+            value = resolved(entry["source"], views, advice)
+        except (KeyError, IndexError, TypeError, ZeroDivisionError) as error:
+            found.append(f"{entry['id']} ({entry['what']}): its source has no field {error}")
+            continue
+        if not same(value, entry["value"]):
+            found.append(f"{entry['id']} ({entry['what']}) says {entry['value']!r}, its source holds {value!r}")
+    return found

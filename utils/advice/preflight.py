@@ -1,0 +1,162 @@
+"""The preflight of --advise, before any timed step: which modes and speed levers this device and
+install run (utils/training/precision.py's check_supported, the one answer a run gives too), the
+model's size and FLOPs, FP8's predicted speed per converted Linear layer (fp8_predict's roofline:
+an fp8 mode predicted under FP8_WORTH of amp-bf16's speed is not timed), and from them the
+planner's Capabilities and Estimates."""
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Dict, List, Tuple
+
+import torch
+
+from models import factory, families
+from utils import compat
+from utils.advice import commands
+from utils.advice.plan import Capabilities, Estimates
+from utils.app import pick_device, seeded_model
+from utils.errors import UserError
+from utils.explain import fp8_predict
+from utils.measure import envinfo, estimate, flops
+from utils.modes import BASELINES, MODES
+from utils.training import float8, step
+from utils.training.precision import check_supported
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from utils.config import RunConfig
+
+CANDIDATES = ("fp32", "tf32", "amp-bf16", "amp-fp16", "fp8", "fp8-rowwise")  # the modes an advice weighs
+FP8_WORTH = 0.95  # of amp-bf16's speed: an fp8 mode predicted slower is not timed
+FP16_TENSOR_CORES = (7, 0)  # compute capability from which float16 runs on tensor cores (Volta)
+COMPILE_CPU_S = 90.0  # torch.compile of resnet18's training step on a 2-core CPU took 79 s
+CIFAR_TEST_IMAGES = 10000  # what a pass over the test set counts before the data is read
+
+
+@dataclass(frozen=True)
+class Preflight:
+    capabilities: Capabilities
+    estimates: Estimates
+    facts: Dict[str, Any]  # advice.json's "preflight": the device, the model, the modes, the predictions
+    predictions: Dict[str, Dict[str, Any]]  # fp8 mode: its predicted speedup over amp-bf16 (fp8_predict)
+
+
+def device_of(config: RunConfig) -> Tuple[torch.device, str]:
+    device = pick_device(config.precision.gpu, config.speed.cudnn_benchmark)
+    return device, envinfo.device_name(device)
+
+
+def short(refusal: str) -> str:
+    """A refusal's reason without its remedy: the advice names what to train with instead."""
+    return re.split(r"[:;] ", refusal.rstrip("."), maxsplit=1)[0]
+
+
+def timed_modes(config: RunConfig, device: torch.device) -> Tuple[List[str], Dict[str, str]]:
+    """(the modes to time here, {mode: why not}) by check_supported, and float16 on a GPU only
+    where it has tensor cores."""
+    timed, not_timed = [], {}
+    for name in CANDIDATES:
+        try:
+            check_supported(MODES[name], device, False, config.precision.allow_slow_fp16)
+        except UserError as refusal:
+            not_timed[name] = short(str(refusal))
+            continue
+        if name == "amp-fp16" and device.type == "cuda" and \
+                torch.cuda.get_device_capability(device) < FP16_TENSOR_CORES:
+            not_timed[name] = "this GPU has no float16 tensor cores (compute capability 7.0), so float16 is slow here"
+            continue
+        timed.append(name)
+    return timed, not_timed
+
+
+def fp8_layers(model: nn.Module, gpu: str, recipe: str, compiled: bool, batch: int,
+               config: RunConfig) -> List[Dict[str, Any]]:
+    """Each Linear layer fp8 converts, with its forward's shape and its roofline prediction."""
+    count = flops.count_step(model, batch, config.data.input_shape)
+    return [{"layer": name, "shape": list(count.linears[name][1]),
+             "speedup": fp8_predict.predict_linear(gpu, recipe, compiled, *count.linears[name][1]).speedup}
+            for name in float8.converted_layers(model, count.linears)]
+
+
+def fp8_predictions(config: RunConfig, model: nn.Module, device_name: str, timed: List[str],
+                    not_timed: Dict[str, str]) -> Tuple[Dict[str, Dict[str, Any]], Dict[str, Any]]:
+    """({fp8 mode: its step's prediction}, the facts per layer) for the fp8 modes this device runs;
+    a mode predicted under FP8_WORTH of amp-bf16's speed moves from `timed` to `not_timed`."""
+    predictions: Dict[str, Dict[str, Any]] = {}
+    facts: Dict[str, Any] = {}
+    for name in [mode for mode in timed if MODES[mode].float8]:
+        recipe = MODES[name].float8
+        assert recipe is not None  # the fp8 modes have a recipe
+        try:
+            float8.accounting(model, config.training.batch_size, config.training.model, config.data.input_shape)
+            prediction, why = fp8_predict.run_prediction(device_name, False, recipe, config.speed.compile, model,
+                                                         config.training.batch_size, config.data.input_shape)
+        except UserError as refusal:  # nothing it could convert, or no FLOP counter on this torch
+            timed.remove(name)
+            not_timed[name] = short(str(refusal))
+            continue
+        if prediction is None:
+            facts[name] = {"prediction": None, "why": why}
+            continue
+        predictions[name] = prediction
+        facts[name] = dict(prediction, layers=fp8_layers(model, prediction["gpu"], recipe, config.speed.compile,
+                                                          config.training.batch_size, config))
+        if prediction["speedup"] < FP8_WORTH:
+            timed.remove(name)
+            not_timed[name] = (f"predicted {prediction['speedup']:.2f}x {BASELINES['fp8']}'s speed on "
+                               f"{prediction['for'].split(': ', 1)[-1]}, under {FP8_WORTH:g}x")
+    return predictions, facts
+
+
+def levers(config: RunConfig, device: torch.device) -> Tuple[Tuple[Tuple[str, Dict[str, Any]], ...], Dict[str, str]]:
+    """(the levers to try here, each with the settings its phase runs, in order; {lever: why not})."""
+    why: Dict[str, str] = {}
+    if families.family_of(config.training.model).recipe != "convnet":
+        why["channels-last"] = "channels_last lays out convolutions' images, and this model is no convnet"
+    kind = config.training.optimizer or families.recipe_of(config.training.model).optimizer
+    if not (getattr(compat, step.FUSED_RELEASES[kind])() and step.fused_optimizer_works(device.type, kind)):
+        why["fused optimizer"] = f"this torch has no fused {kind} on {device.type}"
+    if not compat.has_compile():
+        why["compile"] = why["cuda graphs"] = f"torch.compile needs torch 2.0, and this is {torch.__version__}"
+    if device.type != "cuda":
+        why["cuda graphs"] = "CUDA graphs need a GPU"
+    arguments = config.arguments
+    for lever in commands.LEVERS:
+        if lever not in why and lever in ("compile", "cuda graphs") and arguments.compile:
+            why[lever] = "the command compiles already"
+    tried = tuple((lever, commands.lever_flip(lever, arguments)) for lever in commands.LEVERS if lever not in why)
+    return tried, why
+
+
+def preflight(config: RunConfig) -> Preflight:
+    """What the device runs, what the model is, and the estimates the planner needs: no timed step."""
+    device, device_name = device_of(config)
+    with factory.weightless() if compat.runs_on_meta() else contextlib.nullcontext():
+        model = seeded_model(config)
+    timed, not_timed = timed_modes(config, device)
+    predictions, fp8_facts = fp8_predictions(config, model, device_name, timed, not_timed)
+    tried, why_not = levers(config, device)
+    batch, shape = config.training.batch_size, config.data.input_shape
+    step_flops = flops.training_flops_per_step(model, batch, shape)
+    image_flops = flops.training_flops_per_step(model, 1, shape)
+    on_cpu, threads = device.type == "cpu", torch.get_num_threads()
+    gpu = device_name if not on_cpu else None
+
+    def step_s(mode: str) -> float:
+        return step_flops / estimate.rate(mode, gpu, on_cpu, threads)
+
+    capabilities = Capabilities(device.type, device_name, tuple(timed), not_timed, tried, why_not,
+                                "synthetic data has no test images" if config.data.data == "synthetic" else None)
+    estimates = Estimates(config.training.model, config.training.stem, batch, config.data.image_size, on_cpu,
+                          estimate.START_S, {mode: step_s(mode) for mode in timed},
+                          COMPILE_CPU_S if on_cpu else estimate.COMPILE_S,
+                          CIFAR_TEST_IMAGES * image_flops / 3 / estimate.rate("fp32", gpu, on_cpu, threads))
+    facts = {"device": device.type, "device_name": device_name, "threads": threads if on_cpu else None,
+             "cores": os.cpu_count(), "parameters": sum(parameter.numel() for parameter in model.parameters()),
+             "train_flops_per_step": step_flops, "timed": timed, "not_timed": not_timed, "fp8": fp8_facts,
+             "levers": [lever for lever, _ in tried], "no_levers": why_not, "torch": torch.__version__}
+    return Preflight(capabilities, estimates, facts, predictions)

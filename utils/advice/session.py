@@ -1,0 +1,401 @@
+"""`python main.py --advise`: the preflight and the plan printed before anything trains, then each
+phase as a main.py process of its own (the user's flags passed through, its results written as
+--json), started only when its estimate fits in what is left of the budget and stopped with
+SIGTERM at the deadline (main.py ends after the current step and writes what it measured), then
+the advice decided from the saved results alone, as `--advise --from` decides it again.
+
+The clock, the phase runner and the preflight are parameters, so that a fake clock and runner
+prove the budget without training (tests/unit/advice).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
+
+from utils import clock as utc
+from utils import launch
+from utils.advice import commands, decide, document, plan
+from utils.advice.report import report
+from utils.config import Arguments
+from utils.errors import UserError
+from utils.measure.estimate import document_runs
+from utils.modes import BASELINES
+from utils.results import files
+from utils.results.merge import load_result, parsed
+
+if TYPE_CHECKING:
+    from utils.advice.preflight import Preflight
+    from utils.config import RunConfig
+    from utils.stop import StopRequest
+
+MAIN = str(Path(__file__).resolve().parents[2] / "main.py")
+POLL_S = 0.5  # how often a phase's process is checked on
+GRACE_S = 30.0  # after SIGTERM, the least time a phase's process gets to end its step and write
+RESULTS = "results.json"
+CIFAR_TRAIN_IMAGES = 50000  # what --epochs counts before the data is read
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a phase's process ended: its results file (None when it wrote none), exit status, the
+    last sentence it said on an error, and its seconds."""
+    results: Optional[str]
+    returncode: int
+    said: str
+    elapsed_s: float
+
+
+Clock = Callable[[], float]
+Runner = Callable[[plan.Phase, List[str], float], Outcome]  # (phase, main.py's arguments, deadline)
+
+
+def process_runner(folder: str, stop: StopRequest, clock: Clock = time.monotonic) -> Runner:
+    """A Runner that starts main.py in a process group of its own, its output in logs/PHASE.log,
+    and sends it SIGTERM at the deadline or at a stop signal (SIGKILL if it has not ended after
+    GRACE_S or twice its slowest step's estimate)."""
+    def run(phase: plan.Phase, argv: List[str], deadline: float) -> Outcome:
+        started, log = clock(), os.path.join(folder, "logs", file_name(phase.name) + ".log")
+        with open(log, "w") as output:
+            process = subprocess.Popen([sys.executable, MAIN, *argv], stdout=output, stderr=subprocess.STDOUT,
+                                       start_new_session=True)
+            ending, grace = None, max(GRACE_S, 2 * phase.estimate_s / max(phase.steps * phase.repeats, 1))
+            while process.poll() is None:
+                if ending is None and (clock() >= deadline or stop.requested):
+                    ending = clock()
+                    os.killpg(process.pid, signal.SIGTERM)
+                elif ending is not None and clock() - ending > grace:
+                    os.killpg(process.pid, signal.SIGKILL)
+                time.sleep(POLL_S)
+        results = os.path.join(folder, "phases", file_name(phase.name) + ".json")
+        return Outcome(results if os.path.isfile(results) else None, process.returncode, last_error(log),
+                       clock() - started)
+
+    return run
+
+
+def file_name(phase: str) -> str:
+    return phase.replace(" ", "-")
+
+
+def last_error(log: str) -> str:
+    """The sentence of the last `main.py: error:` line of a phase's log, or its last line."""
+    with open(log, errors="replace") as text:
+        lines = [line.strip() for line in text if line.strip()]
+    errors = [line.split("error: ", 1)[1] for line in lines if line.startswith("main.py: error: ")]
+    return (errors or lines or ["it printed nothing"])[-1]
+
+
+@dataclass
+class State:
+    """What the session knows as it goes: the estimates (refined by each phase), the leading
+    modes, the documents measured, the phases not run and why."""
+    preflight: Preflight
+    estimates: plan.Estimates
+    capabilities: plan.Capabilities
+    documents: List[Dict[str, Any]]
+    not_run: Dict[str, Dict[str, Any]]
+    leading: Optional[Tuple[str, ...]] = None
+    compare: Optional[plan.Phase] = None
+    ran: List[str] = dataclasses.field(default_factory=list)  # the phases started, in order
+    train_images: int = CIFAR_TRAIN_IMAGES
+
+
+def accuracy_steps(config: RunConfig, train_images: int) -> int:
+    """The user's run length in steps: the accuracy check's (the steps of --epochs by the data's size)."""
+    if config.training.steps is not None:
+        return config.training.steps
+    assert config.training.epochs is not None  # RunConfig sets one of them
+    return max(1, math.ceil(config.training.epochs * config.steps_per_epoch(train_images, 1)))
+
+
+def phase_now(name: str, state: State, config: RunConfig, left_s: float) -> Optional[plan.Phase]:
+    """Phase `name` as it would run now, estimated with what has been measured; None where it
+    does not apply (the accuracy check of fp32 itself, or of data without test images)."""
+    if name == "compare":
+        return plan.compare_phase(state.capabilities, state.estimates, left_s)
+    leading = state.leading or plan.leading_by_estimate(state.capabilities, state.estimates)
+    if name == "accuracy":
+        if leading[0] == "fp32" or state.capabilities.accuracy is not None:
+            return None
+        return plan.accuracy_phase(leading[0], accuracy_steps(config, state.train_images), state.estimates)
+    settings = dict(state.capabilities.levers)[name]
+    assert state.compare is not None  # a lever is tried after the comparison
+    return plan.lever_phase(name, settings, leading, state.compare, state.estimates)
+
+
+def phase_argv(phase: plan.Phase, arguments: Arguments, folder: str) -> List[str]:
+    results = os.path.join(folder, "phases", file_name(phase.name) + ".json")
+    return commands.phase_command(commands.with_settings(arguments, phase.settings), phase.flags(),
+                                  phase.kind == "accuracy", results)
+
+
+def learned_from(state: State, outcome: Outcome, phase: plan.Phase, documents: List[Dict[str, Any]]) -> None:
+    """Refine the estimates with what a phase measured: each mode's step and first step (from the
+    comparison, whose runs are the plain ones), a process's start, the data's size."""
+    if phase.kind != "compare" or not documents:
+        return
+    document = documents[0]
+    measured = {key[2]: found for key, found in document_runs(document).items()}
+    walls = sum(run.get("wall_time_s") or 0.0 for run in document["runs"])
+    data = document["data"]
+    test_images = data.get("test_images") or 0
+    fp32 = measured.get("fp32") or next(iter(measured.values()), None)
+    evaluation = test_images * fp32.median_s / state.estimates.batch / 3 if fp32 else state.estimates.evaluation_s
+    state.estimates = dataclasses.replace(state.estimates, measured=measured, evaluation_s=evaluation,
+                                          start_s=max(outcome.elapsed_s - walls, 0.0))
+    state.train_images = data.get("train_images") or state.train_images
+    if data["name"] == "synthetic" or not test_images:
+        state.capabilities = dataclasses.replace(state.capabilities,
+                                                 accuracy="the runs got synthetic data, which has no test images")
+
+
+def run_phases(config: RunConfig, state: State, runner: Runner, clock: Clock, deadline: float, folder: str,
+               stop: StopRequest) -> None:
+    """Each phase in order, when its estimate fits in what is left; the leading modes decided
+    after the comparison."""
+    names = ["compare", *[lever for lever, _ in state.capabilities.levers], "accuracy"]
+    for name in names:
+        left = deadline - clock()
+        phase = phase_now(name, state, config, left)
+        if phase is None:
+            continue
+        if stop.requested:
+            state.not_run[name] = {"why": f"stopped by {stop.signal_name}", "estimate_s": phase.estimate_s}
+            continue
+        if phase.estimate_s > left:
+            state.not_run[name] = {"why": plan.budget_note(phase.estimate_s, left), "estimate_s": phase.estimate_s}
+            continue
+        say(f"{name}: {', '.join(phase.modes)}, about {plan.minutes(phase.estimate_s)} of the "
+            f"{plan.minutes(left)} left")
+        outcome = runner(phase, phase_argv(phase, config.arguments, folder), deadline)
+        state.ran.append(name)
+        documents = load_result(outcome.results) if outcome.results else []
+        if not documents:
+            if name == "compare":
+                raise UserError(f"the comparison's run failed: {outcome.said}")
+            state.not_run[name] = {"why": f"its run failed: {outcome.said}", "estimate_s": phase.estimate_s}
+            continue
+        if any(document.get("incomplete") for document in documents):
+            stopped = f"{stop.signal_name} stopped it" if stop.requested else "the deadline stopped it"
+            state.not_run[name + ", cut short"] = {"why": stopped + " before its last step",
+                                                    "estimate_s": phase.estimate_s}
+        state.documents += documents
+        learned_from(state, outcome, phase, documents)
+        if name == "compare":
+            state.compare = phase
+            state.leading = leading_modes(state.documents)
+
+
+def leading_modes(documents: List[Dict[str, Any]]) -> Tuple[str, ...]:
+    """The modes the comparison leads with: the one it advises, then those tied with it."""
+    recommendation = decide.decide(documents, decide.Context(RESULTS), 0.0)["recommendation"]
+    mode = recommendation["mode"]
+    return (mode, *[other for other in recommendation["tied"] if other != mode])[:plan.LEADING]
+
+
+def say(line: str) -> None:
+    print(f"main.py --advise: {line}", flush=True)
+
+
+def advice_folder(config: RunConfig) -> str:
+    """--advice-dir, or advice/MODEL-UTC TIME: proven writable, created when the first phase starts."""
+    folder = config.advice.advice_dir or os.path.join(
+        "advice", f"{config.training.model}-{utc.now_utc().replace(':', '').replace('+0000', 'Z')}")
+    from utils.fileio import ensure_folder_writable
+
+    ensure_folder_writable(folder, "--advice-dir")
+    return folder
+
+
+def plan_lines(config: RunConfig, preflight: Preflight, phases: List[plan.Phase], left_s: float) -> List[str]:
+    """What the preflight found and the plan, printed before anything trains."""
+    facts, capabilities = preflight.facts, preflight.capabilities
+    threads = facts["threads"]
+    where = f"{facts['device_name']} ({facts['device']}" + \
+        (f", {threads} torch thread{'s' if threads > 1 else ''})" if threads else ")")
+    lines = [f"{config.training.model}, batch {config.training.batch_size}, {config.data.image_size}x"
+             f"{config.data.image_size} images, on {where}: {facts['parameters'] / 1e6:.1f} M parameters, "
+             f"{facts['train_flops_per_step'] / 1e9:.1f} GFLOP a training step",
+             "  modes timed: " + ", ".join(capabilities.modes)]
+    lines += [f"  not timed: {mode}: {why}" for mode, why in capabilities.not_timed.items()]
+    for mode, found in facts["fp8"].items():
+        lines += [f"  FP8 predicted for {mode}, layer by layer: " + ", ".join(
+            f"{layer['layer']} {layer['speedup']:.2f}x" for layer in found.get("layers") or [])]
+    lines += [f"  lever not tried: {lever}: {why}" for lever, why in capabilities.no_levers.items()]
+    run, not_run = plan.fitting(phases, left_s)
+    budget = config.advice.budget_minutes
+    lines.append(f"plan for {budget:g} minute{'' if budget == 1 else 's'} (estimated from FLOPs until a phase has "
+                 "measured the steps; each phase is estimated again before it starts):")
+    for phase in phases:
+        runs = f"{phase.repeats} {'seeds' if phase.kind == 'accuracy' else 'repeats'} of {phase.steps} steps"
+        lines.append(f"  {phase.name:<16}{', '.join(phase.modes):<22}{runs:<26}about {plan.minutes(phase.estimate_s)}"
+                     + ("" if phase in run else f"  (does not fit: {not_run[phase.name]})"))
+    return lines
+
+
+def refuse_short_budget(config: RunConfig, compare: plan.Phase, left_s: float, spent_s: float) -> None:
+    if compare.estimate_s <= left_s:
+        return
+    needed = math.ceil((compare.estimate_s + spent_s) / 60 * 10) / 10
+    raise UserError(f"--budget {config.advice.budget_minutes:g} is less than one comparison needs here: "
+                    f"{', '.join(compare.modes)}, {compare.repeats} repeats of {compare.steps} steps, about "
+                    f"{plan.minutes(compare.estimate_s)} after the preflight's {spent_s:.0f} s; give --budget "
+                    f"{needed:g} or more.")
+
+
+def advise(config: RunConfig, stop: StopRequest, clock: Clock = time.monotonic, runner: Optional[Runner] = None,
+           flight: Optional[Callable[[RunConfig], Preflight]] = None) -> int:
+    """--advise: preflight, plan, each phase that fits, then the advice; returns its exit status."""
+    started = clock()
+    deadline = started + config.advice.budget_minutes * 60
+    if launch.detect().distributed:
+        raise UserError("--advise runs as one process and starts its own runs: launch it without torchrun, mpirun "
+                        "or srun.")
+    folder = advice_folder(config)
+    if flight is None:
+        from utils.advice.preflight import preflight
+
+        flight = preflight
+    found = flight(config)
+    state = State(found, found.estimates, found.capabilities, [], {})
+    phases = plan.plan(found.capabilities, found.estimates, deadline - clock(),
+                       accuracy_steps(config, CIFAR_TRAIN_IMAGES))
+    for line in plan_lines(config, found, phases, deadline - clock()):
+        say(line)
+    refuse_short_budget(config, phases[0], deadline - clock(), clock() - started)
+    for sub in ("phases", "logs"):
+        os.makedirs(os.path.join(folder, sub), exist_ok=True)
+    run_phases(config, state, runner or process_runner(folder, stop, clock), clock, deadline, folder, stop)
+    if not state.documents:  # a stop signal before the comparison ran: nothing to decide from
+        if not stop.requested:
+            raise UserError(f"no phase measured anything; their logs are in {folder}/logs.")
+        say(f"{stop.signal_name} arrived before the comparison ran: nothing was measured, so nothing is advised.")
+        return 128 + (stop.signal_number or signal.SIGTERM)
+    files.write_json(os.path.join(folder, RESULTS), state.documents)
+    documents = load_result(os.path.join(folder, RESULTS))
+    context = session_context(config, state, clock() - started)
+    advice = advice_document(documents, context, config, state, {"minutes": config.advice.budget_minutes,
+                                                                 "spent_s": clock() - started}, phases)
+    return finish(advice, folder, stop)
+
+
+def session_context(config: RunConfig, state: State, spent_s: float) -> decide.Context:
+    """What the decider cites beyond the results: the modes not timed, FP8's predictions, the
+    phases not run, and the accuracy check's plan (seeds, minutes and the lines that run it)."""
+    leading = state.leading or plan.leading_by_estimate(state.capabilities, state.estimates)
+    not_run = dict(state.not_run)
+    if "accuracy" not in not_run and state.capabilities.accuracy is not None:
+        not_run["accuracy"] = {"why": state.capabilities.accuracy, "estimate_s": None}
+    context = decide.Context(RESULTS, dict(state.capabilities.not_timed), dict(state.preflight.predictions), not_run)
+    if leading[0] == BASELINES["default"]:  # fp32 leads: no accuracy to check against itself
+        return context
+    steps = accuracy_steps(config, state.train_images)
+    check = plan.accuracy_phase(leading[0], steps, state.estimates)
+    lines = {"here": commands.shell_line(["python", "main.py", *commands.phase_command(
+        config.arguments, check.flags(), True, "accuracy.json")])}
+    lines.update(commands.job_lines(config.arguments, check.modes, check.repeats, steps) or {})
+    context.accuracy_check = {"seeds": check.repeats, "estimate_s": check.estimate_s, "lines": lines}
+    return context
+
+
+def advice_document(documents: List[Dict[str, Any]], context: decide.Context, config: Optional[RunConfig],
+                    state: Optional[State], budget: Optional[Dict[str, float]],
+                    phases: List[plan.Phase]) -> Dict[str, Any]:
+    """advice.json: the decision of `documents`, its status, the command that trains as advised."""
+    decided = decide.decide(documents, context, decided_margin(config, documents))
+    recommendation = decided["recommendation"]
+    if config is not None:
+        command = commands.advised_command(config.arguments, recommendation["mode"], recommendation["settings"])
+    else:
+        on_gpu = not decided["on_cpu"]
+        command = commands.from_results_command(decided["config"], on_gpu, recommendation["mode"],
+                                                recommendation["settings"])
+    verdict = decided["accuracy_verdict"]
+    if context.accuracy_check is None and recommendation["mode"] != BASELINES["default"]:
+        # --from a results file: the check on the machine it reads, from the results' config
+        here = commands.from_results_command(decided["config"], not decided["on_cpu"], "fp32", {})
+        context.accuracy_check = {"seeds": plan.SEEDS, "estimate_s": None, "lines": {"here": commands.shell_line(
+            [*here, "--modes", f"fp32,{recommendation['mode']}", "--seeds", str(plan.SEEDS), "--json",
+             "accuracy.json"])}}
+    complete = not context.not_run and verdict in (None, "holds") and not any(
+        document.get("incomplete") for document in documents)
+    status = document.status_of(decided["on_cpu"], complete)
+    ran = set(state.ran) if state is not None else set()
+    return {"schema": document.SCHEMA, "status": status, "exit_code": document.STATUSES[status],
+            "recommendation": dict(recommendation, command=command), "claims": decided["claims"],
+            "evidence": decided["evidence"], "rejected": decided["rejected"], "not_run": context.not_run,
+            "accuracy_check": context.accuracy_check, "accuracy_verdict": verdict, "results": context.results,
+            "budget": budget, "preflight": state.preflight.facts if state else None,
+            "plan": [{"name": phase.name, "modes": list(phase.modes), "estimate_s": phase.estimate_s,
+                      "runs": phase.name in ran} for phase in phases],
+            "setup": decided["setup"], "arguments": dataclasses.asdict(config.arguments) if config else None,
+            "written_utc": utc.now_utc()}
+
+
+def decided_margin(config: Optional[RunConfig], documents: List[Dict[str, Any]]) -> float:
+    if config is not None:
+        return config.accuracy.margin_points
+    return documents[0]["config"].get("accuracy_margin") or 0.5
+
+
+def finish(advice: Dict[str, Any], folder: Optional[str], stop: StopRequest) -> int:
+    """Write advice.json and report.txt into `folder` (None: write nothing), print the report,
+    return the status's exit code (128 + the signal's number after a stop signal)."""
+    text = report(advice)
+    if folder is not None:
+        document.write(os.path.join(folder, "advice.json"), advice)
+        from utils.fileio import atomic_write
+
+        atomic_write(os.path.join(folder, "report.txt"), lambda f: f.write(text.encode() + b"\n"))
+    print(text)
+    if folder is not None:
+        print(f"written to {folder}: report.txt, advice.json, {RESULTS} (the runs' results) and logs/")
+    if stop.requested:
+        return 128 + (stop.signal_number or signal.SIGTERM)
+    return int(advice["exit_code"])
+
+
+def from_results(config: RunConfig, stop: StopRequest) -> int:
+    """--advise --from: the advice a results file (or an advice.json's results) gives, decided
+    again without training; written only where --advice-dir is given."""
+    path = config.advice.from_results
+    assert path is not None  # main.py calls this with --from
+    content = parsed(path)
+    if document.is_advice(content):
+        earlier = document.load(path)
+        results = os.path.join(os.path.dirname(path), earlier["results"])
+        context = decide.Context(earlier["results"], (earlier["preflight"] or {}).get("not_timed", {}),
+                                 {mode: found for mode, found in ((earlier["preflight"] or {}).get("fp8") or {}).items()
+                                  if found.get("speedup") is not None},
+                                 earlier["not_run"], earlier["accuracy_check"])
+    else:
+        earlier, results = None, path
+        context = decide.Context(path)
+        if any(document["data"]["name"] == "synthetic" for document in load_result(path)):
+            context.not_run["accuracy"] = {"why": "these runs trained on synthetic data, which has no test images",
+                                           "estimate_s": None}
+    folder = config.advice.advice_dir
+    if folder is not None:
+        context.results = os.path.relpath(results, folder)
+    documents = load_result(results)
+    advice = advice_document(documents, context, None, None, earlier["budget"] if earlier else None, [])
+    if earlier is not None:
+        advice.update(preflight=earlier["preflight"], plan=earlier["plan"], arguments=earlier["arguments"])
+        if earlier["arguments"] is not None:  # a live run's: the user's own flags, as they typed them
+            advice["recommendation"]["command"] = again(earlier["arguments"], advice["recommendation"])
+    return finish(advice, folder, stop)
+
+
+def again(saved: Dict[str, Any], recommendation: Dict[str, Any]) -> List[str]:
+    """The advised command from the user's flags an advice.json keeps (`saved`: its arguments)."""
+    known = {field.name for field in dataclasses.fields(Arguments)}
+    arguments = Arguments(**{name: value for name, value in saved.items() if name in known})
+    return commands.advised_command(arguments, recommendation["mode"], recommendation["settings"])
