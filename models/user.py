@@ -58,12 +58,13 @@ def find(spec: str) -> Callable[..., Any]:
             raise UserError(f"--model-factory {spec}: {inside} ({where_defined(module)}) has no attribute '{part}'; "
                             "name a function or class defined in it.")
     if not callable(found):
-        raise UserError(f"--model-factory {spec}: {path} is a {type(found).__name__}, not a function or class; name "
-                        "the function or class that builds the model.")
+        raise UserError(f"--model-factory {spec}: {path} is not a function or class (it is of type "
+                        f"{type(found).__name__}); name the function or class that builds the model.")
     return found
 
 
 def import_module(name: str, spec: str) -> Any:
+    """The module `name`, the working directory on sys.path; one sentence for each way it fails."""
     here = os.getcwd()
     if not any(os.path.realpath(entry or ".") == os.path.realpath(here) for entry in sys.path):
         sys.path.insert(1, here)

@@ -102,7 +102,7 @@ def test_check_flags_lists_the_folder_and_builds_your_model_writing_nothing(tmp_
     (["--model-factory", "no_such_module_here:build"], ["no module named 'no_such_module_here' in the working "
                                                         "directory"]),
     (["--model-factory", "user_models:nope"], ["user_models (", "has no attribute 'nope'"]),
-    (["--model-factory", "user_models:NOT_CALLABLE"], ["NOT_CALLABLE is a int, not a function or class"]),
+    (["--model-factory", "user_models:NOT_CALLABLE"], ["NOT_CALLABLE is not a function or class (it is of type int)"]),
     (["--model-factory", "user_models:raises"], ["raised FileNotFoundError: no weights at /nowhere/weights.pt at ",
                                                  "user_models.py:", "when called with num_classes=10"]),
     (["--model-factory", "user_models:not_a_module"], ["returned a dict, not a torch.nn.Module"]),
