@@ -236,9 +236,10 @@ def run_all(config: RunConfig, plan: TrainingPlan, context: RunContext, model: n
     alternating order (to expose drift); stops at the first run that diverged or was
     interrupted. Returns the ModeRuns in the order they ran."""
     per_step = config.training.accum_steps * context.world.size
-    counted, flops_note = flops.training_flops_or_why(model, config.training.batch_size, config.data.input_shape)
-    if flops_note:
-        warn(f"{flops_note}.")
+    counted, why = flops.training_flops_or_why(model, config.training.batch_size, config.data.input_shape)
+    flops_note = f"FLOPs not counted: {why}" if why else None
+    if why:
+        warn(f"the FLOPs of a step could not be counted ({why}), so no TFLOP/s or MFU is reported.")
     flops_per_step = counted * per_step if counted is not None else None
     device = context.device
     fp8, low_share = fp8_predict.fp8_blocks(config, model, per_step,

@@ -121,7 +121,7 @@ def flag_type(allowed: Range) -> Callable[[str], Union[int, float]]:
     return parse
 
 
-DEFAULT_MODEL = "resnet50"  # -m/--model unless given, or built by --model-factory
+DEFAULT_MODEL = "resnet50"  # -m/--model unless given; --model-factory replaces it
 # --model-factory's MODULE:FUNCTION: a dotted module path as `import` takes it, then the dotted
 # path of a callable in it (a function, a class, a class's staticmethod)
 DOTTED = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*"
@@ -155,7 +155,7 @@ class Arguments:
     steps: Optional[int] = None
     epochs: Optional[float] = None
     batch_size: int = 128
-    model: Optional[str] = None  # None: DEFAULT_MODEL, or the model --model-factory builds
+    model: str = DEFAULT_MODEL  # with --model-factory, the factory's model replaces it
     model_factory: Optional[str] = None
     stem: Optional[str] = None
     dropout: Optional[float] = None
@@ -745,7 +745,7 @@ def check_ranges(args: Arguments) -> None:
 
 def model_name(args: Arguments) -> str:
     """The model's name in the run and its results: -m's, or --model-factory's MODULE:FUNCTION."""
-    return args.model_factory or args.model or DEFAULT_MODEL
+    return args.model_factory or args.model
 
 
 def check_model_flags(args: Arguments) -> None:
@@ -753,7 +753,7 @@ def check_model_flags(args: Arguments) -> None:
     recorded); a model of the user's own (--model-factory) is built as its factory builds it."""
     if args.model_factory is not None:
         factory_spec(args.model_factory)
-        if args.model is not None:
+        if args.model != DEFAULT_MODEL:  # the default is what the factory replaces
             raise UserError(f"--model-factory builds the model, and -m/--model {args.model} names a torchvision one; "
                             "drop -m/--model (the results name the model MODULE:FUNCTION, with its class).")
         if args.stem is not None:

@@ -76,8 +76,7 @@ FLAGS = (
     Flag(("--epochs",), TRAINING, "train this many epochs instead of --steps (fractions allowed)",
          doc="{help}; see " + LONG_RUNS_LINK),
     Flag(("--batch-size", "-b"), TRAINING, "batch size (default %(default)s)"),
-    Flag(("--model", "-m"), TRAINING,
-         f"torchvision classification model (default {config.DEFAULT_MODEL}; see --list-models)"),
+    Flag(("--model", "-m"), TRAINING, "torchvision classification model (default %(default)s; see --list-models)"),
     Flag(("--model-factory",), TRAINING,
          "train your own model: MODULE:FUNCTION, a function or class importable from the working directory or "
          "PYTHONPATH that returns a torch.nn.Module classifier (instead of -m; called with num_classes=, "

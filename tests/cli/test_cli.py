@@ -50,9 +50,8 @@ def test_classic_flags_parse_as_typed():
 
 def test_defaults():
     args = build_parser().parse_args([])
-    assert (args.lr, args.steps, args.batch_size, args.model, args.warmup) == (None, None, 128, None, None)
+    assert (args.lr, args.steps, args.batch_size, args.model, args.warmup) == (None, None, 128, "resnet50", None)
     config = RunConfig.from_args(args)
-    assert config.training.model == config.record()["model"] == "resnet50"  # -m given or not: the model a run names
     plan = config.plan(batch_norm=True, world_size=2)  # the default recipe: lr for the global batch
     assert (plan.steps, plan.timing_warmup) == (200, 10)  # applied by the config (--epochs needs the data's size)
     assert (args.lr_schedule, args.warmup_lr_steps, args.download) == ("cosine", None, True)

@@ -202,3 +202,23 @@ def test_a_factory_on_pythonpath_is_found_from_any_working_directory(tmp_path):
                              "--check-flags"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
                             env={**os.environ, "PYTHONPATH": str(ROOT / "tests" / "cli")})
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.long  # --advise's phases, each a process of its own: half a minute on a 2-core CPU
+def test_advise_passes_your_model_and_images_to_every_phase_and_advises_a_command_that_trains_them(tmp_path):
+    from conftest import run_cli
+    from utils.advice import document
+
+    image_tree(tmp_path / "tree", per_class=8)
+    mine = ["--model-factory", "tests.cli.user_models:TinyNet", "--data", "imagefolder", "--data-dir",
+            tmp_path / "tree"]
+    result = run_cli("--advise", *mine, "--image-size", "16", "-b", "8", "--workers", "0", "--budget", "2",
+                     "--advice-dir", tmp_path / "advice", timeout=240)
+    assert result.returncode in (document.STATUSES["cpu-only"], document.STATUSES["complete"]), result.stderr
+    compared = json.loads((tmp_path / "advice" / "results.json").read_text())[0]
+    assert compared["config"]["model_factory"] == "tests.cli.user_models:TinyNet"
+    assert compared["data"]["name"] == "imagefolder" and compared["data"]["num_classes"] == 3
+    command = json.loads((tmp_path / "advice" / "advice.json").read_text())["recommendation"]["command"]
+    assert command[2:10] == ["--batch-size", "8", *map(str, mine)] and "--model" not in command
+    trained = run_cli(*command[2:], "-n", "4", "--warmup", "1", "--json", tmp_path / "advised.json", timeout=240)
+    assert trained.returncode == 0, trained.stderr
