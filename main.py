@@ -36,7 +36,8 @@ def build_parser() -> Parser:
     parser = Parser(
         "main.py", prog="python main.py",
         description="Benchmark FP32 against automatic mixed precision (FP16/BF16) training "
-        "of a torchvision model on CIFAR-10: step times, throughput, memory and accuracy.",
+        "of a torchvision model on CIFAR-10, or your own model on your own images: step times, throughput, memory "
+        "and accuracy.",
         epilog="Example: python main.py -n 200 -p --fp16 -s --model resnet50",
     )
     groups = {}

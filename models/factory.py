@@ -1,12 +1,12 @@
-"""torchvision classification models, built for 10 classes and CIFAR images of the run's size,
-each as its family (models/families.py) says."""
+"""torchvision classification models, built for the run's classes (CIFAR-10's 10 unless told)
+and images of the run's size, each as its family (models/families.py) says."""
 from __future__ import annotations
 
 import contextlib
 import difflib
 import inspect
 import itertools
-from typing import Iterator, List, Optional
+from typing import Dict, Iterator, List, Optional
 
 import torch
 import torchvision.models as tvm
@@ -14,12 +14,10 @@ from torch import nn
 
 from models import families
 from models.attention import swap_attention
-from models.families import CIFAR_VITS, DEFAULT_IMAGE_SIZE
+from models.families import CIFAR_VITS, DEFAULT_IMAGE_SIZE, DEFAULT_NUM_CLASSES
 from models.vit import build_cifar_vit
 from utils import compat
 from utils.errors import UserError
-
-NUM_CLASSES = 10
 
 
 def model_names() -> List[str]:
@@ -34,9 +32,10 @@ def model_names() -> List[str]:
 
 
 def build_model(name: str, stem: Optional[str] = None, dropout: Optional[float] = None,
-                batch_size: Optional[int] = None, image_size: int = DEFAULT_IMAGE_SIZE) -> nn.Module:
-    """A randomly initialised model with a 10-class head (and the given dropout probability,
-    for models that have one).
+                batch_size: Optional[int] = None, image_size: int = DEFAULT_IMAGE_SIZE,
+                num_classes: int = DEFAULT_NUM_CLASSES) -> nn.Module:
+    """A randomly initialised model with a head of `num_classes` (and the given dropout
+    probability, for models that have one).
 
     With stem="cifar" (the default up to families.CIFAR_STEM_UP_TO pixels), ResNet-family models get
     the usual CIFAR stem: the first conv becomes 3x3 stride 1 (same output channels, no bias) and
@@ -64,9 +63,9 @@ def build_model(name: str, stem: Optional[str] = None, dropout: Optional[float] 
         options["input_size"] = (image_size, image_size)
     try:
         if name in CIFAR_VITS:
-            model = build_cifar_vit(name, NUM_CLASSES, dropout, image_size)
+            model = build_cifar_vit(name, num_classes, dropout, image_size)
         else:
-            model = getattr(tvm, name)(num_classes=NUM_CLASSES, **options)  # no weights: random initialisation
+            model = getattr(tvm, name)(num_classes=num_classes, **options)  # no weights: random initialisation
     except TypeError:
         raise UserError(f"model '{name}' has no dropout setting; drop --dropout.") from None
     if (stem or families.default_stem(image_size)) == "cifar" and family.resnet_stem:
@@ -101,6 +100,11 @@ def weightless() -> Iterator[None]:
         setattr(nn.Module, "register_parameter", register)  # noqa: B010
 
 
+def class_name(model: nn.Module) -> str:
+    """The model's class with its module, as the results record it: torchvision.models.resnet.ResNet."""
+    return f"{type(model).__module__}.{type(model).__qualname__}"
+
+
 def has_batch_norm(model: nn.Module) -> bool:
     return any(isinstance(module, nn.modules.batchnorm._BatchNorm) for module in model.modules())
 
@@ -111,6 +115,37 @@ def check_accepts_images(model: nn.Module, name: str, image_size: int, batch_siz
     the batch size, that every batch norm will see more than one value per channel in training.
     On the meta device where this torch runs models there (compat.runs_on_meta): the shapes
     alone, at once for any model and size, with a weightless model's too."""
+    try:
+        with batch_norm_inputs(model) as values_per_image, torch.no_grad():
+            model.eval()
+            if compat.runs_on_meta():
+                forward_on_meta(model, image_size)
+            else:
+                model(torch.zeros(CHECK_IMAGES, 3, image_size, image_size))
+    except (RuntimeError, ValueError, AssertionError) as error:  # a size models/families.py does not know of
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise UserError(f"model '{name}' cannot take {image_size}x{image_size} images ({reason}); "
+                        "choose another, e.g. resnet18 or resnet50, or another --image-size.") from None
+    finally:
+        model.train()
+    check_batch_for_norms(values_per_image, name, image_size, batch_size)
+
+
+CHECK_IMAGES = 2  # the images a model's check runs: a batch norm in training needs more than one value
+
+
+def forward_on_meta(model: nn.Module, image_size: int) -> object:
+    """`model`'s output for CHECK_IMAGES images of `image_size`, computed on the meta device
+    (shapes alone, torch 2.1) with its own parameters and buffers left untouched."""
+    state = {key: torch.empty_like(value, device="meta")
+             for key, value in itertools.chain(model.named_parameters(), model.named_buffers())}
+    return torch.func.functional_call(model, state, (torch.zeros(CHECK_IMAGES, 3, image_size, image_size,
+                                                                 device="meta"),))
+
+
+@contextlib.contextmanager
+def batch_norm_inputs(model: nn.Module) -> Iterator[Dict[nn.Module, int]]:
+    """{batch norm: the values per channel one image gives it} for the forwards run in the block."""
     values_per_image = {}
 
     def record(module, inputs, output):
@@ -119,22 +154,15 @@ def check_accepts_images(model: nn.Module, name: str, image_size: int, batch_siz
     norms = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
     hooks = [m.register_forward_hook(record) for m in norms]
     try:
-        with torch.no_grad():
-            model.eval()
-            if compat.runs_on_meta():
-                state = {key: torch.empty_like(value, device="meta")
-                         for key, value in itertools.chain(model.named_parameters(), model.named_buffers())}
-                torch.func.functional_call(model, state, (torch.zeros(2, 3, image_size, image_size, device="meta"),))
-            else:
-                model(torch.zeros(2, 3, image_size, image_size))
-    except (RuntimeError, ValueError, AssertionError) as error:  # a size models/families.py does not know of
-        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise UserError(f"model '{name}' cannot take {image_size}x{image_size} images ({reason}); "
-                        "choose another, e.g. resnet18 or resnet50, or another --image-size.") from None
+        yield values_per_image
     finally:
         for hook in hooks:
             hook.remove()
-    model.train()
+
+
+def check_batch_for_norms(values_per_image: Dict[nn.Module, int], name: str, image_size: int,
+                          batch_size: Optional[int]) -> None:
+    """Refuse a batch in which a batch norm would see one value per channel (batch_norm_inputs')."""
     fewest = min(values_per_image.values(), default=None)
     if batch_size is not None and fewest is not None and batch_size * fewest < 2:
         raise UserError(f"model '{name}' has a batch norm that sees {fewest} value per channel of each "

@@ -25,10 +25,14 @@ class Recipe:
 
 # The default recipes, tuned so that every model learns within a default-length run; flags
 # override each setting. Transformers train as DeiT (timm) and the CIFAR ViT references train
-# them: AdamW and label smoothing 0.1.
+# them: AdamW and label smoothing 0.1. A model of the user's own (--model-factory) may be of any
+# kind, with or without batch norms: AdamW, whose lr needs no batch norm to hold, and plain
+# cross-entropy, as the user's own training most likely computes it.
+USER_RECIPE = "user"
 RECIPES = {
     "convnet": Recipe("sgd", 0.0),
     "transformer": Recipe("adamw", 0.1),
+    USER_RECIPE: Recipe("adamw", 0.0),
 }
 
 
@@ -62,6 +66,7 @@ OPTIMIZER_DEFAULTS = {
 }
 
 DEFAULT_IMAGE_SIZE = 32  # CIFAR-10's own: --image-size upsamples it on the device
+DEFAULT_NUM_CLASSES = 10  # CIFAR-10's, which synthetic labels take too unless --num-classes says otherwise
 # --image-size's range: 16 leaves a convnet's last feature maps a pixel or two; at 1024 a batch of
 # 128 float32 images is 1.6 GB before the model's first activation.
 IMAGE_SIZES = (16, 1024)
@@ -158,8 +163,14 @@ def family_of(model: str) -> Family:
     return next((family for family in FAMILIES.values() if family.covers(model)), OTHER_CONVNETS)
 
 
-def recipe_of(model: str) -> Recipe:
-    return RECIPES[family_of(model).recipe]
+def recipe_name(model: str, user_model: bool = False) -> str:
+    """The recipe (a key of RECIPES) `model` trains with where the flags leave a setting unset:
+    its family's, or USER_RECIPE for a model of the user's own (`user_model`: --model-factory)."""
+    return USER_RECIPE if user_model else family_of(model).recipe
+
+
+def recipe_of(model: str, user_model: bool = False) -> Recipe:
+    return RECIPES[recipe_name(model, user_model)]
 
 
 def default_stem(image_size: int) -> str:

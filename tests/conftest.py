@@ -102,6 +102,24 @@ def copy_subset(subset, tmp_path):
     return folder
 
 
+def image_tree(root, classes=("cat", "dog", "eel"), per_class=6, split=None, size=(20, 24)):
+    """An image folder of tiny PNGs (height x width `size`) under `root`: `per_class` images of
+    each class, each class tinted its own colour channel so that a model can learn them apart,
+    in root/CLASS or, with `split`, in root/split/CLASS. Returns `root`."""
+    import numpy as np
+    from PIL import Image
+
+    generator = np.random.default_rng(len(classes) * per_class)
+    for label, name in enumerate(classes):
+        folder = Path(root, *([split] if split else []), name)
+        folder.mkdir(parents=True, exist_ok=True)
+        for index in range(per_class):
+            pixels = generator.integers(0, 80, (*size, 3), dtype=np.uint8)
+            pixels[..., label % 3] += 160
+            Image.fromarray(pixels).save(folder / f"{index}.png")
+    return Path(root)
+
+
 def read_results(path):
     """A results file as utils.report holds it: checked, and its comparison computed again from
     its runs (the file holds each row as a dict, the code as a ComparisonRow)."""

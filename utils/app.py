@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Un
 
 import torch
 
-from models import factory, families
+from models import factory, families, user
 from utils import compat, fileio, launch
 from utils.config import no_test_images
 from utils.data import dataset
@@ -124,12 +124,16 @@ def benchmark(config: RunConfig, context: RunContext) -> int:
 def check_flags(config: RunConfig) -> int:
     """main.py --check-flags: the checks a run makes before its first step, by the run's own
     code, but for those that read its data or a checkpoint: the device and the modes on it, the
-    outputs (check_setup), the model built (weightless where this torch can: models/factory.py)
-    and the layers fp8 converts in it. Writes nothing, says no warning (the run says them);
-    0 when the run would start."""
-    check_setup(config, pick_device(config.precision.gpu, config.speed.cudnn_benchmark), lambda *said: None)
-    with factory.weightless() if compat.runs_on_meta() else contextlib.nullcontext():
-        model = seeded_model(config)
+    outputs (check_setup), an image folder's class folders (listed, not read), the model built
+    (a torchvision one weightless where this torch can: models/factory.py; a --model-factory
+    one whole, as its check may need to run it) and the layers fp8 converts in it. Writes
+    nothing, says no warning (the run says them); 0 when the run would start."""
+    device = pick_device(config.precision.gpu, config.speed.cudnn_benchmark)
+    check_setup(config, device, lambda *said: None)
+    classes = dataset.class_count(config.data)
+    weightless = compat.runs_on_meta() and config.training.model_factory is None
+    with factory.weightless() if weightless else contextlib.nullcontext():
+        model = seeded_model(config, classes, device)
     if any(mode.float8 for mode in config.modes):  # refuses a model with nothing to convert
         float8.accounting(model, config.training.batch_size, config.training.model, config.data.input_shape)
     return 0
@@ -167,10 +171,12 @@ def prepare(config: RunConfig, context: RunContext) -> Tuple[TrainingPlan, nn.Mo
     if config.checkpoints.resume:
         assert config.checkpoints.checkpoint is not None  # RunConfig refuses --resume without --checkpoint
         resume_state = checkpoint.load(config.checkpoints.checkpoint, context.device)
-    model = seeded_model(config)
-    context.reporter.phase(f"model {config.training.model} built: "
+    classes = dataset.class_count(config.data)  # an image folder's, listed before the model is built
+    model = seeded_model(config, classes, context.device)
+    built = f" ({factory.class_name(model)})" if config.training.model_factory else ""
+    context.reporter.phase(f"model {config.training.model}{built} built: "
                            f"{sum(p.numel() for p in model.parameters()) / 1e6:.1f} M parameters")
-    data, data_warnings = dataset.load(config.data, context.device, config.training.seed)
+    data, data_warnings = dataset.load(config.data, context.device, config.training.seed, context.reporter.phase)
     for message in data_warnings:
         warn(message)
     if data.test_images is None and config.accuracy_flags:  # --data auto fell back to synthetic images
@@ -178,7 +184,8 @@ def prepare(config: RunConfig, context: RunContext) -> Tuple[TrainingPlan, nn.Mo
     context.reporter.phase(f"data loaded: {data.name}, {len(data.train_images)} training images"
                            + (f", {len(data.test_images)} test images" if data.test_images is not None else "")
                            + f", on {context.device}")
-    plan = config.plan(factory.has_batch_norm(model), context.world.size, len(data.train_images))
+    plan = config.plan(factory.has_batch_norm(model), context.world.size, len(data.train_images), classes,
+                       factory.class_name(model))
     note = config.short_run_note(plan)
     if note:
         warn(note, "note")
@@ -206,12 +213,21 @@ def check_resume(resume_state: Dict[str, Any], config: RunConfig, plan: Training
         warn(resume_warning)
 
 
-def seeded_model(config: RunConfig) -> nn.Module:
-    """The model's initial weights for config.training.seed: every mode of that seed copies them."""
+def seeded_model(config: RunConfig, num_classes: Optional[int] = None,
+                 device: Optional[torch.device] = None) -> nn.Module:
+    """The model's initial weights for config.training.seed, with a head of `num_classes` (None:
+    dataset.class_count's, which lists an image folder's class folders): every mode of that seed
+    copies them. A --model-factory model is checked on `device` (the CPU unless given) where the
+    meta device cannot run it (models/user.py)."""
     training = config.training
+    if num_classes is None:
+        num_classes = dataset.class_count(config.data)
     torch.manual_seed(training.seed)
+    if training.model_factory is not None:
+        return user.build_user_model(training.model_factory, num_classes, config.data.image_size, training.dropout,
+                                     training.batch_size, device)
     return factory.build_model(training.model, training.stem, training.dropout, training.batch_size,
-                               config.data.image_size)
+                               config.data.image_size, num_classes)
 
 
 def run_all(config: RunConfig, plan: TrainingPlan, context: RunContext, model: nn.Module, data: Data,
@@ -220,8 +236,11 @@ def run_all(config: RunConfig, plan: TrainingPlan, context: RunContext, model: n
     alternating order (to expose drift); stops at the first run that diverged or was
     interrupted. Returns the ModeRuns in the order they ran."""
     per_step = config.training.accum_steps * context.world.size
-    flops_per_step = flops.training_flops_per_step(model, config.training.batch_size,
-                                                   config.data.input_shape) * per_step
+    counted, why = flops.training_flops_or_why(model, config.training.batch_size, config.data.input_shape)
+    flops_note = f"FLOPs not counted: {why}" if why else None
+    if why:
+        warn(f"the FLOPs of a step could not be counted ({why}), so no TFLOP/s or MFU is reported.")
+    flops_per_step = counted * per_step if counted is not None else None
     device = context.device
     fp8, low_share = fp8_predict.fp8_blocks(config, model, per_step,
                                             envinfo.device_name(device) if device.type == "cuda" else None)
@@ -230,14 +249,14 @@ def run_all(config: RunConfig, plan: TrainingPlan, context: RunContext, model: n
     runs = []
     for seed in range(config.training.seed, config.training.seed + config.accuracy.seeds):
         seeded = dataclasses.replace(config, training=dataclasses.replace(config.training, seed=seed))
-        initial = model if seed == config.training.seed else seeded_model(seeded)
+        initial = model if seed == config.training.seed else seeded_model(seeded, plan.num_classes, context.device)
         state = random_state(context.device)  # every mode of this seed starts from it (dropout draws)
         for repeat in range(config.precision.repeats):
             modes = config.modes
             for mode in modes if repeat % 2 == 0 else modes[::-1]:
                 restore_random_state(state, context.device)
                 runs.append(run_mode(initial, mode, data, seeded, plan, context, resume_state, repeat,
-                                     flops_per_step, fp8.get(mode.name)))
+                                     flops_per_step, fp8.get(mode.name), flops_note))
                 if runs[-1].outcome.diverged_at is not None or runs[-1].record.incomplete:
                     return runs
     return runs
@@ -265,7 +284,8 @@ class ModeRun:
 
 def run_mode(initial_model: nn.Module, mode: Mode, data: Data, config: RunConfig, plan: TrainingPlan,
              context: RunContext, resume_state: Optional[Dict[str, Any]] = None, repeat: int = 0,
-             flops_per_step: Optional[int] = None, fp8: Optional[Dict[str, Any]] = None) -> ModeRun:
+             flops_per_step: Optional[int] = None, fp8: Optional[Dict[str, Any]] = None,
+             flops_note: Optional[str] = None) -> ModeRun:
     """Train a copy of `initial_model` for the plan's steps in `mode` (continuing `resume_state`,
     a checkpoint's, if given), then measure what the flags ask beside the loop; returns its ModeRun.
 
@@ -305,7 +325,7 @@ def run_mode(initial_model: nn.Module, mode: Mode, data: Data, config: RunConfig
               if curve else outcome.stats)
     measured = measure_beside_the_loop(initial_model, trainer, config, context, outcome, repeat, evaluation)
     result = record.build(config, trainer, outcome, data, context, measured, repeat, flops_per_step,
-                          dict(fp8, recipe=mode.float8) if fp8 else None)
+                          dict(fp8, recipe=mode.float8) if fp8 else None, flops_note)
     if stream is not None:
         stream.end_run(result.to_dict(), {key: settings[key] for key in SETUP_KEYS})
     return ModeRun(result, outcome, saver.holds if saver else None,
@@ -373,7 +393,7 @@ def measure_beside_the_loop(initial_model: nn.Module, trainer: Trainer, config: 
     largest = None
     if config.measurement.max_batch and repeat == 0 and finished:
         context.reporter.phase(f"{mode.name}: finding the largest batch that fits (--max-batch)")
-        largest = max_batch.largest_batch_of(initial_model, mode, config, trainer.plan.recipe, context.device)
+        largest = max_batch.largest_batch_of(initial_model, mode, config, trainer.plan, context.device)
         context.reporter.phase(f"{mode.name}: the largest batch that fits is {largest}")
     return dataclasses.replace(evaluation, profile=profile, max_batch=largest,
                                failures=evaluation.failures + ([failed] if failed else []))

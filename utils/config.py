@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -96,6 +97,7 @@ RANGES = {
     "workers": Range(int, 0, MOST_WORKERS, f"from 0 to {MOST_WORKERS}"), "warmup": COUNT_OR_ZERO,
     "explain_steps": COUNT, "numerics_every": COUNT, "log_every": COUNT, "dist_timeout": COUNT,
     "checkpoint_every": COUNT_OR_ZERO, "budget": POSITIVE,
+    "num_classes": Range(int, 2, LARGEST_COUNT, f"a whole number of classes from 2 to {LARGEST_COUNT}"),
     "image_size": Range(int, *families.IMAGE_SIZES,
                         f"a whole number of pixels from {families.IMAGE_SIZES[0]} to {families.IMAGE_SIZES[1]}"),
     "bucket_mb": Range(float, 0, LARGEST_BUCKET_MB, f"a positive number of MB up to {LARGEST_BUCKET_MB} (1 TiB)",
@@ -119,6 +121,22 @@ def flag_type(allowed: Range) -> Callable[[str], Union[int, float]]:
     return parse
 
 
+DEFAULT_MODEL = "resnet50"  # -m/--model unless given; --model-factory replaces it
+# --model-factory's MODULE:FUNCTION: a dotted module path as `import` takes it, then the dotted
+# path of a callable in it (a function, a class, a class's staticmethod)
+DOTTED = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*"
+FACTORY_SPEC = re.compile(rf"({DOTTED}):({DOTTED})")
+
+
+def factory_spec(spec: str) -> Tuple[str, str]:
+    """(module, attribute path) of --model-factory's MODULE:FUNCTION, or a refusal that shows the form."""
+    match = FACTORY_SPEC.fullmatch(spec)
+    if match is None:
+        raise UserError(f"--model-factory takes MODULE:FUNCTION, the module as `import` names it and a function or "
+                        f"class in it, e.g. mymodels:build_net; got '{console.shortened(spec)}'.")
+    return match.group(1), match.group(2)
+
+
 def default_data_dir() -> str:
     return os.environ.get("CIFAR10_DIR", "./data")
 
@@ -137,7 +155,8 @@ class Arguments:
     steps: Optional[int] = None
     epochs: Optional[float] = None
     batch_size: int = 128
-    model: str = "resnet50"
+    model: str = DEFAULT_MODEL  # with --model-factory, the factory's model replaces it
+    model_factory: Optional[str] = None
     stem: Optional[str] = None
     dropout: Optional[float] = None
     seed: int = 0
@@ -179,6 +198,7 @@ class Arguments:
     # data
     data: str = "auto"
     data_dir: str = field(default_factory=default_data_dir)
+    num_classes: Optional[int] = None  # None: the data's (CIFAR-10's 10, an image folder's class folders)
     download: bool = True
     allow_unverified: bool = False
     image_size: int = families.DEFAULT_IMAGE_SIZE
@@ -224,7 +244,8 @@ class Arguments:
 class Training:
     """What is trained and how: the model, the batches, the optimizer's implementation and the
     recipe settings the user gave (None: the model family's, resolved into a Recipe)."""
-    model: str
+    model: str  # a torchvision name, or --model-factory's MODULE:FUNCTION, which builds it
+    model_factory: Optional[str]
     stem: str
     batch_size: int
     accum_steps: int
@@ -281,8 +302,9 @@ class Precision:
 @dataclass(frozen=True)
 class DataSettings:
     """What the runs train on and how it is fed."""
-    data: str  # auto, cifar10 or synthetic
+    data: str  # auto, cifar10, synthetic or imagefolder
     data_dir: str
+    num_classes: Optional[int]  # --num-classes; None: the data's, settled when it is read (TrainingPlan)
     download: bool
     allow_unverified: bool
     image_size: int
@@ -369,6 +391,8 @@ class TrainingPlan:
     steps: int
     timing_warmup: int
     recipe: Recipe
+    num_classes: int = families.DEFAULT_NUM_CLASSES  # the classes of the data's labels and the model's output
+    model_class: Optional[str] = None  # the built model's class, with its module (where the caller knows it)
 
 
 @dataclass(frozen=True)
@@ -401,7 +425,8 @@ class RunConfig:
         args = Arguments(**values)
         modes, warnings = check(args)
         training = Training(
-            model=args.model, stem=args.stem or families.default_stem(args.image_size), batch_size=args.batch_size,
+            model=model_name(args), model_factory=args.model_factory,
+            stem=args.stem or families.default_stem(args.image_size), batch_size=args.batch_size,
             accum_steps=args.accum_steps, steps=None if args.epochs is not None else args.steps or DEFAULT_STEPS,
             epochs=args.epochs, seed=args.seed, dropout=args.dropout, optimizer=args.optimizer, lr=args.lr,
             momentum=args.momentum, weight_decay=args.weight_decay, nesterov=args.nesterov,
@@ -421,9 +446,9 @@ class RunConfig:
             precision=Precision(modes=modes, gpu=args.gpu, baseline=args.baseline or BASELINES["default"],
                                 repeats=args.repeats, loss_scale=args.loss_scale or DEFAULT_LOSS_SCALE,
                                 allow_slow_fp16=args.allow_slow_fp16, fp8_emulate=args.fp8_emulate),
-            data=DataSettings(data=args.data, data_dir=args.data_dir, download=args.download,
-                              allow_unverified=args.allow_unverified, image_size=args.image_size, loader=args.loader,
-                              workers=args.workers),
+            data=DataSettings(data=args.data, data_dir=args.data_dir, num_classes=args.num_classes,
+                              download=args.download, allow_unverified=args.allow_unverified,
+                              image_size=args.image_size, loader=args.loader, workers=args.workers),
             speed=Speed(channels_last=args.channels_last, compile=args.compile, compile_mode=args.compile_mode,
                         cudnn_benchmark=not args.no_cudnn_benchmark),
             measurement=measurement,
@@ -459,10 +484,12 @@ class RunConfig:
             raise UserError(f"--warmup-lr-steps ({lr_warmup}) must be smaller than the {steps} steps to run.")
         return steps, warmup
 
-    def plan(self, batch_norm: bool, world_size: int, train_images: Optional[int] = None) -> TrainingPlan:
+    def plan(self, batch_norm: bool, world_size: int, train_images: Optional[int] = None,
+             num_classes: Optional[int] = None, model_class: Optional[str] = None) -> TrainingPlan:
         """The run's TrainingPlan: its steps (with --epochs, from `train_images`, which is then
         needed) checked against the dataset's size, its timing warm-up and the model family's
-        recipe, `batch_norm` saying whether the model has batch norms."""
+        recipe, `batch_norm` saying whether the model has batch norms; the data's `num_classes`
+        (else --num-classes', else CIFAR-10's) and the built model's class, `model_class`."""
         training = self.training
         if train_images is not None and training.batch_size * world_size > train_images:
             raise UserError(f"a batch of {training.batch_size} images"
@@ -481,13 +508,15 @@ class RunConfig:
         if every is not None and every > steps:
             raise UserError(f"--eval-every {self.accuracy.eval_every:g} epochs is {every} steps, more than the {steps} "
                             "of the run; lower --eval-every (fractions of an epoch are allowed).")
-        return TrainingPlan(steps=steps, timing_warmup=warmup, recipe=self.recipe(batch_norm, world_size, steps))
+        return TrainingPlan(steps=steps, timing_warmup=warmup, recipe=self.recipe(batch_norm, world_size, steps),
+                            num_classes=num_classes or self.data.num_classes or families.DEFAULT_NUM_CLASSES,
+                            model_class=model_class)
 
     def recipe(self, batch_norm: bool, world_size: int, steps: int) -> Recipe:
         """The model family's recipe (models/families.py) where the flags left a setting unset;
         the lr scales with the global batch."""
         training = self.training
-        family = families.family_of(training.model).recipe
+        family = families.recipe_name(training.model, training.model_factory is not None)
         defaults_of_family = families.RECIPES[family]
         optimizer = training.optimizer or defaults_of_family.optimizer
         defaults_of_optimizer = families.OPTIMIZER_DEFAULTS[optimizer]
@@ -539,17 +568,19 @@ class RunConfig:
         return accuracy_flags(self.arguments)
 
     def record(self, plan: Optional[TrainingPlan] = None) -> Dict[str, Any]:
-        """The results file's `config`: every argument by its flag's name, as resolved: the stem,
-        the baseline, the loss scale and what --explain-steps, --trace-dir and --numerics-every
-        imply; with `plan`, the steps, the timing warm-up and the recipe (as `recipe`, the family
-        whose defaults filled the unset settings)."""
+        """The results file's `config`: every argument by its flag's name, as resolved: the model
+        (--model-factory's MODULE:FUNCTION for a model of the user's own), the stem, the baseline,
+        the loss scale and what --explain-steps, --trace-dir and --numerics-every imply; with
+        `plan`, the steps, the timing warm-up, the recipe (as `recipe`, the family whose defaults
+        filled the unset settings, or `user`), the classes and the model's class."""
         resolved: Dict[str, Any] = {}
         for name, value in asdict(self.arguments).items():
             resolved[name] = value
             if name == "optimizer":
                 resolved["recipe"] = None  # beside the optimizer, as the results files of earlier releases hold it
-        resolved.update(stem=self.training.stem, baseline=self.precision.baseline, loss_scale=self.precision.loss_scale,
-                        explain=self.measurement.explain, explain_steps=self.measurement.explain_steps,
+        resolved.update(model=self.training.model, stem=self.training.stem, baseline=self.precision.baseline,
+                        loss_scale=self.precision.loss_scale, explain=self.measurement.explain,
+                        explain_steps=self.measurement.explain_steps,
                         numerics=self.measurement.numerics, numerics_every=self.measurement.numerics_every)
         if self.training.steps is not None:
             resolved.update(zip(("steps", "warmup"), self.length(self.training.steps)))
@@ -557,7 +588,8 @@ class RunConfig:
             recipe = plan.recipe
             resolved.update(steps=plan.steps, warmup=plan.timing_warmup, lr=recipe.lr, optimizer=recipe.optimizer,
                             recipe=recipe.family, momentum=recipe.momentum, weight_decay=recipe.weight_decay,
-                            label_smoothing=recipe.label_smoothing, warmup_lr_steps=recipe.lr_warmup_steps)
+                            label_smoothing=recipe.label_smoothing, warmup_lr_steps=recipe.lr_warmup_steps,
+                            num_classes=plan.num_classes, model_class=plan.model_class)
         return resolved
 
 
@@ -581,6 +613,7 @@ def check(args: Arguments) -> Tuple[Tuple[Mode, ...], List[str]]:
         raise UserError(f"--baseline {args.baseline} is not among the modes this run trains ({', '.join(names)}); "
                         f"add it to --modes or choose one of them.")
     check_model_flags(args)
+    check_data_flags(args)
     empty = [name for name in OUTPUT_FLAGS if getattr(args, name) == ""]
     if empty:
         flag = "--" + empty[0].replace("_", "-")
@@ -710,22 +743,52 @@ def check_ranges(args: Arguments) -> None:
             raise UserError(f"--{name.replace('_', '-')} must be {allowed.wording}, got {value!r}.")
 
 
+def model_name(args: Arguments) -> str:
+    """The model's name in the run and its results: -m's, or --model-factory's MODULE:FUNCTION."""
+    return args.model_factory or args.model
+
+
 def check_model_flags(args: Arguments) -> None:
-    """The model takes the image size, and --stem changes it (or is the size's default, as recorded)."""
-    refusal = families.size_refusal(args.model, args.image_size)
+    """The model takes the image size, and --stem changes it (or is the size's default, as
+    recorded); a model of the user's own (--model-factory) is built as its factory builds it."""
+    if args.model_factory is not None:
+        factory_spec(args.model_factory)
+        if args.model != DEFAULT_MODEL:  # the default is what the factory replaces
+            raise UserError(f"--model-factory builds the model, and -m/--model {args.model} names a torchvision one; "
+                            "drop -m/--model (the results name the model MODULE:FUNCTION, with its class).")
+        if args.stem is not None:
+            raise UserError("--stem changes the first layers of torchvision's ResNet-family models, and a "
+                            "--model-factory model trains as its factory builds it; drop --stem.")
+        return
+    model = model_name(args)
+    refusal = families.size_refusal(model, args.image_size)
     if refusal:
         raise UserError(refusal)
     default_stem = families.default_stem(args.image_size)
-    if args.stem not in (None, default_stem) and not families.uses_resnet_stem(args.model):
+    if args.stem not in (None, default_stem) and not families.uses_resnet_stem(model):
         raise UserError(f"--stem {args.stem} changes the first conv and max-pool of ResNet-family models, and "
-                        f"{args.model} has no such stem: it would be recorded but change nothing; drop --stem.")
+                        f"{model} has no such stem: it would be recorded but change nothing; drop --stem.")
+
+
+def check_data_flags(args: Arguments) -> None:
+    """--num-classes where the data has its own count (CIFAR-10's 10), and the CIFAR-10 flags
+    with an image folder, which they would not change."""
+    cifar = args.data in ("auto", "cifar10")
+    if cifar and args.num_classes not in (None, families.DEFAULT_NUM_CLASSES):
+        raise UserError(f"--num-classes {args.num_classes} does not fit --data {args.data}: CIFAR-10 has "
+                        f"{families.DEFAULT_NUM_CLASSES} classes; drop --num-classes, or train on --data synthetic "
+                        "(labels of that many classes) or --data imagefolder.")
+    if args.data == "imagefolder" and args.allow_unverified:
+        raise UserError("--allow-unverified accepts a CIFAR-10 copy whose md5 sums differ, and --data imagefolder "
+                        "reads no CIFAR-10; drop --allow-unverified.")
 
 
 def check_optimizer_flags(args: Arguments) -> None:
-    adamw = (args.optimizer or families.recipe_of(args.model).optimizer) == "adamw"
+    model = model_name(args)
+    adamw = (args.optimizer or families.recipe_of(model, args.model_factory is not None).optimizer) == "adamw"
     if adamw and (args.momentum is not None or args.nesterov):
         flag = "--momentum" if args.momentum is not None else "--nesterov"
-        raise UserError(f"{flag} sets SGD's momentum, and {args.model} trains with AdamW here; drop {flag} or "
+        raise UserError(f"{flag} sets SGD's momentum, and {model} trains with AdamW here; drop {flag} or "
                         "add --optimizer sgd.")
     if args.nesterov and args.momentum == 0:
         raise UserError("--nesterov needs a non-zero --momentum.")

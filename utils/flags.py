@@ -53,7 +53,8 @@ class Flag:
 
 
 SGD, ADAMW = OPTIMIZER_DEFAULTS["sgd"], OPTIMIZER_DEFAULTS["adamw"]
-WORKERS = "DataLoader worker processes for --loader torchvision (default: min(8, CPUs)"
+WORKERS = ("DataLoader worker processes for --loader torchvision, and the processes that decode --data imagefolder "
+           "(default: min(8, CPUs)")
 PRECISION_MODES_LINK = "[Precision modes](modes.md#precision-modes)"
 COMPARING_LINK = "[Comparing precisions](modes.md#comparing-precisions---compare)"
 LONG_RUNS_LINK = "[Long runs](long-runs-and-clusters.md#long-runs)"
@@ -66,7 +67,8 @@ FLAGS = (
          f"without batch norm; AdamW {ADAMW.base_lr:g} x sqrt(global batch / {BASE_BATCH}))",
          doc="{help}; see [the default recipe](#the-default-recipe)"),
     Flag(("--optimizer",), TRAINING,
-         "sgd or adamw (default: the model family's recipe: adamw for vision transformers, sgd for the rest)",
+         "sgd or adamw (default: the model family's recipe: adamw for vision transformers and --model-factory "
+         "models, sgd for the rest)",
          doc="{help}; `--momentum` and `--nesterov` are SGD's and refused with AdamW",
          choices=tuple(OPTIMIZER_DEFAULTS)),
     Flag(("--steps", "-n"), TRAINING,
@@ -75,6 +77,12 @@ FLAGS = (
          doc="{help}; see " + LONG_RUNS_LINK),
     Flag(("--batch-size", "-b"), TRAINING, "batch size (default %(default)s)"),
     Flag(("--model", "-m"), TRAINING, "torchvision classification model (default %(default)s; see --list-models)"),
+    Flag(("--model-factory",), TRAINING,
+         "train your own model: MODULE:FUNCTION, a function or class importable from the working directory or "
+         "PYTHONPATH that returns a torch.nn.Module classifier (instead of -m; called with num_classes=, "
+         "image_size= and dropout= where it takes them)",
+         doc="{help}; see [Your own model and data](data-and-models.md#your-own-model-and-data)",
+         metavar="MODULE:FUNCTION"),
     Flag(("--stem",), TRAINING,
          "cifar: 3x3 stride-1 first conv and no max-pool for ResNet-family models; "
          "imagenet: torchvision's layout unchanged (default: cifar up to --image-size "
@@ -91,8 +99,8 @@ FLAGS = (
          "which spares biases, norms, the class token and the position embedding)"),
     Flag(("--nesterov",), TRAINING, "Nesterov momentum", action="store_true"),
     Flag(("--label-smoothing",), TRAINING,
-         f"label smoothing (default: {RECIPES['convnet'].label_smoothing:g} for convnets, "
-         f"{RECIPES['transformer'].label_smoothing:g} for vision transformers)"),
+         f"label smoothing (default: {RECIPES['convnet'].label_smoothing:g} for convnets and --model-factory "
+         f"models, {RECIPES['transformer'].label_smoothing:g} for vision transformers)"),
     Flag(("--lr-schedule",), TRAINING, "learning-rate schedule over the run (default %(default)s)",
          choices=("constant", "cosine", "onecycle")),
     Flag(("--lr-warmup-steps", "--warmup-lr-steps"), TRAINING,
@@ -139,9 +147,11 @@ FLAGS = (
          "without training",
          doc="make the checks a run makes before its first step, by the run's own code, but for reading its data or "
          "a checkpoint: every flag and the rules between them (before torch is imported, so a bad flag is refused "
-         "in a tenth of a second), then this torch, the device and the modes on it, every output, the model (built "
-         "without its weights on torch 2.1 and up: an unknown name, a size it does not take, a `--dropout` it "
-         "lacks, a batch too small for its batch norms) and the layers fp8 converts in it; then exit 0 (or 2 with "
+         "in a tenth of a second), then this torch, the device and the modes on it, every output, an image folder's "
+         "class folders (listed, no image read), the model (a torchvision one built without its weights on torch 2.1 "
+         "and up: an unknown name, a size it does not take, a `--dropout` it lacks, a batch too small for its batch "
+         "norms; a `--model-factory` one built whole and checked with one forward) and the layers fp8 converts in "
+         "it; then exit 0 (or 2 with "
          "the refusal's sentence), having written nothing and said no warning (the run says them), in about the "
          "time torch takes to import (4 to 5 s on a 2-core CPU): what the job scripts and the scaling study run "
          "before any stage. Under a launcher's variables (torchrun's `WORLD_SIZE` and `RANK`, mpirun's, srun's) "
@@ -190,10 +200,18 @@ FLAGS = (
          doc="{help}; refused for runs without `fp16-master`, where it would do nothing"),
     Flag(("--data",), DATA,
          "auto: CIFAR-10 if a verified copy is present or can be downloaded (10 s connection "
-         "timeout), else synthetic with a warning (default %(default)s)",
-         choices=("auto", "cifar10", "synthetic")),
+         "timeout), else synthetic with a warning; imagefolder: your own images in --data-dir, a folder per class "
+         "(default %(default)s)",
+         doc="{help}; see [Your own model and data](data-and-models.md#your-own-model-and-data)",
+         choices=("auto", "cifar10", "synthetic", "imagefolder")),
     Flag(("--data-dir",), DATA,
-         "folder holding cifar-10-batches-py, or that folder itself (default $CIFAR10_DIR, else ./data)"),
+         "folder holding cifar-10-batches-py, or that folder itself; with --data imagefolder, the image folder "
+         "(DIR/CLASS/IMAGE, or DIR/train/CLASS/IMAGE beside DIR/val or DIR/test) "
+         "(default $CIFAR10_DIR, else ./data)"),
+    Flag(("--num-classes",), DATA,
+         "the classes the model outputs and the labels take (default: the data's: 10 for CIFAR-10 and "
+         "synthetic images, an image folder's class folders, which a different count is refused against)",
+         metavar="N"),
     Flag(("--download",), DATA,
          "fetch the official archive when no copy is there (the default; kept for old scripts)",
          action="store_true"),

@@ -29,6 +29,9 @@ KEPT_BY_THE_OPTIMIZER = ("the resumed optimizer keeps the checkpoint's, so the r
                          "never ran")
 MIXED_TIMINGS = "the step times would mix two setups"
 RESUME_SETTINGS = {
+    "model_factory": "the weights are those of the model its factory built",
+    "model_class": "the weights are those of a model of that class",
+    "num_classes": "the model's head was built for that many classes",
     "optimizer": "the checkpoint's optimizer state is that optimizer's",
     "lr": KEPT_BY_THE_OPTIMIZER, "momentum": KEPT_BY_THE_OPTIMIZER, "weight_decay": KEPT_BY_THE_OPTIMIZER,
     "nesterov": KEPT_BY_THE_OPTIMIZER, "label_smoothing": KEPT_BY_THE_OPTIMIZER, "clip_grad": KEPT_BY_THE_OPTIMIZER,

@@ -81,10 +81,10 @@ def test_env_records_what_results_depend_on(compared):
     assert "--modes fp32,amp-bf16,fp16-master" in env["command"]
 
 
-def test_a_run_writes_schema_5_with_the_comparison_keys_the_schema_page_lists(compared):
+def test_a_run_writes_schema_6_with_the_comparison_keys_the_schema_page_lists(compared):
     from utils.results.upgrade import upgrade
     document = json.loads((compared[1] / "r.json").read_text())
-    assert document["schema"] == "ampbench.result/5" and "upgraded_from" not in document
+    assert document["schema"] == "ampbench.result/6" and "upgraded_from" not in document
     page = (ROOT / "docs" / "results-schema.md").read_text()
     listed = page.split("* `comparison`: keyed by mode:", 1)[1].split("\n* ", 1)[0]
     keys = {key for row in document["comparison"].values() for key in row}
@@ -103,7 +103,7 @@ def test_a_file_of_this_release_and_one_of_each_earlier_era_are_read_and_reporte
     merged = json.loads((tmp_path / "m.json").read_text())
     assert [document.get("upgraded_from") for document in merged] == \
         ["ampbench.result/1", "ampbench.result/2", "ampbench.result/2", None]
-    assert {document["schema"] for document in merged} == {"ampbench.result/5"}
+    assert {document["schema"] for document in merged} == {"ampbench.result/6"}
     assert all("speedup_vs_baseline" in row for document in merged for row in document["comparison"].values())
     assert result.stdout.count("setup: ") == 4 and result.stdout.count("median ms") == 4
 

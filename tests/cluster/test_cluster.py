@@ -159,6 +159,24 @@ def test_torchrun_with_the_classic_loader_and_a_checkpoint(tmp_path, subset):
     assert run["resumed_from_step"] == 4 and run["completed_steps"] == 6 and run["world_size"] == 2
 
 
+@pytest.mark.long  # two processes of torch start-up and training
+def test_torchrun_trains_your_model_on_your_images(tmp_path):
+    """--model-factory imported by every rank, --data imagefolder decoded by every rank; rank 0's
+    weights broadcast, each rank its shard of every batch and of the evaluation images."""
+    from conftest import image_tree
+
+    image_tree(tmp_path / "tree", per_class=8)
+    result = launch("torchrun", "main.py", "--model-factory", "tests.cli.user_models:TinyNet", "--data", "imagefolder",
+                    "--data-dir", tmp_path / "tree", "--image-size", "16", "-b", "4", "-n", "4", "--warmup", "1",
+                    "--workers", "0", "--no-progress", "--modes", "fp32,amp-bf16", "--json", tmp_path / "r.json")
+    assert result.returncode == 0, result.stderr
+    document = json.loads((tmp_path / "r.json").read_text())
+    assert document["env"]["world_size"] == 2 and document["config"]["num_classes"] == 3
+    assert [(run["mode"], run["world_size"], run["global_batch_size"]) for run in document["runs"]] == \
+        [("fp32", 2, 8), ("amp-bf16", 2, 8)]
+    assert all(run["test_accuracy"] is not None for run in document["runs"])
+
+
 @pytest.fixture(scope="module")
 def no_hook(tmp_path_factory):
     """A 2-process run with DDP's defaults: no communication hook, 25 MB buckets."""

@@ -39,9 +39,11 @@ JOB_SETS = ("model", "batch_size", "gpu", "data", "data_dir", "steps", "epochs",
 
 def user_options(arguments: Arguments, leave_out: Iterable[str] = NOT_PASSED) -> List[str]:
     """The flags of `arguments` that differ from main.py's defaults (the model and the batch
-    always, so that a command says what it trains), in -h's order, as main.py reads them back:
-    every setting but those of `leave_out`."""
+    always, so that a command says what it trains: a --model-factory names the model in -m's
+    place), in -h's order, as main.py reads them back: every setting but those of `leave_out`."""
     defaults, skipped, options = config.defaults(), set(leave_out), []
+    if arguments.model_factory is not None:
+        skipped.add("model")
     for flag in FLAGS:
         name = flag.setting
         value = getattr(arguments, name)
@@ -86,14 +88,18 @@ def advised_command(arguments: Arguments, mode: str, settings: Dict[str, Any]) -
 
 
 def from_results_command(record: Dict[str, Any], on_gpu: bool, mode: str, settings: Dict[str, Any]) -> List[str]:
-    """main.py's command that trains as advised, from a results file's config `record`: its model,
-    batch, image size, accumulation, data kind and layout flags (the rest of a saved recipe is its
-    own default)."""
-    kept = {name: record[name] for name in ("model", "batch_size", "image_size", "accum_steps", "channels_last",
-                                            "compile", "compile_mode", "optimizer_impl")
+    """main.py's command that trains as advised, from a results file's config `record`: its model
+    (or the factory that built it), batch, image size, accumulation, data kind (an image folder
+    with its folder) and layout flags (the rest of a saved recipe is its own default)."""
+    kept = {name: record[name] for name in ("model", "model_factory", "batch_size", "image_size", "accum_steps",
+                                            "channels_last", "compile", "compile_mode", "optimizer_impl")
             if record.get(name) is not None}
-    if record.get("data") == "synthetic":
-        kept["data"] = "synthetic"
+    if "model_factory" in kept:  # the model's name is the factory's MODULE:FUNCTION, which -m cannot take
+        del kept["model"]
+    if record.get("data") in ("synthetic", "imagefolder"):
+        kept["data"] = record["data"]
+    if record.get("data") == "imagefolder":
+        kept["data_dir"] = record["data_dir"]
     arguments = Arguments(**kept, gpu=on_gpu)
     return advised_command(arguments, mode, settings)
 
@@ -108,7 +114,11 @@ def phase_command(arguments: Arguments, phase_flags: Sequence[str], keep_length:
 def job_lines(arguments: Arguments, modes: Sequence[str], seeds: int, steps: int) -> Optional[Dict[str, str]]:
     """{scheduler: one shell line} that submits a job per seed running `modes` for `steps`, each
     seed's modes from the same weights: what the accuracy check needs on a cluster; None when the
-    user's flags hold a word that EXTRA_ARGS (split at white space, no quotes) cannot carry."""
+    user's flags hold a word that EXTRA_ARGS (split at white space, no quotes) cannot carry, or
+    when the job scripts cannot train the user's model or data (they name a torchvision MODEL and
+    train on CIFAR-10)."""
+    if arguments.model_factory is not None or arguments.data == "imagefolder":
+        return None
     extra = user_options(arguments, (*NOT_PASSED, *JOB_SETS))
     if any(not word or any(character.isspace() or character in "'\"\\" for character in word) for word in extra):
         return None

@@ -117,7 +117,8 @@ def levers(config: RunConfig, device: torch.device) -> Tuple[Tuple[Tuple[str, Di
     why: Dict[str, str] = {}
     if families.family_of(config.training.model).recipe != "convnet":
         why["channels-last"] = "channels_last lays out convolutions' images, and this model is no convnet"
-    kind = config.training.optimizer or families.recipe_of(config.training.model).optimizer
+    kind = config.training.optimizer or \
+        families.recipe_of(config.training.model, config.training.model_factory is not None).optimizer
     if not (getattr(compat, step.FUSED_RELEASES[kind])() and step.fused_optimizer_works(device.type, kind)):
         why["fused optimizer"] = f"this torch has no fused {kind} on {device.type}"
     if not compat.has_compile():
@@ -132,17 +133,28 @@ def levers(config: RunConfig, device: torch.device) -> Tuple[Tuple[Tuple[str, Di
     return tried, why
 
 
+def counted_flops(config: RunConfig, model: nn.Module) -> Tuple[int, int]:
+    """(a step's FLOPs, one image's), which every phase's estimate rests on; a model the meta
+    device cannot run (a --model-factory one) is refused, as no phase can be planned without them."""
+    step, why = flops.training_flops_or_why(model, config.training.batch_size, config.data.input_shape)
+    if step is None:
+        raise UserError(f"--advise plans each phase from the model's FLOPs, and they cannot be counted ({why}); "
+                        "compare the modes yourself with main.py --modes fp32,amp-bf16, which trains without them.")
+    return step, flops.training_flops_per_step(model, 1, config.data.input_shape)
+
+
 def preflight(config: RunConfig) -> Preflight:
     """What the device runs, what the model is, and the estimates the planner needs: no timed step."""
     device, device_name = device_of(config)
-    with factory.weightless() if compat.runs_on_meta() else contextlib.nullcontext():
-        model = seeded_model(config)
+    # a --model-factory model whole, as its check may need to run it (models/user.py)
+    with factory.weightless() if compat.runs_on_meta() and config.training.model_factory is None \
+            else contextlib.nullcontext():
+        model = seeded_model(config, device=device)
     timed, not_timed = timed_modes(config, device)
     predictions, fp8_facts = fp8_predictions(config, model, device_name, timed, not_timed)
     tried, why_not = levers(config, device)
-    batch, shape = config.training.batch_size, config.data.input_shape
-    step_flops = flops.training_flops_per_step(model, batch, shape)
-    image_flops = flops.training_flops_per_step(model, 1, shape)
+    batch = config.training.batch_size
+    step_flops, image_flops = counted_flops(config, model)
     on_cpu, threads = device.type == "cpu", torch.get_num_threads()
     gpu = device_name if not on_cpu else None
 

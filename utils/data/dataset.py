@@ -1,14 +1,16 @@
-"""The images a run trains on: CIFAR-10 when a usable copy is there, else synthetic images."""
+"""The images a run trains on: CIFAR-10 when a usable copy is there, else synthetic images; or
+the user's own image folder (--data imagefolder)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, List, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, List, Optional, Tuple
 
 import torch
 
+from models.families import DEFAULT_NUM_CLASSES
 from utils.config import DEFAULT_INPUT_SHAPE, InputShape
-from utils.data import cifar10
-from utils.data.loaders import synthetic_images
+from utils.data import cifar10, imagefolder
+from utils.data.loaders import CIFAR10_NORMALIZATION, Normalization, synthetic_images
 from utils.errors import UserError
 
 if TYPE_CHECKING:
@@ -20,13 +22,21 @@ FEWEST_SYNTHETIC_IMAGES = 4096  # ... and at larger sizes as few as hold CIFAR-1
 
 @dataclass
 class Data:
-    """The images a run trains on, held on the training device."""
-    name: str  # "cifar10" or "synthetic"
+    """The images a run trains on, held on the training device (an image folder's, for
+    --loader torchvision, on the CPU, where its workers read them)."""
+    name: str  # "cifar10", "synthetic" or "imagefolder"
     train_images: torch.Tensor
     train_labels: torch.Tensor
     test_images: Optional[torch.Tensor]  # None for synthetic data: accuracy would mean nothing
     test_labels: Optional[torch.Tensor]
     info: dict
+    normalization: Normalization = CIFAR10_NORMALIZATION
+    fingerprint: Optional[str] = None  # an image folder's files, digested: which tree it is, wherever it lies
+
+    @property
+    def identity(self) -> str:
+        """What a resume must find again: the data's name, and for an image folder its fingerprint."""
+        return self.name if self.fingerprint is None else f"{self.name} {self.fingerprint}"
 
 
 def synthetic_count(input_shape: InputShape) -> int:
@@ -37,19 +47,47 @@ def synthetic_count(input_shape: InputShape) -> int:
 
 
 def synthetic(device: torch.device, seed: int, count: Optional[int] = None,
-              input_shape: InputShape = DEFAULT_INPUT_SHAPE) -> Data:
-    """Synthetic images made at `input_shape` (no upsampling): `count`, or synthetic_count's."""
-    images, labels = synthetic_images(count or synthetic_count(input_shape), device, seed, input_shape)
+              input_shape: InputShape = DEFAULT_INPUT_SHAPE, classes: int = DEFAULT_NUM_CLASSES) -> Data:
+    """Synthetic images made at `input_shape` (no upsampling): `count`, or synthetic_count's,
+    labelled with `classes` classes."""
+    images, labels = synthetic_images(count or synthetic_count(input_shape), device, seed, input_shape, classes)
     return Data("synthetic", images, labels, None, None,
-                {"name": "synthetic", "train_images": len(images), "test_images": 0})
+                {"name": "synthetic", "train_images": len(images), "test_images": 0, "num_classes": classes})
 
 
-def load(settings: DataSettings, device: torch.device, seed: int) -> Tuple[Data, List[str]]:
+def class_count(settings: DataSettings) -> int:
+    """The classes of the run's labels, known before the data is read: an image folder's class
+    folders (listed, a different --num-classes refused), else --num-classes, else CIFAR-10's."""
+    if settings.data != "imagefolder":
+        return settings.num_classes or DEFAULT_NUM_CLASSES
+    found = len(imagefolder.layout(settings.data_dir).classes)
+    if settings.num_classes not in (None, found):
+        raise UserError(f"--num-classes {settings.num_classes} does not fit --data imagefolder: {settings.data_dir} "
+                        f"holds {found} class folders; drop --num-classes (the folder's count is taken).")
+    return found
+
+
+def image_folder(settings: DataSettings, device: torch.device, say: Callable[[str], None]) -> Data:
+    """The image folder at --data-dir, decoded at --image-size: on the training device for the
+    device loader, on the CPU for the DataLoader's workers."""
+    held = device if settings.loader == "device" else torch.device("cpu")
+    train, test, info, normalization = imagefolder.load(settings.data_dir, settings.image_size, settings.workers,
+                                                        held, say)
+    return Data("imagefolder", train.images.to(held), train.labels.to(held), test.images.to(held),
+                test.labels.to(held), info, normalization, str(info["fingerprint"]))
+
+
+def load(settings: DataSettings, device: torch.device, seed: int,
+         say: Callable[[str], None] = lambda sentence: None) -> Tuple[Data, List[str]]:
     """(data moved to the device once, warnings). --data auto takes CIFAR-10 when a usable
     copy is there, or downloads it when none is there and --download allows (a first run gets
     real data); else synthetic data with a loud warning, in seconds where there is no network.
-    --data cifar10 downloads a missing copy unless --no-download."""
+    --data cifar10 downloads a missing copy unless --no-download. `say(sentence)` tells the
+    user what takes the time (decoding an image folder)."""
     choice, data_dir, download = settings.data, settings.data_dir, settings.download
+    if choice == "imagefolder":
+        return image_folder(settings, device, say), []
+    classes = settings.num_classes or DEFAULT_NUM_CLASSES
     allow_unverified = settings.allow_unverified
     warnings = []
     if choice == "auto":
@@ -68,14 +106,15 @@ def load(settings: DataSettings, device: torch.device, seed: int) -> Tuple[Data,
         if why:
             warnings.append(f"USING SYNTHETIC DATA: CIFAR-10 in {cifar10.batches_folder(data_dir)} is not usable: "
                             f"{why}. Step times are valid, loss and accuracy are meaningless.")
-            return synthetic(device, seed, input_shape=settings.input_shape), warnings
+            return synthetic(device, seed, input_shape=settings.input_shape, classes=classes), warnings
     if choice == "synthetic":
-        return synthetic(device, seed, input_shape=settings.input_shape), warnings
+        return synthetic(device, seed, input_shape=settings.input_shape, classes=classes), warnings
     dataset = cifar10.load(data_dir, download, allow_unverified)
     if not dataset.verified:
         warnings.append(f"using CIFAR-10 from {dataset.folder} although its md5 sums are not the official ones.")
     data = Data("cifar10", dataset.train_images.to(device), dataset.train_labels.to(device),
                 dataset.test_images.to(device), dataset.test_labels.to(device),
                 {"name": "cifar10", "folder": dataset.folder, "verified": dataset.verified,
-                 "train_images": len(dataset.train_images), "test_images": len(dataset.test_images)})
+                 "train_images": len(dataset.train_images), "test_images": len(dataset.test_images),
+                 "num_classes": len(cifar10.CLASSES)})
     return data, warnings

@@ -8,7 +8,8 @@ transforms in DataLoader workers) that most training scripts use, kept as the re
 
 Every path augments at the images' own size (CIFAR-10's 32x32) and then upsamples the batch on
 the device to --image-size (bilinear, as torchvision's Resize), so that the stored data stays
-150 MB and the upsampling costs the same in each loader.
+150 MB and the upsampling costs the same in each loader. An image folder's images are held at
+--image-size already (utils/data/imagefolder.py): nothing to upsample.
 """
 from __future__ import annotations
 
@@ -20,10 +21,15 @@ from PIL import Image
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 from torchvision import transforms
 
+from models.families import DEFAULT_NUM_CLASSES
 from utils.config import DEFAULT_INPUT_SHAPE, InputShape, batches_per_epoch
 
 MEAN = (0.4914, 0.4822, 0.4465)  # CIFAR-10 training-set channel means and standard deviations
 STD = (0.2470, 0.2435, 0.2616)
+# A dataset's channel (means, standard deviations), as fractions of 255: CIFAR-10's, or those an
+# image folder's training images have (utils/data/imagefolder.py)
+Normalization = Tuple[Tuple[float, ...], Tuple[float, ...]]
+CIFAR10_NORMALIZATION: Normalization = (MEAN, STD)
 PADDING = 4
 
 
@@ -35,10 +41,10 @@ def memory_format(channels_last: bool) -> torch.memory_format:
 class Normalize:
     """uint8 images -> float32 (x / 255 - mean) / std, in one multiply and one subtract."""
 
-    def __init__(self, device: torch.device):
-        std = torch.tensor(STD, device=device).view(1, 3, 1, 1)
+    def __init__(self, device: torch.device, normalization: Normalization = CIFAR10_NORMALIZATION):
+        mean, std = (torch.tensor(values, device=device).view(1, 3, 1, 1) for values in normalization)
         self.scale = 1.0 / (255.0 * std)
-        self.shift = torch.tensor(MEAN, device=device).view(1, 3, 1, 1) / std
+        self.shift = mean / std
 
     def __call__(self, images: torch.Tensor) -> torch.Tensor:
         return images.float().mul_(self.scale).sub_(self.shift)
@@ -88,13 +94,13 @@ class DeviceLoader:
 
     def __init__(self, images: torch.Tensor, labels: torch.Tensor, *, batch_size: int, device: torch.device, seed: int,
                  channels_last: bool = False, shard: Tuple[int, int] = (0, 1),
-                 input_shape: InputShape = DEFAULT_INPUT_SHAPE):
+                 input_shape: InputShape = DEFAULT_INPUT_SHAPE, normalization: Normalization = CIFAR10_NORMALIZATION):
         self.images = images.to(device)
         self.input_shape = input_shape
         self.labels = labels.to(device)
         self.batch_size = batch_size
         self.device = device
-        self.normalize = Normalize(device)
+        self.normalize = Normalize(device, normalization)
         self.generator = torch.Generator(device=device)
         self.generator.manual_seed(seed)
         self.order = torch.empty(0, dtype=torch.long, device=device)
@@ -145,10 +151,11 @@ class DeviceLoader:
 
 class CifarImages(Dataset):
     """CIFAR-10 the way torchvision.datasets.CIFAR10 serves it: one PIL image at a time
-    through a transform (torchvision's class itself insists on the official checksums)."""
+    through a transform (torchvision's class itself insists on the official checksums); an
+    image folder's decoded images alike."""
 
     def __init__(self, images: torch.Tensor, labels: torch.Tensor, transform: Callable[[Image.Image], torch.Tensor]):
-        self.images = images.permute(0, 2, 3, 1).cpu().numpy()  # N x 32 x 32 x 3, as PIL wants
+        self.images = images.permute(0, 2, 3, 1).cpu().numpy()  # N x H x W x 3, as PIL wants
         self.labels = labels.cpu().tolist()
         self.transform = transform
 
@@ -159,10 +166,12 @@ class CifarImages(Dataset):
         return self.transform(Image.fromarray(self.images[index])), self.labels[index]
 
 
-def standard_transform() -> transforms.Compose:
-    """The usual CIFAR-10 training transforms: the same augmentation as random_crop_flip."""
-    return transforms.Compose([transforms.RandomCrop(32, padding=PADDING), transforms.RandomHorizontalFlip(),
-                               transforms.ToTensor(), transforms.Normalize(MEAN, STD)])
+def standard_transform(size: int = DEFAULT_INPUT_SHAPE[1],
+                       normalization: Normalization = CIFAR10_NORMALIZATION) -> transforms.Compose:
+    """The usual CIFAR-10 training transforms, for images held at `size`: the same augmentation
+    as random_crop_flip."""
+    return transforms.Compose([transforms.RandomCrop(size, padding=PADDING), transforms.RandomHorizontalFlip(),
+                               transforms.ToTensor(), transforms.Normalize(*normalization)])
 
 
 class TorchvisionLoader:
@@ -173,11 +182,11 @@ class TorchvisionLoader:
 
     def __init__(self, images: torch.Tensor, labels: torch.Tensor, *, batch_size: int, device: torch.device, seed: int,
                  workers: int, channels_last: bool = False, shard: Tuple[int, int] = (0, 1),
-                 input_shape: InputShape = DEFAULT_INPUT_SHAPE):
+                 input_shape: InputShape = DEFAULT_INPUT_SHAPE, normalization: Normalization = CIFAR10_NORMALIZATION):
         self.input_shape = input_shape
         self.generator = torch.Generator()
         self.generator.manual_seed(seed)
-        dataset = CifarImages(images, labels, standard_transform())
+        dataset = CifarImages(images, labels, standard_transform(images.shape[-1], normalization))
         self.sampler: Optional[DistributedSampler] = None
         if shard[1] > 1:
             self.sampler = DistributedSampler(dataset, num_replicas=shard[1], rank=shard[0], shuffle=True, seed=seed,
@@ -233,21 +242,24 @@ class TorchvisionLoader:
 
 def make_train_loader(kind: str, images: torch.Tensor, labels: torch.Tensor, *, batch_size: int, device: torch.device,
                       seed: int, workers: int, channels_last: bool, shard: Tuple[int, int] = (0, 1),
-                      input_shape: InputShape = DEFAULT_INPUT_SHAPE) -> Union[TorchvisionLoader, DeviceLoader]:
+                      input_shape: InputShape = DEFAULT_INPUT_SHAPE,
+                      normalization: Normalization = CIFAR10_NORMALIZATION) -> Union[TorchvisionLoader, DeviceLoader]:
     """The --loader `kind`'s training loader (`workers` serves the DataLoader alone)."""
     if kind == "torchvision":
         return TorchvisionLoader(images, labels, batch_size=batch_size, device=device, seed=seed, workers=workers,
-                                 channels_last=channels_last, shard=shard, input_shape=input_shape)
+                                 channels_last=channels_last, shard=shard, input_shape=input_shape,
+                                 normalization=normalization)
     return DeviceLoader(images, labels, batch_size=batch_size, device=device, seed=seed, channels_last=channels_last,
-                        shard=shard, input_shape=input_shape)
+                        shard=shard, input_shape=input_shape, normalization=normalization)
 
 
 def eval_batches(images: torch.Tensor, labels: torch.Tensor, *, batch_size: int, device: torch.device,
                  channels_last: bool = False, shard: Tuple[int, int] = (0, 1),
-                 input_shape: InputShape = DEFAULT_INPUT_SHAPE) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
+                 input_shape: InputShape = DEFAULT_INPUT_SHAPE,
+                 normalization: Normalization = CIFAR10_NORMALIZATION) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
     """This rank's contiguous share of the test set, in order, unaugmented, normalised and
     upsampled to `input_shape`, one batch at a time (for either loader: evaluation is not timed)."""
-    normalize = Normalize(device)
+    normalize = Normalize(device, normalization)
     layout = memory_format(channels_last)
     rank, ranks = shard
     share = slice(rank * len(images) // ranks, (rank + 1) * len(images) // ranks)
@@ -257,12 +269,12 @@ def eval_batches(images: torch.Tensor, labels: torch.Tensor, *, batch_size: int,
         yield batch, labels[start:start + batch_size]
 
 
-def synthetic_images(count: int, device: torch.device, seed: int,
-                     input_shape: InputShape = DEFAULT_INPUT_SHAPE) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Fixed random uint8 images of `input_shape` and labels, made on the device."""
+def synthetic_images(count: int, device: torch.device, seed: int, input_shape: InputShape = DEFAULT_INPUT_SHAPE,
+                     classes: int = DEFAULT_NUM_CLASSES) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Fixed random uint8 images of `input_shape` and labels of `classes` classes, made on the device."""
     generator = torch.Generator(device=device)
     generator.manual_seed(seed)
     images = torch.randint(0, 256, (count, *input_shape), dtype=torch.uint8, device=device,
                            generator=generator)
-    labels = torch.randint(0, 10, (count,), device=device, generator=generator)
+    labels = torch.randint(0, classes, (count,), device=device, generator=generator)
     return images, labels

@@ -19,7 +19,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from models.families import DEFAULT_IMAGE_SIZE, IMAGE_SIZES
+from models.families import DEFAULT_IMAGE_SIZE, DEFAULT_NUM_CLASSES, IMAGE_SIZES
 from utils import console
 from utils.config import InputShape, input_shape_of
 from utils.errors import UserError
@@ -292,6 +292,10 @@ def build_parser() -> console.Parser:
     parser.add_argument("--compiled", action="store_true", help="with torch.compile (else eager)")
     parser.add_argument("--shape", metavar="M,K,N", help="one Linear: M rows of K inputs to N outputs")
     parser.add_argument("-m", "--model", help="a whole training step of this model")
+    parser.add_argument("--model-factory", metavar="MODULE:FUNCTION",
+                        help="a whole training step of your own model, as main.py's --model-factory builds it")
+    parser.add_argument("--num-classes", type=whole(2, LARGEST_DIMENSION), default=DEFAULT_NUM_CLASSES,
+                        help="the classes --model-factory's model outputs (default %(default)s)")
     parser.add_argument("-b", "--batch-size", type=whole(1, LARGEST_DIMENSION), default=128,
                         help="its batch (default %(default)s)")
     parser.add_argument("--image-size", type=whole(*IMAGE_SIZES), default=DEFAULT_IMAGE_SIZE,
@@ -301,21 +305,32 @@ def build_parser() -> console.Parser:
 
 
 def predict(options: Dict[str, Any]) -> Any:
-    """The prediction the parsed command line asks for; torch is imported only for a model,
-    which is built weightless (models/factory.py): its shapes are all the roofline reads, so any
-    model at any size it takes answers at once."""
-    if (options["shape"] is None) == (options["model"] is None):
-        raise UserError("give either --shape M,K,N or -m MODEL, one of them.")
+    """The prediction the parsed command line asks for; torch is imported only for a model. A
+    torchvision model is built weightless (models/factory.py): its shapes are all the roofline
+    reads, so any model at any size it takes answers at once. Your own (--model-factory) is built
+    as main.py builds it, whole, as its check may need to run it; its step is counted on the meta
+    device, or refused with why."""
+    asked = [given for given in ("shape", "model", "model_factory") if options[given] is not None]
+    if len(asked) != 1:
+        raise UserError("give one of --shape M,K,N, -m MODEL or --model-factory MODULE:FUNCTION.")
     gpu, recipe, compiled = options["gpu"], options["recipe"], options["compiled"]
     if options["shape"] is not None:
         return predict_linear(gpu, recipe, compiled, *parse_shape(options["shape"]))
     check_flop_counter()  # torch 2.1, as factory.weightless
-    from models import factory
+    from models import factory, user
 
-    with factory.weightless():
-        model = factory.build_model(options["model"], batch_size=options["batch_size"],
-                                    image_size=options["image_size"])
-    return predict_model(gpu, recipe, compiled, model, options["batch_size"], input_shape_of(options["image_size"]))
+    shape, batch = input_shape_of(options["image_size"]), options["batch_size"]
+    if options["model"] is not None:
+        with factory.weightless():
+            model = factory.build_model(options["model"], batch_size=batch, image_size=options["image_size"])
+        return predict_model(gpu, recipe, compiled, model, batch, shape)
+    spec = options["model_factory"]
+    model = user.build_user_model(spec, options["num_classes"], options["image_size"], batch_size=batch)
+    try:
+        return predict_model(gpu, recipe, compiled, model, batch, shape)
+    except Exception as error:  # the user's forward, raising anything on the meta device
+        raise UserError(f"--model-factory {spec}: its step cannot be counted on the meta device, where the roofline "
+                        f"reads its shapes ({user.described(error)}).") from None
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

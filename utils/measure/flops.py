@@ -34,6 +34,19 @@ def training_flops_per_step(model: nn.Module, batch_size: int, input_shape: Inpu
     return counted_step(model, input_shape).get_total_flops() * batch_size // COUNT_BATCH
 
 
+def training_flops_or_why(model: nn.Module, batch_size: int,
+                          input_shape: InputShape = DEFAULT_INPUT_SHAPE) -> Tuple[Optional[int], Optional[str]]:
+    """(training_flops_per_step's count, None), or (None, why it could not be counted, in words):
+    a model of the user's own (--model-factory) may do what the meta device cannot (make a
+    tensor on the CPU in its forward, branch on a tensor's value)."""
+    try:
+        return training_flops_per_step(model, batch_size, input_shape), None
+    except Exception as error:  # the user's forward, raising anything on the meta device
+        reason = (str(error).strip().splitlines() or [type(error).__name__])[0][:160]
+        return None, (f"torch's FLOP counter runs the model on the meta device, and it raised "
+                      f"{type(error).__name__}: {reason}")
+
+
 def counted_step(model: nn.Module, input_shape: InputShape,
                  watch: Optional[Callable[[nn.Module], None]] = None) -> FlopCounterMode:
     """A FlopCounterMode that has counted one forward and backward of COUNT_BATCH images of

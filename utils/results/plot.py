@@ -8,6 +8,7 @@ import os
 import textwrap
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Tuple
 
+from models.families import DEFAULT_NUM_CLASSES
 from utils.compat import release
 from utils.errors import UserError, WriteFailed
 from utils.explain.categories import ADDED
@@ -15,7 +16,7 @@ from utils.explain.categories import NAMES as CATEGORIES
 from utils.fileio import atomic_write
 from utils.modes import BASELINES, MODES
 from utils.numerics.fp16 import FP16_MAX, FP16_MIN_NORMAL, FP16_MIN_SUBNORMAL
-from utils.results.compare import CHANCE_ACCURACY, scaler_skips
+from utils.results.compare import scaler_skips
 from utils.results.comparison_row import ComparisonRow
 from utils.results.record import setup_of
 from utils.results.summary import describe, first_of
@@ -116,7 +117,7 @@ def figure_of(document: Dict[str, Any]) -> Figure:
         draw_step_times(axes[0][0], document, modes)
         draw_speedups(axes[0][1], comparison, modes, document["config"]["baseline"])
         draw_memory(axes[1][0], comparison, modes, document["config"]["baseline"])
-        draw_accuracy(axes[1][1], comparison, modes)
+        draw_accuracy(axes[1][1], comparison, modes, document["config"].get("num_classes") or DEFAULT_NUM_CLASSES)
         for index, (draw_panel, arguments) in enumerate(extra):
             draw_panel(axes[2 + index // 2][index % 2], *arguments)
         if len(extra) % 2:
@@ -191,7 +192,8 @@ def draw_memory(axis: Axes, comparison: Dict[str, ComparisonRow], modes: List[st
     axis.set_ylim(0, max(values) * 1.25)
 
 
-def draw_accuracy(axis: Axes, comparison: Dict[str, ComparisonRow], modes: List[str]) -> None:
+def draw_accuracy(axis: Axes, comparison: Dict[str, ComparisonRow], modes: List[str], classes: int) -> None:
+    """The modes' test accuracies, against chance: one in `classes`."""
     accuracies = [comparison[mode].test_accuracy for mode in modes]
     if all(value is None for value in accuracies):
         axis.text(0.5, 0.5, "no test accuracy\n(synthetic data, --no-eval or a cut run)", ha="center",
@@ -209,9 +211,9 @@ def draw_accuracy(axis: Axes, comparison: Dict[str, ComparisonRow], modes: List[
     # two short lines per bar: side by side, "9.7% (did not learn)" labels ran into each other
     axis.bar_label(bars, labels=["-" if value is None else f"{100 * value:.1f}%" + ("\ndid not learn" if flag else "")
                                  for value, flag in zip(accuracies, stuck)], fontsize=8)
-    axis.axhline(100 * CHANCE_ACCURACY, color="grey", linestyle="--", linewidth=0.8)
+    axis.axhline(100 / classes, color="grey", linestyle="--", linewidth=0.8)
     axis.set_ylabel("test accuracy (%)")
-    axis.set_title("test accuracy (dashed: chance, 10%; hatched: did not learn)", fontsize=10)
+    axis.set_title(f"test accuracy (dashed: chance, {100 / classes:.3g}%; hatched: did not learn)", fontsize=10)
     axis.set_ylim(0, max(max(values) * 1.2, 15))
 
 

@@ -1,4 +1,4 @@
-"""The result record: the one definition of what a results file holds (schema ampbench.result/5).
+"""The result record: the one definition of what a results file holds (schema ampbench.result/6).
 
 A results document is {"schema", "env", "config", "data", "incomplete", "runs", "comparison"};
 one that utils.report read from a file of an earlier release also holds "upgraded_from" (upgrade.py);
@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # annotations only: they import torch, or the config above th
     from utils.training.trainer import Trainer
 
 # A renamed key or one that readers need added is a new schema: docs/results-schema.md lists each release's keys.
-SCHEMA = "ampbench.result/5"
+SCHEMA = "ampbench.result/6"
 # The release whose peak_memory_bytes included the warm-up (cuDNN autotuning, compilation),
 # which /2 on measures apart: its runs never pool with later ones, and the table says so.
 WARMUP_IN_PEAK = "ampbench.result/1"
@@ -152,10 +152,11 @@ class SideMeasurements:
 
 def build(config: RunConfig, trainer: Trainer, outcome: LoopOutcome, data: Data, context: RunContext,
           measured: SideMeasurements, repeat: int = 0, flops_per_step: Optional[int] = None,
-          fp8: Optional[Dict[str, Any]] = None) -> RunRecord:
+          fp8: Optional[Dict[str, Any]] = None, flops_note: Optional[str] = None) -> RunRecord:
     """The record of one mode's run, built once from what its loop measured and what was
     `measured` beside it (SideMeasurements); with `flops_per_step` (the whole job's), also the
-    TFLOP/s and MFU at its median; `fp8` is an fp8 mode's accounting."""
+    TFLOP/s and MFU at its median, else `flops_note`, why the FLOPs were not counted, as its
+    mfu_note; `fp8` is an fp8 mode's accounting."""
     # imported here, as they import torch: reading result files (utils.report) needs no torch
     from utils.measure import flops, memory
     from utils.measure.envinfo import device_name, tf32_flags
@@ -166,7 +167,7 @@ def build(config: RunConfig, trainer: Trainer, outcome: LoopOutcome, data: Data,
     losses = stats.losses
     utilisation = flops.utilisation(flops_per_step, timing["step_time_ms"]["median"], device_name(device), mode,
                                     device.type == "cuda", world.size, fp8["flop_share"] if fp8 else None) \
-        if timing["step_time_ms"] and flops_per_step else {}
+        if timing["step_time_ms"] and flops_per_step else {"mfu_note": flops_note}
     record = RunRecord(
         mode=mode.name, description=mode.description, device=str(device), tf32=tf32_flags(), data=data.name,
         loader=config.data.loader, channels_last=config.speed.channels_last, compiled=config.speed.compile,
@@ -255,6 +256,8 @@ def setup_of(document: Dict[str, Any]) -> Dict[str, Any]:
                  compile_mode=config.get("compile_mode") if config.get("compile") else None,
                  world_size=env["world_size"], device=env["device"], torch=env.get("torch"),
                  data=document["data"]["name"], schema=written_schema(document),
+                 # two image folders are two data sets, wherever each lies (CIFAR-10 and synthetic have none)
+                 data_fingerprint=document["data"].get("fingerprint"),
                  fp8_emulate=bool(config.get("fp8_emulate")))  # emulated FP8 never pools with FP8 tensor cores
     setup.update(communication(config.get("grad_comm"), config.get("bucket_mb"), setup["world_size"]))
     return setup

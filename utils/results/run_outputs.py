@@ -19,24 +19,28 @@ if TYPE_CHECKING:
 
 def check(config: RunConfig) -> None:
     """Every output path writable the way it will be written, no two outputs (symlinks followed)
-    are one file, and none, file or folder, is in the CIFAR-10 folder. Changes nothing."""
+    are one file, and none, file or folder, is in the data's folder (CIFAR-10's, or the image
+    folder, where a folder written would read as a class). Changes nothing."""
     outputs = [(path, flag) for path, flag in [(config.measurement.json, "--json"), (config.measurement.csv, "--csv"),
                                                 (config.measurement.plot, "--plot"),
                                                 (config.checkpoints.checkpoint, "--checkpoint"),
                                                 (config.measurement.jsonl, "--jsonl")] if path]
     seen: Dict[str, str] = {}
-    data_folder = os.path.realpath(cifar10.batches_folder(config.data.data_dir))
+    image_folder = config.data.data == "imagefolder"
+    data_folder = os.path.realpath(config.data.data_dir if image_folder
+                                   else cifar10.batches_folder(config.data.data_dir))
+    called = "the image folder --data-dir" if image_folder else "the CIFAR-10 folder"
     for path, flag in outputs:
         fileio.ensure_writable(path, flag)
         real = os.path.realpath(path)
         if real in seen:
             raise UserError(f"{seen[real]} and {flag} name the same file {path}; give each output its own file.")
         seen[real] = flag
-        refuse_in_data_folder(flag, path, os.path.dirname(real), data_folder)
+        refuse_in_data_folder(flag, path, os.path.dirname(real), data_folder, called)
     for folder, flag in [(config.measurement.tensorboard, "--tensorboard"),
                          (config.measurement.trace_dir, "--trace-dir")]:
         if folder:
-            refuse_in_data_folder(flag, folder, os.path.realpath(folder), data_folder)
+            refuse_in_data_folder(flag, folder, os.path.realpath(folder), data_folder, called)
     if config.measurement.jsonl:
         fileio.ensure_appendable(config.measurement.jsonl, "--jsonl")
     if config.measurement.csv:
@@ -50,10 +54,10 @@ def check(config: RunConfig) -> None:
         fileio.ensure_folder_writable(config.measurement.trace_dir, "--trace-dir")
 
 
-def refuse_in_data_folder(flag: str, path: str, written_in: str, data_folder: str) -> None:
-    """An output writes in the folder `written_in`: never in CIFAR-10's folder, at any depth."""
+def refuse_in_data_folder(flag: str, path: str, written_in: str, data_folder: str, called: str) -> None:
+    """An output writes in the folder `written_in`: never in the data's folder (`called` so), at any depth."""
     if os.path.commonpath([written_in, data_folder]) == data_folder:
-        raise UserError(f"{flag} {path} is in the CIFAR-10 folder; write results elsewhere.")
+        raise UserError(f"{flag} {path} is in {called}; write results elsewhere.")
 
 
 def write(config: RunConfig, stream: Optional[LiveStream],

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
-from models.families import DEFAULT_IMAGE_SIZE
+from models.families import DEFAULT_IMAGE_SIZE, DEFAULT_NUM_CLASSES
 from utils.config import DEFAULT_MARGIN_POINTS
 from utils.explain.categories import ADDED
 from utils.measure.nvml_meter import MIN_BUSY_SAMPLES, too_few_samples, window_too_short
@@ -21,8 +21,9 @@ from utils.results.record import SCHEMA, WARMUP_IN_PEAK
 # never pool with later ones (record.setup_of holds the schema written) and the table says so
 # under them (summary.notes). /2 was written before and after --baseline under one name. /3 is
 # /4 without runs[].gpu_busy and runs[].energy.window_too_short. /4 is /5 without env.source_sha256,
-# and its busy shares took every sample stamped in the timed steps, however few.
-EARLIER_SCHEMAS = (WARMUP_IN_PEAK, "ampbench.result/2", "ampbench.result/3", "ampbench.result/4")
+# and its busy shares took every sample stamped in the timed steps, however few. /5 is /6 before
+# --model-factory and --data imagefolder: a torchvision model, CIFAR-10's 10 classes or synthetic images.
+EARLIER_SCHEMAS = (WARMUP_IN_PEAK, "ampbench.result/2", "ampbench.result/3", "ampbench.result/4", "ampbench.result/5")
 READABLE_SCHEMAS = EARLIER_SCHEMAS + (SCHEMA,)
 # The comparison's keys that /3 renamed: before --baseline (/1, and /2 files written before it)
 # every ratio was against fp32; now it is against config.precision.baseline.
@@ -46,10 +47,16 @@ def upgrade(document: Dict[str, Any]) -> Dict[str, Any]:
     config.setdefault("accuracy_margin", DEFAULT_MARGIN_POINTS)
     config["grad_comm"] = config.get("grad_comm") or "fp32"  # before --grad-comm: fp32 gradients
     config["image_size"] = config.get("image_size") or DEFAULT_IMAGE_SIZE  # before --image-size: CIFAR-10's 32x32
+    # before --model-factory and --num-classes: a torchvision model (its class unrecorded) of CIFAR-10's classes
+    config.setdefault("model_factory", None)
+    config.setdefault("model_class", None)
+    config["num_classes"] = config.get("num_classes") or DEFAULT_NUM_CLASSES
     upgraded = dict(document, schema=SCHEMA, env=env, config=config,
                     runs=[upgrade_run(run, env["timestamp_utc"]) for run in document["runs"]])
     if document["schema"] != SCHEMA:
         upgraded["upgraded_from"] = document["schema"]
+    if "data" in document:  # benchmarks/suite/history.py upgrades partial documents too (its tests make some)
+        upgraded["data"] = {"num_classes": config["num_classes"], **document["data"]}
     if "comparison" in document:  # merge() computes it again; whoever else reads it reads this release's keys
         upgraded["comparison"] = {mode: {RENAMED_IN_COMPARISON.get(key, key): value for key, value in row.items()}
                                   for mode, row in document["comparison"].items()}

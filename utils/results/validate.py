@@ -281,8 +281,11 @@ CONFIG = Fields({key: setting(key) for key in WRITTEN_BY_EVERY_RELEASE},
                  "workers": Nullable(Number(whole=True, low=0)), "fp8_emulate": FLAG,
                  "compile_mode": Nullable(TEXT), "accuracy_margin": Number(low=0),
                  "eval_every": Nullable(Number(above=0)), "target_accuracy": Nullable(ACCURACY),
-                 "baseline": OneOf(MODES, "a precision mode")})  # files written before --baseline lack it
-DOCUMENT = Fields({"env": ENV, "config": CONFIG, "data": Fields({"name": TEXT}), "runs": ListOf(RUN, nonempty=True)},
+                 "baseline": OneOf(MODES, "a precision mode"),  # files written before --baseline lack it
+                 "num_classes": Nullable(Number(whole=True, low=2)), "model_factory": Nullable(TEXT),
+                 "model_class": Nullable(TEXT)})  # files written before /6 lack them
+DATA = Fields({"name": TEXT}, {"num_classes": Number(whole=True, low=2), "fingerprint": Nullable(TEXT)})
+DOCUMENT = Fields({"env": ENV, "config": CONFIG, "data": DATA, "runs": ListOf(RUN, nonempty=True)},
                   {"sources": ListOf(TEXT), "upgraded_from": OneOf(EARLIER_SCHEMAS, "an earlier ampbench schema"),
                    "comparison": MapOf(Kind(dict, "an object"))})  # upgrade() renames the keys of its rows
 

@@ -119,7 +119,7 @@ def checkpoint_globals() -> Allowed:
 
 def resume_setup(data: Data, world: World) -> Dict[str, Union[int, str]]:
     """What a resume must find again besides the config: the ranks and the data."""
-    return {"world_size": world.size, "data": data.name, "train_images": len(data.train_images)}
+    return {"world_size": world.size, "data": data.identity, "train_images": len(data.train_images)}
 
 
 class Saver:
@@ -230,8 +230,10 @@ def check_compatible(state: Dict[str, Any], record: Dict[str, Any], mode: Mode, 
     say what happens to the loss scaler (as PyTorch's AMP notes do). Returns a warning or None."""
     saved = state["config"]
     # a setting an earlier release's checkpoint did not record is not checked; the settings come
-    # first, as they say why the data differs (synthetic data's count follows --image-size)
-    for key in RESUME_KEYS + tuple(key for key in RESUME_SETTINGS if key in saved):
+    # first, as they say why the data differs (synthetic data's count follows --image-size), and
+    # a model's factory before its name (which is the factory's MODULE:FUNCTION)
+    factory_first = ("model_factory",) if "model_factory" in saved else ()
+    for key in dict.fromkeys(factory_first + RESUME_KEYS + tuple(key for key in RESUME_SETTINGS if key in saved)):
         if saved[key] != record[key]:
             why = f" ({RESUME_SETTINGS[key]})" if key in RESUME_SETTINGS else ""
             raise UserError(f"{path} holds a run with --{key.replace('_', '-')} {setting_in_words(saved[key])}, "

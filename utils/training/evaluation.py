@@ -29,7 +29,7 @@ def evaluate(model: nn.Module, mode: Mode, data: Data, config: RunConfig, contex
     counts = torch.zeros(3, dtype=torch.long, device=device)  # correct, seen, stopped
     rank_batches = eval_batches(test_images, test_labels, batch_size=batch_size, device=device,
                                 channels_last=config.speed.channels_last, shard=(world.rank, world.size),
-                                input_shape=config.data.input_shape)
+                                input_shape=config.data.input_shape, normalization=data.normalization)
     shard = -(-len(test_labels) // world.size)
     batches = context.reporter.evaluation(rank_batches, -(-shard // batch_size), mode.name)
     for images, labels in batches:

@@ -143,7 +143,13 @@ def accounting(model: nn.Module, batch_size: int, model_name: str,
     which nothing would run in FP8."""
     from utils.measure import flops
 
-    count = flops.count_step(model, batch_size, input_shape)
+    try:
+        count = flops.count_step(model, batch_size, input_shape)
+    except Exception as error:  # a --model-factory model that the meta device cannot run
+        reason = (str(error).strip().splitlines() or [type(error).__name__])[0][:160]
+        raise UserError(f"model {model_name} cannot be counted on the meta device ({type(error).__name__}: "
+                        f"{reason}), and fp8's accounting of its Linear layers and FLOPs runs there; use amp-bf16, "
+                        "or make its forward create its tensors on its input's device.") from None
     linear_flops, total = count.linears, count.total
     why = left_out(model)
     for name, module in model.named_modules():

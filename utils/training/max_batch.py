@@ -20,7 +20,7 @@ from utils.training import precision
 from utils.training.step import MicroBatches, make_optimizer, no_decay_flags, train_step
 
 if TYPE_CHECKING:
-    from utils.config import Recipe, RunConfig
+    from utils.config import RunConfig, TrainingPlan
     from utils.modes import Mode
 
 LARGEST_TRY = 1 << 20  # a million images a step: beyond any GPU today
@@ -46,9 +46,12 @@ def largest_batch(fits: Callable[[int], bool], start: int, limit: int = LARGEST_
     return fitted
 
 
-def fits_on_gpu(initial_model: nn.Module, mode: Mode, config: RunConfig, recipe: Recipe,
+def fits_on_gpu(initial_model: nn.Module, mode: Mode, config: RunConfig, plan: TrainingPlan,
                 device: torch.device) -> Callable[[int], bool]:
-    """fits(batch) for largest_batch: two training steps of a fresh copy in `mode`."""
+    """fits(batch) for largest_batch: two training steps of a fresh copy in `mode`, with the
+    plan's recipe, on labels of its classes."""
+    recipe = plan.recipe
+
     def attempt(batch):
         model = copy.deepcopy(initial_model).to(device)
         params, scaler = precision.prepare_model(model, mode, device, config.precision.loss_scale)
@@ -56,7 +59,7 @@ def fits_on_gpu(initial_model: nn.Module, mode: Mode, config: RunConfig, recipe:
                                       nesterov=config.training.nesterov, impl=config.training.optimizer_impl,
                                       kind=recipe.optimizer, no_decay=no_decay_flags(model, config.training.model))
         images = torch.randn(batch, *config.data.input_shape, device=device)
-        labels = torch.randint(0, 10, (batch,), device=device)
+        labels = torch.randint(0, plan.num_classes, (batch,), device=device)
         batches = iter(lambda: (images, labels), None)
         for _ in range(2):
             train_step(model, MicroBatches(next(batches), batches, 1), nn.CrossEntropyLoss(), optimizer, scaler,
@@ -77,8 +80,8 @@ def fits_on_gpu(initial_model: nn.Module, mode: Mode, config: RunConfig, recipe:
     return fits
 
 
-def largest_batch_of(initial_model: nn.Module, mode: Mode, config: RunConfig, recipe: Recipe,
+def largest_batch_of(initial_model: nn.Module, mode: Mode, config: RunConfig, plan: TrainingPlan,
                      device: torch.device) -> int:
     """The largest batch `mode` trains on `device` (CUDA)."""
     precision.set_tf32(mode.tf32)
-    return largest_batch(fits_on_gpu(initial_model, mode, config, recipe, device), config.training.batch_size)
+    return largest_batch(fits_on_gpu(initial_model, mode, config, plan, device), config.training.batch_size)

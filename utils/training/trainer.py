@@ -66,7 +66,8 @@ def build_trainer(initial_model: nn.Module, mode: Mode, data: Data, config: RunC
     loader = make_train_loader(config.data.loader, data.train_images, data.train_labels,
                                batch_size=training.batch_size, device=device, seed=training.seed,
                                workers=config.data.workers, channels_last=config.speed.channels_last,
-                               shard=(world.rank, world.size), input_shape=config.data.input_shape)
+                               shard=(world.rank, world.size), input_shape=config.data.input_shape,
+                               normalization=data.normalization)
     optimizer, optimizer_impl = make_optimizer(params, lr=recipe.lr, momentum=recipe.momentum,
                                                weight_decay=recipe.weight_decay, nesterov=training.nesterov,
                                                impl=training.optimizer_impl, kind=recipe.optimizer,

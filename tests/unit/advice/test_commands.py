@@ -36,7 +36,8 @@ def test_every_flag_the_adviser_does_not_own_reaches_the_phases_as_main_py_reads
     parsed = vars(build_parser().parse_args(options))
     assert parsed[flag.setting] == value, options
     assert {name for name, found in parsed.items() if found != defaults[name]} == {flag.setting}
-    assert "--model" in options and "--batch-size" in options  # always named, so that a command says what it trains
+    # always named, so that a command says what it trains: a --model-factory in -m's place
+    assert ("--model" in options) == (flag.setting != "model_factory") and "--batch-size" in options
 
 
 def test_the_length_reaches_the_accuracy_check_alone():
@@ -77,3 +78,22 @@ def test_the_batch_job_lines_run_a_job_per_seed_with_the_users_flags():
     quoted = dataclasses.replace(arguments, trace_dir=None, tensorboard=None, label_smoothing=0.1,
                                  lr_schedule="constant")
     assert "--lr-schedule constant" in commands.job_lines(quoted, ("fp32",), 3, 10)["slurm"]
+
+
+def test_your_model_and_images_reach_every_phase_and_the_advised_command_but_no_batch_job(tmp_path):
+    """--model-factory and --data imagefolder are plain run options: each phase and the command
+    advised carry them (the factory in -m's place, from a results file too); the job scripts train
+    a torchvision MODEL on CIFAR-10, so no batch-job line is offered for them."""
+    arguments = Arguments(model_factory="mymodels:net", data="imagefolder", data_dir="flowers", num_classes=5,
+                          batch_size=64)
+    phase = commands.phase_command(arguments, ["--modes", "fp32,amp-bf16"], False, "a.json")
+    assert phase[:10] == ["--batch-size", "64", "--model-factory", "mymodels:net", "--data", "imagefolder",
+                          "--data-dir", "flowers", "--num-classes", "5"] and "--model" not in phase
+    assert commands.advised_command(arguments, "amp-bf16", {})[-1] == "--bf16"
+    assert commands.job_lines(arguments, ("fp32", "amp-bf16"), 3, 100) is None
+    assert commands.job_lines(dataclasses.replace(arguments, model_factory=None), ("fp32",), 3, 100) is None
+    record = {"model": "mymodels:net", "model_factory": "mymodels:net", "batch_size": 64, "data": "imagefolder",
+              "data_dir": "flowers"}
+    saved = commands.from_results_command(record, True, "amp-bf16", {})
+    assert saved == ["python", "main.py", "--batch-size", "64", "--model-factory", "mymodels:net", "--gpu",
+                     "--data", "imagefolder", "--data-dir", "flowers", "--bf16"]

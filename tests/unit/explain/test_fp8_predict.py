@@ -146,7 +146,7 @@ def test_the_command_line_prints_json_and_explains():
     (["--shape", "1\u00b2,2,3"], "in digits 0 to 9, like"),  # a superscript two: isdigit(), not int()
     (["--shape", "1,2," + "9" * 5000], "in digits 0 to 9, like"),  # beyond int()'s 4300 digits
     (["--shape", "1,2,2147483648"], "M, K and N are each from 1 to 2147483647"),
-    (["--shape", "1,2,3", "-m", "vit_t4"], "either --shape M,K,N or -m MODEL"),
+    (["--shape", "1,2,3", "-m", "vit_t4"], "give one of --shape M,K,N, -m MODEL or --model-factory"),
     (["--gpu", "a100-40gb", "--shape", "1,2,3"], "invalid choice"),
     (["-m", "vit_t4", "-b", "0"], "argument -b/--batch-size: must be a whole number from 1 to 2147483647"),
     (["-m", "vit_t4", "--image-size", "\u0661\u0662\u0668"], "must be a whole number from 16 to 1024"),
@@ -189,3 +189,14 @@ def test_a_run_predicts_for_its_gpu_an_h100_when_emulated_and_none_for_a_card_wi
     assert json.loads(json.dumps(emulated, allow_nan=False)) == emulated
     assert fp8_predict.run_prediction("NVIDIA A100-SXM4-80GB", False, "rowwise", True, model, 8, (3, 32, 32)) == (
         None, "no FP8 figures for 'NVIDIA A100-SXM4-80GB' in utils/measure/gpus.py")
+
+
+def test_your_own_model_is_predicted_as_main_py_builds_it():
+    """--model-factory: the model of tests/cli/user_models.py, built whole and counted on the meta
+    device; one the meta device cannot run is refused with why."""
+    options = vars(fp8_predict.build_parser().parse_args(["--model-factory", "tests.cli.user_models:mlp",
+                                                          "--image-size", "16", "-b", "32", "--num-classes", "3"]))
+    predicted = fp8_predict.predict(options)
+    assert predicted.converted_layers == 2 and predicted.speedup > 0
+    with pytest.raises(UserError, match="its step cannot be counted on the meta device"):
+        fp8_predict.predict(dict(options, model_factory="tests.cli.user_models:CpuPositions"))

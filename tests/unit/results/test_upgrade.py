@@ -161,3 +161,31 @@ def test_a_busy_share_of_fewer_samples_than_the_minimum_reads_as_too_few() -> No
     counts = [too_few_count(run["gpu_busy_unavailable"]) for run in upgraded["runs"]]
     assert counts == [MIN_BUSY_SAMPLES - 1 if index % 2 == 0 else None for index in range(len(counts))]
     assert all((run["gpu_busy"] is None) == (index % 2 == 0) for index, run in enumerate(upgraded["runs"]))
+
+
+def test_a_file_of_the_release_before_your_own_model_and_data_trained_a_torchvision_model_on_ten_classes() -> None:
+    """/5 had no --model-factory, --num-classes or --data imagefolder: read as a torchvision model
+    (its class unrecorded) on CIFAR-10's ten classes or synthetic images, no folder's fingerprint."""
+    from utils.results.record import setup_of
+
+    fifth = upgrade(json.loads(BEFORE_BUSY.read_text()))
+    for key in ("model_factory", "model_class", "num_classes"):
+        del fifth["config"][key]
+    del fifth["data"]["num_classes"], fifth["upgraded_from"]
+    fifth["schema"] = "ampbench.result/5"
+    upgraded = upgrade(fifth)
+    assert {key: upgraded["config"][key] for key in ("model_factory", "model_class", "num_classes")} == \
+        {"model_factory": None, "model_class": None, "num_classes": 10}
+    assert upgraded["data"]["num_classes"] == 10 and upgraded["upgraded_from"] == "ampbench.result/5"
+    assert setup_of(upgraded)["data_fingerprint"] is None
+
+
+def test_runs_on_two_image_folders_never_pool_into_one_comparison() -> None:
+    from utils.results.merge import merge
+
+    documents = []
+    for fingerprint in ("a" * 16, "b" * 16):
+        document = upgrade(json.loads(BEFORE_BUSY.read_text()))
+        document["data"] = {"name": "imagefolder", "num_classes": 10, "fingerprint": fingerprint}
+        documents.append(document)
+    assert len(merge(documents)) == 2 and len(merge(documents[:1] * 2)) == 1

@@ -1,0 +1,201 @@
+"""The user's own model (--model-factory MODULE:FUNCTION): imported from the working directory or
+PYTHONPATH, built, and checked with one tiny forward before anything trains, so that each way it
+can be wrong (no such module or function, something that builds no trainable classifier, an
+output that does not fit the run's classes) ends in one sentence before the first step."""
+from __future__ import annotations
+
+import contextlib
+import copy
+import importlib
+import importlib.machinery
+import inspect
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any, Callable, Dict, Optional
+
+import torch
+from torch import nn
+
+from models import factory
+from utils import compat
+from utils.config import factory_spec
+from utils.errors import UserError
+
+AMPBENCH = Path(__file__).resolve().parents[1]  # the checkout: its own packages (models, utils) come first
+# What the factory is given, by name, where its signature names the parameter (never through **kwargs,
+# which may pass them on to a builder that refuses them).
+GIVEN = ("num_classes", "image_size", "dropout")
+TORCH = Path(torch.__file__).resolve().parent
+MISSING = object()
+
+
+def build_user_model(spec: str, num_classes: int, image_size: int, dropout: Optional[float] = None,
+                     batch_size: Optional[int] = None, device: Optional[torch.device] = None) -> nn.Module:
+    """The model `spec` (MODULE:FUNCTION) builds, called with those of num_classes, image_size
+    and dropout (when given) its signature names, checked: an nn.Module with trainable float32
+    parameters whose output for a batch of `image_size` images is (batch, `num_classes`) logits,
+    and whose batch norms see more than one value per channel in a batch of `batch_size`. The
+    check runs on the meta device where it can, else on `device` (the CPU unless given)."""
+    function = find(spec)
+    model = call(function, spec, arguments_for(function, spec, num_classes, image_size, dropout))
+    check_module(model, spec)
+    check_output(model, spec, num_classes, image_size, batch_size, device or torch.device("cpu"))
+    return model
+
+
+def find(spec: str) -> Callable[..., Any]:
+    """The callable `spec` names, imported as `python -c "import MODULE"` would from the working
+    directory (put on sys.path after ampbench's own folder) or PYTHONPATH."""
+    module_name, path = factory_spec(spec)
+    module = import_module(module_name, spec)
+    found: Any = module
+    for depth, part in enumerate(path.split(".")):
+        inside = ".".join([module_name, *path.split(".")[:depth]])
+        found = getattr(found, part, MISSING)
+        if found is MISSING:
+            raise UserError(f"--model-factory {spec}: {inside} ({where_defined(module)}) has no attribute '{part}'; "
+                            "name a function or class defined in it.")
+    if not callable(found):
+        raise UserError(f"--model-factory {spec}: {path} is not a function or class (it is of type "
+                        f"{type(found).__name__}); name the function or class that builds the model.")
+    return found
+
+
+def import_module(name: str, spec: str) -> Any:
+    """The module `name`, the working directory on sys.path; one sentence for each way it fails."""
+    here = os.getcwd()
+    if not any(os.path.realpath(entry or ".") == os.path.realpath(here) for entry in sys.path):
+        sys.path.insert(1, here)
+    try:
+        module = importlib.import_module(name)
+    except ModuleNotFoundError as error:
+        if error.name is not None and (name == error.name or name.startswith(error.name + ".")):
+            raise UserError(f"--model-factory {spec}: no module named '{error.name}' in the working directory "
+                            f"({here}) or on PYTHONPATH; run from the folder that holds it, or add that folder to "
+                            "PYTHONPATH.") from None
+        raise UserError(f"--model-factory {spec}: importing {name} failed, as it imports {described(error)}; "
+                        "install what it needs.") from None
+    except Exception as error:  # whatever the module's own code raises as it is imported, SyntaxError too
+        raise UserError(f"--model-factory {spec}: importing {name} raised {described(error)}; fix the module.") \
+            from None
+    check_not_shadowed(module, name, spec, here)
+    return module
+
+
+def check_not_shadowed(module: Any, name: str, spec: str, here: str) -> None:
+    """Refuse a module of the working directory that one of ampbench's own packages (models,
+    utils, ...) hides: `import models` finds ampbench's, imported already."""
+    top = name.split(".")[0]
+    imported = getattr(sys.modules.get(top), "__file__", None)
+    if imported is None or Path(here).resolve() == AMPBENCH or AMPBENCH not in Path(imported).resolve().parents:
+        return
+    if importlib.machinery.PathFinder.find_spec(top, [here]) is not None:
+        raise UserError(f"--model-factory {spec}: '{top}' in the working directory is hidden by ampbench's own "
+                        f"package of that name ({where_defined(module)}); rename your module.")
+
+
+def where_defined(module: Any) -> str:
+    return str(getattr(module, "__file__", None) or "a namespace package")
+
+
+def described(error: BaseException) -> str:
+    """An exception in a few words, with the place in the user's code that raised it: the last
+    frame outside importlib and torch (a SyntaxError names its own)."""
+    message = (str(error).strip().splitlines() or [""])[0][:200]
+    frames = [frame for frame in traceback.extract_tb(error.__traceback__)
+              if not frame.filename.startswith("<") and TORCH not in Path(frame.filename).resolve().parents]
+    place = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames and not isinstance(error, SyntaxError) else ""
+    return f"{type(error).__name__}{': ' + message if message else ''}{place}"
+
+
+def arguments_for(function: Callable[..., Any], spec: str, num_classes: int, image_size: int,
+                  dropout: Optional[float]) -> Dict[str, Any]:
+    """The keyword arguments `function` gets: those of GIVEN its signature names (dropout only
+    when --dropout is given); a parameter it requires beyond them is refused, as is --dropout
+    for a factory that takes no dropout."""
+    try:
+        parameters = inspect.signature(function).parameters
+    except (TypeError, ValueError):  # a callable without a signature (a builtin): called without arguments
+        parameters = inspect.Signature().parameters
+    named = {name for name, parameter in parameters.items()
+             if parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)}
+    required = [name for name, parameter in parameters.items() if name not in GIVEN
+                and parameter.default is parameter.empty
+                and parameter.kind not in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD)]
+    if required:
+        raise UserError(f"--model-factory {spec} requires {', '.join(required)}, and ampbench gives a factory only "
+                        f"{', '.join(GIVEN)}, by name; give the other parameters defaults.")
+    if dropout is not None and "dropout" not in named:
+        raise UserError(f"--dropout {dropout:g}: --model-factory {spec} takes no dropout argument; drop --dropout, or "
+                        "give the factory a dropout parameter.")
+    values = {"num_classes": num_classes, "image_size": image_size, "dropout": dropout}
+    return {name: value for name, value in values.items() if name in named and value is not None}
+
+
+def call(function: Callable[..., Any], spec: str, arguments: Dict[str, Any]) -> Any:
+    try:
+        return function(**arguments)
+    except Exception as error:  # the user's code, raising anything
+        given = ", ".join(f"{name}={value}" for name, value in arguments.items()) or "no arguments"
+        raise UserError(f"--model-factory {spec} raised {described(error)} when called with {given}; fix the "
+                        "factory.") from None
+
+
+def check_module(model: Any, spec: str) -> None:
+    """An nn.Module with parameters to train, all float32: the modes set the precision."""
+    if not isinstance(model, nn.Module):
+        raise UserError(f"--model-factory {spec} returned a {type(model).__name__}, not a torch.nn.Module; return "
+                        "the model.")
+    parameters = list(model.parameters())
+    if not any(parameter.requires_grad for parameter in parameters):
+        frozen = f"all {len(parameters)} of its parameters are frozen" if parameters else "it has none"
+        raise UserError(f"--model-factory {spec} returned a {type(model).__name__} with no parameters to train "
+                        f"({frozen}); return a model with trainable parameters.")
+    other = sorted({str(p.dtype).replace("torch.", "") for p in parameters if p.is_floating_point()
+                    and p.dtype != torch.float32})
+    if other:
+        raise UserError(f"--model-factory {spec} returned a model with {', '.join(other)} parameters; build it in "
+                        "float32: each precision mode sets the precision it trains in.")
+
+
+def check_output(model: nn.Module, spec: str, num_classes: int, image_size: int, batch_size: Optional[int],
+                 device: torch.device) -> None:
+    """One forward of factory.CHECK_IMAGES images, in training mode and without changing the
+    model (on the meta device, or on a copy on `device`), gives (images, num_classes) logits."""
+    images = factory.CHECK_IMAGES
+    with factory.batch_norm_inputs(model) as values_per_image:
+        output = forward_once(model, spec, image_size, device)
+    if not isinstance(output, torch.Tensor):
+        raise UserError(f"--model-factory {spec}: its model returns a {type(output).__name__} for a batch of images, "
+                        "not a tensor of logits; the loss takes its output as (batch, classes) logits, so return "
+                        "them alone.")
+    shape = list(output.shape)
+    if len(shape) == 2 and shape[0] == images and shape[1] != num_classes:
+        raise UserError(f"--model-factory {spec}: its model outputs {shape[1]} classes, and this run's labels have "
+                        f"{num_classes} (the data's classes, or --num-classes); build its head for {num_classes} "
+                        f"(the factory is given num_classes={num_classes} where it takes that argument).")
+    if shape != [images, num_classes]:
+        raise UserError(f"--model-factory {spec}: its model outputs a tensor of shape {shape} for {images} images of "
+                        f"{image_size}x{image_size}, and a classifier's is [{images}, {num_classes}] (batch, "
+                        "classes); return the logits.")
+    factory.check_batch_for_norms(values_per_image, spec, image_size, batch_size)
+
+
+def forward_once(model: nn.Module, spec: str, image_size: int, device: torch.device) -> Any:
+    """The output of one forward in training mode with no gradient: on the meta device (shapes
+    alone, torch 2.1), or, for a model that cannot run there, on a copy of it on `device`, with
+    the random state restored after it (dropout draws)."""
+    model.train()
+    with torch.no_grad(), torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        if compat.runs_on_meta():
+            with contextlib.suppress(Exception):  # anything the model does that the meta device cannot
+                return factory.forward_on_meta(model, image_size)
+        try:
+            twin = copy.deepcopy(model).to(device)
+            return twin(torch.zeros(factory.CHECK_IMAGES, 3, image_size, image_size, device=device))
+        except Exception as error:  # the user's forward, raising anything
+            raise UserError(f"--model-factory {spec}: its model raised {described(error)} on a batch of "
+                            f"{factory.CHECK_IMAGES} images of 3x{image_size}x{image_size}; make it take "
+                            "--image-size images, or change --image-size.") from None

@@ -1,0 +1,224 @@
+"""Your own model (--model-factory, the models of user_models.py) and your own images (--data
+imagefolder, folders of tiny PNGs written here) through the whole CLI: a comparison, a resume,
+fp8's Linear layers, a model the meta device cannot run, --check-flags, and every refusal, each
+one sentence and exit 2. Runs go through main.main in this process, as `python main.py` does."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import assert_user_error, image_tree, read_results, run_main
+
+FAST = ["--image-size", "16", "-b", "8", "--warmup", "2", "--no-progress", "--workers", "0"]
+TREE_FLAGS = ["--data", "imagefolder", "--workers", "0"]
+
+
+def own(tmp_path, *argv):
+    """main.py on the tree under tmp_path with FAST's settings and `argv`."""
+    return run_main("--data", "imagefolder", "--data-dir", tmp_path / "tree", *FAST, *argv)
+
+
+def test_your_model_on_your_images_through_a_comparison(tmp_path):
+    image_tree(tmp_path / "tree", per_class=8, split="train")
+    image_tree(tmp_path / "tree", per_class=2, split="val")
+    result = own(tmp_path, "--model-factory", "user_models:TinyNet", "-n", "6", "--modes", "fp32,amp-bf16",
+                 "--seeds", "2", "--explain", "--explain-steps", "1", "--json", tmp_path / "r.json")
+    assert result.returncode == 0, result.stderr
+    document = read_results(tmp_path / "r.json")
+    config, data, runs = document["config"], document["data"], document["runs"]
+    assert config["model"] == config["model_factory"] == "user_models:TinyNet"
+    assert (config["model_class"], config["num_classes"]) == ("user_models.TinyNet", 3)
+    assert (config["recipe"], config["optimizer"], config["label_smoothing"]) == ("user", "adamw", 0.0)
+    assert (data["name"], data["classes"], data["num_classes"]) == ("imagefolder", ["cat", "dog", "eel"], 3)
+    assert (data["train_images"], data["test_images"], data["held_out_share"]) == (24, 6, None)
+    assert data["eval_folder"].endswith("val") and len(data["mean"]) == len(data["std"]) == 3
+    assert [(run["mode"], run["seed"]) for run in runs] == [("fp32", 0), ("amp-bf16", 0), ("fp32", 1), ("amp-bf16", 1)]
+    assert all(run["test_accuracy"] is not None and run["data"] == "imagefolder" for run in runs)
+    assert all(run["profile"]["categories"]["conv"]["ms"] > 0 for run in runs)  # --explain
+    for seed in (0, 1):  # the modes of a seed start from its weights and batches: they differ by precision alone
+        pair = [run for run in runs if run["seed"] == seed]
+        assert len({(run["initial_weights_sha256"], run["first_batch_sha256"]) for run in pair}) == 1
+    assert runs[0]["initial_weights_sha256"] != runs[2]["initial_weights_sha256"]
+    assert document["comparison"]["amp-bf16"].accuracy_verdict in ("holds", "differs", "inconclusive")
+    assert "user_models:TinyNet, 16x16 images" in result.stdout
+
+
+def test_a_resume_continues_your_model_and_refuses_another_factory_or_folder(tmp_path):
+    image_tree(tmp_path / "tree", per_class=6)  # no train/: a tenth of each class, one image here, held out
+    checkpointed = ["--model-factory", "user_models:TinyNet", "--bf16", "--checkpoint", tmp_path / "ck.pt"]
+    assert own(tmp_path, *checkpointed, "-n", "4").returncode == 0
+    resumed = own(tmp_path, *checkpointed, "-n", "6", "--resume", "--json", tmp_path / "r.json")
+    assert resumed.returncode == 0, resumed.stderr
+    (run,) = json.loads((tmp_path / "r.json").read_text())["runs"]
+    assert (run["resumed_from_step"], run["completed_steps"]) == (4, 6)
+    assert json.loads((tmp_path / "r.json").read_text())["data"]["held_out_share"] == 0.1
+    other = own(tmp_path, "--model-factory", "user_models:tiny_net", *checkpointed[2:], "-n", "8", "--resume")
+    assert_user_error(other, "holds a run with --model-factory user_models:TinyNet, not user_models:tiny_net")
+    image_tree(tmp_path / "tree", classes=("cat",), per_class=7)  # the same count of classes, a new image
+    moved = own(tmp_path, *checkpointed, "-n", "8", "--resume")
+    assert_user_error(moved, "was trained on imagefolder ", "and this run loaded imagefolder ")
+
+
+def test_the_folders_loader_paths_and_fp8_take_your_linear_layers(tmp_path):
+    """The DataLoader path at the images' own size, channels_last, and fp8 (emulated) converting
+    the model's Linear layers but its head."""
+    pytest.importorskip("torchao")
+    image_tree(tmp_path / "tree", per_class=8)
+    result = own(tmp_path, "--model-factory", "user_models:mlp", "-n", "4", "--loader", "torchvision",
+                 "--channels-last", "--modes", "amp-bf16,fp8", "--fp8-emulate", "--json", tmp_path / "r.json")
+    assert result.returncode == 0, result.stderr
+    fp8 = json.loads((tmp_path / "r.json").read_text())["runs"][1]["fp8"]
+    assert (fp8["linear_layers"], fp8["converted_layers"], fp8["left_out"][0]["layer"]) == (3, 2, "5")
+    assert fp8["prediction"] is not None
+
+
+def test_a_model_the_meta_device_cannot_run_trains_and_says_its_flops_were_not_counted(tmp_path):
+    result = run_main("--model-factory", "user_models:CpuPositions", "--data", "synthetic", "--num-classes", "5",
+                      *FAST, "-n", "3", "--json", tmp_path / "r.json")
+    assert result.returncode == 0, result.stderr
+    assert "the FLOPs of a step could not be counted" in result.stderr
+    (run,) = json.loads((tmp_path / "r.json").read_text())["runs"]
+    assert run["train_flops_per_step"] is None and "meta device" in run["mfu_note"]
+
+
+def test_check_flags_lists_the_folder_and_builds_your_model_writing_nothing(tmp_path):
+    image_tree(tmp_path / "tree", per_class=2)
+    before = sorted(tmp_path.rglob("*"))
+    checked = own(tmp_path, "--model-factory", "user_models:TinyNet", "--check-flags", "--json", tmp_path / "r.json")
+    assert checked.returncode == 0 and checked.stderr == "", checked.stderr
+    assert sorted(tmp_path.rglob("*")) == before
+    assert_user_error(own(tmp_path, "--model-factory", "user_models:raises", "--check-flags"),
+                      "user_models:raises raised FileNotFoundError")
+    assert_user_error(own(tmp_path, "--num-classes", "4", "--check-flags"),
+                      "--num-classes 4 does not fit --data imagefolder", "holds 3 class folders")
+    assert_user_error(own(tmp_path, "--model-factory", "user_models:fixed_head", "--check-flags"),
+                      "its model outputs 7 classes, and this run's labels have 3")
+
+
+@pytest.mark.parametrize("argv, phrases", [
+    (["--model-factory", "user_models"], ["--model-factory takes MODULE:FUNCTION", "got 'user_models'"]),
+    (["--model-factory", "no_such_module_here:build"], ["no module named 'no_such_module_here' in the working "
+                                                        "directory"]),
+    (["--model-factory", "user_models:nope"], ["user_models (", "has no attribute 'nope'"]),
+    (["--model-factory", "user_models:NOT_CALLABLE"], ["NOT_CALLABLE is not a function or class (it is of type int)"]),
+    (["--model-factory", "user_models:raises"], ["raised FileNotFoundError: no weights at /nowhere/weights.pt at ",
+                                                 "user_models.py:", "when called with num_classes=10"]),
+    (["--model-factory", "user_models:not_a_module"], ["returned a dict, not a torch.nn.Module"]),
+    (["--model-factory", "user_models:no_parameters"], ["no parameters to train (it has none)"]),
+    (["--model-factory", "user_models:frozen"], ["all 6 of its parameters are frozen"]),
+    (["--model-factory", "user_models:half_precision"], ["a model with float16 parameters; build it in float32"]),
+    (["--model-factory", "user_models:fixed_head"], ["its model outputs 7 classes, and this run's labels have 10",
+                                                     "num_classes=10"]),
+    (["--model-factory", "user_models:WithFeatures"], ["its model returns a tuple for a batch of images"]),
+    (["--model-factory", "user_models:FeatureMap"], ["outputs a tensor of shape [2, 10, 32, 32] for 2 images",
+                                                     "a classifier's is [2, 10]"]),
+    (["--model-factory", "user_models:gray_only"], ["its model raised RuntimeError", "3x32x32"]),
+    (["--model-factory", "user_models:needs_config"], ["requires config", "give the other parameters defaults"]),
+    (["--model-factory", "user_models:tiny_net", "--dropout", "0.1"], ["takes no dropout argument"]),
+    (["--model-factory", "user_models:norm_head", "-b", "1"], ["user_models:norm_head' has a batch norm that sees 1 "
+                                                               "value", "a batch of at least 2"]),
+    (["--model-factory", "user_models:TinyNet", "-m", "resnet18"], ["-m/--model resnet18 names a torchvision one"]),
+    (["--model-factory", "user_models:TinyNet", "--stem", "cifar"], ["drop --stem"]),
+    (["--model-factory", "user_models:TinyNet", "--momentum", "0.9"], ["trains with AdamW here"]),
+    (["--num-classes", "5"], ["--num-classes 5 does not fit --data auto: CIFAR-10 has 10 classes"]),
+    (["--num-classes", "1"], ["--num-classes: must be a whole number of classes from 2"]),
+    (["--data", "imagefolder", "--allow-unverified"], ["drop --allow-unverified"]),
+])
+def test_each_way_a_model_or_its_flags_can_be_wrong_is_one_sentence(argv, phrases):
+    assert_user_error(run_main(*argv, "--check-flags"), *phrases)
+
+
+def test_a_factory_is_imported_from_the_working_directory_and_its_import_errors_are_one_sentence(tmp_path,
+                                                                                                  monkeypatch):
+    (tmp_path / "mine.py").write_text("from torch import nn\n\ndef build(num_classes):\n"
+                                      "    return nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, num_classes))\n")
+    (tmp_path / "needs_more.py").write_text("import a_package_nobody_installed\n")
+    (tmp_path / "broken.py").write_text("def build(:\n")
+    (tmp_path / "models.py").write_text("def build(num_classes):\n    pass\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # main.py puts the working directory on it
+    assert run_main("--model-factory", "mine:build", "--check-flags").returncode == 0
+    assert_user_error(run_main("--model-factory", "needs_more:build", "--check-flags"),
+                      "importing needs_more failed, as it imports ModuleNotFoundError: No module named "
+                      "'a_package_nobody_installed'", "needs_more.py:1")
+    assert_user_error(run_main("--model-factory", "broken:build", "--check-flags"),
+                      "importing broken raised SyntaxError")
+    assert_user_error(run_main("--model-factory", "models:build", "--check-flags"),
+                      "'models' in the working directory is hidden by ampbench's own package")
+
+
+def test_each_way_an_image_folder_can_be_wrong_is_one_sentence(tmp_path):
+    tree = tmp_path / "tree"
+    assert_user_error(own(tmp_path, "-n", "3"), f"--data-dir {tree} does not exist")
+    tree.mkdir()
+    assert_user_error(own(tmp_path, "-n", "3"), "holds no class folder, and a classifier needs two classes")
+    image_tree(tree, classes=("cat",))
+    assert_user_error(own(tmp_path, "-n", "3"), "holds only the class folder cat")
+    (tree / "dog").mkdir()
+    assert_user_error(own(tmp_path, "-n", "3"), f"{tree / 'dog'} holds no images (files ending in")
+    image_tree(tree, classes=("cat", "dog"))
+    (tree / "dog" / "9.png").write_bytes(b"\x89PNG\r\n\x1a\nnot an image")
+    (tree / "dog" / "8.jpg").write_bytes(b"")
+    assert_user_error(own(tmp_path, "-n", "3"), f"{tree / 'dog' / '8.jpg'} cannot be read as an image",
+                      "(and 1 more)")
+    (tree / "dog" / "9.png").unlink()
+    (tree / "dog" / "8.jpg").unlink()
+    assert_user_error(own(tmp_path, "-n", "3", "--json", tree / "r.json"), "is in the image folder --data-dir")
+    image_tree(tmp_path / "lonely", per_class=1)
+    assert_user_error(run_main(*TREE_FLAGS, "--data-dir", tmp_path / "lonely", "-b", "2", "-n", "2"),
+                      "no class of", "has two images or more")
+    image_tree(tmp_path / "split", split="train")
+    image_tree(tmp_path / "split", classes=("cat", "yak"), split="val")
+    assert_user_error(run_main(*TREE_FLAGS, "--data-dir", tmp_path / "split", "--check-flags"),
+                      "has class folders that", "lacks (yak)")
+
+
+def test_your_model_trains_on_synthetic_images_of_your_class_count_and_a_torchvision_model_too(tmp_path):
+    for model in (["--model-factory", "user_models:tiny_net"], ["-m", "resnet18", "--stem", "imagenet"]):
+        result = run_main(*model, "--data", "synthetic", "--num-classes", "5", *FAST, "-n", "3", "--json",
+                          tmp_path / "r.json")
+        assert result.returncode == 0, result.stderr
+        document = json.loads((tmp_path / "r.json").read_text())
+        assert document["config"]["num_classes"] == document["data"]["num_classes"] == 5
+
+
+@pytest.mark.long  # torch.compile's first step takes 10 to 20 s on a 2-core CPU
+def test_your_model_compiles(tmp_path):
+    image_tree(tmp_path / "tree", per_class=8)
+    result = own(tmp_path, "--model-factory", "user_models:TinyNet", "-n", "5", "--compile", "--channels-last",
+                 "--bf16", "--json", tmp_path / "r.json")
+    assert result.returncode == 0, result.stderr
+    (run,) = json.loads((tmp_path / "r.json").read_text())["runs"]
+    assert run["compiled"] and run["compile_time_s"] > 0 and run["completed_steps"] == 5
+
+
+def test_a_factory_on_pythonpath_is_found_from_any_working_directory(tmp_path):
+    """As a user runs it: main.py from another folder, the module's folder on PYTHONPATH."""
+    from conftest import ROOT
+
+    result = subprocess.run([sys.executable, str(ROOT / "main.py"), "--model-factory", "user_models:TinyNet",
+                             "--check-flags"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "PYTHONPATH": str(ROOT / "tests" / "cli")})
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.long  # --advise's phases, each a process of its own: half a minute on a 2-core CPU
+def test_advise_passes_your_model_and_images_to_every_phase_and_advises_a_command_that_trains_them(tmp_path):
+    from conftest import run_cli
+    from utils.advice import document
+
+    image_tree(tmp_path / "tree", per_class=8)
+    mine = ["--model-factory", "tests.cli.user_models:TinyNet", "--data", "imagefolder", "--data-dir",
+            tmp_path / "tree"]
+    result = run_cli("--advise", *mine, "--image-size", "16", "-b", "8", "--workers", "0", "--budget", "2",
+                     "--advice-dir", tmp_path / "advice", timeout=240)
+    assert result.returncode in (document.STATUSES["cpu-only"], document.STATUSES["complete"]), result.stderr
+    compared = json.loads((tmp_path / "advice" / "results.json").read_text())[0]
+    assert compared["config"]["model_factory"] == "tests.cli.user_models:TinyNet"
+    assert compared["data"]["name"] == "imagefolder" and compared["data"]["num_classes"] == 3
+    command = json.loads((tmp_path / "advice" / "advice.json").read_text())["recommendation"]["command"]
+    assert command[2:10] == ["--batch-size", "8", *map(str, mine)] and "--model" not in command
+    trained = run_cli(*command[2:], "-n", "4", "--warmup", "1", "--json", tmp_path / "advised.json", timeout=240)
+    assert trained.returncode == 0, trained.stderr

@@ -1,0 +1,108 @@
+"""--data imagefolder (utils/data/imagefolder.py): the tree's layouts and classes, the images held
+out, decoding at --image-size, the normalisation computed, the fingerprint, both loaders on the
+decoded images, and the memory check; on folders of tiny PNGs written here."""
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from conftest import image_tree
+from utils.config import RunConfig
+from utils.data import dataset, imagefolder
+from utils.data.loaders import Normalize, eval_batches, make_train_loader
+from utils.errors import UserError
+
+CPU = torch.device("cpu")
+
+
+def test_a_flat_tree_holds_out_a_tenth_of_each_class_the_same_for_every_seed(tmp_path):
+    image_tree(tmp_path, classes=("b", "a", "c"), per_class=6)
+    (tmp_path / ".ipynb_checkpoints").mkdir()
+    (tmp_path / "a" / "._0.png").write_bytes(b"macOS metadata")
+    tree = imagefolder.layout(str(tmp_path))
+    assert tree.classes == ("a", "b", "c") and tree.eval_folder is None  # sorted, as ImageFolder numbers them
+    files = imagefolder.files_of(tree.train_folder, tree.classes, required=True)
+    assert len(files) == 18 and [label for _, label in files[:6]] == [0] * 6
+    training, held = imagefolder.held_out(files)
+    assert len(held) == 3 and sorted(label for _, label in held) == [0, 1, 2]
+    assert imagefolder.held_out(files) == (training, held)
+    many = [(f"{index}.png", label) for label, count in ((0, 1), (1, 2), (2, 30)) for index in range(count)]
+    assert [label for _, label in imagefolder.held_out(many)[1]] == [1, 2, 2, 2]  # none of 1, 1 of 2, 3 of 30
+
+
+def test_a_split_tree_trains_on_train_and_evaluates_on_val_else_test(tmp_path):
+    image_tree(tmp_path, split="train")
+    image_tree(tmp_path, classes=("dog",), per_class=2, split="test")
+    tree = imagefolder.layout(str(tmp_path))
+    assert (tree.train_folder, tree.eval_folder) == (str(tmp_path / "train"), str(tmp_path / "test"))
+    evaluation = imagefolder.files_of(tree.eval_folder, tree.classes, required=False)
+    assert {label for _, label in evaluation} == {1}  # dog is label 1 of cat, dog, eel
+    image_tree(tmp_path, classes=("cat",), per_class=1, split="val")
+    assert imagefolder.layout(str(tmp_path)).eval_folder == str(tmp_path / "val")
+
+
+def test_images_are_resized_on_their_shorter_side_centre_cropped_and_made_rgb(tmp_path):
+    wide = np.zeros((20, 60, 3), dtype=np.uint8)
+    wide[:, :20, 0] = wide[:, 20:40, 1] = wide[:, 40:, 2] = 255  # red, green, blue thirds
+    Image.fromarray(wide).save(tmp_path / "wide.png")
+    Image.fromarray(np.full((10, 10), 128, dtype=np.uint8)).save(tmp_path / "gray.png")
+    Image.fromarray(np.full((10, 10, 4), 200, dtype=np.uint8)).save(tmp_path / "rgba.png")
+    files = [(str(tmp_path / name), 0) for name in ("wide.png", "gray.png", "rgba.png")]
+    images = imagefolder.decode(files, 16, workers=1)  # in a worker process, as a run decodes
+    assert images.shape == (3, 3, 16, 16) and images.dtype == torch.uint8
+    assert images[0, 1, 8, 8] == 255 and images[0, 0, 8, 8] == 0  # the centre is the green third
+    assert images[1, :, 5, 5].tolist() == [128] * 3 and images[2, :, 5, 5].tolist() == [200] * 3
+
+
+def test_the_normalisation_is_the_training_images_own(tmp_path):
+    images = torch.zeros(4, 3, 2, 2, dtype=torch.uint8)
+    images[:2, 0] = 255  # red: half 0, half 255; green 0 everywhere; blue 51 everywhere
+    images[:, 2] = 51
+    mean, std = imagefolder.normalization_of(images)
+    assert mean == pytest.approx((0.5, 0.0, 0.2)) and std == pytest.approx((0.5, 1 / 255, 1 / 255))
+    normalized = Normalize(CPU, (mean, std))(images)
+    assert normalized[:, 0].mean().item() == pytest.approx(0.0, abs=1e-6)
+    assert normalized[:, 0].std(unbiased=False).item() == pytest.approx(1.0, abs=1e-5)
+
+
+def test_the_fingerprint_tells_trees_apart_wherever_they_lie(tmp_path):
+    def fingerprint(root):
+        tree = imagefolder.layout(str(root))
+        files = imagefolder.files_of(tree.train_folder, tree.classes, required=True)
+        return imagefolder.fingerprint({"train": files}, str(root))
+
+    image_tree(tmp_path / "here")
+    image_tree(tmp_path / "there")
+    assert fingerprint(tmp_path / "here") == fingerprint(tmp_path / "there")
+    (tmp_path / "there" / "cat" / "0.png").write_bytes(b"another size")
+    assert fingerprint(tmp_path / "here") != fingerprint(tmp_path / "there")
+
+
+@pytest.mark.parametrize("loader", ["device", "torchvision"])
+def test_both_loaders_serve_the_folder_at_its_size_normalised_with_its_own_figures(tmp_path, loader):
+    image_tree(tmp_path, per_class=6)
+    settings = RunConfig.build(data="imagefolder", data_dir=str(tmp_path), image_size=16, loader=loader,
+                               workers=0).data
+    data, warnings = dataset.load(settings, CPU, seed=0)
+    assert not warnings and data.name == "imagefolder" and data.identity == f"imagefolder {data.fingerprint}"
+    assert data.train_images.shape == (15, 3, 16, 16) and data.test_images.shape == (3, 3, 16, 16)
+    assert data.info["mean"] == list(data.normalization[0]) and dataset.class_count(settings) == 3
+    batch, labels = next(make_train_loader(loader, data.train_images, data.train_labels, batch_size=5, device=CPU,
+                                           seed=0, workers=0, channels_last=False, input_shape=(3, 16, 16),
+                                           normalization=data.normalization))
+    assert batch.shape == (5, 3, 16, 16) and labels.max() <= 2
+    test_batch, _ = next(eval_batches(data.test_images, data.test_labels, batch_size=3, device=CPU,
+                                      input_shape=(3, 16, 16), normalization=data.normalization))
+    assert test_batch.mean().abs() < 1.0  # the folder's own figures centre it; CIFAR-10's would not
+
+
+def test_a_folder_too_large_for_the_memory_free_is_refused_before_decoding(tmp_path, monkeypatch):
+    image_tree(tmp_path)
+    monkeypatch.setattr(imagefolder, "available_host_bytes", lambda: 10_000)
+    with pytest.raises(UserError, match=r"18 images of 64x64 take 0.0 GiB decoded, more than the 0.0 GiB of memory"):
+        imagefolder.load(str(tmp_path), 64, 0, CPU, lambda said: None)
+
+
+def test_synthetic_labels_take_the_class_count_asked_for():
+    data = dataset.synthetic(CPU, seed=0, count=200, input_shape=(3, 16, 16), classes=3)
+    assert set(data.train_labels.tolist()) == {0, 1, 2} and data.info["num_classes"] == 3
