@@ -322,9 +322,10 @@ def classics(out):
         run = document["runs"][0]
         command = document["env"]["command"].split("main.py", 1)[-1]
         command = re.sub(r" --(data-dir|json) \S+| --allow-unverified| --no-progress", "", command)
+        rate = run["images_per_sec"]
         rows.append(f"| `python main.py{command}` | {run['mode']} | {run['device']} | "
-                    f"{fmt_ms(run['step_time_ms']['median'] if run['step_time_ms'] else None)} | "
-                    f"{run['images_per_sec'] or 0:.0f} |")
+                    f"{fmt_ms(median_ms(run)) if run['step_time_ms'] else untimed(run)} | "
+                    f"{'-' if rate is None else f'{rate:.0f}'} |")
     if not rows:
         return []
     return ["#### The classic commands", "", "| command | mode | device | median ms | img/s |",
@@ -417,13 +418,31 @@ def fp8_lines(document):
     return fp8_notes(document) + found
 
 
+def median_ms(run: Dict[str, Any]) -> Optional[float]:
+    return run["step_time_ms"]["median"] if run["step_time_ms"] else None
+
+
+def untimed(run: Dict[str, Any]) -> str:
+    """Why a run has no step time, in words: a step's main.py stopped by a signal before its first
+    timed step saves its run without one."""
+    return f"no timed step ({ended_early(run)})" if run["incomplete"] else "no timed step"
+
+
+def ended_early(run: Dict[str, Any]) -> str:
+    by = f" by {run['stopped_by']}" if run.get("stopped_by") else ""
+    return f"stopped{by} after {run['completed_steps']} of {run['steps']} steps"
+
+
 def extras(out):
+    """The lines of the other steps and scripts: `--compile`, the overhead and loader benchmarks,
+    one process against torchrun, and the checkpoint resume; a run without step times says why."""
     lines = []
     compiled = load(out, "compile")
     if compiled:
         run = compiled["runs"][0]
-        lines.append(f"* `--compile` (resnet50, amp-bf16): median step {fmt_ms(run['step_time_ms']['median'])} ms, "
-                     f"compile (first step) {run['compile_time_s']:.1f} s, reported apart from the step times.")
+        lines.append("* `--compile` (resnet50, amp-bf16): " + (
+            f"median step {fmt_ms(median_ms(run))} ms, compile (first step) {run['compile_time_s']:.1f} s, "
+            "reported apart from the step times." if run["step_time_ms"] else f"{untimed(run)}."))
     overhead = last_line(out, "overhead", "throughput ratio")
     if overhead:
         lines.append(f"* `benchmarks/overhead.py` (ampbench's loop against a bare AMP-recipe loop): {overhead}.")
@@ -436,11 +455,16 @@ def extras(out):
     if plain and torchrun:
         a, b = plain["runs"][0], torchrun["runs"][0]
         lines.append(f"* One process against `torchrun --nproc_per_node=1` ({a['mode']}, resnet18): median "
-                     f"{fmt_ms(a['step_time_ms']['median'])} ms against {fmt_ms(b['step_time_ms']['median'])} ms "
-                     f"(launcher {torchrun['env']['launcher']}, world size {torchrun['env']['world_size']}).")
+                     + " against ".join(f"{fmt_ms(median_ms(run))} ms" if run["step_time_ms"] else untimed(run)
+                                        for run in (a, b))
+                     + f" (launcher {torchrun['env']['launcher']}, world size {torchrun['env']['world_size']}).")
     weights = load(out, "resume-weights")
     resume = load(out, "resume")
-    if weights and resume:
+    if weights and resume and resume["runs"][0]["incomplete"]:
+        run = resume["runs"][0]
+        lines.append(f"* Checkpoint, SIGTERM and resume ({run['mode']}): the resumed run {ended_early(run)}, so its "
+                     "weights are not final and are not compared.")
+    elif weights and resume:
         run = resume["runs"][0]
         resumed, itself = weights["resumed_vs_uninterrupted"], weights["uninterrupted_vs_itself"]
         lines.append(f"* Checkpoint, SIGTERM and resume ({run['mode']}, resumed from step {run['resumed_from_step']} "

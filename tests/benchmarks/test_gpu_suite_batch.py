@@ -149,6 +149,35 @@ def test_a_damaged_step_file_is_left_out_with_one_warning_and_readme_still_rende
     assert render.BEGIN in section and "| resnet50 | 256 |" in section  # the other rows are kept
 
 
+# What main.py writes of a run that a signal stopped before its first timed step: no figure.
+UNMEASURED = ("step_time_ms", "step_times_ms", "compute_time_ms", "data_time_ms", "images_per_sec", "first_step_s",
+              "compile_time_s", "final_loss", "test_accuracy", "tflops", "mfu_pct", "resumed_from_step")
+
+
+def stopped_before_its_first_timed_step(path):
+    document = json.loads(path.read_text())
+    document["incomplete"] = True
+    for run in document["runs"]:
+        run.update(dict.fromkeys(UNMEASURED), incomplete=True, stopped_by="SIGTERM", completed_steps=0)
+    path.write_text(json.dumps(document))
+
+
+def test_steps_stopped_before_their_first_timed_step_render_saying_so(tmp_path, monkeypatch):
+    folder = tmp_path / "results" / "NVIDIA-H100-80GB-HBM3" / "2026-11-22"
+    shutil.copytree(ROOT / "results" / "NVIDIA-H100-80GB-HBM3" / "2026-11-22", folder)
+    for step in ("compile", "torchrun-1", "resume", "classic-fp16"):
+        stopped_before_its_first_timed_step(folder / f"{step}.json")
+    (tmp_path / "README.md").write_text(README)
+    status, out, err = suite_main(monkeypatch, "--render", folder, "--readme", tmp_path / "README.md")
+    assert status == 0 and "Traceback" not in err, err
+    page = (folder / "README.md").read_text()
+    assert "* `--compile` (resnet50, amp-bf16): no timed step (stopped by SIGTERM after 0 of 50 steps)." in page
+    assert "resnet18): median 14.96 ms against no timed step (stopped by SIGTERM after 0 of 50 steps) (" in page
+    assert ("* Checkpoint, SIGTERM and resume (amp-fp16): the resumed run stopped by SIGTERM after 0 of 40 steps, "
+            "so its weights are not final and are not compared.") in page
+    assert ("| amp-fp16 | cuda | no timed step (stopped by SIGTERM after 0 of 200 steps) | - |") in page  # not 0 img/s
+
+
 @pytest.mark.parametrize("content", ["{", '{"steps_run": 5}', '"a string"'])
 def test_a_damaged_suite_json_of_another_day_is_left_out_with_one_warning(content, tmp_path, capsys):
     device = tmp_path / "CPU"
