@@ -15,8 +15,9 @@ intervals rest on the launches' medians.
 
 A stop signal (Ctrl-C, a scheduler's SIGTERM, SIGHUP, SIGUSR1) goes to the launch in flight,
 which saves and ends as main.py does; the study then writes the table of the launches that
-finished and exits 128 + the signal's number. The same command again continues the study: the
-launches already finished in --out are kept and not run again.
+finished and exits 128 + the signal's number; a second signal kills the launch, torchrun and its
+ranks, at once. The same command again continues the study: the launches already finished in
+--out are kept and not run again.
 """
 import argparse
 import json
@@ -32,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 from utils import console, modes  # noqa: E402 (neither imports torch)
 from utils.errors import UserError, WriteFailed  # noqa: E402
 from utils.setup_keys import GRAD_COMM  # noqa: E402
-from utils.stop import StopRequest  # noqa: E402
+from utils.stop import StopRequest, end_tree  # noqa: E402
 
 # main.py flags the study sets itself in every launch
 OWN_FLAGS = ("--json", "--modes", "--compare", "--grad-comm", "--fp16", "--bf16", "--amp", "--tf32", "--explain")
@@ -170,11 +171,13 @@ def launch(out, plan, names, options, stop):
         stop.launch = process
         try:
             status = process.wait()
+        except SystemExit:  # a second stop signal ended the launch: what it saved before is partial
+            set_aside(out, name)
+            raise
         finally:
             stop.launch = None
     if stop.requested:
-        if result.exists():  # the interrupted launch's partial results: kept aside, never taken as a point
-            os.replace(result, out / "logs" / f"{name}.interrupted.json")
+        set_aside(out, name)
         return None
     if status != 0:
         raise WriteFailed(f"the launch on {size} ranks{f' (--grad-comm {comm})' if comm else ''} failed with exit "
@@ -182,6 +185,12 @@ def launch(out, plan, names, options, stop):
                           f"{out}; the same command continues the study from there.")
     print(f"  {name}: {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
     return result, {"command": command, "json": str(result), "log": str(log), "seconds": time.monotonic() - started}
+
+
+def set_aside(out, name):
+    """Move an interrupted launch's partial results to logs/, where no study takes them as a point."""
+    if (out / f"{name}.json").exists():
+        os.replace(out / f"{name}.json", out / "logs" / f"{name}.interrupted.json")
 
 
 class StudyStop(StopRequest):
@@ -194,8 +203,8 @@ class StudyStop(StopRequest):
 
     def handler(self, number, frame):
         if self.requested:
-            if self.launch is not None:
-                os.killpg(self.launch.pid, signal.SIGKILL)
+            if self.launch is not None:  # torchrun's group and its ranks, each in a session of its own
+                end_tree(self.launch.pid)
             print(f"scaling.py: a second signal ({signal.Signals(number).name}) arrived: stopping now; the "
                   "finished launches' files are kept.", file=sys.stderr, flush=True)
             sys.exit(128 + number)

@@ -8,10 +8,12 @@ signal exits at once. No torch here: main.py installs it before torch is importe
 """
 from __future__ import annotations
 
+import os
 import signal
 import sys
+import time
 from types import FrameType
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1)
 
@@ -46,3 +48,68 @@ class StopRequest:
     def __exit__(self, *exc: object) -> None:
         for number, handler in self.previous.items():
             signal.signal(number, handler)
+
+
+def end_tree(leader: int, wait_s: float = 5.0) -> None:
+    """Kill (SIGKILL) the process group `leader` leads and every process its members started, in
+    whatever session each runs, then wait up to `wait_s` until they have ended, so that none
+    writes a file after this returns. torchrun starts each rank in a session of its own, so a
+    signal to torchrun's group misses its ranks. Each process is stopped first, so that none
+    starts another, or outlives its parent and so drops out of the walk, before the walk ends.
+    Where /proc is missing (macOS) the walk finds nothing beyond the group."""
+    signal_group(leader, signal.SIGSTOP)
+    frozen: List[int] = []
+    while True:
+        found = [pid for pid, parent, group in processes()
+                 if (group == leader or parent in frozen) and pid not in frozen]
+        if not found:
+            break
+        for pid in found:
+            signal_pid(pid, signal.SIGSTOP)
+        frozen += found
+    signal_group(leader, signal.SIGKILL)
+    for pid in frozen:
+        signal_pid(pid, signal.SIGKILL)
+    deadline = time.monotonic() + wait_s
+    while any(alive(pid) for pid in frozen) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def processes() -> List[Tuple[int, int, int]]:
+    """(pid, parent's pid, process group) of every process /proc shows ([] without /proc); one
+    that ends while read is left out."""
+    found = []
+    for name in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        fields = stat_fields(name) if name.isdigit() else None
+        if fields:
+            found.append((int(name), int(fields[1]), int(fields[2])))
+    return found
+
+
+def stat_fields(pid: object) -> Optional[List[str]]:
+    """The fields of /proc/PID/stat after the command's name (state, ppid, pgrp, ...), or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` runs still: /proc shows it, and not as a zombie (False without /proc)."""
+    fields = stat_fields(pid)
+    return fields is not None and fields[0] != "Z"
+
+
+def signal_group(leader: int, number: int) -> None:
+    try:
+        os.killpg(leader, number)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def signal_pid(pid: int, number: int) -> None:
+    try:
+        os.kill(pid, number)
+    except (ProcessLookupError, PermissionError):
+        pass

@@ -8,7 +8,9 @@ import time
 
 import pytest
 
+from benchmarks import scaling
 from conftest import ROOT
+from utils.stop import alive
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -96,3 +98,62 @@ def test_a_stopped_study_keeps_its_finished_launches_and_the_same_command_contin
     assert [(row["mode"], row["world_size"]) for row in study_json["rows"]] == [("fp32", 1), ("fp32", 2)]
     assert [(launch["json"], launch.get("finished_before")) for launch in study_json["launches"]] == [
         (str(out / "round1-ranks1.json"), True), (str(out / "round1-ranks2-fp32.json"), None)]
+
+
+# A stand-in for torchrun: it starts its "rank" in a session of its own, as torchrun does, writes
+# the rank's pid, and waits.
+TORCHRUN = ("import subprocess, sys, time\n"
+            "rank = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'], start_new_session=True)\n"
+            "open(sys.argv[1] + '.tmp', 'w').write(str(rank.pid))\n"
+            "__import__('os').replace(sys.argv[1] + '.tmp', sys.argv[1])\n"
+            "time.sleep(600)\n")
+
+
+def test_a_second_signal_kills_the_ranks_torchrun_started_in_sessions_of_their_own(tmp_path, capsys):
+    torchrun = subprocess.Popen([sys.executable, "-c", TORCHRUN, str(tmp_path / "rank")], start_new_session=True)
+    rank = None
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "rank").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        rank = int((tmp_path / "rank").read_text())
+        stop = scaling.StudyStop()
+        stop.handler(signal.SIGINT, None)  # the first: forwarded to torchrun alone
+        stop.launch = torchrun
+        with pytest.raises(SystemExit) as stopped:
+            stop.handler(signal.SIGINT, None)  # the second
+        assert stopped.value.code == 130
+        torchrun.wait(timeout=10)
+        assert not alive(rank)
+    finally:
+        for pid in (torchrun.pid, rank):
+            if pid and alive(pid):
+                os.kill(pid, signal.SIGKILL)
+    assert "a second signal (SIGINT) arrived: stopping now" in capsys.readouterr().err
+
+
+@pytest.mark.long  # one launch of torch: about 20 s on 2 cores
+def test_a_second_ctrl_c_ends_the_study_with_every_rank_and_leaves_no_partial_point(tmp_path):
+    out = tmp_path / "study"
+    study = subprocess.Popen(
+        [sys.executable, "benchmarks/scaling.py", "--world-sizes", "1,2", "--modes", "fp32", "--out", str(out), "--",
+         "-m", "squeezenet1_1", "-b", "8", "-n", "100000", "--warmup", "2", "--data", "synthetic"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        deadline = time.monotonic() + 300
+        while len(study_processes(out)) < 3 and study.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)  # the study, torchrun and the rank
+        time.sleep(5)  # the rank has its stop handlers and builds or trains
+        study.send_signal(signal.SIGINT)
+        time.sleep(0.3)  # an impatient user's second Ctrl-C
+        study.send_signal(signal.SIGINT)
+        _, err = study.communicate(timeout=60)
+        left = study_processes(out)
+        time.sleep(2)
+    finally:
+        for pid in study_processes(out):
+            os.kill(pid, signal.SIGKILL)
+    assert study.returncode == 130, err
+    assert "a second signal (SIGINT) arrived: stopping now" in err and "Traceback" not in err
+    assert left == []  # torchrun and its rank ended before the study
+    assert sorted(path.name for path in out.iterdir()) == ["logs", "plan.json"]  # no partial point written later
