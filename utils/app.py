@@ -172,11 +172,16 @@ def prepare(config: RunConfig, context: RunContext) -> Tuple[TrainingPlan, nn.Mo
         assert config.checkpoints.checkpoint is not None  # RunConfig refuses --resume without --checkpoint
         resume_state = checkpoint.load(config.checkpoints.checkpoint, context.device)
     classes = dataset.class_count(config.data)  # an image folder's, listed before the model is built
-    model = seeded_model(config, classes, context.device)
+    smaller = "a smaller model for --model-factory" if config.training.model_factory else "a smaller --model"
+    with memory.out_of_memory_in(context.device, f"building the model {config.training.model}", f"use {smaller}."):
+        model = seeded_model(config, classes, context.device)
     built = f" ({factory.class_name(model)})" if config.training.model_factory else ""
     context.reporter.phase(f"model {config.training.model}{built} built: "
                            f"{sum(p.numel() for p in model.parameters()) / 1e6:.1f} M parameters")
-    data, data_warnings = dataset.load(config.data, context.device, config.training.seed, context.reporter.phase)
+    with memory.out_of_memory_in(context.device, f"loading the training data (--data {config.data.data}), before "
+                                 "the first step", "too little memory was free for the data alone: free some "
+                                 "(another process may hold it)."):
+        data, data_warnings = dataset.load(config.data, context.device, config.training.seed, context.reporter.phase)
     for message in data_warnings:
         warn(message)
     if data.test_images is None and config.accuracy_flags:  # --data auto fell back to synthetic images

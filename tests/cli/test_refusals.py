@@ -43,6 +43,45 @@ def test_out_of_memory_names_the_batch_and_the_peak():
     assert "lower --batch-size/-b" in result.stderr
 
 
+@pytest.mark.long  # a process of its own, limited, training at 1024x1024: about 10 s on 2 cores
+def test_synthetic_data_at_1024_fits_where_a_batch_of_2_does():
+    """4,096 synthetic images of 1024x1024 took 12.0 GiB, and under an 8 GiB address space the run
+    said a batch of 2 did not fit: they hold CIFAR-10's bytes now, and the run trains."""
+    limit = 8 * 2 ** 30
+
+    def cap():
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    result = subprocess.run([sys.executable, str(ROOT / "main.py"), *TINY, "-b", "2", "--image-size", "1024"],
+                            capture_output=True, text=True, preexec_fn=cap, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+
+
+# What torch's CPU allocator raises when an allocation fails.
+CPU_ALLOCATOR = RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 12884901888 bytes. "
+                             "Error code 12 (Cannot allocate memory)")
+
+
+def fails_to_allocate(*args, **kwargs):
+    raise CPU_ALLOCATOR
+
+
+@pytest.mark.parametrize("where, phrase", [
+    ("data", "out of memory on CPU loading the training data (--data synthetic), before the first step (peak "),
+    ("model", "out of memory on CPU building the model squeezenet1_1 (peak "),
+])
+def test_out_of_memory_before_the_first_step_names_what_took_it_not_the_batch(where, phrase, monkeypatch):
+    from models import factory
+    from utils.data import dataset
+
+    if where == "data":
+        monkeypatch.setattr(dataset, "synthetic_images", fails_to_allocate)
+    else:
+        monkeypatch.setattr(factory, "build_model", fails_to_allocate)
+    result = run_main(*TINY, "-b", "2")
+    assert result.returncode == 2 and phrase in result.stderr and "batch" not in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_a_results_file_that_cannot_be_written_after_training_exits_1_and_keeps_the_old_one(tmp_path, monkeypatch):
     old = tmp_path / "r.json"
     old.write_text('{"earlier": "results"}\n')

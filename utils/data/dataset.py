@@ -2,6 +2,7 @@
 the user's own image folder (--data imagefolder)."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, List, Optional, Tuple
 
@@ -10,14 +11,19 @@ import torch
 from models.families import DEFAULT_NUM_CLASSES
 from utils.config import DEFAULT_INPUT_SHAPE, InputShape
 from utils.data import cifar10, imagefolder
-from utils.data.loaders import CIFAR10_NORMALIZATION, Normalization, synthetic_images
+from utils.data.loaders import (
+    CIFAR10_NORMALIZATION,
+    SYNTHETIC_BYTES,
+    SYNTHETIC_TRAIN_IMAGES,
+    Normalization,
+    synthetic_images,
+)
 from utils.errors import UserError
 
 if TYPE_CHECKING:
     from utils.config import DataSettings
 
-SYNTHETIC_TRAIN_IMAGES = 50_000  # as many as CIFAR-10, so the data's memory footprint matches at 32x32 ...
-FEWEST_SYNTHETIC_IMAGES = 4096  # ... and at larger sizes as few as hold CIFAR-10's bytes, but a few global batches
+FEWEST_SYNTHETIC_IMAGES = 4096  # at larger sizes as few as hold CIFAR-10's bytes, but a few global batches
 
 
 @dataclass
@@ -40,10 +46,9 @@ class Data:
 
 
 def synthetic_count(input_shape: InputShape) -> int:
-    """How many synthetic images of `input_shape` a run holds: CIFAR-10's bytes, at least FEWEST_SYNTHETIC_IMAGES."""
-    same_bytes = SYNTHETIC_TRAIN_IMAGES * (DEFAULT_INPUT_SHAPE[1] * DEFAULT_INPUT_SHAPE[2]) // \
-        (input_shape[1] * input_shape[2])
-    return min(SYNTHETIC_TRAIN_IMAGES, max(FEWEST_SYNTHETIC_IMAGES, same_bytes))
+    """How many synthetic images of `input_shape` a run trains on: as many as CIFAR-10's bytes
+    hold, at least FEWEST_SYNTHETIC_IMAGES (synthetic_images holds those in CIFAR-10's bytes too)."""
+    return min(SYNTHETIC_TRAIN_IMAGES, max(FEWEST_SYNTHETIC_IMAGES, SYNTHETIC_BYTES // math.prod(input_shape)))
 
 
 def synthetic(device: torch.device, seed: int, count: Optional[int] = None,

@@ -1,10 +1,13 @@
 """Peak memory of one run: CUDA max allocated on the GPU, peak resident set size on the CPU."""
 from __future__ import annotations
 
+import contextlib
 import resource
-from typing import Tuple
+from typing import Iterator, Tuple
 
 import torch
+
+from utils.errors import UserError
 
 
 def reset_peak(device: torch.device) -> None:
@@ -48,10 +51,26 @@ def is_out_of_memory(error: BaseException) -> bool:
 
 
 def out_of_memory_advice(device: torch.device, batch_size: int) -> str:
-    """The sentence for an out-of-memory failure: where, at which batch, the peak reached."""
+    """The sentence for an out-of-memory failure in a step: where, at which batch, the peak reached."""
+    return (f"out of memory on {device.type.upper()} with a batch of {batch_size} images ({peak_when_failed(device)}); "
+            "lower --batch-size/-b (with --accum-steps K to keep the effective batch), or use a smaller --model.")
+
+
+@contextlib.contextmanager
+def out_of_memory_in(device: torch.device, what: str, fix: str) -> Iterator[None]:
+    """Out of memory inside the block, refused in one sentence that names `what` took the memory
+    and `fix`: where the model or the data did not fit, the batch is not what to lower."""
+    try:
+        yield
+    except (RuntimeError, MemoryError) as error:
+        if not is_out_of_memory(error):
+            raise
+        if isinstance(error, MemoryError) or "can't allocate memory" in str(error):  # the host's, whatever `device`
+            device = torch.device("cpu")
+        raise UserError(f"out of memory on {device.type.upper()} {what} ({peak_when_failed(device)}); {fix}") from None
+
+
+def peak_when_failed(device: torch.device) -> str:
     peak, _ = peak_bytes(device)
     total = torch.cuda.get_device_properties(device).total_memory if device.type == "cuda" else None
-    of = f" of {total / 2 ** 30:.1f} GiB" if total else ""
-    return (f"out of memory on {device.type.upper()} with a batch of {batch_size} images (peak "
-            f"{peak / 2 ** 30:.1f} GiB{of} when it failed); lower --batch-size/-b (with --accum-steps K to keep "
-            "the effective batch), or use a smaller --model.")
+    return f"peak {peak / 2 ** 30:.1f} GiB{f' of {total / 2 ** 30:.1f} GiB' if total else ''} when it failed"

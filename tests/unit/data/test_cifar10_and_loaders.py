@@ -321,3 +321,35 @@ def test_synthetic_data_holds_cifar10s_bytes_but_a_few_batches_at_large_sizes():
     assert synthetic_count((3, 32, 32)) == SYNTHETIC_TRAIN_IMAGES
     assert synthetic_count((3, 64, 64)) == SYNTHETIC_TRAIN_IMAGES // 4
     assert synthetic_count((3, 224, 224)) == FEWEST_SYNTHETIC_IMAGES
+
+
+def test_synthetic_images_at_1024_hold_cifar10s_bytes_not_gigabytes_and_batch_as_before():
+    """4,096 images of 1024x1024 would take 12.0 GiB held side by side: they overlap in one buffer."""
+    from utils.data.dataset import FEWEST_SYNTHETIC_IMAGES, synthetic
+    from utils.data.loaders import SYNTHETIC_BYTES, copied_to
+
+    cpu, shape = torch.device("cpu"), (3, 1024, 1024)
+    data = synthetic(cpu, seed=0, input_shape=shape)
+    images = data.train_images
+    assert images.shape == (FEWEST_SYNTHETIC_IMAGES, *shape) and images.dtype == torch.uint8
+    assert images.untyped_storage().nbytes() <= SYNTHETIC_BYTES + 3 * 1024 * 1024
+    assert data.info["train_images"] == len(data.train_labels) == FEWEST_SYNTHETIC_IMAGES
+    some = images[torch.tensor([0, 1, 2048, 4095])]
+    assert all(not torch.equal(some[i], some[j]) for i in range(4) for j in range(i))  # each image its own
+    host = copied_to(images, cpu)  # as the torchvision loader takes them from a GPU: the buffer, not 12 GiB
+    assert host.untyped_storage().nbytes() == images.untyped_storage().nbytes()
+    assert torch.equal(host[4095], images[4095])
+    batch, labels = next(DeviceLoader(images, data.train_labels, batch_size=2, device=cpu, seed=0, input_shape=shape))
+    assert batch.shape == (2, *shape) and labels.shape == (2,)
+
+
+def test_overlapping_synthetic_images_are_fixed_by_the_seed_and_side_by_side_up_to_cifar10s_bytes():
+    cpu = torch.device("cpu")
+    images, labels = synthetic_images(4096, cpu, seed=0, input_shape=(3, 224, 224))
+    again, again_labels = synthetic_images(4096, cpu, seed=0, input_shape=(3, 224, 224))
+    other, _ = synthetic_images(4096, cpu, seed=1, input_shape=(3, 224, 224))
+    assert torch.equal(images, again) and torch.equal(labels, again_labels) and not torch.equal(images[7], other[7])
+    assert not images.is_contiguous()
+    plain, _ = synthetic_images(50_000, cpu, seed=0)  # CIFAR-10's count and size: a plain tensor, as before
+    assert plain.is_contiguous() and torch.equal(plain[:10], torch.randint(
+        0, 256, (10, 3, 32, 32), dtype=torch.uint8, generator=torch.Generator().manual_seed(0)))
