@@ -19,7 +19,9 @@ slices. Run where there is network, this writes into DIR:
 A user error (no network, a wrong md5, DIR not writable, another bundle.py writing DIR, ...)
 exits 2 with one sentence, a disk that fails mid-write 1. Everything is built in a hidden folder
 inside DIR, then swapped in by renames, manifest.json last, so a DIR without manifest.json is no
-bundle; a bundle DIR held before survives any failure whole (publish(), tidy()).
+bundle; a bundle DIR held before survives any failure whole (publish(), tidy()). A hidden folder
+that cannot be removed (a file in it immutable, a folder read-only) is named in a warning, with
+why and the command that removes it, never left behind unseen.
 """
 from __future__ import annotations
 
@@ -41,7 +43,7 @@ import tempfile
 import urllib.request
 import zlib
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, TypedDict
+from typing import Any, Dict, Iterator, List, Optional, Tuple, TypedDict
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -248,11 +250,12 @@ def prepare(folder: Path) -> None:
 
 def tidy(folder: Path) -> None:
     """Finish what a killed bundle.py left in `folder`: an earlier bundle it had set aside goes
-    back (restore()), then its hidden folders go."""
-    for retired in folder.glob(RETIRED + "*"):
-        restore(folder, retired)
+    back (restore()), and its hidden folders go (remove())."""
     for leftover in folder.glob(STAGING + "*"):
-        shutil.rmtree(leftover, ignore_errors=True)
+        if leftover.name.startswith(RETIRED):
+            restore(folder, leftover)
+        else:
+            remove(leftover, "what a killed bundle.py left")
 
 
 class Manifest(TypedDict):
@@ -296,7 +299,7 @@ def publish(staging: Path, folder: Path) -> None:
     except BaseException:
         restore(folder, retired)
         raise
-    shutil.rmtree(retired, ignore_errors=True)
+    remove(retired, "the earlier bundle, set aside for this one")
 
 
 def restore(folder: Path, retired: Path) -> None:
@@ -307,7 +310,26 @@ def restore(folder: Path, retired: Path) -> None:
             if os.path.lexists(retired / name):
                 shutil.rmtree(folder / name, ignore_errors=True)  # the new bundle's, moved in before the failure
                 os.replace(retired / name, folder / name)
-    shutil.rmtree(retired, ignore_errors=True)
+    remove(retired, "an earlier bundle, set aside")
+
+
+def remove(hidden: Path, what: str) -> None:
+    """Remove a hidden folder of bundle.py's, or say on stderr that `what` stays in it, why, and
+    how to remove it: a bundle's wheels and data are not left behind unseen."""
+    failures: List[Tuple[str, BaseException]] = []
+
+    def failed(function: object, path: str, error: Any) -> None:  # all that can go goes; the first failure is said
+        failures.append((path, error if isinstance(error, BaseException) else error[1]))
+    if sys.version_info >= (3, 12):  # onerror is deprecated there
+        shutil.rmtree(hidden, onexc=failed)
+    else:
+        shutil.rmtree(hidden, onerror=failed)
+    if not os.path.lexists(hidden) or not failures:
+        return
+    path, error = failures[0]
+    why = getattr(error, "strerror", None) or error
+    print(f"bundle.py: warning: could not remove {hidden}, which holds {what} ({why}: {path}); remove it yourself "
+          f"once you can: rm -rf {shlex.quote(str(hidden))}", file=sys.stderr, flush=True)
 
 
 def run(options: argparse.Namespace) -> Manifest:
@@ -333,7 +355,7 @@ def run(options: argparse.Namespace) -> Manifest:
                               "before, if any, is kept as it was.") from None
         finally:
             if staging is not None:
-                shutil.rmtree(staging, ignore_errors=True)
+                remove(staging, "this run's unfinished build")
             if created and not (folder / MANIFEST).exists():
                 shutil.rmtree(folder, ignore_errors=True)  # a failed bundle leaves no folder it made
     return manifest

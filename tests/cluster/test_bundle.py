@@ -275,6 +275,41 @@ def test_a_swap_cut_by_a_kill_is_undone_by_the_next_run_even_one_that_fails(tmp_
     assert files_of(folder) == before and not list(folder.glob(".bundle-*"))
 
 
+def lock(path, locked=True):
+    """Make `path` a file nobody may remove (chattr +i where the tests run as root, else a
+    read-only folder around it), or, with locked=False, removable again."""
+    if os.geteuid() == 0:
+        if subprocess.run(["chattr", "+i" if locked else "-i", str(path)], capture_output=True).returncode:
+            pytest.skip("running as root on a file system without chattr +i: nothing is read-only here")
+    else:
+        path.parent.chmod(0o555 if locked else 0o755)
+
+
+def test_an_earlier_bundle_that_cannot_be_removed_is_named_with_the_command_that_removes_it(tmp_path, offline,
+                                                                                            archive):
+    folder = tmp_path / "bundle"
+    assert run_bundle(folder, "--cifar10", archive) == (0, "")
+    stuck = folder / bundle.DATA / "locked" / "file"
+    stuck.parent.mkdir()
+    stuck.write_text("the earlier bundle's")
+    lock(stuck)
+    try:
+        status, err = run_bundle(folder, "--cifar10", archive)
+        (retired,) = folder.glob(bundle.RETIRED + "*")
+        stuck = retired / bundle.DATA / "locked" / "file"
+        assert status == 0 and err == (
+            f"bundle.py: warning: could not remove {retired}, which holds the earlier bundle, set aside for this one "
+            f"({'Operation not permitted' if os.geteuid() == 0 else 'Permission denied'}: {stuck}); remove it "
+            f"yourself once you can: rm -rf {retired}\n"), err
+        assert (folder / bundle.MANIFEST).exists()  # the new bundle is whole
+        said_again = err.replace("the earlier bundle, set aside for this one", "an earlier bundle, set aside")
+        assert run_bundle(folder, "--cifar10", archive) == (0, said_again)  # each run says it while it stays
+    finally:
+        lock(stuck, locked=False)
+    assert run_bundle(folder, "--cifar10", archive) == (0, "")  # once it can go, the next run removes it
+    assert not list(folder.glob(".bundle-*"))
+
+
 def test_a_second_bundle_into_a_folder_being_written_is_refused_and_changes_nothing(tmp_path, offline, archive):
     folder = tmp_path / "bundle"
     assert run_bundle(folder, "--cifar10", archive) == (0, "")
