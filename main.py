@@ -7,9 +7,10 @@ The flags themselves are described in utils/flags.py.
 """
 from __future__ import annotations
 
+import argparse
 import difflib
 import sys
-from typing import NoReturn, Optional, Sequence
+from typing import Any, NoReturn, Optional, Sequence
 
 from utils import config, console
 from utils.flags import FLAGS
@@ -31,6 +32,17 @@ class Parser(console.Parser):
         super().error(message)
 
 
+class Spelled(argparse.Action):
+    """Store a flag's value and the name it was typed under, for a flag of several names
+    (--timing-warmup and its earlier --warmup, -n and --steps): the messages name the
+    spelling the user typed (RunConfig.flag)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: Optional[str] = None) -> None:
+        setattr(namespace, self.dest, values)
+        namespace.spelled = {**getattr(namespace, "spelled", {}), self.dest: option_string}
+
+
 def build_parser() -> Parser:
     """The parser of every flag in utils.flags, in its -h groups; defaults from utils.config."""
     parser = Parser(
@@ -45,6 +57,8 @@ def build_parser() -> Parser:
         if flag.group not in groups:
             groups[flag.group] = parser.add_argument_group(flag.group)
         settings = flag.argparse_settings()
+        if flag.action is None and len(flag.names) > 1:
+            settings["action"] = Spelled
         if flag.setting in config.RANGES:
             settings["type"] = config.flag_type(config.RANGES[flag.setting])
         groups[flag.group].add_argument(*flag.names, help=flag.help, **settings)

@@ -207,7 +207,7 @@ def check_resume(resume_state: Dict[str, Any], config: RunConfig, plan: Training
     that evaluation alone."""
     path, mode = config.checkpoints.checkpoint, config.modes[0]
     assert path is not None  # RunConfig refuses --resume without --checkpoint
-    resume_warning = checkpoint.check_compatible(resume_state, config.record(plan), mode, path, setup)
+    resume_warning = checkpoint.check_compatible(resume_state, config.record(plan), mode, path, setup, config.flag)
     # the steps are all trained and the final evaluation was cut: the run evaluates, and trains nothing more
     evaluates_only = resume_state["step"] == plan.steps and evaluates and \
         checkpoint.lacks_final_evaluation(resume_state, mode)

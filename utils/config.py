@@ -410,14 +410,18 @@ class RunConfig:
     check_flags: bool
     warnings: Tuple[str, ...]  # flags accepted but without effect, said once when the run starts
     arguments: Arguments  # the command line, as the results file records it; the code reads the sections
+    spelled: Dict[str, str] = field(default_factory=dict, compare=False)  # setting: the name its flag was typed as
 
     @classmethod
     def from_args(cls, namespace: argparse.Namespace) -> RunConfig:
-        """The config for main.py's parsed arguments."""
-        return cls.build(**vars(namespace))
+        """The config for main.py's parsed arguments (main.py's Spelled records how a flag of
+        several names was typed)."""
+        values = dict(vars(namespace))
+        spelled = values.pop("spelled", {})
+        return cls.build(spelled=spelled, **values)
 
     @classmethod
-    def build(cls, **values: Any) -> RunConfig:
+    def build(cls, spelled: Optional[Dict[str, str]] = None, **values: Any) -> RunConfig:
         """A validated config from argument values (by argparse's dest; defaults for the rest):
         every cross-flag rule checked, the precision flags translated into modes, the flags that
         tune a measurement taken to ask for it (--explain-steps and --trace-dir imply --explain,
@@ -457,7 +461,8 @@ class RunConfig:
                                     resume=args.resume),
             advice=Advice(advise=args.advise, budget_minutes=args.budget or DEFAULT_BUDGET_MINUTES,
                           from_results=args.from_results, advice_dir=args.advice_dir),
-            list_models=args.list_models, check_flags=args.check_flags, warnings=tuple(warnings), arguments=args)
+            list_models=args.list_models, check_flags=args.check_flags, warnings=tuple(warnings), arguments=args,
+            spelled=dict(spelled or {}))
         if training.steps is not None:  # the steps are known: the timing's warm-up is checked against them now
             config.length(training.steps)
         return config
@@ -466,6 +471,10 @@ class RunConfig:
     def modes(self) -> Tuple[Mode, ...]:
         return self.precision.modes
 
+    def flag(self, setting: str, name: str) -> str:
+        """The name a message gives `setting`'s flag: the one the user typed, else `name`, its current one."""
+        return self.spelled.get(setting, name)
+
     def length(self, steps: int) -> Tuple[int, int]:
         """(steps, the timing's warm-up) for a run of `steps` steps, checked: the warm-up's
         default shrinks to half of a short run, so that `-n 5` times 3 steps instead of being
@@ -473,15 +482,18 @@ class RunConfig:
         warmup = self.measurement.timing_warmup
         if warmup is None:
             warmup = min(DEFAULT_TIMING_WARMUP, steps // 2)
+        timing_flag = self.flag("warmup", "--timing-warmup")
         if self.speed.compile and warmup == 0:
-            raise UserError("--compile needs --warmup 1 or more (and at least 2 steps): the first step compiles, and "
-                            "it must stay out of the step statistics.")
+            raise UserError(f"--compile needs {timing_flag} 1 or more (and at least 2 steps): the first step "
+                            "compiles, and it must stay out of the step statistics.")
         if warmup >= steps:
-            raise UserError(f"--warmup ({warmup}) must be smaller than the {steps} steps to run so that "
-                            "some steps are timed; lower --warmup or raise --steps.")
+            steps_flag = "--epochs" if self.training.epochs is not None else self.flag("steps", "--steps")
+            raise UserError(f"{timing_flag} ({warmup}) must be smaller than the {steps} steps to run so that "
+                            f"some steps are timed; lower {timing_flag} or raise {steps_flag}.")
         lr_warmup = self.training.lr_warmup_steps
         if lr_warmup is not None and lr_warmup >= steps:
-            raise UserError(f"--warmup-lr-steps ({lr_warmup}) must be smaller than the {steps} steps to run.")
+            raise UserError(f"{self.flag('warmup_lr_steps', '--lr-warmup-steps')} ({lr_warmup}) must be smaller than "
+                            f"the {steps} steps to run.")
         return steps, warmup
 
     def plan(self, batch_norm: bool, world_size: int, train_images: Optional[int] = None,

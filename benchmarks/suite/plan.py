@@ -56,7 +56,7 @@ class Plan:
         self.models = ["resnet18"] if quick else ["resnet50", "resnet18"]
         self.resume_steps = 6 if quick else 40
         self.resume_every = 2 if quick else 10
-        self.amp = ["--bf16"] if quick else ["--fp16", "-s"]  # a CPU has no fast float16
+        self.amp = ["--modes", "amp-bf16" if quick else "amp-fp16"]  # a CPU has no fast float16
         self.explain_steps = 1 if quick else 5  # float16 steps take seconds on a CPU
         self.vit = "vit_t4" if quick else "vit_s4"
         self.vit_batch = 4 if quick else self.batch
@@ -175,7 +175,7 @@ def plan_headline(suite: Planner) -> None:
         name = f"headline-{model}"
         steps = plan.headline_steps.get(model, plan.steps)
         suite.add(name, main_py(*plan.gpu, *plan.slow_fp16, "-m", model, *plan.stem, "-b", plan.batch, "-n",
-                                steps, "--warmup", plan.warmup, "--modes", ",".join(convnet), "--repeats",
+                                steps, "--timing-warmup", plan.warmup, "--modes", ",".join(convnet), "--repeats",
                                 plan.headline_repeats, "--channels-last", *suite.data_flags, "--no-progress",
                                 "--no-eval", "--json", suite.out / f"{name}.json", "--plot", suite.out / f"{name}.png"))
     fp8 = [mode for mode in HEADLINE_FP8_MODES if mode in suite.transformer_modes]
@@ -185,7 +185,7 @@ def plan_headline(suite: Planner) -> None:
         emulate = ["--fp8-emulate"] if plan.quick else []
         baseline = ["--baseline", "amp-bf16"] if "amp-bf16" in fp8 and "--baseline" in suite.flags else []
         suite.add("headline-vit", main_py(*plan.gpu, "-m", plan.vit, "-b", plan.vit_batch, "-n", plan.vit_steps,
-                                          "--warmup", plan.warmup, "--modes", ",".join(fp8), *emulate, *baseline,
+                                          "--timing-warmup", plan.warmup, "--modes", ",".join(fp8), *emulate, *baseline,
                                           "--repeats", plan.vit_repeats, *suite.data_flags, "--no-progress",
                                           "--no-eval", "--json", suite.out / "headline-vit.json"))
     model, mode, batch, steps, rounds = (("resnet18", "fp32", 8, 2, 3) if plan.quick else
@@ -202,7 +202,7 @@ def headline_convnet_modes(suite: Planner) -> List[str]:
 def plan_classics(suite: Planner) -> None:
     plan, data = suite.plan, suite.data_flags
     n = plan.classic_steps
-    quick_size = ["-b", "16", "--stem", "imagenet", "--warmup", "1", *plan.slow_fp16] if plan.quick else []
+    quick_size = ["-b", "16", "--stem", "imagenet", "--timing-warmup", "1", *plan.slow_fp16] if plan.quick else []
     for name, flags in (("classic-fp16", ["--fp16", "-s"]), ("classic-fp32", [])):
         suite.add(name, main_py("-n", n, *plan.gpu, *flags, "--model", "resnet50", *quick_size, *data,
                                 "--no-progress", "--json", suite.out / f"{name}.json"))
@@ -228,7 +228,7 @@ def plan_comparisons(suite: Planner) -> None:
             largest = not plan.quick and "--max-batch" in flags and model == plan.models[0] and not layout
             suite.add(name, main_py(*plan.gpu, *plan.slow_fp16, "-m", model, *plan.stem, "-b", plan.batch,
                                     "-n", plan.steps,
-                                    "--warmup", plan.warmup, "--modes", modes, "--repeats", plan.repeats,
+                                    "--timing-warmup", plan.warmup, "--modes", modes, "--repeats", plan.repeats,
                                     *(["--channels-last"] if layout else []), *extra,
                                     *(["--max-batch"] if largest else []), *data, "--no-progress",
                                     "--json", suite.out / f"{name}.json", "--plot", suite.out / f"{name}.png",
@@ -248,8 +248,9 @@ def plan_recipes(suite: Planner) -> None:
         suite.skip("recipes", "torch.compile takes minutes on a 2-core CPU; the GPU suite runs it")
         return
     for recipe, flags in RECIPES:
-        suite.add(f"recipe-{recipe}", main_py("-p", "-m", "resnet18", "-b", plan.batch, "-n", plan.steps, "--warmup",
-                                              plan.warmup, "--channels-last", "--modes", ",".join(suite.modes), *flags,
+        suite.add(f"recipe-{recipe}", main_py("-p", "-m", "resnet18", "-b", plan.batch, "-n", plan.steps,
+                                              "--timing-warmup", plan.warmup, "--channels-last", "--modes",
+                                              ",".join(suite.modes), *flags,
                                               *suite.data_flags, "--no-progress", "--no-eval", "--json",
                                               suite.out / f"recipe-{recipe}.json"), timeout=540)
 
@@ -273,11 +274,11 @@ def plan_convergence(suite: Planner) -> None:
     # --quick: a few steps evaluated every one to three (the subset's epoch is 340 batches of 16)
     size: List[object]
     if plan.quick:
-        size = ["--stem", "imagenet", "-b", 16, "-n", 8, "--warmup", 1, "--eval-every", 0.001,
+        size = ["--stem", "imagenet", "-b", 16, "-n", 8, "--timing-warmup", 1, "--eval-every", 0.001,
                 "--target-accuracy", 0.05, "--modes", "fp32,amp-bf16", "--seeds", 2]
     else:
-        size = ["-b", plan.batch, "--epochs", 15, "--warmup", plan.warmup, "--eval-every", 1, "--target-accuracy",
-                0.5, "--modes", ",".join(suite.modes), "--seeds", 3, "--channels-last"]
+        size = ["-b", plan.batch, "--epochs", 15, "--timing-warmup", plan.warmup, "--eval-every", 1,
+                "--target-accuracy", 0.5, "--modes", ",".join(suite.modes), "--seeds", 3, "--channels-last"]
     suite.add("convergence", main_py(*plan.gpu, *plan.slow_fp16, "-m", "resnet18", *size, *suite.data_flags,
                                      "--no-progress", "--json", suite.out / "convergence.json", "--plot",
                                      suite.out / "convergence.png"), timeout=540)
@@ -286,7 +287,7 @@ def plan_convergence(suite: Planner) -> None:
 def plan_torchrun(suite: Planner) -> None:
     plan = suite.plan
     common = [*plan.gpu, *plan.slow_fp16, "-m", "resnet18", *plan.stem, "-b", plan.batch, "-n", plan.steps,
-              "--warmup", plan.warmup, *plan.amp, *suite.data_flags, "--no-progress", "--no-eval"]
+              "--timing-warmup", plan.warmup, *plan.amp, *suite.data_flags, "--no-progress", "--no-eval"]
     suite.add("plain-1", main_py(*common, "--json", suite.out / "plain-1.json"))
     torchrun = [PYTHON, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1", str(ROOT / "main.py")]
     suite.add("torchrun-1", torchrun + [str(a) for a in common] + ["--json", str(suite.out / "torchrun-1.json")])
@@ -303,7 +304,7 @@ def plan_resume(suite: Planner) -> None:
     run gets SIGTERM once its first checkpoint exists (ledger.run_resume), then resumes."""
     plan, work = suite.plan, resume_folder()
     common = [*plan.gpu, *plan.slow_fp16, "-m", "resnet18", *plan.stem, "-b", plan.batch, "-n", plan.resume_steps,
-              "--warmup", plan.warmup, *plan.amp, *suite.data_flags, "--no-progress", "--no-eval"]
+              "--timing-warmup", plan.warmup, *plan.amp, *suite.data_flags, "--no-progress", "--no-eval"]
     stopped = main_py(*common, "--checkpoint", work / "stopped.pt", "--checkpoint-every", plan.resume_every,
                       "--json", suite.out / "resume.json")
     commands = [Command(f"resume-{name}", tuple(main_py(*common, "--checkpoint", work / f"{name}.pt")))
@@ -332,20 +333,21 @@ def plan_transformers(suite: Planner) -> None:
     common = [*plan.gpu, *plan.slow_fp16, "-m", plan.vit, "-b", plan.vit_batch, "--modes", ",".join(names), *fp8,
               *suite.data_flags, "--no-progress"]
     explain = ["--explain", "--explain-steps", plan.explain_steps] if "--explain" in suite.flags else []
-    suite.add("transformers-eager", main_py(*common, "-n", plan.vit_steps, "--warmup", plan.warmup,
+    suite.add("transformers-eager", main_py(*common, "-n", plan.vit_steps, "--timing-warmup", plan.warmup,
                                             "--repeats", plan.vit_repeats, *explain, "--no-eval",
                                             "--json", suite.out / "transformers-eager.json"), timeout=540)
     if plan.quick:
         suite.skip("transformers-compile", "torch.compile takes minutes on a 2-core CPU; the GPU suite runs it")
         suite.skip("transformers-accuracy", "epochs of a ViT take hours on a 2-core CPU; the GPU suite runs them")
         return
-    suite.add("transformers-compile", main_py(*common, "-n", plan.steps, "--warmup", plan.warmup, "--compile",
+    suite.add("transformers-compile", main_py(*common, "-n", plan.steps, "--timing-warmup", plan.warmup, "--compile",
                                               "--no-eval", "--json", suite.out / "transformers-compile.json"),
               timeout=540)
     if suite.skip_without_test_images("transformers-accuracy"):
         return
-    suite.add("transformers-accuracy", main_py(*common, "--epochs", 5, "--warmup", plan.warmup, "--eval-every", 1,
-                                               "--json", suite.out / "transformers-accuracy.json"), timeout=540)
+    suite.add("transformers-accuracy", main_py(*common, "--epochs", 5, "--timing-warmup", plan.warmup,
+                                               "--eval-every", 1, "--json", suite.out / "transformers-accuracy.json"),
+              timeout=540)
 
 
 def plan_fp8_at_size(suite: Planner) -> None:
@@ -370,8 +372,8 @@ def plan_fp8_at_size(suite: Planner) -> None:
                    "--image-size")
         return
     suite.add("transformers-vit_b_16", main_py(
-        *plan.gpu, "-m", "vit_b_16", "--image-size", 224, "-b", plan.vit_b_batch, "-n", plan.vit_b_steps, "--warmup",
-        plan.warmup, "--modes", ",".join(fp8), *emulate, "--baseline", "amp-bf16", *suite.data_flags,
+        *plan.gpu, "-m", "vit_b_16", "--image-size", 224, "-b", plan.vit_b_batch, "-n", plan.vit_b_steps,
+        "--timing-warmup", plan.warmup, "--modes", ",".join(fp8), *emulate, "--baseline", "amp-bf16", *suite.data_flags,
         "--no-progress", "--no-eval", "--json", suite.out / "transformers-vit_b_16.json"), timeout=540)
 
 
@@ -397,8 +399,8 @@ def plan_native(suite: Planner) -> None:
             continue
         source = ["--data", "synthetic"] if data == "synthetic" else ["--data", "cifar10", *suite.data_flags]
         suite.add(name, main_py(*plan.gpu, *plan.slow_fp16, "-m", "resnet50", "--stem", "imagenet", "--image-size",
-                                plan.native_size, "-b", plan.native_batch, "-n", plan.steps, "--warmup", plan.warmup,
-                                "--modes", ",".join(names), *baseline, "--repeats", plan.headline_repeats,
+                                plan.native_size, "-b", plan.native_batch, "-n", plan.steps, "--timing-warmup",
+                                plan.warmup, "--modes", ",".join(names), *baseline, "--repeats", plan.headline_repeats,
                                 "--channels-last", *(explain if data == "synthetic" else []), *source,
                                 "--no-progress", "--no-eval", "--json", suite.out / f"{name}.json"),
                   timeout=540)

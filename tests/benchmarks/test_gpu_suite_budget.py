@@ -114,6 +114,21 @@ def planned_steps(out, quick):
 
 
 @pytest.mark.parametrize("quick", [True, False])
+def test_the_suites_main_py_commands_type_the_current_spellings_but_the_classic_one(quick, tmp_path):
+    """--timing-warmup and --modes, not the earlier --warmup, --fp16 -s or --bf16: only classic-fp16
+    types the tutorial's `--fp16 -s`, which must keep working as typed."""
+    earlier = {"--warmup", "--warmup-lr-steps", "--fp16", "-s", "--bf16"}
+    typed = {}
+    for step in planned_steps(tmp_path, quick)[1]:
+        for command in step.commands:
+            program, arguments = suite_estimate.program_of(command.argv)
+            if program == "main.py":
+                typed[command.name] = earlier & set(arguments)
+    assert {"plain-1", "torchrun-1", "resume-stopped", "classic-cpu"} <= set(typed)
+    assert {name: flags for name, flags in typed.items() if flags} == {"classic-fp16": {"--fp16", "-s"}}
+
+
+@pytest.mark.parametrize("quick", [True, False])
 def test_every_planned_step_has_its_place_in_the_priority_order_and_the_headline_comes_first(quick, tmp_path):
     sizes, steps = planned_steps(tmp_path, quick)
     order, names = plan.priority(sizes), {step.name for step in steps}

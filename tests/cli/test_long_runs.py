@@ -470,6 +470,24 @@ def test_fp16_master_checkpoint_cannot_continue_in_fp32():
         checkpoint.check_compatible(state, config.record(config.plan(True, 1)), modes.MODES["fp32"], "c.pt", None)
 
 
+@pytest.mark.parametrize("typed, said", [
+    (["--lr-warmup-steps", "2"], "holds a run with --lr-warmup-steps 1, not 2"),
+    (["--warmup-lr-steps", "2"], "holds a run with --warmup-lr-steps 1, not 2"),
+    (["-b", "8"], "holds a run with -b 4, not 8"),
+    (["--batch-size", "8"], "holds a run with --batch-size 4, not 8"),
+])
+def test_a_checkpoint_refusal_names_the_flag_as_the_user_typed_it(typed, said):
+    from main import build_parser
+
+    state = {"config": {"model": "resnet18", "stem": "cifar", "image_size": 32, "batch_size": 4, "accum_steps": 1,
+                        "lr_schedule": "cosine", "loader": "device", "steps": 3, "warmup_lr_steps": 1},
+             "mode": "fp32", "setup": None}
+    config = RunConfig.from_args(build_parser().parse_args(["-m", "resnet18", "-b", "4", "-n", "3", *typed]))
+    with pytest.raises(UserError, match=re.escape(said)):
+        checkpoint.check_compatible(state, config.record(config.plan(True, 1)), modes.MODES["fp32"], "c.pt", None,
+                                    config.flag)
+
+
 def test_the_torchvision_loader_resumes_exactly_with_workers_0(subset, tmp_path):
     """Replaying the cut epoch runs the transforms in this process, which draw from the global
     RNG: the loader is restored before the RNG, so the resumed run is bitwise the same."""

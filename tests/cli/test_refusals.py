@@ -29,6 +29,23 @@ def test_batches_and_lengths_the_run_cannot_serve(argv, phrase):
     assert status == 2 and phrase in err, err
 
 
+@pytest.mark.parametrize("argv, said", [
+    (["--timing-warmup", "300", "-n", "10"], "--timing-warmup (300) must be smaller than the 10 steps to run so that "
+                                             "some steps are timed; lower --timing-warmup or raise -n."),
+    (["--warmup", "300", "--steps", "10"], "--warmup (300) must be smaller than the 10 steps to run so that some "
+                                           "steps are timed; lower --warmup or raise --steps."),
+    (["--lr-warmup-steps", "20", "-n", "10"], "--lr-warmup-steps (20) must be smaller than the 10 steps to run."),
+    (["--warmup-lr-steps", "20", "-n", "10"], "--warmup-lr-steps (20) must be smaller than the 10 steps to run."),
+    (["-n", "1", "--compile"], "--compile needs --timing-warmup 1 or more"),  # none typed: the current name
+], ids=["timing-warmup", "warmup", "lr-warmup-steps", "warmup-lr-steps", "untyped"])
+def test_a_refusal_names_the_flag_as_the_user_typed_it(argv, said):
+    result = run_main(*TINY[:2], "--data", "synthetic", *argv)
+    assert result.returncode == 2 and said in result.stderr, result.stderr
+    for earlier, current in (("--warmup", "--timing-warmup"), ("--warmup-lr-steps", "--lr-warmup-steps")):
+        unsaid = current if earlier in argv else earlier  # the spelling not typed; untyped: the earlier one
+        assert f"{unsaid} " not in result.stderr, result.stderr
+
+
 @pytest.mark.long  # a process of its own, killed or limited: the long stage keeps the main suite short
 def test_out_of_memory_names_the_batch_and_the_peak():
     """A real allocation failure: the address space is capped so that a large batch cannot fit."""

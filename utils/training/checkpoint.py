@@ -223,11 +223,14 @@ def restore_state(trainer: Trainer, state: Dict[str, Any], device: torch.device)
 
 
 def check_compatible(state: Dict[str, Any], record: Dict[str, Any], mode: Mode, path: str,
-                     setup: Dict[str, Union[int, str]]) -> Optional[str]:
+                     setup: Dict[str, Union[int, str]],
+                     flag: Optional[Callable[[str, str], str]] = None) -> Optional[str]:
     """Refuse a checkpoint of another model, batch, optimizer setting, rank count or data set
     (`record`: this run's settings as RunConfig.record gives them, the checkpoint's `config`
-    holds its run's; `setup`: this run's resume_setup()); between FP32-weight modes allow it and
-    say what happens to the loss scaler (as PyTorch's AMP notes do). Returns a warning or None."""
+    holds its run's; `setup`: this run's resume_setup(); `flag`: RunConfig.flag, which names a
+    setting's flag as the user typed it); between FP32-weight modes allow it and say what happens
+    to the loss scaler (as PyTorch's AMP notes do). Returns a warning or None."""
+    named = flag or (lambda setting, name: name)
     saved = state["config"]
     # a setting an earlier release's checkpoint did not record is not checked; the settings come
     # first, as they say why the data differs (synthetic data's count follows --image-size), and
@@ -236,17 +239,19 @@ def check_compatible(state: Dict[str, Any], record: Dict[str, Any], mode: Mode, 
     for key in dict.fromkeys(factory_first + RESUME_KEYS + tuple(key for key in RESUME_SETTINGS if key in saved)):
         if saved[key] != record[key]:
             why = f" ({RESUME_SETTINGS[key]})" if key in RESUME_SETTINGS else ""
-            raise UserError(f"{path} holds a run with --{key.replace('_', '-')} {setting_in_words(saved[key])}, "
-                            f"not {setting_in_words(record[key])}{why}; resume with the same settings or use "
-                            "another --checkpoint.")
+            raise UserError(f"{path} holds a run with {named(key, '--' + key.replace('_', '-'))} "
+                            f"{setting_in_words(saved[key])}, not {setting_in_words(record[key])}{why}; resume with "
+                            "the same settings or use another --checkpoint.")
     check_setup(state, path, setup)
     steps = record["steps"]
     if saved.get("warmup_lr_steps") not in (None, record["warmup_lr_steps"]) and saved["steps"] == steps:
-        raise UserError(f"{path} holds a run with --warmup-lr-steps {saved['warmup_lr_steps']}, not "
-                        f"{record['warmup_lr_steps']}; resume with the same settings or use another --checkpoint.")
+        raise UserError(f"{path} holds a run with {named('warmup_lr_steps', '--lr-warmup-steps')} "
+                        f"{saved['warmup_lr_steps']}, not {record['warmup_lr_steps']}; resume with the same settings "
+                        "or use another --checkpoint.")
     if record["lr_schedule"] == "onecycle" and saved["steps"] != steps:
         raise UserError(f"{path} holds a one-cycle schedule over {saved['steps']} steps, which cannot stretch to "
-                        f"{steps}; resume with --steps {saved['steps']} or use another --checkpoint.")
+                        f"{steps}; resume with {named('steps', '--steps')} {saved['steps']} or use another "
+                        "--checkpoint.")
     stretched = None
     if record["lr_schedule"] == "cosine" and saved["steps"] != steps:
         stretched = (f"{path} holds a cosine schedule over {saved['steps']} steps; it now decays over {steps}, "

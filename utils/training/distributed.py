@@ -46,7 +46,9 @@ RENDEZVOUS_GRACE_S = 5  # the watchdog waits this long past --dist-timeout, so t
 # workers its CPUs allow, and what only rank 0 writes or prints. Everything else must match.
 PER_RANK_SETTINGS = frozenset({"data_dir", "workers", "json", "csv", "plot", "tensorboard", "jsonl", "trace_dir",
                                "wide", "no_progress", "log_every", "dist_timeout"})
-FLAG_SPELLING = {"loss_scaling": "-s/--loss_scaling"}  # main.py's one flag spelled with its underscore
+# the flags not named by their setting: one spelled with its underscore, and two with an earlier name
+FLAG_SPELLING = {"loss_scaling": "-s/--loss_scaling", "warmup": "--timing-warmup/--warmup",
+                 "warmup_lr_steps": "--lr-warmup-steps/--warmup-lr-steps"}
 # What a gloo or NCCL collective says when another rank ended or stopped answering.
 PEER_LOST = re.compile(r"connection closed by peer|connection reset by peer|broken pipe|remote process exited"
                        r"|communicator was aborted|timed out|timeout", re.IGNORECASE)

@@ -52,7 +52,7 @@ STOPPED_BY_ANOTHER_RANK = "signal to another rank"  # what stopped_by says on ra
 @dataclass
 class Statistics:
     """A mode's measurements so far, over every process that trained it (checkpoint segments);
-    the timing warm-up's steps (--warmup) removed. Across ranks a step lasts as long as its
+    the timing warm-up's steps (--timing-warmup) removed. Across ranks a step lasts as long as its
     slowest rank, and the loss is the ranks' mean."""
     step_ms: List[float] = field(default_factory=list)
     data_ms: List[float] = field(default_factory=list)

@@ -98,6 +98,14 @@ def test_the_flags_that_differ_between_ranks_are_named():
         "ranks), -s/--loss_scaling is off on rank 0 but on on rank 1; start every rank with the same command line.")
 
 
+def test_a_renamed_flag_that_differs_between_ranks_is_named_by_both_its_spellings():
+    rank0 = RunConfig.build().record()
+    assert distributed.settings_differ([rank0, dict(rank0, warmup=3, warmup_lr_steps=2)]) == (
+        "the ranks were started with different flags: --timing-warmup/--warmup is 10 on rank 0 but 3 on rank 1, "
+        "--lr-warmup-steps/--warmup-lr-steps is unset on rank 0 but 2 on rank 1; start every rank with the same "
+        "command line.")
+
+
 def test_the_settings_allowed_to_differ_between_ranks_are_flags():
     assert distributed.PER_RANK_SETTINGS <= {field.name for field in dataclasses.fields(Arguments)}
 
