@@ -194,7 +194,8 @@ def older_code_note(older: List[Change]) -> List[str]:
 
 def budget_lines(suite: Dict[str, Any]) -> List[str]:
     """What each pass of the suite in this folder ran. What the next pass runs is what is due by
-    the code that renders (due_lines), not what the last pass's code left waiting."""
+    the code that renders (due_lines), not what the last pass's code left waiting; a --quick suite,
+    which has no due steps, says what each pass left waiting (a step a signal cut short among them)."""
     passes = suite.get("passes", [])
     if not passes:
         return []
@@ -204,7 +205,9 @@ def budget_lines(suite: Dict[str, Any]) -> List[str]:
         ran = ", ".join(f"`{step['step']}`" for step in entry["ran"]) or "no step"
         day = entry.get("started_utc", "")[:10]
         on = f" on {day}" if day and day != suite["date"] else ""
-        lines.append(f"* pass {number} ({budget}{on}, {entry['elapsed_s'] / 60:.1f} min): ran {ran}")
+        left = ", ".join(f"`{step['step']}`" for step in entry["waiting"]) if suite.get("quick") else ""
+        lines.append(f"* pass {number} ({budget}{on}, {entry['elapsed_s'] / 60:.1f} min): ran {ran}"
+                     + (f"; left waiting: {left}" if left else ""))
     return lines + [""]
 
 

@@ -291,7 +291,8 @@ def test_a_stop_signal_ends_the_step_in_flight_with_its_group_and_the_step_waits
     assert [entry["step"] for entry in record["passes"][-1]["waiting"]] == ["loaders"]
     assert record["passes"][-1]["ran"] == [] and "loaders" not in [step["name"] for step in record["steps_run"]]
     assert (out_folder / "interrupted" / "loaders.log").exists() and not (out_folder / "loaders.log").exists()
-    assert (out_folder / "README.md").exists() and "`loaders`" in (tmp_path / "README.md").read_text()
+    assert (out_folder / "README.md").exists() and "`loaders`" in (out_folder / "README.md").read_text()
+    assert "gpu-suite:begin" in (tmp_path / "README.md").read_text()
 
 
 @pytest.mark.long
@@ -316,3 +317,4 @@ def test_a_second_suite_into_the_same_folder_is_refused_while_the_first_runs_and
     assert after.returncode == 0, after.stderr
     (record,) = device.glob("*/suite.json")
     assert len(json.loads(record.read_text())["passes"]) == 2  # the interrupted pass and the later one
+
