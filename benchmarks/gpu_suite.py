@@ -83,6 +83,7 @@ from benchmarks.suite.render import render_coverage, render_readme, usable_readm
 from utils import console, provenance  # noqa: E402
 from utils.errors import UserError  # noqa: E402
 from utils.fileio import ensure_folder_writable, held_or_refused, prove_creatable  # noqa: E402
+from utils.stop import adopt_orphans  # noqa: E402
 
 NAME = "gpu_suite.py"
 
@@ -92,6 +93,7 @@ def run_suite(options: argparse.Namespace, started: float) -> int:
     the stop signals caught; 128 + the signal's number where one stopped it."""
     stop = ledger.Stop()
     stop.install()
+    adopt_orphans()  # a rank whose torchrun dies is reparented here, so that its step's end still kills it
     try:
         return stoppable_suite(options, started, stop)
     finally:

@@ -8,12 +8,13 @@ signal exits at once. No torch here: main.py installs it before torch is importe
 """
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import sys
 import time
 from types import FrameType
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1)
 
@@ -54,25 +55,58 @@ def end_tree(leader: int, wait_s: float = 5.0) -> None:
     """Kill (SIGKILL) the process group `leader` leads and every process its members started, in
     whatever session each runs, then wait up to `wait_s` until they have ended, so that none
     writes a file after this returns. torchrun starts each rank in a session of its own, so a
-    signal to torchrun's group misses its ranks. Each process is stopped first, so that none
-    starts another, or outlives its parent and so drops out of the walk, before the walk ends.
-    Where /proc is missing (macOS) the walk finds nothing beyond the group."""
+    signal to torchrun's group misses its ranks. Where /proc is missing (macOS) the walk finds
+    nothing beyond the group."""
     signal_group(leader, signal.SIGSTOP)
+    kill_below(lambda pid, parent, group: group == leader, wait_s)
+    signal_group(leader, signal.SIGKILL)
+
+
+def end_descendants(wait_s: float = 5.0) -> None:
+    """Kill every process still running below this one, and reap those that were its children:
+    what a command it ran left behind (a rank whose torchrun died, which adopt_orphans() brought
+    back under this process)."""
+    me = os.getpid()
+    for pid in kill_below(lambda pid, parent, group: parent == me, wait_s):
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:  # not this process's child, or reaped already
+            pass
+
+
+def kill_below(top: Callable[[int, int, int], bool], wait_s: float) -> List[int]:
+    """SIGKILL the processes that `top(pid, parent, group)` picks and all they started, and wait
+    up to `wait_s` until they have ended; their pids. Each is stopped first, so that none starts
+    another, or outlives its parent and so drops out of the walk, before the walk ends."""
     frozen: List[int] = []
     while True:
-        found = [pid for pid, parent, group in processes()
-                 if (group == leader or parent in frozen) and pid not in frozen]
+        found = [pid for pid, parent, group in processes() if (top(pid, parent, group) or parent in frozen)
+                 and pid not in frozen and pid != os.getpid()]
         if not found:
             break
         for pid in found:
             signal_pid(pid, signal.SIGSTOP)
         frozen += found
-    signal_group(leader, signal.SIGKILL)
     for pid in frozen:
         signal_pid(pid, signal.SIGKILL)
     deadline = time.monotonic() + wait_s
     while any(alive(pid) for pid in frozen) and time.monotonic() < deadline:
         time.sleep(0.02)
+    return frozen
+
+
+PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
+
+
+def adopt_orphans() -> None:
+    """Have the processes this one starts, and theirs, reparented to it rather than to init when
+    their parent dies (Linux's child subreaper), so that a rank whose torchrun was killed is still
+    below this process, where end_descendants() finds it. Elsewhere nothing changes."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
 
 
 def processes() -> List[Tuple[int, int, int]]:

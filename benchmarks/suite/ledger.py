@@ -22,7 +22,7 @@ from benchmarks.suite.history import describe_software, saved_suites
 from benchmarks.suite.plan import ROOT, Command, Step, resume_folder
 from utils.fileio import atomic_write, lock_path
 from utils.provenance import COMMIT_VARIABLE, source_digest
-from utils.stop import SIGNALS
+from utils.stop import SIGNALS, end_descendants, end_tree, signal_group
 
 Say = Callable[[str], None]
 POLL_S = 0.05  # how often a running command is checked on: its end, its timeout, a stop signal
@@ -77,14 +77,6 @@ class Interrupted(Exception):
     """A stop signal ended the step in flight (its processes are gone)."""
 
 
-def signal_group(leader: int, number: int) -> None:
-    """Send signal `number` to the process group `leader` leads, if any of it is left."""
-    try:
-        os.killpg(leader, number)
-    except ProcessLookupError:
-        pass
-
-
 def exited(process: subprocess.Popen) -> bool:
     """Whether `process` has ended, without reaping it: while its zombie stays, its pid, and so
     its group's id, cannot come to name another process, so the group can still be signalled."""
@@ -95,9 +87,9 @@ class Runner:
     """Runs the steps of one pass, each command's output in NAME.log, and keeps the record of each
     command (`records`, shared with the planner's skipped steps). Every command gets the pass's
     commit as $AMPBENCH_COMMIT, so that its results record the code that ran even where the
-    checkout's .git is stale or missing. Each command runs in a process group of its own, so that
-    a timeout or a stop signal ends it with every process it started (torchrun's workers, data
-    loaders), and none outlives it."""
+    checkout's .git is stale or missing. Each command runs in a process group of its own, and when
+    it ends, stops or times out, its group and every process its members started (torchrun's ranks,
+    in sessions of their own; data loaders) are killed, so that none outlives it."""
 
     def __init__(self, out: Path, records: List[Dict[str, Any]], say: Say, commit: str, stop: Stop) -> None:
         self.out, self.records, self.say, self.stop = out, records, say, stop
@@ -140,8 +132,9 @@ class Runner:
                     stop_when = None
                 time.sleep(POLL_S)
         finally:
-            signal_group(process.pid, signal.SIGKILL)  # what the command left running in its group
+            end_tree(process.pid)  # what it left running: its group, and torchrun's ranks in sessions of their own
             process.wait()
+            end_descendants()  # and a rank whose torchrun died before it (gpu_suite.py adopts orphans)
         return "timeout" if timed_out else process.returncode
 
     def end(self, process: subprocess.Popen) -> None:

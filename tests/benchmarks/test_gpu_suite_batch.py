@@ -318,3 +318,40 @@ def test_a_second_suite_into_the_same_folder_is_refused_while_the_first_runs_and
     (record,) = device.glob("*/suite.json")
     assert len(json.loads(record.read_text())["passes"]) == 2  # the interrupted pass and the later one
 
+
+# A step's torchrun, standing in: it starts its "rank" in a session of its own, as torchrun does,
+# writes the rank's pid, then exits leaving the rank running (as a killed torchrun does), or
+# hangs until the step's timeout ends it.
+TORCHRUN = ("import os, subprocess, sys, time\n"
+            "rank = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'], start_new_session=True)\n"
+            "open(sys.argv[1] + '.tmp', 'w').write(str(rank.pid))\n"
+            "os.replace(sys.argv[1] + '.tmp', sys.argv[1])\n"
+            "time.sleep(float(sys.argv[2]))\n")
+# The suite's runner, as gpu_suite.py runs a step, in a process of its own (it adopts orphans).
+RUNNER = ("import sys\n"
+          "from pathlib import Path\n"
+          "from benchmarks.suite import ledger, plan\n"
+          "from utils.stop import adopt_orphans\n"
+          "adopt_orphans()\n"
+          "out = Path(sys.argv[1])\n"
+          "command = plan.Command('torchrun', (sys.executable, '-c', sys.argv[2], str(out / 'rank'), sys.argv[3]),"
+          " timeout=3)\n"
+          "print(ledger.Runner(out, [], lambda line: None, '0' * 40, ledger.Stop()).run('scripts', command))\n")
+
+
+@pytest.mark.parametrize("ends, rc", [("timeout", "timeout"), ("exit", "0")])
+def test_a_step_leaves_no_rank_of_its_torchrun_running_however_it_ends(ends, rc, tmp_path):
+    """torchrun starts each rank in a session of its own, out of the step's process group, and a
+    rank outlives a torchrun that is killed: neither may leave it training after its step."""
+    from utils.stop import alive
+
+    result = subprocess.run([sys.executable, "-c", RUNNER, str(tmp_path), TORCHRUN,
+                             "600" if ends == "timeout" else "0.5"], cwd=ROOT, capture_output=True, text=True,
+                            timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    rank = int((tmp_path / "rank").read_text())
+    try:
+        assert result.returncode == 0 and result.stdout.split() == [rc], result.stderr
+        assert not alive(rank)
+    finally:
+        if alive(rank):
+            os.kill(rank, signal.SIGKILL)
