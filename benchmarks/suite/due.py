@@ -6,12 +6,17 @@ records: the busy share, both FP32 baselines, an interval, an energy figure from
 enough. Each reason is a phrase a plan prints beside the step."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from benchmarks.suite.history import SavedSuite, load
 from benchmarks.suite.plan import Step
+from models.families import DEFAULT_IMAGE_SIZE
+from utils.config import input_shape_of
+from utils.data.dataset import FEWEST_SYNTHETIC_IMAGES
+from utils.data.loaders import SYNTHETIC_BYTES
 from utils.results.compare import MIN_RUNS
 
 GOOD_RCS = (0, 143)  # a step that ended as planned (143: the resume check's SIGTERM)
@@ -48,11 +53,20 @@ def figures_of(step: Step) -> Tuple[str, ...]:
         elif program.endswith("main.py"):
             modes = flag_value(words, "--modes") or ""
             kinds.append("memory")
+            if flag_value(words, "--data") == "synthetic" and large_synthetic(flag_value(words, "--image-size")):
+                kinds.append("synthetic-memory")
             if "amp-fp16" in modes.split(",") or "--fp16" in words:
                 kinds.append("amp-fp16")
             if "-p" in words:
                 kinds += ["busy", "energy"]
     return tuple(dict.fromkeys(kinds))
+
+
+def large_synthetic(image_size: Optional[str]) -> bool:
+    """Whether synthetic images of this side are so large that their fewest count outweighs
+    CIFAR-10's bytes, the most one synthetic data set holds now (112 pixels and up)."""
+    side = int(image_size or DEFAULT_IMAGE_SIZE)
+    return FEWEST_SYNTHETIC_IMAGES * math.prod(input_shape_of(side)) > SYNTHETIC_BYTES
 
 
 def flag_value(words: Sequence[str], flag: str) -> Optional[str]:

@@ -32,7 +32,8 @@ class BadResults(UserError):
 @dataclass(frozen=True)
 class Change:
     """A commit after which one kind of saved figure reads differently: `moves` names the figures
-    (the renderer's words: "memory", "amp-fp16", "overhead"), `before` what they measured before it."""
+    (the renderer's words: "memory", "amp-fp16", "overhead"; "synthetic-memory" for runs on synthetic
+    images of 112 pixels and up, due.large_synthetic), `before` what they measured before it."""
     commit: str
     moves: Tuple[str, ...]
     before: str
@@ -53,6 +54,9 @@ CHANGES = [
     Change("600acff030ccd5aa35827f9bd662dd0888a81720", ("busy",),
            "the GPU busy share was the mean of every NVML utilization sample stamped in the timed steps, however "
            "few, some of them begun in the warm-up or a pause; it now rests on ten or more samples wholly inside them"),
+    Change("1771c88fe855311872bfe1f454a98d027c345210", ("synthetic-memory",),
+           "synthetic data held its 4,096 images side by side on the device, so above 112x112 pixels (0.6 GB at 224) "
+           "the data set weighed in every peak memory and memory ratio; they are now windows of one 0.15 GiB buffer"),
 ]
 
 

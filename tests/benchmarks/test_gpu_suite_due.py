@@ -211,7 +211,7 @@ class MadeUpLease:
     def document(self, words):
         """The results main.py would write for its command `words`, from these made-up runs."""
         template = json.loads(HEADLINE.read_text())
-        n, warmup = int(due.flag_value(words, "-n")), int(due.flag_value(words, "--warmup"))
+        n, warmup = int(due.flag_value(words, "-n")), int(due.flag_value(words, "--timing-warmup"))
         modes, model = due.flag_value(words, "--modes").split(","), due.flag_value(words, "-m")
         repeats, runs = int(due.flag_value(words, "--repeats") or 1), []
         for repeat in range(repeats):
@@ -277,3 +277,17 @@ def test_a_lease_on_a_new_commit_reruns_the_headline_into_figures_readme_prints(
     vit = json.loads((folder / "headline-vit.json").read_text())
     assert all(run["gpu_busy"] is None and nvml_meter.too_few_count(run["gpu_busy_unavailable"]) is not None
                for run in vit["runs"])  # 50 steps of 35 ms: three samples at most
+
+
+@pytest.mark.parametrize("words, large", [
+    (["--data", "synthetic", "--image-size", "224"], True), (["--data", "synthetic", "--image-size", "112"], True),
+    (["--data", "synthetic", "--image-size", "111"], False), (["--data", "synthetic"], False),
+    (["--data", "cifar10", "--image-size", "224"], False)])
+def test_only_synthetic_runs_whose_images_outweighed_cifar10_are_older_than_the_shared_buffer(words, large):
+    """Synthetic data held all its images side by side until 1771c88: from 112 pixels up that was
+    more than the one buffer of CIFAR-10's bytes they share now, and it weighed in their memory."""
+    step = plan.Step("native", "native", (plan.Command("native", ("python", "main.py", "-p", "-m", "resnet50",
+                                                                   *words)),))
+    assert ("synthetic-memory" in due.figures_of(step)) == large
+    (change,) = [change for change in CHANGES if "synthetic-memory" in change.moves]
+    assert change.commit.startswith("1771c88")
