@@ -3,26 +3,57 @@
     python main.py -n 200 -p --fp16 -s --model resnet50
 
 Only argument parsing lives here, so that `-h` answers at once; torch is imported after it.
-The flags themselves are described in utils/flags.py.
+The flags themselves are described in utils/flags.py, and the spellings kept for old scripts
+(the tutorial's --fp16 -s among them) in utils/spellings.py, which rewrites them before parsing.
 """
 from __future__ import annotations
 
 import argparse
 import difflib
 import sys
-from typing import Any, NoReturn, Optional, Sequence
+from typing import Any, Dict, List, NoReturn, Optional, Sequence, Tuple
 
-from utils import config, console
+from utils import config, console, spellings
+from utils.errors import UserError
 from utils.flags import FLAGS
 
 
 class Parser(console.Parser):
-    """console's parser, which names the closest flag when one is mistyped (--loss-scaling,
-    --channels_last)."""
+    """console's parser, which reads a command line in its earlier spellings too (rewritten by
+    utils.spellings before parsing, and named as typed in its refusals), lists them at the end
+    of -h, and names the closest flag when one is mistyped (--loss-scaling, --channels_last)."""
+    typed: Dict[str, str] = {}  # {current flag: the earlier spelling it was typed in}
+
+    def parse_known_args(self, args: Optional[Sequence[str]] = None,  # type: ignore[override]
+                         namespace: Optional[argparse.Namespace] = None) -> Tuple[argparse.Namespace, List[str]]:
+        """Parse `args` in current spellings; the namespace also holds `command`, the command line
+        in current spellings, and `spelled` and `warnings` from the earlier ones."""
+        try:
+            command = spellings.rewrite(sys.argv[1:] if args is None else args)
+        except spellings.Malformed as malformed:
+            self.error(str(malformed))
+        self.typed = command.typed
+        parsed, extras = super().parse_known_args(command.argv, namespace)
+        try:
+            command.settle(parsed)
+        except UserError as error:  # a rule between spellings: said as RunConfig's refusals are
+            self.exit(2, f"{self.name}: error: {error}\n")
+        parsed.command = command.current()
+        return parsed, extras
+
+    def format_help(self) -> str:
+        formatter = self.formatter_class(prog=self.prog)
+        formatter.start_section(spellings.TITLE)
+        formatter.add_arguments([argparse.Action([row.typed], "", nargs=0, help=f"{row.current or '(nothing)'}: "
+                                                 f"{row.origin}") for row in spellings.EARLIER])
+        formatter.end_section()
+        return super().format_help() + "\n" + formatter.format_help()
 
     def error(self, message: str) -> NoReturn:
+        for current, earlier in self.typed.items():  # a flag typed in an earlier spelling is named so
+            message = message.replace(f"argument {current}:", f"argument {earlier}:")
         if message.startswith("unrecognized arguments:"):
-            known = [flag for action in self._actions for flag in action.option_strings]
+            known = [flag for action in self._actions for flag in action.option_strings] + list(spellings.KNOWN)
             typed = [word.split("=")[0] for word in message.split(":", 1)[1].split() if word.startswith("-")]
             close = [match for word in typed for match in
                      difflib.get_close_matches(word.replace("_", "-"), known, n=1, cutoff=0.7)
@@ -33,14 +64,15 @@ class Parser(console.Parser):
 
 
 class Spelled(argparse.Action):
-    """Store a flag's value and the name it was typed under, for a flag of several names
-    (--timing-warmup and its earlier --warmup, -n and --steps): the messages name the
-    spelling the user typed (RunConfig.flag)."""
+    """Store a flag's value and the name it was typed under (-n or --steps; --warmup, the
+    earlier spelling of --timing-warmup): the messages name the spelling the user typed
+    (RunConfig.flag)."""
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: Optional[str] = None) -> None:
         setattr(namespace, self.dest, values)
-        namespace.spelled = {**getattr(namespace, "spelled", {}), self.dest: option_string}
+        typed = getattr(parser, "typed", {}).get(option_string, option_string)
+        namespace.spelled = {**getattr(namespace, "spelled", {}), self.dest: typed}
 
 
 def build_parser() -> Parser:
@@ -57,7 +89,7 @@ def build_parser() -> Parser:
         if flag.group not in groups:
             groups[flag.group] = parser.add_argument_group(flag.group)
         settings = flag.argparse_settings()
-        if flag.action is None and len(flag.names) > 1:
+        if flag.action is None:
             settings["action"] = Spelled
         if flag.setting in config.RANGES:
             settings["type"] = config.flag_type(config.RANGES[flag.setting])

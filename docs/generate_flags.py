@@ -12,7 +12,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere, it imports the project's utils
 
-from utils import config, console  # noqa: E402
+from utils import config, console, spellings  # noqa: E402
 from utils.fileio import atomic_write  # noqa: E402
 from utils.flags import FLAGS  # noqa: E402
 
@@ -42,12 +42,16 @@ def row(flag, defaults):
 
 
 def tables():
-    """A section per -h group, in -h's order, each a table of its flags."""
+    """A section per -h group, in -h's order, each a table of its flags; then, as -h ends, the
+    earlier spellings and what each is now (utils/spellings.py)."""
     defaults = config.defaults()
     lines = [START]
     for group in dict.fromkeys(flag.group for flag in FLAGS):
         lines += ["", f"## {group}", "", "| flag | meaning |", "| --- | --- |"]
         lines += [row(flag, defaults) for flag in FLAGS if flag.group == group]
+    lines += ["", f"## {spellings.TITLE}", "", "| earlier | now | |", "| --- | --- | --- |"]
+    lines += [f"| `{earlier.typed}` | {f'`{earlier.current}`' if earlier.current else '(nothing)'} | {earlier.origin} |"
+              for earlier in spellings.EARLIER]
     return "\n".join(lines + ["", END])
 
 

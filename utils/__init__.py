@@ -5,6 +5,7 @@
     safepickle       unpickling that rebuilds only what it is allowed to
     stop             stop signals, caught from argument parsing on (no torch)
     setup_keys       the settings besides the mode that change a run's numbers, named once
+    spellings        the spellings kept for old scripts (--fp16 -s, --warmup), read as current ones
     data/            CIFAR-10 on disk, synthetic images, the training and test loaders
     measure/         step timing, memory and a step's memory by kind, FLOPs, progress, the
                      environment a result depends on

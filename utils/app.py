@@ -78,7 +78,7 @@ def resume_line(config: RunConfig, last: record.RunRecord, checkpoint_holds: Opt
     if checkpoint_holds is None:
         return f"main.py: {where}; no step was trained, so no checkpoint was written: rerun the same command."
     command = shlex.join(distributed.launch_prefix(world) + ["main.py"]
-                         + [a for a in sys.argv[1:] if a != "--resume"] + ["--resume"])
+                         + [a for a in config.command if a != "--resume"] + ["--resume"])
     return f"main.py: {where}; {config.checkpoints.checkpoint} holds step {checkpoint_holds}; resume with: {command}"
 
 
@@ -460,7 +460,8 @@ def finish(config: RunConfig, plan: TrainingPlan, context: RunContext, data: Dat
     if diverged:
         print(f"main.py: error: training diverged: the loss became {last.record.loss_curve[diverged - 1]} at step "
               f"{diverged} of {plan.steps} in mode {last.record.mode}, which has no loss scaler; rerun with "
-              "-s/--loss_scaling (for --fp16), a lower --lr or --clip-grad, or skip such steps with --on-nan skip.",
+              "one (--modes amp-fp16 for float16), a lower --lr or --clip-grad, or skip such steps with --on-nan "
+              "skip.",
               file=sys.stderr)
     elif interrupted:
         holds = last.checkpoint_step if last.checkpoint_step is not None else \

@@ -1,12 +1,13 @@
 """RunConfig: what the user asked for, in typed sections, built and validated once.
 
-main.py parses the command line into `Arguments`, one field per flag; `RunConfig.build` checks
-every rule that involves more than one flag, translates the precision flags (--fp16 [-s],
---bf16, --amp [--amp-dtype], --tf32, --compare, --modes) into one tuple of modes, and hands the
-pipeline a frozen RunConfig of sections (training, accuracy, precision, data, speed,
-measurement, distributed, checkpoints): each builder reads the sections it needs. What only the
-data and the model settle (the steps of --epochs, the family's recipe) is a TrainingPlan of its
-own, resolved once in utils/app.py's prepare(); nothing in RunConfig is filled in later.
+main.py parses the command line into `Arguments`, one field per flag (the spellings kept for old
+scripts, the tutorial's --fp16 -s among them, rewritten into current ones by utils/spellings.py);
+`RunConfig.build` checks every rule that involves more than one flag, translates --modes or
+--compare into one tuple of modes, and hands the pipeline a frozen RunConfig of sections
+(training, accuracy, precision, data, speed, measurement, distributed, checkpoints): each
+builder reads the sections it needs. What only the data and the model settle (the steps of
+--epochs, the family's recipe) is a TrainingPlan of its own, resolved once in utils/app.py's
+prepare(); nothing in RunConfig is filled in later.
 
 This module sits at the bottom of the house: the modules that read the config import it, and it
 imports none of them (the mode table and the model families lie below it). No torch here: main.py
@@ -180,14 +181,8 @@ class Arguments:
     stop_at_target: bool = False
     list_models: bool = False  # an action, in -h's training group
     check_flags: bool = False
-    # precision: five spellings, translated into modes by modes_of()
+    # precision: --modes, or --compare's default, translated into modes by modes_of()
     gpu: bool = False
-    fp16: bool = False
-    bf16: bool = False
-    loss_scaling: bool = False
-    amp: bool = False
-    amp_dtype: Optional[str] = None  # None when not given, so that it can be refused without --amp
-    tf32: bool = False
     allow_slow_fp16: bool = False
     fp8_emulate: bool = False
     compare: bool = False
@@ -411,23 +406,27 @@ class RunConfig:
     warnings: Tuple[str, ...]  # flags accepted but without effect, said once when the run starts
     arguments: Arguments  # the command line, as the results file records it; the code reads the sections
     spelled: Dict[str, str] = field(default_factory=dict, compare=False)  # setting: the name its flag was typed as
+    command: Tuple[str, ...] = ()  # main.py's arguments in current spellings, as a resume line repeats them
 
     @classmethod
     def from_args(cls, namespace: argparse.Namespace) -> RunConfig:
-        """The config for main.py's parsed arguments (main.py's Spelled records how a flag of
-        several names was typed)."""
+        """The config for main.py's parsed arguments: their values, and what main.py's parser
+        keeps beside them (how each flag was typed, the earlier spellings' warnings, the command
+        line in current spellings)."""
         values = dict(vars(namespace))
-        spelled = values.pop("spelled", {})
-        return cls.build(spelled=spelled, **values)
+        return cls.build(spelled=values.pop("spelled", {}), warnings=values.pop("warnings", ()),
+                         command=values.pop("command", ()), **values)
 
     @classmethod
-    def build(cls, spelled: Optional[Dict[str, str]] = None, **values: Any) -> RunConfig:
+    def build(cls, spelled: Optional[Dict[str, str]] = None, warnings: Sequence[str] = (),
+              command: Sequence[str] = (), **values: Any) -> RunConfig:
         """A validated config from argument values (by argparse's dest; defaults for the rest):
         every cross-flag rule checked, the precision flags translated into modes, the flags that
         tune a measurement taken to ask for it (--explain-steps and --trace-dir imply --explain,
         --numerics-every implies --numerics: never silently ignored)."""
         args = Arguments(**values)
-        modes, warnings = check(args)
+        spelled = dict(spelled or {})
+        modes = check(args, spelled)
         training = Training(
             model=model_name(args), model_factory=args.model_factory,
             stem=args.stem or families.default_stem(args.image_size), batch_size=args.batch_size,
@@ -462,7 +461,7 @@ class RunConfig:
             advice=Advice(advise=args.advise, budget_minutes=args.budget or DEFAULT_BUDGET_MINUTES,
                           from_results=args.from_results, advice_dir=args.advice_dir),
             list_models=args.list_models, check_flags=args.check_flags, warnings=tuple(warnings), arguments=args,
-            spelled=dict(spelled or {}))
+            spelled=spelled, command=tuple(command))
         if training.steps is not None:  # the steps are known: the timing's warm-up is checked against them now
             config.length(training.steps)
         return config
@@ -614,12 +613,12 @@ def batches_per_epoch(kind: str, images: int, batch_size: int, ranks: int) -> in
     return -(-images // (batch_size * ranks))
 
 
-def check(args: Arguments) -> Tuple[Tuple[Mode, ...], List[str]]:
-    """Every rule between flags, in the order a user meets them; returns the modes and the
-    warnings the precision flags give (modes_of)."""
+def check(args: Arguments, spelled: Dict[str, str]) -> Tuple[Mode, ...]:
+    """Every rule between flags, in the order a user meets them (`spelled`: how each flag was
+    typed, for the refusals to name it so); returns the modes to run."""
     check_ranges(args)
-    check_advice_flags(args)  # before the rules between the flags it owns
-    modes, warnings = modes_of(args)  # refuses unknown, empty or repeated --modes
+    check_advice_flags(args, spelled)  # before the rules between the flags it owns
+    modes = modes_of(args)  # refuses unknown, empty or repeated --modes
     names = [mode.name for mode in modes]
     if args.baseline is not None and args.baseline not in names:
         raise UserError(f"--baseline {args.baseline} is not among the modes this run trains ({', '.join(names)}); "
@@ -640,7 +639,6 @@ def check(args: Arguments) -> Tuple[Tuple[Mode, ...], List[str]]:
     float8 = [mode.name for mode in modes if mode.float8]
     if float8 and not args.gpu and not args.fp8_emulate:  # a flags rule, so that --check-flags refuses it too
         raise UserError(f"mode {float8[0]} {FP8_NEEDS_A_GPU}")
-    check_precision_flags(args)
     if args.grad_comm not in GRAD_COMM:
         raise UserError(f"--grad-comm is one of {', '.join(GRAD_COMM)}; got {args.grad_comm}.")
     if args.steps and args.epochs:
@@ -657,87 +655,49 @@ def check(args: Arguments) -> Tuple[Tuple[Mode, ...], List[str]]:
     if args.checkpoint and (len(modes) > 1 or args.repeats > 1 or args.seeds > 1):
         raise UserError("--checkpoint works with one precision mode, one seed and no --repeats; run each mode "
                         "and seed as a job of its own and merge the results with python -m utils.report.")
-    return modes, warnings
+    return modes
 
 
-def modes_of(args: Arguments) -> Tuple[Tuple[Mode, ...], List[str]]:
-    """The one translation of the precision flags into the modes to run, in order: --modes
-    (--compare's list), --compare's default, --amp [--amp-dtype], --fp16 [-s], --bf16 or --tf32;
-    and the warnings for a flag accepted without effect (-s where nothing scales). A refused
-    combination says which flags to drop."""
+def modes_of(args: Arguments) -> Tuple[Mode, ...]:
+    """The one translation of the precision flags into the modes to run, in order: --modes, else
+    --compare's default (which depends on the device), else fp32. The earlier spellings (--fp16
+    -s, --bf16, --amp, --tf32) arrive as --modes (utils/spellings.py)."""
     if args.modes is not None:
-        modes = tuple(parse_modes(args.modes))
-    elif args.compare:
-        modes = tuple(MODES[name] for name in (DEFAULT_COMPARE if args.gpu else DEFAULT_COMPARE_CPU))
-    elif args.amp:  # dynamic loss scaling for float16, none needed for bfloat16
-        modes = (MODES["amp-bf16" if args.amp_dtype == "bfloat16" else "amp-fp16"],)  # float16 by default
-    elif args.fp16:
-        modes = (MODES["amp-fp16" if args.loss_scaling else "amp-fp16-noscale"],)
-    else:
-        modes = (MODES["amp-bf16" if args.bf16 else "tf32" if args.tf32 else "fp32"],)
-    return modes, loss_scaling_warnings(args)
-
-
-def check_precision_flags(args: Arguments) -> None:
-    """The precision flags agree with each other: one spelling at a time, and none that the
-    chosen mode would not use (refused, never silently dropped)."""
-    if sum((args.fp16, args.bf16, args.amp)) > 1:
-        raise UserError("--fp16, --bf16 and --amp exclude each other; choose one (--amp --amp-dtype bfloat16 "
-                        "is --bf16).")
-    if args.amp_dtype is not None and not args.amp:
-        raise UserError(f"--amp-dtype sets the dtype of --amp, which is not given; add --amp (--amp --amp-dtype "
-                        f"{args.amp_dtype}) or drop --amp-dtype.")
-    if args.tf32 and (args.fp16 or args.bf16 or args.amp):
-        raise UserError("--tf32 is the FP32 mode with TF32 tensor cores, and --fp16/--bf16/--amp choose an autocast "
-                        "mode instead; drop one, or compare them with --modes tf32,amp-fp16,amp-bf16.")
-    if (args.compare or args.modes) and (args.fp16 or args.bf16 or args.amp or args.tf32 or args.loss_scaling):
-        raise UserError("--compare runs the modes listed in --modes; drop --fp16/--bf16/--amp/--tf32/-s and "
-                        "name the modes instead, e.g. --modes fp32,amp-fp16,amp-bf16.")
-
-
-def loss_scaling_warnings(args: Arguments) -> List[str]:
-    """-s/--loss_scaling where the mode scales nothing more, as sentences to print once."""
-    if not args.loss_scaling:
-        return []
-    if args.bf16 or (args.amp and args.amp_dtype == "bfloat16"):
-        return [f"-s/--loss_scaling is ignored with {'--bf16' if args.bf16 else '--amp --amp-dtype bfloat16'}: "
-                "bfloat16 has FP32's exponent range, so gradients do not underflow and need no loss scaling."]
-    if args.amp:
-        return ["-s/--loss_scaling adds nothing to --amp, which scales float16's loss already."]
-    if not args.fp16:
-        return ["-s/--loss_scaling is ignored without --fp16: FP32 gradients need no loss scaling."]
-    return []
+        return tuple(parse_modes(args.modes))
+    if args.compare:
+        return tuple(MODES[name] for name in (DEFAULT_COMPARE if args.gpu else DEFAULT_COMPARE_CPU))
+    return (MODES[BASELINES["default"]],)
 
 
 # What --advise decides or writes itself, and so refuses from the command line: the precision
 # modes, their repeats and seeds, the timing and the measurements each phase takes, the outputs.
-ADVISER_SETS = ("fp16", "bf16", "amp", "amp_dtype", "tf32", "loss_scaling", "compare", "modes", "baseline",
-                "repeats", "seeds", "loss_scale", "fp8_emulate", "warmup", "explain", "explain_steps", "trace_dir",
-                "numerics", "numerics_every", "max_batch", "eval_every", "target_accuracy", "stop_at_target",
-                "no_eval", "check_flags", *OUTPUT_FLAGS, "checkpoint_every", "resume")
+ADVISER_SETS = ("compare", "modes", "baseline", "repeats", "seeds", "loss_scale", "fp8_emulate", "warmup", "explain",
+                "explain_steps", "trace_dir", "numerics", "numerics_every", "max_batch", "eval_every",
+                "target_accuracy", "stop_at_target", "no_eval", "check_flags", *OUTPUT_FLAGS, "checkpoint_every",
+                "resume")
 ADVICE_ONLY = ("budget", "from_results", "advice_dir")  # flags that only --advise reads
 
 
-def given(args: Arguments, names: Sequence[str]) -> List[str]:
+def given(args: Arguments, names: Sequence[str], spelled: Dict[str, str]) -> List[str]:
     """The flags of the settings `names` that the command line gave (not at their default), as
-    typed in -h: --json, --from."""
+    typed (`spelled`), else as -h names them: --json, --from."""
     default = Arguments()
-    return ["--" + FLAG_NAMES.get(name, name.replace("_", "-")) for name in names
+    return [spelled.get(name, "--" + FLAG_NAMES.get(name, name.replace("_", "-"))) for name in names
             if getattr(args, name) != getattr(default, name)]
 
 
-FLAG_NAMES = {"from_results": "from", "warmup": "timing-warmup", "loss_scaling": "loss_scaling"}
+FLAG_NAMES = {"from_results": "from", "warmup": "timing-warmup", "warmup_lr_steps": "lr-warmup-steps"}
 
 
-def check_advice_flags(args: Arguments) -> None:
+def check_advice_flags(args: Arguments, spelled: Dict[str, str]) -> None:
     """--advise owns the flags of ADVISER_SETS; --budget, --from and --advice-dir need it, and
     --from measures nothing, so it takes no --budget."""
     if not args.advise:
-        needs = given(args, ADVICE_ONLY)
+        needs = given(args, ADVICE_ONLY, spelled)
         if needs:
             raise UserError(f"{needs[0]} applies to --advise, which is not given; add --advise or drop {needs[0]}.")
         return
-    owned = given(args, ADVISER_SETS)
+    owned = given(args, ADVISER_SETS, spelled)
     if owned:
         raise UserError(f"--advise chooses the precision modes, repeats, seeds, measurements and outputs of its "
                         f"phases itself; drop {owned[0]} (the advice names the mode and flags to train with, and "

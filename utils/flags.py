@@ -103,9 +103,9 @@ FLAGS = (
          f"models, {RECIPES['transformer'].label_smoothing:g} for vision transformers)"),
     Flag(("--lr-schedule",), TRAINING, "learning-rate schedule over the run (default %(default)s)",
          choices=("constant", "cosine", "onecycle")),
-    Flag(("--lr-warmup-steps", "--warmup-lr-steps"), TRAINING,
+    Flag(("--lr-warmup-steps",), TRAINING,
          "linear learning-rate warm-up steps (default: 5%% of the steps; one-cycle ramps up by itself)",
-         doc="{help}; `--warmup-lr-steps` is its earlier name", metavar="N", dest="warmup_lr_steps"),
+         metavar="N", dest="warmup_lr_steps"),
     Flag(("--clip-grad",), TRAINING, "clip the gradient norm (of the unscaled gradients) to NORM",
          metavar="NORM"),
     Flag(("--optimizer-impl",), TRAINING,
@@ -158,17 +158,6 @@ FLAGS = (
          "it checks them as that rank would, so `--grad-comm` and `--bucket-mb` are refused in one process",
          action="store_true"),
     Flag(("--gpu", "-p"), PRECISION, "train on CUDA (default: CPU)", action="store_true"),
-    Flag(("--fp16",), PRECISION, "autocast to float16", action="store_true"),
-    Flag(("--bf16",), PRECISION, "autocast to bfloat16 (no loss scaling needed)",
-         doc="{help}: bfloat16 has FP32's exponent range", action="store_true"),
-    Flag(("--loss_scaling", "-s"), PRECISION, "dynamic loss scaling with torch.amp.GradScaler (for --fp16)",
-         doc="{help}; ignored with a warning otherwise, which says why: FP32 or bfloat16 need none, `--amp` "
-         "scales float16 already", action="store_true"),
-    Flag(("--amp",), PRECISION,
-         "timm's and NVIDIA's spelling: autocast to --amp-dtype, with dynamic loss scaling "
-         "for float16 (--amp alone is --fp16 -s)", action="store_true"),
-    Flag(("--amp-dtype",), PRECISION, "the autocast dtype of --amp (default float16; bfloat16 is --bf16)",
-         doc="{help}; refused without `--amp`", choices=("float16", "bfloat16")),
     Flag(("--allow-slow-fp16",), PRECISION,
          "run float16 modes on a CPU without fast float16 arithmetic (avx512_fp16, amx_fp16), "
          "where they are refused: they take many times longer than fp32",
@@ -177,17 +166,16 @@ FLAGS = (
          "run the fp8 modes with FP8 computed in software, on the CPU or any GPU: checks "
          "that they train; emulated times are not FP8 speed",
          doc="{help}; see [Transformers and FP8](transformers-and-fp8.md)", action="store_true"),
-    Flag(("--tf32",), PRECISION,
-         "allow TF32 tensor cores in FP32 matmuls and convolutions (off by default, so that FP32 means FP32)",
-         doc="{help}; refused with `--fp16`, `--bf16` or `--amp`, which choose another mode", action="store_true"),
     Flag(("--compare",), PRECISION,
          "run several precision modes back to back from the same weights and batches "
          f"(default modes: {','.join(modes.DEFAULT_COMPARE)} with -p, "
          f"{','.join(modes.DEFAULT_COMPARE_CPU)} on the CPU)",
          doc="{help}; on the CPU the default leaves float16 out, as it is slow there; see " + COMPARING_LINK,
          action="store_true"),
-    Flag(("--modes",), PRECISION, f"comma list for --compare from {', '.join(modes.MODES)} (implies --compare)",
-         metavar="LIST"),
+    Flag(("--modes",), PRECISION,
+         f"the precision modes to train, a comma list from {', '.join(modes.MODES)}: one mode trains alone, "
+         "several are compared as --compare compares them (default fp32)",
+         doc="{help}; see " + PRECISION_MODES_LINK, metavar="LIST"),
     Flag(("--baseline",), PRECISION,
          "the mode the speedups, memory ratios, accuracy differences and verdicts compare with "
          f"(default {modes.BASELINES['default']}; when given, one of the modes run)",
@@ -212,9 +200,6 @@ FLAGS = (
          "the classes the model outputs and the labels take (default: the data's: 10 for CIFAR-10 and "
          "synthetic images, an image folder's class folders, which a different count is refused against)",
          metavar="N"),
-    Flag(("--download",), DATA,
-         "fetch the official archive when no copy is there (the default; kept for old scripts)",
-         action="store_true"),
     Flag(("--no-download",), DATA,
          "never try the network: without a copy on disk, --data auto uses synthetic data",
          action="store_false", dest="download"),
@@ -239,10 +224,10 @@ FLAGS = (
          choices=("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")),
     Flag(("--no-cudnn-benchmark",), SPEED, "turn off cuDNN autotuning (on by default on CUDA)",
          action="store_true"),
-    Flag(("--timing-warmup", "--warmup"), MEASUREMENT,
+    Flag(("--timing-warmup",), MEASUREMENT,
          f"steps excluded from timing statistics (default {config.DEFAULT_TIMING_WARMUP}, at most half of the run)",
-         doc="{help}; a run shorter than twice the default warms up for half of its steps and says so; `--warmup` "
-         "is its earlier name, kept", metavar="N", dest="warmup"),
+         doc="{help}; a run shorter than twice the default warms up for half of its steps and says so",
+         metavar="N", dest="warmup"),
     Flag(("--json",), MEASUREMENT, "write the results as one JSON document",
          doc="{help} (folders created, written atomically)", metavar="PATH"),
     Flag(("--csv",), MEASUREMENT, "append one row per mode to a CSV file (header once)", metavar="PATH"),

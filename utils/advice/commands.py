@@ -8,7 +8,7 @@ import dataclasses
 import shlex
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from utils import config
+from utils import config, modes
 from utils.config import Arguments
 from utils.flags import FLAGS
 
@@ -18,8 +18,6 @@ NOT_PASSED = (*config.ADVISER_SETS, "advise", *config.ADVICE_ONLY, "no_progress"
               "list_models")
 LENGTH = ("steps", "epochs")
 NAMED = ("model", "batch_size")  # in every command, at their defaults too
-# The spelling of each advisable mode as one typed for training it alone (--modes NAME for the rest).
-MODE_FLAGS = {"fp32": [], "tf32": ["--tf32"], "amp-bf16": ["--bf16"], "amp-fp16": ["--amp"]}
 # The speed levers by the settings of Arguments that switch each (on, off), in the order they are
 # tried: each phase tries one, switched the other way from the user's command (fused is the default,
 # so its phase times foreach).
@@ -77,7 +75,8 @@ def lever_flip(lever: str, arguments: Arguments) -> Dict[str, Any]:
 
 
 def mode_flags(mode: str) -> List[str]:
-    return list(MODE_FLAGS.get(mode, ["--modes", mode]))
+    """The flags that train `mode` alone: none for fp32, the default."""
+    return [] if mode == modes.BASELINES["default"] else ["--modes", mode]
 
 
 def advised_command(arguments: Arguments, mode: str, settings: Dict[str, Any]) -> List[str]:

@@ -46,9 +46,8 @@ RENDEZVOUS_GRACE_S = 5  # the watchdog waits this long past --dist-timeout, so t
 # workers its CPUs allow, and what only rank 0 writes or prints. Everything else must match.
 PER_RANK_SETTINGS = frozenset({"data_dir", "workers", "json", "csv", "plot", "tensorboard", "jsonl", "trace_dir",
                                "wide", "no_progress", "log_every", "dist_timeout"})
-# the flags not named by their setting: one spelled with its underscore, and two with an earlier name
-FLAG_SPELLING = {"loss_scaling": "-s/--loss_scaling", "warmup": "--timing-warmup/--warmup",
-                 "warmup_lr_steps": "--lr-warmup-steps/--warmup-lr-steps"}
+# the flags not named by their setting: two renamed, named with their earlier spelling too
+FLAG_SPELLING = {"warmup": "--timing-warmup/--warmup", "warmup_lr_steps": "--lr-warmup-steps/--warmup-lr-steps"}
 # What a gloo or NCCL collective says when another rank ended or stopped answering.
 PEER_LOST = re.compile(r"connection closed by peer|connection reset by peer|broken pipe|remote process exited"
                        r"|communicator was aborted|timed out|timeout", re.IGNORECASE)

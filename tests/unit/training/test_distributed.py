@@ -92,10 +92,10 @@ def test_rank_0_refuses_a_master_port_another_program_holds():
 
 def test_the_flags_that_differ_between_ranks_are_named():
     rank0 = RunConfig.build().record()
-    others = [dict(rank0, batch_size=16, loss_scaling=True), dict(rank0), dict(rank0, batch_size=32)]
+    others = [dict(rank0, batch_size=16, channels_last=True), dict(rank0), dict(rank0, batch_size=32)]
     assert distributed.settings_differ([rank0] + others) == (
         "the ranks were started with different flags: --batch-size is 128 on rank 0 but 16 on rank 1 (and 1 more "
-        "ranks), -s/--loss_scaling is off on rank 0 but on on rank 1; start every rank with the same command line.")
+        "ranks), --channels-last is off on rank 0 but on on rank 1; start every rank with the same command line.")
 
 
 def test_a_renamed_flag_that_differs_between_ranks_is_named_by_both_its_spellings():
