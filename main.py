@@ -3,8 +3,8 @@
     python main.py -n 200 -p --fp16 -s --model resnet50
 
 Only argument parsing lives here, so that `-h` answers at once; torch is imported after it.
-The flags themselves are described in utils/flags.py, and the spellings kept for old scripts
-(the tutorial's --fp16 -s among them) in utils/spellings.py, which rewrites them before parsing.
+Each flag is a field of a RunConfig section (utils/config.py), and the spellings kept for old
+scripts (the tutorial's --fp16 -s among them) are utils/spellings.py's table, read before parsing.
 """
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from typing import Any, Dict, List, NoReturn, Optional, Sequence, Tuple
 
 from utils import config, console, spellings
 from utils.errors import UserError
-from utils.flags import FLAGS
 
 
 class Parser(console.Parser):
@@ -76,7 +75,8 @@ class Spelled(argparse.Action):
 
 
 def build_parser() -> Parser:
-    """The parser of every flag in utils.flags, in its -h groups; defaults from utils.config."""
+    """The parser of every setting's flag (utils.config's SETTINGS: the sections' fields), in its
+    -h group, with its default."""
     parser = Parser(
         "main.py", prog="python main.py",
         description="Benchmark FP32 against automatic mixed precision (FP16/BF16) training "
@@ -85,15 +85,14 @@ def build_parser() -> Parser:
         epilog="Example: python main.py -n 200 -p --fp16 -s --model resnet50",
     )
     groups = {}
-    for flag in FLAGS:
-        if flag.group not in groups:
-            groups[flag.group] = parser.add_argument_group(flag.group)
-        settings = flag.argparse_settings()
-        if flag.action is None:
-            settings["action"] = Spelled
-        if flag.setting in config.RANGES:
-            settings["type"] = config.flag_type(config.RANGES[flag.setting])
-        groups[flag.group].add_argument(*flag.names, help=flag.help, **settings)
+    for key, setting in config.SETTINGS.items():
+        flag = setting.flag
+        if setting.group not in groups:
+            groups[setting.group] = parser.add_argument_group(setting.group)
+        details: Dict[str, Any] = {"action": flag.action or Spelled, "choices": flag.choices, "metavar": flag.metavar,
+                                   "type": flag.range and config.flag_type(flag.range)}
+        groups[setting.group].add_argument(*flag.names, dest=key, help=flag.help,
+                                           **{name: value for name, value in details.items() if value is not None})
     parser.set_defaults(**config.defaults())
     return parser
 

@@ -24,12 +24,12 @@ from utils import clock as utc
 from utils import launch
 from utils.advice import commands, decide, document, plan
 from utils.advice.report import report
-from utils.config import Arguments
 from utils.errors import UserError
 from utils.measure.estimate import document_runs
 from utils.modes import BASELINES
 from utils.results import files
 from utils.results.merge import load_result, parsed
+from utils.settings import Arguments
 
 if TYPE_CHECKING:
     from utils.advice.preflight import Preflight
@@ -336,7 +336,7 @@ def advice_document(documents: List[Dict[str, Any]], context: decide.Context, co
             "budget": budget, "preflight": state.preflight.facts if state else None,
             "plan": [{"name": phase.name, "modes": list(phase.modes), "estimate_s": phase.estimate_s,
                       "runs": phase.name in ran} for phase in phases],
-            "setup": decided["setup"], "arguments": dataclasses.asdict(config.arguments) if config else None,
+            "setup": decided["setup"], "arguments": dict(config.arguments) if config else None,
             "written_utc": utc.now_utc()}
 
 
@@ -396,6 +396,5 @@ def from_results(config: RunConfig, stop: StopRequest) -> int:
 
 def again(saved: Dict[str, Any], recommendation: Dict[str, Any]) -> List[str]:
     """The advised command from the user's flags an advice.json keeps (`saved`: its arguments)."""
-    known = {field.name for field in dataclasses.fields(Arguments)}
-    arguments = Arguments(**{name: value for name, value in saved.items() if name in known})
+    arguments = commands.saved_arguments(saved)
     return commands.advised_command(arguments, recommendation["mode"], recommendation["settings"])

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List
 import torch
 import torch.distributed as dist
 
-from utils import compat
+from utils import compat, config
 from utils.errors import RankLost, UserError
 from utils.launch import World, printable
 
@@ -46,8 +46,6 @@ RENDEZVOUS_GRACE_S = 5  # the watchdog waits this long past --dist-timeout, so t
 # workers its CPUs allow, and what only rank 0 writes or prints. Everything else must match.
 PER_RANK_SETTINGS = frozenset({"data_dir", "workers", "json", "csv", "plot", "tensorboard", "jsonl", "trace_dir",
                                "wide", "no_progress", "log_every", "dist_timeout"})
-# the flags not named by their setting: two renamed, named with their earlier spelling too
-FLAG_SPELLING = {"warmup": "--timing-warmup/--warmup", "warmup_lr_steps": "--lr-warmup-steps/--warmup-lr-steps"}
 # What a gloo or NCCL collective says when another rank ended or stopped answering.
 PEER_LOST = re.compile(r"connection closed by peer|connection reset by peer|broken pipe|remote process exited"
                        r"|communicator was aborted|timed out|timeout", re.IGNORECASE)
@@ -209,7 +207,7 @@ def settings_differ(per_rank: List[Dict[str, Any]]) -> str:
         ranks = [rank for rank, settings in enumerate(per_rank) if settings.get(name) != first.get(name)]
         if ranks:
             more = f" (and {len(ranks) - 1} more ranks)" if len(ranks) > 1 else ""
-            differences.append(f"{FLAG_SPELLING.get(name, '--' + name.replace('_', '-'))} is "
+            differences.append(f"{config.flag_names(name)} is "
                                f"{value_shown(first.get(name))} on rank 0 but "
                                f"{value_shown(per_rank[ranks[0]].get(name))} on rank {ranks[0]}{more}")
     return (f"the ranks were started with different flags: {', '.join(differences)}; start every rank with the "

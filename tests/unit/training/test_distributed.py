@@ -1,6 +1,5 @@
 """The launcher's variables, checked before a process joins a job; the sentences for ranks
 that disagree on flags or lose a peer. No process group here: see tests/cluster/test_cluster.py."""
-import dataclasses
 import os
 import socket
 import subprocess
@@ -12,7 +11,7 @@ from hypothesis import strategies as st
 
 from conftest import ROOT, assert_user_error, run_main
 from utils import launch
-from utils.config import Arguments, RunConfig
+from utils.config import SETTINGS, RunConfig
 from utils.errors import RankLost, UserError
 from utils.launch import World
 from utils.training import distributed
@@ -107,7 +106,7 @@ def test_a_renamed_flag_that_differs_between_ranks_is_named_by_both_its_spelling
 
 
 def test_the_settings_allowed_to_differ_between_ranks_are_flags():
-    assert distributed.PER_RANK_SETTINGS <= {field.name for field in dataclasses.fields(Arguments)}
+    assert distributed.PER_RANK_SETTINGS <= set(SETTINGS)
 
 
 GLOO_PEER_GONE = ("[/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:561] Connection closed by peer "
