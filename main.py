@@ -99,7 +99,7 @@ def build_parser() -> Parser:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
-    from utils.errors import RankLost, UserError, WriteFailed
+    from utils.errors import RankLost, WriteFailed
     from utils.stop import StopRequest
 
     with StopRequest() as stop:  # a signal from here on stops the run cleanly, even during `import torch`
@@ -108,16 +108,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             from utils import launch
 
             run_config.check_world(launch.detect().size)  # as each rank of the launch it runs in sees it
-            if run_config.advice.from_results:  # decides from saved results: no torch
+            if run_config.advice.from_results:  # decides from saved results, with its own section alone: no torch
                 from utils.advice import session
-                return session.from_results(run_config, stop)
+                return session.from_results(run_config.advice, stop)
             from utils import compat
             compat.check_versions()  # before importing code that needs the supported torch
-            from utils import app
+            from utils import app  # which hands each stage the sections it reads
 
             if run_config.advice.advise:
-                from utils.advice import session
-                return session.advise(run_config, stop)
+                return app.advise(run_config, stop)
             return app.check_flags(run_config) if run_config.check_flags else app.run(run_config, stop)
         except (UserError, WriteFailed, RankLost) as error:  # WriteFailed: after training, nothing to retry
             return console.refused("main.py", error)

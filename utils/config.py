@@ -705,9 +705,7 @@ class RunConfig:
         return None
 
     def steps_per_epoch(self, train_images: int, ranks: int) -> float:
-        """Optimizer steps in one epoch of `train_images` (a fraction with --accum-steps)."""
-        return batches_per_epoch(self.data.loader, train_images, self.training.batch_size, ranks) / \
-            self.training.accum_steps
+        return steps_per_epoch(self.training, self.data, train_images, ranks)
 
     def eval_every_steps(self, train_images: int, ranks: int) -> Optional[int]:
         """--eval-every in steps (at least one), or None."""
@@ -751,6 +749,11 @@ class RunConfig:
                             label_smoothing=recipe.label_smoothing, warmup_lr_steps=recipe.lr_warmup_steps,
                             num_classes=plan.num_classes, model_class=plan.model_class)
         return resolved
+
+
+def steps_per_epoch(training: Training, data: DataSettings, train_images: int, ranks: int) -> float:
+    """Optimizer steps in one epoch of `train_images` (a fraction with --accum-steps)."""
+    return batches_per_epoch(data.loader, train_images, training.batch_size, ranks) / training.accum_steps
 
 
 def batches_per_epoch(kind: str, images: int, batch_size: int, ranks: int) -> int:

@@ -216,8 +216,9 @@ def test_a_trace_that_cannot_be_written_is_returned_with_the_findings_not_stashe
     from utils import app
     from utils.results.record import SideMeasurements
     monkeypatch.setattr(app, "explain", lambda trainer, config, context, repeat: ("profile", "trace not written"))
-    monkeypatch.setattr(app.max_batch, "largest_batch_of", lambda model, mode, config, recipe, device: 512)
-    config = types.SimpleNamespace(measurement=types.SimpleNamespace(explain=True, max_batch=True))
+    monkeypatch.setattr(app.max_batch, "largest_batch_of", lambda *settings: 512)
+    config = types.SimpleNamespace(measurement=types.SimpleNamespace(explain=True, max_batch=True), training=None,
+                                   precision=None, data=None)
     context = types.SimpleNamespace(reporter=types.SimpleNamespace(phase=lambda text: None), device="cpu")
     outcome = types.SimpleNamespace(ran_all_steps=lambda steps: True, diverged_at=None)
     evaluation = SideMeasurements(test_accuracy=0.5)
