@@ -9,12 +9,11 @@ from the table and changes nothing. The page's prose outside the tables is writt
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # run as a script from anywhere, it imports the project's utils
+from utils import config, console
+from utils.fileio import atomic_write
+from utils.flags import FLAGS
 
-from utils import config, console  # noqa: E402
-from utils.fileio import atomic_write  # noqa: E402
-from utils.flags import FLAGS  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 PAGE = ROOT / "docs" / "flags.md"
 START = "<!-- the flag tables: python docs/generate_flags.py writes them from utils/flags.py -->"
