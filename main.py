@@ -122,5 +122,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return console.refused("main.py", error)
 
 
+command = console.program("main.py", main)  # the installed `ampbench`
+
 if __name__ == "__main__":
-    sys.exit(console.run("main.py", main))
+    sys.exit(command())

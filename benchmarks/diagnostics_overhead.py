@@ -15,12 +15,12 @@ import os
 import statistics
 import sys
 
+from models.families import STEMS  # no torch
+from utils import console
+from utils.config import COUNT, RANGES, flag_type
+from utils.modes import MODES
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-from models.families import STEMS  # noqa: E402 (no torch)
-from utils import console  # noqa: E402
-from utils.config import COUNT, RANGES, flag_type  # noqa: E402
-from utils.modes import MODES  # noqa: E402
 
 SUBSET = os.path.join(os.path.dirname(ROOT), "shared", "data", "cifar10-subset", "cifar-10-batches-py")
 

@@ -19,15 +19,13 @@ predictions are an H100 SXM's, labelled so (fp8_predict.run_prediction, as main.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import TYPE_CHECKING, Any, Dict, List
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from utils import console, provenance  # noqa: E402 (no torch)
-from utils.config import RANGES, RunConfig, flag_type, input_shape_of  # noqa: E402
-from utils.fileio import ensure_writable  # noqa: E402
-from utils.results.files import write_json  # noqa: E402
+from utils import console, provenance  # no torch
+from utils.config import RANGES, RunConfig, flag_type, input_shape_of
+from utils.fileio import ensure_writable
+from utils.results.files import write_json
 
 if TYPE_CHECKING:
     from utils.results.record import RunRecord

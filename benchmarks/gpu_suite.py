@@ -58,16 +58,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "results"
-sys.path.insert(0, str(ROOT))
-from benchmarks.suite import ledger  # noqa: E402 (the checkout's root, above)
-from benchmarks.suite.device import NoDevice, device_facts, folder_name, software  # noqa: E402
-from benchmarks.suite.docblocks import render_pages  # noqa: E402
-from benchmarks.suite.due import due_steps  # noqa: E402
-from benchmarks.suite.estimate import Estimator, Window, window_steps  # noqa: E402
-from benchmarks.suite.history import CHANGES, describe_software, saved_suites, suite_record  # noqa: E402
-from benchmarks.suite.plan import (  # noqa: E402
+from benchmarks.suite import ledger
+from benchmarks.suite.device import NoDevice, device_facts, folder_name, software
+from benchmarks.suite.docblocks import render_pages
+from benchmarks.suite.due import due_steps
+from benchmarks.suite.estimate import Estimator, Window, window_steps
+from benchmarks.suite.history import CHANGES, describe_software, saved_suites, suite_record
+from benchmarks.suite.plan import (
     MODES,
     SECTIONS,
     TRANSFORMER_MODES,
@@ -78,12 +75,15 @@ from benchmarks.suite.plan import (  # noqa: E402
     headline_convnet_modes,
     planned_steps,
 )
-from benchmarks.suite.preview import plan_lines  # noqa: E402
-from benchmarks.suite.render import render_coverage, render_readme, usable_readme  # noqa: E402
-from utils import console, provenance  # noqa: E402
-from utils.errors import UserError  # noqa: E402
-from utils.fileio import ensure_folder_writable, held_or_refused, prove_creatable  # noqa: E402
-from utils.stop import adopt_orphans  # noqa: E402
+from benchmarks.suite.preview import plan_lines
+from benchmarks.suite.render import render_coverage, render_readme, usable_readme
+from utils import console, provenance
+from utils.errors import UserError
+from utils.fileio import ensure_folder_writable, held_or_refused, prove_creatable
+from utils.stop import adopt_orphans
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "results"
 
 NAME = "gpu_suite.py"
 
@@ -403,5 +403,7 @@ def main() -> int:
     return run_suite(options, started)
 
 
+command = console.program(NAME, main)  # the installed `ampbench-suite`
+
 if __name__ == "__main__":
-    sys.exit(console.run(NAME, main))
+    sys.exit(command())

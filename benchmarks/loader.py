@@ -15,10 +15,10 @@ import statistics
 import sys
 import time
 
+from utils import console  # no torch
+from utils.config import COUNT, RANGES, flag_type
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-from utils import console  # noqa: E402 (no torch)
-from utils.config import COUNT, RANGES, flag_type  # noqa: E402
 
 # With -p, the AMP step these models take at the loader's batch (channels_last, the CIFAR stem), for
 # the loader's share of it.

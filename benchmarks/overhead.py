@@ -23,15 +23,13 @@ interval and a word on what the meter read. Target: the interval holds 1.0.
 """
 import argparse
 import copy
-import os
 import statistics
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from utils import console  # noqa: E402 (no torch)
-from utils.config import COUNT, RANGES, flag_type  # noqa: E402
-from utils.modes import MODES  # noqa: E402
+from utils import console  # no torch
+from utils.config import COUNT, RANGES, flag_type
+from utils.modes import MODES
 
 
 def bare_loop(initial_model, data, mode, training, precision_settings, data_settings, speed, plan, device):

@@ -28,12 +28,12 @@ import sys
 import time
 from pathlib import Path
 
+from utils import console, modes  # neither imports torch
+from utils.errors import UserError, WriteFailed
+from utils.setup_keys import GRAD_COMM
+from utils.stop import StopRequest, end_tree
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from utils import console, modes  # noqa: E402 (neither imports torch)
-from utils.errors import UserError, WriteFailed  # noqa: E402
-from utils.setup_keys import GRAD_COMM  # noqa: E402
-from utils.stop import StopRequest, end_tree  # noqa: E402
 
 # main.py flags the study sets itself in every launch
 OWN_FLAGS = ("--json", "--modes", "--compare", "--grad-comm", "--fp16", "--bf16", "--amp", "--tf32", "--explain")

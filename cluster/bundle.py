@@ -10,11 +10,14 @@ slices. Run where there is network, this writes into DIR:
 * wheels/: the wheels of the optional extras, for the node's Python and platform, without their
   dependencies and never torch (the node's container has it). An optional extra is each
   requirements-*.txt beside main.py but the two install sets, requirements-container.txt and
-  requirements-test.txt; its markers are read for the node's Python (pip reads them for its own);
+  requirements-test.txt; its markers are read for the node's Python (pip reads them for its own).
+  Beside them, the build backend pyproject.toml names (setuptools), which pip needs on the node to
+  install this checkout, editable, offline;
 * data/cifar-10-batches-py/: CIFAR-10 from the official archive (or --cifar10's copy of it),
   md5-checked and unpacked: main.py's --data-dir reads the batch files, not the archive;
 * manifest.json: what DIR holds, for which Python and platform, each file's sha256, and the
-  command that, on the node, installs the wheels offline and runs gpu_suite.py --budget.
+  command that, on the node, installs the extras and this checkout offline and runs gpu_suite.py
+  --budget.
 
 A user error (no network, a wrong md5, DIR not writable, another bundle.py writing DIR, ...)
 exits 2 with one sentence, a disk that fails mid-write 1. Everything is built in a hidden folder
@@ -45,12 +48,12 @@ import zlib
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple, TypedDict
 
+from utils import compat, console  # no torch
+from utils.clock import now_utc
+from utils.errors import UserError, WriteFailed
+from utils.fileio import ensure_folder_writable, held_or_refused
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from utils import compat, console  # noqa: E402 (no torch)
-from utils.clock import now_utc  # noqa: E402
-from utils.errors import UserError, WriteFailed  # noqa: E402
-from utils.fileio import ensure_folder_writable, held_or_refused  # noqa: E402
 
 INSTALL_SETS = ("requirements-container.txt", "requirements-test.txt")  # what ampbench needs; not extras
 MANIFEST = "manifest.json"
@@ -142,6 +145,18 @@ def requirements_for(path: Path, python: str) -> List[str]:
     return wanted
 
 
+def build_requirements() -> List[str]:
+    """What pip needs to build this checkout's install: pyproject.toml's [build-system] requires
+    (read without tomllib, which Python 3.8 to 3.10 lack: the table's one `requires` list)."""
+    text = (ROOT / "pyproject.toml").read_text()
+    table = text.split("[build-system]", 1)[1].split("\n[", 1)[0]
+    listed = re.search(r"^requires\s*=\s*\[([^\]]*)\]", table, re.MULTILINE)
+    if listed is None:
+        raise UserError(f"{ROOT / 'pyproject.toml'} names no build requirements ([build-system] requires); restore "
+                        "the file.")
+    return re.findall(r'"([^"]+)"', listed.group(1))
+
+
 def download_wheels(requirements: List[str], python: str, tag: str, folder: Path) -> List[str]:
     """pip download the wheels of `requirements` into `folder`; returns name==version per wheel."""
     folder.mkdir()
@@ -226,14 +241,15 @@ def cifar10_into(folder: Path, archive: Optional[str]) -> Dict[str, object]:
     return {"source": source, "archive_md5": md5, "folder": f"{DATA}/{cifar10.FOLDER}"}
 
 
-def node_command(folder: Path, pins: List[str], budget: int) -> str:
-    """What to run on the node: install the bundled wheels offline, leaving torch as it is, then
-    the GPU suite on the bundled CIFAR-10."""
+def node_command(folder: Path, extras: List[str], budget: int) -> str:
+    """What to run on the node: install the bundled extras and this checkout (editable, built by
+    the bundled backend) offline, leaving torch and all else the container has as it is, then the
+    GPU suite on the bundled CIFAR-10."""
+    install = ["python", "-m", "pip", "install", "--no-index", "--find-links", str(folder / WHEELS), "--no-deps",
+               *extras, "-e", str(ROOT)]
     suite = ["python", str(ROOT / "benchmarks" / "gpu_suite.py"), "--budget", str(budget),
              "--data-dir", str(folder / DATA)]
-    install = ["python", "-m", "pip", "install", "--no-index", "--find-links", str(folder / WHEELS), "--no-deps",
-               *pins]
-    return " && ".join(shlex.join(words) for words in ([install] if pins else []) + [suite])
+    return " && ".join(shlex.join(words) for words in (install, suite))
 
 
 def prepare(folder: Path) -> None:
@@ -275,12 +291,16 @@ def build(staging: Path, folder: Path, options: argparse.Namespace, python: str,
     """Fill `staging` with the wheels and the data; returns the manifest that describes them once
     they are moved into `folder`."""
     wanted = {path.name: requirements_for(path, python) for path in optional_requirement_files()}
-    pins = download_wheels([need for needs in wanted.values() for need in needs], python, tag, staging / WHEELS)
+    backend = build_requirements()
+    pins = download_wheels([need for needs in wanted.values() for need in needs] + backend, python, tag,
+                           staging / WHEELS)
+    built_by = {re.split(r"[=<>!~ ;\[]", need)[0].lower() for need in backend}
+    extras = [pin for pin in pins if pin.split("==")[0].lower() not in built_by]  # the backend only builds
     cifar10 = cifar10_into(staging / DATA, options.cifar10)
     files = {path.relative_to(staging).as_posix(): hex_digest(path, "sha256")
              for path in sorted(staging.rglob("*")) if path.is_file()}
     return Manifest(bundle=1, created_utc=now_utc(), python=python, platform=tag, optional_requirements=wanted,
-                    wheels=pins, cifar10=cifar10, files=files, command=node_command(folder, pins, options.budget))
+                    wheels=pins, cifar10=cifar10, files=files, command=node_command(folder, extras, options.budget))
 
 
 def publish(staging: Path, folder: Path) -> None:
@@ -373,5 +393,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     return 0
 
 
+command = console.program("bundle.py", main)  # the installed `ampbench-bundle`
+
 if __name__ == "__main__":
-    sys.exit(console.run("bundle.py", main))
+    sys.exit(command())

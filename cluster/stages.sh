@@ -409,7 +409,8 @@ study_point() {
     done
 }
 
-# The scaling study: 1 GPU, one node, then 2, 4, ... nodes up to NODES, merged by benchmarks/scaling.py.
+# The scaling study: 1 GPU, one node, then 2, 4, ... nodes up to NODES, merged by benchmarks/scaling.py,
+# run as a module from AMPBENCH_DIR (like utils.compat and utils.report): the container needs no install.
 study() {
     local count=2
     run mkdir -p "${RESULTS_DIR}/study"
@@ -424,7 +425,7 @@ study() {
         study_point "$(( count * PER_NODE ))" "${launch[@]}" "${in_container[@]}" python
         count=$(( count * 2 ))
     done
-    run "${on_one_node[@]}" "${in_container[@]}" python benchmarks/scaling.py --from "${RESULTS_DIR}/study" \
+    run "${on_one_node[@]}" "${in_container[@]}" python -m benchmarks.scaling --from "${RESULTS_DIR}/study" \
         --out "${RESULTS_DIR}/study" || failed $? "the study's table"
 }
 

@@ -10,11 +10,10 @@ from the table and changes nothing. The page's prose outside the tables is writt
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # run as a script from anywhere, it imports the project's utils
+from utils import config, console, spellings
+from utils.fileio import atomic_write
 
-from utils import config, console, spellings  # noqa: E402
-from utils.fileio import atomic_write  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 PAGE = ROOT / "docs" / "flags.md"
 START = "<!-- the flag tables: python docs/generate_flags.py writes them from utils/config.py's settings -->"

@@ -13,7 +13,7 @@ import os
 import sys
 import traceback
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Iterator, Optional
 
 import torch
 from torch import nn
@@ -38,11 +38,28 @@ def build_user_model(spec: str, num_classes: int, image_size: int, dropout: Opti
     parameters whose output for a batch of `image_size` images is (batch, `num_classes`) logits,
     and whose batch norms see more than one value per channel in a batch of `batch_size`. The
     check runs on the meta device where it can, else on `device` (the CPU unless given)."""
-    function = find(spec)
-    model = call(function, spec, arguments_for(function, spec, num_classes, image_size, dropout))
-    check_module(model, spec)
-    check_output(model, spec, num_classes, image_size, batch_size, device or torch.device("cpu"))
+    with working_directory_importable():
+        function = find(spec)
+        model = call(function, spec, arguments_for(function, spec, num_classes, image_size, dropout))
+        check_module(model, spec)
+        check_output(model, spec, num_classes, image_size, batch_size, device or torch.device("cpu"))
     return model
+
+
+@contextlib.contextmanager
+def working_directory_importable() -> Iterator[None]:
+    """The working directory on sys.path while the user's model is imported, built and checked,
+    as `python -c "import MODULE"` would find it (after the first entry: ampbench's own folder
+    under `python main.py`), and sys.path as it was afterwards. This is the --model-factory
+    feature, not packaging: ampbench's own code is found by its install or its checkout, and once
+    the model is built no module ampbench imports later can be taken from the user's folder."""
+    here, before = os.getcwd(), list(sys.path)
+    if not any(os.path.realpath(entry or ".") == os.path.realpath(here) for entry in sys.path):
+        sys.path.insert(1, here)
+    try:
+        yield
+    finally:
+        sys.path[:] = before
 
 
 def find(spec: str) -> Callable[..., Any]:
@@ -64,10 +81,9 @@ def find(spec: str) -> Callable[..., Any]:
 
 
 def import_module(name: str, spec: str) -> Any:
-    """The module `name`, the working directory on sys.path; one sentence for each way it fails."""
+    """The module `name` (the working directory on sys.path: working_directory_importable); one
+    sentence for each way it fails."""
     here = os.getcwd()
-    if not any(os.path.realpath(entry or ".") == os.path.realpath(here) for entry in sys.path):
-        sys.path.insert(1, here)
     try:
         module = importlib.import_module(name)
     except ModuleNotFoundError as error:

@@ -14,6 +14,11 @@ import cifar10_standin
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+# The programs the tests start by their path (benchmarks/*.py, cluster/bundle.py) import this
+# checkout's packages first: README's set-up installs the checkout editable, but a venv that
+# several checkouts share (git worktrees, the copy test_bare_clone.py makes) finds the one
+# installed there. tests/repository/test_programs.py tests the install itself, without this.
+os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
 
 # CIFAR-10 for the tests: the genuine subset that lies beside the checkout (see its README), or
 # wherever $AMPBENCH_SUBSET names its cifar-10-batches-py folder. Where neither holds it (a

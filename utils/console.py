@@ -3,10 +3,11 @@ reader that goes away, `main.py ... | head`, or a terminal that cannot show a ch
 ASCII-only locale and a non-ASCII path, must not end a run before its files are written), and
 refusals that end alike in every program: `name: error: one sentence`, exit 2 (exit 1 for an
 output that could not be written), never a traceback. The command-line entry points run
-through run()."""
+through run(), each as its program()."""
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import signal
 import sys
@@ -103,6 +104,12 @@ def run(name: str, main: Callable[[], Optional[int]]) -> int:
               "it printed there is cut short.", file=sys.stderr)
         status = status or 1
     return status
+
+
+def program(name: str, main: Callable[[], Optional[int]]) -> Callable[[], int]:
+    """Program `name` as a command that takes no arguments: what `python FILE` runs and what an
+    installed console script (pyproject.toml's [project.scripts]) calls, run(name, main)."""
+    return functools.partial(run, name, main)
 
 
 def shortened(text: str) -> str:

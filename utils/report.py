@@ -81,5 +81,7 @@ def report(args: argparse.Namespace, written: List[str]) -> None:
         print(f"plot written to {args.plot}")
 
 
+command = console.program("utils.report", main)  # the installed `ampbench-report`
+
 if __name__ == "__main__":
-    sys.exit(console.run("utils.report", main))
+    sys.exit(command())

@@ -1,6 +1,6 @@
 """The GPU suite's wing, one module per job; benchmarks/gpu_suite.py is its entry point.
 
-plan.py       the steps: each section's commands, as a user would type them, and their priority
+plan.py       the steps, each described once: name, section, commands as a user types them, priority
 device.py     what the machine is: the device's label and the modes it refuses, the data the runs get
 estimate.py   a step's time before it starts, read from its own commands (what --budget spends by)
 ledger.py     suite.json: what ran, what waits, which folder a pass continues; running the steps

@@ -8,9 +8,9 @@ Its estimate is, by the first of these that applies:
    paths they write to and read from aside) took on this device with the same plan (--quick or
    not), from the suite.json of any results/<device>/<date>/ folder, this run's own included (it
    is saved after every step);
-2. --quick, on a CPU: QUICK_S, the seconds each step of the quick plan takes on a 2-core machine
-   like CI's (a CPU's time at these tiny sizes is start-up and per-operation overhead, which FLOPs
-   do not predict);
+2. --quick, on a CPU: the seconds the step takes on a 2-core machine like CI's, as its description
+   says (plan.STEPS' quick_s: a CPU's time at these tiny sizes is start-up and per-operation
+   overhead, which FLOPs do not predict);
 3. on a GPU: its processes' start-up (START_S) and, for each training run a process makes, its
    time by utils/measure/estimate.py (which main.py --advise's plan spends by too):
    * the same model, stem, mode, batch, layout, compilation and image size measured in a saved
@@ -52,16 +52,6 @@ from utils.measure.estimate import (
 )
 from utils.measure.nvml_meter import MIN_ENERGY_WINDOW_S
 
-# --quick's steps in seconds on a 2-core machine like CI's, one torch thread per process as the tests run
-# them, with other jobs sharing it (load 3 to 4): the times measured there, a quarter added
-QUICK_S = {
-    "headline-resnet18": 60, "headline-vit": 10, "overhead": 15,
-    "classic-fp16": 95, "classic-fp32": 20, "classic-cpu": 10,
-    "resnet18": 170, "resnet18-cl": 170,
-    "convergence": 70, "loaders": 10, "plain-1": 10, "torchrun-1": 15, "resume": 40,
-    "transformers-eager": 20, "transformers-sweep": 40, "transformers-vit_b_16": 85,
-    "native-synthetic": 30, "native-cifar10": 30,
-}
 GOOD_RCS = (0, 143)  # a step's time counts when it ended as planned (143: the resume check's SIGTERM)
 # The headline's timed steps per mode: the energy window and a tenth, at the fastest run's median step of the
 # setting measured on the device; a run whose steps ran faster still would fall short, and its step is due again
@@ -168,8 +158,8 @@ class Estimator:
                      == planned.get(entry["name"])}
             if all(process in times for process in processes):
                 return Estimate(sum(times[process] for process in processes), f"measured on {suite.date}")
-        if self.quick:
-            return Estimate(float(QUICK_S[step.name]), "known --quick time")
+        if self.quick and step.quick_s is not None:
+            return Estimate(float(step.quick_s), "known --quick time")
         runs = [run for command in step.commands for run in runs_of(command, self.data)]
         seconds = START_S * len(processes) + sum(self.run_seconds(run) for run in runs)
         return Estimate(seconds, "runs measured" if runs and all(run.key in self.runs for run in runs) else "FLOPs")

@@ -1,16 +1,20 @@
-"""The suite's steps: each section's commands, typed as a user would type them, and the order in
-which a budget spends on them. A step is described once, by its commands; its time estimate is
-read from them (estimate.py), so nothing here repeats what a command says."""
+"""The suite's steps, each described once in STEPS: its name, its section, its commands typed as a
+user would type them, its known time with --quick, and by its place there the order in which a
+budget spends on it. Every list of steps (the priority order, a section's steps, the --quick
+times, README's coverage) is derived from STEPS; a step's time estimate is read from its commands
+(estimate.py), so nothing here repeats what a command says."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import re
+import string
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 from benchmarks import fp8_sweep
 from benchmarks.suite.device import DataFacts, data_facts
@@ -83,13 +87,15 @@ class Command:
 
 @dataclass(frozen=True)
 class Step:
-    """One step of the suite: its commands, run in order. The resume check's four processes,
-    which share a checkpoint folder that lives only while they run, are one step whose
-    `execute` runs them (ledger.run_resume)."""
+    """One step of a pass, planned from its description (STEPS): its commands, run in order. The
+    resume check's four processes, which share a checkpoint folder that lives only while they
+    run, are one step whose `execute` runs them (ledger.run_resume). `quick_s`: its known time
+    with --quick (Described.quick_s)."""
     name: str
     section: str
     commands: Tuple[Command, ...]
     execute: Optional[str] = None  # the name of a special runner in ledger.py; None: each command in turn
+    quick_s: Optional[int] = None
 
     @property
     def processes(self) -> Tuple[str, ...]:
@@ -101,6 +107,40 @@ class Step:
                                                                  for arg in command.argv))
                          for command in self.commands)
         return dataclasses.replace(self, commands=commands)
+
+
+Planned = Union[Tuple[Command, ...], str]  # a step's commands, or the sentence that says why it is skipped
+
+
+@dataclass(frozen=True)
+class Described:
+    """One step of the suite, described once: its name, its section, its commands and, by its
+    place in STEPS, its priority. In `name`, {model} stands for each of the plan's models and
+    {layout} for each layout (AXES); `commands(planner, name, **those values)` types the step's
+    commands, or says why it is skipped. `quick_s`: its seconds with --quick on a 2-core machine
+    like CI's, one torch thread per process as the tests run them, with other jobs sharing it
+    (load 3 to 4): the times measured there, a quarter added; None for a step --quick skips."""
+    name: str
+    section: str
+    commands: Callable[..., Planned]
+    quick_s: Optional[int]
+    execute: Optional[str] = None
+
+    def instances(self, plan: Plan) -> List[Tuple[str, Dict[str, str]]]:
+        """(name, the values of its placeholders) of each step this description makes in `plan`."""
+        fields = [field for _, field, _, _ in string.Formatter().parse(self.name) if field]
+        combinations = itertools.product(*(AXES[field](plan) for field in fields))
+        return [(self.name.format(**values), values) for values in (dict(zip(fields, chosen))
+                                                                      for chosen in combinations)]
+
+
+AXES: Dict[str, Callable[[Plan], Sequence[str]]] = {"model": lambda plan: plan.models,
+                                                    "layout": lambda plan: ("-cl", "")}
+
+
+def one(name: str, argv: Sequence[object], timeout: int = 300) -> Tuple[Command, ...]:
+    """The commands of a step that is one process."""
+    return (Command(name, tuple(map(str, argv)), timeout),)
 
 
 def main_py(*argv: object) -> List[str]:
@@ -119,7 +159,7 @@ def available_flags() -> Set[str]:
 
 
 class Planner:
-    """What one suite command plans: the steps each section adds, in the order added, and the
+    """What one suite command plans: the steps each section adds, in priority order, and the
     records of the steps it skips, with the reason (suite.json keeps both)."""
 
     def __init__(self, out: Path, data_dir: Optional[str], plan: Plan, mode_names: Sequence[str], flags: Set[str],
@@ -136,8 +176,21 @@ class Planner:
         self.planned: List[Step] = []
         self.section = "modes"  # the section whose steps are planned now
 
-    def add(self, name: str, argv: Sequence[object], timeout: int = 300) -> None:
-        self.planned.append(Step(name, self.section, (Command(name, tuple(map(str, argv)), timeout),)))
+    def plan_section(self, section: str) -> None:
+        """Plan `section`'s steps, in priority order: each described step's commands, or its skip."""
+        self.section = section
+        check = SECTIONS[section]
+        if check is not None and not check(self):
+            return
+        for described in STEPS:
+            if described.section != section:
+                continue
+            for name, values in described.instances(self.plan):
+                planned = described.commands(self, name, **values)
+                if isinstance(planned, str):
+                    self.skip(name, planned)
+                else:
+                    self.planned.append(Step(name, section, planned, described.execute, described.quick_s))
 
     def skip(self, name: str, reason: str) -> None:
         reason = reason.replace(str(ROOT) + os.sep, "")  # as the commands are recorded: no machine's path
@@ -155,43 +208,49 @@ class Planner:
     def without_cifar10(self) -> Optional[str]:
         return self.data.without_cifar10
 
-    def skip_without_test_images(self, name: str) -> bool:
-        """Skip `name`, which measures test accuracy, where the runs get synthetic data: True if so."""
+    def without_test_images(self) -> Optional[str]:
+        """Why a step that measures test accuracy is skipped where the runs get synthetic data."""
         if self.without_cifar10:
-            self.skip(name, "it measures test accuracy, and the runs get synthetic data, which has no test images: "
-                      + self.without_cifar10)
-        return bool(self.without_cifar10)
+            return ("it measures test accuracy, and the runs get synthetic data, which has no test images: "
+                    + self.without_cifar10)
+        return None
 
 
-def plan_headline(suite: Planner) -> None:
+def headline_convnet(suite: Planner, name: str, model: str) -> Planned:
     """README's headline: resnet50 and resnet18 with channels_last in fp32, tf32, amp-fp16 and
     amp-bf16 (3 repeats, alternating, for an interval on each ratio; on a GPU each mode's timed
-    steps last the energy window, for J/image and enough busy-share samples), vit_s4 in amp-bf16,
-    fp8 and fp8-rowwise eager, and the overhead benchmark's ratio. --quick runs resnet18 and
-    vit_t4 at tiny sizes, FP8 emulated."""
+    steps last the energy window, for J/image and enough busy-share samples). --quick runs
+    resnet18 at tiny sizes."""
     plan = suite.plan
-    convnet = headline_convnet_modes(suite)
-    for model in plan.models:
-        name = f"headline-{model}"
-        steps = plan.headline_steps.get(model, plan.steps)
-        suite.add(name, main_py(*plan.gpu, *plan.slow_fp16, "-m", model, *plan.stem, "-b", plan.batch, "-n",
-                                steps, "--timing-warmup", plan.warmup, "--modes", ",".join(convnet), "--repeats",
-                                plan.headline_repeats, "--channels-last", *suite.data_flags, "--no-progress",
-                                "--no-eval", "--json", suite.out / f"{name}.json", "--plot", suite.out / f"{name}.png"))
-    fp8 = [mode for mode in HEADLINE_FP8_MODES if mode in suite.transformer_modes]
+    steps = plan.headline_steps.get(model, plan.steps)
+    return one(name, main_py(*plan.gpu, *plan.slow_fp16, "-m", model, *plan.stem, "-b", plan.batch, "-n", steps,
+                             "--timing-warmup", plan.warmup, "--modes", ",".join(headline_convnet_modes(suite)),
+                             "--repeats", plan.headline_repeats, "--channels-last", *suite.data_flags,
+                             "--no-progress", "--no-eval", "--json", suite.out / f"{name}.json", "--plot",
+                             suite.out / f"{name}.png"))
+
+
+def headline_vit(suite: Planner, name: str) -> Planned:
+    """README's FP8 row: vit_s4 in amp-bf16, fp8 and fp8-rowwise eager (--quick: vit_t4, FP8 emulated)."""
+    plan = suite.plan
     if not {"--fp8-emulate", "--modes"} <= suite.flags:
-        suite.skip("headline-vit", "this version of main.py has no fp8 modes")
-    else:
-        emulate = ["--fp8-emulate"] if plan.quick else []
-        baseline = ["--baseline", "amp-bf16"] if "amp-bf16" in fp8 and "--baseline" in suite.flags else []
-        suite.add("headline-vit", main_py(*plan.gpu, "-m", plan.vit, "-b", plan.vit_batch, "-n", plan.vit_steps,
-                                          "--timing-warmup", plan.warmup, "--modes", ",".join(fp8), *emulate, *baseline,
-                                          "--repeats", plan.vit_repeats, *suite.data_flags, "--no-progress",
-                                          "--no-eval", "--json", suite.out / "headline-vit.json"))
+        return "this version of main.py has no fp8 modes"
+    fp8 = [mode for mode in HEADLINE_FP8_MODES if mode in suite.transformer_modes]
+    emulate = ["--fp8-emulate"] if plan.quick else []
+    baseline = ["--baseline", "amp-bf16"] if "amp-bf16" in fp8 and "--baseline" in suite.flags else []
+    return one(name, main_py(*plan.gpu, "-m", plan.vit, "-b", plan.vit_batch, "-n", plan.vit_steps, "--timing-warmup",
+                             plan.warmup, "--modes", ",".join(fp8), *emulate, *baseline, "--repeats",
+                             plan.vit_repeats, *suite.data_flags, "--no-progress", "--no-eval", "--json",
+                             suite.out / f"{name}.json"))
+
+
+def overhead(suite: Planner, name: str) -> Planned:
+    """README's overhead ratio: ampbench's loop against a bare AMP-recipe loop."""
+    plan = suite.plan
     model, mode, batch, steps, rounds = (("resnet18", "fp32", 8, 2, 3) if plan.quick else
                                          ("resnet50", "amp-fp16", plan.batch, 20, 7))
-    suite.add("overhead", script("overhead.py", *plan.gpu, "--mode", mode, "--model", model, "-b", batch, "--steps",
-                                 steps, "--rounds", rounds))
+    return one(name, script("overhead.py", *plan.gpu, "--mode", mode, "--model", model, "-b", batch, "--steps", steps,
+                            "--rounds", rounds))
 
 
 def headline_convnet_modes(suite: Planner) -> List[str]:
@@ -199,20 +258,27 @@ def headline_convnet_modes(suite: Planner) -> List[str]:
     return [mode for mode in HEADLINE_MODES if mode in suite.modes]
 
 
-def plan_classics(suite: Planner) -> None:
-    plan, data = suite.plan, suite.data_flags
-    n = plan.classic_steps
-    quick_size = ["-b", "16", "--stem", "imagenet", "--timing-warmup", "1", *plan.slow_fp16] if plan.quick else []
-    for name, flags in (("classic-fp16", ["--fp16", "-s"]), ("classic-fp32", [])):
-        suite.add(name, main_py("-n", n, *plan.gpu, *flags, "--model", "resnet50", *quick_size, *data,
-                                "--no-progress", "--json", suite.out / f"{name}.json"))
-    cpu_steps = 3 if plan.quick else 20
-    suite.add("classic-cpu", main_py("-n", cpu_steps, "--model", "resnet18", *quick_size, *data,
-                                     "--no-progress", "--json", suite.out / "classic-cpu.json"))
+def classic(suite: Planner, name: str, *flags: str) -> Planned:
+    """The tutorial's commands as typed (resnet50 on the GPU, with `flags`)."""
+    plan = suite.plan
+    return one(name, main_py("-n", plan.classic_steps, *plan.gpu, *flags, "--model", "resnet50", *quick_size(plan),
+                             *suite.data_flags, "--no-progress", "--json", suite.out / f"{name}.json"))
 
 
-def plan_comparisons(suite: Planner) -> None:
-    plan, data, flags = suite.plan, suite.data_flags, suite.flags
+def classic_cpu(suite: Planner, name: str) -> Planned:
+    plan = suite.plan
+    return one(name, main_py("-n", 3 if plan.quick else 20, "--model", "resnet18", *quick_size(plan),
+                             *suite.data_flags, "--no-progress", "--json", suite.out / f"{name}.json"))
+
+
+def quick_size(plan: Plan) -> List[str]:
+    """The classic commands' sizes with --quick: a batch and stem a CPU runs in seconds."""
+    return ["-b", "16", "--stem", "imagenet", "--timing-warmup", "1", *plan.slow_fp16] if plan.quick else []
+
+
+def comparison(suite: Planner, name: str, model: str, layout: str) -> Planned:
+    """Every mode of `model` in one layout, with --explain and --numerics (and, once, --max-batch)."""
+    plan, flags = suite.plan, suite.flags
     extra: List[object] = [flag for flag in ("--explain", "--numerics") if flag in flags]
     if "--explain" in extra:
         extra += ["--explain-steps", plan.explain_steps]
@@ -221,56 +287,58 @@ def plan_comparisons(suite: Planner) -> None:
     modes = "fp32,amp-bf16" if plan.quick else ",".join(suite.modes)
     if plan.quick:
         extra.append("--no-eval")
-    for model in plan.models:
-        for layout in ("", "-cl"):
-            name = f"{model}{layout}"
-            # the largest batch per mode: once, for the first model's plain layout, on a GPU
-            largest = not plan.quick and "--max-batch" in flags and model == plan.models[0] and not layout
-            suite.add(name, main_py(*plan.gpu, *plan.slow_fp16, "-m", model, *plan.stem, "-b", plan.batch,
-                                    "-n", plan.steps,
-                                    "--timing-warmup", plan.warmup, "--modes", modes, "--repeats", plan.repeats,
-                                    *(["--channels-last"] if layout else []), *extra,
-                                    *(["--max-batch"] if largest else []), *data, "--no-progress",
-                                    "--json", suite.out / f"{name}.json", "--plot", suite.out / f"{name}.png",
-                                    "--csv", suite.out / "all.csv"),
-                      timeout=900 if largest else 420)
+    # the largest batch per mode: once, for the first model's plain layout, on a GPU
+    largest = not plan.quick and "--max-batch" in flags and model == plan.models[0] and not layout
+    return one(name, main_py(*plan.gpu, *plan.slow_fp16, "-m", model, *plan.stem, "-b", plan.batch, "-n", plan.steps,
+                             "--timing-warmup", plan.warmup, "--modes", modes, "--repeats", plan.repeats,
+                             *(["--channels-last"] if layout else []), *extra, *(["--max-batch"] if largest else []),
+                             *suite.data_flags, "--no-progress", "--json", suite.out / f"{name}.json", "--plot",
+                             suite.out / f"{name}.png", "--csv", suite.out / "all.csv"),
+               timeout=900 if largest else 420)
+
+
+def comparisons_run(suite: Planner) -> bool:
+    """The comparisons run; each of their flags this main.py lacks is recorded as skipped."""
     for flag, what in (("--explain", "the per-category step-time breakdown"),
                        ("--numerics", "the gradient census"), ("--max-batch", "the largest batch per mode")):
-        if flag not in flags:
+        if flag not in suite.flags:
             suite.skip(flag, f"{what}: this version of main.py has no {flag}")
+    return True
 
 
-def plan_recipes(suite: Planner) -> None:
-    """The fastest honest recipe per mode: eager, torch.compile and compile with CUDA graphs,
-    all with channels_last and the fused optimizer, every mode in one process per recipe."""
-    plan = suite.plan
-    if plan.quick:
+def recipe(suite: Planner, name: str) -> Planned:
+    """The fastest honest recipe per mode: eager, torch.compile and compile with CUDA graphs
+    (RECIPES, by the name's end), all with channels_last and the fused optimizer, every mode in
+    one process per recipe."""
+    plan, flags = suite.plan, dict(RECIPES)[name[len("recipe-"):]]
+    return one(name, main_py("-p", "-m", "resnet18", "-b", plan.batch, "-n", plan.steps, "--timing-warmup",
+                             plan.warmup, "--channels-last", "--modes", ",".join(suite.modes), *flags,
+                             *suite.data_flags, "--no-progress", "--no-eval", "--json", suite.out / f"{name}.json"),
+               timeout=540)
+
+
+def recipes_run(suite: Planner) -> bool:
+    if suite.plan.quick:
         suite.skip("recipes", "torch.compile takes minutes on a 2-core CPU; the GPU suite runs it")
-        return
-    for recipe, flags in RECIPES:
-        suite.add(f"recipe-{recipe}", main_py("-p", "-m", "resnet18", "-b", plan.batch, "-n", plan.steps,
-                                              "--timing-warmup", plan.warmup, "--channels-last", "--modes",
-                                              ",".join(suite.modes), *flags,
-                                              *suite.data_flags, "--no-progress", "--no-eval", "--json",
-                                              suite.out / f"recipe-{recipe}.json"), timeout=540)
+    return not suite.plan.quick
 
 
-def plan_scripts(suite: Planner) -> None:
+def loaders(suite: Planner, name: str) -> Planned:
     plan = suite.plan
     if suite.without_cifar10:
-        suite.skip("loaders", f"benchmarks/loader.py times CIFAR-10's images: {suite.without_cifar10}")
-        return
-    suite.add("loaders", script("loader.py", *plan.gpu, "-b", plan.batch, "--batches", 3 if plan.quick else 20,
-                                "--data-dir", suite.data_dir))
+        return f"benchmarks/loader.py times CIFAR-10's images: {suite.without_cifar10}"
+    return one(name, script("loader.py", *plan.gpu, "-b", plan.batch, "--batches", 3 if plan.quick else 20,
+                            "--data-dir", suite.data_dir))
 
 
-def plan_convergence(suite: Planner) -> None:
+def convergence(suite: Planner, name: str) -> Planned:
     """Does accuracy hold? resnet18 with channels_last in every mode, 3 seeds paired across
     modes, evaluated every epoch to a plateau of the data, with a target accuracy: the verdicts
     and the time to target (about 4 minutes on an H100, by the step times measured there)."""
     plan = suite.plan
-    if suite.skip_without_test_images("convergence"):
-        return
+    why = suite.without_test_images()
+    if why:
+        return why
     # --quick: a few steps evaluated every one to three (the subset's epoch is 340 batches of 16)
     size: List[object]
     if plan.quick:
@@ -279,18 +347,25 @@ def plan_convergence(suite: Planner) -> None:
     else:
         size = ["-b", plan.batch, "--epochs", 15, "--timing-warmup", plan.warmup, "--eval-every", 1,
                 "--target-accuracy", 0.5, "--modes", ",".join(suite.modes), "--seeds", 3, "--channels-last"]
-    suite.add("convergence", main_py(*plan.gpu, *plan.slow_fp16, "-m", "resnet18", *size, *suite.data_flags,
-                                     "--no-progress", "--json", suite.out / "convergence.json", "--plot",
-                                     suite.out / "convergence.png"), timeout=540)
+    return one(name, main_py(*plan.gpu, *plan.slow_fp16, "-m", "resnet18", *size, *suite.data_flags,
+                             "--no-progress", "--json", suite.out / f"{name}.json", "--plot",
+                             suite.out / f"{name}.png"), timeout=540)
 
 
-def plan_torchrun(suite: Planner) -> None:
+def one_process_run(suite: Planner) -> List[str]:
+    """The run that plain-1 and torchrun-1 make alike: one process, and one rank under torchrun."""
     plan = suite.plan
-    common = [*plan.gpu, *plan.slow_fp16, "-m", "resnet18", *plan.stem, "-b", plan.batch, "-n", plan.steps,
-              "--timing-warmup", plan.warmup, *plan.amp, *suite.data_flags, "--no-progress", "--no-eval"]
-    suite.add("plain-1", main_py(*common, "--json", suite.out / "plain-1.json"))
-    torchrun = [PYTHON, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1", str(ROOT / "main.py")]
-    suite.add("torchrun-1", torchrun + [str(a) for a in common] + ["--json", str(suite.out / "torchrun-1.json")])
+    return [*plan.gpu, *plan.slow_fp16, "-m", "resnet18", *plan.stem, "-b", str(plan.batch), "-n", str(plan.steps),
+            "--timing-warmup", str(plan.warmup), *plan.amp, *suite.data_flags, "--no-progress", "--no-eval"]
+
+
+def plain(suite: Planner, name: str) -> Planned:
+    return one(name, main_py(*one_process_run(suite), "--json", suite.out / f"{name}.json"))
+
+
+def torchrun(suite: Planner, name: str) -> Planned:
+    launch = [PYTHON, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1", str(ROOT / "main.py")]
+    return one(name, launch + one_process_run(suite) + ["--json", str(suite.out / f"{name}.json")])
 
 
 def resume_folder() -> Path:
@@ -298,7 +373,7 @@ def resume_folder() -> Path:
     return Path(tempfile.gettempdir()) / f"ampbench-resume-{os.getpid()}"
 
 
-def plan_resume(suite: Planner) -> None:
+def resume(suite: Planner, name: str) -> Planned:
     """Checkpoint, SIGTERM and resume against an uninterrupted run, and an uninterrupted run
     against itself: the second pair is the noise floor of this device's arithmetic. The stopped
     run gets SIGTERM once its first checkpoint exists (ledger.run_resume), then resumes."""
@@ -306,133 +381,177 @@ def plan_resume(suite: Planner) -> None:
     common = [*plan.gpu, *plan.slow_fp16, "-m", "resnet18", *plan.stem, "-b", plan.batch, "-n", plan.resume_steps,
               "--timing-warmup", plan.warmup, *plan.amp, *suite.data_flags, "--no-progress", "--no-eval"]
     stopped = main_py(*common, "--checkpoint", work / "stopped.pt", "--checkpoint-every", plan.resume_every,
-                      "--json", suite.out / "resume.json")
-    commands = [Command(f"resume-{name}", tuple(main_py(*common, "--checkpoint", work / f"{name}.pt")))
-                for name in ("full-a", "full-b")]
-    commands += [Command("resume-stopped", tuple(stopped)), Command("resume-resumed", tuple(stopped + ["--resume"]))]
-    suite.planned.append(Step("resume", suite.section, tuple(commands), execute="resume"))
+                      "--json", suite.out / f"{name}.json")
+    argvs = [main_py(*common, "--checkpoint", work / "full-a.pt"), main_py(*common, "--checkpoint", work / "full-b.pt"),
+             stopped, stopped + ["--resume"]]
+    return tuple(Command(process, tuple(argv)) for process, argv in zip(RESUME_PROCESSES, argvs))
 
 
-def plan_transformers(suite: Planner) -> None:
+def transformers_run(suite: Planner) -> bool:
     """Does FP8 pay on a transformer? vit_s4 at batch 256 in every mode of TRANSFORMER_MODES,
-    eager (2 repeats, --explain) and compiled, then 5 epochs of the subset evaluated after each.
-    An estimate, not a measurement: a vit_s4 step is 2.2 TFLOP at batch 256 (8.5 GFLOP an
-    image), so the six modes' steps take about 0.15 s together on an H100 (fp32 about 80 ms at
-    40% of its peak, the others 10 to 20 ms); the eager run's 110 steps per mode are then about
-    1 minute with starting and profiling, the compiled run's 60 about 5 minutes, almost all
-    compiling (about 45 s per mode), and the 5 epochs (21 steps each) about 1.5 minutes with
-    their evaluations: some 7.5 minutes in all."""
-    plan = suite.plan
+    eager (2 repeats, --explain) and compiled, then 5 epochs of the subset evaluated after each;
+    fp8_sweep.py's blocks by width, and vit_b_16 at 224. An estimate, not a measurement: a vit_s4
+    step is 2.2 TFLOP at batch 256 (8.5 GFLOP an image), so the six modes' steps take about 0.15 s
+    together on an H100 (fp32 about 80 ms at 40% of its peak, the others 10 to 20 ms); the eager
+    run's 110 steps per mode are then about 1 minute with starting and profiling, the compiled
+    run's 60 about 5 minutes, almost all compiling (about 45 s per mode), and the 5 epochs (21
+    steps each) about 1.5 minutes with their evaluations: some 7.5 minutes in all."""
     if not {"--fp8-emulate", "--modes"} <= suite.flags:
         suite.skip("transformers", "this version of main.py has no fp8 modes")
-        return
-    plan_fp8_at_size(suite)
-    fp8 = ["--fp8-emulate"] if plan.quick and any(modes.MODES[mode].float8 for mode in suite.transformer_modes) else []
-    # --quick leaves out float16, which takes seconds a step on a CPU without fast float16 arithmetic
-    names = [mode for mode in suite.transformer_modes if not (plan.quick and mode == "amp-fp16")]
-    common = [*plan.gpu, *plan.slow_fp16, "-m", plan.vit, "-b", plan.vit_batch, "--modes", ",".join(names), *fp8,
-              *suite.data_flags, "--no-progress"]
-    explain = ["--explain", "--explain-steps", plan.explain_steps] if "--explain" in suite.flags else []
-    suite.add("transformers-eager", main_py(*common, "-n", plan.vit_steps, "--timing-warmup", plan.warmup,
-                                            "--repeats", plan.vit_repeats, *explain, "--no-eval",
-                                            "--json", suite.out / "transformers-eager.json"), timeout=540)
-    if plan.quick:
-        suite.skip("transformers-compile", "torch.compile takes minutes on a 2-core CPU; the GPU suite runs it")
-        suite.skip("transformers-accuracy", "epochs of a ViT take hours on a 2-core CPU; the GPU suite runs them")
-        return
-    suite.add("transformers-compile", main_py(*common, "-n", plan.steps, "--timing-warmup", plan.warmup, "--compile",
-                                              "--no-eval", "--json", suite.out / "transformers-compile.json"),
-              timeout=540)
-    if suite.skip_without_test_images("transformers-accuracy"):
-        return
-    suite.add("transformers-accuracy", main_py(*common, "--epochs", 5, "--timing-warmup", plan.warmup,
-                                               "--eval-every", 1, "--json", suite.out / "transformers-accuracy.json"),
-              timeout=540)
+        return False
+    return True
 
 
-def plan_fp8_at_size(suite: Planner) -> None:
-    """Where FP8 starts to pay: fp8_sweep.py's ViT blocks from width 384 to 4096, measured beside
-    the roofline's prediction, and torchvision's vit_b_16 at its native 224x224 in amp-bf16 and
-    both fp8 recipes (eager). --quick: two tiny widths and vit_b_16 at batch 1, FP8 emulated."""
+def transformer_run(suite: Planner) -> List[object]:
+    """What the vit_s4 steps share: every transformer mode this device runs (--quick leaves out
+    float16, which takes seconds a step on a CPU without fast float16 arithmetic, and emulates FP8)."""
     plan = suite.plan
-    fp8 = [mode for mode in HEADLINE_FP8_MODES if mode in suite.transformer_modes]
-    missing = [mode for mode in HEADLINE_FP8_MODES if mode not in fp8]
-    if missing:  # the reason is the skipped mode's (torchao missing, no FP8 tensor cores)
-        for name in ("transformers-sweep", "transformers-vit_b_16"):
-            suite.skip(name, f"it compares fp8 and fp8-rowwise with amp-bf16, and this device cannot run "
-                       f"{', '.join(missing)} (see `mode {missing[0]}`)")
-        return
-    emulate = ["--fp8-emulate"] if plan.quick else []
-    suite.add("transformers-sweep", script(
-        "fp8_sweep.py", *(emulate or ["-p"]), "--widths", ",".join(map(str, plan.sweep_widths)), "-b",
-        plan.sweep_batch, "--steps", plan.sweep_steps, "--warmup", plan.sweep_warmup, "--json",
-        suite.out / "transformers-sweep.json"), timeout=540)
+    fp8 = ["--fp8-emulate"] if plan.quick and any(modes.MODES[mode].float8 for mode in suite.transformer_modes) else []
+    names = [mode for mode in suite.transformer_modes if not (plan.quick and mode == "amp-fp16")]
+    return [*plan.gpu, *plan.slow_fp16, "-m", plan.vit, "-b", plan.vit_batch, "--modes", ",".join(names), *fp8,
+            *suite.data_flags, "--no-progress"]
+
+
+def transformers_eager(suite: Planner, name: str) -> Planned:
+    plan = suite.plan
+    explain = ["--explain", "--explain-steps", plan.explain_steps] if "--explain" in suite.flags else []
+    return one(name, main_py(*transformer_run(suite), "-n", plan.vit_steps, "--timing-warmup", plan.warmup,
+                             "--repeats", plan.vit_repeats, *explain, "--no-eval", "--json",
+                             suite.out / f"{name}.json"), timeout=540)
+
+
+def transformers_compile(suite: Planner, name: str) -> Planned:
+    plan = suite.plan
+    if plan.quick:
+        return "torch.compile takes minutes on a 2-core CPU; the GPU suite runs it"
+    return one(name, main_py(*transformer_run(suite), "-n", plan.steps, "--timing-warmup", plan.warmup, "--compile",
+                             "--no-eval", "--json", suite.out / f"{name}.json"), timeout=540)
+
+
+def transformers_accuracy(suite: Planner, name: str) -> Planned:
+    plan = suite.plan
+    if plan.quick:
+        return "epochs of a ViT take hours on a 2-core CPU; the GPU suite runs them"
+    why = suite.without_test_images()
+    if why:
+        return why
+    return one(name, main_py(*transformer_run(suite), "--epochs", 5, "--timing-warmup", plan.warmup, "--eval-every",
+                             1, "--json", suite.out / f"{name}.json"), timeout=540)
+
+
+def fp8_missing(suite: Planner) -> Optional[str]:
+    """Why the FP8 sweep and vit_b_16 are skipped on a device that cannot run both fp8 recipes
+    beside amp-bf16 (the skipped mode's reason says why: torchao missing, no FP8 tensor cores)."""
+    missing = [mode for mode in HEADLINE_FP8_MODES if mode not in suite.transformer_modes]
+    if missing:
+        return (f"it compares fp8 and fp8-rowwise with amp-bf16, and this device cannot run {', '.join(missing)} "
+                f"(see `mode {missing[0]}`)")
+    return None
+
+
+def transformers_sweep(suite: Planner, name: str) -> Planned:
+    """Where FP8 starts to pay: fp8_sweep.py's ViT blocks from width 384 to 4096, measured beside
+    the roofline's prediction. --quick: two tiny widths, FP8 emulated."""
+    plan = suite.plan
+    why = fp8_missing(suite)
+    if why:
+        return why
+    return one(name, script("fp8_sweep.py", *(["--fp8-emulate"] if plan.quick else ["-p"]), "--widths",
+                            ",".join(map(str, plan.sweep_widths)), "-b", plan.sweep_batch, "--steps", plan.sweep_steps,
+                            "--warmup", plan.sweep_warmup, "--json", suite.out / f"{name}.json"), timeout=540)
+
+
+def transformers_vit_b_16(suite: Planner, name: str) -> Planned:
+    """torchvision's vit_b_16 at its native 224x224 in amp-bf16 and both fp8 recipes (eager).
+    --quick: batch 1, FP8 emulated."""
+    plan = suite.plan
+    why = fp8_missing(suite)
+    if why:
+        return why
     if "--image-size" not in suite.flags:
-        suite.skip("transformers-vit_b_16", "vit_b_16 needs 224x224 images: this version of main.py has no "
-                   "--image-size")
-        return
-    suite.add("transformers-vit_b_16", main_py(
-        *plan.gpu, "-m", "vit_b_16", "--image-size", 224, "-b", plan.vit_b_batch, "-n", plan.vit_b_steps,
-        "--timing-warmup", plan.warmup, "--modes", ",".join(fp8), *emulate, "--baseline", "amp-bf16", *suite.data_flags,
-        "--no-progress", "--no-eval", "--json", suite.out / "transformers-vit_b_16.json"), timeout=540)
+        return "vit_b_16 needs 224x224 images: this version of main.py has no --image-size"
+    return one(name, main_py(*plan.gpu, "-m", "vit_b_16", "--image-size", 224, "-b", plan.vit_b_batch, "-n",
+                             plan.vit_b_steps, "--timing-warmup", plan.warmup, "--modes", ",".join(HEADLINE_FP8_MODES),
+                             *(["--fp8-emulate"] if plan.quick else []), "--baseline", "amp-bf16", *suite.data_flags,
+                             "--no-progress", "--no-eval", "--json", suite.out / f"{name}.json"), timeout=540)
 
 
-def plan_native(suite: Planner) -> None:
+def native(suite: Planner, name: str, data: str) -> Planned:
     """resnet50 at its native 224x224 with channels_last in fp32, tf32, amp-fp16 and amp-bf16
-    against tf32 (3 repeats), on synthetic images and on CIFAR-10 upsampled on the device, beside
+    against tf32 (3 repeats), on synthetic images or on CIFAR-10 upsampled on the device, beside
     NVIDIA's published figures where this GPU is one they measured (published.py). The synthetic
     step runs --explain, so its page says where each mode's step goes (why amp-bf16 trails
     amp-fp16 there, say). --quick: 64x64, batch 4, without tf32 (a GPU's) and float16 (seconds a
     step on a CPU)."""
     plan = suite.plan
-    if "--image-size" not in suite.flags:
-        suite.skip("native", "this version of main.py has no --image-size")
-        return
+    if data == "cifar10" and suite.without_cifar10:
+        return (f"it trains on CIFAR-10 upsampled to {plan.native_size}x{plan.native_size}, and the runs get "
+                f"synthetic data: {suite.without_cifar10}")
     names = [mode for mode in NATIVE_MODES if mode in suite.modes and not (plan.quick and mode == "amp-fp16")]
     baseline = ["--baseline", "tf32"] if "tf32" in names else []
     explain = ["--explain", "--explain-steps", plan.explain_steps] if "--explain" in suite.flags else []
-    for data in ("synthetic", "cifar10"):
-        name = f"native-{data}"
-        if data == "cifar10" and suite.without_cifar10:
-            suite.skip(name, f"it trains on CIFAR-10 upsampled to {plan.native_size}x{plan.native_size}, and the runs "
-                       f"get synthetic data: {suite.without_cifar10}")
-            continue
-        source = ["--data", "synthetic"] if data == "synthetic" else ["--data", "cifar10", *suite.data_flags]
-        suite.add(name, main_py(*plan.gpu, *plan.slow_fp16, "-m", "resnet50", "--stem", "imagenet", "--image-size",
-                                plan.native_size, "-b", plan.native_batch, "-n", plan.steps, "--timing-warmup",
-                                plan.warmup, "--modes", ",".join(names), *baseline, "--repeats", plan.headline_repeats,
-                                "--channels-last", *(explain if data == "synthetic" else []), *source,
-                                "--no-progress", "--no-eval", "--json", suite.out / f"{name}.json"),
-                  timeout=540)
+    source = ["--data", "synthetic"] if data == "synthetic" else ["--data", "cifar10", *suite.data_flags]
+    return one(name, main_py(*plan.gpu, *plan.slow_fp16, "-m", "resnet50", "--stem", "imagenet", "--image-size",
+                             plan.native_size, "-b", plan.native_batch, "-n", plan.steps, "--timing-warmup",
+                             plan.warmup, "--modes", ",".join(names), *baseline, "--repeats", plan.headline_repeats,
+                             "--channels-last", *(explain if data == "synthetic" else []), *source, "--no-progress",
+                             "--no-eval", "--json", suite.out / f"{name}.json"), timeout=540)
 
 
-SECTIONS: Dict[str, Callable[[Planner], None]] = {
-    "headline": plan_headline, "classics": plan_classics, "comparisons": plan_comparisons, "recipes": plan_recipes,
-    "convergence": plan_convergence, "scripts": plan_scripts, "torchrun": plan_torchrun, "resume": plan_resume,
-    "transformers": plan_transformers, "native": plan_native}
+def native_run(suite: Planner) -> bool:
+    if "--image-size" not in suite.flags:
+        suite.skip("native", "this version of main.py has no --image-size")
+        return False
+    return True
+
+
+# The sections, in the order a pass plans them (`--only` names them), each with what it checks
+# before its steps: False where the whole section is skipped (it records why).
+SECTIONS: Dict[str, Optional[Callable[[Planner], bool]]] = {
+    "headline": None, "classics": None, "comparisons": comparisons_run, "recipes": recipes_run, "convergence": None,
+    "scripts": None, "torchrun": None, "resume": None, "transformers": transformers_run, "native": native_run}
+
+# Every step of the suite, most wanted first: README's headline (its table, the FP8 row, the
+# overhead ratio); resnet50 at its native size on synthetic images (the size people train); the
+# recipes that lift a host-bound row (torch.compile and CUDA graphs, beside eager); the compiled
+# transformers; vit_b_16 at 224; whether accuracy holds; then resnet50 on upsampled CIFAR-10, the
+# FP8 width sweep, the transformers' eager speeds, the full comparisons (every mode, --explain,
+# --numerics, --max-batch), the evaluated transformers, and the checks of the plumbing: the
+# loaders, the classic commands, torchrun, and the resume check.
+STEPS: Tuple[Described, ...] = (
+    Described("headline-{model}", "headline", headline_convnet, quick_s=60),
+    Described("headline-vit", "headline", headline_vit, quick_s=10),
+    Described("overhead", "headline", overhead, quick_s=15),
+    Described("native-synthetic", "native", lambda suite, name: native(suite, name, "synthetic"), quick_s=30),
+    Described("recipe-compile", "recipes", recipe, quick_s=None),
+    Described("recipe-cudagraphs", "recipes", recipe, quick_s=None),
+    Described("recipe-eager", "recipes", recipe, quick_s=None),
+    Described("transformers-compile", "transformers", transformers_compile, quick_s=None),
+    Described("transformers-vit_b_16", "transformers", transformers_vit_b_16, quick_s=85),
+    Described("convergence", "convergence", convergence, quick_s=70),
+    Described("native-cifar10", "native", lambda suite, name: native(suite, name, "cifar10"), quick_s=30),
+    Described("transformers-sweep", "transformers", transformers_sweep, quick_s=40),
+    Described("transformers-eager", "transformers", transformers_eager, quick_s=20),
+    Described("{model}{layout}", "comparisons", comparison, quick_s=170),
+    Described("transformers-accuracy", "transformers", transformers_accuracy, quick_s=None),
+    Described("loaders", "scripts", loaders, quick_s=10),
+    Described("classic-fp16", "classics", lambda suite, name: classic(suite, name, "--fp16", "-s"), quick_s=95),
+    Described("classic-fp32", "classics", classic, quick_s=20),
+    Described("classic-cpu", "classics", classic_cpu, quick_s=10),
+    Described("plain-1", "torchrun", plain, quick_s=10),
+    Described("torchrun-1", "torchrun", torchrun, quick_s=15),
+    Described("resume", "resume", resume, quick_s=40, execute="resume"),
+)
 
 
 def priority(plan: Plan) -> List[str]:
-    """Every step's name, most wanted first: README's headline (its table, the FP8 row, the
-    overhead ratio); resnet50 at its native size on synthetic images (the size people train); the
-    recipes that lift a host-bound row (torch.compile and CUDA graphs, beside eager); the compiled
-    transformers; vit_b_16 at 224; whether accuracy holds; then resnet50 on upsampled CIFAR-10,
-    the FP8 width sweep, the transformers' eager speeds, the full comparisons (every mode,
-    --explain, --numerics, --max-batch), the evaluated transformers, and the checks of the
-    plumbing: the loaders, the classic commands, torchrun, and the resume check."""
-    return ([f"headline-{model}" for model in plan.models] + ["headline-vit", "overhead", "native-synthetic"]
-            + [f"recipe-{recipe}" for recipe in ("compile", "cudagraphs", "eager")]
-            + ["transformers-compile", "transformers-vit_b_16", "convergence", "native-cifar10", "transformers-sweep",
-               "transformers-eager"]
-            + [f"{model}{layout}" for model in plan.models for layout in ("-cl", "")]
-            + ["transformers-accuracy", "loaders", "classic-fp16", "classic-fp32", "classic-cpu", "plain-1",
-               "torchrun-1", "resume"])
+    """Every step's name in `plan`, most wanted first: STEPS' order."""
+    return [name for described in STEPS for name, _ in described.instances(plan)]
 
 
 def planned_steps(planner: Planner, sections: Sequence[str]) -> List[Step]:
     """The steps `sections` plan, in priority order."""
     for name in sections:
-        planner.section = name
-        SECTIONS[name](planner)
+        planner.plan_section(name)
     order = priority(planner.plan)
     return sorted(planner.planned, key=lambda step: order.index(step.name))

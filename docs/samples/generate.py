@@ -17,12 +17,12 @@ import sys
 import textwrap
 from pathlib import Path
 
+from utils import console
+from utils.errors import UserError
+from utils.fileio import atomic_write
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-sys.path.insert(0, str(ROOT))  # run as a script from anywhere, it imports the project's utils
-from utils import console  # noqa: E402
-from utils.errors import UserError  # noqa: E402
-from utils.fileio import atomic_write  # noqa: E402
 
 DATA = "--data-dir ../shared/data/cifar10-subset --allow-unverified"
 

@@ -99,18 +99,18 @@ NO_TEST_IMAGES = ("it measures test accuracy, and the runs get synthetic data, w
 @pytest.mark.parametrize("quick, planned, skipped", [
     (True, ["transformers-eager"],
      {"convergence": NO_TEST_IMAGES, "loaders": f"benchmarks/loader.py times CIFAR-10's images: {WITHOUT_CIFAR10}"}),
-    (False, ["transformers-eager", "transformers-compile"],
+    (False, ["transformers-compile", "transformers-eager"],
      {"convergence": NO_TEST_IMAGES, "loaders": f"benchmarks/loader.py times CIFAR-10's images: {WITHOUT_CIFAR10}",
       "transformers-accuracy": NO_TEST_IMAGES}),
 ])
 def test_every_step_that_needs_cifar10_is_skipped_with_the_reason_where_the_runs_get_synthetic_data(
         quick, planned, skipped, tmp_path, monkeypatch):
-    from benchmarks.suite.plan import Plan, Planner, plan_convergence, plan_scripts, plan_transformers
+    from benchmarks.suite.plan import Plan, Planner
 
     monkeypatch.setenv("CIFAR10_DIR", str(SUBSET))
     suite = Planner(tmp_path, None, Plan(quick), ["fp32"], {"--fp8-emulate", "--modes"}, ["fp32"])
-    for section in (plan_convergence, plan_scripts, plan_transformers):
-        section(suite)
+    for section in ("convergence", "scripts", "transformers"):
+        suite.plan_section(section)
     assert [step.name for step in suite.planned] == planned
     assert {step["name"]: step["skipped"] for step in suite.records if step["name"] in skipped} == skipped
 

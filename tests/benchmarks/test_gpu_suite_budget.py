@@ -107,11 +107,9 @@ def test_without_a_measurement_the_estimate_is_the_flops_at_the_share_of_the_pea
 def planned_steps(out, quick):
     """Every step a plan makes (the CIFAR-10 subset there, every feature of main.py present)."""
     sizes = plan.Plan(quick)
-    suite = plan.Planner(out, str(SUBSET), sizes, plan.MODES, plan.available_flags(), plan.TRANSFORMER_MODES)
-    for section, plan_section in plan.SECTIONS.items():
-        suite.section = section
-        plan_section(suite)
-    return sizes, suite.planned
+    suite = plan.Planner(out, str(SUBSET), sizes, plan.MODES, plan.available_flags(), plan.TRANSFORMER_MODES,
+                         lambda line: None)
+    return sizes, plan.planned_steps(suite, list(plan.SECTIONS))
 
 
 @pytest.mark.parametrize("quick", [True, False])
@@ -129,15 +127,28 @@ def test_the_suites_main_py_commands_type_the_current_spellings_but_the_classic_
     assert {name: flags for name, flags in typed.items() if flags} == {"classic-fp16": {"--fp16", "-s"}}
 
 
+def test_every_step_is_described_once_in_a_section_that_plans_it():
+    """STEPS is the one list of the suite's steps: no two descriptions make the same step, and each
+    names a section of SECTIONS (what --only takes)."""
+    for quick in (True, False):
+        names = plan.priority(plan.Plan(quick))
+        assert len(names) == len(set(names)), names
+    assert {described.section for described in plan.STEPS} == set(plan.SECTIONS)
+
+
 @pytest.mark.parametrize("quick", [True, False])
-def test_every_planned_step_has_its_place_in_the_priority_order_and_the_headline_comes_first(quick, tmp_path):
+def test_the_plan_runs_its_steps_in_the_order_of_their_descriptions_the_headline_first(quick, tmp_path):
     sizes, steps = planned_steps(tmp_path, quick)
-    order, names = plan.priority(sizes), {step.name for step in steps}
-    assert names <= set(order) and (quick or names == set(order))  # --quick leaves out what compiles
+    order, names = plan.priority(sizes), [step.name for step in steps]
+    assert names == [name for name in order if name in names]
+    assert quick or set(names) == set(order)  # --quick leaves out what compiles or takes epochs
     headline = [step.name for step in steps if step.section == "headline"]
-    assert sorted(order[:len(headline)]) == sorted(headline)
-    if quick:  # a CPU's estimate, before it has measured a step, is the step's known time
-        assert names == set(suite_estimate.QUICK_S)
+    assert names[:len(headline)] == headline == ["headline-resnet18" if quick else "headline-resnet50",
+                                                 *([] if quick else ["headline-resnet18"]), "headline-vit", "overhead"]
+    described = {name: entry for entry in plan.STEPS for name, _ in entry.instances(sizes)}
+    assert all(step.quick_s == described[step.name].quick_s for step in steps)
+    if quick:  # a CPU's estimate, before it has measured a step, is its known --quick time: each step has one
+        assert {name for name in order if described[name].quick_s is not None} == set(names)
 
 
 def test_after_the_headline_a_slice_goes_to_the_size_people_train_then_what_lifts_a_host_bound_row():
@@ -177,7 +188,8 @@ def test_a_budget_that_fits_no_step_is_refused_before_any_step_with_the_least_th
     least = re.search(r"^--budget 0.1 fits no step; the least that fits is ([\d.]+) minutes, for "
                       r"(\S+) \(estimated (\d+) s, known --quick time\)\.$", str(refusal.value))
     assert least, refusal.value
-    assert int(least[3]) == min(suite_estimate.QUICK_S.values()) == suite_estimate.QUICK_S[least[2]]
+    known = {step.name: step.quick_s for step in planned_steps(tmp_path / "plan", True)[1]}
+    assert int(least[3]) == min(known.values()) == known[least[2]]
     assert float(least[1]) * 60 >= int(least[3])
 
 

@@ -138,8 +138,10 @@ def test_a_factory_is_imported_from_the_working_directory_and_its_import_errors_
     (tmp_path / "broken.py").write_text("def build(:\n")
     (tmp_path / "models.py").write_text("def build(num_classes):\n    pass\n")
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "path", list(sys.path))  # main.py puts the working directory on it
+    monkeypatch.setattr(sys, "path", [entry for entry in sys.path if entry not in ("", str(tmp_path))])
+    before = list(sys.path)
     assert run_main("--model-factory", "mine:build", "--check-flags").returncode == 0
+    assert sys.path == before  # the working directory was on it while the model was imported and built, only
     assert_user_error(run_main("--model-factory", "needs_more:build", "--check-flags"),
                       "importing needs_more failed, as it imports ModuleNotFoundError: No module named "
                       "'a_package_nobody_installed'", "needs_more.py:1")

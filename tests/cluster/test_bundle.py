@@ -3,6 +3,7 @@ without network: the wheels come from a local index of hand-made wheels, CIFAR-1
 archive of the subset (whose md5 stands in for the official one where the bundle must succeed)."""
 import contextlib
 import hashlib
+import importlib.metadata
 import io
 import json
 import os
@@ -43,13 +44,28 @@ def fake_wheel(folder, requirement):
             wheel.writestr(path, text)
 
 
+def installed_wheel(folder, name):
+    """A wheel of distribution `name` as this Python has it installed, its files packed again: the
+    build backend a bundle carries (setuptools), real, since the node test builds an install with it."""
+    dist = importlib.metadata.distribution(name)
+    with zipfile.ZipFile(folder / f"{name}-{dist.version}-py3-none-any.whl", "w") as wheel:
+        for file in dist.files:
+            if file.parts[0] != ".." and "__pycache__" not in file.parts and file.name != "METADATA":
+                wheel.write(dist.locate_file(file), file.as_posix())
+        # for every Python a test bundles for (3.9 too), as PyPI has a release for each
+        metadata = re.sub(r"^Requires-Python:.*\n", "", dist.read_text("METADATA"), flags=re.MULTILINE)
+        wheel.writestr(f"{name}-{dist.version}.dist-info/METADATA", metadata)
+
+
 @pytest.fixture(scope="module")
 def index(tmp_path_factory):
-    """A local package index: a wheel for each requirement the optional extras hold here."""
+    """A local package index: a wheel for each requirement the optional extras hold here, and the
+    build backend pyproject.toml names."""
     folder = tmp_path_factory.mktemp("index")
     for path in bundle.optional_requirement_files():
         for requirement in bundle.requirements_for(path, RUNNING):
             fake_wheel(folder, requirement)
+    installed_wheel(folder, "setuptools")  # requirements-test.txt installs one that pyproject.toml's backend takes
     return folder
 
 
@@ -122,6 +138,12 @@ def test_the_optional_extras_are_the_requirements_files_but_the_install_sets_and
             assert not named & {"torch", "torchvision"}, f"{path.name} names {named}: the node's container has them"
 
 
+def test_the_build_backend_is_read_from_pyproject_as_tomllib_reads_it():
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11 and later; bundle.py reads it on 3.8 too
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        assert bundle.build_requirements() == tomllib.load(f)["build-system"]["requires"] == ["setuptools>=70.1"]
+
+
 def test_markers_are_read_for_the_node_python_not_this_one(tmp_path):
     extras = tmp_path / "requirements-x.txt"
     extras.write_text('# an extra\nnew==1.0; python_version >= "3.10"  # why\nold==2.0; python_version < "3.10"\n'
@@ -149,9 +171,11 @@ def test_the_bundle_holds_the_wheels_the_data_and_a_strict_manifest_with_every_f
     assert "wheels/torchao-" in " ".join(manifest["files"])
     assert sorted(path.name for path in (bundled / "data" / cifar10.FOLDER).iterdir()) == sorted(
         name for name, _ in cifar10.TRAIN_FILES + cifar10.TEST_FILES + [cifar10.META_FILE])
+    extras = [pin for pin in manifest["wheels"] if not pin.startswith("setuptools==")]
+    assert len(extras) == len(manifest["wheels"]) - 1  # the build backend: built with, never installed
     install, suite = manifest["command"].split(" && ")
     assert install == shlex.join(["python", "-m", "pip", "install", "--no-index", "--find-links",
-                                  str(bundled / "wheels"), "--no-deps", *manifest["wheels"]])
+                                  str(bundled / "wheels"), "--no-deps", *extras, "-e", str(ROOT)])
     assert suite == shlex.join(["python", str(ROOT / "benchmarks" / "gpu_suite.py"), "--budget", "7",
                                 "--data-dir", str(bundled / "data")])
 
@@ -337,13 +361,16 @@ def test_bundle_py_refuses_as_a_user_sees_it(tmp_path):
 
 def test_the_node_installs_the_bundle_offline_leaving_torch_and_trains_on_its_data(tmp_path, bundled):
     """A fresh venv that sees this torch as a node sees its container's: the manifest's install
-    command, run offline, adds the wheels and nothing else; main.py then trains on the bundled data."""
+    command, run offline, adds the extras' wheels and this checkout, editable, and nothing else
+    (its build backend only builds); main.py then trains on the bundled data, and the GPU suite
+    runs by its path from any folder."""
     manifest = strict_json(bundled / bundle.MANIFEST)
     bundled_names = {pin.split("==")[0] for pin in manifest["wheels"]}
-    container = tmp_path / "container"  # this Python's packages but the bundled ones: torch, numpy, pip, ...
+    container = tmp_path / "container"  # this Python's packages but the bundled ones and ampbench: torch, numpy, pip
     container.mkdir()
     for entry in Path(sysconfig.get_paths()["purelib"]).iterdir():
-        if not (entry.name.endswith(".dist-info") and entry.name.split("-")[0] in bundled_names):
+        if not (entry.name.endswith(".dist-info") and entry.name.split("-")[0] in bundled_names
+                or entry.name.startswith(("ampbench", "__editable__"))):  # a container has no ampbench
             (container / entry.name).symlink_to(entry)
     venv = tmp_path / "node"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
@@ -351,12 +378,17 @@ def test_the_node_installs_the_bundle_offline_leaving_torch_and_trains_on_its_da
     site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                capture_output=True, text=True, check=True).stdout.strip())
     (site / "container.pth").write_text(f"{container}\n")  # underneath the venv's own site-packages
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("PIP_")}, "PIP_CONFIG_FILE": os.devnull}
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("PIP_") and k != "PYTHONPATH"},
+           "PIP_CONFIG_FILE": os.devnull}  # without the tests' PYTHONPATH: the install alone finds ampbench
     install = shlex.split(manifest["command"].split(" && ")[0])
     assert install[0] == "python"
     done = subprocess.run([python, *install[1:]], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert {path.name.split("-")[0] for path in site.glob("*.dist-info")} == bundled_names  # no torch, no dependency
+    installed = {path.name.split("-")[0] for path in site.glob("*.dist-info")}
+    assert installed == bundled_names - {"setuptools"} | {"ampbench"}  # no torch, no dependency, no backend
+    suite = subprocess.run([python, str(ROOT / "benchmarks" / "gpu_suite.py"), "-h"], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert suite.returncode == 0 and suite.stdout.startswith("usage: gpu_suite.py"), suite.stderr
     result = subprocess.run([python, str(ROOT / "main.py"), *FAST, "-n", "2", "--warmup", "1", "--no-eval",
                              "--data-dir", str(bundled / "data"), "--allow-unverified", "--no-download", "--json",
                              str(tmp_path / "r.json")], cwd=ROOT, capture_output=True, text=True, timeout=300)

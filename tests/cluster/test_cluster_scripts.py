@@ -173,7 +173,7 @@ def test_a_dry_run_of_the_study_launches_each_node_count_and_each_grad_comm(scri
     assert f"--nproc_per_node={per_node} main.py" in runs[1]
     assert runs[3].startswith(launchers[0]) and runs[5].startswith(launchers[1])
     last = shlex.split(result.stdout.splitlines()[-1][2:])
-    assert last[-6:-4] == ["python", "benchmarks/scaling.py"] and last[-4] == "--from"
+    assert last[-7:-4] == ["python", "-m", "benchmarks.scaling"] and last[-4] == "--from"
     assert last[-3].endswith("/study") and last[-1] == last[-3]
     assert not (tmp_path / "results").exists(), "a dry run creates nothing"
 

@@ -18,7 +18,7 @@ SLICE = [
     "tests/cli/test_edges.py::test_a_resume_refuses_a_setting_that_changes_the_answer",
     "tests/cluster/test_job_script_inputs.py::test_more_nodes_than_the_job_has_are_refused_before_any_stage",
     "tests/benchmarks/test_gpu_suite_budget.py"
-    "::test_every_planned_step_has_its_place_in_the_priority_order_and_the_headline_comes_first",
+    "::test_the_plan_runs_its_steps_in_the_order_of_their_descriptions_the_headline_first",
 ]
 REAL_IMAGES_ONLY = "needs real CIFAR-10 images"
 

@@ -65,14 +65,18 @@ def test_every_link_resolves(page):
 
 
 def test_the_container_recipe_installs_what_the_container_lacks_and_never_torch():
-    """README's recipe for a site's container installs requirements-container.txt, which names
-    no torch package; requirements.txt adds the pinned torch to it (one list of the rest).
-    .ci/run's compat stage runs the same install on old torch releases and checks torch stays."""
+    """README's recipe for a site's container installs requirements-container.txt: this checkout,
+    editable, whose dependencies (pyproject.toml) name no torch package; requirements.txt adds the
+    pinned torch to it (one list of the rest). .ci/run's compat stage runs the same install on old
+    torch releases and checks torch stays."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11 and later
     readme = (ROOT / "README.md").read_text()
     assert "singularity exec --nv pytorch_24.04-py3.sif python -m pip install --user -r requirements-container.txt" \
         in readme
     needs = [line.split("#")[0].strip() for line in (ROOT / "requirements-container.txt").read_text().splitlines()]
-    assert [need for need in needs if need] == ["numpy", "tqdm"]
+    assert [need for need in needs if need] == ["-e ."]
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        assert tomllib.load(f)["project"]["dependencies"] == ["numpy", "tqdm"]
     assert "-r requirements-container.txt" in (ROOT / "requirements.txt").read_text().splitlines()
     assert "pip install -q -r requirements-container.txt" in (ROOT / ".ci" / "run").read_text()
 

@@ -1,8 +1,13 @@
 """Every program of the project refuses alike: a bad flag value ends in `name: error: one
-sentence` and exit 2, never a traceback (utils/console.py's Parser, refused() and run())."""
+sentence` and exit 2, never a traceback (utils/console.py's Parser, refused() and run()); and
+README's set-up installs them: each program of pyproject.toml's [project.scripts] is a command,
+and the scripts run by their path, from any folder, with no PYTHONPATH."""
+import os
 import signal
 import subprocess
 import sys
+import sysconfig
+from pathlib import Path
 
 import pytest
 
@@ -26,6 +31,7 @@ PROGRAMS = {
 }
 # The GPU suite's refusals are driven by tests/benchmarks/test_gpu_suite_budget.py and its neighbours.
 ELSEWHERE = {"benchmarks/gpu_suite.py"}
+SUITE_REFUSAL = (["--budget", "0"], "gpu_suite.py")
 
 
 def test_every_program_of_the_project_is_here():
@@ -75,3 +81,62 @@ def test_a_stop_signal_unwinds_the_program_and_ends_in_one_line(number):
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert (result.returncode, result.stdout, result.stderr) == (
         128 + number, "cleaned up\n", f"program.py: stopped by {signal.Signals(number).name}.\n")
+
+
+def installed_commands():
+    """pyproject.toml's [project.scripts]: {command: the file of the program it runs}."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11 and later
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        scripts = tomllib.load(f)["project"]["scripts"]
+    return {command: target.split(":")[0].replace(".", "/") + ".py" for command, target in scripts.items()}
+
+
+def without_pythonpath():
+    """The environment without the PYTHONPATH tests/conftest.py sets: what the install alone finds."""
+    return {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
+
+
+def installed_checkout(tmp_path):
+    """This checkout, as the running Python's install finds it from another folder; a test of the
+    install skips where the install is another checkout's (a venv that several share)."""
+    found = subprocess.run([sys.executable, "-c", "import utils; print(utils.__file__)"], cwd=tmp_path,
+                           env=without_pythonpath(), capture_output=True, text=True, timeout=60)
+    assert found.returncode == 0, (f"ampbench is not installed in {sys.prefix}: README's set-up installs it "
+                                   f"(python -m pip install -e . in the checkout); {found.stderr.strip()[-200:]}")
+    installed = Path(found.stdout.strip()).parents[1]
+    if installed != ROOT:
+        pytest.skip(f"{sys.prefix} has the checkout {installed} installed, not this one ({ROOT})")
+
+
+def test_the_commands_are_the_run_the_report_the_predictor_the_suite_and_the_bundle():
+    """The adviser is the run's --advise, not a command of its own."""
+    commands = installed_commands()
+    assert set(commands.values()) == {"main.py", "utils/report.py", "utils/explain/fp8_predict.py",
+                                      "benchmarks/gpu_suite.py", "cluster/bundle.py"}
+    assert set(commands.values()) <= set(PROGRAMS) | ELSEWHERE and "ampbench" in commands
+
+
+def test_each_installed_command_is_its_program_from_any_folder(tmp_path):
+    """README's set-up puts each command on PATH: from a folder that is not the checkout and with
+    no PYTHONPATH, a bad flag value is refused as its program refuses it."""
+    installed_checkout(tmp_path)
+    scripts = Path(sysconfig.get_path("scripts"))
+    for command, program in installed_commands().items():
+        bad, name = SUITE_REFUSAL if program in ELSEWHERE else PROGRAMS[program][1:]
+        assert (scripts / command).is_file(), f"{command} is not in {scripts}: install the checkout again"
+        result = subprocess.run([str(scripts / command), *[str(tmp_path / word) if word == "DIR" else word
+                                                           for word in bad]],
+                                cwd=tmp_path, env=without_pythonpath(), capture_output=True, text=True, timeout=120)
+        assert result.returncode == 2 and result.stderr.startswith(f"{name}: error: "), (command, result.stderr)
+        assert "Traceback" not in result.stderr and len(result.stderr.splitlines()) == 1, (command, result.stderr)
+
+
+@pytest.mark.parametrize("program", sorted(set(PROGRAMS) | ELSEWHERE))
+def test_each_program_runs_as_the_docs_type_it_once_installed(program, tmp_path):
+    """`python benchmarks/gpu_suite.py`, `python -m utils.report`, ... from the checkout, with no
+    PYTHONPATH and no path set up by the program itself: the install finds the checkout's packages."""
+    installed_checkout(tmp_path)
+    run = PROGRAMS[program][0] if program in PROGRAMS else [program]
+    result = subprocess.run([sys.executable, *run, "-h"], cwd=ROOT, env=without_pythonpath(), capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0 and result.stdout.startswith("usage: "), result.stderr

@@ -347,5 +347,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return 0
 
 
+command = console.program("fp8_predict", main)  # the installed `ampbench-fp8-predict`
+
 if __name__ == "__main__":
-    raise SystemExit(console.run("fp8_predict", main))
+    raise SystemExit(command())
