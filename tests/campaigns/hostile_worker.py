@@ -42,7 +42,8 @@ def checkpoint_checker():
     config = RunConfig.build(model="squeezenet1_1", batch_size=4, steps=6, warmup=1, data="synthetic")
     model = factory.build_model(config.training.model, config.training.stem)
     data, _ = dataset.load(config.data, cpu, config.training.seed)
-    plan = config.plan(factory.has_batch_norm(model), 1, len(data.train_images))
+    plan = config.plan(factory.has_batch_norm(model), 1, len(data.train_images),
+                       model_class=factory.class_name(model))  # as utils/app.py plans a run
     mode = config.modes[0]
     setup = checkpoint.resume_setup(data, launch.World())
 
