@@ -89,8 +89,8 @@ def at_once(doing: str) -> Iterator[None]:
     try:
         yield
     finally:
-        for number, earlier in previous.items():
-            signal.signal(number, earlier)
+        for number, handler_before in previous.items():
+            signal.signal(number, handler_before)
 
 
 def end_tree(leader: int, wait_s: float = 5.0) -> None:
