@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -163,6 +164,8 @@ def run_phases(config: RunConfig, state: State, runner: Runner, clock: Clock, de
     after the comparison."""
     names = ["compare", *[lever for lever, _ in state.capabilities.levers], "accuracy"]
     for name in names:
+        if stop.requested and state.compare is None:  # nothing measured: no later phase can be estimated
+            break
         left = deadline - clock()
         phase = phase_now(name, state, config, left)
         if phase is None:
@@ -206,13 +209,30 @@ def say(line: str) -> None:
 
 
 def advice_folder(config: RunConfig) -> str:
-    """--advice-dir, or advice/MODEL-UTC TIME: proven writable, created when the first phase starts."""
-    folder = config.advice.advice_dir or os.path.join(
-        "advice", f"{config.training.model}-{utc.now_utc().replace(':', '').replace('+0000', 'Z')}")
-    from utils.fileio import ensure_folder_writable
+    """--advice-dir, or advice/MODEL-UTC TIME: proven writable, never in the data's folder,
+    created when the first phase starts."""
+    folder = config.advice.advice_dir
+    if folder is None:
+        started = utc.now_utc().replace(":", "").replace("+0000", "Z")
+        folder = os.path.join("advice", f"{config.training.model}-{started}")
+    from utils.results import run_outputs
+
+    prove_writable(folder, (*WRITTEN, RESULTS))
+    data, called = run_outputs.data_folder(config)
+    run_outputs.refuse_in_data_folder("--advice-dir", folder, os.path.realpath(folder), data, called)
+    return folder
+
+
+WRITTEN = ("advice.json", "report.txt")  # what every --advise writes in --advice-dir; a live one, RESULTS too
+
+
+def prove_writable(folder: str, names: Tuple[str, ...]) -> None:
+    """Refuse, before anything is measured or decided, an --advice-dir that cannot take the files `names`."""
+    from utils.fileio import ensure_folder_writable, ensure_writable
 
     ensure_folder_writable(folder, "--advice-dir")
-    return folder
+    for name in names:
+        ensure_writable(os.path.join(folder, name), "--advice-dir")
 
 
 def plan_lines(config: RunConfig, preflight: Preflight, phases: List[plan.Phase], left_s: float) -> List[str]:
@@ -264,7 +284,7 @@ def advise(config: RunConfig, stop: StopRequest, clock: Clock = time.monotonic, 
         from utils.advice.preflight import preflight
 
         flight = preflight
-    found = flight(config)
+    found = within_budget(flight, config, deadline - clock())
     state = State(found, found.estimates, found.capabilities, [], {})
     phases = plan.plan(found.capabilities, found.estimates, deadline - clock(),
                        accuracy_steps(config, CIFAR_TRAIN_IMAGES))
@@ -285,6 +305,31 @@ def advise(config: RunConfig, stop: StopRequest, clock: Clock = time.monotonic, 
     advice = advice_document(documents, context, config, state, {"minutes": config.advice.budget_minutes,
                                                                  "spent_s": clock() - started}, phases)
     return finish(advice, folder, stop)
+
+
+class BudgetSpent(BaseException):
+    """The budget ran out during the preflight; not an Exception, which the user's code may catch."""
+
+
+def within_budget(flight: Callable[[RunConfig], Preflight], config: RunConfig, seconds: float) -> Preflight:
+    """The preflight, ended with a sentence where it outlasts the `seconds` the budget leaves (a
+    factory that never returns); SIGALRM interrupts it, where this platform has it."""
+    def spent(number: int, frame: Any) -> None:
+        raise BudgetSpent()
+
+    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        return flight(config)
+    previous = signal.signal(signal.SIGALRM, spent)
+    signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.001))
+    try:
+        return flight(config)
+    except BudgetSpent:
+        raise UserError(f"--budget {config.advice.budget_minutes:g} ran out before the preflight ended (building the "
+                        "model and counting its FLOPs took longer); give a larger --budget, or check that the model "
+                        "builds at all: main.py --check-flags with the same flags.") from None
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def session_context(config: RunConfig, state: State, spent_s: float) -> decide.Context:
@@ -368,6 +413,11 @@ def from_results(config: RunConfig, stop: StopRequest) -> int:
     again without training; written only where --advice-dir is given."""
     path = config.advice.from_results
     assert path is not None  # main.py calls this with --from
+    if not path:
+        raise UserError("--from needs a results file or an advice.json, and got an empty path; give the file.")
+    folder = config.advice.advice_dir
+    if folder is not None:
+        prove_writable(folder, WRITTEN)
     content = parsed(path)
     if document.is_advice(content):
         earlier = document.load(path)
@@ -382,7 +432,6 @@ def from_results(config: RunConfig, stop: StopRequest) -> int:
         if any(document["data"]["name"] == "synthetic" for document in load_result(path)):
             context.not_run["accuracy"] = {"why": "these runs trained on synthetic data, which has no test images",
                                            "estimate_s": None}
-    folder = config.advice.advice_dir
     if folder is not None:
         context.results = os.path.relpath(results, folder)
     documents = load_result(results)

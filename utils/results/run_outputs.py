@@ -26,21 +26,18 @@ def check(config: RunConfig) -> None:
                                                 (config.checkpoints.checkpoint, "--checkpoint"),
                                                 (config.measurement.jsonl, "--jsonl")] if path]
     seen: Dict[str, str] = {}
-    image_folder = config.data.data == "imagefolder"
-    data_folder = os.path.realpath(config.data.data_dir if image_folder
-                                   else cifar10.batches_folder(config.data.data_dir))
-    called = "the image folder --data-dir" if image_folder else "the CIFAR-10 folder"
+    data, called = data_folder(config)
     for path, flag in outputs:
         fileio.ensure_writable(path, flag)
         real = os.path.realpath(path)
         if real in seen:
             raise UserError(f"{seen[real]} and {flag} name the same file {path}; give each output its own file.")
         seen[real] = flag
-        refuse_in_data_folder(flag, path, os.path.dirname(real), data_folder, called)
+        refuse_in_data_folder(flag, path, os.path.dirname(real), data, called)
     for folder, flag in [(config.measurement.tensorboard, "--tensorboard"),
                          (config.measurement.trace_dir, "--trace-dir")]:
         if folder:
-            refuse_in_data_folder(flag, folder, os.path.realpath(folder), data_folder, called)
+            refuse_in_data_folder(flag, folder, os.path.realpath(folder), data, called)
     if config.measurement.jsonl:
         fileio.ensure_appendable(config.measurement.jsonl, "--jsonl")
     if config.measurement.csv:
@@ -52,6 +49,14 @@ def check(config: RunConfig) -> None:
         live.check_tensorboard(config.measurement.tensorboard)
     if config.measurement.trace_dir:
         fileio.ensure_folder_writable(config.measurement.trace_dir, "--trace-dir")
+
+
+def data_folder(config: RunConfig) -> Tuple[str, str]:
+    """(the data's folder, symlinks followed; what a sentence calls it): CIFAR-10's, or the image
+    folder, where a folder written would read as a class."""
+    if config.data.data == "imagefolder":
+        return os.path.realpath(config.data.data_dir), "the image folder --data-dir"
+    return os.path.realpath(cifar10.batches_folder(config.data.data_dir)), "the CIFAR-10 folder"
 
 
 def refuse_in_data_folder(flag: str, path: str, written_in: str, data_folder: str, called: str) -> None:
