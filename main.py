@@ -108,7 +108,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             from utils import launch
 
             run_config.check_world(launch.detect().size)  # as each rank of the launch it runs in sees it
-            if run_config.advice.from_results:  # decides from saved results, with its own section alone: no torch
+            if run_config.advice.from_results is not None:  # decides from saved results, its section alone: no torch
                 from utils.advice import session
                 return session.from_results(run_config.advice, stop)
             from utils import compat

@@ -136,8 +136,9 @@ CHECK_IMAGES = 2  # the images a model's check runs: a batch norm in training ne
 
 def forward_on_meta(model: nn.Module, image_size: int) -> object:
     """`model`'s output for CHECK_IMAGES images of `image_size`, computed on the meta device
-    (shapes alone, torch 2.1) with its own parameters and buffers left untouched."""
-    state = {key: torch.empty_like(value, device="meta")
+    (shapes alone, torch 2.1) with its own parameters and buffers left untouched; outside
+    torch.no_grad it carries a gradient where the output depends on a trainable parameter."""
+    state = {key: torch.empty_like(value, device="meta", requires_grad=value.requires_grad)
              for key, value in itertools.chain(model.named_parameters(), model.named_buffers())}
     return torch.func.functional_call(model, state, (torch.zeros(CHECK_IMAGES, 3, image_size, image_size,
                                                                  device="meta"),))

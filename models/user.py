@@ -10,7 +10,10 @@ import importlib
 import importlib.machinery
 import inspect
 import os
+import signal
 import sys
+import sysconfig
+import threading
 import traceback
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, Optional
@@ -19,9 +22,9 @@ import torch
 from torch import nn
 
 from models import factory
-from utils import compat
+from utils import compat, stop
 from utils.config import factory_spec
-from utils.errors import UserError
+from utils.errors import RankLost, UserError, WriteFailed
 
 AMPBENCH = Path(__file__).resolve().parents[1]  # the checkout: its own packages (models, utils) come first
 # What the factory is given, by name, where its signature names the parameter (never through **kwargs,
@@ -35,12 +38,15 @@ def build_user_model(spec: str, num_classes: int, image_size: int, dropout: Opti
                      batch_size: Optional[int] = None, device: Optional[torch.device] = None) -> nn.Module:
     """The model `spec` (MODULE:FUNCTION) builds, called with those of num_classes, image_size
     and dropout (when given) its signature names, checked: an nn.Module with trainable float32
-    parameters whose output for a batch of `image_size` images is (batch, `num_classes`) logits,
-    and whose batch norms see more than one value per channel in a batch of `batch_size`. The
-    check runs on the meta device where it can, else on `device` (the CPU unless given)."""
-    with working_directory_importable():
+    parameters whose output for a batch of `image_size` images is (batch, `num_classes`) logits
+    that carry a gradient, and whose batch norms see more than one value per channel in a batch
+    of `batch_size`. The check runs on the meta device where it can, else on `device` (the CPU
+    unless given). The factory runs with the process's state kept (kept_state), and a stop signal
+    ends the build at once (stop.at_once): the user's code may never return."""
+    with working_directory_importable(), stop.at_once(f"building the model of --model-factory {spec}"):
         function = find(spec)
-        model = call(function, spec, arguments_for(function, spec, num_classes, image_size, dropout))
+        with kept_state():
+            model = call(function, spec, arguments_for(function, spec, num_classes, image_size, dropout))
         check_module(model, spec)
         check_output(model, spec, num_classes, image_size, batch_size, device or torch.device("cpu"))
     return model
@@ -60,6 +66,25 @@ def working_directory_importable() -> Iterator[None]:
         yield
     finally:
         sys.path[:] = before
+
+
+@contextlib.contextmanager
+def kept_state() -> Iterator[None]:
+    """torch's default dtype and gradient mode, the working directory and the stop signals'
+    handlers put back as they were before the block, whatever the user's code in it changed:
+    each would change how every mode trains, where a relative output is written, or whether a
+    scheduler's signal saves the run."""
+    dtype, grad, folder = torch.get_default_dtype(), torch.is_grad_enabled(), os.getcwd()
+    handlers = {number: signal.getsignal(number) for number in stop.SIGNALS}
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(dtype)
+        torch.set_grad_enabled(grad)
+        os.chdir(folder)
+        for number, handler in handlers.items():
+            if handler is not None and threading.current_thread() is threading.main_thread():
+                signal.signal(number, handler)
 
 
 def find(spec: str) -> Callable[..., Any]:
@@ -107,7 +132,8 @@ def check_not_shadowed(module: Any, name: str, spec: str, here: str) -> None:
     imported = getattr(sys.modules.get(top), "__file__", None)
     if imported is None or Path(here).resolve() == AMPBENCH or AMPBENCH not in Path(imported).resolve().parents:
         return
-    if importlib.machinery.PathFinder.find_spec(top, [here]) is not None:
+    found = importlib.machinery.PathFinder.find_spec(top, [here])
+    if found is not None and (found.origin is None or Path(found.origin).resolve() != Path(imported).resolve()):
         raise UserError(f"--model-factory {spec}: '{top}' in the working directory is hidden by ampbench's own "
                         f"package of that name ({where_defined(module)}); rename your module.")
 
@@ -124,6 +150,32 @@ def described(error: BaseException) -> str:
               if not frame.filename.startswith("<") and TORCH not in Path(frame.filename).resolve().parents]
     place = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames and not isinstance(error, SyntaxError) else ""
     return f"{type(error).__name__}{': ' + message if message else ''}{place}"
+
+
+def raised_by_its_code(error: BaseException) -> bool:
+    """Whether `error` came out of the user's own code as a run trained or evaluated its model:
+    it passed through a frame of a file that is neither ampbench's own (main.py, models, utils)
+    nor torch's nor one of Python's libraries; ampbench's own refusals never did."""
+    if isinstance(error, (UserError, WriteFailed, RankLost)):
+        return False
+    return any(users_file(frame.filename) for frame in traceback.extract_tb(error.__traceback__))
+
+
+LIBRARIES = tuple(Path(sysconfig.get_paths()[kind]).resolve() for kind in ("stdlib", "purelib", "platlib"))
+OWN = (AMPBENCH / "main.py", AMPBENCH / "models", AMPBENCH / "utils")
+
+
+def users_file(filename: str) -> bool:
+    if filename.startswith("<"):
+        return False
+    path = Path(filename).resolve()
+    return not any(path == top or top in path.parents for top in (TORCH, *OWN, *LIBRARIES))
+
+
+def raised_while_running(spec: str, error: BaseException) -> str:
+    """The sentence for a model of `spec` that raised `error` after its check (raised_by_its_code)."""
+    return (f"--model-factory {spec}: its model raised {described(error)} as the run trained or evaluated it; fix "
+            "the model.")
 
 
 def arguments_for(function: Callable[..., Any], spec: str, num_classes: int, image_size: int,
@@ -151,10 +203,15 @@ def arguments_for(function: Callable[..., Any], spec: str, num_classes: int, ima
 
 
 def call(function: Callable[..., Any], spec: str, arguments: Dict[str, Any]) -> Any:
+    given = ", ".join(f"{name}={value}" for name, value in arguments.items()) or "no arguments"
     try:
         return function(**arguments)
+    except stop.StoppedAtOnce:
+        raise
+    except SystemExit as error:  # sys.exit() in the factory would end the run without a word
+        raise UserError(f"--model-factory {spec} raised SystemExit({error.code!r}) when called with {given}, ending "
+                        "the process; return the model, or raise an exception that says what is wrong.") from None
     except Exception as error:  # the user's code, raising anything
-        given = ", ".join(f"{name}={value}" for name, value in arguments.items()) or "no arguments"
         raise UserError(f"--model-factory {spec} raised {described(error)} when called with {given}; fix the "
                         "factory.") from None
 
@@ -165,6 +222,10 @@ def check_module(model: Any, spec: str) -> None:
         raise UserError(f"--model-factory {spec} returned a {type(model).__name__}, not a torch.nn.Module; return "
                         "the model.")
     parameters = list(model.parameters())
+    if any(parameter.is_meta for parameter in parameters):
+        raise UserError(f"--model-factory {spec} returned a {type(model).__name__} whose parameters are on the meta "
+                        "device, with no values to train; build it on the CPU, or materialize it (to_empty, then "
+                        "initialize its weights) before returning it.")
     if not any(parameter.requires_grad for parameter in parameters):
         frozen = f"all {len(parameters)} of its parameters are frozen" if parameters else "it has none"
         raise UserError(f"--model-factory {spec} returned a {type(model).__name__} with no parameters to train "
@@ -196,15 +257,22 @@ def check_output(model: nn.Module, spec: str, num_classes: int, image_size: int,
         raise UserError(f"--model-factory {spec}: its model outputs a tensor of shape {shape} for {images} images of "
                         f"{image_size}x{image_size}, and a classifier's is [{images}, {num_classes}] (batch, "
                         "classes); return the logits.")
+    if not output.is_floating_point():
+        raise UserError(f"--model-factory {spec}: its model returns {str(output.dtype).replace('torch.', '')} values, "
+                        "and the loss takes floating-point logits; return them before any rounding or argmax.")
+    if not output.requires_grad:
+        raise UserError(f"--model-factory {spec}: its model's output carries no gradient back to its parameters "
+                        "(detached, computed under torch.no_grad, or not computed from them), so no step could train "
+                        "it; return logits computed from its parameters.")
     factory.check_batch_for_norms(values_per_image, spec, image_size, batch_size)
 
 
 def forward_once(model: nn.Module, spec: str, image_size: int, device: torch.device) -> Any:
-    """The output of one forward in training mode with no gradient: on the meta device (shapes
-    alone, torch 2.1), or, for a model that cannot run there, on a copy of it on `device`, with
-    the random state restored after it (dropout draws)."""
+    """The output of one forward in training mode, with gradients as a step computes them: on the
+    meta device (shapes alone, torch 2.1), or, for a model that cannot run there, on a copy of it
+    on `device`, with the random state restored after it (dropout draws)."""
     model.train()
-    with torch.no_grad(), torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+    with torch.enable_grad(), torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         if compat.runs_on_meta():
             with contextlib.suppress(Exception):  # anything the model does that the meta device cannot
                 return factory.forward_on_meta(model, image_size)

@@ -96,6 +96,10 @@ if __name__ == "__main__":  # python tests/cifar10_standin.py DIR: a stand-in to
     import sys
 
     target = Path(sys.argv[1] if len(sys.argv) > 1 else ".") / FOLDER
+    there = [name for name in [*dict(BATCHES), "batches.meta"] if (target / name).exists()]
+    if there:  # a genuine copy (./data's, downloaded once) must never be replaced by made-up images
+        sys.exit(f"cifar10_standin.py: error: {target} holds CIFAR-10 files already ({', '.join(there)}); give a "
+                 "folder without a cifar-10-batches-py of its own.")
     write(target)
     print(f"wrote a CIFAR-10 stand-in to {target} ({sum(count for _, count in BATCHES[:-1])} training and "
           f"{BATCHES[-1][1]} test images); train on it with --data-dir {target} --allow-unverified")

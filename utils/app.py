@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Un
 
 import torch
 
-from models import factory, families
+from models import factory, families, user
 from utils import compat, fileio, launch
 from utils.advice import session
 from utils.config import no_test_images
@@ -89,10 +89,12 @@ def run(config: RunConfig, stop: StopRequest) -> int:
     try:
         with distributed.session(world):
             return benchmark(config, context)
-    except (RuntimeError, MemoryError) as error:  # out of memory in any phase: the batch is what to lower
-        if not memory.is_out_of_memory(error):
-            raise
-        raise UserError(memory.out_of_memory_advice(device, config.training.batch_size)) from None
+    except Exception as error:
+        if isinstance(error, (RuntimeError, MemoryError)) and memory.is_out_of_memory(error):  # the batch to lower
+            raise UserError(memory.out_of_memory_advice(device, config.training.batch_size)) from None
+        if config.training.model_factory is not None and user.raised_by_its_code(error):  # the user's model's bug
+            raise UserError(user.raised_while_running(config.training.model_factory, error)) from None
+        raise
     finally:
         if stream is not None:
             stream.close_writer()  # a refusal or a traceback: the streams end where the run did
@@ -173,6 +175,8 @@ def prepare(config: RunConfig, context: RunContext) -> Tuple[TrainingPlan, nn.Mo
         resume_state = checkpoint.load(config.checkpoints.checkpoint, context.device)
     classes = dataset.class_count(config.data)  # an image folder's, listed before the model is built
     smaller = "a smaller model for --model-factory" if config.training.model_factory else "a smaller --model"
+    if config.data.num_classes:  # the head grows with them: 2**31 classes take terabytes
+        smaller += f", or fewer --num-classes than {config.data.num_classes}"
     with memory.out_of_memory_in(context.device, f"building the model {config.training.model}", f"use {smaller}."):
         model = seeded_model(config.training, config.data, classes, context.device)
     built = f" ({factory.class_name(model)})" if config.training.model_factory else ""

@@ -93,7 +93,7 @@ def flag_type(allowed: Range) -> Callable[[str], Union[int, float]]:
 DEFAULT_MODEL = "resnet50"  # -m/--model unless given; --model-factory replaces it
 # --model-factory's MODULE:FUNCTION: a dotted module path as `import` takes it, then the dotted
 # path of a callable in it (a function, a class, a class's staticmethod)
-DOTTED = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*"
+DOTTED = r"[^\W\d]\w*(?:\.[^\W\d]\w*)*"  # Python's identifiers: a letter or _ (any alphabet's), then \w
 FACTORY_SPEC = re.compile(rf"({DOTTED}):({DOTTED})")
 
 

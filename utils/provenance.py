@@ -7,6 +7,7 @@ import functools
 import hashlib
 import os
 import re
+import stat
 import subprocess
 from typing import Iterable, List, Optional, Tuple
 
@@ -75,8 +76,9 @@ def digest_of(files: Iterable[Tuple[str, bytes]]) -> str:
 
 
 def source_files(root: str) -> Iterable[Tuple[str, bytes]]:
-    """(path, content) of every source file under `root`, links left out as git's tree leaves
-    their targets out."""
+    """(path, content) of every source file under `root`: regular files alone, as a git tree
+    holds them (a link's target, a FIFO's or a device's content never; reading a FIFO would wait
+    for a writer forever)."""
     for folder, subfolders, names in os.walk(root):
         relative = os.path.relpath(folder, root)
         prefix = "" if relative == "." else relative.replace(os.sep, "/") + "/"
@@ -84,7 +86,7 @@ def source_files(root: str) -> Iterable[Tuple[str, bytes]]:
                                if (prefix or name in SOURCE_FOLDERS) and not name.startswith("."))
         for name in sorted(names):
             path = os.path.join(folder, name)
-            if is_source(prefix + name) and not os.path.islink(path):
+            if is_source(prefix + name) and stat.S_ISREG(os.lstat(path).st_mode):
                 with open(path, "rb") as file:
                     yield prefix + name, file.read()
 

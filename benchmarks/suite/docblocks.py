@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
-from benchmarks.suite.history import SavedSuite, last_line, load, saved, saved_suites
+from benchmarks.suite.history import SavedSuite, last_line, load, saved, saved_suites, upgraded, warn
 from benchmarks.suite.tables import code_label, fmt_ms, steadiness_cell
 
 BEGIN_TAG = "<!-- gpu-figures:begin "
@@ -56,9 +56,9 @@ def loaders(results_root: Path, page_dir: Path) -> List[str]:
         suite = next((suite for suite in suites if ran(suite, "loaders")), None)
         if suite is None:
             continue
-        read = {prefix: last_line(suite.folder, "loaders", prefix) or ""
-                for prefix in ("torchvision DataLoader", "device loader:", "throughput ratio")}
-        rates = [line.rsplit(":", 1)[1].split()[0] for line in (read["torchvision DataLoader"], read["device loader:"])]
+        figures = loader_figures(suite.folder)
+        if figures is None:
+            continue
         shares = []
         for model in ("resnet50", "resnet18"):
             line = last_line(suite.folder, "loaders", f"{model} amp")
@@ -70,10 +70,24 @@ def loaders(results_root: Path, page_dir: Path) -> List[str]:
                               f"{'within' if share <= LOADER_TARGET else 'over'} the 2% target"
                               + newest_share(suites, model, loader_ms))
         lines.append(f"* {device} (the GPU suite's `loaders` step, {measured_by(suite, 'loaders', page_dir)}): "
-                     f"DataLoader {int(rates[0]):,} img/s, device loader {int(rates[1]):,} img/s, ratio "
-                     f"{read['throughput ratio'].rsplit(':', 1)[1].strip()}; the device loader takes "
+                     f"DataLoader {figures[0]:,} img/s, device loader {figures[1]:,} img/s, ratio "
+                     f"{figures[2]}; the device loader takes "
                      + "; and ".join(shares) + ".")
     return lines or ["* No GPU suite under results/ has run the `loaders` step."]
+
+
+def loader_figures(folder: Path) -> Optional[Tuple[int, int, str]]:
+    """(the DataLoader's and the device loader's images per second, their ratio) as the loader
+    benchmark printed them last in loaders.log; None, said once, where a line is missing or
+    holds no figure (a log cut short)."""
+    lines = [last_line(folder, "loaders", prefix) or "" for prefix in ("torchvision DataLoader", "device loader:",
+                                                                         "throughput ratio")]
+    dataloader, device, ratio = (re.search(r":\s*([\d.]+) img/s", lines[0]), re.search(r":\s*([\d.]+) img/s", lines[1]),
+                                 re.search(r":\s*([\d.]+)\s*$", lines[2]))
+    if dataloader is None or device is None or ratio is None:
+        warn(folder / "loaders.log", "it lacks the loader benchmark's rate or ratio line; its figures are left out")
+        return None
+    return int(float(dataloader[1])), int(float(device[1])), ratio[1]
 
 
 def newest_share(suites: List[SavedSuite], model: str, loader_ms: float) -> str:
@@ -198,14 +212,21 @@ def busy_beside_profile(results_root: Path, page_dir: Path) -> List[str]:
 
 def multi_gpu(results_root: Path, page_dir: Path) -> List[str]:
     """Whether results/ holds a scaling study or any run of several processes on GPUs."""
-    documents = [path for path in sorted(results_root.rglob("*.json"))
-                 if (saved(path.parent, path.stem) or {}).get("env", {}).get("world_size", 1) > 1]
+    documents = [path for path in sorted(results_root.rglob("*.json")) if world_size(path) > 1]
     if not documents:
         return ["Multi-GPU figures: results/ holds no run of several GPUs, so none is given here. On a machine with "
                 "several, `python benchmarks/scaling.py -p --out study -- -m resnet50 -n 200` (or `STUDY=1` in a job "
                 "script across nodes) gives them."]
     return ["Multi-GPU figures under results/: " + ", ".join(
         f"[{path.relative_to(results_root)}]({os.path.relpath(path, page_dir)})" for path in documents) + "."]
+
+
+def world_size(path: Path) -> int:
+    """The processes the run of results file `path` trained in, as its env records them (1 for
+    a file of another kind, or one that cannot be read)."""
+    found = (upgraded(path.parent, path.stem) or {}).get("env")
+    size = found.get("world_size", 1) if isinstance(found, dict) else 1
+    return size if isinstance(size, int) else 1
 
 
 def gpu_torch(results_root: Path, page_dir: Path) -> List[str]:

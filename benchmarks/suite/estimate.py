@@ -37,9 +37,10 @@ from typing import Callable, Dict, List, Sequence, Tuple
 
 from benchmarks import fp8_sweep
 from benchmarks.suite.device import DataFacts
-from benchmarks.suite.history import readable, saved_suites
+from benchmarks.suite.history import saved_suites, upgraded
 from benchmarks.suite.plan import ROOT, Command, Plan, Step
 from models.families import DEFAULT_IMAGE_SIZE
+from utils.config import LARGEST_COUNT
 from utils.measure.estimate import (
     START_S,
     MeasuredRun,
@@ -210,7 +211,8 @@ def window_steps(estimator: Estimator, plan: Plan, model: str, modes: Sequence[s
     fastest = min(steps, key=lambda mode: steps[mode][0])
     seconds, measured = steps[fastest]
     timed = math.ceil(WINDOW_MARGIN * MIN_ENERGY_WINDOW_S / seconds)
-    return Window(max(plan.steps, 10 * math.ceil((plan.warmup + timed) / 10)), fastest, seconds, measured)
+    tens = min(10 * math.ceil((plan.warmup + timed) / 10), LARGEST_COUNT // 10 * 10)  # what main.py's -n takes
+    return Window(max(plan.steps, tens), fastest, seconds, measured)
 
 
 def command_words(argv: Sequence[str]) -> Tuple[str, ...]:
@@ -245,8 +247,8 @@ def measured_runs(folders: Sequence[Path]) -> Dict[RunKey, MeasuredRun]:
     found: Dict[RunKey, MeasuredRun] = {}
     for folder in folders:
         for path in sorted(folder.glob("*.json")):
-            document = readable(path)
-            if document is not None and "runs" in document and "config" in document:
+            document = upgraded(folder, path.stem)
+            if document is not None and "runs" in document:
                 for key, measured in document_runs(document).items():
                     found.setdefault(key, measured)
     return found

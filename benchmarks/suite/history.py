@@ -8,7 +8,9 @@ out with one warning naming it, and the rest is read: one damaged file of a devi
 must not cost README the others' rows, nor a GPU allocation its pass."""
 from __future__ import annotations
 
+import functools
 import json
+import re
 import stat
 import sys
 from dataclasses import dataclass
@@ -180,13 +182,22 @@ def code_of(given: Optional[str], recorded: Optional[str], digest: Optional[str]
         if proven:
             return CodeThatRan(proven.replace("-dirty", ""), True)
     claimed = given or recorded
-    other = (f"its files record `{recorded[:12]}{'-dirty' if recorded.endswith('-dirty') else ''}`; "
+    other = (f"its files record `{short_commit(recorded)}`; "
              if recorded and given and recorded.replace("-dirty", "")[:7] != given[:7] else "")
     if not digest:
         return CodeThatRan(claimed, False, other + "no digest of the files that ran")
     if all(tree_digest(commit) is None for commit in candidates):
         return CodeThatRan(claimed, False, other + "a commit this checkout's git does not have")
     return CodeThatRan(claimed, False, other + "the files that ran are not its tree")
+
+
+def short_commit(commit: Optional[str]) -> str:
+    """A commit as labels show it: 12 hex digits, and whether the tree had uncommitted changes. A
+    character that no commit or `git describe` name holds (a forged file's `|`, backtick or line
+    break) shows as `?`, so that no label breaks the table or the page it is in."""
+    if not commit:
+        return "-"
+    return re.sub(r"[^\w.+/-]", "?", commit[:12]) + ("-dirty" if commit.endswith("-dirty") else "")
 
 
 def saved_suites(device_folder: Path, rendered: bool = False) -> List[SavedSuite]:
@@ -229,9 +240,15 @@ def suite_problem(record: Dict[str, Any], rendered: bool) -> Optional[str]:
     if not all(isinstance(step, dict) and isinstance(step.get("name"), str) and timed(step, "elapsed_s")
                for step in record.get("steps_run", [])):
         return "an entry of its steps_run is not an object with a name and its seconds"
+    if "device" in record and not re.fullmatch(r"[^\x00-\x1f|`*]+", record["device"]):
+        return f"its device is {json.dumps(record['device'])[:40]}, not one line of a device's name"
     for entry in record.get("passes", []):
         if not (isinstance(entry, dict) and timed(entry, "elapsed_s") and timed(entry, "budget_min")):
             return "an entry of its passes is not an object with its seconds and budget"
+        wrong = next((key for key in ("started_utc", "commit", "source_sha256")
+                      if not isinstance(entry.get(key), (str, type(None)))), None)
+        if wrong:
+            return f"a pass's {wrong} is {json.dumps(entry[wrong])[:40]}, not text"
         for key in ("ran", "waiting"):
             steps = entry.get(key, [])
             if not isinstance(steps, list) or not all(isinstance(step, dict) and isinstance(step.get("step"), str)
@@ -292,18 +309,71 @@ def saved_steps(out: Path, names: Iterable[str]) -> Iterator[Tuple[str, Dict[str
 
 
 def upgraded(out: Path, name: str) -> Optional[Dict[str, Any]]:
-    """A saved document; a results document upgraded to this version's form."""
+    """A saved document; a results document checked as utils.report checks one (one it cannot
+    read is left out with a warning) and upgraded to this version's form."""
     from utils.results.upgrade import upgrade
 
     document = saved(out, name)
     if document is not None and "runs" in document:  # resume-weights.json is a record of its own
+        problem = results_problem(document)
+        if problem:
+            warn(out / f"{name}.json", f"{problem}; it is left out")
+            return None
         document = upgrade(document)
     return document
 
 
+def results_problem(document: Dict[str, Any]) -> Optional[str]:
+    """What in a results document utils.report would refuse (merge.load_result's checks), in words, or None."""
+    from utils.results import validate
+    from utils.results.upgrade import READABLE_SCHEMAS
+
+    if document.get("schema") not in READABLE_SCHEMAS:
+        return f"its schema is {validate.value_in_words(document.get('schema'))}, not one of ampbench's results"
+    try:
+        validate.check(document, "")
+    except validate.Invalid as error:
+        return f"{error}, which no figure can be read from"
+    return None
+
+
 def saved(out: Path, name: str) -> Optional[Dict[str, Any]]:
-    """A saved JSON file as it was written, or None; one that cannot be read is left out with a warning."""
-    return readable(out / f"{name}.json") if (out / f"{name}.json").exists() else None
+    """A saved JSON file as it was written, or None; one that cannot be read, or a record of a
+    kind record_spec knows that lacks what the pages read of it, is left out with a warning."""
+    path = out / f"{name}.json"
+    document = readable(path) if path.exists() else None
+    spec = record_spec(name)
+    if document is not None and spec is not None:
+        from utils.results.validate import Invalid
+
+        try:
+            spec.check(document, "")
+        except Invalid as error:
+            warn(path, f"{error}, which the pages read; it is left out")
+            return None
+    return document
+
+
+@functools.lru_cache(maxsize=None)
+def record_spec(name: str) -> Optional[Any]:
+    """What the pages read of the saved records that are no results documents, by file name:
+    the FP8 sweep's (the suite's step, or one run by hand) and the resume check's weights."""
+    from benchmarks.fp8_sweep import BASELINE, FP8_MODES
+    from utils.results.validate import FLAG, TEXT, Fields, ListOf, Nullable, Number
+
+    if name in ("transformers-sweep", "sweep"):
+        count, modes = Number(whole=True, low=0), (BASELINE, *FP8_MODES)
+        row = Fields({"width": count, "heads": count,
+                      "median_step_ms": Fields(dict.fromkeys(modes, Number(above=0))),
+                      "measured_speedup": Fields(dict.fromkeys(FP8_MODES, Number(above=0))),
+                      "predicted_speedup": Fields(dict.fromkeys(FP8_MODES, Nullable(Number(above=0))))})
+        return Fields({"rows": ListOf(row, nonempty=True), "layers": count, "tokens": count, "batch": count,
+                       "steps": count, "warmup": count, "emulated": FLAG, "predicted_for": Nullable(TEXT),
+                       "no_prediction": Nullable(TEXT)})
+    if name == "resume-weights":
+        compared = Fields({"bitwise_equal": FLAG, "max_abs_diff": Number(low=0), "max_abs_weight": Number(low=0)})
+        return Fields({"resumed_vs_uninterrupted": compared, "uninterrupted_vs_itself": compared})
+    return None
 
 
 def readable(path: Path) -> Optional[Dict[str, Any]]:

@@ -10,7 +10,17 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from benchmarks import fp8_sweep
-from benchmarks.suite.history import CodeThatRan, SavedSuite, code_of, last_line, load, saved, saved_steps, upgraded
+from benchmarks.suite.history import (
+    CodeThatRan,
+    SavedSuite,
+    code_of,
+    last_line,
+    load,
+    saved,
+    saved_steps,
+    short_commit,
+    upgraded,
+)
 from benchmarks.suite.plan import HEADLINE_FP8_MODES, HEADLINE_MODES, MODES, NATIVE_MODES, RECIPES
 from benchmarks.suite.published import MLPERF_RESNET50, RESNET50
 from utils.explain.diagnose import GPU_BOUND_SHARE
@@ -19,13 +29,6 @@ from utils.measure.nvml_meter import MIN_BUSY_SAMPLES
 
 def fmt_ms(value: Optional[float]) -> str:
     return "-" if value is None else f"{value:.2f}"
-
-
-def short_commit(commit: Optional[str]) -> str:
-    """A commit as labels show it: 12 hex digits, and whether the tree had uncommitted changes."""
-    if not commit:
-        return "-"
-    return commit[:12] + ("-dirty" if commit.endswith("-dirty") else "")
 
 
 def code_label(code: CodeThatRan) -> str:

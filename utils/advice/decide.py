@@ -506,6 +506,9 @@ def decide(documents: List[Dict[str, Any]], context: Context, margin_points: flo
     """The advice the results `documents` (as merge.load_result reads them) give: the mode, the
     levers kept, the sentences with their evidence, what was rejected and why."""
     decision = Decision(documents, context)
+    if not decision.groups:
+        raise UserError("these results' runs timed no step (each was stopped before its first timed step), so there "
+                        "is no speed to compare; measure again with more steps, or a larger --budget.")
     excluded_modes = {mode: found for mode in decision.groups for found in [excluded(decision, mode)] if found}
     eligible = [mode for mode in decision.groups if mode not in excluded_modes]
     if not eligible:

@@ -49,7 +49,8 @@ DOCUMENT = Fields({
                                        "lines": MapOf(TEXT)})),
     "results": TEXT,
     "budget": Nullable(Fields({"minutes": Number(above=0), "spent_s": SECONDS})),
-    "preflight": Nullable(Kind(dict, "an object")),
+    "preflight": Nullable(Fields({}, {"not_timed": MapOf(TEXT), "fp8": MapOf(Fields(
+        {}, {"speedup": Nullable(Number(above=0)), "for": TEXT}))})),  # what --from reads of it
     "plan": ListOf(Fields({"name": TEXT, "modes": ListOf(MODE), "estimate_s": SECONDS, "runs": FLAG})),
     "accuracy_verdict": Nullable(OneOf(VERDICTS, "an accuracy verdict")), "setup": Kind(dict, "an object"),
     "arguments": Nullable(Kind(dict, "an object")), "written_utc": TEXT,
@@ -75,7 +76,15 @@ def status_and_code(advice: Dict[str, Any]) -> Optional[str]:
     return None
 
 
-RULES: List[Callable[[Dict[str, Any]], Optional[str]]] = [cited_but_missing, status_and_code]
+def prediction_for_a_gpu(advice: Dict[str, Any]) -> Optional[str]:
+    """An FP8 prediction names the GPU it is for, which the advice's sentence cites."""
+    for mode, found in ((advice["preflight"] or {}).get("fp8") or {}).items():
+        if found.get("speedup") is not None and "for" not in found:
+            return f"preflight.fp8.{mode} predicts a speedup without saying for which GPU (its for is missing)"
+    return None
+
+
+RULES: List[Callable[[Dict[str, Any]], Optional[str]]] = [cited_but_missing, status_and_code, prediction_for_a_gpu]
 
 
 def check(advice: Dict[str, Any]) -> None:

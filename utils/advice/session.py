@@ -10,11 +10,13 @@ prove the budget without training (tests/unit/advice).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -163,6 +165,8 @@ def run_phases(training: Training, data: DataSettings, arguments: Arguments, sta
     `arguments`, with the phase's own flags; the leading modes decided after the comparison."""
     names = ["compare", *[lever for lever, _ in state.capabilities.levers], "accuracy"]
     for name in names:
+        if stop.requested and state.compare is None:  # nothing measured: no later phase can be estimated
+            break
         left = deadline - clock()
         phase = phase_now(name, state, training, data, left)
         if phase is None:
@@ -205,14 +209,31 @@ def say(line: str) -> None:
     print(f"main.py --advise: {line}", flush=True)
 
 
-def advice_folder(advice: Advice, training: Training) -> str:
-    """--advice-dir, or advice/MODEL-UTC TIME: proven writable, created when the first phase starts."""
-    folder = advice.advice_dir or os.path.join(
-        "advice", f"{training.model}-{utc.now_utc().replace(':', '').replace('+0000', 'Z')}")
-    from utils.fileio import ensure_folder_writable
+def advice_folder(advice: Advice, training: Training, data: DataSettings) -> str:
+    """--advice-dir, or advice/MODEL-UTC TIME: proven writable, never in the data's folder,
+    created when the first phase starts."""
+    folder = advice.advice_dir
+    if folder is None:
+        started = utc.now_utc().replace(":", "").replace("+0000", "Z")
+        folder = os.path.join("advice", f"{training.model}-{started}")
+    from utils.results import run_outputs
+
+    prove_writable(folder, (*WRITTEN, RESULTS))
+    data_at, called = run_outputs.data_folder(data)
+    run_outputs.refuse_in_data_folder("--advice-dir", folder, os.path.realpath(folder), data_at, called)
+    return folder
+
+
+WRITTEN = ("advice.json", "report.txt")  # what every --advise writes in --advice-dir; a live one, RESULTS too
+
+
+def prove_writable(folder: str, names: Tuple[str, ...]) -> None:
+    """Refuse, before anything is measured or decided, an --advice-dir that cannot take the files `names`."""
+    from utils.fileio import ensure_folder_writable, ensure_writable
 
     ensure_folder_writable(folder, "--advice-dir")
-    return folder
+    for name in names:
+        ensure_writable(os.path.join(folder, name), "--advice-dir")
 
 
 def plan_lines(training: Training, data: DataSettings, budget: float, preflight: Preflight, phases: List[plan.Phase],
@@ -264,13 +285,12 @@ def advise(training: Training, data: DataSettings, accuracy: Accuracy, precision
     if launch.detect().distributed:
         raise UserError("--advise runs as one process and starts its own runs: launch it without torchrun, mpirun "
                         "or srun.")
-    folder = advice_folder(advice, training)
+    folder = advice_folder(advice, training, data)
     if flight is None:
         from utils.advice.preflight import preflight
 
-        found = preflight(training, data, precision, speed, arguments)
-    else:
-        found = flight()
+        flight = functools.partial(preflight, training, data, precision, speed, arguments)
+    found = within_budget(flight, advice.budget_minutes, deadline - clock())
     state = State(found, found.estimates, found.capabilities, [], {})
     phases = plan.plan(found.capabilities, found.estimates, deadline - clock(),
                        accuracy_steps(training, data, CIFAR_TRAIN_IMAGES))
@@ -292,6 +312,31 @@ def advise(training: Training, data: DataSettings, accuracy: Accuracy, precision
     decided = advice_document(documents, context, state, {"minutes": advice.budget_minutes,
                                                           "spent_s": clock() - started}, phases, arguments, accuracy)
     return finish(decided, folder, stop)
+
+
+class BudgetSpent(BaseException):
+    """The budget ran out during the preflight; not an Exception, which the user's code may catch."""
+
+
+def within_budget(flight: Callable[[], Preflight], budget_minutes: float, seconds: float) -> Preflight:
+    """The preflight, ended with a sentence where it outlasts the `seconds` the budget leaves (a
+    factory that never returns); SIGALRM interrupts it, where this platform has it."""
+    def spent(number: int, frame: Any) -> None:
+        raise BudgetSpent()
+
+    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        return flight()
+    previous = signal.signal(signal.SIGALRM, spent)
+    signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.001))
+    try:
+        return flight()
+    except BudgetSpent:
+        raise UserError(f"--budget {budget_minutes:g} ran out before the preflight ended (building the "
+                        "model and counting its FLOPs took longer); give a larger --budget, or check that the model "
+                        "builds at all: main.py --check-flags with the same flags.") from None
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def session_context(training: Training, data: DataSettings, arguments: Arguments, state: State) -> decide.Context:
@@ -378,6 +423,11 @@ def from_results(advice: Advice, stop: StopRequest) -> int:
     again without training; written only where --advice-dir is given."""
     path = advice.from_results
     assert path is not None  # main.py calls this with --from
+    if not path:
+        raise UserError("--from needs a results file or an advice.json, and got an empty path; give the file.")
+    folder = advice.advice_dir
+    if folder is not None:
+        prove_writable(folder, WRITTEN)
     content = parsed(path)
     if document.is_advice(content):
         earlier = document.load(path)
@@ -392,7 +442,6 @@ def from_results(advice: Advice, stop: StopRequest) -> int:
         if any(document["data"]["name"] == "synthetic" for document in load_result(path)):
             context.not_run["accuracy"] = {"why": "these runs trained on synthetic data, which has no test images",
                                            "estimate_s": None}
-    folder = advice.advice_dir
     if folder is not None:
         context.results = os.path.relpath(results, folder)
     documents = load_result(results)

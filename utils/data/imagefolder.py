@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -33,6 +34,8 @@ from torchvision.transforms import functional as TF
 from utils.config import CHANNELS
 from utils.data.loaders import Normalization
 from utils.errors import UserError
+from utils.fileio import kind_of
+from utils.stop import at_once
 
 EVAL_SPLITS = ("val", "test")  # beside train/, the first found evaluates
 HELD_OUT_SHARE = 0.1  # of each class of a tree without train/, held out for evaluation
@@ -89,10 +92,16 @@ def subfolders(folder: str) -> List[str]:
 
 
 def image_files(folder: str) -> List[str]:
-    """The image files in `folder` and below it, sorted; hidden files and folders left out."""
-    found = []
+    """The image files in `folder` and below it, sorted; hidden files and folders left out, and
+    each folder read once however many symlinks lead to it (a link to a folder above it would
+    otherwise repeat its images until the path grew too long)."""
+    found, walked = [], set()
     for where, folders, files in os.walk(folder, followlinks=True, onerror=raise_unreadable):
-        folders[:] = [name for name in folders if not name.startswith(".")]
+        real = os.path.realpath(where)
+        folders[:] = [name for name in folders if not name.startswith(".")] if real not in walked else []
+        if real in walked:
+            continue
+        walked.add(real)
         found += [os.path.join(where, name) for name in files
                   if not name.startswith(".") and name.lower().endswith(IMG_EXTENSIONS)]
     return sorted(found)
@@ -159,6 +168,8 @@ class Decoded(Dataset):
 
     def __getitem__(self, index: int) -> Tuple[torch.Tensor, str]:
         try:
+            if not stat.S_ISREG(os.stat(self.paths[index]).st_mode):  # a FIFO's open would wait for a writer
+                raise OSError(f"it is {kind_of(self.paths[index])}, not a file")
             with Image.open(self.paths[index]) as image:
                 square = TF.center_crop(TF.resize(image.convert("RGB"), self.size), self.size)
                 return torch.from_numpy(np.asarray(square, dtype=np.uint8).copy()).permute(2, 0, 1), ""
@@ -261,8 +272,10 @@ def load(data_dir: str, size: int, workers: int, device: torch.device,
             raise UserError(f"--data imagefolder: no class of {tree.train_folder} has two images or more, so none "
                             "can be held out for evaluation; add images, or give DIR/train beside DIR/val.")
     check_fits(len(training) + len(evaluation), size, device)
-    say(f"decoding {len(training)} training and {len(evaluation)} evaluation images of {tree.root} at {size}x{size}")
-    train, test = read_split(training, size, workers, say), read_split(evaluation, size, workers, say)
+    with at_once("decoding the image folder"):  # hours for a large folder: a signal need not wait for its end
+        say(f"decoding {len(training)} training and {len(evaluation)} evaluation images of {tree.root} at "
+            f"{size}x{size}")
+        train, test = read_split(training, size, workers, say), read_split(evaluation, size, workers, say)
     normalization = normalization_of(train.images)
     info: Dict[str, Any] = {"name": "imagefolder", "folder": os.path.realpath(tree.root),
             "train_folder": os.path.realpath(tree.train_folder),

@@ -209,6 +209,10 @@ class Meter:
             self.busy_reason = f"NVML failed reading the GPU's utilization samples {where}: {error}"
             return
         fresh = {sample.timeStamp: sample.sampleValue.uiVal for sample in samples if sample.timeStamp > self.last_seen}
+        odd = next((busy for busy in fresh.values() if not 0 <= busy <= 100), None)
+        if odd is not None:  # no share of a sample period: the driver's samples cannot be trusted
+            self.busy_reason = f"NVML gave a utilization sample of {odd}%, which is no share of a sample period"
+            return
         if fresh:
             self.last_seen = max(fresh)
             self.seen += sorted(fresh)

@@ -25,20 +25,18 @@ def check(measurement: Measurement, checkpoints: Checkpoints, data: DataSettings
                                                 (measurement.plot, "--plot"), (checkpoints.checkpoint, "--checkpoint"),
                                                 (measurement.jsonl, "--jsonl")] if path]
     seen: Dict[str, str] = {}
-    image_folder = data.data == "imagefolder"
-    data_folder = os.path.realpath(data.data_dir if image_folder else cifar10.batches_folder(data.data_dir))
-    called = "the image folder --data-dir" if image_folder else "the CIFAR-10 folder"
+    data_at, called = data_folder(data)
     for path, flag in outputs:
         fileio.ensure_writable(path, flag)
         real = os.path.realpath(path)
         if real in seen:
             raise UserError(f"{seen[real]} and {flag} name the same file {path}; give each output its own file.")
         seen[real] = flag
-        refuse_in_data_folder(flag, path, os.path.dirname(real), data_folder, called)
+        refuse_in_data_folder(flag, path, os.path.dirname(real), data_at, called)
     for folder, flag in [(measurement.tensorboard, "--tensorboard"),
                          (measurement.trace_dir, "--trace-dir")]:
         if folder:
-            refuse_in_data_folder(flag, folder, os.path.realpath(folder), data_folder, called)
+            refuse_in_data_folder(flag, folder, os.path.realpath(folder), data_at, called)
     if measurement.jsonl:
         fileio.ensure_appendable(measurement.jsonl, "--jsonl")
     if measurement.csv:
@@ -50,6 +48,14 @@ def check(measurement: Measurement, checkpoints: Checkpoints, data: DataSettings
         live.check_tensorboard(measurement.tensorboard)
     if measurement.trace_dir:
         fileio.ensure_folder_writable(measurement.trace_dir, "--trace-dir")
+
+
+def data_folder(data: DataSettings) -> Tuple[str, str]:
+    """(the data's folder, symlinks followed; what a sentence calls it): CIFAR-10's, or the image
+    folder, where a folder written would read as a class."""
+    if data.data == "imagefolder":
+        return os.path.realpath(data.data_dir), "the image folder --data-dir"
+    return os.path.realpath(cifar10.batches_folder(data.data_dir)), "the CIFAR-10 folder"
 
 
 def refuse_in_data_folder(flag: str, path: str, written_in: str, data_folder: str, called: str) -> None:
