@@ -22,11 +22,11 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Type, Union
 
 from models import families
+from models.spec import factory_spec
 from utils import console, spellings
 from utils.errors import UserError
 from utils.modes import BASELINES, DEFAULT_COMPARE, DEFAULT_COMPARE_CPU, FP8_NEEDS_A_GPU, MODES, Mode, parse_modes
@@ -91,21 +91,6 @@ def flag_type(allowed: Range) -> Callable[[str], Union[int, float]]:
 
 
 DEFAULT_MODEL = "resnet50"  # -m/--model unless given; --model-factory replaces it
-# --model-factory's MODULE:FUNCTION: a dotted module path as `import` takes it, then the dotted
-# path of a callable in it (a function, a class, a class's staticmethod)
-DOTTED = r"[^\W\d]\w*(?:\.[^\W\d]\w*)*"  # Python's identifiers: a letter or _ (any alphabet's), then \w
-FACTORY_SPEC = re.compile(rf"({DOTTED}):({DOTTED})")
-
-
-def factory_spec(spec: str) -> Tuple[str, str]:
-    """(module, attribute path) of --model-factory's MODULE:FUNCTION, or a refusal that shows the form."""
-    match = FACTORY_SPEC.fullmatch(spec)
-    if match is None:
-        raise UserError(f"--model-factory takes MODULE:FUNCTION, the module as `import` names it and a function or "
-                        f"class in it, e.g. mymodels:build_net; got '{console.shortened(spec)}'.")
-    return match.group(1), match.group(2)
-
-
 def default_data_dir() -> str:
     return os.environ.get("CIFAR10_DIR", "./data")
 
