@@ -44,9 +44,14 @@ def current_document():
         run["gpu_busy"] = {"share": 0.9, "source": nvml_meter.UTILIZATION_SAMPLES, "window_s": 12.0, "samples": 70,
                            "sample_period_s": 0.167}
         run["gpu_busy_unavailable"] = None
-        run["energy"] = dict(run["energy"], seconds=12.0, window_too_short=False)
+        run["energy"] = energy_over(run["energy"], 12.0, too_short=False)
     document["config"]["repeats"] = 3
     return document
+
+
+def energy_over(energy, seconds, too_short):
+    """`energy`'s joules drawn over a window of `seconds`, its mean power as they give it."""
+    return dict(energy, seconds=seconds, mean_watts=energy["joules"] / seconds, window_too_short=too_short)
 
 
 def device_with(tmp_path, document, changes=tuple(change.commit for change in CHANGES)):
@@ -110,7 +115,7 @@ def test_a_step_without_one_of_its_two_fp32_baselines_is_due(tmp_path):
 def test_a_step_without_an_energy_window_long_enough_is_due_where_the_plan_times_one(tmp_path):
     document = current_document()
     for run in document["runs"]:
-        run["energy"] = dict(run["energy"], seconds=3.5, window_too_short=True)
+        run["energy"] = energy_over(run["energy"], 3.5, too_short=True)
     suites = device_with(tmp_path, document)
     assert due.reasons(headline_step(), suites, energy_window=True) == ["energy window too short"]
     assert due.reasons(headline_step(), suites, energy_window=False) == []
