@@ -3,26 +3,56 @@
     python main.py -n 200 -p --fp16 -s --model resnet50
 
 Only argument parsing lives here, so that `-h` answers at once; torch is imported after it.
-The flags themselves are described in utils/flags.py.
+Each flag is a field of a RunConfig section (utils/config.py), and the spellings kept for old
+scripts (the tutorial's --fp16 -s among them) are utils/spellings.py's table, read before parsing.
 """
 from __future__ import annotations
 
 import argparse
 import difflib
 import sys
-from typing import Any, NoReturn, Optional, Sequence
+from typing import Any, Dict, List, NoReturn, Optional, Sequence, Tuple
 
-from utils import config, console
-from utils.flags import FLAGS
+from utils import config, console, spellings
+from utils.errors import UserError
 
 
 class Parser(console.Parser):
-    """console's parser, which names the closest flag when one is mistyped (--loss-scaling,
-    --channels_last)."""
+    """console's parser, which reads a command line in its earlier spellings too (rewritten by
+    utils.spellings before parsing, and named as typed in its refusals), lists them at the end
+    of -h, and names the closest flag when one is mistyped (--loss-scaling, --channels_last)."""
+    typed: Dict[str, str] = {}  # {current flag: the earlier spelling it was typed in}
+
+    def parse_known_args(self, args: Optional[Sequence[str]] = None,  # type: ignore[override]
+                         namespace: Optional[argparse.Namespace] = None) -> Tuple[argparse.Namespace, List[str]]:
+        """Parse `args` in current spellings; the namespace also holds `command`, the command line
+        in current spellings, and `spelled` and `warnings` from the earlier ones."""
+        try:
+            command = spellings.rewrite(sys.argv[1:] if args is None else args)
+        except spellings.Malformed as malformed:
+            self.error(str(malformed))
+        self.typed = command.typed
+        parsed, extras = super().parse_known_args(command.argv, namespace)
+        try:
+            command.settle(parsed)
+        except UserError as error:  # a rule between spellings: said as RunConfig's refusals are
+            self.exit(2, f"{self.name}: error: {error}\n")
+        parsed.command = command.current()
+        return parsed, extras
+
+    def format_help(self) -> str:
+        formatter = self.formatter_class(prog=self.prog)
+        formatter.start_section(spellings.TITLE)
+        formatter.add_arguments([argparse.Action([row.typed], "", nargs=0, help=f"{row.current or '(nothing)'}: "
+                                                 f"{row.origin}") for row in spellings.EARLIER])
+        formatter.end_section()
+        return super().format_help() + "\n" + formatter.format_help()
 
     def error(self, message: str) -> NoReturn:
+        for current, earlier in self.typed.items():  # a flag typed in an earlier spelling is named so
+            message = message.replace(f"argument {current}:", f"argument {earlier}:")
         if message.startswith("unrecognized arguments:"):
-            known = [flag for action in self._actions for flag in action.option_strings]
+            known = [flag for action in self._actions for flag in action.option_strings] + list(spellings.KNOWN)
             typed = [word.split("=")[0] for word in message.split(":", 1)[1].split() if word.startswith("-")]
             close = [match for word in typed for match in
                      difflib.get_close_matches(word.replace("_", "-"), known, n=1, cutoff=0.7)
@@ -33,18 +63,20 @@ class Parser(console.Parser):
 
 
 class Spelled(argparse.Action):
-    """Store a flag's value and the name it was typed under, for a flag of several names
-    (--timing-warmup and its earlier --warmup, -n and --steps): the messages name the
-    spelling the user typed (RunConfig.flag)."""
+    """Store a flag's value and the name it was typed under (-n or --steps; --warmup, the
+    earlier spelling of --timing-warmup): the messages name the spelling the user typed
+    (RunConfig.flag)."""
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: Optional[str] = None) -> None:
         setattr(namespace, self.dest, values)
-        namespace.spelled = {**getattr(namespace, "spelled", {}), self.dest: option_string}
+        typed = getattr(parser, "typed", {}).get(option_string, option_string)
+        namespace.spelled = {**getattr(namespace, "spelled", {}), self.dest: typed}
 
 
 def build_parser() -> Parser:
-    """The parser of every flag in utils.flags, in its -h groups; defaults from utils.config."""
+    """The parser of every setting's flag (utils.config's SETTINGS: the sections' fields), in its
+    -h group, with its default."""
     parser = Parser(
         "main.py", prog="python main.py",
         description="Benchmark FP32 against automatic mixed precision (FP16/BF16) training "
@@ -53,22 +85,21 @@ def build_parser() -> Parser:
         epilog="Example: python main.py -n 200 -p --fp16 -s --model resnet50",
     )
     groups = {}
-    for flag in FLAGS:
-        if flag.group not in groups:
-            groups[flag.group] = parser.add_argument_group(flag.group)
-        settings = flag.argparse_settings()
-        if flag.action is None and len(flag.names) > 1:
-            settings["action"] = Spelled
-        if flag.setting in config.RANGES:
-            settings["type"] = config.flag_type(config.RANGES[flag.setting])
-        groups[flag.group].add_argument(*flag.names, help=flag.help, **settings)
+    for key, setting in config.SETTINGS.items():
+        flag = setting.flag
+        if setting.group not in groups:
+            groups[setting.group] = parser.add_argument_group(setting.group)
+        details: Dict[str, Any] = {"action": flag.action or Spelled, "choices": flag.choices, "metavar": flag.metavar,
+                                   "type": flag.range and config.flag_type(flag.range)}
+        groups[setting.group].add_argument(*flag.names, dest=key, help=flag.help,
+                                           **{name: value for name, value in details.items() if value is not None})
     parser.set_defaults(**config.defaults())
     return parser
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
-    from utils.errors import RankLost, UserError, WriteFailed
+    from utils.errors import RankLost, WriteFailed
     from utils.stop import StopRequest
 
     with StopRequest() as stop:  # a signal from here on stops the run cleanly, even during `import torch`
@@ -77,16 +108,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             from utils import launch
 
             run_config.check_world(launch.detect().size)  # as each rank of the launch it runs in sees it
-            if run_config.advice.from_results is not None:  # decides from saved results: no torch
+            if run_config.advice.from_results is not None:  # decides from saved results, its section alone: no torch
                 from utils.advice import session
-                return session.from_results(run_config, stop)
+                return session.from_results(run_config.advice, stop)
             from utils import compat
             compat.check_versions()  # before importing code that needs the supported torch
-            from utils import app
+            from utils import app  # which hands each stage the sections it reads
 
             if run_config.advice.advise:
-                from utils.advice import session
-                return session.advise(run_config, stop)
+                return app.advise(run_config, stop)
             return app.check_flags(run_config) if run_config.check_flags else app.run(run_config, stop)
         except (UserError, WriteFailed, RankLost) as error:  # WriteFailed: after training, nothing to retry
             return console.refused("main.py", error)

@@ -48,15 +48,19 @@ def build_parser() -> console.Parser:
 def main():
     options = build_parser().parse_args()
 
+    import functools
+
     import torch
 
     from models import factory
     from utils import modes
-    from utils.app import pick_device, seeded_model
+    from utils.app import run_mode
     from utils.config import RunConfig
     from utils.data import dataset
     from utils.data.dataset import synthetic
     from utils.results.compare import bootstrap_ratio
+    from utils.training.context import RunContext
+    from utils.training.start import pick_device, seeded_model
 
     device = pick_device(options.gpu, cudnn_benchmark=True)
     mode = modes.MODES[options.mode]
@@ -69,9 +73,11 @@ def main():
                                           {"numerics_every": options.numerics_every} if options.flag == "numerics"
                                           else {"explain": True}))
     data = dataset.load(plain.data, device, 0)[0] if evaluating else synthetic(device, seed=0)
-    model = seeded_model(plain)
+    model = seeded_model(plain.training, plain.data)
     plan = flagged.plan(factory.has_batch_norm(model), 1, len(data.train_images))
-    medians = interleaved_medians(model, mode, data, plain, flagged, plan, options, device)
+    runs = {kind: functools.partial(run_mode, model, mode, data, config, plan, RunContext(device))
+            for kind, config in (("without", plain), ("with", flagged))}
+    medians = interleaved_medians(runs, options)
     name = torch.cuda.get_device_name() if options.gpu else "CPU"
     print(f"{options.model} (stem {options.stem}), batch {options.batch_size}, {mode.name}, {name}, "
           f"{options.rounds} rounds x {options.steps - options.warmup} timed steps")
@@ -84,19 +90,17 @@ def main():
     print(f"step time ratio with/without --{options.flag}: {ratio:.3f} [95% CI {low:.3f}, {high:.3f}]: {verdict}")
 
 
-def interleaved_medians(model, mode, data, plain, flagged, plan, options, device):
-    """Each round runs the mode without and with the flag, alternating which goes first (to
-    cancel drift); returns their median step times, and checks that the flag did its work."""
-    from utils.app import run_mode
-    from utils.training.context import RunContext
-
+def interleaved_medians(runs, options):
+    """Each round runs the mode without and with the flag (`runs`: each kind's run_mode, as main.py
+    runs it), alternating which goes first (to cancel drift); returns their median step times,
+    and checks that the flag did its work."""
     shows = {"explain": lambda result: result.profile is not None,
              "numerics": lambda result: result.numerics is not None,
              "eval-every": lambda result: len(result.accuracy_curve) > 1}[options.flag]
     medians = {"without": [], "with": []}
     for round_ in range(options.rounds):
         for kind in ("without", "with") if round_ % 2 == 0 else ("with", "without"):
-            result = run_mode(model, mode, data, flagged if kind == "with" else plain, plan, RunContext(device)).record
+            result = runs[kind]().record
             assert shows(result) == (kind == "with")
             medians[kind].append(result.step_time_ms["median"])
     return medians

@@ -91,11 +91,12 @@ def sweep(options: argparse.Namespace) -> Dict[str, Any]:
     import torch
 
     from utils import modes
-    from utils.app import pick_device, run_mode
+    from utils.app import run_mode
     from utils.data.dataset import synthetic
     from utils.explain import fp8_predict
     from utils.training import float8
     from utils.training.context import RunContext
+    from utils.training.start import pick_device
 
     device = pick_device(options.gpu, cudnn_benchmark=True)
     for name in FP8_MODES:  # refuses a missing torchao, an old torch, a GPU without FP8

@@ -32,8 +32,8 @@ from utils.config import COUNT, RANGES, flag_type
 from utils.modes import MODES
 
 
-def bare_loop(initial_model, data, mode, config, plan, device):
-    """The AMP recipe by hand over the same batches; returns seconds per timed step."""
+def bare_loop(initial_model, data, mode, training, precision_settings, data_settings, speed, plan, device):
+    """The AMP recipe by hand over the same batches, with the run's settings; returns seconds per timed step."""
     import torch
     from torch import nn
 
@@ -43,15 +43,15 @@ def bare_loop(initial_model, data, mode, config, plan, device):
 
     precision.set_tf32(mode.tf32)
     model = copy.deepcopy(initial_model).to(device)
-    params, scaler = precision.prepare_model(model, mode, device, config.precision.loss_scale)
-    training, recipe = config.training, plan.recipe
+    params, scaler = precision.prepare_model(model, mode, device, precision_settings.loss_scale)
+    recipe = plan.recipe
     optimizer, _ = make_optimizer(params, lr=recipe.lr, momentum=recipe.momentum, weight_decay=recipe.weight_decay,
                                   nesterov=training.nesterov, impl=training.optimizer_impl, kind=recipe.optimizer,
                                   no_decay=no_decay_flags(model, training.model))
     scheduler = make_scheduler(optimizer, training.lr_schedule, plan.steps, recipe.lr_warmup_steps)
-    loader = make_train_loader(config.data.loader, data.train_images, data.train_labels,
+    loader = make_train_loader(data_settings.loader, data.train_images, data.train_labels,
                                batch_size=training.batch_size, device=device, seed=training.seed,
-                               workers=config.data.workers, channels_last=config.speed.channels_last)
+                               workers=data_settings.workers, channels_last=speed.channels_last)
     criterion = nn.CrossEntropyLoss(label_smoothing=recipe.label_smoothing)
     started = None
     for step in range(plan.steps):
@@ -72,13 +72,9 @@ def bare_loop(initial_model, data, mode, config, plan, device):
     return (time.perf_counter() - started) / (plan.steps - plan.timing_warmup)
 
 
-def ampbench_loop(initial_model, data, mode, config, plan, device, read_gpu=True):
-    """run_mode, as main.py runs it (`read_gpu`: with its GPU meter); (seconds per timed step,
-    from its own step timer; why the meter read no busy share, or None)."""
-    from utils.app import run_mode
-    from utils.training.context import RunContext
-
-    record = run_mode(initial_model, mode, data, config, plan, RunContext(device, read_gpu=read_gpu)).record
+def seconds_per_step(record):
+    """(seconds per timed step of a run_mode record, from its own step timer; why its GPU meter
+    read no busy share, or None)."""
     return sum(record.step_times_ms) / 1000.0 / len(record.step_times_ms), record.gpu_busy_unavailable
 
 
@@ -125,9 +121,11 @@ def main():
 
     from models import factory
     from utils import modes
-    from utils.app import pick_device, seeded_model
+    from utils.app import run_mode
     from utils.config import RunConfig
     from utils.data.dataset import synthetic
+    from utils.training.context import RunContext
+    from utils.training.start import pick_device, seeded_model
 
     device = pick_device(options.gpu, cudnn_benchmark=True)
     mode = modes.MODES[options.mode]
@@ -135,7 +133,7 @@ def main():
     config = RunConfig.build(model=options.model, steps=options.warmup + options.steps, warmup=options.warmup,
                              batch_size=options.batch_size, no_progress=True, no_eval=True,
                              optimizer_impl=options.optimizer_impl, gpu=options.gpu)
-    model = seeded_model(config)
+    model = seeded_model(config.training, config.data)
     plan = config.plan(factory.has_batch_norm(model), 1)
 
     # the GPU meter's cost is measured on a GPU; a CPU run has no meter to turn off
@@ -145,9 +143,11 @@ def main():
     for round_ in range(options.rounds):
         for which in kinds[round_ % len(kinds):] + kinds[:round_ % len(kinds)]:  # each goes first in turn
             if which == "bare":
-                times[which].append(bare_loop(model, data, mode, config, plan, device))
+                times[which].append(bare_loop(model, data, mode, config.training, config.precision, config.data,
+                                              config.speed, plan, device))
                 continue
-            seconds, why = ampbench_loop(model, data, mode, config, plan, device, read_gpu=which == "ampbench")
+            run = run_mode(model, mode, data, config, plan, RunContext(device, read_gpu=which == "ampbench"))
+            seconds, why = seconds_per_step(run.record)
             times[which].append(seconds)
             read = why if which == "ampbench" else read
     name = torch.cuda.get_device_name() if options.gpu else "CPU"

@@ -106,8 +106,9 @@ def main_flag_names(words):
     """(as typed, main.py's full flag) for each flag among `words`: argparse takes any unique
     prefix of a long flag (--grad for --grad-comm), so the study resolves them as main.py would."""
     from main import build_parser
+    from utils import spellings
 
-    known = [flag for action in build_parser()._actions for flag in action.option_strings]
+    known = [flag for action in build_parser()._actions for flag in action.option_strings] + list(spellings.KNOWN)
     named = []
     for word in words:
         typed = word.split("=")[0]

@@ -22,8 +22,8 @@ import torch
 from torch import nn
 
 from models import factory
+from models.spec import factory_spec
 from utils import compat, stop
-from utils.config import factory_spec
 from utils.errors import RankLost, UserError, WriteFailed
 
 AMPBENCH = Path(__file__).resolve().parents[1]  # the checkout: its own packages (models, utils) come first

@@ -5,6 +5,7 @@
     safepickle       unpickling that rebuilds only what it is allowed to
     stop             stop signals, caught from argument parsing on (no torch)
     setup_keys       the settings besides the mode that change a run's numbers, named once
+    spellings        the spellings kept for old scripts (--fp16 -s, --warmup), read as current ones
     data/            CIFAR-10 on disk, synthetic images, the training and test loaders
     measure/         step timing, memory and a step's memory by kind, FLOPs, progress, the
                      environment a result depends on
@@ -13,8 +14,9 @@
     explain/         --explain's profile and diagnosis
     numerics/        --numerics' gradient census and float16's limits
     results/         the result record, comparison, table, JSON, CSV, plot and TensorBoard
-    config           RunConfig: the validated request, built once from main.py's arguments
-    flags            every flag of main.py described once: -h and docs/flags.md come from it
+    settings         a setting is a section's field that carries its flag (names, help, range)
+    config           RunConfig: the validated request in sections of settings, built once from
+                     main.py's arguments; -h, docs/flags.md and the results record come from them
     app              what main.py runs: prepare, every (repeat, mode), finish
     report           `python -m utils.report`: merge result files of several jobs
 """

@@ -1,6 +1,7 @@
 """What `python main.py` runs once its arguments are a RunConfig: set up the device and the
 data, run every mode (x repeats), assemble the results document, print and write it, and
-choose the exit status."""
+choose the exit status. This is the one place that reads RunConfig whole: it hands each stage
+(the trainer, the loop, the evaluation, the outputs, the adviser ...) the sections it reads."""
 from __future__ import annotations
 
 import contextlib
@@ -15,6 +16,7 @@ import torch
 
 from models import factory, families, user
 from utils import compat, fileio, launch
+from utils.advice import session
 from utils.config import no_test_images
 from utils.data import dataset
 from utils.errors import UserError
@@ -30,6 +32,7 @@ from utils.training import checkpoint, distributed, float8, loop, max_batch, pre
 from utils.training.context import RunContext
 from utils.training.curve import AccuracyCurve
 from utils.training.evaluation import evaluate
+from utils.training.start import pick_device, seeded_model
 from utils.training.trainer import build_trainer
 
 if TYPE_CHECKING:
@@ -47,16 +50,6 @@ if TYPE_CHECKING:
 def warn(message: str, kind: str = "warning") -> None:
     if launch.detect().is_main:  # once per job, not once per rank
         print(f"main.py: {kind}: {message}", file=sys.stderr)
-
-
-def pick_device(use_gpu: bool, cudnn_benchmark: bool) -> torch.device:
-    if not use_gpu:
-        return torch.device("cpu")
-    if not torch.cuda.is_available():
-        raise UserError("CUDA is not available: run without -p/--gpu to train on the CPU, or run on a "
-                        "GPU node with a CUDA build of torch (in a container: singularity exec --nv).")
-    torch.backends.cudnn.benchmark = cudnn_benchmark
-    return torch.device("cuda")
 
 
 def resume_line(config: RunConfig, last: record.RunRecord, checkpoint_holds: Optional[int], saves_failed: bool,
@@ -78,7 +71,7 @@ def resume_line(config: RunConfig, last: record.RunRecord, checkpoint_holds: Opt
     if checkpoint_holds is None:
         return f"main.py: {where}; no step was trained, so no checkpoint was written: rerun the same command."
     command = shlex.join(distributed.launch_prefix(world) + ["main.py"]
-                         + [a for a in sys.argv[1:] if a != "--resume"] + ["--resume"])
+                         + [a for a in config.command if a != "--resume"] + ["--resume"])
     return f"main.py: {where}; {config.checkpoints.checkpoint} holds step {checkpoint_holds}; resume with: {command}"
 
 
@@ -89,8 +82,8 @@ def run(config: RunConfig, stop: StopRequest) -> int:
     device = pick_device(config.precision.gpu, config.speed.cudnn_benchmark)
     world = launch.detect()
     if world.distributed:
-        device = distributed.init(world, config)
-    stream = live.LiveLog.of(config, warn) if world.is_main else None
+        device = distributed.init(world, config.precision.gpu, config.distributed, config.record())
+    stream = live.LiveLog.of(config.measurement, config.training, warn) if world.is_main else None
     context = RunContext(device, world, stop, Reporter(not config.measurement.no_progress and world.is_main,
                                                        config.measurement.log_every, stream))
     try:
@@ -105,6 +98,13 @@ def run(config: RunConfig, stop: StopRequest) -> int:
     finally:
         if stream is not None:
             stream.close_writer()  # a refusal or a traceback: the streams end where the run did
+
+
+def advise(config: RunConfig, stop: StopRequest) -> int:
+    """--advise (utils/advice/session.py), handed the sections it reads and the command line it
+    passes on to every run it starts."""
+    return session.advise(config.training, config.data, config.accuracy, config.precision, config.speed,
+                          config.advice, config.arguments, stop)
 
 
 def list_models(image_size: int) -> int:
@@ -135,7 +135,7 @@ def check_flags(config: RunConfig) -> int:
     classes = dataset.class_count(config.data)
     weightless = compat.runs_on_meta() and config.training.model_factory is None
     with factory.weightless() if weightless else contextlib.nullcontext():
-        model = seeded_model(config, classes, device)
+        model = seeded_model(config.training, config.data, classes, device)
     if any(mode.float8 for mode in config.modes):  # refuses a model with nothing to convert
         float8.accounting(model, config.training.batch_size, config.training.model, config.data.input_shape)
     return 0
@@ -156,7 +156,7 @@ def check_setup(config: RunConfig, device: torch.device, warn: Callable[..., Non
              "benchmark it.", "WARNING")
     if config.speed.compile and not compat.has_compile():
         raise UserError(f"--compile needs torch 2.0 or newer, and this is torch {torch.__version__}: drop --compile.")
-    run_outputs.check(config)
+    run_outputs.check(config.measurement, config.checkpoints, config.data)
 
 
 def prepare(config: RunConfig, context: RunContext) -> Tuple[TrainingPlan, nn.Module, Data, Optional[Dict[str, Any]]]:
@@ -178,7 +178,7 @@ def prepare(config: RunConfig, context: RunContext) -> Tuple[TrainingPlan, nn.Mo
     if config.data.num_classes:  # the head grows with them: 2**31 classes take terabytes
         smaller += f", or fewer --num-classes than {config.data.num_classes}"
     with memory.out_of_memory_in(context.device, f"building the model {config.training.model}", f"use {smaller}."):
-        model = seeded_model(config, classes, context.device)
+        model = seeded_model(config.training, config.data, classes, context.device)
     built = f" ({factory.class_name(model)})" if config.training.model_factory else ""
     context.reporter.phase(f"model {config.training.model}{built} built: "
                            f"{sum(p.numel() for p in model.parameters()) / 1e6:.1f} M parameters")
@@ -222,23 +222,6 @@ def check_resume(resume_state: Dict[str, Any], config: RunConfig, plan: Training
         warn(resume_warning)
 
 
-def seeded_model(config: RunConfig, num_classes: Optional[int] = None,
-                 device: Optional[torch.device] = None) -> nn.Module:
-    """The model's initial weights for config.training.seed, with a head of `num_classes` (None:
-    dataset.class_count's, which lists an image folder's class folders): every mode of that seed
-    copies them. A --model-factory model is checked on `device` (the CPU unless given) where the
-    meta device cannot run it (models/user.py)."""
-    training = config.training
-    if num_classes is None:
-        num_classes = dataset.class_count(config.data)
-    torch.manual_seed(training.seed)
-    if training.model_factory is not None:
-        return user.build_user_model(training.model_factory, num_classes, config.data.image_size, training.dropout,
-                                     training.batch_size, device)
-    return factory.build_model(training.model, training.stem, training.dropout, training.batch_size,
-                               config.data.image_size, num_classes)
-
-
 def run_all(config: RunConfig, plan: TrainingPlan, context: RunContext, model: nn.Module, data: Data,
             resume_state: Optional[Dict[str, Any]]) -> List[ModeRun]:
     """For each seed (its own weights and data order), every mode, `--repeats` times in
@@ -251,14 +234,15 @@ def run_all(config: RunConfig, plan: TrainingPlan, context: RunContext, model: n
         warn(f"the FLOPs of a step could not be counted ({why}), so no TFLOP/s or MFU is reported.")
     flops_per_step = counted * per_step if counted is not None else None
     device = context.device
-    fp8, low_share = fp8_predict.fp8_blocks(config, model, per_step,
-                                            envinfo.device_name(device) if device.type == "cuda" else None)
+    fp8, low_share = fp8_predict.fp8_blocks(config.precision, config.training, config.data, config.speed, model,
+                                            per_step, envinfo.device_name(device) if device.type == "cuda" else None)
     if low_share:
         warn(low_share, "NOTE")
     runs = []
     for seed in range(config.training.seed, config.training.seed + config.accuracy.seeds):
         seeded = dataclasses.replace(config, training=dataclasses.replace(config.training, seed=seed))
-        initial = model if seed == config.training.seed else seeded_model(seeded, plan.num_classes, context.device)
+        initial = model if seed == config.training.seed else \
+            seeded_model(seeded.training, seeded.data, plan.num_classes, context.device)
         state = random_state(context.device)  # every mode of this seed starts from it (dropout draws)
         for repeat in range(config.precision.repeats):
             modes = config.modes
@@ -301,10 +285,10 @@ def run_mode(initial_model: nn.Module, mode: Mode, data: Data, config: RunConfig
     Each call starts from the same weights and the same data order (the loader is seeded with
     config.training.seed), and run_all gives every mode of a seed the same global random state
     (dropout), so runs of different modes of one seed differ by precision alone. With --compile, the
-    first step (always a warm-up step) compiles; its wall time is reported as compile time.
-    A stop signal during the evaluation leaves the accuracy unmeasured and the run incomplete.
-    """
-    trainer = build_trainer(initial_model, mode, data, config, plan, context.device, context.world)
+    first step (always a warm-up step) compiles; its wall time is reported as compile time. A stop
+    signal during the evaluation leaves the accuracy unmeasured and the run incomplete."""
+    trainer = build_trainer(initial_model, mode, data, plan, config.training, config.precision, config.data,
+                            config.speed, config.distributed, context.device, context.world)
     steps, settings = plan.steps, config.record(plan)
     stream = context.reporter.live
     if stream is not None:
@@ -324,7 +308,8 @@ def run_mode(initial_model: nn.Module, mode: Mode, data: Data, config: RunConfig
     census = Census(mode, context.device, steps, config.measurement.numerics_every) if config.measurement.numerics \
         else None
     context.reporter.phase(f"{mode.name}: training steps {start_step + 1} to {steps}")
-    outcome = loop.train(trainer, config, context, start_step, resumed_stats, saver, census, curve)
+    outcome = loop.train(trainer, config.training, config.accuracy, config.checkpoints, context, start_step,
+                         resumed_stats, saver, census, curve)
     evaluation = final_evaluation(config, context, data, outcome, curve, census)
     if saver is not None and outcome.diverged_at is None and (outcome.completed_steps > start_step
                                                               or evaluation.test_accuracy is not None):
@@ -333,8 +318,9 @@ def run_mode(initial_model: nn.Module, mode: Mode, data: Data, config: RunConfig
               dataclasses.replace(outcome.stats, accuracy_curve=list(curve.points), eval_time_s=curve.eval_time_s)
               if curve else outcome.stats)
     measured = measure_beside_the_loop(initial_model, trainer, config, context, outcome, repeat, evaluation)
-    result = record.build(config, trainer, outcome, data, context, measured, repeat, flops_per_step,
-                          dict(fp8, recipe=mode.float8) if fp8 else None, flops_note)
+    result = record.build(config.training, config.data, config.speed, config.distributed, trainer, outcome, data,
+                          context, measured, repeat, flops_per_step, dict(fp8, recipe=mode.float8) if fp8 else None,
+                          flops_note)
     if stream is not None:
         stream.end_run(result.to_dict(), {key: settings[key] for key in SETUP_KEYS})
     return ModeRun(result, outcome, saver.holds if saver else None,
@@ -360,7 +346,7 @@ def accuracy_curve(trainer: Trainer, config: RunConfig, context: RunContext, dat
 
     def evaluate_at(step: int) -> Optional[float]:
         context.reporter.phase(f"{mode.name}: evaluating on {len(test_labels)} test images")
-        accuracy = evaluate(trainer.model, mode, data, config, context)
+        accuracy = evaluate(trainer.model, mode, data, config.training, config.speed, config.data, context)
         if accuracy is not None:
             context.reporter.phase(f"{mode.name}: test accuracy {100 * accuracy:.2f}%")
             if context.reporter.live is not None:
@@ -380,7 +366,7 @@ def final_evaluation(config: RunConfig, context: RunContext, data: Data, outcome
     measured = record.SideMeasurements(curve=curve)
     if census is not None:
         measured.numerics, measured.memory = census.result(), census.footprint
-    if curve is not None and record.should_evaluate(config, data, outcome):
+    if curve is not None and record.should_evaluate(config.training, data, outcome):
         measured.test_accuracy = curve.take(outcome.completed_steps, outcome.stats.train_time_s)
         if measured.test_accuracy is None:
             measured.stopped_by = context.stop.signal_name or loop.STOPPED_BY_ANOTHER_RANK
@@ -402,7 +388,8 @@ def measure_beside_the_loop(initial_model: nn.Module, trainer: Trainer, config: 
     largest = None
     if config.measurement.max_batch and repeat == 0 and finished:
         context.reporter.phase(f"{mode.name}: finding the largest batch that fits (--max-batch)")
-        largest = max_batch.largest_batch_of(initial_model, mode, config, trainer.plan, context.device)
+        largest = max_batch.largest_batch_of(initial_model, mode, config.training, config.precision, config.data,
+                                             trainer.plan, context.device)
         context.reporter.phase(f"{mode.name}: the largest batch that fits is {largest}")
     return dataclasses.replace(evaluation, profile=profile, max_batch=largest,
                                failures=evaluation.failures + ([failed] if failed else []))
@@ -422,7 +409,7 @@ def explain(trainer: Trainer, config: RunConfig, context: RunContext,
         # Holistic Trace Analysis read: a folder per run, a <worker>.pt.trace.json per rank in it
         run = f"{config.training.model}-{run_label(config, mode, repeat)}"
         trace = os.path.join(config.measurement.trace_dir, run, f"rank{world.rank}.pt.trace.json")
-    profile, failed = profiler.profile_steps(trainer, config, context.device, config.measurement.explain_steps,
+    profile, failed = profiler.profile_steps(trainer, config.training, context.device, config.measurement.explain_steps,
                                              None if world.distributed else context.stop, trace)
     if profile is None:
         return None, None
@@ -454,7 +441,7 @@ def finish(config: RunConfig, plan: TrainingPlan, context: RunContext, data: Dat
     document = results_document(config, plan, context, data, job, [run.record for run in runs],
                                 bool(diverged) or interrupted)
     # before printing: a closed stdout costs none
-    written, failed = run_outputs.write(config, context.reporter.live, document)
+    written, failed = run_outputs.write(config.measurement, context.reporter.live, document)
     failures += failed
     print(summary(document, config.measurement.wide))
     for line in written:
@@ -464,7 +451,8 @@ def finish(config: RunConfig, plan: TrainingPlan, context: RunContext, data: Dat
     if diverged:
         print(f"main.py: error: training diverged: the loss became {last.record.loss_curve[diverged - 1]} at step "
               f"{diverged} of {plan.steps} in mode {last.record.mode}, which has no loss scaler; rerun with "
-              "-s/--loss_scaling (for --fp16), a lower --lr or --clip-grad, or skip such steps with --on-nan skip.",
+              "one (--modes amp-fp16 for float16), a lower --lr or --clip-grad, or skip such steps with --on-nan "
+              "skip.",
               file=sys.stderr)
     elif interrupted:
         holds = last.checkpoint_step if last.checkpoint_step is not None else \

@@ -1,12 +1,16 @@
 """RunConfig: what the user asked for, in typed sections, built and validated once.
 
-main.py parses the command line into `Arguments`, one field per flag; `RunConfig.build` checks
-every rule that involves more than one flag, translates the precision flags (--fp16 [-s],
---bf16, --amp [--amp-dtype], --tf32, --compare, --modes) into one tuple of modes, and hands the
-pipeline a frozen RunConfig of sections (training, accuracy, precision, data, speed,
-measurement, distributed, checkpoints): each builder reads the sections it needs. What only the
-data and the model settle (the steps of --epochs, the family's recipe) is a TrainingPlan of its
-own, resolved once in utils/app.py's prepare(); nothing in RunConfig is filled in later.
+Every setting is one field of a section (training, accuracy, actions, precision, data, speed,
+measurement, distributed, checkpoints, advice) that carries its flag (utils/settings.py): main.py's
+parser, docs/flags.md, the defaults, the range checks and the results record are all read from
+the fields (SETTINGS), so adding a setting is adding a field. main.py parses a command line (the
+spellings kept for old scripts read as current ones by utils/spellings.py) into `Arguments`,
+every setting by its key; `RunConfig.build` checks every rule that involves more than one flag,
+settles the settings whose default the run decides (resolve(): --modes or --compare into one
+tuple of modes, the stem, the steps ...) and fills the frozen sections, which utils/app.py hands
+to each stage as it needs them. What only the data and the model settle (the steps of --epochs,
+the family's recipe) is a TrainingPlan of its own, resolved once in app.py's prepare(); nothing
+in RunConfig is filled in later.
 
 This module sits at the bottom of the house: the modules that read the config import it, and it
 imports none of them (the mode table and the model families lie below it). No torch here: main.py
@@ -18,22 +22,33 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import re
-from dataclasses import MISSING, asdict, dataclass, field, fields
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Type, Union
 
 from models import families
-from utils import console
+from models.spec import factory_spec
+from utils import console, spellings
 from utils.errors import UserError
 from utils.modes import BASELINES, DEFAULT_COMPARE, DEFAULT_COMPARE_CPU, FP8_NEEDS_A_GPU, MODES, Mode, parse_modes
-from utils.setup_keys import GRAD_COMM
+from utils.settings import (
+    COUNT,
+    COUNT_OR_ZERO,
+    FRACTION,
+    LARGEST_COUNT,
+    POSITIVE,
+    POSITIVE_OR_ZERO,
+    Arguments,
+    Range,
+    Section,
+    setting,
+    settings_of,
+)
+from utils.setup_keys import DDP_BUCKET_MB, GRAD_COMM
 
 DEFAULT_STEPS = 200
 # Every family's recipe (models/families.py) starts with a linear learning-rate warm-up over this
 # share of the steps, then follows --lr-schedule (cosine decay to zero by default).
 LR_WARMUP_SHARE = 0.05
-LARGEST_COUNT = 2 ** 31 - 1  # the most steps, images or seconds a flag may ask for
-LARGEST_FLOAT = 3.4028234663852886e38  # float32's largest finite value: torch holds no larger rate or scale
 LARGEST_SEED = 2 ** 63 - 1  # torch.manual_seed's largest
 MOST_WORKERS = 256
 # DDP holds its bucket size in bytes as a 64-bit integer, which 1e30 MB overflows deep in its
@@ -59,52 +74,6 @@ def input_shape_of(image_size: int) -> InputShape:
 DEFAULT_INPUT_SHAPE = input_shape_of(families.DEFAULT_IMAGE_SIZE)
 
 
-@dataclass(frozen=True)
-class Range:
-    """The values a numeric flag takes: a `kind` (int or float) from `low` to `high`, either end
-    left open where said. Numbers beyond what torch's int64 counters and float32 tensors hold
-    are refused with the limit, instead of failing deep inside torch."""
-    kind: type
-    low: float
-    high: float
-    wording: str
-    low_open: bool = False
-    high_open: bool = False
-
-    def accepts(self, value: object) -> bool:
-        """`value` set in code: a number of this kind (an int will do for a float) in the range."""
-        numeric = (int,) if self.kind is int else (int, float)
-        return isinstance(value, numeric) and not isinstance(value, bool) and self.holds(value)
-
-    def holds(self, value: float) -> bool:
-        above = value > self.low if self.low_open else value >= self.low
-        below = value < self.high if self.high_open else value <= self.high
-        return above and below  # False for NaN
-
-
-COUNT = Range(int, 1, LARGEST_COUNT, f"a positive integer up to {LARGEST_COUNT}")
-COUNT_OR_ZERO = Range(int, 0, LARGEST_COUNT, f"zero or a positive integer up to {LARGEST_COUNT}")
-POSITIVE = Range(float, 0, LARGEST_FLOAT, f"a positive number up to {LARGEST_FLOAT:.4g}", low_open=True)
-POSITIVE_OR_ZERO = Range(float, 0, LARGEST_FLOAT, f"zero or a positive number up to {LARGEST_FLOAT:.4g}")
-FRACTION = Range(float, 0, 1, "at least 0 and below 1", high_open=True)
-# Every numeric argument's range, checked by RunConfig.build (and by main.py's parser, for its flags).
-RANGES = {
-    "lr": POSITIVE, "steps": COUNT, "epochs": POSITIVE, "batch_size": COUNT, "dropout": FRACTION,
-    "seed": Range(int, 0, LARGEST_SEED, "an integer from 0 to 2**63-1"), "momentum": POSITIVE_OR_ZERO,
-    "weight_decay": POSITIVE_OR_ZERO, "label_smoothing": FRACTION, "warmup_lr_steps": COUNT_OR_ZERO,
-    "clip_grad": POSITIVE, "accum_steps": COUNT, "eval_every": POSITIVE, "seeds": COUNT,
-    "accuracy_margin": POSITIVE_OR_ZERO, "target_accuracy": POSITIVE, "repeats": COUNT, "loss_scale": POSITIVE,
-    "workers": Range(int, 0, MOST_WORKERS, f"from 0 to {MOST_WORKERS}"), "warmup": COUNT_OR_ZERO,
-    "explain_steps": COUNT, "numerics_every": COUNT, "log_every": COUNT, "dist_timeout": COUNT,
-    "checkpoint_every": COUNT_OR_ZERO, "budget": POSITIVE,
-    "num_classes": Range(int, 2, LARGEST_COUNT, f"a whole number of classes from 2 to {LARGEST_COUNT}"),
-    "image_size": Range(int, *families.IMAGE_SIZES,
-                        f"a whole number of pixels from {families.IMAGE_SIZES[0]} to {families.IMAGE_SIZES[1]}"),
-    "bucket_mb": Range(float, 0, LARGEST_BUCKET_MB, f"a positive number of MB up to {LARGEST_BUCKET_MB} (1 TiB)",
-                       low_open=True),
-}
-
-
 def flag_type(allowed: Range) -> Callable[[str], Union[int, float]]:
     """argparse's type for a flag whose values are `allowed`: a value out of range, or no number
     of its kind, is refused at parsing with the flag named."""
@@ -122,21 +91,6 @@ def flag_type(allowed: Range) -> Callable[[str], Union[int, float]]:
 
 
 DEFAULT_MODEL = "resnet50"  # -m/--model unless given; --model-factory replaces it
-# --model-factory's MODULE:FUNCTION: a dotted module path as `import` takes it, then the dotted
-# path of a callable in it (a function, a class, a class's staticmethod)
-DOTTED = r"[^\W\d]\w*(?:\.[^\W\d]\w*)*"  # Python's identifiers: a letter or _ (any alphabet's), then \w
-FACTORY_SPEC = re.compile(rf"({DOTTED}):({DOTTED})")
-
-
-def factory_spec(spec: str) -> Tuple[str, str]:
-    """(module, attribute path) of --model-factory's MODULE:FUNCTION, or a refusal that shows the form."""
-    match = FACTORY_SPEC.fullmatch(spec)
-    if match is None:
-        raise UserError(f"--model-factory takes MODULE:FUNCTION, the module as `import` names it and a function or "
-                        f"class in it, e.g. mymodels:build_net; got '{console.shortened(spec)}'.")
-    return match.group(1), match.group(2)
-
-
 def default_data_dir() -> str:
     return os.environ.get("CIFAR10_DIR", "./data")
 
@@ -145,126 +99,97 @@ def default_workers() -> int:
     return min(8, os.cpu_count() or 1)
 
 
-@dataclass(frozen=True)
-class Arguments:
-    """The command line as parsed, one field per flag (argparse's dest), None where a flag that
-    has no fixed default was not given. RunConfig.build checks and translates it; the results
-    file's `config` records it, with what the run resolved (record())."""
-    # training
-    lr: Optional[float] = None
-    steps: Optional[int] = None
-    epochs: Optional[float] = None
-    batch_size: int = 128
-    model: str = DEFAULT_MODEL  # with --model-factory, the factory's model replaces it
-    model_factory: Optional[str] = None
-    stem: Optional[str] = None
-    dropout: Optional[float] = None
-    seed: int = 0
-    optimizer: Optional[str] = None
-    momentum: Optional[float] = None
-    weight_decay: Optional[float] = None
-    nesterov: bool = False
-    label_smoothing: Optional[float] = None
-    lr_schedule: str = "cosine"
-    warmup_lr_steps: Optional[int] = None  # the learning rate's warm-up (--lr-warmup-steps)
-    clip_grad: Optional[float] = None
-    optimizer_impl: str = "fused"
-    accum_steps: int = 1
-    on_nan: str = "stop"
-    no_eval: bool = False
-    # does accuracy hold?
-    eval_every: Optional[float] = None
-    seeds: int = 1
-    accuracy_margin: float = DEFAULT_MARGIN_POINTS
-    target_accuracy: Optional[float] = None
-    stop_at_target: bool = False
-    list_models: bool = False  # an action, in -h's training group
-    check_flags: bool = False
-    # precision: five spellings, translated into modes by modes_of()
-    gpu: bool = False
-    fp16: bool = False
-    bf16: bool = False
-    loss_scaling: bool = False
-    amp: bool = False
-    amp_dtype: Optional[str] = None  # None when not given, so that it can be refused without --amp
-    tf32: bool = False
-    allow_slow_fp16: bool = False
-    fp8_emulate: bool = False
-    compare: bool = False
-    modes: Optional[str] = None
-    baseline: Optional[str] = None
-    repeats: int = 1
-    loss_scale: Optional[float] = None
-    # data
-    data: str = "auto"
-    data_dir: str = field(default_factory=default_data_dir)
-    num_classes: Optional[int] = None  # None: the data's (CIFAR-10's 10, an image folder's class folders)
-    download: bool = True
-    allow_unverified: bool = False
-    image_size: int = families.DEFAULT_IMAGE_SIZE
-    loader: str = "device"
-    workers: int = field(default_factory=default_workers)
-    # speed levers
-    channels_last: bool = False
-    compile: bool = False
-    compile_mode: str = "default"
-    no_cudnn_benchmark: bool = False
-    # measurement and output
-    warmup: Optional[int] = None  # the timing's warm-up (--timing-warmup)
-    json: Optional[str] = None
-    csv: Optional[str] = None
-    plot: Optional[str] = None
-    tensorboard: Optional[str] = None
-    jsonl: Optional[str] = None
-    wide: bool = False
-    no_progress: bool = False
-    log_every: Optional[int] = None
-    explain: bool = False
-    explain_steps: Optional[int] = None
-    trace_dir: Optional[str] = None
-    numerics: bool = False
-    numerics_every: Optional[int] = None
-    max_batch: bool = False
-    # distributed
-    dist_timeout: int = 600
-    grad_comm: str = "fp32"
-    bucket_mb: Optional[float] = None
-    # checkpoints
-    checkpoint: Optional[str] = None
-    checkpoint_every: int = 0
-    resume: bool = False
-    # which precision should I train with?
-    advise: bool = False
-    budget: Optional[float] = None  # minutes; None when not given, so that it can be refused without --advise
-    from_results: Optional[str] = None
-    advice_dir: Optional[str] = None
+SGD, ADAMW = families.OPTIMIZER_DEFAULTS["sgd"], families.OPTIMIZER_DEFAULTS["adamw"]
+WORKERS = ("DataLoader worker processes for --loader torchvision, and the processes that decode --data imagefolder "
+           "(default: min(8, CPUs)")
+PRECISION_MODES_LINK = "[Precision modes](modes.md#precision-modes)"
+COMPARING_LINK = "[Comparing precisions](modes.md#comparing-precisions---compare)"
+LONG_RUNS_LINK = "[Long runs](long-runs-and-clusters.md#long-runs)"
+TRAINING = "training"  # the -h group of two sections: what is trained, and what main.py does instead
 
 
+# The sections, each a frozen dataclass of settings (utils/settings.py): a field holds the value as
+# given on the command line, or as RunConfig.build resolved it where the flag's default is "the run
+# decides" (the model of --model-factory, the stem, the steps, the modes, the baseline, the loss
+# scale, what --explain-steps and --numerics-every imply). Fields are in -h's order.
+
 @dataclass(frozen=True)
-class Training:
+class Training(Section):
     """What is trained and how: the model, the batches, the optimizer's implementation and the
     recipe settings the user gave (None: the model family's, resolved into a Recipe)."""
-    model: str  # a torchvision name, or --model-factory's MODULE:FUNCTION, which builds it
-    model_factory: Optional[str]
-    stem: str
-    batch_size: int
-    accum_steps: int
-    steps: Optional[int]  # None with --epochs: the dataset's size settles them (TrainingPlan)
-    epochs: Optional[float]
-    seed: int
-    dropout: Optional[float]
-    optimizer: Optional[str]
-    lr: Optional[float]
-    momentum: Optional[float]
-    weight_decay: Optional[float]
-    nesterov: bool
-    label_smoothing: Optional[float]
-    lr_schedule: str
-    lr_warmup_steps: Optional[int]
-    clip_grad: Optional[float]
-    optimizer_impl: str  # fused where this torch and device have it; else foreach, noted in env.degraded
-    on_nan: str
-    no_eval: bool
+    GROUP = TRAINING
+    lr: Optional[float] = setting(
+        "--lr", range=POSITIVE,
+        help=f"peak learning rate (default: SGD {SGD.base_lr} x global batch / {families.BASE_BATCH}, "
+        f"{SGD.base_lr_without_batch_norm} x global batch / {families.BASE_BATCH} for models without batch norm; "
+        f"AdamW {ADAMW.base_lr:g} x sqrt(global batch / {families.BASE_BATCH}))",
+        doc="{help}; see [the default recipe](#the-default-recipe)")
+    optimizer: Optional[str] = setting(
+        "--optimizer", choices=tuple(families.OPTIMIZER_DEFAULTS),
+        help="sgd or adamw (default: the model family's recipe: adamw for vision transformers and --model-factory "
+        "models, sgd for the rest)",
+        doc="{help}; `--momentum` and `--nesterov` are SGD's and refused with AdamW")
+    steps: Optional[int] = setting(  # resolved: None with --epochs (the dataset's size settles them: TrainingPlan)
+        "--steps", "-n", range=COUNT,
+        help=f"optimizer steps to run (default {DEFAULT_STEPS}; the ThetaGPU AMP tutorial counted epochs with -n)")
+    epochs: Optional[float] = setting(
+        "--epochs", range=POSITIVE, help="train this many epochs instead of --steps (fractions allowed)",
+        doc="{help}; see " + LONG_RUNS_LINK)
+    batch_size: int = setting("--batch-size", "-b", default=128, range=COUNT, help="batch size (default %(default)s)")
+    model: str = setting(  # resolved: a torchvision name, or --model-factory's MODULE:FUNCTION, which builds it
+        "--model", "-m", default=DEFAULT_MODEL,
+        help="torchvision classification model (default %(default)s; see --list-models)")
+    model_factory: Optional[str] = setting(
+        "--model-factory", metavar="MODULE:FUNCTION",
+        help="train your own model: MODULE:FUNCTION, a function or class importable from the working directory or "
+        "PYTHONPATH that returns a torch.nn.Module classifier (instead of -m; called with num_classes=, "
+        "image_size= and dropout= where it takes them)",
+        doc="{help}; see [Your own model and data](data-and-models.md#your-own-model-and-data)")
+    stem: str = setting(  # resolved: the image size's default where not given
+        "--stem", choices=families.STEMS,
+        help="cifar: 3x3 stride-1 first conv and no max-pool for ResNet-family models; imagenet: torchvision's "
+        f"layout unchanged (default: cifar up to --image-size {families.CIFAR_STEM_UP_TO}, imagenet above, where "
+        "the ImageNet stem's quarter resolution leaves layer4 feature maps of 3x3 and more)",
+        doc="{help}; see [Models](data-and-models.md#models)")
+    dropout: Optional[float] = setting(
+        "--dropout", range=FRACTION, metavar="P",
+        help="dropout probability for models that have one (default: the model's own)")
+    seed: int = setting(
+        "--seed", default=0, range=Range(int, 0, LARGEST_SEED, "an integer from 0 to 2**63-1"),
+        help="seed for weights, data order and augmentation", doc="{help} (default %(default)s)")
+    momentum: Optional[float] = setting(
+        "--momentum", range=POSITIVE_OR_ZERO, help=f"SGD momentum (default {SGD.momentum}; not for AdamW)")
+    weight_decay: Optional[float] = setting(
+        "--weight-decay", range=POSITIVE_OR_ZERO,
+        help=f"weight decay (default: SGD {SGD.weight_decay:g}, AdamW {ADAMW.weight_decay:g}, which spares biases, "
+        "norms, the class token and the position embedding)")
+    nesterov: bool = setting("--nesterov", action="store_true", help="Nesterov momentum")
+    label_smoothing: Optional[float] = setting(
+        "--label-smoothing", range=FRACTION,
+        help=f"label smoothing (default: {families.RECIPES['convnet'].label_smoothing:g} for convnets and "
+        f"--model-factory models, {families.RECIPES['transformer'].label_smoothing:g} for vision transformers)")
+    lr_schedule: str = setting(
+        "--lr-schedule", default="cosine", choices=("constant", "cosine", "onecycle"),
+        help="learning-rate schedule over the run (default %(default)s)")
+    lr_warmup_steps: Optional[int] = setting(
+        "--lr-warmup-steps", key="warmup_lr_steps", range=COUNT_OR_ZERO, metavar="N",
+        help="linear learning-rate warm-up steps (default: 5%% of the steps; one-cycle ramps up by itself)")
+    clip_grad: Optional[float] = setting(
+        "--clip-grad", range=POSITIVE, metavar="NORM",
+        help="clip the gradient norm (of the unscaled gradients) to NORM")
+    optimizer_impl: str = setting(  # fused where this torch and device have it; else foreach, noted in env.degraded
+        "--optimizer-impl", default="fused", choices=("fused", "foreach"),
+        help="SGD or AdamW implementation: fused (GradScaler's inf check and skip stay on the device; foreach where "
+        "torch has no fused one) or foreach (the classic recipe: one host sync per scaled step) (default %(default)s)",
+        doc="{help}; see " + PRECISION_MODES_LINK)
+    accum_steps: int = setting(
+        "--accum-steps", default=1, range=COUNT, metavar="K",
+        help="accumulate gradients over K micro-batches of --batch-size per optimizer step",
+        doc="{help}; see " + LONG_RUNS_LINK)
+    on_nan: str = setting(
+        "--on-nan", default="stop", choices=("stop", "skip"),
+        help="without a loss scaler, a non-finite loss stops the run or skips the step (default %(default)s)")
+    no_eval: bool = setting("--no-eval", action="store_true", help="skip the test-set accuracy pass")
 
     @property
     def effective_batch_size(self) -> int:
@@ -277,39 +202,141 @@ class Training:
 
 
 @dataclass(frozen=True)
-class Accuracy:
+class Accuracy(Section):
     """Does accuracy hold? The evaluations, the seeds, the verdict's margin and the target."""
-    eval_every: Optional[float]  # epochs
-    seeds: int
-    margin_points: float
-    target_accuracy: Optional[float]
-    stop_at_target: bool
+    GROUP = "does accuracy hold?"
+    eval_every: Optional[float] = setting(  # epochs
+        "--eval-every", range=POSITIVE, metavar="E",
+        help="also evaluate the test set every E epochs during training (fractions allowed); the evaluations are "
+        "timed apart from the steps",
+        doc="{help}; see [Does accuracy hold?](accuracy.md)")
+    seeds: int = setting(
+        "--seeds", default=1, range=COUNT, metavar="K",
+        help="run every mode with seeds --seed .. --seed+K-1, paired: for one seed every mode starts from the same "
+        "weights and batches (default %(default)s)",
+        doc="{help}; the last seed must be at most `2**63-1`")
+    margin_points: float = setting(
+        "--accuracy-margin", key="accuracy_margin", default=DEFAULT_MARGIN_POINTS, range=POSITIVE_OR_ZERO,
+        metavar="POINTS",
+        help="the accuracy verdict's margin: a mode holds when the 95%% interval of its paired difference from the "
+        "baseline lies within +-POINTS (default %(default)s)",
+        doc="{help}; POINTS are percentage points (the JSON's accuracies are fractions); the baseline is "
+        "`--baseline`, fp32 unless told")
+    target_accuracy: Optional[float] = setting(
+        "--target-accuracy", range=POSITIVE, metavar="A",
+        help="report the training time, steps and epochs to reach test accuracy A (a fraction, e.g. 0.9), per mode "
+        "and against fp32; needs --eval-every")
+    stop_at_target: bool = setting(
+        "--stop-at-target", action="store_true",
+        help="end each run at the first evaluation that reaches --target-accuracy",
+        doc="{help} (after the warm-up: one in it ends the run at the first timed step)")
 
 
 @dataclass(frozen=True)
-class Precision:
+class Actions(Section):
+    """What main.py does instead of a run: list the models, or check the flags."""
+    GROUP = TRAINING
+    list_models: bool = setting(
+        "--list-models", action="store_true", help="print every usable model name and exit",
+        doc="{help}: the models that take the run's --image-size (stdout), and those left out, with why (stderr)")
+    check_flags: bool = setting(
+        "--check-flags", action="store_true",
+        help="make the checks a run makes before its first step, but for its data and a checkpoint, then exit 0 "
+        "without training",
+        doc="make the checks a run makes before its first step, by the run's own code, but for reading its data or "
+        "a checkpoint: every flag and the rules between them (before torch is imported, so a bad flag is refused "
+        "in a tenth of a second), then this torch, the device and the modes on it, every output, an image folder's "
+        "class folders (listed, no image read), the model (a torchvision one built without its weights on torch 2.1 "
+        "and up: an unknown name, a size it does not take, a `--dropout` it lacks, a batch too small for its batch "
+        "norms; a `--model-factory` one built whole and checked with one forward) and the layers fp8 converts in "
+        "it; then exit 0 (or 2 with the refusal's sentence), having written nothing and said no warning (the run "
+        "says them), in about the time torch takes to import (4 to 5 s on a 2-core CPU): what the job scripts and "
+        "the scaling study run before any stage. Under a launcher's variables (torchrun's `WORLD_SIZE` and `RANK`, "
+        "mpirun's, srun's) it checks them as that rank would, so `--grad-comm` and `--bucket-mb` are refused in one "
+        "process")
+
+
+@dataclass(frozen=True)
+class Precision(Section):
     """The modes to run, in order, and what they need: one word for precision, whichever of the
     command line's spellings asked for it."""
-    modes: Tuple[Mode, ...]
-    gpu: bool
-    baseline: str
-    repeats: int
-    loss_scale: float  # fp16-master's static scale
-    allow_slow_fp16: bool
-    fp8_emulate: bool
+    GROUP = "precision"
+    gpu: bool = setting("--gpu", "-p", action="store_true", help="train on CUDA (default: CPU)")
+    allow_slow_fp16: bool = setting(
+        "--allow-slow-fp16", action="store_true",
+        help="run float16 modes on a CPU without fast float16 arithmetic (avx512_fp16, amx_fp16), where they are "
+        "refused: they take many times longer than fp32",
+        doc="{help}; see " + PRECISION_MODES_LINK)
+    fp8_emulate: bool = setting(
+        "--fp8-emulate", action="store_true",
+        help="run the fp8 modes with FP8 computed in software, on the CPU or any GPU: checks that they train; "
+        "emulated times are not FP8 speed",
+        doc="{help}; see [Transformers and FP8](transformers-and-fp8.md)")
+    compare: bool = setting(
+        "--compare", action="store_true",
+        help="run several precision modes back to back from the same weights and batches (default modes: "
+        f"{','.join(DEFAULT_COMPARE)} with -p, {','.join(DEFAULT_COMPARE_CPU)} on the CPU)",
+        doc="{help}; on the CPU the default leaves float16 out, as it is slow there; see " + COMPARING_LINK)
+    modes: Tuple[Mode, ...] = setting(  # resolved from --modes, --compare and the device (modes_of)
+        "--modes", metavar="LIST",
+        help=f"the precision modes to train, a comma list from {', '.join(MODES)}: one mode trains alone, several "
+        "are compared as --compare compares them (default fp32)",
+        doc="{help}; see " + PRECISION_MODES_LINK)
+    baseline: str = setting(  # resolved: fp32 where not given
+        "--baseline", metavar="MODE",
+        help="the mode the speedups, memory ratios, accuracy differences and verdicts compare with "
+        f"(default {BASELINES['default']}; when given, one of the modes run)",
+        doc="{help}: one that is not exits 2 before training; the intervals compare with it too, `--explain`'s "
+        "categories stay against fp32; recorded as `config.precision.baseline`")
+    repeats: int = setting(
+        "--repeats", default=1, range=COUNT,
+        help="run the whole set of modes R times, in alternating order (default %(default)s)")
+    loss_scale: float = setting(  # resolved: fp16-master's static scale
+        "--loss-scale", range=POSITIVE,
+        help=f"static loss scale of the fp16-master mode (default {DEFAULT_LOSS_SCALE:g})",
+        doc="{help}; refused for runs without `fp16-master`, where it would do nothing")
 
 
 @dataclass(frozen=True)
-class DataSettings:
+class DataSettings(Section):
     """What the runs train on and how it is fed."""
-    data: str  # auto, cifar10, synthetic or imagefolder
-    data_dir: str
-    num_classes: Optional[int]  # --num-classes; None: the data's, settled when it is read (TrainingPlan)
-    download: bool
-    allow_unverified: bool
-    image_size: int
-    loader: str
-    workers: int
+    GROUP = "data"
+    data: str = setting(
+        "--data", default="auto", choices=("auto", "cifar10", "synthetic", "imagefolder"),
+        help="auto: CIFAR-10 if a verified copy is present or can be downloaded (10 s connection timeout), else "
+        "synthetic with a warning; imagefolder: your own images in --data-dir, a folder per class (default "
+        "%(default)s)",
+        doc="{help}; see [Your own model and data](data-and-models.md#your-own-model-and-data)")
+    data_dir: str = setting(
+        "--data-dir", default_factory=default_data_dir,
+        help="folder holding cifar-10-batches-py, or that folder itself; with --data imagefolder, the image folder "
+        "(DIR/CLASS/IMAGE, or DIR/train/CLASS/IMAGE beside DIR/val or DIR/test) (default $CIFAR10_DIR, else ./data)")
+    num_classes: Optional[int] = setting(  # None: the data's, settled when it is read (TrainingPlan)
+        "--num-classes", range=Range(int, 2, LARGEST_COUNT, f"a whole number of classes from 2 to {LARGEST_COUNT}"),
+        metavar="N",
+        help="the classes the model outputs and the labels take (default: the data's: 10 for CIFAR-10 and synthetic "
+        "images, an image folder's class folders, which a different count is refused against)")
+    download: bool = setting(
+        "--no-download", key="download", action="store_false", default=True,
+        help="never try the network: without a copy on disk, --data auto uses synthetic data")
+    allow_unverified: bool = setting(
+        "--allow-unverified", action="store_true", help="use a CIFAR-10 copy whose md5 sums differ from the official "
+        "ones", doc="{help} (e.g. the test subset)")
+    image_size: int = setting(
+        "--image-size", default=families.DEFAULT_IMAGE_SIZE, metavar="N",
+        range=Range(int, *families.IMAGE_SIZES,
+                    f"a whole number of pixels from {families.IMAGE_SIZES[0]} to {families.IMAGE_SIZES[1]}"),
+        help="train and test at N x N images: CIFAR-10 upsampled (bilinear) on the device after augmentation, "
+        "synthetic images made at N; models, FLOPs and --max-batch follow (default %(default)s)",
+        doc="{help}; see [Image sizes](data-and-models.md#image-sizes)")
+    loader: str = setting(
+        "--loader", default="device", choices=("device", "torchvision"),
+        help="device: dataset on the training device, whole-batch augmentation; torchvision: the classic per-image "
+        "DataLoader path (default %(default)s)",
+        doc="{help}; see [Feeding the GPU](data-and-models.md#feeding-the-gpu-loaders-and-speed-levers)")
+    workers: int = setting(
+        "--workers", default_factory=default_workers, range=Range(int, 0, MOST_WORKERS, f"from 0 to {MOST_WORKERS}"),
+        help=WORKERS + " = %(default)s)", doc=WORKERS + ")")  # the page leaves out this machine's count
 
     @property
     def input_shape(self) -> InputShape:
@@ -317,56 +344,182 @@ class DataSettings:
 
 
 @dataclass(frozen=True)
-class Speed:
+class Speed(Section):
     """The speed levers."""
-    channels_last: bool
-    compile: bool
-    compile_mode: str
-    cudnn_benchmark: bool
+    GROUP = "speed levers"
+    channels_last: bool = setting(
+        "--channels-last", action="store_true",
+        help="model and inputs in channels_last memory format (tensor cores for convolutions)")
+    compile: bool = setting(
+        "--compile", action="store_true",
+        help="torch.compile the model; compile time is reported apart from step times")
+    compile_mode: str = setting(
+        "--compile-mode", default="default",
+        choices=("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"),
+        help="torch.compile mode (default %(default)s)")
+    no_cudnn_benchmark: bool = setting(
+        "--no-cudnn-benchmark", action="store_true", help="turn off cuDNN autotuning (on by default on CUDA)")
+
+    @property
+    def cudnn_benchmark(self) -> bool:
+        return not self.no_cudnn_benchmark
 
 
 @dataclass(frozen=True)
-class Measurement:
+class Measurement(Section):
     """What is measured beside the step times, and where the results go."""
-    timing_warmup: Optional[int]  # steps left out of the timings; None: settled with the steps
-    json: Optional[str]
-    csv: Optional[str]
-    plot: Optional[str]
-    tensorboard: Optional[str]
-    jsonl: Optional[str]
-    wide: bool
-    no_progress: bool
-    log_every: Optional[int]
-    explain: bool
-    explain_steps: int
-    trace_dir: Optional[str]
-    numerics: bool
-    numerics_every: int
-    max_batch: bool
+    GROUP = "measurement and output"
+    timing_warmup: Optional[int] = setting(  # steps left out of the timings; None: settled with the steps
+        "--timing-warmup", key="warmup", range=COUNT_OR_ZERO, metavar="N",
+        help=f"steps excluded from timing statistics (default {DEFAULT_TIMING_WARMUP}, at most half of the run)",
+        doc="{help}; a run shorter than twice the default warms up for half of its steps and says so")
+    json: Optional[str] = setting(
+        "--json", metavar="PATH", help="write the results as one JSON document",
+        doc="{help} (folders created, written atomically)")
+    csv: Optional[str] = setting(
+        "--csv", metavar="PATH", help="append one row per mode to a CSV file (header once)")
+    plot: Optional[str] = setting(
+        "--plot", metavar="PATH.png",
+        help="draw step-time distributions and speedups as .png, .pdf or .svg (needs matplotlib)",
+        doc="{help}; the figure also shows the speedups' intervals, memory and accuracy; matplotlib must be 3.5 or "
+        "newer")
+    tensorboard: Optional[str] = setting(
+        "--tensorboard", metavar="DIR",
+        help="write TensorBoard logs under DIR while training: each run's loss, lr, loss scale and accuracy at the "
+        "log's cadence, then its step ms, img/s and hparams (needs tensorboard)",
+        doc="{help}; see " + COMPARING_LINK)
+    jsonl: Optional[str] = setting(
+        "--jsonl", metavar="PATH",
+        help="append one JSON line per phase, per log interval and per run to PATH while training (what a killed "
+        "run leaves)",
+        doc="{help}; each evaluation gets a line too; see " + COMPARING_LINK)
+    explain: bool = setting(  # resolved: implied by --explain-steps and --trace-dir
+        "--explain", action="store_true",
+        help="after each mode's timed steps, profile a few more (torch.profiler) and report where the step time "
+        "goes by category, against fp32, with a diagnosis",
+        doc="{help}; see [Why is it (not) faster?](explain.md)")
+    explain_steps: int = setting(  # resolved: EXPLAIN_STEPS where not given
+        "--explain-steps", range=COUNT, metavar="N",
+        help=f"steps --explain profiles per mode, besides one warm-up (default {EXPLAIN_STEPS}; implies --explain)")
+    trace_dir: Optional[str] = setting(
+        "--trace-dir", metavar="DIR",
+        help="write each mode's profiled steps as a Chrome/Perfetto trace under DIR, to open in ui.perfetto.dev or "
+        "TensorBoard (implies --explain)")
+    numerics: bool = setting(  # resolved: implied by --numerics-every
+        "--numerics", action="store_true",
+        help="on sampled steps, compare each layer's low-precision gradients with an FP32 backward of the same "
+        "batch (underflow, subnormals, overflow: why FP16 needs loss scaling) and measure where the step's memory "
+        "goes",
+        doc="{help}; see [Why loss scaling?](numerics-and-memory.md#why-loss-scaling---numerics)")
+    numerics_every: int = setting(  # resolved: NUMERICS_EVERY where not given
+        "--numerics-every", range=COUNT, metavar="N",
+        help=f"--numerics samples every N steps and the last (default {NUMERICS_EVERY}; implies --numerics); the "
+        "samples are left out of the step times")
+    max_batch: bool = setting(
+        "--max-batch", action="store_true",
+        help="CUDA: after each mode's run, find the largest batch it trains in this GPU's memory (doubling, then "
+        "bisection)")
+    wide: bool = setting(
+        "--wide", action="store_true", help="print the results as one wide table instead of blocks that fit 80 columns")
+    no_progress: bool = setting("--no-progress", action="store_true", help="no progress bar and no progress lines")
+    log_every: Optional[int] = setting(
+        "--log-every", range=COUNT, metavar="N",
+        help="when stderr is not a terminal (batch jobs), a progress line every N steps (default: about every 30 s)")
 
 
 @dataclass(frozen=True)
-class Distributed:
-    dist_timeout: int
-    grad_comm: str
-    bucket_mb: Optional[float]  # None: DDP's own (setup_keys.DDP_BUCKET_MB)
+class Distributed(Section):
+    GROUP = "distributed (launch with torchrun or mpirun; -b is per process)"
+    dist_timeout: int = setting(
+        "--dist-timeout", default=600, range=COUNT, metavar="S",
+        help="seconds the rendezvous and each collective may wait for the other ranks before the job fails "
+        "(default %(default)s)")
+    grad_comm: str = setting(
+        "--grad-comm", default="fp32", choices=GRAD_COMM,
+        help="the dtype DDP all-reduces gradients in: fp32 (default), or fp16/bf16 through PyTorch's compression "
+        "hooks (half the bytes; the optimizer still steps in FP32)",
+        doc="{help}; the hooks are `fp16_compress_hook` and `bf16_compress_hook`; refused in a single process and "
+        "where the backend cannot all-reduce the dtype; see "
+        "[Gradient communication](long-runs-and-clusters.md#gradient-communication---grad-comm---bucket-mb)")
+    bucket_mb: Optional[float] = setting(  # None: DDP's own (setup_keys.DDP_BUCKET_MB)
+        "--bucket-mb", metavar="MB",
+        range=Range(float, 0, LARGEST_BUCKET_MB, f"a positive number of MB up to {LARGEST_BUCKET_MB} (1 TiB)",
+                    low_open=True),
+        help=f"DDP's gradient bucket size in MB (bucket_cap_mb; default DDP's own, {DDP_BUCKET_MB:g})",
+        doc="{help}; refused in a single process")
 
 
 @dataclass(frozen=True)
-class Checkpoints:
-    checkpoint: Optional[str]
-    checkpoint_every: int
-    resume: bool
+class Checkpoints(Section):
+    GROUP = "checkpoints"
+    checkpoint: Optional[str] = setting(
+        "--checkpoint", metavar="PATH",
+        help="save a checkpoint here at the end, when stopped, and every --checkpoint-every steps",
+        doc="{help}; see " + LONG_RUNS_LINK)
+    checkpoint_every: int = setting(
+        "--checkpoint-every", default=0, range=COUNT_OR_ZERO, metavar="K",
+        help="also save every K steps (default 0: only at the end and when stopped)")
+    resume: bool = setting("--resume", action="store_true", help="continue from --checkpoint")
 
 
 @dataclass(frozen=True)
-class Advice:
+class Advice(Section):
     """--advise: measure within a budget and say which precision and speed levers to train with,
     or decide from saved results alone (`from_results`)."""
-    advise: bool
-    budget_minutes: float
-    from_results: Optional[str]
-    advice_dir: Optional[str]  # None: a folder of its own under ./advice
+    GROUP = "which precision should I train with?"
+    advise: bool = setting(
+        "--advise", action="store_true",
+        help="measure this model, batch and data on this machine within --budget and say which precision mode and "
+        "speed levers to train with, each sentence with its evidence; the model and data flags are passed to every "
+        "run it makes",
+        doc="{help}; writes a report, advice.json and the results it rests on into --advice-dir; see "
+        "[Which precision should I train with?](advice.md)")
+    budget: Optional[float] = setting(  # None when not given, so that it can be refused without --advise
+        "--budget", range=POSITIVE, metavar="MINUTES",
+        help=f"the wall time --advise may spend, in minutes (default {DEFAULT_BUDGET_MINUTES:g}); refused below what "
+        "one comparison of two modes needs here")
+    from_results: Optional[str] = setting(
+        "--from", metavar="RESULTS.json",
+        help="with --advise: decide from saved results instead of training: a --json file, the list python -m "
+        "utils.report --json writes, or an advice.json")
+    advice_dir: Optional[str] = setting(  # None: a folder of its own under ./advice
+        "--advice-dir", metavar="DIR",
+        help="where --advise writes report.txt, advice.json, results.json and each run's log (default: "
+        "advice/MODEL-UTC TIME)")
+
+    @property
+    def budget_minutes(self) -> float:
+        return self.budget or DEFAULT_BUDGET_MINUTES
+
+
+# RunConfig's sections, in -h's order, and every setting of them by its key.
+SECTIONS: Tuple[Tuple[str, Type[Section]], ...] = (
+    ("training", Training), ("accuracy", Accuracy), ("actions", Actions), ("precision", Precision),
+    ("data", DataSettings), ("speed", Speed), ("measurement", Measurement), ("distributed", Distributed),
+    ("checkpoints", Checkpoints), ("advice", Advice))
+SETTINGS = settings_of(SECTIONS)
+# Every numeric setting's range, checked by main.py's parser and by RunConfig.build (for configs built in code).
+RANGES = {key: each.flag.range for key, each in SETTINGS.items() if each.flag.range is not None}
+
+
+def flag_names(key: str) -> str:
+    """How a sentence about every rank's flags names the setting `key`: its flag with that flag's
+    earlier spellings (--timing-warmup/--warmup), as any rank may have typed it; a switch that
+    turns its setting off (--no-download) as the setting itself, which on and off describe."""
+    setting = SETTINGS.get(key)
+    if setting is None or setting.flag.action == "store_false":
+        return "--" + key.replace("_", "-")
+    return "/".join([setting.name, *(typed for typed, now in spellings.RENAMED.items() if now == setting.name)])
+
+
+def defaults() -> Dict[str, Any]:
+    """{setting: its value when not given}, for main.py's parser and RunConfig.build."""
+    return {key: each.default() for key, each in SETTINGS.items()}
+
+
+def arguments(**given: Any) -> Arguments:
+    """A command line with the settings `given` and every other at its default."""
+    return Arguments(defaults(), **given)
 
 
 @dataclass(frozen=True)
@@ -399,6 +552,7 @@ class TrainingPlan:
 class RunConfig:
     training: Training
     accuracy: Accuracy
+    actions: Actions
     precision: Precision
     data: DataSettings
     speed: Speed
@@ -406,66 +560,47 @@ class RunConfig:
     distributed: Distributed
     checkpoints: Checkpoints
     advice: Advice
-    list_models: bool
-    check_flags: bool
     warnings: Tuple[str, ...]  # flags accepted but without effect, said once when the run starts
-    arguments: Arguments  # the command line, as the results file records it; the code reads the sections
+    arguments: Arguments  # the command line as parsed, which --advise passes on; the code reads the sections
     spelled: Dict[str, str] = field(default_factory=dict, compare=False)  # setting: the name its flag was typed as
+    command: Tuple[str, ...] = ()  # main.py's arguments in current spellings, as a resume line repeats them
 
     @classmethod
     def from_args(cls, namespace: argparse.Namespace) -> RunConfig:
-        """The config for main.py's parsed arguments (main.py's Spelled records how a flag of
-        several names was typed)."""
+        """The config for main.py's parsed arguments: their values, and what main.py's parser
+        keeps beside them (how each flag was typed, the earlier spellings' warnings, the command
+        line in current spellings)."""
         values = dict(vars(namespace))
-        spelled = values.pop("spelled", {})
-        return cls.build(spelled=spelled, **values)
+        return cls.build(spelled=values.pop("spelled", {}), warnings=values.pop("warnings", ()),
+                         command=values.pop("command", ()), **values)
 
     @classmethod
-    def build(cls, spelled: Optional[Dict[str, str]] = None, **values: Any) -> RunConfig:
-        """A validated config from argument values (by argparse's dest; defaults for the rest):
-        every cross-flag rule checked, the precision flags translated into modes, the flags that
-        tune a measurement taken to ask for it (--explain-steps and --trace-dir imply --explain,
-        --numerics-every implies --numerics: never silently ignored)."""
-        args = Arguments(**values)
-        modes, warnings = check(args)
-        training = Training(
-            model=model_name(args), model_factory=args.model_factory,
-            stem=args.stem or families.default_stem(args.image_size), batch_size=args.batch_size,
-            accum_steps=args.accum_steps, steps=None if args.epochs is not None else args.steps or DEFAULT_STEPS,
-            epochs=args.epochs, seed=args.seed, dropout=args.dropout, optimizer=args.optimizer, lr=args.lr,
-            momentum=args.momentum, weight_decay=args.weight_decay, nesterov=args.nesterov,
-            label_smoothing=args.label_smoothing, lr_schedule=args.lr_schedule, lr_warmup_steps=args.warmup_lr_steps,
-            clip_grad=args.clip_grad, optimizer_impl=args.optimizer_impl, on_nan=args.on_nan, no_eval=args.no_eval)
-        measurement = Measurement(
-            timing_warmup=args.warmup, json=args.json, csv=args.csv, plot=args.plot, tensorboard=args.tensorboard,
-            jsonl=args.jsonl, wide=args.wide, no_progress=args.no_progress, log_every=args.log_every,
-            explain=args.explain or args.explain_steps is not None or bool(args.trace_dir),
-            explain_steps=args.explain_steps or EXPLAIN_STEPS, trace_dir=args.trace_dir,
-            numerics=args.numerics or args.numerics_every is not None,
-            numerics_every=args.numerics_every or NUMERICS_EVERY, max_batch=args.max_batch)
-        config = cls(
-            training=training,
-            accuracy=Accuracy(eval_every=args.eval_every, seeds=args.seeds, margin_points=args.accuracy_margin,
-                              target_accuracy=args.target_accuracy, stop_at_target=args.stop_at_target),
-            precision=Precision(modes=modes, gpu=args.gpu, baseline=args.baseline or BASELINES["default"],
-                                repeats=args.repeats, loss_scale=args.loss_scale or DEFAULT_LOSS_SCALE,
-                                allow_slow_fp16=args.allow_slow_fp16, fp8_emulate=args.fp8_emulate),
-            data=DataSettings(data=args.data, data_dir=args.data_dir, num_classes=args.num_classes,
-                              download=args.download, allow_unverified=args.allow_unverified,
-                              image_size=args.image_size, loader=args.loader, workers=args.workers),
-            speed=Speed(channels_last=args.channels_last, compile=args.compile, compile_mode=args.compile_mode,
-                        cudnn_benchmark=not args.no_cudnn_benchmark),
-            measurement=measurement,
-            distributed=Distributed(dist_timeout=args.dist_timeout, grad_comm=args.grad_comm, bucket_mb=args.bucket_mb),
-            checkpoints=Checkpoints(checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
-                                    resume=args.resume),
-            advice=Advice(advise=args.advise, budget_minutes=args.budget or DEFAULT_BUDGET_MINUTES,
-                          from_results=args.from_results, advice_dir=args.advice_dir),
-            list_models=args.list_models, check_flags=args.check_flags, warnings=tuple(warnings), arguments=args,
-            spelled=dict(spelled or {}))
-        if training.steps is not None:  # the steps are known: the timing's warm-up is checked against them now
-            config.length(training.steps)
+    def build(cls, spelled: Optional[Dict[str, str]] = None, warnings: Sequence[str] = (),
+              command: Sequence[str] = (), **values: Any) -> RunConfig:
+        """A validated config from setting values (by key; defaults for the rest): every
+        cross-flag rule checked, then each section filled from its settings, as resolve() settles
+        those whose default the run decides."""
+        unknown = sorted(set(values) - set(SETTINGS))
+        if unknown:
+            raise TypeError(f"RunConfig.build() got settings it does not have: {', '.join(unknown)}")
+        args = arguments(**values)
+        spelled = dict(spelled or {})
+        settled = resolve(args, check(args, spelled))
+        sections = {attribute: section(**{each.field: settled[key] for key, each in SETTINGS.items()
+                                          if each.section == attribute}) for attribute, section in SECTIONS}
+        config = cls(**sections, warnings=tuple(warnings), arguments=args, spelled=spelled,  # type: ignore[arg-type]
+                     command=tuple(command))
+        if config.training.steps is not None:  # the steps are known: the timing's warm-up is checked against them now
+            config.length(config.training.steps)
         return config
+
+    @property
+    def list_models(self) -> bool:
+        return self.actions.list_models
+
+    @property
+    def check_flags(self) -> bool:
+        return self.actions.check_flags
 
     @property
     def modes(self) -> Tuple[Mode, ...]:
@@ -555,9 +690,7 @@ class RunConfig:
         return None
 
     def steps_per_epoch(self, train_images: int, ranks: int) -> float:
-        """Optimizer steps in one epoch of `train_images` (a fraction with --accum-steps)."""
-        return batches_per_epoch(self.data.loader, train_images, self.training.batch_size, ranks) / \
-            self.training.accum_steps
+        return steps_per_epoch(self.training, self.data, train_images, ranks)
 
     def eval_every_steps(self, train_images: int, ranks: int) -> Optional[int]:
         """--eval-every in steps (at least one), or None."""
@@ -580,20 +713,18 @@ class RunConfig:
         return accuracy_flags(self.arguments)
 
     def record(self, plan: Optional[TrainingPlan] = None) -> Dict[str, Any]:
-        """The results file's `config`: every argument by its flag's name, as resolved: the model
-        (--model-factory's MODULE:FUNCTION for a model of the user's own), the stem, the baseline,
-        the loss scale and what --explain-steps, --trace-dir and --numerics-every imply; with
-        `plan`, the steps, the timing warm-up, the recipe (as `recipe`, the family whose defaults
-        filled the unset settings, or `user`), the classes and the model's class."""
+        """The results file's `config`: every setting by its key, as its section holds it (the
+        model, the stem, the baseline, the loss scale and what --explain-steps, --trace-dir and
+        --numerics-every imply resolved); `modes` as given (the section holds the Mode tuple);
+        the steps and the timing warm-up once the steps are known; with `plan`, the recipe (as
+        `recipe`, the family whose defaults filled the unset settings, or `user`), the classes and
+        the model's class."""
         resolved: Dict[str, Any] = {}
-        for name, value in asdict(self.arguments).items():
-            resolved[name] = value
-            if name == "optimizer":
+        for key, each in SETTINGS.items():
+            resolved[key] = getattr(getattr(self, each.section), each.field)
+            if key == "optimizer":
                 resolved["recipe"] = None  # beside the optimizer, as the results files of earlier releases hold it
-        resolved.update(model=self.training.model, stem=self.training.stem, baseline=self.precision.baseline,
-                        loss_scale=self.precision.loss_scale, explain=self.measurement.explain,
-                        explain_steps=self.measurement.explain_steps,
-                        numerics=self.measurement.numerics, numerics_every=self.measurement.numerics_every)
+        resolved["modes"] = self.arguments.modes
         if self.training.steps is not None:
             resolved.update(zip(("steps", "warmup"), self.length(self.training.steps)))
         if plan is not None:
@@ -605,6 +736,11 @@ class RunConfig:
         return resolved
 
 
+def steps_per_epoch(training: Training, data: DataSettings, train_images: int, ranks: int) -> float:
+    """Optimizer steps in one epoch of `train_images` (a fraction with --accum-steps)."""
+    return batches_per_epoch(data.loader, train_images, training.batch_size, ranks) / training.accum_steps
+
+
 def batches_per_epoch(kind: str, images: int, batch_size: int, ranks: int) -> int:
     """Global batches in one epoch: the device loader completes the last partial batch from
     the next epoch (rounds up); the DataLoader path drops it, after DistributedSampler has
@@ -614,12 +750,28 @@ def batches_per_epoch(kind: str, images: int, batch_size: int, ranks: int) -> in
     return -(-images // (batch_size * ranks))
 
 
-def check(args: Arguments) -> Tuple[Tuple[Mode, ...], List[str]]:
-    """Every rule between flags, in the order a user meets them; returns the modes and the
-    warnings the precision flags give (modes_of)."""
+def resolve(args: Arguments, modes: Tuple[Mode, ...]) -> Dict[str, Any]:
+    """Every setting as its section holds it: as given, but those whose default the run decides,
+    settled: the model (--model-factory's, which replaces -m's), the stem (the image size's), the
+    steps (none with --epochs, whose steps the dataset settles), the `modes` (modes_of's), the
+    baseline and fp16-master's loss scale, and the measurements the flags that tune them ask for
+    (--explain-steps and --trace-dir imply --explain, --numerics-every --numerics: never silently
+    ignored)."""
+    return {**args, "model": model_name(args), "stem": args.stem or families.default_stem(args.image_size),
+            "steps": None if args.epochs is not None else args.steps or DEFAULT_STEPS, "modes": modes,
+            "baseline": args.baseline or BASELINES["default"], "loss_scale": args.loss_scale or DEFAULT_LOSS_SCALE,
+            "explain": args.explain or args.explain_steps is not None or bool(args.trace_dir),
+            "explain_steps": args.explain_steps or EXPLAIN_STEPS,
+            "numerics": args.numerics or args.numerics_every is not None,
+            "numerics_every": args.numerics_every or NUMERICS_EVERY}
+
+
+def check(args: Arguments, spelled: Dict[str, str]) -> Tuple[Mode, ...]:
+    """Every rule between flags, in the order a user meets them (`spelled`: how each flag was
+    typed, for the refusals to name it so); returns the modes to run."""
     check_ranges(args)
-    check_advice_flags(args)  # before the rules between the flags it owns
-    modes, warnings = modes_of(args)  # refuses unknown, empty or repeated --modes
+    check_advice_flags(args, spelled)  # before the rules between the flags it owns
+    modes = modes_of(args)  # refuses unknown, empty or repeated --modes
     names = [mode.name for mode in modes]
     if args.baseline is not None and args.baseline not in names:
         raise UserError(f"--baseline {args.baseline} is not among the modes this run trains ({', '.join(names)}); "
@@ -640,7 +792,6 @@ def check(args: Arguments) -> Tuple[Tuple[Mode, ...], List[str]]:
     float8 = [mode.name for mode in modes if mode.float8]
     if float8 and not args.gpu and not args.fp8_emulate:  # a flags rule, so that --check-flags refuses it too
         raise UserError(f"mode {float8[0]} {FP8_NEEDS_A_GPU}")
-    check_precision_flags(args)
     if args.grad_comm not in GRAD_COMM:
         raise UserError(f"--grad-comm is one of {', '.join(GRAD_COMM)}; got {args.grad_comm}.")
     if args.steps and args.epochs:
@@ -657,87 +808,44 @@ def check(args: Arguments) -> Tuple[Tuple[Mode, ...], List[str]]:
     if args.checkpoint and (len(modes) > 1 or args.repeats > 1 or args.seeds > 1):
         raise UserError("--checkpoint works with one precision mode, one seed and no --repeats; run each mode "
                         "and seed as a job of its own and merge the results with python -m utils.report.")
-    return modes, warnings
+    return modes
 
 
-def modes_of(args: Arguments) -> Tuple[Tuple[Mode, ...], List[str]]:
-    """The one translation of the precision flags into the modes to run, in order: --modes
-    (--compare's list), --compare's default, --amp [--amp-dtype], --fp16 [-s], --bf16 or --tf32;
-    and the warnings for a flag accepted without effect (-s where nothing scales). A refused
-    combination says which flags to drop."""
+def modes_of(args: Arguments) -> Tuple[Mode, ...]:
+    """The one translation of the precision flags into the modes to run, in order: --modes, else
+    --compare's default (which depends on the device), else fp32. The earlier spellings (--fp16
+    -s, --bf16, --amp, --tf32) arrive as --modes (utils/spellings.py)."""
     if args.modes is not None:
-        modes = tuple(parse_modes(args.modes))
-    elif args.compare:
-        modes = tuple(MODES[name] for name in (DEFAULT_COMPARE if args.gpu else DEFAULT_COMPARE_CPU))
-    elif args.amp:  # dynamic loss scaling for float16, none needed for bfloat16
-        modes = (MODES["amp-bf16" if args.amp_dtype == "bfloat16" else "amp-fp16"],)  # float16 by default
-    elif args.fp16:
-        modes = (MODES["amp-fp16" if args.loss_scaling else "amp-fp16-noscale"],)
-    else:
-        modes = (MODES["amp-bf16" if args.bf16 else "tf32" if args.tf32 else "fp32"],)
-    return modes, loss_scaling_warnings(args)
-
-
-def check_precision_flags(args: Arguments) -> None:
-    """The precision flags agree with each other: one spelling at a time, and none that the
-    chosen mode would not use (refused, never silently dropped)."""
-    if sum((args.fp16, args.bf16, args.amp)) > 1:
-        raise UserError("--fp16, --bf16 and --amp exclude each other; choose one (--amp --amp-dtype bfloat16 "
-                        "is --bf16).")
-    if args.amp_dtype is not None and not args.amp:
-        raise UserError(f"--amp-dtype sets the dtype of --amp, which is not given; add --amp (--amp --amp-dtype "
-                        f"{args.amp_dtype}) or drop --amp-dtype.")
-    if args.tf32 and (args.fp16 or args.bf16 or args.amp):
-        raise UserError("--tf32 is the FP32 mode with TF32 tensor cores, and --fp16/--bf16/--amp choose an autocast "
-                        "mode instead; drop one, or compare them with --modes tf32,amp-fp16,amp-bf16.")
-    if (args.compare or args.modes) and (args.fp16 or args.bf16 or args.amp or args.tf32 or args.loss_scaling):
-        raise UserError("--compare runs the modes listed in --modes; drop --fp16/--bf16/--amp/--tf32/-s and "
-                        "name the modes instead, e.g. --modes fp32,amp-fp16,amp-bf16.")
-
-
-def loss_scaling_warnings(args: Arguments) -> List[str]:
-    """-s/--loss_scaling where the mode scales nothing more, as sentences to print once."""
-    if not args.loss_scaling:
-        return []
-    if args.bf16 or (args.amp and args.amp_dtype == "bfloat16"):
-        return [f"-s/--loss_scaling is ignored with {'--bf16' if args.bf16 else '--amp --amp-dtype bfloat16'}: "
-                "bfloat16 has FP32's exponent range, so gradients do not underflow and need no loss scaling."]
-    if args.amp:
-        return ["-s/--loss_scaling adds nothing to --amp, which scales float16's loss already."]
-    if not args.fp16:
-        return ["-s/--loss_scaling is ignored without --fp16: FP32 gradients need no loss scaling."]
-    return []
+        return tuple(parse_modes(args.modes))
+    if args.compare:
+        return tuple(MODES[name] for name in (DEFAULT_COMPARE if args.gpu else DEFAULT_COMPARE_CPU))
+    return (MODES[BASELINES["default"]],)
 
 
 # What --advise decides or writes itself, and so refuses from the command line: the precision
 # modes, their repeats and seeds, the timing and the measurements each phase takes, the outputs.
-ADVISER_SETS = ("fp16", "bf16", "amp", "amp_dtype", "tf32", "loss_scaling", "compare", "modes", "baseline",
-                "repeats", "seeds", "loss_scale", "fp8_emulate", "warmup", "explain", "explain_steps", "trace_dir",
-                "numerics", "numerics_every", "max_batch", "eval_every", "target_accuracy", "stop_at_target",
-                "no_eval", "check_flags", *OUTPUT_FLAGS, "checkpoint_every", "resume")
+ADVISER_SETS = ("compare", "modes", "baseline", "repeats", "seeds", "loss_scale", "fp8_emulate", "warmup", "explain",
+                "explain_steps", "trace_dir", "numerics", "numerics_every", "max_batch", "eval_every",
+                "target_accuracy", "stop_at_target", "no_eval", "check_flags", *OUTPUT_FLAGS, "checkpoint_every",
+                "resume")
 ADVICE_ONLY = ("budget", "from_results", "advice_dir")  # flags that only --advise reads
 
 
-def given(args: Arguments, names: Sequence[str]) -> List[str]:
+def given(args: Arguments, names: Sequence[str], spelled: Dict[str, str]) -> List[str]:
     """The flags of the settings `names` that the command line gave (not at their default), as
-    typed in -h: --json, --from."""
-    default = Arguments()
-    return ["--" + FLAG_NAMES.get(name, name.replace("_", "-")) for name in names
-            if getattr(args, name) != getattr(default, name)]
+    typed (`spelled`), else as -h names them: --json, --from."""
+    return [spelled.get(name, SETTINGS[name].name) for name in names if args[name] != SETTINGS[name].default()]
 
 
-FLAG_NAMES = {"from_results": "from", "warmup": "timing-warmup", "loss_scaling": "loss_scaling"}
-
-
-def check_advice_flags(args: Arguments) -> None:
+def check_advice_flags(args: Arguments, spelled: Dict[str, str]) -> None:
     """--advise owns the flags of ADVISER_SETS; --budget, --from and --advice-dir need it, and
     --from measures nothing, so it takes no --budget."""
     if not args.advise:
-        needs = given(args, ADVICE_ONLY)
+        needs = given(args, ADVICE_ONLY, spelled)
         if needs:
             raise UserError(f"{needs[0]} applies to --advise, which is not given; add --advise or drop {needs[0]}.")
         return
-    owned = given(args, ADVISER_SETS)
+    owned = given(args, ADVISER_SETS, spelled)
     if owned:
         raise UserError(f"--advise chooses the precision modes, repeats, seeds, measurements and outputs of its "
                         f"phases itself; drop {owned[0]} (the advice names the mode and flags to train with, and "
@@ -749,10 +857,10 @@ def check_advice_flags(args: Arguments) -> None:
 def check_ranges(args: Arguments) -> None:
     """Every numeric argument within its range, as main.py's parser checks its flags; here for
     configs built in code (benchmarks, tests) too."""
-    for name, allowed in RANGES.items():
-        value = getattr(args, name)
+    for key, allowed in RANGES.items():
+        value = args[key]
         if value is not None and not allowed.accepts(value):
-            raise UserError(f"--{name.replace('_', '-')} must be {allowed.wording}, got {value!r}.")
+            raise UserError(f"{SETTINGS[key].name} must be {allowed.wording}, got {value!r}.")
 
 
 def model_name(args: Arguments) -> str:
@@ -832,7 +940,3 @@ def no_test_images(flag: str) -> str:
     return (f"{flag} measures test accuracy, and synthetic data has no test images; use CIFAR-10 (--data cifar10) "
             f"or drop {flag}.")
 
-
-def defaults() -> Dict[str, Any]:
-    """{argument name: default}, for main.py's parser: one definition of every default."""
-    return {f.name: f.default_factory() if f.default_factory is not MISSING else f.default for f in fields(Arguments)}

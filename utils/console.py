@@ -119,9 +119,13 @@ def shortened(text: str) -> str:
 
 class Parser(argparse.ArgumentParser):
     """argparse whose refusals are one line like the program's own: `name: error: message`,
-    exit 2, saying how to list the flags (`prog` stays how the program is run, for -h)."""
+    exit 2, saying how to list the flags (`prog` stays how the program is run, for -h: the
+    installed command's name where one of pyproject.toml's scripts ran it)."""
 
     def __init__(self, name: str, **settings: Any):
+        command = os.path.basename(sys.argv[0])
+        if command.startswith("ampbench"):  # `ampbench -h` shows `usage: ampbench`, not `python main.py`
+            settings["prog"] = command
         super().__init__(**settings)
         self.name = name
 

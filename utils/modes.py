@@ -131,11 +131,3 @@ def parse_modes(text: str) -> List[Mode]:
         raise UserError(f"--modes lists a mode twice ({text}); use --repeats to run modes again.")
     return [MODES[name] for name in names]
 
-
-def mode_from_flags(*, fp16: bool, bf16: bool, loss_scaling: bool, tf32: bool) -> Mode:
-    """The mode the seed flags ask for (--fp16 [-s] / --bf16 / --tf32 / none)."""
-    if fp16:
-        return MODES["amp-fp16" if loss_scaling else "amp-fp16-noscale"]
-    if bf16:
-        return MODES["amp-bf16"]
-    return MODES["tf32" if tf32 else "fp32"]

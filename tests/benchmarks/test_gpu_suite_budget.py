@@ -22,6 +22,7 @@ from benchmarks.suite import ledger, plan, render, tables  # noqa: E402
 from benchmarks.suite.device import DataFacts  # noqa: E402
 from benchmarks.suite.estimate import Estimator  # noqa: E402
 from benchmarks.suite.history import CHANGES, SavedSuite  # noqa: E402
+from utils import spellings  # noqa: E402
 from utils.measure import estimate as run_estimate  # noqa: E402
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -117,9 +118,9 @@ def planned_steps(out, quick):
 
 @pytest.mark.parametrize("quick", [True, False])
 def test_the_suites_main_py_commands_type_the_current_spellings_but_the_classic_one(quick, tmp_path):
-    """--timing-warmup and --modes, not the earlier --warmup, --fp16 -s or --bf16: only classic-fp16
+    """--timing-warmup and --modes, never an earlier spelling (utils/spellings.py): only classic-fp16
     types the tutorial's `--fp16 -s`, which must keep working as typed."""
-    earlier = {"--warmup", "--warmup-lr-steps", "--fp16", "-s", "--bf16"}
+    earlier = {word for row in spellings.EARLIER for word in row.typed.split() if word.startswith("-")}
     typed = {}
     for step in planned_steps(tmp_path, quick)[1]:
         for command in step.commands:

@@ -50,7 +50,8 @@ def checkpoint_checker():
     def check(path):
         state = checkpoint.load(path, cpu)
         checkpoint.check_compatible(state, config.record(plan), mode, path, setup)
-        trainer = build_trainer(model, mode, data, config, plan, cpu, launch.World())
+        trainer = build_trainer(model, mode, data, plan, config.training, config.precision, config.data, config.speed,
+                                config.distributed, cpu, launch.World())
         checkpoint.restore(trainer, state, cpu, path)
         train_step(trainer.step_model, [next(trainer.loader)], trainer.criterion, trainer.optimizer, trainer.scaler,
                    mode, cpu)  # and one step of training from it, as --resume goes on

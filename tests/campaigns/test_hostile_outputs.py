@@ -110,7 +110,7 @@ def test_every_output_path_is_refused_before_training_or_written_whole(outputs, 
     before = snapshot(folder)
     try:
         config = RunConfig.build(data="synthetic", steps=3, warmup=1, **paths)
-        run_outputs.check(config)
+        run_outputs.check(config.measurement, config.checkpoints, config.data)
     except UserError as error:
         assert "\n" not in str(error).replace("line\nbreak", "") and str(error).endswith("."), str(error)
         assert snapshot(folder) == before, "a refused output changed what was there"

@@ -933,7 +933,7 @@ def test_a_signal_in_the_preflight_runs_no_phase_and_says_nothing_was_measured(c
     clock = fakes.FakeClock()
     runner = fakes.FakeRunner(clock, 1.0)
     with StopRequest() as stop:
-        code = fakes.session.advise(fakes.config_of(tmp_path, 10.0), stop, clock, runner,
+        code = fakes.advise(fakes.config_of(tmp_path, 10.0), stop, clock, runner,
                                     signalling(fakes.fake_preflight(clock), number))
     assert code == 128 + number and runner.ran == []
     assert f"{signal.Signals(number).name} arrived before the comparison ran" in capsys.readouterr().out
@@ -959,7 +959,7 @@ def test_a_signal_between_phases_starts_no_other_and_the_advice_says_so(case, af
             os.kill(os.getpid(), signal.SIGINT)
         return found
     with StopRequest() as stop:
-        code = fakes.session.advise(fakes.config_of(tmp_path, 60.0), stop, clock, counting,
+        code = fakes.advise(fakes.config_of(tmp_path, 60.0), stop, clock, counting,
                                     fakes.fake_preflight(clock))
     advice = document.load(str(tmp_path / "advice" / "advice.json"))
     assert code == 130 and len(runner.ran) == after
@@ -978,7 +978,7 @@ def test_session_a_preflight_that_never_returns_ends_at_the_budget(tmp_path):
             time.sleep(0.05)
     started = time.monotonic()
     with within(60), StopRequest() as stop, pytest.raises(UserError, match="--budget 0.02 ran out before the "):
-        fakes.session.advise(fakes.config_of(tmp_path, 0.02), stop, time.monotonic, fakes.FakeRunner(
+        fakes.advise(fakes.config_of(tmp_path, 0.02), stop, time.monotonic, fakes.FakeRunner(
             fakes.FakeClock(), 1.0), never)
     assert time.monotonic() - started < 0.02 * 60 + 5
 
@@ -994,4 +994,4 @@ def test_session_a_comparison_whose_process_wrote_nothing_is_one_sentence(tmp_pa
         return fakes.session.Outcome(None, -9, "main.py: SIGTERM received: finishing the current step, then saving.",
                                      1.0)
     with StopRequest() as stop, pytest.raises(UserError, match="the comparison's run failed"):
-        fakes.session.advise(fakes.config_of(tmp_path, 10.0), stop, clock, killed, fakes.fake_preflight(clock))
+        fakes.advise(fakes.config_of(tmp_path, 10.0), stop, clock, killed, fakes.fake_preflight(clock))

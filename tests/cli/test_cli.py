@@ -42,10 +42,14 @@ def test_check_flags_refuses_a_flags_rule_before_importing_torch():
 
 
 def test_classic_flags_parse_as_typed():
+    """The tutorial's call reads as its current spelling, and the typed one is kept for messages."""
     args = build_parser().parse_args("-n 200 -p --fp16 -s --model resnet50".split())
-    assert (args.steps, args.gpu, args.fp16, args.loss_scaling, args.model) == (200, True, True, True, "resnet50")
+    assert (args.steps, args.gpu, args.modes, args.model) == (200, True, "amp-fp16", "resnet50")
+    assert args.spelled["modes"] == "--fp16 -s" and args.warnings == []
+    assert args.command == "-n 200 -p --modes amp-fp16 --model resnet50".split()
     args = build_parser().parse_args("--steps 7 --gpu --loss_scaling -m resnet18 --lr 0.5".split())
-    assert (args.steps, args.gpu, args.loss_scaling, args.model, args.lr) == (7, True, True, "resnet18", 0.5)
+    assert (args.steps, args.gpu, args.modes, args.model, args.lr) == (7, True, "fp32", "resnet18", 0.5)
+    assert args.warnings == ["-s/--loss_scaling is ignored without --fp16: FP32 gradients need no loss scaling."]
 
 
 def test_defaults():
@@ -57,8 +61,7 @@ def test_defaults():
     assert (args.lr_schedule, args.warmup_lr_steps, args.download) == ("cosine", None, True)
     assert (plan.recipe.lr, plan.recipe.lr_warmup_steps) == (0.2, 10)
     assert config.plan(batch_norm=False, world_size=1).recipe.lr == 0.04
-    assert (args.gpu, args.fp16, args.bf16, args.tf32, args.stem, args.data) == (False, False, False, False,
-                                                                                  None, "auto")
+    assert (args.gpu, args.modes, args.compare, args.stem, args.data) == (False, None, False, None, "auto")
     assert (config.training.stem, config.data.image_size) == ("cifar", 32)  # the stem the default size calls for
 
 
@@ -122,7 +125,7 @@ def test_every_numeric_flag_is_checked_by_its_settings_range():
 
 
 @pytest.mark.parametrize("argv, phrase", [
-    (["--fp16", "--bf16"], "--fp16, --bf16 and --amp exclude each other"),
+    (["--fp16", "--bf16"], "--fp16 and --bf16 each choose a precision mode; choose one"),
     (["-n", "5", "--warmup", "5"], "--warmup (5) must be smaller than the 5 steps to run"),
     (["--model", "resnet5O"], "unknown model 'resnet5O': did you mean resnet50"),
     (["--model", "vit_b_16", "--data", "synthetic"], "and this run's are 32x32: run it with --image-size 224"),
@@ -281,7 +284,7 @@ def test_a_mistyped_flag_gets_a_suggestion_in_one_line(typed, suggested):
 
 
 def test_amp_excludes_the_other_precision_flags():
-    assert_user_error(run_main("--amp", "--bf16"), "--fp16, --bf16 and --amp exclude each other")
+    assert_user_error(run_main("--amp", "--bf16"), "--amp and --bf16 each choose a precision mode")
 
 
 def test_a_single_mode_table_has_no_comparison_columns():
@@ -300,7 +303,7 @@ def test_check_flags_checks_and_exits_without_training():
 @pytest.mark.parametrize("argv, phrase", [
     (["-m", "resnet51"], "unknown model 'resnet51': did you mean"),
     (["-m", "resnet18", "--modes", "fp8", "--fp8-emulate"], "has no nn.Linear layer that FP8 can run"),
-    (["--tf32"], "mode tf32 (--tf32) only applies to CUDA GPUs"),
+    (["--tf32"], "mode tf32 only applies to CUDA GPUs"),
     (["--fp16", "-s"], "this CPU has no fast float16 arithmetic"),
     (["-m", "resnet18", "--dropout", "0.1"], "model 'resnet18' has no dropout setting"),
     (["-m", "resnet18", "--stem", "imagenet", "-b", "1"], "so training needs a batch of at least 2"),

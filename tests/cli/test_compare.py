@@ -176,9 +176,9 @@ def run_cli_module(module, *args):
 @pytest.mark.parametrize("argv, phrase", [
     (["--modes", "fp32,fp6"], "unknown precision mode 'fp6'"),
     (["--modes", "fp32,fp32"], "lists a mode twice"),
-    (["--modes", "tf32"], "mode tf32 (--tf32) only applies to CUDA GPUs"),
-    (["--compare", "--fp16"], "--compare runs the modes listed in --modes"),
-    (["--tf32"], "mode tf32 (--tf32) only applies to CUDA GPUs"),
+    (["--modes", "tf32"], "mode tf32 only applies to CUDA GPUs"),
+    (["--compare", "--fp16"], "--compare runs the modes listed in --modes; drop --fp16 and name the modes"),
+    (["--tf32"], "mode tf32 only applies to CUDA GPUs"),
 ])
 def test_bad_modes_exit_2(argv, phrase):
     assert_user_error(run_main(*argv, "--data", "synthetic"), phrase)
@@ -280,7 +280,7 @@ def test_merging_never_pools_runs_of_different_setups(compared):
         variant["config"].update(change)
         variants.append(variant)
     same_setup_other_mode = copy.deepcopy(document)
-    same_setup_other_mode["config"].update(fp16=True, loss_scaling=True)  # precision flags never split a setup
+    same_setup_other_mode["config"].update(modes="amp-fp16")  # the modes asked for never split a setup
     merged = merge.merge(variants + [same_setup_other_mode])
     assert len(merged) == 6 and len(merged[0]["runs"]) == 2 * len(document["runs"])
     headers = [summary.summary(group).splitlines()[0] for group in merged]

@@ -130,7 +130,7 @@ def test_divergence_stops_with_the_step_and_writes_no_checkpoint(tmp_path):
     result = run_main(*QUICK, "--data", "synthetic", "-n", "20", "--lr", "1e4", "--checkpoint", tmp_path / "c.pt",
                      "--json", tmp_path / "r.json")
     assert result.returncode == 1 and "Traceback" not in result.stderr
-    assert "training diverged: the loss became nan at step" in result.stderr and "-s/--loss_scaling" in result.stderr
+    assert "training diverged: the loss became nan at step" in result.stderr and "--modes amp-fp16" in result.stderr
     assert not (tmp_path / "c.pt").exists()
     assert json.loads((tmp_path / "r.json").read_text())["incomplete"]
 

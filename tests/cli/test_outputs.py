@@ -14,6 +14,7 @@ import types
 import pytest
 
 from conftest import ROOT, assert_user_error, run_main
+from main import build_parser
 from utils import fileio
 from utils.app import resume_line
 from utils.config import RunConfig
@@ -180,12 +181,14 @@ def test_a_non_ascii_path_on_an_ascii_only_terminal_costs_no_output(tmp_path):
     (World(0, 8, 0, 4, "mpirun"), "mpirun -n 8 python main.py"),
     (World(0, 8, 0, 4, "srun"), "srun -n 8 python main.py"),
 ])
-def test_the_resume_line_repeats_the_launcher_that_ran_the_job(world, command, monkeypatch):
-    monkeypatch.setattr(sys, "argv", ["main.py", "-n", "100", "--checkpoint", "c.pt"])
-    config = RunConfig.build(steps=100, checkpoint="c.pt")
+def test_the_resume_line_repeats_the_launcher_that_ran_the_job(world, command):
+    """...and the command line, in current spellings where the user typed earlier ones."""
+    argv = ["-n", "100", "--bf16", "--checkpoint", "c.pt", "--warmup", "3"]
+    config = RunConfig.from_args(build_parser().parse_args(argv))
     last = types.SimpleNamespace(completed_steps=40, steps=100, stopped_by="SIGTERM")
     line = resume_line(config, last, 40, False, world)
-    assert line.endswith(f"resume with: {command} -n 100 --checkpoint c.pt --resume")
+    assert line.endswith(f"resume with: {command} -n 100 --modes amp-bf16 --checkpoint c.pt --timing-warmup 3 "
+                         "--resume")
 
 
 @pytest.mark.parametrize("flag, make, phrase", [
@@ -213,8 +216,9 @@ def test_a_trace_that_cannot_be_written_is_returned_with_the_findings_not_stashe
     from utils import app
     from utils.results.record import SideMeasurements
     monkeypatch.setattr(app, "explain", lambda trainer, config, context, repeat: ("profile", "trace not written"))
-    monkeypatch.setattr(app.max_batch, "largest_batch_of", lambda model, mode, config, recipe, device: 512)
-    config = types.SimpleNamespace(measurement=types.SimpleNamespace(explain=True, max_batch=True))
+    monkeypatch.setattr(app.max_batch, "largest_batch_of", lambda *settings: 512)
+    config = types.SimpleNamespace(measurement=types.SimpleNamespace(explain=True, max_batch=True), training=None,
+                                   precision=None, data=None)
     context = types.SimpleNamespace(reporter=types.SimpleNamespace(phase=lambda text: None), device="cpu")
     outcome = types.SimpleNamespace(ran_all_steps=lambda steps: True, diverged_at=None)
     evaluation = SideMeasurements(test_accuracy=0.5)

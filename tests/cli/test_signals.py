@@ -5,7 +5,6 @@ in this process (main.main, as `python main.py` runs it), so that it lands exact
 import json
 import os
 import signal
-import sys
 
 import pytest
 
@@ -76,7 +75,6 @@ def test_a_signal_stops_the_run_cleanly_in_every_phase(phase, number, tmp_path, 
     argv = ["--model", "squeezenet1_1", "-b", "32", "-n", "6", "--warmup", "1", "--no-progress", "--lr", "0.01",
             "--data-dir", str(data_dir), "--allow-unverified", "--checkpoint", str(tmp_path / "c.pt"),
             "--json", str(tmp_path / "r.json")]
-    monkeypatch.setattr(sys, "argv", ["main.py", *argv])
     signal_in(monkeypatch, phase, number)
     status = main.main(argv)
     err = capsys.readouterr().err
@@ -96,7 +94,8 @@ def test_a_signal_stops_the_run_cleanly_in_every_phase(phase, number, tmp_path, 
         assert "during the test-set evaluation, after all 6 steps" in err
     elif phase == "training":
         assert run["completed_steps"] == 3 and read(tmp_path / "c.pt", "cpu")["step"] == 3
-        assert f"c.pt holds step 3; resume with: python main.py {' '.join(argv)} --resume" in err
+        current = " ".join(argv).replace("--warmup", "--timing-warmup")  # the command, in current spellings
+        assert f"c.pt holds step 3; resume with: python main.py {current} --resume" in err
     else:  # before the first step: nothing trained, no checkpoint, and the line says so
         assert run["completed_steps"] == 0 and not (tmp_path / "c.pt").exists()
         assert "no step was trained, so no checkpoint was written: rerun the same command" in err

@@ -39,8 +39,8 @@ def test_every_flag_of_the_help_is_documented():
 
 
 def test_the_flags_page_is_what_the_flag_table_says():
-    """docs/flags.md's tables are written from utils/flags.py, which -h shows too: when a flag
-    changes, the page must be regenerated (python docs/generate_flags.py)."""
+    """docs/flags.md's tables are written from the settings (utils/config.py's sections' fields),
+    which -h shows too: when a flag changes, the page must be regenerated (python docs/generate_flags.py)."""
     checked = subprocess.run([sys.executable, "docs/generate_flags.py", "--check"], cwd=ROOT,
                              capture_output=True, text=True)
     assert checked.returncode == 0, checked.stderr

@@ -129,6 +129,9 @@ def test_each_installed_command_is_its_program_from_any_folder(tmp_path):
                                 cwd=tmp_path, env=without_pythonpath(), capture_output=True, text=True, timeout=120)
         assert result.returncode == 2 and result.stderr.startswith(f"{name}: error: "), (command, result.stderr)
         assert "Traceback" not in result.stderr and len(result.stderr.splitlines()) == 1, (command, result.stderr)
+        usage = subprocess.run([str(scripts / command), "-h"], cwd=tmp_path, env=without_pythonpath(),
+                               capture_output=True, text=True, timeout=120)
+        assert usage.returncode == 0 and usage.stdout.startswith(f"usage: {command} "), (command, usage.stdout[:200])
 
 
 @pytest.mark.parametrize("program", sorted(set(PROGRAMS) | ELSEWHERE))

@@ -1,16 +1,15 @@
 """The command lines of --advise: the main.py runs of its phases, the one it advises, and the batch
 jobs that would settle the accuracy. The user's own flags (the model, the data, the recipe) reach
-every one of them as main.py reads them, rebuilt from the parsed Arguments and utils/flags.py's
-table, so a flag added to main.py passes through without being named here. No torch."""
+every one of them as main.py reads them, rebuilt from the parsed Arguments and the settings'
+flags (utils/config.py's SETTINGS), so a setting added to main.py passes through without being
+named here. No torch."""
 from __future__ import annotations
 
-import dataclasses
 import shlex
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from utils import config
-from utils.config import Arguments
-from utils.flags import FLAGS
+from utils import config, modes
+from utils.settings import Arguments
 
 # The settings no phase takes from the user: what the adviser sets itself, its own flags, and the
 # display. The speed phases choose their own length as well; the accuracy check keeps the user's.
@@ -18,8 +17,6 @@ NOT_PASSED = (*config.ADVISER_SETS, "advise", *config.ADVICE_ONLY, "no_progress"
               "list_models")
 LENGTH = ("steps", "epochs")
 NAMED = ("model", "batch_size")  # in every command, at their defaults too
-# The spelling of each advisable mode as one typed for training it alone (--modes NAME for the rest).
-MODE_FLAGS = {"fp32": [], "tf32": ["--tf32"], "amp-bf16": ["--bf16"], "amp-fp16": ["--amp"]}
 # The speed levers by the settings of Arguments that switch each (on, off), in the order they are
 # tried: each phase tries one, switched the other way from the user's command (fused is the default,
 # so its phase times foreach).
@@ -44,22 +41,26 @@ def user_options(arguments: Arguments, leave_out: Iterable[str] = NOT_PASSED) ->
     defaults, skipped, options = config.defaults(), set(leave_out), []
     if arguments.model_factory is not None:
         skipped.add("model")
-    for flag in FLAGS:
-        name = flag.setting
-        value = getattr(arguments, name)
+    for name, setting in config.SETTINGS.items():
+        value, flag = arguments[name], setting.flag
         if name in skipped or (value == defaults[name] and name not in NAMED):
             continue
         if flag.action in ("store_true", "store_false"):
-            if value == (flag.action == "store_true"):  # --download and --no-download share a setting
-                options.append(flag.names[0])
+            options.append(setting.name)  # a switch not at its default is the switch typed
         else:
-            options += [flag.names[0], str(value)]
+            options += [setting.name, str(value)]
     return options
+
+
+def saved_arguments(saved: Dict[str, Any]) -> Arguments:
+    """The command line an advice.json keeps (its `arguments`), with the settings this release
+    has: an earlier release's precision switches (fp16, bf16, ...) are left out."""
+    return config.arguments(**{name: value for name, value in saved.items() if name in config.SETTINGS})
 
 
 def with_settings(arguments: Arguments, settings: Dict[str, Any]) -> Arguments:
     """`arguments` with some settings replaced (a lever switched on or off)."""
-    return dataclasses.replace(arguments, **settings)
+    return Arguments(arguments, **settings)
 
 
 def is_on(lever: str, settings: Dict[str, Any]) -> bool:
@@ -73,11 +74,12 @@ def is_on(lever: str, settings: Dict[str, Any]) -> bool:
 def lever_flip(lever: str, arguments: Arguments) -> Dict[str, Any]:
     """The settings a phase that tries `lever` runs with: the other way from the user's command."""
     on, off = LEVERS[lever]
-    return off if is_on(lever, dataclasses.asdict(arguments)) else on
+    return off if is_on(lever, arguments) else on
 
 
 def mode_flags(mode: str) -> List[str]:
-    return list(MODE_FLAGS.get(mode, ["--modes", mode]))
+    """The flags that train `mode` alone: none for fp32, the default."""
+    return [] if mode == modes.BASELINES["default"] else ["--modes", mode]
 
 
 def advised_command(arguments: Arguments, mode: str, settings: Dict[str, Any]) -> List[str]:
@@ -100,7 +102,7 @@ def from_results_command(record: Dict[str, Any], on_gpu: bool, mode: str, settin
         kept["data"] = record["data"]
     if record.get("data") == "imagefolder":
         kept["data_dir"] = record["data_dir"]
-    arguments = Arguments(**kept, gpu=on_gpu)
+    arguments = config.arguments(**kept, gpu=on_gpu)
     return advised_command(arguments, mode, settings)
 
 

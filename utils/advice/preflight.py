@@ -17,18 +17,19 @@ from models import factory, families
 from utils import compat
 from utils.advice import commands
 from utils.advice.plan import Capabilities, Estimates
-from utils.app import pick_device, seeded_model
 from utils.errors import UserError
 from utils.explain import fp8_predict
 from utils.measure import envinfo, estimate, flops
 from utils.modes import BASELINES, MODES
 from utils.training import float8, step
 from utils.training.precision import check_supported
+from utils.training.start import pick_device, seeded_model
 
 if TYPE_CHECKING:
     from torch import nn
 
-    from utils.config import RunConfig
+    from utils.config import DataSettings, InputShape, Precision, Speed, Training
+    from utils.settings import Arguments
 
 CANDIDATES = ("fp32", "tf32", "amp-bf16", "amp-fp16", "fp8", "fp8-rowwise")  # the modes an advice weighs
 FP8_WORTH = 0.95  # of amp-bf16's speed: an fp8 mode predicted slower is not timed
@@ -45,8 +46,8 @@ class Preflight:
     predictions: Dict[str, Dict[str, Any]]  # fp8 mode: its predicted speedup over amp-bf16 (fp8_predict)
 
 
-def device_of(config: RunConfig) -> Tuple[torch.device, str]:
-    device = pick_device(config.precision.gpu, config.speed.cudnn_benchmark)
+def device_of(precision: Precision, speed: Speed) -> Tuple[torch.device, str]:
+    device = pick_device(precision.gpu, speed.cudnn_benchmark)
     return device, envinfo.device_name(device)
 
 
@@ -55,13 +56,13 @@ def short(refusal: str) -> str:
     return re.split(r"[:;] ", refusal.rstrip("."), maxsplit=1)[0]
 
 
-def timed_modes(config: RunConfig, device: torch.device) -> Tuple[List[str], Dict[str, str]]:
+def timed_modes(precision: Precision, device: torch.device) -> Tuple[List[str], Dict[str, str]]:
     """(the modes to time here, {mode: why not}) by check_supported, and float16 on a GPU only
     where it has tensor cores."""
     timed, not_timed = [], {}
     for name in CANDIDATES:
         try:
-            check_supported(MODES[name], device, False, config.precision.allow_slow_fp16)
+            check_supported(MODES[name], device, False, precision.allow_slow_fp16)
         except UserError as refusal:
             not_timed[name] = short(str(refusal))
             continue
@@ -74,16 +75,16 @@ def timed_modes(config: RunConfig, device: torch.device) -> Tuple[List[str], Dic
 
 
 def fp8_layers(model: nn.Module, gpu: str, recipe: str, compiled: bool, batch: int,
-               config: RunConfig) -> List[Dict[str, Any]]:
+               input_shape: InputShape) -> List[Dict[str, Any]]:
     """Each Linear layer fp8 converts, with its forward's shape and its roofline prediction."""
-    count = flops.count_step(model, batch, config.data.input_shape)
+    count = flops.count_step(model, batch, input_shape)
     return [{"layer": name, "shape": list(count.linears[name][1]),
              "speedup": fp8_predict.predict_linear(gpu, recipe, compiled, *count.linears[name][1]).speedup}
             for name in float8.converted_layers(model, count.linears)]
 
 
-def fp8_predictions(config: RunConfig, model: nn.Module, device_name: str, timed: List[str],
-                    not_timed: Dict[str, str]) -> Tuple[Dict[str, Dict[str, Any]], Dict[str, Any]]:
+def fp8_predictions(training: Training, data: DataSettings, speed: Speed, model: nn.Module, device_name: str,
+                    timed: List[str], not_timed: Dict[str, str]) -> Tuple[Dict[str, Dict[str, Any]], Dict[str, Any]]:
     """({fp8 mode: its step's prediction}, the facts per layer) for the fp8 modes this device runs;
     a mode predicted under FP8_WORTH of amp-bf16's speed moves from `timed` to `not_timed`."""
     predictions: Dict[str, Dict[str, Any]] = {}
@@ -92,9 +93,9 @@ def fp8_predictions(config: RunConfig, model: nn.Module, device_name: str, timed
         recipe = MODES[name].float8
         assert recipe is not None  # the fp8 modes have a recipe
         try:
-            float8.accounting(model, config.training.batch_size, config.training.model, config.data.input_shape)
-            prediction, why = fp8_predict.run_prediction(device_name, False, recipe, config.speed.compile, model,
-                                                         config.training.batch_size, config.data.input_shape)
+            float8.accounting(model, training.batch_size, training.model, data.input_shape)
+            prediction, why = fp8_predict.run_prediction(device_name, False, recipe, speed.compile, model,
+                                                         training.batch_size, data.input_shape)
         except UserError as refusal:  # nothing it could convert, or no FLOP counter on this torch
             timed.remove(name)
             not_timed[name] = short(str(refusal))
@@ -103,8 +104,8 @@ def fp8_predictions(config: RunConfig, model: nn.Module, device_name: str, timed
             facts[name] = {"prediction": None, "why": why}
             continue
         predictions[name] = prediction
-        facts[name] = dict(prediction, layers=fp8_layers(model, prediction["gpu"], recipe, config.speed.compile,
-                                                          config.training.batch_size, config))
+        facts[name] = dict(prediction, layers=fp8_layers(model, prediction["gpu"], recipe, speed.compile,
+                                                          training.batch_size, data.input_shape))
         if prediction["speedup"] < FP8_WORTH:
             timed.remove(name)
             not_timed[name] = (f"predicted {prediction['speedup']:.2f}x {BASELINES['fp8']}'s speed on "
@@ -112,20 +113,20 @@ def fp8_predictions(config: RunConfig, model: nn.Module, device_name: str, timed
     return predictions, facts
 
 
-def levers(config: RunConfig, device: torch.device) -> Tuple[Tuple[Tuple[str, Dict[str, Any]], ...], Dict[str, str]]:
-    """(the levers to try here, each with the settings its phase runs, in order; {lever: why not})."""
+def levers(training: Training, arguments: Arguments,
+           device: torch.device) -> Tuple[Tuple[Tuple[str, Dict[str, Any]], ...], Dict[str, str]]:
+    """(the levers to try here, each with the settings its phase runs, in order, switched the
+    other way from the user's command, `arguments`; {lever: why not})."""
     why: Dict[str, str] = {}
-    if families.family_of(config.training.model).recipe != "convnet":
+    if families.family_of(training.model).recipe != "convnet":
         why["channels-last"] = "channels_last lays out convolutions' images, and this model is no convnet"
-    kind = config.training.optimizer or \
-        families.recipe_of(config.training.model, config.training.model_factory is not None).optimizer
+    kind = training.optimizer or families.recipe_of(training.model, training.model_factory is not None).optimizer
     if not (getattr(compat, step.FUSED_RELEASES[kind])() and step.fused_optimizer_works(device.type, kind)):
         why["fused optimizer"] = f"this torch has no fused {kind} on {device.type}"
     if not compat.has_compile():
         why["compile"] = why["cuda graphs"] = f"torch.compile needs torch 2.0, and this is {torch.__version__}"
     if device.type != "cuda":
         why["cuda graphs"] = "CUDA graphs need a GPU"
-    arguments = config.arguments
     for lever in commands.LEVERS:
         if lever not in why and lever in ("compile", "cuda graphs") and arguments.compile:
             why[lever] = "the command compiles already"
@@ -133,28 +134,30 @@ def levers(config: RunConfig, device: torch.device) -> Tuple[Tuple[Tuple[str, Di
     return tried, why
 
 
-def counted_flops(config: RunConfig, model: nn.Module) -> Tuple[int, int]:
+def counted_flops(training: Training, data: DataSettings, model: nn.Module) -> Tuple[int, int]:
     """(a step's FLOPs, one image's), which every phase's estimate rests on; a model the meta
     device cannot run (a --model-factory one) is refused, as no phase can be planned without them."""
-    step, why = flops.training_flops_or_why(model, config.training.batch_size, config.data.input_shape)
+    step, why = flops.training_flops_or_why(model, training.batch_size, data.input_shape)
     if step is None:
         raise UserError(f"--advise plans each phase from the model's FLOPs, and they cannot be counted ({why}); "
                         "compare the modes yourself with main.py --modes fp32,amp-bf16, which trains without them.")
-    return step, flops.training_flops_per_step(model, 1, config.data.input_shape)
+    return step, flops.training_flops_per_step(model, 1, data.input_shape)
 
 
-def preflight(config: RunConfig) -> Preflight:
-    """What the device runs, what the model is, and the estimates the planner needs: no timed step."""
-    device, device_name = device_of(config)
+def preflight(training: Training, data: DataSettings, precision: Precision, speed: Speed,
+              arguments: Arguments) -> Preflight:
+    """What the device runs, what the model is, and the estimates the planner needs: no timed
+    step; `arguments`, the user's command, says which way each lever is tried."""
+    device, device_name = device_of(precision, speed)
     # a --model-factory model whole, as its check may need to run it (models/user.py)
-    with factory.weightless() if compat.runs_on_meta() and config.training.model_factory is None \
+    with factory.weightless() if compat.runs_on_meta() and training.model_factory is None \
             else contextlib.nullcontext():
-        model = seeded_model(config, device=device)
-    timed, not_timed = timed_modes(config, device)
-    predictions, fp8_facts = fp8_predictions(config, model, device_name, timed, not_timed)
-    tried, why_not = levers(config, device)
-    batch = config.training.batch_size
-    step_flops, image_flops = counted_flops(config, model)
+        model = seeded_model(training, data, device=device)
+    timed, not_timed = timed_modes(precision, device)
+    predictions, fp8_facts = fp8_predictions(training, data, speed, model, device_name, timed, not_timed)
+    tried, why_not = levers(training, arguments, device)
+    batch = training.batch_size
+    step_flops, image_flops = counted_flops(training, data, model)
     on_cpu, threads = device.type == "cpu", torch.get_num_threads()
     gpu = device_name if not on_cpu else None
 
@@ -162,8 +165,8 @@ def preflight(config: RunConfig) -> Preflight:
         return step_flops / estimate.rate(mode, gpu, on_cpu, threads)
 
     capabilities = Capabilities(device.type, device_name, tuple(timed), not_timed, tried, why_not,
-                                "synthetic data has no test images" if config.data.data == "synthetic" else None)
-    estimates = Estimates(config.training.model, config.training.stem, batch, config.data.image_size, on_cpu,
+                                "synthetic data has no test images" if data.data == "synthetic" else None)
+    estimates = Estimates(training.model, training.stem, batch, data.image_size, on_cpu,
                           estimate.START_S, {mode: step_s(mode) for mode in timed},
                           COMPILE_CPU_S if on_cpu else estimate.COMPILE_S,
                           CIFAR_TEST_IMAGES * image_flops / 3 / estimate.rate("fp32", gpu, on_cpu, threads))

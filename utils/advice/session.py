@@ -10,6 +10,7 @@ prove the budget without training (tests/unit/advice).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 import signal
@@ -22,19 +23,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from utils import clock as utc
-from utils import launch
+from utils import config, launch
 from utils.advice import commands, decide, document, plan
 from utils.advice.report import report
-from utils.config import Arguments
 from utils.errors import UserError
 from utils.measure.estimate import document_runs
 from utils.modes import BASELINES
 from utils.results import files
 from utils.results.merge import load_result, parsed
+from utils.settings import Arguments
 
 if TYPE_CHECKING:
     from utils.advice.preflight import Preflight
-    from utils.config import RunConfig
+    from utils.config import Accuracy, Advice, DataSettings, Precision, Speed, Training
     from utils.stop import StopRequest
 
 MAIN = str(Path(__file__).resolve().parents[2] / "main.py")
@@ -109,15 +110,15 @@ class State:
     train_images: int = CIFAR_TRAIN_IMAGES
 
 
-def accuracy_steps(config: RunConfig, train_images: int) -> int:
+def accuracy_steps(training: Training, data: DataSettings, train_images: int) -> int:
     """The user's run length in steps: the accuracy check's (the steps of --epochs by the data's size)."""
-    if config.training.steps is not None:
-        return config.training.steps
-    assert config.training.epochs is not None  # RunConfig sets one of them
-    return max(1, math.ceil(config.training.epochs * config.steps_per_epoch(train_images, 1)))
+    if training.steps is not None:
+        return training.steps
+    assert training.epochs is not None  # RunConfig sets one of them
+    return max(1, math.ceil(training.epochs * config.steps_per_epoch(training, data, train_images, 1)))
 
 
-def phase_now(name: str, state: State, config: RunConfig, left_s: float) -> Optional[plan.Phase]:
+def phase_now(name: str, state: State, training: Training, data: DataSettings, left_s: float) -> Optional[plan.Phase]:
     """Phase `name` as it would run now, estimated with what has been measured; None where it
     does not apply (the accuracy check of fp32 itself, or of data without test images)."""
     if name == "compare":
@@ -126,7 +127,7 @@ def phase_now(name: str, state: State, config: RunConfig, left_s: float) -> Opti
     if name == "accuracy":
         if leading[0] == "fp32" or state.capabilities.accuracy is not None:
             return None
-        return plan.accuracy_phase(leading[0], accuracy_steps(config, state.train_images), state.estimates)
+        return plan.accuracy_phase(leading[0], accuracy_steps(training, data, state.train_images), state.estimates)
     settings = dict(state.capabilities.levers)[name]
     assert state.compare is not None  # a lever is tried after the comparison
     return plan.lever_phase(name, settings, leading, state.compare, state.estimates)
@@ -158,16 +159,16 @@ def learned_from(state: State, outcome: Outcome, phase: plan.Phase, documents: L
                                                  accuracy="the runs got synthetic data, which has no test images")
 
 
-def run_phases(config: RunConfig, state: State, runner: Runner, clock: Clock, deadline: float, folder: str,
-               stop: StopRequest) -> None:
-    """Each phase in order, when its estimate fits in what is left; the leading modes decided
-    after the comparison."""
+def run_phases(training: Training, data: DataSettings, arguments: Arguments, state: State, runner: Runner,
+               clock: Clock, deadline: float, folder: str, stop: StopRequest) -> None:
+    """Each phase in order, when its estimate fits in what is left, its command the user's,
+    `arguments`, with the phase's own flags; the leading modes decided after the comparison."""
     names = ["compare", *[lever for lever, _ in state.capabilities.levers], "accuracy"]
     for name in names:
         if stop.requested and state.compare is None:  # nothing measured: no later phase can be estimated
             break
         left = deadline - clock()
-        phase = phase_now(name, state, config, left)
+        phase = phase_now(name, state, training, data, left)
         if phase is None:
             continue
         if stop.requested:
@@ -178,7 +179,7 @@ def run_phases(config: RunConfig, state: State, runner: Runner, clock: Clock, de
             continue
         say(f"{name}: {', '.join(phase.modes)}, about {plan.minutes(phase.estimate_s)} of the "
             f"{plan.minutes(left)} left")
-        outcome = runner(phase, phase_argv(phase, config.arguments, folder), deadline)
+        outcome = runner(phase, phase_argv(phase, arguments, folder), deadline)
         state.ran.append(name)
         documents = load_result(outcome.results) if outcome.results else []
         if not documents:
@@ -208,18 +209,18 @@ def say(line: str) -> None:
     print(f"main.py --advise: {line}", flush=True)
 
 
-def advice_folder(config: RunConfig) -> str:
+def advice_folder(advice: Advice, training: Training, data: DataSettings) -> str:
     """--advice-dir, or advice/MODEL-UTC TIME: proven writable, never in the data's folder,
     created when the first phase starts."""
-    folder = config.advice.advice_dir
+    folder = advice.advice_dir
     if folder is None:
         started = utc.now_utc().replace(":", "").replace("+0000", "Z")
-        folder = os.path.join("advice", f"{config.training.model}-{started}")
+        folder = os.path.join("advice", f"{training.model}-{started}")
     from utils.results import run_outputs
 
     prove_writable(folder, (*WRITTEN, RESULTS))
-    data, called = run_outputs.data_folder(config)
-    run_outputs.refuse_in_data_folder("--advice-dir", folder, os.path.realpath(folder), data, called)
+    data_at, called = run_outputs.data_folder(data)
+    run_outputs.refuse_in_data_folder("--advice-dir", folder, os.path.realpath(folder), data_at, called)
     return folder
 
 
@@ -235,14 +236,15 @@ def prove_writable(folder: str, names: Tuple[str, ...]) -> None:
         ensure_writable(os.path.join(folder, name), "--advice-dir")
 
 
-def plan_lines(config: RunConfig, preflight: Preflight, phases: List[plan.Phase], left_s: float) -> List[str]:
+def plan_lines(training: Training, data: DataSettings, budget: float, preflight: Preflight, phases: List[plan.Phase],
+               left_s: float) -> List[str]:
     """What the preflight found and the plan, printed before anything trains."""
     facts, capabilities = preflight.facts, preflight.capabilities
     threads = facts["threads"]
     where = f"{facts['device_name']} ({facts['device']}" + \
         (f", {threads} torch thread{'s' if threads > 1 else ''})" if threads else ")")
-    lines = [f"{config.training.model}, batch {config.training.batch_size}, {config.data.image_size}x"
-             f"{config.data.image_size} images, on {where}: {facts['parameters'] / 1e6:.1f} M parameters, "
+    lines = [f"{training.model}, batch {training.batch_size}, {data.image_size}x"
+             f"{data.image_size} images, on {where}: {facts['parameters'] / 1e6:.1f} M parameters, "
              f"{facts['train_flops_per_step'] / 1e9:.1f} GFLOP a training step",
              "  modes timed: " + ", ".join(capabilities.modes)]
     lines += [f"  not timed: {mode}: {why}" for mode, why in capabilities.not_timed.items()]
@@ -251,7 +253,6 @@ def plan_lines(config: RunConfig, preflight: Preflight, phases: List[plan.Phase]
             f"{layer['layer']} {layer['speedup']:.2f}x" for layer in found.get("layers") or [])]
     lines += [f"  lever not tried: {lever}: {why}" for lever, why in capabilities.no_levers.items()]
     run, not_run = plan.fitting(phases, left_s)
-    budget = config.advice.budget_minutes
     lines.append(f"plan for {budget:g} minute{'' if budget == 1 else 's'} (estimated from FLOPs until a phase has "
                  "measured the steps; each phase is estimated again before it starts):")
     for phase in phases:
@@ -261,39 +262,45 @@ def plan_lines(config: RunConfig, preflight: Preflight, phases: List[plan.Phase]
     return lines
 
 
-def refuse_short_budget(config: RunConfig, compare: plan.Phase, left_s: float, spent_s: float) -> None:
+def refuse_short_budget(budget: float, compare: plan.Phase, left_s: float, spent_s: float) -> None:
     if compare.estimate_s <= left_s:
         return
     needed = math.ceil((compare.estimate_s + spent_s) / 60 * 10) / 10
-    raise UserError(f"--budget {config.advice.budget_minutes:g} is less than one comparison needs here: "
+    raise UserError(f"--budget {budget:g} is less than one comparison needs here: "
                     f"{', '.join(compare.modes)}, {compare.repeats} repeats of {compare.steps} steps, about "
                     f"{plan.minutes(compare.estimate_s)} after the preflight's {spent_s:.0f} s; give --budget "
                     f"{needed:g} or more.")
 
 
-def advise(config: RunConfig, stop: StopRequest, clock: Clock = time.monotonic, runner: Optional[Runner] = None,
-           flight: Optional[Callable[[RunConfig], Preflight]] = None) -> int:
-    """--advise: preflight, plan, each phase that fits, then the advice; returns its exit status."""
+def advise(training: Training, data: DataSettings, accuracy: Accuracy, precision: Precision, speed: Speed,
+           advice: Advice, arguments: Arguments, stop: StopRequest, clock: Clock = time.monotonic,
+           runner: Optional[Runner] = None, flight: Optional[Callable[[], Preflight]] = None) -> int:
+    """--advise: preflight, plan, each phase that fits, then the advice; returns its exit status.
+    It reads the model and batch (`training`), the data, the verdict's margin (`accuracy`), its
+    budget and folder (`advice`) and the user's command (`arguments`), which every phase and the
+    advised command pass on; the preflight (`flight`, a fake one in tests) the device's settings
+    in `precision` and `speed` too."""
     started = clock()
-    deadline = started + config.advice.budget_minutes * 60
+    deadline = started + advice.budget_minutes * 60
     if launch.detect().distributed:
         raise UserError("--advise runs as one process and starts its own runs: launch it without torchrun, mpirun "
                         "or srun.")
-    folder = advice_folder(config)
+    folder = advice_folder(advice, training, data)
     if flight is None:
         from utils.advice.preflight import preflight
 
-        flight = preflight
-    found = within_budget(flight, config, deadline - clock())
+        flight = functools.partial(preflight, training, data, precision, speed, arguments)
+    found = within_budget(flight, advice.budget_minutes, deadline - clock())
     state = State(found, found.estimates, found.capabilities, [], {})
     phases = plan.plan(found.capabilities, found.estimates, deadline - clock(),
-                       accuracy_steps(config, CIFAR_TRAIN_IMAGES))
-    for line in plan_lines(config, found, phases, deadline - clock()):
+                       accuracy_steps(training, data, CIFAR_TRAIN_IMAGES))
+    for line in plan_lines(training, data, advice.budget_minutes, found, phases, deadline - clock()):
         say(line)
-    refuse_short_budget(config, phases[0], deadline - clock(), clock() - started)
+    refuse_short_budget(advice.budget_minutes, phases[0], deadline - clock(), clock() - started)
     for sub in ("phases", "logs"):
         os.makedirs(os.path.join(folder, sub), exist_ok=True)
-    run_phases(config, state, runner or process_runner(folder, stop, clock), clock, deadline, folder, stop)
+    run_phases(training, data, arguments, state, runner or process_runner(folder, stop, clock), clock, deadline,
+               folder, stop)
     if not state.documents:  # a stop signal before the comparison ran: nothing to decide from
         if not stop.requested:
             raise UserError(f"no phase measured anything; their logs are in {folder}/logs.")
@@ -301,30 +308,30 @@ def advise(config: RunConfig, stop: StopRequest, clock: Clock = time.monotonic, 
         return 128 + (stop.signal_number or signal.SIGTERM)
     files.write_json(os.path.join(folder, RESULTS), state.documents)
     documents = load_result(os.path.join(folder, RESULTS))
-    context = session_context(config, state, clock() - started)
-    advice = advice_document(documents, context, config, state, {"minutes": config.advice.budget_minutes,
-                                                                 "spent_s": clock() - started}, phases)
-    return finish(advice, folder, stop)
+    context = session_context(training, data, arguments, state)
+    decided = advice_document(documents, context, state, {"minutes": advice.budget_minutes,
+                                                          "spent_s": clock() - started}, phases, arguments, accuracy)
+    return finish(decided, folder, stop)
 
 
 class BudgetSpent(BaseException):
     """The budget ran out during the preflight; not an Exception, which the user's code may catch."""
 
 
-def within_budget(flight: Callable[[RunConfig], Preflight], config: RunConfig, seconds: float) -> Preflight:
+def within_budget(flight: Callable[[], Preflight], budget_minutes: float, seconds: float) -> Preflight:
     """The preflight, ended with a sentence where it outlasts the `seconds` the budget leaves (a
     factory that never returns); SIGALRM interrupts it, where this platform has it."""
     def spent(number: int, frame: Any) -> None:
         raise BudgetSpent()
 
     if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
-        return flight(config)
+        return flight()
     previous = signal.signal(signal.SIGALRM, spent)
     signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.001))
     try:
-        return flight(config)
+        return flight()
     except BudgetSpent:
-        raise UserError(f"--budget {config.advice.budget_minutes:g} ran out before the preflight ended (building the "
+        raise UserError(f"--budget {budget_minutes:g} ran out before the preflight ended (building the "
                         "model and counting its FLOPs took longer); give a larger --budget, or check that the model "
                         "builds at all: main.py --check-flags with the same flags.") from None
     finally:
@@ -332,9 +339,10 @@ def within_budget(flight: Callable[[RunConfig], Preflight], config: RunConfig, s
         signal.signal(signal.SIGALRM, previous)
 
 
-def session_context(config: RunConfig, state: State, spent_s: float) -> decide.Context:
+def session_context(training: Training, data: DataSettings, arguments: Arguments, state: State) -> decide.Context:
     """What the decider cites beyond the results: the modes not timed, FP8's predictions, the
-    phases not run, and the accuracy check's plan (seeds, minutes and the lines that run it)."""
+    phases not run, and the accuracy check's plan (seeds, minutes and the lines that run it,
+    the user's command, `arguments`, with the check's flags)."""
     leading = state.leading or plan.leading_by_estimate(state.capabilities, state.estimates)
     not_run = dict(state.not_run)
     if "accuracy" not in not_run and state.capabilities.accuracy is not None:
@@ -342,23 +350,25 @@ def session_context(config: RunConfig, state: State, spent_s: float) -> decide.C
     context = decide.Context(RESULTS, dict(state.capabilities.not_timed), dict(state.preflight.predictions), not_run)
     if leading[0] == BASELINES["default"]:  # fp32 leads: no accuracy to check against itself
         return context
-    steps = accuracy_steps(config, state.train_images)
+    steps = accuracy_steps(training, data, state.train_images)
     check = plan.accuracy_phase(leading[0], steps, state.estimates)
     lines = {"here": commands.shell_line(["python", "main.py", *commands.phase_command(
-        config.arguments, check.flags(), True, "accuracy.json")])}
-    lines.update(commands.job_lines(config.arguments, check.modes, check.repeats, steps) or {})
+        arguments, check.flags(), True, "accuracy.json")])}
+    lines.update(commands.job_lines(arguments, check.modes, check.repeats, steps) or {})
     context.accuracy_check = {"seeds": check.repeats, "estimate_s": check.estimate_s, "lines": lines}
     return context
 
 
-def advice_document(documents: List[Dict[str, Any]], context: decide.Context, config: Optional[RunConfig],
-                    state: Optional[State], budget: Optional[Dict[str, float]],
-                    phases: List[plan.Phase]) -> Dict[str, Any]:
-    """advice.json: the decision of `documents`, its status, the command that trains as advised."""
-    decided = decide.decide(documents, context, decided_margin(config, documents))
+def advice_document(documents: List[Dict[str, Any]], context: decide.Context, state: Optional[State],
+                    budget: Optional[Dict[str, float]], phases: List[plan.Phase], arguments: Optional[Arguments] = None,
+                    accuracy: Optional[Accuracy] = None) -> Dict[str, Any]:
+    """advice.json: the decision of `documents`, its status, the command that trains as advised:
+    the user's, `arguments`, with the advised mode and levers, after a live session; from the
+    results' config without one (--from)."""
+    decided = decide.decide(documents, context, decided_margin(accuracy, documents))
     recommendation = decided["recommendation"]
-    if config is not None:
-        command = commands.advised_command(config.arguments, recommendation["mode"], recommendation["settings"])
+    if arguments is not None:
+        command = commands.advised_command(arguments, recommendation["mode"], recommendation["settings"])
     else:
         on_gpu = not decided["on_cpu"]
         command = commands.from_results_command(decided["config"], on_gpu, recommendation["mode"],
@@ -381,13 +391,13 @@ def advice_document(documents: List[Dict[str, Any]], context: decide.Context, co
             "budget": budget, "preflight": state.preflight.facts if state else None,
             "plan": [{"name": phase.name, "modes": list(phase.modes), "estimate_s": phase.estimate_s,
                       "runs": phase.name in ran} for phase in phases],
-            "setup": decided["setup"], "arguments": dataclasses.asdict(config.arguments) if config else None,
+            "setup": decided["setup"], "arguments": dict(arguments) if arguments is not None else None,
             "written_utc": utc.now_utc()}
 
 
-def decided_margin(config: Optional[RunConfig], documents: List[Dict[str, Any]]) -> float:
-    if config is not None:
-        return config.accuracy.margin_points
+def decided_margin(accuracy: Optional[Accuracy], documents: List[Dict[str, Any]]) -> float:
+    if accuracy is not None:
+        return accuracy.margin_points
     return documents[0]["config"].get("accuracy_margin") or 0.5
 
 
@@ -408,14 +418,14 @@ def finish(advice: Dict[str, Any], folder: Optional[str], stop: StopRequest) -> 
     return int(advice["exit_code"])
 
 
-def from_results(config: RunConfig, stop: StopRequest) -> int:
+def from_results(advice: Advice, stop: StopRequest) -> int:
     """--advise --from: the advice a results file (or an advice.json's results) gives, decided
     again without training; written only where --advice-dir is given."""
-    path = config.advice.from_results
+    path = advice.from_results
     assert path is not None  # main.py calls this with --from
     if not path:
         raise UserError("--from needs a results file or an advice.json, and got an empty path; give the file.")
-    folder = config.advice.advice_dir
+    folder = advice.advice_dir
     if folder is not None:
         prove_writable(folder, WRITTEN)
     content = parsed(path)
@@ -435,16 +445,15 @@ def from_results(config: RunConfig, stop: StopRequest) -> int:
     if folder is not None:
         context.results = os.path.relpath(results, folder)
     documents = load_result(results)
-    advice = advice_document(documents, context, None, None, earlier["budget"] if earlier else None, [])
+    decided = advice_document(documents, context, None, earlier["budget"] if earlier else None, [])
     if earlier is not None:
-        advice.update(preflight=earlier["preflight"], plan=earlier["plan"], arguments=earlier["arguments"])
+        decided.update(preflight=earlier["preflight"], plan=earlier["plan"], arguments=earlier["arguments"])
         if earlier["arguments"] is not None:  # a live run's: the user's own flags, as they typed them
-            advice["recommendation"]["command"] = again(earlier["arguments"], advice["recommendation"])
-    return finish(advice, folder, stop)
+            decided["recommendation"]["command"] = again(earlier["arguments"], decided["recommendation"])
+    return finish(decided, folder, stop)
 
 
 def again(saved: Dict[str, Any], recommendation: Dict[str, Any]) -> List[str]:
     """The advised command from the user's flags an advice.json keeps (`saved`: its arguments)."""
-    known = {field.name for field in dataclasses.fields(Arguments)}
-    arguments = Arguments(**{name: value for name, value in saved.items() if name in known})
+    arguments = commands.saved_arguments(saved)
     return commands.advised_command(arguments, recommendation["mode"], recommendation["settings"])

@@ -28,7 +28,7 @@ from utils.measure.gpus import DEVICE_NAMES, SPECS, GpuSpec
 if TYPE_CHECKING:
     from torch import nn
 
-    from utils.config import RunConfig
+    from utils.config import DataSettings, Precision, Speed, Training
 
 GEMM_SHARE = 0.78  # of the dense peak a large GEMM reaches: torchao's pct_achievable_gemm_tops (H100)
 BANDWIDTH_SHARE = 0.92  # of the bandwidth a large elementwise kernel reaches: torchao's pct_achievable_mem_bw
@@ -181,26 +181,26 @@ def check_flop_counter() -> None:
                         "matmul shapes); --shape M,K,N works on any torch.")
 
 
-def fp8_blocks(config: RunConfig, model: nn.Module, per_step: int,
-               device_name: Optional[str]) -> Tuple[Dict[str, Dict[str, Any]], Optional[str]]:
+def fp8_blocks(precision: Precision, training: Training, data: DataSettings, speed: Speed, model: nn.Module,
+               per_step: int, device_name: Optional[str]) -> Tuple[Dict[str, Dict[str, Any]], Optional[str]]:
     """({fp8 mode: runs[].fp8, its accounting (utils/training/float8.py) with its FLOPs for the
     whole job's step, `per_step` processes' micro-batches, and its recipe's roofline prediction
     for the run's GPU, `device_name`, or an H100 SXM when emulated}; the note a low FP8 share
     calls for, said once before training, or None). Empty when no fp8 mode runs."""
     from utils.training import float8
 
-    fp8_modes = [mode for mode in config.modes if mode.float8]
+    fp8_modes = [mode for mode in precision.modes if mode.float8]
     if not fp8_modes:
         return {}, None
-    training, emulated = config.training, config.precision.fp8_emulate
-    block = float8.accounting(model, training.batch_size, training.model, config.data.input_shape)
+    emulated = precision.fp8_emulate
+    block = float8.accounting(model, training.batch_size, training.model, data.input_shape)
     block["fp8_flops_per_step"] *= per_step
     block["emulated"] = emulated
     blocks = {}
     for mode in fp8_modes:
         assert mode.float8 is not None  # fp8_modes holds the modes with a float8 recipe
-        prediction, why = run_prediction(device_name, emulated, mode.float8, config.speed.compile, model,
-                                         training.batch_size, config.data.input_shape)
+        prediction, why = run_prediction(device_name, emulated, mode.float8, speed.compile, model,
+                                         training.batch_size, data.input_shape)
         blocks[mode.name] = dict(block, prediction=prediction, prediction_note=why)
     return blocks, float8.low_share_note(block, fp8_modes[0].name)
 

@@ -30,7 +30,7 @@ from utils.training.step import MicroBatches, train_step
 if TYPE_CHECKING:
     from torch.autograd.profiler_util import FunctionEvent
 
-    from utils.config import RunConfig
+    from utils.config import Training
     from utils.stop import StopRequest
     from utils.training.precision import StaticLossScaler
     from utils.training.trainer import Trainer
@@ -106,7 +106,7 @@ class Profile:
     diagnosis: List[Dict] = field(default_factory=list)
 
 
-def profile_steps(trainer: Trainer, config: RunConfig, device: torch.device, steps: int,
+def profile_steps(trainer: Trainer, training: Training, device: torch.device, steps: int,
                   stop: Optional[StopRequest] = None,
                   trace_path: Optional[str] = None) -> Tuple[Optional[Profile], Optional[str]]:
     """Run `steps` profiled training steps (plus the profiler's warm-up step) and return
@@ -127,9 +127,9 @@ def profile_steps(trainer: Trainer, config: RunConfig, device: torch.device, ste
             if step == 1:  # the warm-up step is over: time the profiled ones
                 synchronize(device)
                 started = time.perf_counter()
-            batches = MicroBatches(next(loader), loader, config.training.accum_steps)
+            batches = MicroBatches(next(loader), loader, training.accum_steps)
             train_step(trainer.step_model, batches, trainer.criterion, trainer.optimizer, scaler, trainer.mode, device,
-                       config.training.clip_grad)
+                       training.clip_grad)
             if step == steps:  # before the last profiler.step(), which stops the recording
                 synchronize(device)
                 assert started is not None  # steps >= 1: step 1 started the clock
@@ -147,7 +147,7 @@ def profile_steps(trainer: Trainer, config: RunConfig, device: torch.device, ste
     kernels = cuda and any(event.device_type != torch.autograd.DeviceType.CPU for event in events)
     facts = {"comm_exposed_ms": exposed_comm_us(events, kernels) / 1000.0 / steps,
              "gpu_kernels_missing": cuda and not kernels,
-             "unaligned_layers": gpus.unaligned_layers(trainer.model, config.training.batch_size),
+             "unaligned_layers": gpus.unaligned_layers(trainer.model, training.batch_size),
              "cpu_fast_half_flags": None if cuda else cpu_arithmetic.cpu_flags()}
     return profile_of(events, steps, wall_ms, kernels, facts), trace_failed
 

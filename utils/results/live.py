@@ -28,7 +28,7 @@ from utils.results import strict
 if TYPE_CHECKING:  # annotations only: the config is above this layer; tensorboard is optional
     from torch.utils.tensorboard import SummaryWriter
 
-    from utils.config import RunConfig
+    from utils.config import Measurement, Training
 
 
 def check_tensorboard(directory: str) -> None:
@@ -43,14 +43,16 @@ def check_tensorboard(directory: str) -> None:
 
 class LiveLog:
     @classmethod
-    def of(cls, config: RunConfig, warn: Optional[Callable[[str], None]] = None) -> Optional[LiveLog]:
-        """The live log of --jsonl and --tensorboard, or None without them; `warn(sentence)` says
-        once, when it happens, that a stream stopped."""
-        if not (config.measurement.jsonl or config.measurement.tensorboard):
+    def of(cls, measurement: Measurement, training: Training,
+           warn: Optional[Callable[[str], None]] = None) -> Optional[LiveLog]:
+        """The live log of --jsonl and --tensorboard, or None without them, its folder named after
+        the model and batch `training` holds; `warn(sentence)` says once, when it happens, that a
+        stream stopped."""
+        if not (measurement.jsonl or measurement.tensorboard):
             return None
         started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S")
-        return cls(config.measurement.jsonl, config.measurement.tensorboard,
-                   f"{config.training.model}-b{config.training.batch_size}-{started}", warn)
+        return cls(measurement.jsonl, measurement.tensorboard, f"{training.model}-b{training.batch_size}-{started}",
+                   warn)
 
     def __init__(self, jsonl_path: Optional[str], tensorboard_dir: Optional[str], folder_name: str,
                  warn: Optional[Callable[[str], None]] = None):

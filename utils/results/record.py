@@ -23,7 +23,7 @@ from utils.results.comparison_row import ComparisonRow
 from utils.setup_keys import ACCURACY_KEYS, SETUP_KEYS, communication
 
 if TYPE_CHECKING:  # annotations only: they import torch, or the config above this layer
-    from utils.config import RunConfig
+    from utils.config import DataSettings, Distributed, Speed, Training
     from utils.data.dataset import Data
     from utils.explain.profiler import Profile
     from utils.training.context import RunContext
@@ -130,10 +130,10 @@ class RunRecord:
         return asdict(self)
 
 
-def should_evaluate(config: RunConfig, data: Data, outcome: LoopOutcome) -> bool:
+def should_evaluate(training: Training, data: Data, outcome: LoopOutcome) -> bool:
     """Test accuracy is measured for a run that finished with a finite loss on real data."""
     losses = outcome.stats.losses
-    return not (config.training.no_eval or data.test_images is None or outcome.stopped_by or not losses
+    return not (training.no_eval or data.test_images is None or outcome.stopped_by or not losses
                 or not math.isfinite(losses[-1]))
 
 
@@ -150,19 +150,19 @@ class SideMeasurements:
     failures: List[str] = field(default_factory=list)  # writes that failed on the way (a trace), in words
 
 
-def build(config: RunConfig, trainer: Trainer, outcome: LoopOutcome, data: Data, context: RunContext,
-          measured: SideMeasurements, repeat: int = 0, flops_per_step: Optional[int] = None,
-          fp8: Optional[Dict[str, Any]] = None, flops_note: Optional[str] = None) -> RunRecord:
-    """The record of one mode's run, built once from what its loop measured and what was
-    `measured` beside it (SideMeasurements); with `flops_per_step` (the whole job's), also the
-    TFLOP/s and MFU at its median, else `flops_note`, why the FLOPs were not counted, as its
-    mfu_note; `fp8` is an fp8 mode's accounting."""
+def build(training: Training, data_settings: DataSettings, speed: Speed, distributed: Distributed, trainer: Trainer,
+          outcome: LoopOutcome, data: Data, context: RunContext, measured: SideMeasurements, repeat: int = 0,
+          flops_per_step: Optional[int] = None, fp8: Optional[Dict[str, Any]] = None,
+          flops_note: Optional[str] = None) -> RunRecord:
+    """The record of one mode's run: the settings it ran with, what its loop measured and what was
+    `measured` beside it; with `flops_per_step` (the whole job's), the TFLOP/s and MFU at its
+    median, else `flops_note`, why not, as its mfu_note; `fp8` is an fp8 mode's accounting."""
     # imported here, as they import torch: reading result files (utils.report) needs no torch
     from utils.measure import flops, memory
     from utils.measure.envinfo import device_name, tf32_flags
 
     stats, mode, device, world = outcome.stats, trainer.mode, context.device, context.world
-    global_batch = config.training.global_batch_size(world.size)
+    global_batch = training.global_batch_size(world.size)
     timing = timing_fields(stats, global_batch)
     losses = stats.losses
     utilisation = flops.utilisation(flops_per_step, timing["step_time_ms"]["median"], device_name(device), mode,
@@ -170,9 +170,9 @@ def build(config: RunConfig, trainer: Trainer, outcome: LoopOutcome, data: Data,
         if timing["step_time_ms"] and flops_per_step else {"mfu_note": flops_note}
     record = RunRecord(
         mode=mode.name, description=mode.description, device=str(device), tf32=tf32_flags(), data=data.name,
-        loader=config.data.loader, channels_last=config.speed.channels_last, compiled=config.speed.compile,
-        compile_mode=config.speed.compile_mode if config.speed.compile else None, batch_size=config.training.batch_size,
-        accum_steps=config.training.accum_steps, effective_batch_size=config.training.effective_batch_size,
+        loader=data_settings.loader, channels_last=speed.channels_last, compiled=speed.compile,
+        compile_mode=speed.compile_mode if speed.compile else None, batch_size=training.batch_size,
+        accum_steps=training.accum_steps, effective_batch_size=training.effective_batch_size,
         world_size=world.size, global_batch_size=global_batch, timing_unit="optimizer_step", steps=trainer.plan.steps,
         completed_steps=outcome.completed_steps,
         incomplete=not outcome.ran_all_steps(trainer.plan.steps) or measured.stopped_by is not None,
@@ -184,21 +184,21 @@ def build(config: RunConfig, trainer: Trainer, outcome: LoopOutcome, data: Data,
         final_loss_scale=trainer.scaler.get_scale() if trainer.scaler.is_enabled() else None,
         final_lr=trainer.optimizer.param_groups[0]["lr"], test_accuracy=measured.test_accuracy,
         epochs_seen=outcome.completed_steps * global_batch / len(data.train_images), wall_time_s=stats.wall_time_s,
-        first_step_s=outcome.first_step_s, compile_time_s=outcome.first_step_s if config.speed.compile else None,
+        first_step_s=outcome.first_step_s, compile_time_s=outcome.first_step_s if speed.compile else None,
         initial_weights_sha256=trainer.initial_weights_sha256, first_batch_sha256=outcome.first_batch_sha256,
         repeat=repeat, finished_utc=now_utc(), numerics=measured.numerics, memory=measured.memory,
         max_batch=measured.max_batch, warmup_peak_memory_bytes=stats.warmup_peak_memory_bytes or None,
         peak_reserved_bytes=stats.peak_reserved_bytes if device.type == "cuda" else None,
-        optimizer_impl=trainer.optimizer_impl, seed=config.training.seed, fp8=fp8,
+        optimizer_impl=trainer.optimizer_impl, seed=training.seed, fp8=fp8,
         host=host_fields(stats.host_readings, device.type, timing), energy=outcome.energy,
         energy_unavailable=outcome.energy_unavailable, gpu_busy=outcome.gpu_busy,
         gpu_busy_unavailable=outcome.gpu_busy_unavailable, **accuracy_fields(measured.curve), **utilisation,
         grad_comm=trainer.grad_comm,
-        bucket_mb=communication(config.distributed.grad_comm, config.distributed.bucket_mb, world.size)["bucket_mb"])
+        bucket_mb=communication(distributed.grad_comm, distributed.bucket_mb, world.size)["bucket_mb"])
     record.learned = learned(record.data, record.loss_curve, record.test_accuracy)
     if measured.profile is not None:
-        record.profile = replace(measured.profile, diagnosis=diagnose_run(record, measured.profile, config.data.workers,
-                                                                          os.cpu_count() or 1))
+        diagnosis = diagnose_run(record, measured.profile, data_settings.workers, os.cpu_count() or 1)
+        record.profile = replace(measured.profile, diagnosis=diagnosis)
     return record
 
 

@@ -13,50 +13,49 @@ from utils.results import files, live, plot
 from utils.results.summary import summary
 
 if TYPE_CHECKING:
-    from utils.config import RunConfig
+    from utils.config import Checkpoints, DataSettings, Measurement
     from utils.measure.progress import LiveStream
 
 
-def check(config: RunConfig) -> None:
+def check(measurement: Measurement, checkpoints: Checkpoints, data: DataSettings) -> None:
     """Every output path writable the way it will be written, no two outputs (symlinks followed)
     are one file, and none, file or folder, is in the data's folder (CIFAR-10's, or the image
     folder, where a folder written would read as a class). Changes nothing."""
-    outputs = [(path, flag) for path, flag in [(config.measurement.json, "--json"), (config.measurement.csv, "--csv"),
-                                                (config.measurement.plot, "--plot"),
-                                                (config.checkpoints.checkpoint, "--checkpoint"),
-                                                (config.measurement.jsonl, "--jsonl")] if path]
+    outputs = [(path, flag) for path, flag in [(measurement.json, "--json"), (measurement.csv, "--csv"),
+                                                (measurement.plot, "--plot"), (checkpoints.checkpoint, "--checkpoint"),
+                                                (measurement.jsonl, "--jsonl")] if path]
     seen: Dict[str, str] = {}
-    data, called = data_folder(config)
+    data_at, called = data_folder(data)
     for path, flag in outputs:
         fileio.ensure_writable(path, flag)
         real = os.path.realpath(path)
         if real in seen:
             raise UserError(f"{seen[real]} and {flag} name the same file {path}; give each output its own file.")
         seen[real] = flag
-        refuse_in_data_folder(flag, path, os.path.dirname(real), data, called)
-    for folder, flag in [(config.measurement.tensorboard, "--tensorboard"),
-                         (config.measurement.trace_dir, "--trace-dir")]:
+        refuse_in_data_folder(flag, path, os.path.dirname(real), data_at, called)
+    for folder, flag in [(measurement.tensorboard, "--tensorboard"),
+                         (measurement.trace_dir, "--trace-dir")]:
         if folder:
-            refuse_in_data_folder(flag, folder, os.path.realpath(folder), data, called)
-    if config.measurement.jsonl:
-        fileio.ensure_appendable(config.measurement.jsonl, "--jsonl")
-    if config.measurement.csv:
-        fileio.ensure_lockable(config.measurement.csv, "--csv")
-        files.check_csv_header(config.measurement.csv)
-    if config.measurement.plot:
-        plot.check_available(config.measurement.plot)
-    if config.measurement.tensorboard:
-        live.check_tensorboard(config.measurement.tensorboard)
-    if config.measurement.trace_dir:
-        fileio.ensure_folder_writable(config.measurement.trace_dir, "--trace-dir")
+            refuse_in_data_folder(flag, folder, os.path.realpath(folder), data_at, called)
+    if measurement.jsonl:
+        fileio.ensure_appendable(measurement.jsonl, "--jsonl")
+    if measurement.csv:
+        fileio.ensure_lockable(measurement.csv, "--csv")
+        files.check_csv_header(measurement.csv)
+    if measurement.plot:
+        plot.check_available(measurement.plot)
+    if measurement.tensorboard:
+        live.check_tensorboard(measurement.tensorboard)
+    if measurement.trace_dir:
+        fileio.ensure_folder_writable(measurement.trace_dir, "--trace-dir")
 
 
-def data_folder(config: RunConfig) -> Tuple[str, str]:
+def data_folder(data: DataSettings) -> Tuple[str, str]:
     """(the data's folder, symlinks followed; what a sentence calls it): CIFAR-10's, or the image
     folder, where a folder written would read as a class."""
-    if config.data.data == "imagefolder":
-        return os.path.realpath(config.data.data_dir), "the image folder --data-dir"
-    return os.path.realpath(cifar10.batches_folder(config.data.data_dir)), "the CIFAR-10 folder"
+    if data.data == "imagefolder":
+        return os.path.realpath(data.data_dir), "the image folder --data-dir"
+    return os.path.realpath(cifar10.batches_folder(data.data_dir)), "the CIFAR-10 folder"
 
 
 def refuse_in_data_folder(flag: str, path: str, written_in: str, data_folder: str, called: str) -> None:
@@ -65,14 +64,14 @@ def refuse_in_data_folder(flag: str, path: str, written_in: str, data_folder: st
         raise UserError(f"{flag} {path} is in {called}; write results elsewhere.")
 
 
-def write(config: RunConfig, stream: Optional[LiveStream],
+def write(measurement: Measurement, stream: Optional[LiveStream],
           document: Dict[str, Any]) -> Tuple[List[str], List[str]]:
     """Write every output asked for, each on its own, the results file first: one that fails
     (a full disk, a file made read-only meanwhile) is reported and the others are still
     written; `stream` is the run's live log (None without --jsonl and --tensorboard). Returns
     (the lines saying what was written, the failures' sentences)."""
     written, failures = [], []
-    for write_one in writers(config, stream, document):
+    for write_one in writers(measurement, stream, document):
         try:
             written.append(write_one())
         except WriteFailed as error:
@@ -80,26 +79,26 @@ def write(config: RunConfig, stream: Optional[LiveStream],
     return written, failures
 
 
-def writers(config: RunConfig, stream: Optional[LiveStream],
+def writers(measurement: Measurement, stream: Optional[LiveStream],
             document: Dict[str, Any]) -> List[Callable[[], str]]:
     """A function per output asked for, which writes it and returns the line that says so."""
     def results():
-        files.write_json(config.measurement.json, files.json_document(document))
-        return f"results written to {config.measurement.json}"
+        files.write_json(measurement.json, files.json_document(document))
+        return f"results written to {measurement.json}"
 
     def rows():
-        return f"{files.append_csv(config.measurement.csv, document)} rows appended to {config.measurement.csv}"
+        return f"{files.append_csv(measurement.csv, document)} rows appended to {measurement.csv}"
 
     def figure():
-        plot.draw(config.measurement.plot, document)
-        return f"plot written to {config.measurement.plot}"
+        plot.draw(measurement.plot, document)
+        return f"plot written to {measurement.plot}"
 
     def streams():
         stream.comparison(summary(document, wide=True))
         stream.close()
         return "; ".join(([f"TensorBoard logs written to {stream.tensorboard}"]
-                          if config.measurement.tensorboard else [])
-                         + ([f"{config.measurement.jsonl} appended"] if config.measurement.jsonl else []))
+                          if measurement.tensorboard else [])
+                         + ([f"{measurement.jsonl} appended"] if measurement.jsonl else []))
 
     def nothing_to(flag, path):
         def refuse():
@@ -108,8 +107,8 @@ def writers(config: RunConfig, stream: Optional[LiveStream],
         return refuse
 
     compared = bool(document["comparison"])
-    wanted = [(results, config.measurement.json),
-              (rows if compared else nothing_to("--csv", config.measurement.csv), config.measurement.csv),
-              (figure if compared else nothing_to("--plot", config.measurement.plot), config.measurement.plot),
+    wanted = [(results, measurement.json),
+              (rows if compared else nothing_to("--csv", measurement.csv), measurement.csv),
+              (figure if compared else nothing_to("--plot", measurement.plot), measurement.plot),
               (streams, stream is not None)]
     return [write_one for write_one, asked in wanted if asked]

@@ -26,14 +26,14 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List
 import torch
 import torch.distributed as dist
 
-from utils import compat
+from utils import compat, config
 from utils.errors import RankLost, UserError
 from utils.launch import World, printable
 
 if TYPE_CHECKING:
     from typing import TypedDict
 
-    from utils.config import RunConfig
+    from utils.config import Distributed
 
     class Binding(TypedDict, total=False):
         """init_process_group's device_id, passed only where this torch has it."""
@@ -46,26 +46,24 @@ RENDEZVOUS_GRACE_S = 5  # the watchdog waits this long past --dist-timeout, so t
 # workers its CPUs allow, and what only rank 0 writes or prints. Everything else must match.
 PER_RANK_SETTINGS = frozenset({"data_dir", "workers", "json", "csv", "plot", "tensorboard", "jsonl", "trace_dir",
                                "wide", "no_progress", "log_every", "dist_timeout"})
-# the flags not named by their setting: one spelled with its underscore, and two with an earlier name
-FLAG_SPELLING = {"loss_scaling": "-s/--loss_scaling", "warmup": "--timing-warmup/--warmup",
-                 "warmup_lr_steps": "--lr-warmup-steps/--warmup-lr-steps"}
 # What a gloo or NCCL collective says when another rank ended or stopped answering.
 PEER_LOST = re.compile(r"connection closed by peer|connection reset by peer|broken pipe|remote process exited"
                        r"|communicator was aborted|timed out|timeout", re.IGNORECASE)
 PORT_TAKEN = re.compile(r"address already in use|EADDRINUSE", re.IGNORECASE)
 
 
-def init(world: World, config: RunConfig) -> torch.device:
-    """Join the process group and check that every rank runs the same settings; returns this
-    rank's device. Joining gives up after --dist-timeout seconds, and from then on a collective
-    that waits longer raises instead of hanging, so a failing rank brings the job down."""
+def init(world: World, gpu: bool, settings: Distributed, record: Dict[str, Any]) -> torch.device:
+    """Join the process group (on CUDA with `gpu`) and check that every rank runs the same
+    settings, `record` (RunConfig.record's); returns this rank's device. Joining gives up after
+    --dist-timeout seconds, and from then on a collective that waits longer raises instead of
+    hanging, so a failing rank brings the job down."""
     address = rendezvous_address(world)
-    device = bind_device(world, config.precision.gpu)
-    with watchdog(address, world, config.distributed.dist_timeout):
-        join(world, device, address, config.distributed.dist_timeout)
+    device = bind_device(world, gpu)
+    with watchdog(address, world, settings.dist_timeout):
+        join(world, device, address, settings.dist_timeout)
         try:
-            agree_on_settings(world, config)
-            check_grad_comm(config.distributed.grad_comm, device)
+            agree_on_settings(world, record)
+            check_grad_comm(settings.grad_comm, device)
         except UserError:
             # every rank refuses alike, from the same gathered facts: leaving the group together
             # brings their exits close, so a launcher seldom ends one that lags behind another
@@ -194,10 +192,11 @@ def watchdog(address: str, world: World, timeout_s: float) -> Iterator[None]:
         timer.cancel()
 
 
-def agree_on_settings(world: World, config: RunConfig) -> None:
-    """Refuse before any data is loaded when the ranks were started with different flags: a
-    different -n ends in mismatched collectives (an abort), a different -b in a wrong run."""
-    settings = {name: value for name, value in config.record().items() if name not in PER_RANK_SETTINGS}
+def agree_on_settings(world: World, record: Dict[str, Any]) -> None:
+    """Refuse before any data is loaded when the ranks were started with different flags (their
+    `record`s differ beyond PER_RANK_SETTINGS): a different -n ends in mismatched collectives (an
+    abort), a different -b in a wrong run."""
+    settings = {name: value for name, value in record.items() if name not in PER_RANK_SETTINGS}
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]
     if len(set(gathered(world, digest))) > 1:  # the settings themselves only when they differ
         raise UserError(settings_differ(gathered(world, settings)))
@@ -210,7 +209,7 @@ def settings_differ(per_rank: List[Dict[str, Any]]) -> str:
         ranks = [rank for rank, settings in enumerate(per_rank) if settings.get(name) != first.get(name)]
         if ranks:
             more = f" (and {len(ranks) - 1} more ranks)" if len(ranks) > 1 else ""
-            differences.append(f"{FLAG_SPELLING.get(name, '--' + name.replace('_', '-'))} is "
+            differences.append(f"{config.flag_names(name)} is "
                                f"{value_shown(first.get(name))} on rank 0 but "
                                f"{value_shown(per_rank[ranks[0]].get(name))} on rank {ranks[0]}{more}")
     return (f"the ranks were started with different flags: {', '.join(differences)}; start every rank with the "

@@ -1,4 +1,4 @@
-"""The timed run of one precision mode: a trainer and the config in, statistics out.
+"""The timed run of one precision mode: a trainer and the settings it reads in, statistics out.
 
 The loop does training and timing only. Step boundaries are recorded by StepTimer (CUDA
 events, read after the loop), losses stay on the device, and stop signals and divergence are
@@ -30,7 +30,7 @@ from utils.training.trainer import digest
 if TYPE_CHECKING:
     from typing import Protocol
 
-    from utils.config import RunConfig
+    from utils.config import Accuracy, Checkpoints, Training
     from utils.launch import World
     from utils.modes import Mode
     from utils.stop import StopRequest
@@ -223,36 +223,36 @@ class Recorder:
                           host_readings=previous.host_readings + hosts)
 
 
-def train(trainer: Trainer, config: RunConfig, context: RunContext, start_step: int = 0,
-          previous: Optional[Statistics] = None, save: Optional[Callable[[int, Statistics], None]] = None,
-          census: Optional[Census] = None, curve: Optional[AccuracyCurve] = None) -> LoopOutcome:
+def train(trainer: Trainer, training: Training, accuracy: Accuracy, checkpoints: Checkpoints, context: RunContext,
+          start_step: int = 0, previous: Optional[Statistics] = None,
+          save: Optional[Callable[[int, Statistics], None]] = None, census: Optional[Census] = None,
+          curve: Optional[AccuracyCurve] = None) -> LoopOutcome:
     """Train from `start_step` to the plan's steps, continuing `previous` (earlier processes'). A stop signal ends the
     run after the current step; `save(step, stats)` runs every --checkpoint-every steps; `census` (--numerics) examines
     the steps it wants and `curve` evaluates on its cadence, after the step, outside its timing. --stop-at-target ends
     the run at the evaluation that reaches the target (at the first timed step if one in the warm-up did)."""
     device, world, stop = context.device, context.world, context.stop
-    policy = nonfinite_policy(trainer.mode, config.training.on_nan)
-    steps = trainer.plan.steps
-    timer = StepTimer(device)
-    recorder = Recorder(previous or Statistics(), config.training.effective_batch_size, trainer.plan.timing_warmup,
+    policy = nonfinite_policy(trainer.mode, training.on_nan)
+    steps, timer = trainer.plan.steps, StepTimer(device)
+    recorder = Recorder(previous or Statistics(), training.effective_batch_size, trainer.plan.timing_warmup,
                         start_step, context, curve)
     agreement = RankAgreement(device, world, recorder.losses, policy == "stop") \
         if policy == "stop" or world.distributed else None
-    progress = context.reporter.training(steps, trainer.mode.name, config.training.global_batch_size(world.size),
+    progress = context.reporter.training(steps, trainer.mode.name, training.global_batch_size(world.size),
                                          start_step, (recorder.losses, recorder.lrs, recorder.loss_scales))
     step, stopped_by, reached = start_step, None, False
-    every = config.checkpoints.checkpoint_every
+    every = checkpoints.checkpoint_every
     while step < steps:
         ending, stopped_by = ends_before(step, agreement, stop, world, policy)
         if ending:
             break
         recorder.begin_step(timer)
-        batches = MicroBatches(next(trainer.loader), trainer.loader, config.training.accum_steps)
+        batches = MicroBatches(next(trainer.loader), trainer.loader, training.accum_steps)
         timer.batch_ready()
         recorder.before_step(batches, trainer.optimizer)
         sample = batches.first if census is not None and census.wants(step + 1) else None
         loss = train_step(trainer.step_model, batches, trainer.criterion, trainer.optimizer, trainer.scaler,
-                          trainer.mode, device, config.training.clip_grad, skip_nonfinite=policy == "skip")
+                          trainer.mode, device, training.clip_grad, skip_nonfinite=policy == "skip")
         advance(trainer.scheduler)  # every step, skipped or not: knowing which were skipped would need a sync
         step += 1
         recorder.after_step(step, loss, trainer.scaler)
@@ -267,7 +267,7 @@ def train(trainer: Trainer, config: RunConfig, context: RunContext, start_step: 
             recorder.pause(timer)
             curve.take(step, recorder.train_s(timer))
         # the target ends the run once a step is timed: one reached in the warm-up ends it after
-        if config.accuracy.stop_at_target and curve is not None and recorder.timed(step) and curve.reached_target:
+        if accuracy.stop_at_target and curve is not None and recorder.timed(step) and curve.reached_target:
             reached = True
             break
     timer.close()  # synchronizes: the progress's last line reads its copies without waiting

@@ -20,7 +20,7 @@ from utils.training import precision
 from utils.training.step import MicroBatches, make_optimizer, no_decay_flags, train_step
 
 if TYPE_CHECKING:
-    from utils.config import RunConfig, TrainingPlan
+    from utils.config import DataSettings, Precision, Training, TrainingPlan
     from utils.modes import Mode
 
 LARGEST_TRY = 1 << 20  # a million images a step: beyond any GPU today
@@ -46,19 +46,19 @@ def largest_batch(fits: Callable[[int], bool], start: int, limit: int = LARGEST_
     return fitted
 
 
-def fits_on_gpu(initial_model: nn.Module, mode: Mode, config: RunConfig, plan: TrainingPlan,
-                device: torch.device) -> Callable[[int], bool]:
+def fits_on_gpu(initial_model: nn.Module, mode: Mode, training: Training, precision_settings: Precision,
+                data_settings: DataSettings, plan: TrainingPlan, device: torch.device) -> Callable[[int], bool]:
     """fits(batch) for largest_batch: two training steps of a fresh copy in `mode`, with the
     plan's recipe, on labels of its classes."""
     recipe = plan.recipe
 
     def attempt(batch):
         model = copy.deepcopy(initial_model).to(device)
-        params, scaler = precision.prepare_model(model, mode, device, config.precision.loss_scale)
+        params, scaler = precision.prepare_model(model, mode, device, precision_settings.loss_scale)
         optimizer, _ = make_optimizer(params, lr=0.01, momentum=recipe.momentum, weight_decay=recipe.weight_decay,
-                                      nesterov=config.training.nesterov, impl=config.training.optimizer_impl,
-                                      kind=recipe.optimizer, no_decay=no_decay_flags(model, config.training.model))
-        images = torch.randn(batch, *config.data.input_shape, device=device)
+                                      nesterov=training.nesterov, impl=training.optimizer_impl,
+                                      kind=recipe.optimizer, no_decay=no_decay_flags(model, training.model))
+        images = torch.randn(batch, *data_settings.input_shape, device=device)
         labels = torch.randint(0, plan.num_classes, (batch,), device=device)
         batches = iter(lambda: (images, labels), None)
         for _ in range(2):
@@ -80,8 +80,9 @@ def fits_on_gpu(initial_model: nn.Module, mode: Mode, config: RunConfig, plan: T
     return fits
 
 
-def largest_batch_of(initial_model: nn.Module, mode: Mode, config: RunConfig, plan: TrainingPlan,
-                     device: torch.device) -> int:
-    """The largest batch `mode` trains on `device` (CUDA)."""
+def largest_batch_of(initial_model: nn.Module, mode: Mode, training: Training, precision_settings: Precision,
+                     data_settings: DataSettings, plan: TrainingPlan, device: torch.device) -> int:
+    """The largest batch `mode` trains on `device` (CUDA), searched from the run's batch."""
     precision.set_tf32(mode.tf32)
-    return largest_batch(fits_on_gpu(initial_model, mode, config, plan, device), config.training.batch_size)
+    fits = fits_on_gpu(initial_model, mode, training, precision_settings, data_settings, plan, device)
+    return largest_batch(fits, training.batch_size)

@@ -37,7 +37,7 @@ def check_supported(mode: Mode, device: torch.device, fp8_emulate: bool = False,
     check_cpu(mode)
     slow = cpu_arithmetic.slow_on_this_cpu(mode)
     if slow and mode.low_precision_dtype == "float16" and not allow_slow_fp16:
-        raise UserError(f"{slow}; use amp-bf16 (--bf16, or --modes fp32,amp-bf16), a GPU (-p), or add "
+        raise UserError(f"{slow}; use amp-bf16 (--modes amp-bf16, or --modes fp32,amp-bf16), a GPU (-p), or add "
                         "--allow-slow-fp16 to run it anyway.")
     return slow
 
@@ -56,11 +56,11 @@ def check_gpu(mode: Mode, device: torch.device) -> None:
 def check_cpu(mode: Mode) -> None:
     """The CPU's part: no TF32 there, and what this torch build lacks on it."""
     if mode.tf32:
-        raise UserError("mode tf32 (--tf32) only applies to CUDA GPUs: on the CPU run fp32, or add -p on a GPU node.")
+        raise UserError("mode tf32 only applies to CUDA GPUs: on the CPU run fp32, or add -p on a GPU node.")
     if mode.autocast_dtype == torch.float16 and not cpu_autocasts_to_half():
         raise UserError(f"mode {mode.name} needs float16 autocast on the CPU, which torch {torch.__version__} lacks "
                         "(it would silently train in FP32): run it on a GPU (-p), or use amp-bf16 on the CPU "
-                        "(--bf16, or --modes fp32,amp-bf16).")
+                        "(--modes amp-bf16, or --modes fp32,amp-bf16).")
     if mode.loss_scaling and not mode.master_weights and not compat.has_device_grad_scaler():
         raise UserError(f"mode {mode.name} needs a GradScaler on the CPU, which torch {torch.__version__} lacks "
                         "(torch 2.3 has one): run it on a GPU (-p).")

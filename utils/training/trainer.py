@@ -18,7 +18,7 @@ from utils.training import distributed, float8, precision
 from utils.training.step import make_optimizer, make_scheduler, no_decay_flags
 
 if TYPE_CHECKING:
-    from utils.config import Distributed, RunConfig, TrainingPlan
+    from utils.config import DataSettings, Distributed, Precision, Speed, Training, TrainingPlan
     from utils.data.dataset import Data
     from utils.data.loaders import DeviceLoader, TorchvisionLoader
     from utils.launch import World
@@ -43,30 +43,31 @@ class Trainer:
     grad_comm: Optional[str] = None  # the dtype DDP's gradients travel in; None in one process
 
 
-def build_trainer(initial_model: nn.Module, mode: Mode, data: Data, config: RunConfig, plan: TrainingPlan,
-                  device: torch.device, world: World) -> Trainer:
+def build_trainer(initial_model: nn.Module, mode: Mode, data: Data, plan: TrainingPlan, training: Training,
+                  precision_settings: Precision, data_settings: DataSettings, speed: Speed,
+                  distributed_settings: Distributed, device: torch.device, world: World) -> Trainer:
     """A copy of `initial_model` set up for `mode` and trained by `plan`: every mode starts from
     the same weights, and the loader, seeded with the run's seed, gives every mode the same
     batches."""
     precision.set_tf32(mode.tf32)
-    training, recipe = config.training, plan.recipe
+    recipe = plan.recipe
     model = copy.deepcopy(initial_model).to(device)
     initial_weights = digest(model.state_dict().values())
-    if config.speed.channels_last:
+    if speed.channels_last:
         model = model.to(memory_format=memory_format(True))
     if mode.float8:  # before DDP and compile wrap the model, and before the optimizer takes its parameters
-        float8.convert(model, mode.float8, config.precision.fp8_emulate)
-    params, scaler = precision.prepare_model(model, mode, device, config.precision.loss_scale)
+        float8.convert(model, mode.float8, precision_settings.fp8_emulate)
+    params, scaler = precision.prepare_model(model, mode, device, precision_settings.loss_scale)
     step_model, grad_comm = model, None
     if world.distributed:  # broadcasts rank 0's weights, all-reduces gradients in backward
-        step_model, grad_comm = data_parallel(model, device, config.distributed, world.size)
-    if config.speed.compile:
+        step_model, grad_comm = data_parallel(model, device, distributed_settings, world.size)
+    if speed.compile:
         # a compiled module is an OptimizedModule, an nn.Module; torch's stubs say a callable
-        step_model = cast(nn.Module, torch.compile(step_model, mode=config.speed.compile_mode))
-    loader = make_train_loader(config.data.loader, data.train_images, data.train_labels,
+        step_model = cast(nn.Module, torch.compile(step_model, mode=speed.compile_mode))
+    loader = make_train_loader(data_settings.loader, data.train_images, data.train_labels,
                                batch_size=training.batch_size, device=device, seed=training.seed,
-                               workers=config.data.workers, channels_last=config.speed.channels_last,
-                               shard=(world.rank, world.size), input_shape=config.data.input_shape,
+                               workers=data_settings.workers, channels_last=speed.channels_last,
+                               shard=(world.rank, world.size), input_shape=data_settings.input_shape,
                                normalization=data.normalization)
     optimizer, optimizer_impl = make_optimizer(params, lr=recipe.lr, momentum=recipe.momentum,
                                                weight_decay=recipe.weight_decay, nesterov=training.nesterov,

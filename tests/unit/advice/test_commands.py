@@ -1,48 +1,42 @@
 """The command lines of --advise: every flag of main.py that --advise does not own reaches each
-phase as main.py parses it back (so a flag added to utils/flags.py passes through unnamed), the
+phase as main.py parses it back (so a setting added to a section passes through unnamed), the
 levers flip the user's setting, and the batch-job lines carry the user's flags."""
-import dataclasses
-
 import pytest
 
 from main import build_parser
 from utils import config
 from utils.advice import commands
-from utils.config import Arguments
-from utils.flags import FLAGS
 
 
-def other_value(flag, default):
-    """A value of `flag`'s setting other than its default, that main.py's parser takes."""
+def other_value(setting, default):
+    """A value of `setting` other than its default, that main.py's parser takes."""
     if isinstance(default, bool):
         return not default
-    if flag.choices:
-        return next(choice for choice in flag.choices if choice != default)
-    allowed = config.RANGES.get(flag.setting)
+    if setting.flag.choices:
+        return next(choice for choice in setting.flag.choices if choice != default)
+    allowed = setting.flag.range
     if allowed is not None:
         return next(allowed.kind(value) for value in (3, 0.25, 64) if allowed.holds(value) and value != default)
     return "some-value"
 
 
-PASSED = [flag for flag in FLAGS if flag.setting not in commands.NOT_PASSED]
+PASSED = [setting for key, setting in config.SETTINGS.items() if key not in commands.NOT_PASSED]
 
 
-@pytest.mark.parametrize("flag", PASSED, ids=lambda flag: flag.names[0])
-def test_every_flag_the_adviser_does_not_own_reaches_the_phases_as_main_py_reads_it(flag):
+@pytest.mark.parametrize("setting", PASSED, ids=lambda setting: setting.name)
+def test_every_flag_the_adviser_does_not_own_reaches_the_phases_as_main_py_reads_it(setting):
     defaults = config.defaults()
-    value = other_value(flag, defaults[flag.setting])
-    arguments = Arguments(**{**defaults, flag.setting: value})
-    options = commands.user_options(arguments)
+    value = other_value(setting, defaults[setting.key])
+    options = commands.user_options(config.arguments(**{setting.key: value}))
     parsed = vars(build_parser().parse_args(options))
-    parsed.pop("spelled", None)  # the names the flags were typed as, for messages: no setting
-    assert parsed[flag.setting] == value, options
-    assert {name for name, found in parsed.items() if found != defaults[name]} == {flag.setting}
+    assert parsed[setting.key] == value, options
+    assert {name for name, found in parsed.items() if name in defaults and found != defaults[name]} == {setting.key}
     # always named, so that a command says what it trains: a --model-factory in -m's place
-    assert ("--model" in options) == (flag.setting != "model_factory") and "--batch-size" in options
+    assert ("--model" in options) == (setting.key != "model_factory") and "--batch-size" in options
 
 
 def test_the_length_reaches_the_accuracy_check_alone():
-    arguments = Arguments(steps=300, model="resnet18")
+    arguments = config.arguments(steps=300, model="resnet18")
     speed = commands.phase_command(arguments, ["--modes", "fp32"], False, "a.json")
     check = commands.phase_command(arguments, ["--modes", "fp32,amp-bf16", "--seeds", "3"], True, "b.json")
     assert "--steps" not in speed and check[:2] == ["--steps", "300"]
@@ -50,34 +44,34 @@ def test_the_length_reaches_the_accuracy_check_alone():
 
 
 def test_a_lever_is_tried_the_other_way_from_the_users_command():
-    assert commands.lever_flip("fused optimizer", Arguments()) == {"optimizer_impl": "foreach"}  # fused by default
-    assert commands.lever_flip("channels-last", Arguments()) == {"channels_last": True}
-    assert commands.lever_flip("channels-last", Arguments(channels_last=True)) == {"channels_last": False}
-    assert commands.lever_flip("cuda graphs", Arguments())["compile_mode"] == "reduce-overhead"
+    fused = config.arguments()  # by default
+    assert commands.lever_flip("fused optimizer", fused) == {"optimizer_impl": "foreach"}
+    assert commands.lever_flip("channels-last", config.arguments()) == {"channels_last": True}
+    assert commands.lever_flip("channels-last", config.arguments(channels_last=True)) == {"channels_last": False}
+    assert commands.lever_flip("cuda graphs", config.arguments())["compile_mode"] == "reduce-overhead"
     assert commands.is_on("compile", {"compile": True, "compile_mode": "default"})
     assert not commands.is_on("cuda graphs", {"compile": False, "compile_mode": "reduce-overhead"})
 
 
 def test_the_advised_command_switches_a_lever_off_as_well_as_on():
-    arguments = Arguments(model="resnet50", batch_size=256, gpu=True, channels_last=True)
+    arguments = config.arguments(model="resnet50", batch_size=256, gpu=True, channels_last=True)
     assert commands.advised_command(arguments, "amp-bf16", {"channels_last": False}) == [
-        "python", "main.py", "--batch-size", "256", "--model", "resnet50", "--gpu", "--bf16"]  # the layout dropped
+        "python", "main.py", "--batch-size", "256", "--model", "resnet50", "--gpu", "--modes", "amp-bf16"]  # no layout
     assert commands.advised_command(arguments, "fp8", {"optimizer_impl": "foreach"})[-6:] == [
         "--optimizer-impl", "foreach", "--gpu", "--channels-last", "--modes", "fp8"]
 
 
 def test_the_batch_job_lines_run_a_job_per_seed_with_the_users_flags():
-    arguments = dataclasses.replace(Arguments(), model="vit_s4", batch_size=128, image_size=64, seed=5)
+    arguments = config.arguments(model="vit_s4", batch_size=128, image_size=64, seed=5)
     lines = commands.job_lines(arguments, ("fp32", "amp-bf16"), 3, 500)
     assert lines == {scheduler: f"for seed in 5 6 7; do MODEL=vit_s4 BATCH=128 STEPS=500 MODES=fp32,amp-bf16 NODES=1 "
                                 f"GPUS_PER_NODE=1 EXTRA_ARGS=\"--seed $seed --image-size 64\" {submit}; done"
                      for scheduler, submit in commands.JOB_SUBMIT.items()}
-    elsewhere = commands.job_lines(dataclasses.replace(arguments, data_dir="my data"), ("fp32",), 3, 10)
+    elsewhere = commands.job_lines(commands.with_settings(arguments, {"data_dir": "my data"}), ("fp32",), 3, 10)
     assert "CIFAR10_DIR='my data' NODES=1" in elsewhere["pbs"]  # where the job scripts read the data from
-    assert commands.job_lines(dataclasses.replace(arguments, stem="imagenet", dropout=0.1, lr=0.1,
-                                                  optimizer="sgd", clip_grad=1.0), ("fp32",), 3, 10) is not None
-    quoted = dataclasses.replace(arguments, trace_dir=None, tensorboard=None, label_smoothing=0.1,
-                                 lr_schedule="constant")
+    recipe = {"stem": "imagenet", "dropout": 0.1, "lr": 0.1, "optimizer": "sgd", "clip_grad": 1.0}
+    assert commands.job_lines(commands.with_settings(arguments, recipe), ("fp32",), 3, 10) is not None
+    quoted = commands.with_settings(arguments, {"label_smoothing": 0.1, "lr_schedule": "constant"})
     assert "--lr-schedule constant" in commands.job_lines(quoted, ("fp32",), 3, 10)["slurm"]
 
 
@@ -85,16 +79,16 @@ def test_your_model_and_images_reach_every_phase_and_the_advised_command_but_no_
     """--model-factory and --data imagefolder are plain run options: each phase and the command
     advised carry them (the factory in -m's place, from a results file too); the job scripts train
     a torchvision MODEL on CIFAR-10, so no batch-job line is offered for them."""
-    arguments = Arguments(model_factory="mymodels:net", data="imagefolder", data_dir="flowers", num_classes=5,
+    arguments = config.arguments(model_factory="mymodels:net", data="imagefolder", data_dir="flowers", num_classes=5,
                           batch_size=64)
     phase = commands.phase_command(arguments, ["--modes", "fp32,amp-bf16"], False, "a.json")
     assert phase[:10] == ["--batch-size", "64", "--model-factory", "mymodels:net", "--data", "imagefolder",
                           "--data-dir", "flowers", "--num-classes", "5"] and "--model" not in phase
-    assert commands.advised_command(arguments, "amp-bf16", {})[-1] == "--bf16"
+    assert commands.advised_command(arguments, "amp-bf16", {})[-2:] == ["--modes", "amp-bf16"]
     assert commands.job_lines(arguments, ("fp32", "amp-bf16"), 3, 100) is None
-    assert commands.job_lines(dataclasses.replace(arguments, model_factory=None), ("fp32",), 3, 100) is None
+    assert commands.job_lines(commands.with_settings(arguments, {"model_factory": None}), ("fp32",), 3, 100) is None
     record = {"model": "mymodels:net", "model_factory": "mymodels:net", "batch_size": 64, "data": "imagefolder",
               "data_dir": "flowers"}
     saved = commands.from_results_command(record, True, "amp-bf16", {})
     assert saved == ["python", "main.py", "--batch-size", "64", "--model-factory", "mymodels:net", "--gpu",
-                     "--data", "imagefolder", "--data-dir", "flowers", "--bf16"]
+                     "--data", "imagefolder", "--data-dir", "flowers", "--modes", "amp-bf16"]

@@ -39,7 +39,7 @@ def advice_of(path, documents=None):
     """advice.json for a results file, as `--advise --from PATH --advice-dir ITS FOLDER` makes it."""
     documents = documents if documents is not None else load_result(str(path))
     context = Context(path.name)
-    return session.advice_document(documents, context, None, None, None, [])
+    return session.advice_document(documents, context, None, None, [])
 
 
 def test_every_gpu_folder_is_among_the_fixtures():

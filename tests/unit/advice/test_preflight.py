@@ -10,9 +10,9 @@ from conftest import ROOT
 from utils.advice import preflight as preflighting
 from utils.advice import session
 from utils.advice.decide import Context
-from utils.app import seeded_model
 from utils.config import RunConfig
 from utils.results.merge import load_result
+from utils.training.start import seeded_model
 
 H100 = "NVIDIA H100 80GB HBM3"
 
@@ -25,27 +25,29 @@ def test_the_planner_and_the_decider_import_no_torch():
 
 def test_on_a_cpu_fp32_and_amp_bf16_are_timed_and_tf32_and_fp8_are_not():
     config = RunConfig.build(advise=True, model="resnet18", stem="imagenet", batch_size=16)
-    timed, not_timed = preflighting.timed_modes(config, torch.device("cpu"))
+    timed, not_timed = preflighting.timed_modes(config.precision, torch.device("cpu"))
     assert timed[:2] == ["fp32", "amp-bf16"]
-    assert not_timed["tf32"] == "mode tf32 (--tf32) only applies to CUDA GPUs"
+    assert not_timed["tf32"] == "mode tf32 only applies to CUDA GPUs"
     assert {"fp8", "fp8-rowwise"} <= set(not_timed)
-    tried, why_not = preflighting.levers(config, torch.device("cpu"))
+    tried, why_not = preflighting.levers(config.training, config.arguments, torch.device("cpu"))
     assert "cuda graphs" in why_not and dict(tried)["channels-last"] == {"channels_last": True}
     vit = RunConfig.build(advise=True, model="vit_t4", batch_size=16)
-    assert "channels-last" in preflighting.levers(vit, torch.device("cpu"))[1]
+    assert "channels-last" in preflighting.levers(vit.training, vit.arguments, torch.device("cpu"))[1]
 
 
 def test_fp8_predicted_slower_than_bf16_is_not_timed_and_the_advice_cites_the_prediction():
     config = RunConfig.build(advise=True, model="vit_t4", batch_size=64)
     timed, not_timed = ["fp32", "amp-bf16", "fp8"], {}
-    predictions, facts = preflighting.fp8_predictions(config, seeded_model(config), H100, timed, not_timed)
+    model = seeded_model(config.training, config.data)
+    predictions, facts = preflighting.fp8_predictions(config.training, config.data, config.speed, model, H100, timed,
+                                                      not_timed)
     speedup = predictions["fp8"]["speedup"]
     assert speedup < preflighting.FP8_WORTH and "fp8" not in timed
     assert not_timed["fp8"] == f"predicted {speedup:.2f}x amp-bf16's speed on an H100 SXM, under 0.95x"
     assert facts["fp8"]["layers"] and all(layer["speedup"] > 0 for layer in facts["fp8"]["layers"])
     documents = load_result(str(ROOT / "results" / "NVIDIA-H200" / "2026-11-26" / "headline-resnet18.json"))
     context = Context("headline-resnet18.json", not_timed, predictions)
-    advice = session.advice_document(documents, context, None, None, None, [])
+    advice = session.advice_document(documents, context, None, None, [])
     advice["preflight"] = {"fp8": facts, "not_timed": not_timed}
     (rejected,) = [entry for entry in advice["rejected"] if entry["mode"] == "fp8"]
     (cited,) = [entry for entry in advice["evidence"] if entry["id"] == rejected["evidence"][0]]
@@ -56,5 +58,6 @@ def test_fp8_predicted_slower_than_bf16_is_not_timed_and_the_advice_cites_the_pr
 def test_a_model_with_nothing_fp8_converts_is_not_timed_in_fp8():
     config = RunConfig.build(advise=True, model="resnet18", batch_size=64)
     timed, not_timed = ["fp32", "fp8-rowwise"], {}
-    preflighting.fp8_predictions(config, seeded_model(config), H100, timed, not_timed)
+    model = seeded_model(config.training, config.data)
+    preflighting.fp8_predictions(config.training, config.data, config.speed, model, H100, timed, not_timed)
     assert timed == ["fp32"] and not_timed["fp8-rowwise"].startswith("model resnet18 has no nn.Linear layer")

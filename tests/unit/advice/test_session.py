@@ -88,6 +88,12 @@ class FakeRunner:
         return session.Outcome(path, 143 if cut else 0, "", self.clock.now - started)
 
 
+def advise(config, stop, clock, runner, flight):
+    """session.advise with the sections utils/app.py hands it, and the fake preflight `flight`."""
+    return session.advise(config.training, config.data, config.accuracy, config.precision, config.speed,
+                          config.advice, config.arguments, stop, clock, runner, lambda: flight(config))
+
+
 def config_of(tmp_path, budget, *extra):
     return RunConfig.build(advise=True, budget=budget, model="resnet18", batch_size=64,
                            advice_dir=str(tmp_path / "advice"), **dict(extra))
@@ -101,7 +107,7 @@ def test_the_command_ends_within_its_budget_and_one_step_and_says_what_did_not_f
     started = clock.now
     config = config_of(tmp_path, budget)
     with StopRequest() as stop:
-        code = session.advise(config, stop, clock, runner, fake_preflight(clock))
+        code = advise(config, stop, clock, runner, fake_preflight(clock))
     assert clock.now - started <= budget * 60 + STEP_S
     assert all(deadline == started + budget * 60 for deadline in runner.deadlines)
     advice = json.loads((tmp_path / "advice" / "advice.json").read_text())
@@ -130,7 +136,7 @@ def test_a_phase_is_started_only_when_its_estimate_fits_what_is_left(tmp_path):
     runner = FakeRunner(clock, 1.0)
     started = clock.now
     with StopRequest() as stop:
-        session.advise(config_of(tmp_path, 3.0), stop, clock, runner, fake_preflight(clock))
+        advise(config_of(tmp_path, 3.0), stop, clock, runner, fake_preflight(clock))
     elapsed = PREFLIGHT_S
     for phase in runner.ran:
         assert phase.estimate_s <= 3.0 * 60 - elapsed
@@ -143,7 +149,7 @@ def test_a_budget_below_one_comparison_is_refused_with_what_it_needs(tmp_path):
     with StopRequest() as stop, pytest.raises(UserError, match=r"--budget 0.5 is less than one comparison needs "
                                                                r"here: fp32, amp-bf16, 3 repeats of 5 steps.*give "
                                                                r"--budget [0-9.]+ or more"):
-        session.advise(config_of(tmp_path, 0.5), stop, clock, FakeRunner(clock, 1.0), fake_preflight(clock))
+        advise(config_of(tmp_path, 0.5), stop, clock, FakeRunner(clock, 1.0), fake_preflight(clock))
     assert not (tmp_path / "advice").exists()
 
 
@@ -158,7 +164,7 @@ def test_the_user_flags_reach_every_phase_and_the_advised_command(tmp_path):
 
     config = config_of(tmp_path, 60.0, ("image_size", 64), ("lr", 0.05), ("data", "cifar10"), ("steps", 300))
     with StopRequest() as stop:
-        session.advise(config, stop, clock, recording, fake_preflight(clock))
+        advise(config, stop, clock, recording, fake_preflight(clock))
     for phase, argv in argvs:
         pairs = list(zip(argv, argv[1:]))
         for flag, value in (("--lr", "0.05"), ("--batch-size", "64"), ("--model", "resnet18"), ("--data", "cifar10"),

@@ -66,16 +66,17 @@ def trainer_for(model_name, mode, stem="cifar", batch=16):
     torch.manual_seed(0)
     model = factory.build_model(model_name, stem, None, batch)
     config = RunConfig.build(steps=10, warmup=1, batch_size=batch, no_progress=True)
-    return build_trainer(model, MODES[mode], synthetic(CPU, seed=0), config, config.plan(True, 1), CPU,
-                         launch.World()), config
+    return build_trainer(model, MODES[mode], synthetic(CPU, seed=0), config.plan(True, 1),
+                         config.training, config.precision, config.data, config.speed, config.distributed,
+                         CPU, launch.World()), config.training
 
 
 @pytest.mark.compat  # the profiler's event names and tree under the oldest torch too
 @pytest.mark.parametrize("model_name, stem", [("resnet18", "imagenet"), ("squeezenet1_1", "cifar")])
 def test_categories_add_up_to_the_measured_step_time(model_name, stem):
-    trainer, config = trainer_for(model_name, "fp32", stem)
-    profile_steps(trainer, config, CPU, 1)  # the first steps allocate
-    profile, trace_failed = profile_steps(trainer, config, CPU, 3)
+    trainer, training = trainer_for(model_name, "fp32", stem)
+    profile_steps(trainer, training, CPU, 1)  # the first steps allocate
+    profile, trace_failed = profile_steps(trainer, training, CPU, 3)
     total = sum(entry["ms"] for entry in profile.categories.values())
     assert total == pytest.approx(profile.total_ms)
     # the step's ops run in this thread, one after another, inside the profiler's step spans: their own
@@ -90,9 +91,9 @@ def test_categories_add_up_to_the_measured_step_time(model_name, stem):
 def test_resnet18_fp32_is_mostly_convolution_and_bf16_adds_casts():
     profiles = {}
     for mode in ("fp32", "amp-bf16"):
-        trainer, config = trainer_for("resnet18", mode, "imagenet")
-        profile_steps(trainer, config, CPU, 1)
-        profiles[mode] = profile_steps(trainer, config, CPU, 2)[0]
+        trainer, training = trainer_for("resnet18", mode, "imagenet")
+        profile_steps(trainer, training, CPU, 1)
+        profiles[mode] = profile_steps(trainer, training, CPU, 2)[0]
     fp32 = {name: entry["ms"] for name, entry in profiles["fp32"].categories.items()}
     assert max(fp32, key=fp32.get) == "conv"
     assert fp32["conv"] + fp32["matmul"] > 0.5 * sum(fp32.values())

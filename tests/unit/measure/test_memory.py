@@ -32,8 +32,9 @@ class WarmupScratch(nn.Module):
 
 def test_a_large_warm_up_temporary_shows_in_the_warm_up_peak_only():
     config = RunConfig.build(steps=6, warmup=2, batch_size=8, no_progress=True, no_eval=True)
-    trainer = build_trainer(WarmupScratch(), modes.MODES["fp32"], synthetic(CPU, seed=0), config, config.plan(False, 1),
-                            CPU, launch.World())
-    stats = loop.train(trainer, config, RunContext(CPU)).stats
+    trainer = build_trainer(WarmupScratch(), modes.MODES["fp32"], synthetic(CPU, seed=0), config.plan(False, 1),
+                            config.training, config.precision, config.data, config.speed, config.distributed, CPU,
+                            launch.World())
+    stats = loop.train(trainer, config.training, config.accuracy, config.checkpoints, RunContext(CPU)).stats
     assert stats.warmup_peak_memory_bytes - stats.peak_memory_bytes > 0.8 * SCRATCH_BYTES, stats
     assert len(stats.step_ms) == 4

@@ -25,7 +25,9 @@ def trainer_for(model_name, mode, stem="cifar", batch=8):
     torch.manual_seed(0)
     model = factory.build_model(model_name, stem, None, batch)
     config = RunConfig.build(steps=10, warmup=1, batch_size=batch, no_progress=True)
-    return build_trainer(model, MODES[mode], synthetic(CPU, seed=0), config, config.plan(True, 1), CPU, launch.World())
+    return build_trainer(model, MODES[mode], synthetic(CPU, seed=0), config.plan(True, 1),
+                         config.training, config.precision, config.data, config.speed, config.distributed, CPU,
+                         launch.World())
 
 
 class TinyLoss(nn.Module):

@@ -1,6 +1,5 @@
 """The launcher's variables, checked before a process joins a job; the sentences for ranks
 that disagree on flags or lose a peer. No process group here: see tests/cluster/test_cluster.py."""
-import dataclasses
 import os
 import socket
 import subprocess
@@ -12,7 +11,7 @@ from hypothesis import strategies as st
 
 from conftest import ROOT, assert_user_error, run_main
 from utils import launch
-from utils.config import Arguments, RunConfig
+from utils.config import SETTINGS, RunConfig
 from utils.errors import RankLost, UserError
 from utils.launch import World
 from utils.training import distributed
@@ -92,10 +91,10 @@ def test_rank_0_refuses_a_master_port_another_program_holds():
 
 def test_the_flags_that_differ_between_ranks_are_named():
     rank0 = RunConfig.build().record()
-    others = [dict(rank0, batch_size=16, loss_scaling=True), dict(rank0), dict(rank0, batch_size=32)]
+    others = [dict(rank0, batch_size=16, channels_last=True), dict(rank0), dict(rank0, batch_size=32)]
     assert distributed.settings_differ([rank0] + others) == (
         "the ranks were started with different flags: --batch-size is 128 on rank 0 but 16 on rank 1 (and 1 more "
-        "ranks), -s/--loss_scaling is off on rank 0 but on on rank 1; start every rank with the same command line.")
+        "ranks), --channels-last is off on rank 0 but on on rank 1; start every rank with the same command line.")
 
 
 def test_a_renamed_flag_that_differs_between_ranks_is_named_by_both_its_spellings():
@@ -107,7 +106,7 @@ def test_a_renamed_flag_that_differs_between_ranks_is_named_by_both_its_spelling
 
 
 def test_the_settings_allowed_to_differ_between_ranks_are_flags():
-    assert distributed.PER_RANK_SETTINGS <= {field.name for field in dataclasses.fields(Arguments)}
+    assert distributed.PER_RANK_SETTINGS <= set(SETTINGS)
 
 
 GLOO_PEER_GONE = ("[/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:561] Connection closed by peer "

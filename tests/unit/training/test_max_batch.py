@@ -35,5 +35,6 @@ def test_each_try_trains_on_labels_of_the_runs_classes(monkeypatch):
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device: None)
     config = RunConfig.build(data="synthetic", num_classes=3, batch_size=4)
     plan = config.plan(batch_norm=True, world_size=1, num_classes=3)
-    fits = max_batch.fits_on_gpu(torch.nn.Linear(3, 3), MODES["fp32"], config, plan, torch.device("cpu"))
+    fits = max_batch.fits_on_gpu(torch.nn.Linear(3, 3), MODES["fp32"], config.training, config.precision, config.data,
+                                 plan, torch.device("cpu"))
     assert fits(64) and seen and all(int(labels.max()) <= 2 for labels in seen)

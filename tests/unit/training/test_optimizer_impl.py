@@ -35,8 +35,10 @@ def data():
 def train(data, mode, impl, steps, **settings):
     config = RunConfig.build(steps=steps, warmup=1, batch_size=8, no_progress=True, no_eval=True, modes=mode,
                              optimizer_impl=impl, **settings)
-    trainer = build_trainer(tiny_model(), modes.MODES[mode], data, config, config.plan(True, 1), CPU, launch.World())
-    return trainer, loop.train(trainer, config, RunContext(CPU))
+    trainer = build_trainer(tiny_model(), modes.MODES[mode], data, config.plan(True, 1),
+                            config.training, config.precision, config.data, config.speed, config.distributed, CPU,
+                            launch.World())
+    return trainer, loop.train(trainer, config.training, config.accuracy, config.checkpoints, RunContext(CPU))
 
 
 def syncs(data, mode, impl, steps):

@@ -26,14 +26,6 @@ def test_autocast_runs_conv_and_linear_in_the_low_dtype_and_loss_in_fp32(name, d
     assert loss.dtype == torch.float32
 
 
-def test_flags_map_to_modes():
-    assert modes.mode_from_flags(fp16=True, bf16=False, loss_scaling=True, tf32=False).name == "amp-fp16"
-    assert modes.mode_from_flags(fp16=True, bf16=False, loss_scaling=False, tf32=False).name == "amp-fp16-noscale"
-    assert modes.mode_from_flags(fp16=False, bf16=True, loss_scaling=False, tf32=False).name == "amp-bf16"
-    assert modes.mode_from_flags(fp16=False, bf16=False, loss_scaling=False, tf32=True).name == "tf32"
-    assert modes.mode_from_flags(fp16=False, bf16=False, loss_scaling=False, tf32=False).name == "fp32"
-
-
 def test_fp32_switches_tf32_off_explicitly():
     precision.set_tf32(True)
     assert tf32_flags() == {"matmul": True, "cudnn_conv": True}
