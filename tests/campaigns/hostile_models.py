@@ -80,8 +80,8 @@ class NoPathToParameters(nn.Module):
         return images.flatten(1)[:, :self.num_classes] * 1.0
 
 
-class RaisesInTraining(Tiny):
-    """Raises at its fifth forward in training mode (after the build's check and a few steps)."""
+class AtTheFifthStep(Tiny):
+    """Calls `misbehave` from its fifth forward in training mode on (after the build's check and a few steps)."""
 
     def __init__(self, num_classes=10):
         super().__init__(num_classes)
@@ -90,8 +90,13 @@ class RaisesInTraining(Tiny):
     def forward(self, images):
         self.calls += self.training
         if self.calls > 4:
-            raise ValueError("the fifth batch is not welcome")
+            self.misbehave()
         return super().forward(images)
+
+
+class RaisesInTraining(AtTheFifthStep):
+    def misbehave(self):
+        raise ValueError("the fifth batch is not welcome")
 
 
 class RaisesInEvaluation(Tiny):
@@ -116,20 +121,13 @@ class OnlyBuffers(nn.Module):
         return self.logits.expand(images.shape[0], -1)
 
 
-class HangsInTraining(Tiny):
+class HangsInTraining(AtTheFifthStep):
     """Never returns from its fifth forward in training mode."""
 
-    def __init__(self, num_classes=10):
-        super().__init__(num_classes)
-        self.calls = 0
-
-    def forward(self, images):
-        self.calls += self.training
-        if self.calls > 4:
-            print("the model hangs", flush=True)
-        while self.calls > 4:
+    def misbehave(self):
+        print("the model hangs", flush=True)
+        while True:
             time.sleep(0.05)
-        return super().forward(images)
 
 
 def hangs(num_classes):
