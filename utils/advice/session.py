@@ -183,6 +183,10 @@ def run_phases(training: Training, data: DataSettings, arguments: Arguments, sta
         state.ran.append(name)
         documents = load_result(outcome.results) if outcome.results else []
         if not documents:
+            if stop.requested:  # the stop signal ended its process before it wrote a result
+                state.not_run[name] = {"why": f"stopped by {stop.signal_name} before it wrote a result",
+                                       "estimate_s": phase.estimate_s}
+                continue
             if name == "compare":
                 raise UserError(f"the comparison's run failed: {outcome.said}")
             state.not_run[name] = {"why": f"its run failed: {outcome.said}", "estimate_s": phase.estimate_s}

@@ -4,6 +4,7 @@ step after it), the command ends within the budget plus one step's time, starts 
 estimate does not fit what is left, and lists each such phase as not run with why. No training."""
 import copy
 import json
+import signal
 import time
 
 import pytest
@@ -175,6 +176,30 @@ def test_the_user_flags_reach_every_phase_and_the_advised_command(tmp_path):
     advice = json.loads((tmp_path / "advice" / "advice.json").read_text())
     command = advice["recommendation"]["command"]
     assert command[:2] == ["python", "main.py"] and "--steps" in command and "--image-size" in command
+
+
+@pytest.mark.parametrize("stopped_in", ["compare", "channels-last"])
+def test_a_stop_signal_that_ends_a_phase_before_it_wrote_a_result_is_said_as_the_stop(tmp_path, stopped_in):
+    """A stop signal can end a phase's main.py before its first step, so that it writes no
+    results: that phase was stopped, not failed, and --advise still ends with 128 + the signal."""
+    clock = FakeClock()
+    runner = FakeRunner(clock, 0.5)
+
+    def stopping(phase, argv, deadline):
+        if phase.name != stopped_in:
+            return runner(phase, argv, deadline)
+        stop.handler(signal.SIGINT, None)  # arrives as the phase's process builds its model
+        return session.Outcome(None, 2, "main.py: SIGTERM received before building the model: stopping now", 1.0)
+
+    with StopRequest() as stop:
+        code = advise(config_of(tmp_path, 10.0), stop, clock, stopping, fake_preflight(clock))
+    assert code == 128 + signal.SIGINT
+    if stopped_in == "compare":  # nothing measured, so nothing advised
+        assert not (tmp_path / "advice" / "advice.json").exists()
+        return
+    advice = json.loads((tmp_path / "advice" / "advice.json").read_text())
+    assert advice["not_run"][stopped_in]["why"] == "stopped by SIGINT before it wrote a result"
+    assert all(entry["why"].startswith("stopped by SIGINT") for entry in advice["not_run"].values())
 
 
 STAND_IN = """import json, signal, sys, time
