@@ -146,11 +146,12 @@ def test_advise_with_a_factory_that_never_returns_ends_at_its_budget(tmp_path):
     assert time.monotonic() - started < 0.3 * 60 + 15
 
 
-def test_advise_stopped_in_a_phase_advises_from_what_it_measured_and_says_so(tmp_path):
+@pytest.mark.parametrize("after_s", [0, 4])  # as the phase's main.py starts (before its first step), or in it
+def test_advise_stopped_in_a_phase_advises_from_what_it_measured_and_says_so(after_s, tmp_path):
     process = start("--advise", "--model-factory", "hostile_models:tiny", "--data", "synthetic", *ADVISE, "--budget",
                     "2", "--advice-dir", tmp_path / "advice")
-    wait_for(process, "main.py --advise: compare: ")
-    time.sleep(6)
+    wait_for(process, "main.py --advise: channels-last: ")  # the comparison has ended: there is a mode to advise
+    time.sleep(after_s)
     process.send_signal(signal.SIGINT)
     status, out = ended(process, 90)
     assert status == 130 and "Traceback" not in out, out
