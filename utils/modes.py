@@ -99,6 +99,7 @@ DEFAULT_COMPARE = ("fp32", "amp-fp16")  # on a GPU
 # On a CPU: most have no fast float16 arithmetic (fallback kernels, many times slower than fp32),
 # while bfloat16 autocast runs at FP32's speed or better where the CPU has bfloat16 instructions
 DEFAULT_COMPARE_CPU = ("fp32", "amp-bf16")
+DEFAULT_ADVISE_GPU = ("fp32", "tf32", "amp-fp16", "amp-bf16")  # what a comparison times on a GPU with tensor cores
 INITIAL_LOSS_SCALE = 2.0 ** 16  # where GradScaler's dynamic scale starts (its default, named here)
 
 

@@ -39,10 +39,12 @@ def test_a_file_that_is_no_results_file_is_refused(tmp_path):
 
 def test_advice_from_saved_results_is_printed_each_sentence_with_its_evidence(tmp_path):
     result = run_main("--advise", "--from", str(H200_RESNET18), "--advice-dir", str(tmp_path / "advice"))
-    assert result.returncode == document.STATUSES["partial-budget"], result.stderr  # no accuracy check in it
+    # amp-fp16's two repeats there lie 34% apart: no ranking of them can be trusted
+    assert result.returncode == document.STATUSES["unsteady"], result.stderr
     sentences = [line for line in result.stdout.splitlines() if re.match(r"^ ?\d+\. ", line)]
     assert sentences and all(SENTENCE.match(line) for line in sentences), sentences
-    assert "Train with tf32" in sentences[0]  # amp-fp16, slower than tf32 there, is not advised
+    assert sentences[0].startswith(" 1. No advice yet: these timings are unsteady")
+    assert "Train with" not in result.stdout and "here: python main.py --advise " in result.stdout
     advice = json.loads((tmp_path / "advice" / "advice.json").read_text())
     document.check(advice)
     assert advice["results"] == shlex.split(advice["results"])[0] and advice["results"].endswith(H200_RESNET18.name)
@@ -54,7 +56,7 @@ def test_advice_from_an_advice_file_is_decided_again_and_a_damaged_one_refused(t
     run_main("--advise", "--from", str(H200_RESNET18), "--advice-dir", str(tmp_path / "advice"))
     saved = tmp_path / "advice" / "advice.json"
     again = run_main("--advise", "--from", str(saved))
-    assert again.returncode == 3 and again.stdout.startswith((tmp_path / "advice" / "report.txt").read_text())
+    assert again.returncode == 5 and again.stdout.startswith((tmp_path / "advice" / "report.txt").read_text())
     advice = json.loads(saved.read_text())
     cited = advice["claims"][0]["evidence"][0]
     advice["evidence"] = [entry for entry in advice["evidence"] if entry["id"] != cited]

@@ -181,7 +181,7 @@ def test_cpu_run_writes_a_complete_json(tmp_path, subset):
     assert result.returncode == 0, result.stderr
     assert "fp32" in result.stdout and "median ms" in result.stdout
     document = json.loads(out.read_text())
-    assert document["schema"] == "ampbench.result/6"
+    assert document["schema"] == "ampbench.result/7"
     for key in ["python", "torch", "torchvision", "cuda", "cudnn", "device", "tf32", "hostname", "command"]:
         assert key in document["env"]
     assert document["config"]["steps"] == 6 and document["config"]["model"] == "resnet18"

@@ -2,6 +2,7 @@
 import copy
 import csv
 import json
+import math
 import sys
 import types
 
@@ -59,7 +60,13 @@ def test_comparison_figures_are_consistent(compared):
     for mode, row in comparison.items():
         runs = [run for run in document["runs"] if run["mode"] == mode]
         assert row["runs"] == 2 and row["repeat_medians_ms"] == [run["step_time_ms"]["median"] for run in runs]
-        assert row["speedup_vs_baseline"] == pytest.approx(base["median_step_ms"] / row["median_step_ms"])
+        # two repeats run back to back, each a pair: the speedup is their ratios' geometric mean, no interval
+        base_runs = [run for run in document["runs"] if run["mode"] == "fp32"]
+        ratios = [one["step_time_ms"]["median"] / other["step_time_ms"]["median"]
+                  for one, other in zip(base_runs, runs)]
+        if mode != "fp32":
+            assert row["repeat_speedups"] == pytest.approx(ratios) and row["speedup_ci95"] is None
+            assert row["speedup_vs_baseline"] == pytest.approx(math.sqrt(ratios[0] * ratios[1]))
         assert row["images_per_sec"] == pytest.approx(8000 / row["median_step_ms"])
         assert row["tflops"] > 0 and row["mfu_pct"] is None
         if row["learned"] and base["learned"]:
@@ -84,7 +91,7 @@ def test_env_records_what_results_depend_on(compared):
 def test_a_run_writes_schema_6_with_the_comparison_keys_the_schema_page_lists(compared):
     from utils.results.upgrade import upgrade
     document = json.loads((compared[1] / "r.json").read_text())
-    assert document["schema"] == "ampbench.result/6" and "upgraded_from" not in document
+    assert document["schema"] == "ampbench.result/7" and "upgraded_from" not in document
     page = (ROOT / "docs" / "results-schema.md").read_text()
     listed = page.split("* `comparison`: keyed by mode:", 1)[1].split("\n* ", 1)[0]
     keys = {key for row in document["comparison"].values() for key in row}
@@ -103,7 +110,7 @@ def test_a_file_of_this_release_and_one_of_each_earlier_era_are_read_and_reporte
     merged = json.loads((tmp_path / "m.json").read_text())
     assert [document.get("upgraded_from") for document in merged] == \
         ["ampbench.result/1", "ampbench.result/2", "ampbench.result/2", None]
-    assert {document["schema"] for document in merged} == {"ampbench.result/6"}
+    assert {document["schema"] for document in merged} == {"ampbench.result/7"}
     assert all("speedup_vs_baseline" in row for document in merged for row in document["comparison"].values())
     assert result.stdout.count("setup: ") == 4 and result.stdout.count("median ms") == 4
 
@@ -332,8 +339,9 @@ def timed_run(mode, steps_ms, repeat=0):
 
 
 def test_an_interval_says_what_it_rests_on_and_two_runs_give_none():
-    """Three runs per mode: over their medians; one: a block bootstrap over the steps, wider
-    than the independent one when the steps drift; two: none, and why."""
+    """Three paired repeats: Student's t over their log ratios; one run per mode: a block
+    bootstrap over the steps, wider than the independent one when the steps drift; two repeats:
+    none, each repeat's ratio instead; three runs that do not pair: a bootstrap over their medians."""
     from utils.results import compare
     rng = np.random.default_rng(0)
     drift = 100.0 + np.cumsum(rng.normal(0.0, 1.0, 200))  # a random walk: neighbouring steps are alike
@@ -345,11 +353,23 @@ def test_an_interval_says_what_it_rests_on_and_two_runs_give_none():
     runs = [timed_run(mode, rng.normal(ms, 2.0, 30), repeat) for repeat in range(3)
             for mode, ms in (("fp32", 100.0), ("amp-bf16", 50.0))]
     three = compare.compare_modes(runs)["amp-bf16"]
-    assert three.speedup_interval == "bootstrap over the runs' medians (repeats and seeds)"
+    assert three.speedup_interval.startswith("Student's t over the 3 paired repeats' log ratios")
     assert three.speedup_significant is True and three.memory_ratio_ci95 is not None
+    ratios = [base["step_time_ms"]["median"] / run["step_time_ms"]["median"]
+              for base, run in zip(runs[::2], runs[1::2])]
+    assert three.repeat_speedups == pytest.approx(ratios)
+    assert three.speedup_vs_baseline == pytest.approx(math.exp(sum(map(math.log, ratios)) / 3))
+    low, high = three.speedup_ci95
+    assert low < min(ratios) and max(ratios) < high  # t with 2 degrees of freedom: wider than the three
     two = compare.compare_modes([run for run in runs if run["repeat"] < 2])["amp-bf16"]
     assert two.speedup_ci95 is None and two.speedup_significant is None and two.memory_ratio_ci95 is None
-    assert two.speedup_interval == "none with 2 runs per mode: an interval over runs needs 3 (--repeats 3)"
+    assert two.speedup_interval == ("none from 2 paired repeats: an interval needs 3 (--repeats 3); each repeat's "
+                                    "ratio is shown instead")
+    assert two.repeat_speedups == pytest.approx(ratios[:2])
+    unpaired = compare.speedup([run for run in runs if run["mode"] == "fp32"],
+                               [run for run in runs if run["mode"] == "amp-bf16"], pair=False)
+    assert unpaired.interval is not None and unpaired.per_repeat is None
+    assert unpaired.rests_on == "bootstrap over the runs' medians (repeats and seeds)"
 
 
 def test_a_spread_over_20_percent_is_warned_about():
@@ -358,9 +378,18 @@ def test_a_spread_over_20_percent_is_warned_about():
     noisy = [timed_run("amp-bf16", [60.0] * 30), timed_run("amp-bf16", [93.0] * 30, 1)]  # 55% apart
     comparison = compare.compare_modes(steady + noisy)
     assert round(comparison["amp-bf16"].spread_pct) == 43 and comparison["fp32"].spread_pct == 0.0
-    text = "\n".join(summary.spread_notes(comparison))
+    text = "\n".join(summary.spread_notes(comparison, "fp32"))
     assert "warning: the timings spread over 20% (amp-bf16 43%)" in text and "fp32 0%" not in text
-    assert not any("warning" in line for line in summary.spread_notes(compare.compare_modes(steady)))
+    assert "every figure above is unsteady" in text and compare.unsteady_speedups(comparison, "fp32") != {}
+    assert not any("warning" in line for line in summary.spread_notes(compare.compare_modes(steady), "fp32"))
+    # both modes drift together within each repeat: the times are unsteady, the paired speedups are not
+    drifting = [timed_run(mode, [ms * (1.0 if repeat == 0 else 1.5)] * 30, repeat) for repeat in range(2)
+                for mode, ms in (("fp32", 100.0), ("amp-bf16", 50.0))]
+    together = compare.compare_modes(drifting)
+    text = "\n".join(summary.spread_notes(together, "fp32"))
+    assert "warning: the timings spread over 20% (fp32 40%, amp-bf16 40%)" in text
+    assert "the speedups, which rest on those pairs, stay within 20%" in text
+    assert compare.unsteady_speedups(together, "fp32") == {} and together["amp-bf16"].repeat_speedups == [2.0, 2.0]
 
 
 def test_a_run_that_did_not_learn_is_flagged_and_its_accuracy_not_compared():
@@ -389,8 +418,9 @@ def test_the_table_fits_80_columns_and_the_header_says_only_what_applies(compare
     document = read_results(folder / "r.json")
     assert max(len(line) for line in result.stdout.splitlines()) <= 80
     assert "speedup [95% CI]" in result.stdout
-    assert "95% CI: none with 2 runs per mode: an interval over runs needs 3 (--repeats 3)." in \
-        " ".join(line.strip() for line in result.stdout.splitlines())
+    printed = " ".join(line.strip() for line in result.stdout.splitlines())
+    assert "95% CI: none from 2 paired repeats: an interval needs 3 (--repeats 3); each repeat's ratio is" in printed
+    assert "per repeat (speedup over fp32 of each repeat's pair of runs): amp-bf16 " in printed
     first_line = result.stdout.splitlines()[0]
     assert first_line.startswith("squeezenet1_1, batch 8") and "stem" not in first_line and "TF32" not in result.stdout
     assert document["env"]["cuda"] is None

@@ -9,6 +9,7 @@ import shlex
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from utils import config, modes
+from utils.results.compare import MIN_RUNS
 from utils.settings import Arguments
 
 # The settings no phase takes from the user: what the adviser sets itself, its own flags, and the
@@ -91,10 +92,15 @@ def advised_command(arguments: Arguments, mode: str, settings: Dict[str, Any]) -
 
 def from_results_command(record: Dict[str, Any], on_gpu: bool, mode: str, settings: Dict[str, Any]) -> List[str]:
     """main.py's command that trains as advised, from a results file's config `record`: its model
-    (or the factory that built it), batch, image size, accumulation, data kind (an image folder
-    with its folder) and layout flags (the rest of a saved recipe is its own default)."""
-    kept = {name: record[name] for name in ("model", "model_factory", "batch_size", "image_size", "accum_steps",
-                                            "channels_last", "compile", "compile_mode", "optimizer_impl")
+    (or the factory that built it), batch, image size, accumulation and data kind (an image folder
+    with its folder), with the levers' `settings` the advice decided (a lever the results never
+    compared stays at main.py's default; the rest of a saved recipe is its own default)."""
+    return advised_command(results_arguments(record, on_gpu), mode, settings)
+
+
+def results_arguments(record: Dict[str, Any], on_gpu: bool) -> Arguments:
+    """The command line a results file's config `record` describes (from_results_command's)."""
+    kept = {name: record[name] for name in ("model", "model_factory", "batch_size", "image_size", "accum_steps")
             if record.get(name) is not None}
     if "model_factory" in kept:  # the model's name is the factory's MODULE:FUNCTION, which -m cannot take
         del kept["model"]
@@ -102,8 +108,28 @@ def from_results_command(record: Dict[str, Any], on_gpu: bool, mode: str, settin
         kept["data"] = record["data"]
     if record.get("data") == "imagefolder":
         kept["data_dir"] = record["data_dir"]
-    arguments = config.arguments(**kept, gpu=on_gpu)
-    return advised_command(arguments, mode, settings)
+    return config.arguments(**kept, gpu=on_gpu)
+
+
+def compare_command(record: Dict[str, Any], on_gpu: bool) -> List[str]:
+    """main.py's command that compares the modes this device runs at speed, 3 repeats in
+    alternating order, in the setting of a results file's config `record`."""
+    compared = modes.DEFAULT_ADVISE_GPU if on_gpu else modes.DEFAULT_COMPARE_CPU
+    return ["python", "main.py", *user_options(results_arguments(record, on_gpu)), "--modes", ",".join(compared),
+            "--repeats", str(MIN_RUNS)]
+
+
+def flags_of(settings: Dict[str, Any]) -> List[str]:
+    """The flags that set `settings` (a lever's), as a user types them: "--channels-last",
+    "--optimizer-impl foreach"."""
+    options = user_options(config.arguments(**settings), (*NOT_PASSED, *NAMED))
+    words: List[str] = []
+    for option in options:
+        if option.startswith("-") or not words:
+            words.append(option)
+        else:
+            words[-1] += f" {option}"
+    return words
 
 
 def phase_command(arguments: Arguments, phase_flags: Sequence[str], keep_length: bool, results: str) -> List[str]:

@@ -1,6 +1,7 @@
 """The evidence an advice rests on: every figure a sentence cites, with an id (E1, E2, ...), its
-kind (measured, predicted, not run), value, interval, count and the field it comes from; and the
-way back from that field to the saved results, which advice.json's readers (and the tests) take.
+kind (measured, predicted, not run, rule, derived), value, interval, count and the field it comes
+from; and the way back from that field to the saved results, which advice.json's readers (and the
+tests) take. A sentence prints no figure that its cited entries do not hold (figures.py).
 
 A source is one of:
   {"file", "baseline", "document", "field"}  a field of the results file's documents as
@@ -9,7 +10,11 @@ A source is one of:
   {"ratio_of": [source, source]}  a figure that is one field over another (a lever's speedup:
       the comparison's median step over the lever run's);
   {"advice": path}  a field of advice.json itself: what the preflight predicted or the plan
-      estimated, which no results file holds.
+      estimated, which no results file holds;
+  {"rule": name}  a threshold the code decides by (RULES), which a sentence names beside a figure;
+  {"busy_runs": {"file", "baseline", "document"}}  how many of a document's runs were timed while
+      another process competed for the cores (compare.busy_host);
+  {"derived": formula, "of": [ids]}  a figure computed from other entries by one of FORMULAS.
 No torch.
 """
 from __future__ import annotations
@@ -19,10 +24,30 @@ import math
 import os
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
+from utils.explain.diagnose import GPU_BOUND_SHARE
+from utils.results.compare import MIN_RUNS, SPREAD_WARNING_PCT, busy_host, ratios_spread_pct
 from utils.results.merge import load_result, merge
 
-KINDS = ("measured", "predicted", "not run")
+KINDS = ("measured", "predicted", "not run", "rule", "derived")
 Path = List[Union[str, int]]
+# The thresholds a sentence names, by the name its evidence source gives; each is the code's own.
+RULES = {
+    "spread": SPREAD_WARNING_PCT,  # % of the median: runs or steps that spread wider are unsteady
+    "min_runs": MIN_RUNS,  # runs (or paired repeats) a mode an interval over runs needs
+    "busy": 90.0,  # % of a step the GPU runs kernels, under which the host side's levers are worth naming
+    "host_bound": GPU_BOUND_SHARE,  # a step whose GPU runs kernels under this share of it is host-bound
+}
+
+
+def payback_steps(compile_s: float, first_s: float, step_ms: float, speedup: float) -> Optional[int]:
+    """After how many steps compiling pays for itself: the first compiled step's extra over the
+    uncompiled first step, over the time each compiled step saves; None when it never does."""
+    saved_s = step_ms / 1000 * (1 - 1 / speedup)
+    return math.ceil(max(compile_s - first_s, 0.0) / saved_s) if saved_s > 0 else None
+
+
+FORMULAS: Dict[str, Callable[..., Any]] = {"difference": lambda first, second: first - second,
+                                           "payback_steps": payback_steps, "spread_pct": ratios_spread_pct}
 
 
 class Ledger:
@@ -87,12 +112,22 @@ def reader(folder: str) -> Views:
 
 
 def resolved(source: Dict[str, Any], views: Views, advice: Dict[str, Any]) -> Any:
-    """The value `source` names: a field of the results, one over another, or advice.json's own."""
+    """The value `source` names: a field of the results, one over another, advice.json's own, a
+    rule's, a count of busy runs, or a formula of other entries."""
     if "ratio_of" in source:
         top, bottom = (resolved(part, views, advice) for part in source["ratio_of"])
         return top / bottom
     if "advice" in source:
         return value_at(advice, source["advice"])
+    if "rule" in source:
+        return RULES[source["rule"]]
+    if "busy_runs" in source:
+        where = source["busy_runs"]
+        return sum(map(busy_host, views(where["file"], where["baseline"])[where["document"]]["runs"]))
+    if "derived" in source:
+        entries = {entry["id"]: entry for entry in advice["evidence"]}
+        return FORMULAS[source["derived"]](*(resolved(entries[ident]["source"], views, advice)
+                                             for ident in source["of"]))
     return value_at(views(source["file"], source["baseline"])[source["document"]], source["field"])
 
 
@@ -109,7 +144,7 @@ def unresolved(advice: Dict[str, Any], views: Views) -> List[str]:
     for entry in advice["evidence"]:
         try:
             value = resolved(entry["source"], views, advice)
-        except (KeyError, IndexError, TypeError, ZeroDivisionError) as error:
+        except (KeyError, IndexError, TypeError, ZeroDivisionError, ValueError) as error:
             found.append(f"{entry['id']} ({entry['what']}): its source has no field {error}")
             continue
         if not same(value, entry["value"]):

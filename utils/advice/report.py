@@ -21,6 +21,8 @@ def shown(value: Any) -> str:
     """A figure as the table shows it: four significant digits, text cut to fit."""
     if value is None:
         return "-"
+    if isinstance(value, list) and all(isinstance(item, (int, float)) for item in value):
+        return cut(", ".join(f"{item:.4g}" for item in value), VALUE_WIDTH)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return cut(str(value), VALUE_WIDTH)
     return f"{value:.4g}"
@@ -36,6 +38,12 @@ def source_text(source: Dict[str, Any]) -> str:
         return " / ".join(source_text(part) for part in source["ratio_of"])
     if "advice" in source:
         return "advice.json " + ".".join(map(str, source["advice"]))
+    if "rule" in source:
+        return f"the rule {source['rule']}"
+    if "busy_runs" in source:
+        return f"[{source['busy_runs']['document']}] runs[].host.warning, counted"
+    if "derived" in source:
+        return f"{source['derived']} of {', '.join(source['of'])}"
     against = any(str(key).endswith(AGAINST_THE_BASELINE) for key in source["field"])
     return f"[{source['document']}] {'.'.join(map(str, source['field']))}" + \
         (f" vs {source['baseline']}" if against else "")
@@ -54,9 +62,9 @@ def evidence_table(entries: Sequence[Dict[str, Any]]) -> List[str]:
 
 
 def heading(advice: Dict[str, Any]) -> str:
-    config, recommendation = advice["setup"], advice["recommendation"]
+    config = advice["setup"]
     where = advice["setup"].get("device") or "?"
-    return (f"Which precision should {config.get('model')} train with, batch {recommendation['batch']}, "
+    return (f"Which precision should {config.get('model')} train with, batch {config.get('batch_size')}, "
             f"{config.get('image_size') or 32}x{config.get('image_size') or 32} images, on {where}? "
             f"Status: {advice['status']} (exit {advice['exit_code']}).")
 
@@ -72,7 +80,11 @@ def report(advice: Dict[str, Any]) -> str:
     lines += ["", f"Evidence: [N] is document N of {advice['results']} as python -m utils.report FILE --baseline B "
                   "compares it; advice.json holds every entry whole."]
     lines += evidence_table(advice["evidence"])
-    lines += ["", "Train with:", "  " + shell_line(advice["recommendation"]["command"])]
+    if advice["recommendation"] is not None:
+        lines += ["", "Train with:", "  " + shell_line(advice["recommendation"]["command"])]
+    else:
+        lines += ["", "Measure again, alone on this machine or a quiet node:"]
+        lines += [f"  {name}: {line}" for name, line in advice["measure_again"].items()]
     budget = advice.get("budget")
     if budget:
         lines.append(f"(--advise spent {budget['spent_s'] / 60:.1f} of its {budget['minutes']:g} minutes.)")

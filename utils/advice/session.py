@@ -104,6 +104,7 @@ class State:
     capabilities: plan.Capabilities
     documents: List[Dict[str, Any]]
     not_run: Dict[str, Dict[str, Any]]
+    cut_short: Dict[str, str] = dataclasses.field(default_factory=dict)  # phase: what stopped it before its last step
     leading: Optional[Tuple[str, ...]] = None
     compare: Optional[plan.Phase] = None
     ran: List[str] = dataclasses.field(default_factory=list)  # the phases started, in order
@@ -193,8 +194,7 @@ def run_phases(training: Training, data: DataSettings, arguments: Arguments, sta
             continue
         if any(document.get("incomplete") for document in documents):
             stopped = f"{stop.signal_name} stopped it" if stop.requested else "the deadline stopped it"
-            state.not_run[name + ", cut short"] = {"why": stopped + " before its last step",
-                                                    "estimate_s": phase.estimate_s}
+            state.cut_short[name] = stopped + " before its last step"
         state.documents += documents
         learned_from(state, outcome, phase, documents)
         if name == "compare":
@@ -204,7 +204,7 @@ def run_phases(training: Training, data: DataSettings, arguments: Arguments, sta
 
 def leading_modes(documents: List[Dict[str, Any]]) -> Tuple[str, ...]:
     """The modes the comparison leads with: the one it advises, then those tied with it."""
-    recommendation = decide.decide(documents, decide.Context(RESULTS), 0.0)["recommendation"]
+    recommendation = decide.decide(documents, decide.Context(RESULTS), 0.0)["lean"]
     mode = recommendation["mode"]
     return (mode, *[other for other in recommendation["tied"] if other != mode])[:plan.LEADING]
 
@@ -351,7 +351,8 @@ def session_context(training: Training, data: DataSettings, arguments: Arguments
     not_run = dict(state.not_run)
     if "accuracy" not in not_run and state.capabilities.accuracy is not None:
         not_run["accuracy"] = {"why": state.capabilities.accuracy, "estimate_s": None}
-    context = decide.Context(RESULTS, dict(state.capabilities.not_timed), dict(state.preflight.predictions), not_run)
+    context = decide.Context(RESULTS, dict(state.capabilities.not_timed), dict(state.preflight.predictions), not_run,
+                             live=True, cut_short=dict(state.cut_short))
     if leading[0] == BASELINES["default"]:  # fp32 leads: no accuracy to check against itself
         return context
     steps = accuracy_steps(training, data, state.train_images)
@@ -366,37 +367,61 @@ def session_context(training: Training, data: DataSettings, arguments: Arguments
 def advice_document(documents: List[Dict[str, Any]], context: decide.Context, state: Optional[State],
                     budget: Optional[Dict[str, float]], phases: List[plan.Phase], arguments: Optional[Arguments] = None,
                     accuracy: Optional[Accuracy] = None) -> Dict[str, Any]:
-    """advice.json: the decision of `documents`, its status, the command that trains as advised:
-    the user's, `arguments`, with the advised mode and levers, after a live session; from the
-    results' config without one (--from)."""
+    """advice.json: the decision of `documents`, its status, the command that trains as advised
+    (the user's, `arguments`, with the advised mode and levers, after a live session; from the
+    results' config without one: --from), or, while there is no advice yet, the lines that
+    measure again."""
     decided = decide.decide(documents, context, decided_margin(accuracy, documents))
-    recommendation = decided["recommendation"]
-    if arguments is not None:
-        command = commands.advised_command(arguments, recommendation["mode"], recommendation["settings"])
-    else:
-        on_gpu = not decided["on_cpu"]
-        command = commands.from_results_command(decided["config"], on_gpu, recommendation["mode"],
-                                                recommendation["settings"])
+    recommendation, lean = decided["recommendation"], decided["lean"]
+    on_gpu = not decided["on_cpu"]
+    if recommendation is not None:
+        recommendation = dict(recommendation, command=advised(arguments, decided["config"], on_gpu, recommendation))
     verdict = decided["accuracy_verdict"]
-    if context.accuracy_check is None and recommendation["mode"] != BASELINES["default"]:
-        # --from a results file: the check on the machine it reads, from the results' config
-        here = commands.from_results_command(decided["config"], not decided["on_cpu"], "fp32", {})
+    if recommendation is not None and context.accuracy_check is None and lean["mode"] != BASELINES["default"]:
+        # --from a results file: the check on the machine it reads, from the results' config, on
+        # CIFAR-10 where the runs had synthetic images, which have no test set
+        record = {key: value for key, value in decided["config"].items() if key != "data" or value != "synthetic"}
+        here = commands.from_results_command(record, on_gpu, "fp32", {})
         context.accuracy_check = {"seeds": plan.SEEDS, "estimate_s": None, "lines": {"here": commands.shell_line(
-            [*here, "--modes", f"fp32,{recommendation['mode']}", "--seeds", str(plan.SEEDS), "--json",
-             "accuracy.json"])}}
-    complete = not context.not_run and verdict in (None, "holds") and not any(
-        document.get("incomplete") for document in documents)
-    status = document.status_of(decided["on_cpu"], complete)
+            [*here, "--modes", f"fp32,{lean['mode']}", "--seeds", str(plan.SEEDS), "--json", "accuracy.json"])}}
+    complete = not context.not_run and not context.cut_short and verdict in (None, "holds")
+    status = document.status_of(advised=recommendation is not None, unsteady=bool(decided["unsteady"]),
+                                on_cpu=decided["on_cpu"], complete=complete, live=context.live)
     ran = set(state.ran) if state is not None else set()
     return {"schema": document.SCHEMA, "status": status, "exit_code": document.STATUSES[status],
-            "recommendation": dict(recommendation, command=command), "claims": decided["claims"],
-            "evidence": decided["evidence"], "rejected": decided["rejected"], "not_run": context.not_run,
-            "accuracy_check": context.accuracy_check, "accuracy_verdict": verdict, "results": context.results,
-            "budget": budget, "preflight": state.preflight.facts if state else None,
+            "recommendation": recommendation, "lean": lean["mode"], "unsteady": decided["unsteady"],
+            "measure_again": None if recommendation is not None else measure_again(arguments, decided, budget),
+            "claims": decided["claims"], "evidence": decided["evidence"], "rejected": decided["rejected"],
+            "not_run": context.not_run, "cut_short": context.cut_short,
+            "accuracy_check": context.accuracy_check if recommendation else None,
+            "accuracy_verdict": verdict, "results": context.results, "budget": budget,
+            "preflight": state.preflight.facts if state else None,
             "plan": [{"name": phase.name, "modes": list(phase.modes), "estimate_s": phase.estimate_s,
                       "runs": phase.name in ran} for phase in phases],
             "setup": decided["setup"], "arguments": dict(arguments) if arguments is not None else None,
             "written_utc": utc.now_utc()}
+
+
+def advised(arguments: Optional[Arguments], record: Dict[str, Any], on_gpu: bool,
+            recommendation: Dict[str, Any]) -> List[str]:
+    """The command that trains as advised: the user's own flags after a live session, else the
+    results' config's (--from)."""
+    if arguments is not None:
+        return commands.advised_command(arguments, recommendation["mode"], recommendation["settings"])
+    return commands.from_results_command(record, on_gpu, recommendation["mode"], recommendation["settings"])
+
+
+def measure_again(arguments: Optional[Arguments], decided: Dict[str, Any],
+                  budget: Optional[Dict[str, float]]) -> Dict[str, str]:
+    """{where: one shell line} that measures again where there is no advice yet: the same
+    --advise (the user's own flags after a live session, the results' config's after --from),
+    with a budget at least the one spent, alone on this machine."""
+    minutes = max(float((budget or {}).get("minutes") or 0), config.DEFAULT_BUDGET_MINUTES)
+    if arguments is not None:
+        again = commands.user_options(arguments)
+    else:
+        again = commands.user_options(commands.results_arguments(decided["config"], not decided["on_cpu"]))
+    return {"here": commands.shell_line(["python", "main.py", "--advise", *again, "--budget", f"{minutes:g}"])}
 
 
 def decided_margin(accuracy: Optional[Accuracy], documents: List[Dict[str, Any]]) -> float:
@@ -439,7 +464,8 @@ def from_results(advice: Advice, stop: StopRequest) -> int:
         context = decide.Context(earlier["results"], (earlier["preflight"] or {}).get("not_timed", {}),
                                  {mode: found for mode, found in ((earlier["preflight"] or {}).get("fp8") or {}).items()
                                   if found.get("speedup") is not None},
-                                 earlier["not_run"], earlier["accuracy_check"])
+                                 earlier["not_run"], earlier["accuracy_check"], live=earlier["budget"] is not None,
+                                 cut_short=earlier["cut_short"])
     else:
         earlier, results = None, path
         context = decide.Context(path)
@@ -449,15 +475,10 @@ def from_results(advice: Advice, stop: StopRequest) -> int:
     if folder is not None:
         context.results = os.path.relpath(results, folder)
     documents = load_result(results)
-    decided = advice_document(documents, context, None, earlier["budget"] if earlier else None, [])
+    # a live run's advice keeps the user's own flags, as they typed them: its commands are built from them
+    saved = earlier["arguments"] if earlier is not None else None
+    decided = advice_document(documents, context, None, earlier["budget"] if earlier else None, [],
+                              commands.saved_arguments(saved) if saved is not None else None)
     if earlier is not None:
-        decided.update(preflight=earlier["preflight"], plan=earlier["plan"], arguments=earlier["arguments"])
-        if earlier["arguments"] is not None:  # a live run's: the user's own flags, as they typed them
-            decided["recommendation"]["command"] = again(earlier["arguments"], decided["recommendation"])
+        decided.update(preflight=earlier["preflight"], plan=earlier["plan"], arguments=saved)
     return finish(decided, folder, stop)
-
-
-def again(saved: Dict[str, Any], recommendation: Dict[str, Any]) -> List[str]:
-    """The advised command from the user's flags an advice.json keeps (`saved`: its arguments)."""
-    arguments = commands.saved_arguments(saved)
-    return commands.advised_command(arguments, recommendation["mode"], recommendation["settings"])

@@ -1,19 +1,27 @@
 """Side-by-side figures per precision mode, relative to a baseline mode (--baseline, fp32 unless
 told), with 95% intervals.
 
-Runs of one mode repeated with --repeats are pooled: step time is the median of the
-repeats' medians, and the spread between repeats shows clock drift or noise. A speedup's 95%
-interval says what it rests on: a percentile bootstrap over the runs' medians when each mode
-ran at least MIN_RUNS times (runs are what vary between reruns); with one run per mode, a
-circular block bootstrap over its timed steps (neighbouring steps are correlated: resampling
-them one by one would make the interval too narrow); with two, none, and the reason instead.
-A speedup whose interval holds 1.0 is not significant.
+Runs of one mode repeated with --repeats are pooled: step time is the median of the repeats'
+medians, and the spread between repeats shows clock drift or noise. A run that a stop signal cut
+short (fewer timed steps than planned) stays in the file but out of every median and interval
+while its mode has whole runs: one timed step never weighs like forty.
+
+A speedup says what it rests on (Speedup.rests_on). Runs of two modes made in the same repeat of
+the same seed (--repeats runs the modes back to back, in alternating order) are compared as
+pairs, each repeat's ratio on its own, so that drift both modes share cancels: with MIN_RUNS
+pairs or more, the geometric mean of those ratios with Student's t interval over their logs (the
+paired interval of the accuracy verdict); with two, no interval, and the two ratios instead; with
+one, a circular block bootstrap over the two runs' timed steps (neighbouring steps are correlated:
+resampling them one by one would make the interval too narrow). Runs that do not pair (several
+processes, the scaling study) are compared as independent samples: a percentile bootstrap over
+the runs' medians with MIN_RUNS runs a mode, a block bootstrap with one. Never fewer runs called
+an interval. A speedup whose interval holds 1.0 is not significant.
 """
 from __future__ import annotations
 
 import math
 import statistics
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -23,7 +31,7 @@ from utils.explain import diagnose
 from utils.explain.categories import NAMES as CATEGORIES
 from utils.measure import host_load
 from utils.modes import BASELINES, MODES
-from utils.results.accuracy import accuracy_figures, target_figures
+from utils.results.accuracy import accuracy_figures, paired_interval, target_figures
 from utils.results.comparison_row import ComparisonRow
 
 RESAMPLES = 2000
@@ -85,20 +93,99 @@ def block_length(count: int) -> int:
     return max(1, round(count ** (1 / 3)))
 
 
-def speedup_interval(base_group: List[Dict[str, Any]],
-                     group: List[Dict[str, Any]]) -> Tuple[Optional[List[float]], str]:
-    """(the speedup's 95% interval or None, what it rests on or why there is none)."""
+class Speedup(NamedTuple):
+    """A mode's speedup over another: the figure, its 95% interval (None: too few runs), what
+    the interval rests on or why there is none, and each paired repeat's own ratio (None where
+    the runs do not pair)."""
+    value: float
+    interval: Optional[List[float]]
+    rests_on: str
+    per_repeat: Optional[List[float]]
+
+
+def repeat_key(run: Dict[str, Any]) -> Tuple[int, int]:
+    return run.get("seed") or 0, run.get("repeat") or 0
+
+
+Pair = Tuple[Dict[str, Any], Dict[str, Any]]
+
+
+def paired(base_group: List[Dict[str, Any]], group: List[Dict[str, Any]]) -> List[Pair]:
+    """The runs of two modes made in the same repeat of the same seed, (base run, run) in repeat
+    order; where a repeat came more than once (a re-measure's process after the comparison's),
+    its runs pair in the order met."""
+    def by_repeat(runs: List[Dict[str, Any]]) -> Dict[Tuple[int, int], List[Dict[str, Any]]]:
+        keyed: Dict[Tuple[int, int], List[Dict[str, Any]]] = {}
+        for run in runs:
+            keyed.setdefault(repeat_key(run), []).append(run)
+        return keyed
+
+    bases, others = by_repeat(base_group), by_repeat(group)
+    return [pair for key in sorted(set(bases) & set(others)) for pair in zip(bases[key], others[key])]
+
+
+def run_ratio(base: Dict[str, Any], run: Dict[str, Any]) -> float:
+    return base["step_time_ms"]["median"] / run["step_time_ms"]["median"]
+
+
+def ratios_text(ratios: Sequence[float]) -> str:
+    """"1.22x, 0.95x": each repeat's ratio."""
+    return ", ".join(f"{ratio:.2f}x" for ratio in ratios)
+
+
+def speedup(base_group: List[Dict[str, Any]], group: List[Dict[str, Any]], pair: bool = True) -> Speedup:
+    """`group`'s speedup over `base_group` (module docstring): by paired repeats where `pair`
+    and some runs pair, else as independent samples."""
+    pairs = paired(base_group, group) if pair else []
+    if len(pairs) >= MIN_RUNS:
+        ratios = [run_ratio(*both) for both in pairs]
+        mean, interval = paired_interval([math.log(ratio) for ratio in ratios])
+        assert interval is not None  # MIN_RUNS > 1
+        return Speedup(math.exp(mean), [math.exp(bound) for bound in interval],
+                       f"Student's t over the {len(pairs)} paired repeats' log ratios (each repeat's two runs made "
+                       "back to back: drift both modes share cancels)", ratios)
+    if len(pairs) == 2:
+        ratios = [run_ratio(*both) for both in pairs]
+        return Speedup(math.exp(statistics.mean(math.log(ratio) for ratio in ratios)), None,
+                       f"none from 2 paired repeats: an interval needs {MIN_RUNS} (--repeats {MIN_RUNS}); each "
+                       "repeat's ratio is shown instead", ratios)
+    if len(pairs) == 1 or len(base_group) == len(group) == 1:
+        base, run = pairs[0] if pairs else (base_group[0], group[0])
+        block = block_length(min(len(base["step_times_ms"]), len(run["step_times_ms"])))
+        which = "one run per mode" if len(base_group) == len(group) == 1 else "the one repeat both modes ran whole"
+        return Speedup(run_ratio(base, run), bootstrap_ratio(base["step_times_ms"], run["step_times_ms"], block=block),
+                       f"block bootstrap over the timed steps of {which} (blocks of {block}); --repeats {MIN_RUNS} "
+                       "adds the run-to-run variation", [run_ratio(base, run)] if pairs else None)
+    value = median_step_ms(base_group) / median_step_ms(group)
     runs = min(len(base_group), len(group))
     if runs >= MIN_RUNS:
         base_medians, medians = ([run["step_time_ms"]["median"] for run in runs_of] for runs_of in (base_group, group))
-        return bootstrap_ratio(base_medians, medians), "bootstrap over the runs' medians (repeats and seeds)"
-    if len(base_group) == len(group) == 1:
-        base_steps, steps = base_group[0]["step_times_ms"], group[0]["step_times_ms"]
-        block = block_length(min(len(base_steps), len(steps)))
-        return bootstrap_ratio(base_steps, steps, block=block), (f"block bootstrap over the timed steps of one run "
-                                                                 f"per mode (blocks of {block}); --repeats {MIN_RUNS} "
-                                                                 "adds the run-to-run variation")
-    return None, f"none with {runs} runs per mode: an interval over runs needs {MIN_RUNS} (--repeats {MIN_RUNS})"
+        return Speedup(value, bootstrap_ratio(base_medians, medians),
+                       "bootstrap over the runs' medians (repeats and seeds)", None)
+    return Speedup(value, None, f"none with {runs} runs per mode: an interval over runs needs {MIN_RUNS} "
+                                f"(--repeats {MIN_RUNS})", None)
+
+
+def ratios_spread_pct(ratios: Sequence[float]) -> float:
+    """How widely paired repeats' ratios spread, in % of their median."""
+    return 100.0 * (max(ratios) - min(ratios)) / statistics.median(ratios)
+
+
+def unsteady_speedups(comparison: Dict[str, ComparisonRow], baseline: str) -> Dict[str, float]:
+    """{mode: spread %} of each mode whose speedup over `baseline` rests on timings that spread
+    over SPREAD_WARNING_PCT: its paired repeats' ratios, where it has two or more (drift both modes
+    of a repeat share cancels in them), else its own timings (spread_pct); the baseline's own only
+    where no mode has such ratios, as theirs hold its drift."""
+    paired_ratios = any(len(row.repeat_speedups or []) > 1 for row in comparison.values())
+    found = {}
+    for mode, row in comparison.items():
+        if mode == baseline and paired_ratios:
+            continue
+        ratios = row.repeat_speedups or []
+        spread = ratios_spread_pct(ratios) if len(ratios) > 1 else row.spread_pct
+        if spread is not None and spread > SPREAD_WARNING_PCT:
+            found[mode] = spread
+    return found
 
 
 def spread_pct(group: List[Dict[str, Any]]) -> Optional[float]:
@@ -122,13 +209,31 @@ def scale_drops(run: Dict[str, Any]) -> Optional[int]:
     return len(scaler_skips(run)) if run.get("loss_scale_curve") else None
 
 
-def group_by_mode(runs: Iterable[Dict[str, Any]]) -> Dict[str, List[Dict[str, Any]]]:
+def cut_short(run: Dict[str, Any]) -> bool:
+    """Whether a stop signal ended `run` before its last step, so that it timed fewer steps than planned."""
+    return run.get("stopped_by") is not None and run["completed_steps"] < run["steps"]
+
+
+def timed_by_mode(runs: Iterable[Dict[str, Any]]) -> Dict[str, List[Dict[str, Any]]]:
     """Runs with timed steps, by mode in order of appearance (an interrupted run may have none)."""
     groups: Dict[str, List[Dict[str, Any]]] = {}
     for run in runs:
         if run["step_time_ms"] is not None:
             groups.setdefault(run["mode"], []).append(run)
     return groups
+
+
+def group_by_mode(runs: Iterable[Dict[str, Any]]) -> Dict[str, List[Dict[str, Any]]]:
+    """The runs each mode's figures rest on, by mode in order of appearance: its whole runs with
+    timed steps, or, where a stop cut every one of them short, those."""
+    return {mode: [run for run in group if not cut_short(run)] or group for mode, group in timed_by_mode(runs).items()}
+
+
+def left_out(runs: Iterable[Dict[str, Any]]) -> Dict[str, int]:
+    """{mode: how many of its timed runs were cut short and left out of its figures}."""
+    timed = timed_by_mode(runs)
+    kept = group_by_mode(run for group in timed.values() for run in group)
+    return {mode: len(group) - len(kept[mode]) for mode, group in timed.items()}
 
 
 def median_of(group: List[Dict[str, Any]], key: str) -> Optional[float]:
@@ -241,8 +346,9 @@ def compare_modes(runs: List[Dict[str, Any]], margin_points: float = DEFAULT_MAR
     `baseline`: null when the baseline was not run, and no accuracy difference against a run
     that did not learn. Over seeds, the accuracy verdict against the baseline within
     +-`margin_points` and the time to a target accuracy. Each row is built once, from its parts."""
-    groups = group_by_mode(runs)
-    measured = {mode: mode_figures(group) for mode, group in groups.items()}
+    groups, dropped = group_by_mode(runs), left_out(runs)
+    measured = {mode: dict(mode_figures(group), cut_short_runs=dropped[mode], cut_short=all(map(cut_short, group)))
+                for mode, group in groups.items()}
     learning = {mode: [run for run in group if run_learned(run) is not False] for mode, group in groups.items()}
     return {mode: ComparisonRow(
         **measured[mode], **accuracy_figures(learning[mode], learning.get(baseline), margin_points / 100.0),
@@ -256,10 +362,10 @@ def ratio_figures(row: Dict[str, Any], base: Optional[Dict[str, Any]], group: Li
                   base_group: Optional[List[Dict[str, Any]]], is_baseline: bool) -> Dict[str, Any]:
     """A mode's speedup, memory ratio, accuracy difference and max-batch ratio against `base`
     (the baseline's measured figures, or None when it did not run), from its measured `row`."""
-    interval, rests_on, memory_interval = None, None, None
+    found, memory_interval = None, None
     if base and not is_baseline:
         assert base_group is not None  # the baseline's figures are measured from its runs
-        interval, rests_on = speedup_interval(base_group, group)
+        found = speedup(base_group, group)
         if min(len(group), len(base_group)) >= MIN_RUNS:
             memory_interval = bootstrap_ratio([run["peak_memory_bytes"] for run in group],
                                               [run["peak_memory_bytes"] for run in base_group], np.max)
@@ -267,10 +373,11 @@ def ratio_figures(row: Dict[str, Any], base: Optional[Dict[str, Any]], group: Li
     if base and row["test_accuracy"] is not None and base["test_accuracy"] is not None \
             and row["learned"] is not False and base["learned"] is not False:
         accuracy_delta = row["test_accuracy"] - base["test_accuracy"]
-    return {"speedup_vs_baseline": base["median_step_ms"] / row["median_step_ms"] if base else None,
-            "speedup_ci95": interval,
+    interval = found.interval if found else None
+    return {"speedup_vs_baseline": found.value if found else 1.0 if base else None,
+            "speedup_ci95": interval, "repeat_speedups": found.per_repeat if found else None,
             "speedup_significant": None if interval is None else not interval[0] <= 1.0 <= interval[1],
-            "memory_ratio_ci95": memory_interval, "speedup_interval": rests_on,
+            "memory_ratio_ci95": memory_interval, "speedup_interval": found.rests_on if found else None,
             "memory_ratio_vs_baseline": row["peak_memory_bytes"] / base["peak_memory_bytes"]
             if base and base["peak_memory_bytes"] else None,
             "accuracy_delta_vs_baseline": accuracy_delta,
@@ -319,11 +426,12 @@ def explain_figures(mode: str, measured: Dict[str, Dict[str, Any]],
     if row["profile_ms"] is not None and base and base["profile_ms"] is not None:
         profile_speedup = diagnose.profile_speedup(base["profile_ms"], row["profile_ms"])
         if mode != BASELINES["reference"]:
-            speedup = base["median_step_ms"] / row["median_step_ms"]
-            amdahl = diagnose.amdahl(base["profile_ms"], row["profile_ms"], speedup)
-            tf32 = measured.get("tf32")
-            diagnosis = comparison_findings(mode, row, base, groups[mode], speedup,
-                                            base["median_step_ms"] / tf32["median_step_ms"] if tf32 else None)
+            reference = groups[BASELINES["reference"]]
+            against = speedup(reference, groups[mode]).value
+            amdahl = diagnose.amdahl(base["profile_ms"], row["profile_ms"], against)
+            tf32 = groups.get("tf32")
+            diagnosis = comparison_findings(mode, row, base, groups[mode], against,
+                                            speedup(reference, tf32).value if tf32 else None)
     slower = fp8_finding(mode, row, groups[mode], measured.get(BASELINES["fp8"]))
     if slower:
         diagnosis = diagnose.ranked((diagnosis or []) + [slower])

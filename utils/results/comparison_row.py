@@ -18,7 +18,9 @@ class ComparisonRow:
     # loss scaling, compute rate; profile_ms is --explain's time per category and profiled_gpu_busy_share
     # its share of a profiled step in which the GPU ran kernels, max_batch --max-batch's, joules_per_image
     # and gpu_busy_share the medians of its runs' runs[].energy and runs[].gpu_busy (null when none has one)
-    runs: int
+    runs: int  # the runs its figures rest on: its whole ones, or, where a stop cut every one short, those
+    cut_short_runs: int  # its runs a stop signal cut short and left out of its figures (they stay in runs[])
+    cut_short: bool  # whether its figures rest on runs cut short (it has no whole run)
     median_step_ms: float
     p90_step_ms: float
     repeat_medians_ms: List[float]
@@ -62,6 +64,7 @@ class ComparisonRow:
     # against the baseline mode: ratios, their 95% intervals and what those rest on
     speedup_vs_baseline: Optional[float]  # the baseline's median step over this mode's
     speedup_ci95: Optional[List[float]]  # [low, high], or null (speedup_interval says why)
+    repeat_speedups: Optional[List[float]]  # each paired repeat's ratio (seed and repeat), or null where none pair
     speedup_significant: Optional[bool]  # whether that interval leaves out 1.0
     memory_ratio_ci95: Optional[List[float]]  # null unless both modes ran compare.MIN_RUNS times or more
     speedup_interval: Optional[str]  # what the interval rests on, or why there is none

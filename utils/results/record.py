@@ -1,4 +1,4 @@
-"""The result record: the one definition of what a results file holds (schema ampbench.result/6).
+"""The result record: the one definition of what a results file holds (schema ampbench.result/7).
 
 A results document is {"schema", "env", "config", "data", "incomplete", "runs", "comparison"};
 one that utils.report read from a file of an earlier release also holds "upgraded_from" (upgrade.py);
@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # annotations only: they import torch, or the config above th
     from utils.training.trainer import Trainer
 
 # A renamed key or one that readers need added is a new schema: docs/results-schema.md lists each release's keys.
-SCHEMA = "ampbench.result/6"
+SCHEMA = "ampbench.result/7"
 # The release whose peak_memory_bytes included the warm-up (cuDNN autotuning, compilation),
 # which /2 on measures apart: its runs never pool with later ones, and the table says so.
 WARMUP_IN_PEAK = "ampbench.result/1"

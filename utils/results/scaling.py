@@ -4,8 +4,9 @@ grows with the ranks at a fixed per-process batch (weak scaling), from the study
 Per mode, world size N and --grad-comm: images/s, the global batch over the median of the runs'
 median step times (compare.median_step_ms, as the comparison computes it); the scaling efficiency,
 images/s at N over N x the 1-process images/s (at a fixed per-process batch: the 1-process step
-time over the N-process one), with the 95% interval of compare.speedup_interval, which resamples
-that same statistic, between the two groups of runs; the AMP speedup against fp32 at that size,
+time over the N-process one), with the 95% interval of compare.speedup for runs that do not pair
+(each size is a launch of its own), which resamples that same statistic, between the two groups
+of runs; the AMP speedup against fp32 at that size,
 from the comparison of its own runs; and the communication share of a step, the median exposed
 all-reduce time of --explain's profile over the median profiled step (compare.communication_share,
 as the summary's communication line).
@@ -23,10 +24,9 @@ from utils.results.accuracy import accuracy_figures
 from utils.results.compare import (
     communication_share,
     group_by_mode,
-    median_step_ms,
     profiled_communication,
     run_learned,
-    speedup_interval,
+    speedup,
 )
 from utils.results.merge import merge
 from utils.results.record import setup_of
@@ -70,12 +70,12 @@ def efficiency(base_runs: List[Dict[str, Any]], runs: List[Dict[str, Any]],
     """(efficiency, its 95% interval or None, what the interval rests on) of `runs` on `ranks`
     ranks against `base_runs` on one. At a fixed per-process batch, images/s at N over N x the
     1-process images/s is the 1-process step time over the N-process one: each compare.median_step_ms,
-    the statistic whose ratio speedup_interval resamples, so that the figure is its interval's
-    own (a median of per-run images/s would not be, with an even number of runs)."""
+    the statistic whose ratio compare.speedup resamples for runs that do not pair, so that the
+    figure is its interval's own (a median of per-run images/s would not be, with an even number of runs)."""
     if ranks == 1:
         return 1.0, None, "the baseline"
-    interval, rests_on = speedup_interval(base_runs, runs)
-    return median_step_ms(base_runs) / median_step_ms(runs), interval, rests_on
+    found = speedup(base_runs, runs, pair=False)
+    return found.value, found.interval, found.rests_on
 
 
 def comm_share(runs: List[Dict[str, Any]]) -> Tuple[Optional[float], Optional[float]]:

@@ -11,7 +11,15 @@ from utils.explain.diagnose import GPU_BOUND_SHARE, amdahl_line, ranked, speedup
 from utils.measure.nvml_meter import COUNTER_UPDATE_S, MIN_BUSY_SAMPLES, MIN_ENERGY_WINDOW_S
 from utils.measure.step_stats import OUTLIER_FACTOR
 from utils.modes import BASELINES
-from utils.results.compare import CHANCE_LOSS, SPREAD_WARNING_PCT, communication_share, profiled_communication
+from utils.results.compare import (
+    CHANCE_LOSS,
+    SPREAD_WARNING_PCT,
+    communication_share,
+    cut_short,
+    profiled_communication,
+    ratios_text,
+    unsteady_speedups,
+)
 from utils.results.comparison_row import ComparisonRow
 from utils.results.record import WARMUP_IN_PEAK, setup_of, written_schema
 
@@ -340,7 +348,13 @@ def notes(document: Dict[str, Any]) -> List[str]:
                      "run more steps or --repeats.")
     bases = sorted({row.speedup_interval for row in comparison.values() if row.speedup_interval})
     lines += [f"95% CI: {basis}." for basis in bases]
-    lines += spread_notes(comparison)
+    each = {mode: row.repeat_speedups for mode, row in comparison.items()
+            if row.repeat_speedups and len(row.repeat_speedups) > 1 and row.speedup_ci95 is None}
+    if each:
+        lines.append("per repeat (speedup over " + baseline + " of each repeat's pair of runs): " +
+                     "; ".join(f"{mode} {ratios_text(ratios)}" for mode, ratios in each.items()) + ".")
+    lines += cut_short_notes(document)
+    lines += spread_notes(comparison, baseline)
     for mode, row in comparison.items():
         if row.learned is False:
             lines.append(f"warning: {mode} did not learn (final loss {fmt(row.final_loss, '.4f')}, ln 10 = "
@@ -407,16 +421,44 @@ def prediction_note(mode: str, block: Dict[str, Any], comparison: Dict[str, Comp
             f"{prediction['linear_speedup']:.2f}x), {measured} (python -m utils.explain.fp8_predict).")
 
 
-def spread_notes(comparison: Dict[str, ComparisonRow]) -> List[str]:
-    """What the spread column holds, and a warning for a mode whose timings spread too widely."""
+def cut_short_notes(document: Dict[str, Any]) -> List[str]:
+    """One line per mode with runs a stop signal cut short: left out of its figures while it has
+    whole runs (compare.group_by_mode), else the only runs they rest on."""
+    lines = []
+    for mode, row in document["comparison"].items():
+        short = [run for run in document["runs"] if run["mode"] == mode and cut_short(run)]
+        if not short:
+            continue
+        listed = ", ".join(f"repeat {run.get('repeat') or 0} stopped by {run['stopped_by']} after {run['timed_steps']} "
+                           f"of {max(run['steps'] - run['warmup'], 0)} timed steps" for run in short)
+        if row.cut_short:
+            lines.append(f"cut short: every run of {mode} was ({listed}): its figures rest on them alone and are "
+                         "unsteady; measure it again.")
+        else:
+            lines.append(f"cut short: {len(short)} run{'s' if len(short) > 1 else ''} of {mode} ({listed}), left out "
+                         "of its figures and kept in runs[].")
+    return lines
+
+
+def spread_notes(comparison: Dict[str, ComparisonRow], baseline: str) -> List[str]:
+    """What the spread column holds, and a warning for a mode whose timings spread too widely:
+    every figure is unsteady where the speedups are too (compare.unsteady_speedups), else the
+    times and throughputs alone."""
     spread = {mode: row.spread_pct for mode, row in comparison.items() if row.spread_pct is not None}
     if not spread:
         return []
     lines = ["spread: between the runs' medians, or with one run its steps' p10 to p90, in % of the median."]
     wide = [f"{mode} {pct:.0f}%" for mode, pct in spread.items() if pct > SPREAD_WARNING_PCT]
-    if wide:
-        lines.append(f"warning: the timings spread over {SPREAD_WARNING_PCT:.0f}% ({', '.join(wide)}): something else "
-                     "ran, or the clocks changed; every figure above is unsteady, rerun on a quiet machine.")
+    if not wide:
+        return lines
+    unsteady = unsteady_speedups(comparison, baseline)
+    said = (f"warning: the timings spread over {SPREAD_WARNING_PCT:.0f}% ({', '.join(wide)}): something else ran, or "
+            "the clocks changed; ")
+    if unsteady:
+        lines.append(said + "every figure above is unsteady, rerun on a quiet machine.")
+    else:  # each repeat's runs drifted together: the ratios, which rest on those pairs, stayed within it
+        lines.append(said + "the step times and throughputs above are unsteady, but each repeat's modes drifted "
+                     f"together and the speedups, which rest on those pairs, stay within {SPREAD_WARNING_PCT:.0f}%.")
     return lines
 
 

@@ -23,7 +23,9 @@ from utils.results.record import SCHEMA, WARMUP_IN_PEAK
 # /4 without runs[].gpu_busy and runs[].energy.window_too_short. /4 is /5 without env.source_sha256,
 # and its busy shares took every sample stamped in the timed steps, however few. /5 is /6 before
 # --model-factory and --data imagefolder: a torchvision model, CIFAR-10's 10 classes or synthetic images.
-EARLIER_SCHEMAS = (WARMUP_IN_PEAK, "ampbench.result/2", "ampbench.result/3", "ampbench.result/4", "ampbench.result/5")
+# /6 is /7 without the comparison's cut_short_runs, cut_short and repeat_speedups, which merge() computes again.
+EARLIER_SCHEMAS = (WARMUP_IN_PEAK, "ampbench.result/2", "ampbench.result/3", "ampbench.result/4", "ampbench.result/5",
+                   "ampbench.result/6")
 READABLE_SCHEMAS = EARLIER_SCHEMAS + (SCHEMA,)
 # The comparison's keys that /3 renamed: before --baseline (/1, and /2 files written before it)
 # every ratio was against fp32; now it is against config.precision.baseline.

@@ -6,7 +6,7 @@ import sys
 
 import torch
 
-from conftest import ROOT
+from conftest import ROOT, third_repeat
 from utils.advice import preflight as preflighting
 from utils.advice import session
 from utils.advice.decide import Context
@@ -45,7 +45,8 @@ def test_fp8_predicted_slower_than_bf16_is_not_timed_and_the_advice_cites_the_pr
     assert speedup < preflighting.FP8_WORTH and "fp8" not in timed
     assert not_timed["fp8"] == f"predicted {speedup:.2f}x amp-bf16's speed on an H100 SXM, under 0.95x"
     assert facts["fp8"]["layers"] and all(layer["speedup"] > 0 for layer in facts["fp8"]["layers"])
-    documents = load_result(str(ROOT / "results" / "NVIDIA-H200" / "2026-11-26" / "headline-resnet18.json"))
+    documents = third_repeat(load_result(str(ROOT / "results" / "NVIDIA-H100-80GB-HBM3" / "2026-11-26" /
+                                             "headline-resnet18.json")))
     context = Context("headline-resnet18.json", not_timed, predictions)
     advice = session.advice_document(documents, context, None, None, [])
     advice["preflight"] = {"fp8": facts, "not_timed": not_timed}

@@ -113,20 +113,22 @@ def test_the_command_ends_within_its_budget_and_one_step_and_says_what_did_not_f
     assert all(deadline == started + budget * 60 for deadline in runner.deadlines)
     advice = json.loads((tmp_path / "advice" / "advice.json").read_text())
     document.check(advice)
-    assert code == advice["exit_code"] == document.STATUSES["cpu-only"]
+    # a comparison the deadline cut short before its third repeat leaves too few for an interval
+    expected = "cpu-only" if advice["recommendation"] is not None else "too-few-runs"
+    assert code == advice["exit_code"] == document.STATUSES[expected]
+    assert expected == "cpu-only" or "compare" in advice["cut_short"]
     assert runner.ran[0].name == "compare"
     wanted = {"compare", *[lever for lever in commands.LEVERS if lever != "cuda graphs"]}
     ran = [phase.name for phase in runner.ran]
-    listed = {name for name in advice["not_run"] if not name.endswith(", cut short")}
+    listed = set(advice["not_run"])
     assert set(ran) | listed - {"accuracy"} == wanted | ({"accuracy"} & set(ran))
-    leading = runner.ran[1].modes[0] if len(runner.ran) > 1 else advice["recommendation"]["mode"]
+    leading = runner.ran[1].modes[0] if len(runner.ran) > 1 else advice["lean"]
     assert "accuracy" in set(ran) | listed or leading == "fp32"  # nothing to check fp32 against
+    for name, why in advice["cut_short"].items():  # started within the budget, stopped at its deadline
+        assert name in ran and name not in advice["not_run"] and why == "the deadline stopped it before its last step"
     for name, entry in advice["not_run"].items():
-        if name.endswith(", cut short"):  # started within the budget, stopped at its deadline
-            assert name[:-len(", cut short")] in ran and entry["why"] == "the deadline stopped it before its last step"
-        else:
-            assert name not in ran and entry["why"].startswith("needs about ")
-            assert "of the budget was left" in entry["why"]
+        assert name not in ran and entry["why"].startswith("needs about ")
+        assert "of the budget was left" in entry["why"]
     assert unresolved(advice, reader(str(tmp_path / "advice"))) == []
     printed = capsys.readouterr().out
     assert printed.index("plan for") < printed.index("compare: fp32, amp-bf16, about")  # the plan comes first

@@ -172,7 +172,7 @@ HOSTILE = [  # (what, the file's content from the genuine document, the field th
     ("busy of a CPU", edited(lambda d: run0(d).update(gpu_busy=GENUINE_BUSY, gpu_busy_unavailable=None)),
      'runs[0].gpu_busy is an object, but the run trained on "cpu", not a GPU'),
     ("wrong schema", edited(lambda d: d.update(schema="other/1")),
-     'is not an ampbench result file (schema is "other/1"; ampbench writes ampbench.result/6)'),
+     'is not an ampbench result file (schema is "other/1"; ampbench writes ampbench.result/7)'),
     ("no schema", edited(lambda d: d.pop("schema")), "is not an ampbench result file (schema is missing"),
     ("a JSON number", lambda d: "3", "is not an ampbench result file (it is 3, not an object"),
     ("a list holding a number", lambda d: "[3]", "is not an ampbench result file ([0] is 3, not an object"),
