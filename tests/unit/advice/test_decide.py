@@ -72,6 +72,12 @@ def test_results_of_one_mode_are_refused_with_the_command_that_compares(path):
     assert str(refused.value).count(".") <= 3 + str(refused.value).count("main.py")  # one sentence
 
 
+def repeated(path, repeats):
+    """The committed file's documents, with a third repeat where `repeats` is 3."""
+    documents = load_result(str(path))
+    return third_repeat(documents) if repeats == 3 else documents
+
+
 def ranked(path, documents):
     (merged,) = [found for found in merge(documents, None) if len(group_by_mode(found["runs"])) > 1]
     groups, rows = group_by_mode(merged["runs"]), merged["comparison"]
@@ -87,8 +93,7 @@ def interval(documents, faster, slower):
 @pytest.mark.parametrize("path", COMPARED, ids=lambda path: str(path.relative_to(ROOT / "results")))
 @pytest.mark.parametrize("repeats", [2, 3])
 def test_the_advice_is_the_fastest_clear_of_the_runner_up_else_a_tie_else_none_yet(path, repeats):
-    documents = load_result(str(path))
-    documents = third_repeat(documents) if repeats == 3 else documents
+    documents = repeated(path, repeats)
     advice = advice_of(path, documents)
     eligible = ranked(path, documents)
     fastest, runner_up = eligible[0], eligible[1]
@@ -419,8 +424,7 @@ def test_a_finding_with_no_time_at_stake_is_never_the_largest():
 @pytest.mark.parametrize("path", COMPARED, ids=lambda path: str(path.relative_to(ROOT / "results")))
 @pytest.mark.parametrize("repeats", [2, 3])
 def test_every_claim_cites_evidence_that_resolves_and_holds_every_figure_it_prints(path, repeats):
-    documents = load_result(str(path))
-    documents = third_repeat(documents) if repeats == 3 else documents
+    documents = repeated(path, repeats)
     advice = advice_of(path, documents)
     document.check(advice)
     assert unsupported(advice) == []
