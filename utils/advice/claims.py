@@ -167,7 +167,8 @@ def accuracy_claim(decision: Decision, mode: str, margin_points: float) -> Optio
             cited = decision.ledger.add("the accuracy verdict's margin, points", margin,
                                         decision.views.source(decision.accuracy, "config", "accuracy_margin"),
                                         kind="rule")
-            decision.say(f"Accuracy holds: {mode} is {difference}, within the +-{margin:g} margin", ident, cited)
+            decision.say(f"Accuracy holds: {mode} is {difference}, within the margin of {margin:g} points either side",
+                         ident, cited)
             return "holds"
         decision.say(f"Accuracy is inconclusive: {mode} is {difference}; {checked.accuracy_verdict_why}", ident)
         return "inconclusive"

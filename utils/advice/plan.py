@@ -4,9 +4,11 @@ estimated seconds. Plain functions of plain data, no torch: preflight.py fills t
 the session re-plans each phase with the step times measured so far before it starts.
 
 The phases, in the order they run: the comparison of every mode this device runs at speed
-(alternating, MIN_RUNS repeats, with --explain's profile after the timed steps); then each speed
-lever that applies, one at a time, on the leading modes; then the accuracy check, the leading mode
-against fp32 over paired seeds at the user's own length.
+(alternating, MIN_RUNS repeats, with --explain's profile after the timed steps); where its two
+leading modes tie (their interval holds 1), re-measures of just those two, REMEASURE_REPEATS more
+alternating repeats at a time, until the interval excludes 1 or they have MOST_PAIRS; then each
+speed lever that applies, one at a time, on the leading modes; then the accuracy check, the
+leading mode against fp32 over paired seeds at the user's own length.
 """
 from __future__ import annotations
 
@@ -25,6 +27,10 @@ EXPLAIN_STEPS = {"cuda": 3, "cpu": 1}  # steps --explain profiles per run, after
 COMPARE_SHARE = 0.5  # of the budget left, what the comparison may take beyond its least
 SEEDS = 3  # the accuracy check's seeds: the fewest whose interval says more than its width
 LEADING = 2  # the modes the levers are tried on: the advised one and the next tied with it
+REMEASURE_REPEATS = 2  # a re-measure's alternating repeats: A B B A, so that drift cancels within it too
+MOST_PAIRS = 7  # the leading modes' paired repeats beyond which a tie is called a tie
+REMEASURES = ("re-measure", "re-measure again")  # (MOST_PAIRS - MIN_RUNS) / REMEASURE_REPEATS, named without digits
+assert len(REMEASURES) == (MOST_PAIRS - MIN_RUNS) // REMEASURE_REPEATS
 
 
 @dataclass(frozen=True)
@@ -74,6 +80,8 @@ class Phase:
 
     @property
     def kind(self) -> str:
+        if self.name in REMEASURES:
+            return "re-measure"
         return self.name if self.name in ("compare", "accuracy") else "lever"
 
     @property
@@ -134,6 +142,12 @@ def lever_phase(lever: str, settings: Dict[str, Any], leading: Sequence[str], co
     comparison's of the same modes are what its interval compares."""
     return estimated(Phase(lever, tuple(leading[:LEADING]), compare.steps, compare.warmup, MIN_RUNS,
                            settings=settings), estimates)
+
+
+def remeasure_phase(name: str, modes: Sequence[str], compare: Phase, estimates: Estimates) -> Phase:
+    """REMEASURE_REPEATS more alternating repeats of the two tied leading `modes`, with the
+    comparison's length, so that their runs pool with the comparison's; no profile."""
+    return estimated(Phase(name, tuple(modes), compare.steps, compare.warmup, REMEASURE_REPEATS), estimates)
 
 
 def accuracy_phase(lead: str, steps: int, estimates: Estimates) -> Phase:

@@ -30,7 +30,7 @@ from utils.errors import UserError
 from utils.measure.estimate import document_runs
 from utils.modes import BASELINES
 from utils.results import files
-from utils.results.merge import load_result, parsed
+from utils.results.merge import load_result, merge, parsed
 from utils.settings import Arguments
 
 if TYPE_CHECKING:
@@ -124,6 +124,10 @@ def phase_now(name: str, state: State, training: Training, data: DataSettings, l
     does not apply (the accuracy check of fp32 itself, or of data without test images)."""
     if name == "compare":
         return plan.compare_phase(state.capabilities, state.estimates, left_s)
+    if name in plan.REMEASURES:
+        assert state.compare is not None  # a re-measure follows the comparison
+        tied = tied_pair(state.documents)
+        return plan.remeasure_phase(name, tied, state.compare, state.estimates) if tied else None
     leading = state.leading or plan.leading_by_estimate(state.capabilities, state.estimates)
     if name == "accuracy":
         if leading[0] == "fp32" or state.capabilities.accuracy is not None:
@@ -164,7 +168,7 @@ def run_phases(training: Training, data: DataSettings, arguments: Arguments, sta
                clock: Clock, deadline: float, folder: str, stop: StopRequest) -> None:
     """Each phase in order, when its estimate fits in what is left, its command the user's,
     `arguments`, with the phase's own flags; the leading modes decided after the comparison."""
-    names = ["compare", *[lever for lever, _ in state.capabilities.levers], "accuracy"]
+    names = ["compare", *plan.REMEASURES, *[lever for lever, _ in state.capabilities.levers], "accuracy"]
     for name in names:
         if stop.requested and state.compare is None:  # nothing measured: no later phase can be estimated
             break
@@ -197,8 +201,8 @@ def run_phases(training: Training, data: DataSettings, arguments: Arguments, sta
             state.cut_short[name] = stopped + " before its last step"
         state.documents += documents
         learned_from(state, outcome, phase, documents)
-        if name == "compare":
-            state.compare = phase
+        if phase.kind in ("compare", "re-measure"):
+            state.compare = state.compare or phase
             state.leading = leading_modes(state.documents)
 
 
@@ -207,6 +211,21 @@ def leading_modes(documents: List[Dict[str, Any]]) -> Tuple[str, ...]:
     recommendation = decide.decide(documents, decide.Context(RESULTS), 0.0)["lean"]
     mode = recommendation["mode"]
     return (mode, *[other for other in recommendation["tied"] if other != mode])[:plan.LEADING]
+
+
+def tied_pair(documents: List[Dict[str, Any]]) -> Optional[Tuple[str, str]]:
+    """The comparison's fastest mode and its runner-up where their interval holds 1 (or there
+    is none) and re-measuring can settle it: the timings are steady (unsteady ones would not
+    settle with more of the same) and the two have fewer than MOST_PAIRS paired repeats."""
+    decided = decide.decide(documents, decide.Context(RESULTS), 0.0)
+    lean = decided["lean"]
+    if decided["unsteady"] or lean["decision"] not in ("tie", "undecided"):
+        return None
+    fastest, runner_up = lean["tied"][0], lean["runner_up"]
+    merged = max((found for found in merge(documents, runner_up) if {fastest, runner_up} <= set(found["comparison"])),
+                 key=lambda found: len(found["runs"]))
+    pairs = len(merged["comparison"][fastest].repeat_speedups or [])
+    return (fastest, runner_up) if pairs < plan.MOST_PAIRS else None
 
 
 def say(line: str) -> None:
@@ -263,6 +282,11 @@ def plan_lines(training: Training, data: DataSettings, budget: float, preflight:
         runs = f"{phase.repeats} {'seeds' if phase.kind == 'accuracy' else 'repeats'} of {phase.steps} steps"
         lines.append(f"  {phase.name:<16}{', '.join(phase.modes):<22}{runs:<26}about {plan.minutes(phase.estimate_s)}"
                      + ("" if phase in run else f"  (does not fit: {not_run[phase.name]})"))
+    again = plan.remeasure_phase(plan.REMEASURES[0], plan.leading_by_estimate(capabilities, preflight.estimates),
+                                 phases[0], preflight.estimates)
+    lines.append(f"  and, only where the two leading modes tie after the comparison, up to {len(plan.REMEASURES)} "
+                 f"re-measures of them, {again.repeats} repeats of {again.steps} steps each, about "
+                 f"{plan.minutes(again.estimate_s)} each, before the levers")
     return lines
 
 

@@ -58,6 +58,7 @@ def phase_document(phase, cut):
             run.update(repeat=0 if phase.kind == "accuracy" else repeat, seed=repeat if phase.kind == "accuracy" else 0,
                        channels_last=bool(phase.settings.get("channels_last")),
                        compiled=bool(phase.settings.get("compile")),
+                       optimizer_impl=phase.settings.get("optimizer_impl", run["optimizer_impl"]),
                        finished_utc=f"{phase.name}-{repeat}-{mode}")
             if phase.settings.get("compile"):
                 run.update(compile_time_s=90.0, compile_mode=phase.settings["compile_mode"])
@@ -121,7 +122,9 @@ def test_the_command_ends_within_its_budget_and_one_step_and_says_what_did_not_f
     wanted = {"compare", *[lever for lever in commands.LEVERS if lever != "cuda graphs"]}
     ran = [phase.name for phase in runner.ran]
     listed = set(advice["not_run"])
-    assert set(ran) | listed - {"accuracy"} == wanted | ({"accuracy"} & set(ran))
+    assert set(ran) | listed - {"accuracy", *plan.REMEASURES} == wanted | ({"accuracy"} & set(ran))
+    if (set(ran) | listed) & set(plan.REMEASURES):  # only where the comparison's two leading modes tied
+        assert advice["recommendation"] is None or advice["recommendation"]["decision"] == "tie"
     leading = runner.ran[1].modes[0] if len(runner.ran) > 1 else advice["lean"]
     assert "accuracy" in set(ran) | listed or leading == "fp32"  # nothing to check fp32 against
     for name, why in advice["cut_short"].items():  # started within the budget, stopped at its deadline
@@ -238,3 +241,53 @@ def test_a_phase_still_running_at_the_deadline_gets_sigterm_and_sigkill_if_it_ig
     else:  # killed once its grace ran out
         assert outcome.returncode == -9 and outcome.results is None and 2.0 <= took < 3.5
     assert outcome.said == "a stand-in that never ends by itself."
+
+
+def settled_by(ratios):
+    """A FakeRunner whose comparison and re-measures time amp-bf16 at fp32's 40 ms over each
+    phase's `ratios` (one a repeat), every step alike, and whose accuracy check finds the two
+    modes' accuracies the same."""
+    clock = FakeClock()
+    runner = FakeRunner(clock, 0.5)
+
+    def timed(phase, argv, deadline):
+        outcome = runner(phase, argv, deadline)
+        found = json.loads(open(outcome.results).read())
+        for run in found["runs"]:
+            if phase.kind == "accuracy":
+                run["test_accuracy"] = 0.8 + 0.001 * run["seed"]
+            elif phase.kind in ("compare", "re-measure"):
+                ms = 40.0 / (ratios[phase.name][run["repeat"]] if run["mode"] == "amp-bf16" else 1.0)
+                run.update(step_times_ms=[ms] * len(run["step_times_ms"]),
+                           step_time_ms=dict.fromkeys(run["step_time_ms"], ms))
+        with open(outcome.results, "w") as output:
+            json.dump(found, output)
+        return outcome
+
+    return clock, runner, timed
+
+
+def test_a_tie_is_re_measured_two_repeats_at_a_time_until_its_interval_excludes_one(tmp_path):
+    clock, runner, timed = settled_by({"compare": [1.10, 0.95, 1.08], "re-measure": [1.08, 1.08],
+                                       "re-measure again": [1.08, 1.08]})
+    with StopRequest() as stop:
+        advise(config_of(tmp_path, 60.0), stop, clock, timed, fake_preflight(clock))
+    names = [phase.name for phase in runner.ran]
+    assert names[:3] == ["compare", "re-measure", "re-measure again"]
+    assert all(phase.modes == ("amp-bf16", "fp32") and phase.repeats == 2 for phase in runner.ran[1:3])
+    advice = json.loads((tmp_path / "advice" / "advice.json").read_text())
+    assert advice["recommendation"]["decision"] == "fastest" and advice["recommendation"]["mode"] == "amp-bf16"
+    speedup = next(entry for entry in advice["evidence"] if entry["what"] == "amp-bf16's speedup over fp32")
+    assert speedup["n"] == 7 and speedup["interval"][0] > 1 and "7 paired repeats" in speedup["rests_on"]
+    assert unresolved(advice, reader(str(tmp_path / "advice"))) == []
+
+
+def test_a_tie_that_more_repeats_do_not_settle_stays_a_tie_at_seven_pairs(tmp_path):
+    clock, runner, timed = settled_by({"compare": [1.05, 0.95, 1.05], "re-measure": [0.95, 1.05],
+                                       "re-measure again": [0.95, 1.05]})
+    with StopRequest() as stop:
+        advise(config_of(tmp_path, 60.0), stop, clock, timed, fake_preflight(clock))
+    assert [phase.name for phase in runner.ran].count("re-measure again") == 1
+    advice = json.loads((tmp_path / "advice" / "advice.json").read_text())
+    assert advice["recommendation"]["decision"] == "tie" and advice["recommendation"]["mode"] == "fp32"
+    assert "0.95x" not in advice["claims"][0]["text"] and "holds 1" in advice["claims"][0]["text"]
