@@ -26,7 +26,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from utils.advice import claims, commands
 from utils.advice.decision import Context, Decision, holds_one, listing
-from utils.advice.levers import lever_claims, untried
+from utils.advice.levers import batch_claim, lever_claims, untried
 from utils.advice.why import why_claims
 from utils.errors import UserError
 from utils.modes import BASELINES
@@ -162,6 +162,7 @@ def decide(documents: List[Dict[str, Any]], context: Context, margin_points: flo
     if advised:
         claims.rejected_claim(decision, choice, excluded_modes)
     settings = lever_claims(decision, mode)
+    batch_claim(decision, mode)
     verdict = claims.accuracy_claim(decision, mode, margin_points) if advised else None
     why_claims(decision, mode, eligible, choice["tied"], advised and choice["decision"] == "tie")
     if advised and context.live is False:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 from utils import clock as utc
 from utils import config, launch
 from utils.advice import commands, decide, document, plan
+from utils.advice.decision import primary_index
 from utils.advice.report import report
 from utils.errors import UserError
 from utils.measure.estimate import document_runs
@@ -133,8 +134,10 @@ def phase_now(name: str, state: State, training: Training, data: DataSettings, l
         if leading[0] == "fp32" or state.capabilities.accuracy is not None:
             return None
         return plan.accuracy_phase(leading[0], accuracy_steps(training, data, state.train_images), state.estimates)
+    assert state.compare is not None  # a lever and a larger batch are tried after the comparison
+    if name == plan.LARGER_BATCH:
+        return plan.batch_phase(leading[0], state.compare, state.estimates)
     settings = dict(state.capabilities.levers)[name]
-    assert state.compare is not None  # a lever is tried after the comparison
     return plan.lever_phase(name, settings, leading, state.compare, state.estimates)
 
 
@@ -159,16 +162,16 @@ def learned_from(state: State, outcome: Outcome, phase: plan.Phase, documents: L
     state.estimates = dataclasses.replace(state.estimates, measured=measured, evaluation_s=evaluation,
                                           start_s=max(outcome.elapsed_s - walls, 0.0))
     state.train_images = data.get("train_images") or state.train_images
-    if data["name"] == "synthetic" or not test_images:
-        state.capabilities = dataclasses.replace(state.capabilities,
-                                                 accuracy="the runs got synthetic data, which has no test images")
+    state.capabilities = dataclasses.replace(state.capabilities, accuracy=None if test_images and data["name"] !=
+                                             "synthetic" else f"the runs' data ({data['name']}) has no test images")
 
 
 def run_phases(training: Training, data: DataSettings, arguments: Arguments, state: State, runner: Runner,
                clock: Clock, deadline: float, folder: str, stop: StopRequest) -> None:
     """Each phase in order, when its estimate fits in what is left, its command the user's,
     `arguments`, with the phase's own flags; the leading modes decided after the comparison."""
-    names = ["compare", *plan.REMEASURES, *[lever for lever, _ in state.capabilities.levers], "accuracy"]
+    names = ["compare", *plan.REMEASURES, *[lever for lever, _ in state.capabilities.levers], plan.LARGER_BATCH,
+             "accuracy"]
     for name in names:
         if stop.requested and state.compare is None:  # nothing measured: no later phase can be estimated
             break
@@ -178,6 +181,10 @@ def run_phases(training: Training, data: DataSettings, arguments: Arguments, sta
             continue
         if stop.requested:
             state.not_run[name] = {"why": f"stopped by {stop.signal_name}", "estimate_s": phase.estimate_s}
+            continue
+        why = no_room(state) if name == plan.LARGER_BATCH else None
+        if why is not None:
+            state.not_run[name] = {"why": why, "estimate_s": phase.estimate_s}
             continue
         if phase.estimate_s > left:
             state.not_run[name] = {"why": plan.budget_note(phase.estimate_s, left), "estimate_s": phase.estimate_s}
@@ -211,6 +218,23 @@ def leading_modes(documents: List[Dict[str, Any]]) -> Tuple[str, ...]:
     recommendation = decide.decide(documents, decide.Context(RESULTS), 0.0)["lean"]
     mode = recommendation["mode"]
     return (mode, *[other for other in recommendation["tied"] if other != mode])[:plan.LEADING]
+
+
+def no_room(state: State) -> Optional[str]:
+    """Why the leading mode's larger batch is not timed: the device's memory is unknown, or the
+    comparison's peak at the user's batch, BATCH_FACTOR times over, would not fit ROOM of it."""
+    capacity = state.capabilities.memory_bytes
+    if state.leading is None or not state.documents:
+        return "the comparison measured no peak memory to plan it by"
+    if capacity is None:
+        return "this device's memory is unknown here"
+    lead = state.leading[0]
+    merged = merge(state.documents)
+    needs = plan.BATCH_FACTOR * merged[primary_index(merged)]["comparison"][lead].peak_memory_bytes
+    if needs <= plan.ROOM * capacity:
+        return None
+    return (f"{lead} at {plan.BATCH_FACTOR} times the batch needs about {needs / 2 ** 30:.1f} GiB by the comparison's "
+            f"peak, more than {100 * plan.ROOM:.0f}% of the {capacity / 2 ** 30:.1f} GiB here")
 
 
 def tied_pair(documents: List[Dict[str, Any]]) -> Optional[Tuple[str, str]]:

@@ -30,13 +30,13 @@ class FakeClock:
         return self.now
 
 
-def fake_preflight(clock, modes=("fp32", "amp-bf16")):
+def fake_preflight(clock, modes=("fp32", "amp-bf16"), memory_bytes=None):
     def preflight(config):
         clock.now += PREFLIGHT_S
         levers = tuple((lever, commands.lever_flip(lever, config.arguments)) for lever in commands.LEVERS
                        if lever != "cuda graphs")
         capabilities = plan.Capabilities("cpu", "a CPU", tuple(modes), {"tf32": "mode tf32 only applies to CUDA"},
-                                         levers, {"cuda graphs": "CUDA graphs need a GPU"})
+                                         levers, {"cuda graphs": "CUDA graphs need a GPU"}, None, memory_bytes)
         estimates = plan.Estimates("resnet18", "cifar", 64, 32, True, 8.0, dict.fromkeys(modes, STEP_S), 90.0, 5.0)
         facts = {"device": "cpu", "device_name": "a CPU", "threads": 2, "cores": 2, "parameters": 11_000_000,
                  "train_flops_per_step": 2e11, "timed": list(modes), "not_timed": dict(capabilities.not_timed),
@@ -119,7 +119,7 @@ def test_the_command_ends_within_its_budget_and_one_step_and_says_what_did_not_f
     assert code == advice["exit_code"] == document.STATUSES[expected]
     assert expected == "cpu-only" or "compare" in advice["cut_short"]
     assert runner.ran[0].name == "compare"
-    wanted = {"compare", *[lever for lever in commands.LEVERS if lever != "cuda graphs"]}
+    wanted = {"compare", *[lever for lever in commands.LEVERS if lever != "cuda graphs"], plan.LARGER_BATCH}
     ran = [phase.name for phase in runner.ran]
     listed = set(advice["not_run"])
     assert set(ran) | listed - {"accuracy", *plan.REMEASURES} == wanted | ({"accuracy"} & set(ran))
@@ -130,6 +130,8 @@ def test_the_command_ends_within_its_budget_and_one_step_and_says_what_did_not_f
     for name, why in advice["cut_short"].items():  # started within the budget, stopped at its deadline
         assert name in ran and name not in advice["not_run"] and why == "the deadline stopped it before its last step"
     for name, entry in advice["not_run"].items():
+        if name == plan.LARGER_BATCH and entry["why"] == "this device's memory is unknown here":  # the fake's
+            continue
         assert name not in ran and entry["why"].startswith("needs about ")
         assert "of the budget was left" in entry["why"]
     assert unresolved(advice, reader(str(tmp_path / "advice"))) == []
@@ -291,3 +293,30 @@ def test_a_tie_that_more_repeats_do_not_settle_stays_a_tie_at_seven_pairs(tmp_pa
     advice = json.loads((tmp_path / "advice" / "advice.json").read_text())
     assert advice["recommendation"]["decision"] == "tie" and advice["recommendation"]["mode"] == "fp32"
     assert "0.95x" not in advice["claims"][0]["text"] and "holds 1" in advice["claims"][0]["text"]
+
+
+@pytest.mark.parametrize("memory_gib", [None, 1, 64])
+def test_a_larger_batch_is_timed_where_the_leading_modes_memory_leaves_room(tmp_path, memory_gib):
+    clock = FakeClock()
+    argvs = []
+    runner = FakeRunner(clock, 0.5)
+
+    def recording(phase, argv, deadline):
+        argvs.append((phase, argv))
+        return runner(phase, argv, deadline)
+
+    memory = memory_gib and memory_gib << 30
+    with StopRequest() as stop:
+        advise(config_of(tmp_path, 60.0), stop, clock, recording, fake_preflight(clock, memory_bytes=memory))
+    advice = json.loads((tmp_path / "advice" / "advice.json").read_text())
+    batch = [argv for phase, argv in argvs if phase.name == plan.LARGER_BATCH]
+    if memory_gib == 64:  # the template's peak, 1 GiB or so, twice over, fits
+        (argv,) = batch
+        assert ("--batch-size", "128") in list(zip(argv, argv[1:])) and "--repeats" in argv
+        assert plan.LARGER_BATCH not in advice["not_run"]
+    else:
+        assert batch == [] and advice["not_run"][plan.LARGER_BATCH]["why"] == (
+            "this device's memory is unknown here" if memory_gib is None else
+            advice["not_run"][plan.LARGER_BATCH]["why"])
+        if memory_gib == 1:
+            assert "more than 90% of the 1.0 GiB here" in advice["not_run"][plan.LARGER_BATCH]["why"]
