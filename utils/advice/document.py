@@ -2,7 +2,7 @@
 reads it (utils/results/validate.py's specs), and its status, each with its own exit status.
 
 {"schema", "status", "exit_code", "recommendation" {mode, decision, tied, runner_up, settings,
-batch, command} or null (no advice yet), "lean" (the mode the figures lead with), "unsteady" [why
+batch, command, frameworks} or null (no advice yet), "lean" (the mode the figures lead with), "unsteady" [why
 the timings cannot be ranked], "measure_again" {where: line} or null, "claims" [{text, evidence}],
 "cut_short" {phase: what stopped it before its last step}, "evidence" [{id, kind, what, value, interval, n,
 rests_on, source}], "rejected" [{mode, why, evidence}], "not_run" {phase: {why, estimate_s}},
@@ -47,7 +47,8 @@ DOCUMENT = Fields({
     "exit_code": Number(whole=True, low=0),
     "recommendation": Nullable(Fields({
         "mode": MODE, "decision": OneOf(DECISIONS, "a decision"), "tied": ListOf(MODE), "runner_up": Nullable(MODE),
-        "settings": MapOf(ANY), "batch": Number(whole=True, low=1), "command": ListOf(TEXT, nonempty=True)})),
+        "settings": MapOf(ANY), "batch": Number(whole=True, low=1), "command": ListOf(TEXT, nonempty=True)},
+        {"frameworks": MapOf(TEXT)})),  # an /1 advice lacks it
     "lean": MODE, "unsteady": ListOf(TEXT), "measure_again": Nullable(MapOf(TEXT)),
     "claims": ListOf(Fields({"text": TEXT, "evidence": ListOf(TEXT, nonempty=True)}), nonempty=True),
     "evidence": ListOf(EVIDENCE, nonempty=True),

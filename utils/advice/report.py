@@ -8,6 +8,7 @@ from typing import Any, Dict, List, Sequence
 
 from utils.advice.commands import shell_line
 
+NAMES = {"lightning": "Lightning", "transformers": "Hugging Face", "timm": "timm", "pytorch": "PyTorch"}
 WHAT_WIDTH = 52  # the evidence table's "what" column, cut to fit (advice.json holds it whole)
 VALUE_WIDTH = 40  # and a value in words
 AGAINST_THE_BASELINE = ("_vs_baseline", "accuracy_mean_delta")  # the fields whose value depends on it
@@ -82,6 +83,13 @@ def report(advice: Dict[str, Any]) -> str:
     lines += evidence_table(advice["evidence"])
     if advice["recommendation"] is not None:
         lines += ["", "Train with:", "  " + shell_line(advice["recommendation"]["command"])]
+        said = advice["recommendation"].get("frameworks") or {}
+        if said:
+            lines += ["", "The same setting in your framework:"]
+            for name, line in said.items():  # PyTorch's is code, a statement a line
+                first, *more = line.splitlines()
+                lines += [f"  {NAMES[name]}: {first}"] if not more else \
+                    [f"  {NAMES[name]}:", *(f"      {code}" for code in line.splitlines())]
     else:
         lines += ["", "Measure again, alone on this machine or a quiet node:"]
         lines += [f"  {name}: {line}" for name, line in advice["measure_again"].items()]

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from utils import clock as utc
 from utils import config, launch
-from utils.advice import commands, decide, document, plan
+from utils.advice import commands, decide, document, frameworks, plan
 from utils.advice.decision import primary_index
 from utils.advice.report import report
 from utils.errors import UserError
@@ -423,7 +423,9 @@ def advice_document(documents: List[Dict[str, Any]], context: decide.Context, st
     recommendation, lean = decided["recommendation"], decided["lean"]
     on_gpu = not decided["on_cpu"]
     if recommendation is not None:
-        recommendation = dict(recommendation, command=advised(arguments, decided["config"], on_gpu, recommendation))
+        recommendation = dict(recommendation, command=advised(arguments, decided["config"], on_gpu, recommendation),
+                              frameworks=frameworks.lines(recommendation["mode"], recommendation["settings"],
+                                                          "cuda" if on_gpu else "cpu"))
     verdict = decided["accuracy_verdict"]
     if recommendation is not None and context.accuracy_check is None and lean["mode"] != BASELINES["default"]:
         # --from a results file: the check on the machine it reads, from the results' config, on
@@ -441,7 +443,7 @@ def advice_document(documents: List[Dict[str, Any]], context: decide.Context, st
             "measure_again": None if recommendation is not None else measure_again(arguments, decided, budget),
             "claims": decided["claims"], "evidence": decided["evidence"], "rejected": decided["rejected"],
             "not_run": context.not_run, "cut_short": context.cut_short,
-            "accuracy_check": context.accuracy_check if recommendation else None,
+            "accuracy_check": context.accuracy_check,
             "accuracy_verdict": verdict, "results": context.results, "budget": budget,
             "preflight": state.preflight.facts if state else None,
             "plan": [{"name": phase.name, "modes": list(phase.modes), "estimate_s": phase.estimate_s,
