@@ -38,9 +38,9 @@ SPELLINGS = {
                          False),
     "amp-fp16": Spelling("16-mixed", None, None, {"fp16": True}, ("--amp", "--amp-dtype", "float16"), "float16", True),
     "fp8": Spelling(None, None, None, None, None, "bfloat16", False, "tensorwise",
-                    {name: NO_FP8 for name in ("lightning", "transformers", "timm")}),
+                    dict.fromkeys(("lightning", "transformers", "timm"), NO_FP8)),
     "fp8-rowwise": Spelling(None, None, None, None, None, "bfloat16", False, "rowwise",
-                            {name: NO_FP8 for name in ("lightning", "transformers", "timm")}),
+                            dict.fromkeys(("lightning", "transformers", "timm"), NO_FP8)),
 }
 # The levers' spellings: (Lightning, TrainingArguments, timm's flags, PyTorch's lines); None where it has none.
 LEVERS: Dict[str, Tuple[Optional[str], Optional[Dict[str, Any]], Optional[Tuple[str, ...]], Tuple[str, ...]]] = {
