@@ -159,5 +159,13 @@ def job_lines(arguments: Arguments, modes: Sequence[str], seeds: int, steps: int
             for scheduler, submit in JOB_SUBMIT.items()}
 
 
+NSYS = ("nsys", "profile", "--trace=cuda,nvtx,osrt,cudnn,cublas", "--output=advised")
+
+
+def nsys_line(command: Sequence[str]) -> str:
+    """The advised command under Nsight Systems, whose timeline shows each kernel, its launch and the gaps between."""
+    return shell_line([*NSYS, *command])
+
+
 def shell_line(argv: Sequence[str]) -> str:
     return shlex.join(list(argv))

@@ -167,6 +167,7 @@ def decide(documents: List[Dict[str, Any]], context: Context, margin_points: flo
     why_claims(decision, mode, eligible, choice["tied"], advised and choice["decision"] == "tie")
     if advised and context.live is False:
         settings_claim(decision, settings)
+    claims.traces_claim(decision, mode)
     claims.not_run_claim(decision)
     on_cpu = claims.device_claim(decision)
     recommendation = dict(choice, settings=settings, batch=decision.document["config"]["batch_size"])

@@ -4,7 +4,8 @@ reads it (utils/results/validate.py's specs), and its status, each with its own 
 {"schema", "status", "exit_code", "recommendation" {mode, decision, tied, runner_up, settings,
 batch, command, frameworks} or null (no advice yet), "lean" (the mode the figures lead with), "unsteady" [why
 the timings cannot be ranked], "measure_again" {where: line} or null, "claims" [{text, evidence}],
-"cut_short" {phase: what stopped it before its last step}, "evidence" [{id, kind, what, value, interval, n,
+"cut_short" {phase: what stopped it before its last step}, "traces" {mode: the comparison's
+profiler trace, relative to advice.json}, "evidence" [{id, kind, what, value, interval, n,
 rests_on, source}], "rejected" [{mode, why, evidence}], "not_run" {phase: {why, estimate_s}},
 "accuracy_check" {seeds, estimate_s, lines} or null, "results" (the results file the evidence
 cites, relative to advice.json), "budget" {minutes, spent_s} or null (--from spends none),
@@ -48,12 +49,13 @@ DOCUMENT = Fields({
     "recommendation": Nullable(Fields({
         "mode": MODE, "decision": OneOf(DECISIONS, "a decision"), "tied": ListOf(MODE), "runner_up": Nullable(MODE),
         "settings": MapOf(ANY), "batch": Number(whole=True, low=1), "command": ListOf(TEXT, nonempty=True)},
-        {"frameworks": MapOf(TEXT)})),  # an /1 advice lacks it
+        {"frameworks": MapOf(TEXT), "nsys": Nullable(TEXT)})),  # an /1 advice lacks them
     "lean": MODE, "unsteady": ListOf(TEXT), "measure_again": Nullable(MapOf(TEXT)),
     "claims": ListOf(Fields({"text": TEXT, "evidence": ListOf(TEXT, nonempty=True)}), nonempty=True),
     "evidence": ListOf(EVIDENCE, nonempty=True),
     "rejected": ListOf(Fields({"mode": TEXT, "why": TEXT, "evidence": ListOf(TEXT)})),
     "not_run": MapOf(Fields({"why": TEXT}, {"estimate_s": Nullable(SECONDS)})), "cut_short": MapOf(TEXT),
+    "traces": MapOf(TEXT),
     "accuracy_check": Nullable(Fields({"seeds": Number(whole=True, low=1), "estimate_s": Nullable(SECONDS),
                                        "lines": MapOf(TEXT)})),
     "results": TEXT,
@@ -146,7 +148,7 @@ def load(path: str) -> Dict[str, Any]:
     rules = RULES
     if content["schema"] == EARLIER and isinstance(content.get("recommendation"), dict):
         content = dict(content, schema=SCHEMA, lean=content["recommendation"].get("mode"), unsteady=[],
-                       measure_again=None, cut_short={})
+                       measure_again=None, cut_short={}, traces={})
         rules = [rule for rule in RULES if rule is not figures_in_evidence]  # /1's sentences predate the rule
     try:
         check(content, rules)

@@ -83,6 +83,8 @@ def report(advice: Dict[str, Any]) -> str:
     lines += evidence_table(advice["evidence"])
     if advice["recommendation"] is not None:
         lines += ["", "Train with:", "  " + shell_line(advice["recommendation"]["command"])]
+        if advice["recommendation"].get("nsys"):
+            lines += ["Its timeline under Nsight Systems:", "  " + advice["recommendation"]["nsys"]]
         said = advice["recommendation"].get("frameworks") or {}
         if said:
             lines += ["", "The same setting in your framework:"]

@@ -43,6 +43,7 @@ MAIN = str(Path(__file__).resolve().parents[2] / "main.py")
 POLL_S = 0.5  # how often a phase's process is checked on
 GRACE_S = 30.0  # after SIGTERM, the least time a phase's process gets to end its step and write
 RESULTS = "results.json"
+TRACES = "traces"  # the comparison's profiler traces, in the advice folder
 CIFAR_TRAIN_IMAGES = 50000  # what --epochs counts before the data is read
 
 
@@ -142,9 +143,24 @@ def phase_now(name: str, state: State, training: Training, data: DataSettings, l
 
 
 def phase_argv(phase: plan.Phase, arguments: Arguments, folder: str) -> List[str]:
+    """main.py's arguments for `phase`; the comparison writes its profiler traces into TRACES."""
     results = os.path.join(folder, "phases", file_name(phase.name) + ".json")
-    return commands.phase_command(commands.with_settings(arguments, phase.settings), phase.flags(),
+    traces = ["--trace-dir", os.path.join(folder, TRACES)] if phase.kind == "compare" else []
+    return commands.phase_command(commands.with_settings(arguments, phase.settings), [*phase.flags(), *traces],
                                   phase.kind == "accuracy", results)
+
+
+def kept_traces(folder: str, documents: List[Dict[str, Any]]) -> Dict[str, str]:
+    """{mode: its first repeat's profiler trace, relative to `folder`} of the comparison's runs
+    (utils/app.py's layout: TRACES/MODEL-RUN/rank0.pt.trace.json), where the file was written."""
+    config = documents[0]["config"]
+    found = {}
+    for run in documents[0]["runs"]:
+        label = run["mode"] + (f"-repeat{run['repeat']}" if (config.get("repeats") or 1) > 1 else "")
+        path = os.path.join(TRACES, f"{config['model']}-{label}", "rank0.pt.trace.json")
+        if run["mode"] not in found and os.path.isfile(os.path.join(folder, path)):
+            found[run["mode"]] = path
+    return found
 
 
 def learned_from(state: State, outcome: Outcome, phase: plan.Phase, documents: List[Dict[str, Any]]) -> None:
@@ -360,7 +376,7 @@ def advise(training: Training, data: DataSettings, accuracy: Accuracy, precision
         return 128 + (stop.signal_number or signal.SIGTERM)
     files.write_json(os.path.join(folder, RESULTS), state.documents)
     documents = load_result(os.path.join(folder, RESULTS))
-    context = session_context(training, data, arguments, state)
+    context = session_context(training, data, arguments, state, folder)
     decided = advice_document(documents, context, state, {"minutes": advice.budget_minutes,
                                                           "spent_s": clock() - started}, phases, arguments, accuracy)
     return finish(decided, folder, stop)
@@ -391,7 +407,8 @@ def within_budget(flight: Callable[[], Preflight], budget_minutes: float, second
         signal.signal(signal.SIGALRM, previous)
 
 
-def session_context(training: Training, data: DataSettings, arguments: Arguments, state: State) -> decide.Context:
+def session_context(training: Training, data: DataSettings, arguments: Arguments, state: State,
+                    folder: str) -> decide.Context:
     """What the decider cites beyond the results: the modes not timed, FP8's predictions, the
     phases not run, and the accuracy check's plan (seeds, minutes and the lines that run it,
     the user's command, `arguments`, with the check's flags)."""
@@ -400,7 +417,8 @@ def session_context(training: Training, data: DataSettings, arguments: Arguments
     if "accuracy" not in not_run and state.capabilities.accuracy is not None:
         not_run["accuracy"] = {"why": state.capabilities.accuracy, "estimate_s": None}
     context = decide.Context(RESULTS, dict(state.capabilities.not_timed), dict(state.preflight.predictions), not_run,
-                             live=True, cut_short=dict(state.cut_short))
+                             live=True, cut_short=dict(state.cut_short),
+                             traces=kept_traces(folder, state.documents) if state.documents else {})
     if leading[0] == BASELINES["default"]:  # fp32 leads: no accuracy to check against itself
         return context
     steps = accuracy_steps(training, data, state.train_images)
@@ -423,7 +441,8 @@ def advice_document(documents: List[Dict[str, Any]], context: decide.Context, st
     recommendation, lean = decided["recommendation"], decided["lean"]
     on_gpu = not decided["on_cpu"]
     if recommendation is not None:
-        recommendation = dict(recommendation, command=advised(arguments, decided["config"], on_gpu, recommendation),
+        command = advised(arguments, decided["config"], on_gpu, recommendation)
+        recommendation = dict(recommendation, command=command, nsys=commands.nsys_line(command) if on_gpu else None,
                               frameworks=frameworks.lines(recommendation["mode"], recommendation["settings"],
                                                           "cuda" if on_gpu else "cpu"))
     verdict = decided["accuracy_verdict"]
@@ -442,7 +461,7 @@ def advice_document(documents: List[Dict[str, Any]], context: decide.Context, st
             "recommendation": recommendation, "lean": lean["mode"], "unsteady": decided["unsteady"],
             "measure_again": None if recommendation is not None else measure_again(arguments, decided, budget),
             "claims": decided["claims"], "evidence": decided["evidence"], "rejected": decided["rejected"],
-            "not_run": context.not_run, "cut_short": context.cut_short,
+            "not_run": context.not_run, "cut_short": context.cut_short, "traces": context.traces,
             "accuracy_check": context.accuracy_check,
             "accuracy_verdict": verdict, "results": context.results, "budget": budget,
             "preflight": state.preflight.facts if state else None,
@@ -515,7 +534,7 @@ def from_results(advice: Advice, stop: StopRequest) -> int:
                                  {mode: found for mode, found in ((earlier["preflight"] or {}).get("fp8") or {}).items()
                                   if found.get("speedup") is not None},
                                  earlier["not_run"], earlier["accuracy_check"], live=earlier["budget"] is not None,
-                                 cut_short=earlier["cut_short"])
+                                 cut_short=earlier["cut_short"], traces=earlier["traces"])
     else:
         earlier, results = None, path
         context = decide.Context(path)

@@ -492,3 +492,11 @@ def test_a_larger_batch_is_said_in_images_a_second_with_its_memory(step_factor, 
     assert f"amp-bf16 trained {2 / step_factor:.2f}x the images a second of -b 256" in said
     assert "with 1.90x the peak memory" in said and verdict in said
     assert unsupported(advice) == [] and unresolved(advice, lambda file, baseline: merge(documents, baseline)) == []
+
+
+def test_a_gpus_advice_gives_the_nsight_systems_line_of_its_command():
+    advice = advice_of(H200 / "by-hand" / "native-synthetic.json")
+    recommendation = advice["recommendation"]
+    assert recommendation["nsys"] == "nsys profile --trace=cuda,nvtx,osrt,cudnn,cublas --output=advised " + \
+        " ".join(recommendation["command"])
+    assert "Its timeline under Nsight Systems:" in session.report(advice)

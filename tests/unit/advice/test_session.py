@@ -4,6 +4,7 @@ step after it), the command ends within the budget plus one step's time, starts 
 estimate does not fit what is left, and lists each such phase as not run with why. No training."""
 import copy
 import json
+import os
 import signal
 import time
 
@@ -320,3 +321,33 @@ def test_a_larger_batch_is_timed_where_the_leading_modes_memory_leaves_room(tmp_
             advice["not_run"][plan.LARGER_BATCH]["why"])
         if memory_gib == 1:
             assert "more than 90% of the 1.0 GiB here" in advice["not_run"][plan.LARGER_BATCH]["why"]
+
+
+def test_the_comparisons_profiler_traces_are_kept_and_cited(tmp_path):
+    clock = FakeClock()
+    runner = FakeRunner(clock, 0.5)
+    traced = []
+
+    def tracing(phase, argv, deadline):
+        if phase.kind == "compare":  # what main.py --trace-dir writes: a folder a run
+            folder = argv[argv.index("--trace-dir") + 1]
+            for mode in phase.modes:
+                for repeat in range(phase.repeats):
+                    path = os.path.join(folder, f"resnet18-{mode}-repeat{repeat}", "rank0.pt.trace.json")
+                    os.makedirs(os.path.dirname(path))
+                    with open(path, "w") as trace:
+                        trace.write("{}")
+                    traced.append(path)
+        else:
+            assert "--trace-dir" not in argv
+        return runner(phase, argv, deadline)
+
+    with StopRequest() as stop:
+        advise(config_of(tmp_path, 60.0), stop, clock, tracing, fake_preflight(clock))
+    advice = json.loads((tmp_path / "advice" / "advice.json").read_text())
+    assert advice["traces"] == {mode: os.path.join("traces", f"resnet18-{mode}-repeat0", "rank0.pt.trace.json")
+                                for mode in ("fp32", "amp-bf16")}
+    (said,) = [claim["text"] for claim in advice["claims"] if "ui.perfetto.dev" in claim["text"]]
+    assert "amp-bf16's traces/resnet18-amp-bf16-repeat0/rank0.pt.trace.json" in said
+    assert unresolved(advice, reader(str(tmp_path / "advice"))) == []
+    assert advice["recommendation"]["nsys"] is None  # a CPU's advice: no Nsight Systems line
