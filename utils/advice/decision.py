@@ -36,7 +36,7 @@ class Context:
     accuracy_check: Optional[Dict[str, Any]] = None  # {"seeds", "estimate_s", "lines"}
     live: bool = False
     cut_short: Dict[str, str] = field(default_factory=dict)  # phase: what stopped it before its last step
-    traces: Dict[str, str] = field(default_factory=dict)  # mode: the comparison's profiler trace, relative to advice.json
+    traces: Dict[str, str] = field(default_factory=dict)  # mode: its profiler trace, relative to advice.json
 
 
 class Views:
