@@ -824,10 +824,10 @@ def modes_of(args: Arguments) -> Tuple[Mode, ...]:
 
 # What --advise decides or writes itself, and so refuses from the command line: the precision
 # modes, their repeats and seeds, the timing and the measurements each phase takes, the outputs.
+# (--check-flags with --advise checks the adviser's own command, before a batch job queues it.)
 ADVISER_SETS = ("compare", "modes", "baseline", "repeats", "seeds", "loss_scale", "fp8_emulate", "warmup", "explain",
                 "explain_steps", "trace_dir", "numerics", "numerics_every", "max_batch", "eval_every",
-                "target_accuracy", "stop_at_target", "no_eval", "check_flags", *OUTPUT_FLAGS, "checkpoint_every",
-                "resume")
+                "target_accuracy", "stop_at_target", "no_eval", *OUTPUT_FLAGS, "checkpoint_every", "resume")
 ADVICE_ONLY = ("budget", "from_results", "advice_dir")  # flags that only --advise reads
 
 
@@ -852,6 +852,9 @@ def check_advice_flags(args: Arguments, spelled: Dict[str, str]) -> None:
                         "--advice-dir where it writes).")
     if args.from_results is not None and args.budget is not None:
         raise UserError("--budget limits the time --advise measures, and --from measures nothing: drop --budget.")
+    if args.from_results is not None and args.check_flags:
+        raise UserError("--check-flags checks the command --advise would measure with, and --from measures nothing: "
+                        "drop --check-flags.")
 
 
 def check_ranges(args: Arguments) -> None:

@@ -5,6 +5,7 @@ flags (utils/config.py's SETTINGS), so a setting added to main.py passes through
 named here. No torch."""
 from __future__ import annotations
 
+import math
 import shlex
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -14,7 +15,7 @@ from utils.settings import Arguments
 
 # The settings no phase takes from the user: what the adviser sets itself, its own flags, and the
 # display. The speed phases choose their own length as well; the accuracy check keeps the user's.
-NOT_PASSED = (*config.ADVISER_SETS, "advise", *config.ADVICE_ONLY, "no_progress", "log_every", "wide",
+NOT_PASSED = (*config.ADVISER_SETS, "advise", *config.ADVICE_ONLY, "check_flags", "no_progress", "log_every", "wide",
               "list_models")
 LENGTH = ("steps", "epochs")
 NAMED = ("model", "batch_size")  # in every command, at their defaults too
@@ -139,24 +140,48 @@ def phase_command(arguments: Arguments, phase_flags: Sequence[str], keep_length:
     return [*user_options(arguments, leave_out), *phase_flags, "--json", results]
 
 
-def job_lines(arguments: Arguments, modes: Sequence[str], seeds: int, steps: int) -> Optional[Dict[str, str]]:
-    """{scheduler: one shell line} that submits a job per seed running `modes` for `steps`, each
-    seed's modes from the same weights: what the accuracy check needs on a cluster; None when the
-    user's flags hold a word that EXTRA_ARGS (split at white space, no quotes) cannot carry, or
-    when the job scripts cannot train the user's model or data (they name a torchvision MODEL and
-    train on CIFAR-10)."""
+def job_words(arguments: Arguments) -> Optional[Tuple[List[str], List[str]]]:
+    """(the job scripts' variables that carry the user's flags, `arguments`, but the length and the
+    modes: MODEL, BATCH, CIFAR10_DIR where it is not the default, one node and GPU; EXTRA_ARGS'
+    words); None when a flag holds a word that EXTRA_ARGS (split at white space, no quotes) cannot
+    carry, or when the job scripts cannot train the user's model or data (they name a torchvision
+    MODEL and train on CIFAR-10)."""
     if arguments.model_factory is not None or arguments.data == "imagefolder":
         return None
     extra = user_options(arguments, (*NOT_PASSED, *JOB_SETS))
     if any(not word or any(character.isspace() or character in "'\"\\" for character in word) for word in extra):
         return None
     data = [f"CIFAR10_DIR={shlex.quote(arguments.data_dir)}"] if arguments.data_dir != config.default_data_dir() else []
-    settings = [f"MODEL={shlex.quote(arguments.model)}", f"BATCH={arguments.batch_size}", f"STEPS={steps}",
-                f"MODES={','.join(modes)}", *data, "NODES=1", "GPUS_PER_NODE=1",
+    return [f"MODEL={shlex.quote(arguments.model)}", f"BATCH={arguments.batch_size}", *data, "NODES=1",
+            "GPUS_PER_NODE=1"], extra
+
+
+def job_lines(arguments: Arguments, modes: Sequence[str], seeds: int, steps: int) -> Optional[Dict[str, str]]:
+    """{scheduler: one shell line} that submits a job per seed running `modes` for `steps`, each
+    seed's modes from the same weights: what the accuracy check needs on a cluster; None where
+    the job scripts cannot carry the user's flags (job_words)."""
+    words = job_words(arguments)
+    if words is None:
+        return None
+    variables, extra = words
+    settings = [*variables[:2], f"STEPS={steps}", f"MODES={','.join(modes)}", *variables[2:],
                 'EXTRA_ARGS="--seed $seed' + "".join(f" {word}" for word in extra) + '"']
     seeds_list = " ".join(str(arguments.seed + index) for index in range(seeds))
     return {scheduler: f"for seed in {seeds_list}; do {' '.join(settings)} {submit}; done"
             for scheduler, submit in JOB_SUBMIT.items()}
+
+
+def advise_job_lines(arguments: Arguments, budget_minutes: float) -> Optional[Dict[str, str]]:
+    """{scheduler: one shell line} that submits --advise with the user's flags (`arguments`) as a
+    batch job (ADVISE=1) on a node of its own, `budget_minutes` long; None as job_words says."""
+    words = job_words(arguments)
+    if words is None:
+        return None
+    variables, extra = words
+    steps = [f"STEPS={arguments.steps}"] if arguments.steps is not None else []
+    settings = ["ADVISE=1", f"BUDGET={math.ceil(budget_minutes)}", *variables, *steps,
+                *([f'EXTRA_ARGS="{" ".join(extra)}"'] if extra else [])]
+    return {scheduler: f"{' '.join(settings)} {submit}" for scheduler, submit in JOB_SUBMIT.items()}
 
 
 NSYS = ("nsys", "profile", "--trace=cuda,nvtx,osrt,cudnn,cublas", "--output=advised")

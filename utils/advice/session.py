@@ -342,12 +342,14 @@ def refuse_short_budget(budget: float, compare: plan.Phase, left_s: float, spent
 
 def advise(training: Training, data: DataSettings, accuracy: Accuracy, precision: Precision, speed: Speed,
            advice: Advice, arguments: Arguments, stop: StopRequest, clock: Clock = time.monotonic,
-           runner: Optional[Runner] = None, flight: Optional[Callable[[], Preflight]] = None) -> int:
+           runner: Optional[Runner] = None, flight: Optional[Callable[[], Preflight]] = None,
+           check_only: bool = False) -> int:
     """--advise: preflight, plan, each phase that fits, then the advice; returns its exit status.
     It reads the model and batch (`training`), the data, the verdict's margin (`accuracy`), its
     budget and folder (`advice`) and the user's command (`arguments`), which every phase and the
     advised command pass on; the preflight (`flight`, a fake one in tests) the device's settings
-    in `precision` and `speed` too."""
+    in `precision` and `speed` too. With `check_only` it ends after the plan, having refused
+    what it would refuse, measuring and writing nothing."""
     started = clock()
     deadline = started + advice.budget_minutes * 60
     if launch.detect().distributed:
@@ -365,6 +367,9 @@ def advise(training: Training, data: DataSettings, accuracy: Accuracy, precision
     for line in plan_lines(training, data, advice.budget_minutes, found, phases, deadline - clock()):
         say(line)
     refuse_short_budget(advice.budget_minutes, phases[0], deadline - clock(), clock() - started)
+    if check_only:  # --check-flags: what a batch job checks before it queues; nothing measured, nothing written
+        say(f"the flags, {folder} and --budget {advice.budget_minutes:g} check out: nothing was measured or written")
+        return 0
     for sub in ("phases", "logs"):
         os.makedirs(os.path.join(folder, sub), exist_ok=True)
     run_phases(training, data, arguments, state, runner or process_runner(folder, stop, clock), clock, deadline,
@@ -484,13 +489,15 @@ def measure_again(arguments: Optional[Arguments], decided: Dict[str, Any],
                   budget: Optional[Dict[str, float]]) -> Dict[str, str]:
     """{where: one shell line} that measures again where there is no advice yet: the same
     --advise (the user's own flags after a live session, the results' config's after --from),
-    with a budget at least the one spent, alone on this machine."""
+    with a budget at least the one spent, alone on this machine, and as a batch job on a node of
+    its own (slurm, pbs) where the job scripts can carry the flags."""
     minutes = max(float((budget or {}).get("minutes") or 0), config.DEFAULT_BUDGET_MINUTES)
-    if arguments is not None:
-        again = commands.user_options(arguments)
-    else:
-        again = commands.user_options(commands.results_arguments(decided["config"], not decided["on_cpu"]))
-    return {"here": commands.shell_line(["python", "main.py", "--advise", *again, "--budget", f"{minutes:g}"])}
+    given = arguments if arguments is not None else \
+        commands.results_arguments(decided["config"], not decided["on_cpu"])
+    lines = {"here": commands.shell_line(["python", "main.py", "--advise", *commands.user_options(given), "--budget",
+                                          f"{minutes:g}"])}
+    lines.update(commands.advise_job_lines(given, minutes) or {})
+    return lines
 
 
 def decided_margin(accuracy: Optional[Accuracy], documents: List[Dict[str, Any]]) -> float:
