@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import typing
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Type, Union
 
@@ -855,6 +856,30 @@ def check_advice_flags(args: Arguments, spelled: Dict[str, str]) -> None:
     if args.from_results is not None and args.check_flags:
         raise UserError("--check-flags checks the command --advise would measure with, and --from measures nothing: "
                         "drop --check-flags.")
+
+
+def unusable_value(key: str, value: Any) -> Optional[str]:
+    """Why `value` is not one main.py's parser could have given setting `key` (its type, its
+    choices, its range), in words after the flag's name; None when it could. For command lines
+    read back from a file (an advice.json's arguments)."""
+    setting = SETTINGS[key]
+    flag, section = setting.flag, dict(SECTIONS)[setting.section]
+    kind = typing.get_type_hints(section)[setting.field]
+    optional = type(None) in typing.get_args(kind)
+    kinds = [each for each in (typing.get_args(kind) or (kind,)) if each is not type(None)]
+    if value is None:
+        return None if optional or setting.default() is None else "must be given, got null"
+    if flag.action in ("store_true", "store_false") or kinds == [bool]:
+        return None if isinstance(value, bool) else f"is a switch (true or false), got {value!r}"
+    if flag.choices is not None:
+        return None if value in flag.choices else f"must be one of {', '.join(flag.choices)}, got {value!r}"
+    if flag.range is not None:
+        return None if flag.range.accepts(value) else f"must be {flag.range.wording}, got {value!r}"
+    if kinds and all(each in (int, float, str) for each in kinds):
+        fits = any(isinstance(value, each) and not isinstance(value, bool) for each in kinds) or \
+            (float in kinds and isinstance(value, int) and not isinstance(value, bool))
+        return None if fits else f"must be {' or '.join(each.__name__ for each in kinds)}, got {value!r}"
+    return None
 
 
 def check_ranges(args: Arguments) -> None:

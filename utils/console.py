@@ -62,6 +62,13 @@ def protect() -> None:
         setattr(sys, name, Guarded(stream))
 
 
+def one_line(text: str) -> str:
+    """`text` as one line that shows what it holds: each character a terminal would act on or
+    break the line at (control characters, escape sequences, line and paragraph separators)
+    escaped as Python writes it, so that no field of a file can forge or hide a line."""
+    return "".join(character if character.isprintable() else ascii(character)[1:-1] for character in text)
+
+
 def refused(name: str, error: Exception) -> int:
     """Say `error` as program `name`'s one sentence; its exit status: 2 for a UserError (what
     the user can change), 1 for anything else (an output that failed)."""

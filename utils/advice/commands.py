@@ -10,6 +10,7 @@ import shlex
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from utils import config, modes
+from utils.errors import UserError
 from utils.results.compare import MIN_RUNS
 from utils.settings import Arguments
 
@@ -54,10 +55,23 @@ def user_options(arguments: Arguments, leave_out: Iterable[str] = NOT_PASSED) ->
     return options
 
 
-def saved_arguments(saved: Dict[str, Any]) -> Arguments:
-    """The command line an advice.json keeps (its `arguments`), with the settings this release
-    has: an earlier release's precision switches (fp16, bf16, ...) are left out."""
-    return config.arguments(**{name: value for name, value in saved.items() if name in config.SETTINGS})
+def saved_arguments(saved: Dict[str, Any], where: str) -> Arguments:
+    """The command line an advice.json (`where`) keeps (its `arguments`), with the settings this
+    release has (an earlier release's precision switches, fp16, bf16, ..., are left out), each
+    value one main.py's parser could give and all of them a command main.py takes; refused
+    naming the field otherwise (a file edited by hand)."""
+    kept = {name: value for name, value in saved.items() if name in config.SETTINGS}
+    for name, value in kept.items():
+        why = config.unusable_value(name, value)
+        if why:
+            raise UserError(f"{where}: arguments.{name} ({config.SETTINGS[name].name}) {why}; is it an advice.json "
+                            "--advise wrote?")
+    try:
+        config.RunConfig.build(**{name: value for name, value in kept.items() if name not in ("check_flags",)})
+    except UserError as refusal:
+        raise UserError(f"{where}: its arguments are no command main.py takes ({str(refusal).rstrip('.')}); is it an "
+                        "advice.json --advise wrote?") from None
+    return config.arguments(**kept)
 
 
 def with_settings(arguments: Arguments, settings: Dict[str, Any]) -> Arguments:
@@ -169,6 +183,17 @@ def job_lines(arguments: Arguments, modes: Sequence[str], seeds: int, steps: int
     seeds_list = " ".join(str(arguments.seed + index) for index in range(seeds))
     return {scheduler: f"for seed in {seeds_list}; do {' '.join(settings)} {submit}; done"
             for scheduler, submit in JOB_SUBMIT.items()}
+
+
+def accuracy_lines(arguments: Arguments, lead: str, seeds: int, steps: Optional[int]) -> Dict[str, str]:
+    """{where: one shell line} that runs the accuracy check of `lead` against fp32 over `seeds`
+    paired seeds with the user's flags (`arguments`): here, and as batch jobs where `steps` (the
+    run's length) is known and the job scripts can carry the flags."""
+    flags = ["--modes", f"{modes.BASELINES['default']},{lead}", "--seeds", str(seeds)]
+    lines = {"here": shell_line(["python", "main.py", *phase_command(arguments, flags, True, "accuracy.json")])}
+    if steps is not None:
+        lines.update(job_lines(arguments, (modes.BASELINES["default"], lead), seeds, steps) or {})
+    return lines
 
 
 def advise_job_lines(arguments: Arguments, budget_minutes: float) -> Optional[Dict[str, str]]:

@@ -14,11 +14,13 @@ phases as planned before the first ran]}. docs/advice.md describes every field.
 """
 from __future__ import annotations
 
+import os
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from utils.advice.evidence import KINDS
 from utils.advice.figures import unsupported
 from utils.errors import UserError
+from utils.fileio import atomic_write_all
 from utils.modes import MODES
 from utils.results import files, validate
 from utils.results.merge import parsed
@@ -157,7 +159,9 @@ def load(path: str) -> Dict[str, Any]:
     return content
 
 
-def write(path: str, advice: Dict[str, Any]) -> None:
-    """advice.json, checked first and written all or nothing."""
+def write(path: str, advice: Dict[str, Any], report: str) -> None:
+    """advice.json, checked first, and beside it report.txt (`report`, its printed report): both
+    written, or neither."""
     check(advice)
-    files.write_json(path, advice)
+    atomic_write_all([(path, lambda f: f.write(files.json_text(advice))),
+                      (os.path.join(os.path.dirname(path), "report.txt"), lambda f: f.write(report.encode() + b"\n"))])

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Sequence
 
 from utils.advice.commands import shell_line
+from utils.console import one_line
 
 NAMES = {"lightning": "Lightning", "transformers": "Hugging Face", "timm": "timm", "pytorch": "PyTorch"}
 WHAT_WIDTH = 52  # the evidence table's "what" column, cut to fit (advice.json holds it whole)
@@ -98,4 +99,4 @@ def report(advice: Dict[str, Any]) -> str:
     budget = advice.get("budget")
     if budget:
         lines.append(f"(--advise spent {budget['spent_s'] / 60:.1f} of its {budget['minutes']:g} minutes.)")
-    return "\n".join(lines)
+    return "\n".join(one_line(line) for line in lines)  # a field of the files never forges or hides a line

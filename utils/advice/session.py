@@ -281,22 +281,30 @@ def advice_folder(advice: Advice, training: Training, data: DataSettings) -> str
         folder = os.path.join("advice", f"{training.model}-{started}")
     from utils.results import run_outputs
 
-    prove_writable(folder, (*WRITTEN, RESULTS))
+    prove_writable(folder, (*WRITTEN, RESULTS), FOLDERS)
     data_at, called = run_outputs.data_folder(data)
     run_outputs.refuse_in_data_folder("--advice-dir", folder, os.path.realpath(folder), data_at, called)
     return folder
 
 
 WRITTEN = ("advice.json", "report.txt")  # what every --advise writes in --advice-dir; a live one, RESULTS too
+FOLDERS = ("phases", "logs", TRACES)  # and the folders a live one writes into
 
 
-def prove_writable(folder: str, names: Tuple[str, ...]) -> None:
-    """Refuse, before anything is measured or decided, an --advice-dir that cannot take the files `names`."""
-    from utils.fileio import ensure_folder_writable, ensure_writable
+def prove_writable(folder: str, names: Tuple[str, ...], folders: Tuple[str, ...] = ()) -> None:
+    """Refuse, before anything is measured or decided, an --advice-dir that cannot take the
+    files `names` and the folders `folders` (a FIFO or a file under one's name among them)."""
+    from utils.fileio import ensure_folder_writable, ensure_writable, kind_of
 
     ensure_folder_writable(folder, "--advice-dir")
     for name in names:
         ensure_writable(os.path.join(folder, name), "--advice-dir")
+    for name in folders:
+        path = os.path.join(folder, name)
+        if os.path.lexists(path) and not os.path.isdir(path):
+            kind = "a file" if os.path.isfile(path) else kind_of(path) if os.path.exists(path) else "a broken link"
+            raise UserError(f"--advice-dir {folder} holds {name}, which is {kind}, where --advise writes a folder of "
+                            "that name; remove it, or give another --advice-dir.")
 
 
 def plan_lines(training: Training, data: DataSettings, budget: float, preflight: Preflight, phases: List[plan.Phase],
@@ -370,7 +378,7 @@ def advise(training: Training, data: DataSettings, accuracy: Accuracy, precision
     if check_only:  # --check-flags: what a batch job checks before it queues; nothing measured, nothing written
         say(f"the flags, {folder} and --budget {advice.budget_minutes:g} check out: nothing was measured or written")
         return 0
-    for sub in ("phases", "logs"):
+    for sub in FOLDERS[:2]:  # main.py makes the traces' own with --trace-dir
         os.makedirs(os.path.join(folder, sub), exist_ok=True)
     run_phases(training, data, arguments, state, runner or process_runner(folder, stop, clock), clock, deadline,
                folder, stop)
@@ -428,10 +436,8 @@ def session_context(training: Training, data: DataSettings, arguments: Arguments
         return context
     steps = accuracy_steps(training, data, state.train_images)
     check = plan.accuracy_phase(leading[0], steps, state.estimates)
-    lines = {"here": commands.shell_line(["python", "main.py", *commands.phase_command(
-        arguments, check.flags(), True, "accuracy.json")])}
-    lines.update(commands.job_lines(arguments, check.modes, check.repeats, steps) or {})
-    context.accuracy_check = {"seeds": check.repeats, "estimate_s": check.estimate_s, "lines": lines}
+    context.accuracy_check = {"seeds": check.repeats, "estimate_s": check.estimate_s,
+                              "lines": commands.accuracy_lines(arguments, leading[0], check.repeats, steps)}
     return context
 
 
@@ -511,10 +517,7 @@ def finish(advice: Dict[str, Any], folder: Optional[str], stop: StopRequest) -> 
     return the status's exit code (128 + the signal's number after a stop signal)."""
     text = report(advice)
     if folder is not None:
-        document.write(os.path.join(folder, "advice.json"), advice)
-        from utils.fileio import atomic_write
-
-        atomic_write(os.path.join(folder, "report.txt"), lambda f: f.write(text.encode() + b"\n"))
+        document.write(os.path.join(folder, "advice.json"), advice, text)
     print(text)
     if folder is not None:
         print(f"written to {folder}: report.txt, advice.json, {RESULTS} (the runs' results) and logs/")
@@ -534,14 +537,19 @@ def from_results(advice: Advice, stop: StopRequest) -> int:
     if folder is not None:
         prove_writable(folder, WRITTEN)
     content = parsed(path)
+    arguments = None
     if document.is_advice(content):
         earlier = document.load(path)
         results = os.path.join(os.path.dirname(path), earlier["results"])
+        # a live run's advice keeps the user's own flags, as they typed them: its commands are built from them
+        if earlier["arguments"] is not None:
+            arguments = commands.saved_arguments(earlier["arguments"], path)
         context = decide.Context(earlier["results"], (earlier["preflight"] or {}).get("not_timed", {}),
                                  {mode: found for mode, found in ((earlier["preflight"] or {}).get("fp8") or {}).items()
                                   if found.get("speedup") is not None},
-                                 earlier["not_run"], earlier["accuracy_check"], live=earlier["budget"] is not None,
-                                 cut_short=earlier["cut_short"], traces=earlier["traces"])
+                                 earlier["not_run"], checked_accuracy(earlier, arguments),
+                                 live=earlier["budget"] is not None, cut_short=earlier["cut_short"],
+                                 traces=earlier["traces"])
     else:
         earlier, results = None, path
         context = decide.Context(path)
@@ -551,10 +559,18 @@ def from_results(advice: Advice, stop: StopRequest) -> int:
     if folder is not None:
         context.results = os.path.relpath(results, folder)
     documents = load_result(results)
-    # a live run's advice keeps the user's own flags, as they typed them: its commands are built from them
-    saved = earlier["arguments"] if earlier is not None else None
-    decided = advice_document(documents, context, None, earlier["budget"] if earlier else None, [],
-                              commands.saved_arguments(saved) if saved is not None else None)
+    decided = advice_document(documents, context, None, earlier["budget"] if earlier else None, [], arguments)
     if earlier is not None:
-        decided.update(preflight=earlier["preflight"], plan=earlier["plan"], arguments=saved)
+        decided.update(preflight=earlier["preflight"], plan=earlier["plan"], arguments=earlier["arguments"])
     return finish(decided, folder, stop)
+
+
+def checked_accuracy(earlier: Dict[str, Any], arguments: Optional[Arguments]) -> Optional[Dict[str, Any]]:
+    """An advice.json's accuracy check, its lines built again from its arguments (checked), so
+    that a line edited into the file is never printed as ampbench's; without arguments, none."""
+    check = earlier["accuracy_check"]
+    if check is None or arguments is None:
+        return None
+    lead = earlier["lean"] if earlier["lean"] != BASELINES["default"] else None
+    steps = arguments.steps or (config.DEFAULT_STEPS if arguments.epochs is None else None)  # None: the data's size
+    return dict(check, lines=commands.accuracy_lines(arguments, lead, check["seeds"], steps) if lead else {})
