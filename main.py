@@ -98,6 +98,9 @@ def build_parser() -> Parser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    from utils import children
+
+    children.tie_this_process()  # a rank of a launch ampbench started dies with its launcher
     args = build_parser().parse_args(argv)
     from utils.errors import RankLost, WriteFailed
     from utils.stop import StopRequest

@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -126,3 +127,40 @@ def test_a_full_disk_leaves_the_advice_and_its_report_as_they_were_both(tmp_path
         document.write(str(folder / "advice.json"), dict(advice, written_utc="later"), session.report(advice))
     assert {name: (folder / name).read_bytes() for name in before} == before
     assert sorted(os.listdir(folder)) == ["advice.json", "report.txt", "results.json"]  # no temporary file left
+
+
+def processes_naming(text):
+    """The pids of the processes whose command line holds `text`."""
+    found = []
+    for name in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as cmdline:
+                if text.encode() in cmdline.read():
+                    found.append(int(name))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def test_sigkill_of_the_adviser_mid_phase_leaves_no_ampbench_process_within_five_seconds(tmp_path):
+    from utils.children import alive
+
+    folder = tmp_path / "advice"
+    adviser = subprocess.Popen([sys.executable, "main.py", "--advise", "--model", "squeezenet1_1", "-b", "8",
+                                "--data", "synthetic", "--budget", "3", "--advice-dir", str(folder)],
+                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               start_new_session=True)
+    for line in adviser.stdout:  # the plan, then the comparison's phase starting
+        if line.startswith("main.py --advise: compare: "):
+            break
+    deadline = time.monotonic() + 60
+    while not processes_naming(str(folder / "phases")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    phases = processes_naming(str(folder / "phases"))
+    assert phases, "the comparison's main.py runs"
+    adviser.kill()
+    adviser.wait()
+    deadline = time.monotonic() + 5
+    while any(alive(pid) for pid in phases) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [pid for pid in phases if alive(pid)]

@@ -14,7 +14,6 @@ import functools
 import math
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -22,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
+from utils import children, config, launch
 from utils import clock as utc
-from utils import config, launch
 from utils.advice import commands, decide, document, frameworks, plan
 from utils.advice.decision import primary_index
 from utils.advice.report import report
@@ -40,7 +39,6 @@ if TYPE_CHECKING:
     from utils.stop import StopRequest
 
 MAIN = str(Path(__file__).resolve().parents[2] / "main.py")
-POLL_S = 0.5  # how often a phase's process is checked on
 GRACE_S = 30.0  # after SIGTERM, the least time a phase's process gets to end its step and write
 RESULTS = "results.json"
 TRACES = "traces"  # the comparison's profiler traces, in the advice folder
@@ -62,25 +60,18 @@ Runner = Callable[[plan.Phase, List[str], float], Outcome]  # (phase, main.py's 
 
 
 def process_runner(folder: str, stop: StopRequest, clock: Clock = time.monotonic) -> Runner:
-    """A Runner that starts main.py in a process group of its own, its output in logs/PHASE.log,
-    and sends it SIGTERM at the deadline or at a stop signal (SIGKILL if it has not ended after
-    GRACE_S or twice its slowest step's estimate)."""
+    """A Runner that starts main.py as utils/children.py starts every child (a session of its own,
+    dying with this process), its output in logs/PHASE.log, and sends it SIGTERM at the deadline or
+    at a stop signal (SIGKILL to its tree if it has not ended after GRACE_S or twice its slowest
+    step's estimate)."""
     def run(phase: plan.Phase, argv: List[str], deadline: float) -> Outcome:
-        started, log = clock(), os.path.join(folder, "logs", file_name(phase.name) + ".log")
+        log = os.path.join(folder, "logs", file_name(phase.name) + ".log")
+        grace = max(GRACE_S, 2 * phase.estimate_s / max(phase.steps * phase.repeats, 1))
         with open(log, "w") as output:
-            process = subprocess.Popen([sys.executable, MAIN, *argv], stdout=output, stderr=subprocess.STDOUT,
-                                       start_new_session=True)
-            ending, grace = None, max(GRACE_S, 2 * phase.estimate_s / max(phase.steps * phase.repeats, 1))
-            while process.poll() is None:
-                if ending is None and (clock() >= deadline or stop.requested):
-                    ending = clock()
-                    os.killpg(process.pid, signal.SIGTERM)
-                elif ending is not None and clock() - ending > grace:
-                    os.killpg(process.pid, signal.SIGKILL)
-                time.sleep(POLL_S)
+            returncode, elapsed = children.run([sys.executable, MAIN, *argv], output, deadline,
+                                               lambda: stop.requested, grace, clock)
         results = os.path.join(folder, "phases", file_name(phase.name) + ".json")
-        return Outcome(results if os.path.isfile(results) else None, process.returncode, last_error(log),
-                       clock() - started)
+        return Outcome(results if os.path.isfile(results) else None, returncode, last_error(log), elapsed)
 
     return run
 
