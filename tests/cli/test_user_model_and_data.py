@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import assert_user_error, image_tree, read_results, run_main
+from conftest import ROOT, assert_user_error, image_tree, read_results, run_main
 
 FAST = ["--image-size", "16", "-b", "8", "--warmup", "2", "--no-progress", "--workers", "0"]
 TREE_FLAGS = ["--data", "imagefolder", "--workers", "0"]
@@ -198,8 +198,6 @@ def test_your_model_compiles(tmp_path):
 
 def test_a_factory_on_pythonpath_is_found_from_any_working_directory(tmp_path):
     """As a user runs it: main.py from another folder, the module's folder on PYTHONPATH."""
-    from conftest import ROOT
-
     result = subprocess.run([sys.executable, str(ROOT / "main.py"), "--model-factory", "user_models:TinyNet",
                              "--check-flags"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
                             env={**os.environ, "PYTHONPATH": str(ROOT / "tests" / "cli")})
@@ -224,3 +222,18 @@ def test_advise_passes_your_model_and_images_to_every_phase_and_advises_a_comman
     assert command[2:10] == ["--batch-size", "8", *map(str, mine)] and "--model" not in command
     trained = run_cli(*command[2:], "-n", "4", "--warmup", "1", "--json", tmp_path / "advised.json", timeout=240)
     assert trained.returncode == 0, trained.stderr
+
+
+def test_a_thread_your_module_leaves_running_does_not_hold_the_process_at_its_end(tmp_path):
+    (tmp_path / "prefetching.py").write_text(
+        "import threading\nimport time\nfrom torch import nn\n\n"
+        "threading.Thread(target=lambda: time.sleep(3600), name='prefetcher').start()\n\n\n"
+        "def build(num_classes):\n    return nn.Sequential(nn.Flatten(), nn.Linear(3 * 16 * 16, num_classes))\n")
+    result = subprocess.run([sys.executable, str(ROOT / "main.py"), "--model-factory", "prefetching:build", "--data",
+                             "synthetic", *FAST, "-n", "3", "--json", "r.json"], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        "main.py: note: its work is done, and code it ran left 1 thread running (prefetcher), which Python would "
+        "wait for; ending without it.")
+    assert json.loads((tmp_path / "r.json").read_text())["runs"][0]["completed_steps"] == 3
