@@ -112,6 +112,8 @@ def test_check_flags_lists_the_folder_and_builds_your_model_writing_nothing(tmp_
     (["--model-factory", "user_models:fixed_head"], ["its model outputs 7 classes, and this run's labels have 10",
                                                      "num_classes=10"]),
     (["--model-factory", "user_models:WithFeatures"], ["its model returns a tuple for a batch of images"]),
+    (["--model-factory", "user_models.py:TinyNet"], ["not a file: for user_models.py give --model-factory "
+                                                     "user_models:TinyNet"]),
     (["--model-factory", "user_models:FeatureMap"], ["outputs a tensor of shape [2, 10, 32, 32] for 2 images",
                                                      "a classifier's is [2, 10]"]),
     (["--model-factory", "user_models:gray_only"], ["its model raised RuntimeError", "3x32x32"]),
