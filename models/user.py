@@ -16,7 +16,7 @@ import sysconfig
 import threading
 import traceback
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, Optional
+from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional
 
 import torch
 from torch import nn
@@ -35,21 +35,36 @@ MISSING = object()
 
 
 def build_user_model(spec: str, num_classes: int, image_size: int, dropout: Optional[float] = None,
-                     batch_size: Optional[int] = None, device: Optional[torch.device] = None) -> nn.Module:
+                     batch_size: Optional[int] = None, device: Optional[torch.device] = None,
+                     warn: Optional[Callable[[str, str], None]] = None) -> nn.Module:
     """The model `spec` (MODULE:FUNCTION) builds, called with those of num_classes, image_size
     and dropout (when given) its signature names, checked: an nn.Module with trainable float32
     parameters whose output for a batch of `image_size` images is (batch, `num_classes`) logits
     that carry a gradient, and whose batch norms see more than one value per channel in a batch
     of `batch_size`. The check runs on the meta device where it can, else on `device` (the CPU
-    unless given). The factory runs with the process's state kept (kept_state), and a stop signal
-    ends the build at once (stop.at_once): the user's code may never return."""
+    unless given). What importing the module and calling the factory change of the process is
+    put back (kept_state) and said to `warn(sentence, kind)`; a stop signal ends the build at
+    once (stop.at_once): the user's code may never return."""
+    say = warn or (lambda sentence, kind: None)
     with working_directory_importable(), stop.at_once(f"building the model of --model-factory {spec}"):
-        function = find(spec)
-        with kept_state():
+        with kept_state() as changed:
+            function = find(spec)
+        if changed:
+            say(f"--model-factory {spec}: importing {factory_spec(spec)[0]} {put_back(changed)}", "warning")
+        with kept_state() as changed:
             model = call(function, spec, arguments_for(function, spec, num_classes, image_size, dropout))
+        if changed:
+            say(f"--model-factory {spec}: its factory {put_back(changed)}", "warning")
         check_module(model, spec)
         check_output(model, spec, num_classes, image_size, batch_size, device or torch.device("cpu"))
     return model
+
+
+def put_back(changed: List[str]) -> str:
+    """What the user's code changed (kept_state's), and that it is undone, in words."""
+    return (f"{', '.join(changed[:-1])}{' and ' if len(changed) > 1 else ''}{changed[-1]}; "
+            f"{'it is' if len(changed) == 1 else 'each is'} put back as it was, so that every mode trains, and every "
+            "output is written, as without it.")
 
 
 @contextlib.contextmanager
@@ -68,23 +83,57 @@ def working_directory_importable() -> Iterator[None]:
         sys.path[:] = before
 
 
+class Kept(NamedTuple):
+    """A setting of the process the user's code may change: how to read and set it, and what
+    changing it is, in words, given the value it was changed to."""
+    read: Callable[[], Any]
+    write: Callable[[Any], Any]
+    said: Callable[[Any], str]
+
+
+def settings() -> List[Kept]:
+    """torch's gradient mode (a model trained with it off gets no gradient), its default dtype
+    (layers built after it are float64), anomaly detection (every backward many times slower),
+    its default device (where this torch has one) and the working directory (where relative
+    outputs go)."""
+    kept = [Kept(torch.is_grad_enabled, torch.set_grad_enabled,
+                 lambda on: f"turned torch's gradient mode {'on' if on else 'off'}"),
+            Kept(torch.get_default_dtype, torch.set_default_dtype,
+                 lambda dtype: f"set torch's default dtype to {str(dtype).replace('torch.', '')}"),
+            Kept(torch.is_anomaly_enabled, torch.set_anomaly_enabled,
+                 lambda on: f"turned autograd's anomaly detection {'on' if on else 'off'}"),
+            Kept(os.getcwd, os.chdir, lambda folder: f"changed the working directory to {folder}")]
+    if compat.has_default_device():  # the CPU by torch's own default: no device mode, which slows every call
+        kept.insert(3, Kept(torch.get_default_device,
+                            lambda device: torch.set_default_device(None if device == torch.device("cpu") else device),
+                            lambda device: f"set torch's default device to {device}"))
+    return kept
+
+
 @contextlib.contextmanager
-def kept_state() -> Iterator[None]:
-    """torch's default dtype and gradient mode, the working directory and the stop signals'
-    handlers put back as they were before the block, whatever the user's code in it changed:
-    each would change how every mode trains, where a relative output is written, or whether a
-    scheduler's signal saves the run."""
-    dtype, grad, folder = torch.get_default_dtype(), torch.is_grad_enabled(), os.getcwd()
+def kept_state() -> Iterator[List[str]]:
+    """The settings() and the stop signals' handlers put back as they were before the block,
+    whatever the user's code in it changed; yields the list that then says, in words, what was
+    changed: each would change how every mode trains, where a relative output is written, or
+    whether a scheduler's signal saves the run."""
+    kept = [(setting, setting.read()) for setting in settings()]
     handlers = {number: signal.getsignal(number) for number in stop.SIGNALS}
+    changed: List[str] = []
     try:
-        yield
+        yield changed
     finally:
-        torch.set_default_dtype(dtype)
-        torch.set_grad_enabled(grad)
-        os.chdir(folder)
-        for number, handler in handlers.items():
-            if handler is not None and threading.current_thread() is threading.main_thread():
-                signal.signal(number, handler)
+        for setting, value in kept:
+            now = setting.read()
+            if now != value:
+                changed.append(setting.said(now))
+                setting.write(value)
+        if threading.current_thread() is threading.main_thread():
+            replaced = [number for number, handler in handlers.items()
+                        if handler is not None and signal.getsignal(number) != handler]
+            for number in replaced:
+                signal.signal(number, handlers[number])
+            if replaced:
+                changed.append(f"set its own handler of {', '.join(signal.Signals(n).name for n in replaced)}")
 
 
 def find(spec: str) -> Callable[..., Any]:

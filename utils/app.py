@@ -178,7 +178,7 @@ def prepare(config: RunConfig, context: RunContext) -> Tuple[TrainingPlan, nn.Mo
     if config.data.num_classes:  # the head grows with them: 2**31 classes take terabytes
         smaller += f", or fewer --num-classes than {config.data.num_classes}"
     with memory.out_of_memory_in(context.device, f"building the model {config.training.model}", f"use {smaller}."):
-        model = seeded_model(config.training, config.data, classes, context.device)
+        model = seeded_model(config.training, config.data, classes, context.device, warn)
     built = f" ({factory.class_name(model)})" if config.training.model_factory else ""
     context.reporter.phase(f"model {config.training.model}{built} built: "
                            f"{sum(p.numel() for p in model.parameters()) / 1e6:.1f} M parameters")

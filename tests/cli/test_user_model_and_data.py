@@ -239,3 +239,29 @@ def test_a_thread_your_module_leaves_running_does_not_hold_the_process_at_its_en
         "main.py: note: its work is done, and code it ran left 1 thread running (prefetcher), which Python would "
         "wait for; ending without it.")
     assert json.loads((tmp_path / "r.json").read_text())["runs"][0]["completed_steps"] == 3
+
+
+@pytest.fixture
+def torch_state():
+    """torch's gradient mode and default dtype put back after a test whose module changes them."""
+    import torch
+
+    grad, dtype = torch.is_grad_enabled(), torch.get_default_dtype()
+    yield
+    torch.set_grad_enabled(grad)
+    torch.set_default_dtype(dtype)
+
+
+def test_what_importing_your_module_changes_is_put_back_and_named(tmp_path, monkeypatch, torch_state):
+    (tmp_path / "careless.py").write_text(
+        "import os\nimport torch\nfrom torch import nn\n\ntorch.set_grad_enabled(False)\n"
+        "torch.set_default_dtype(torch.float64)\nos.chdir(os.path.dirname(os.path.abspath(__file__)))\n\n\n"
+        "def build(num_classes):\n    return nn.Sequential(nn.Flatten(), nn.Linear(3 * 16 * 16, num_classes))\n")
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    result = run_main("--model-factory", "careless:build", "--data", "synthetic", *FAST, "-n", "3", "--json", "r.json")
+    assert result.returncode == 0, result.stderr
+    assert "careless:build: importing careless turned torch's gradient mode off, set torch's default dtype to " \
+        f"float64 and changed the working directory to {tmp_path}; each is put back as it was" in result.stderr
+    assert (tmp_path / "work" / "r.json").exists() and not (tmp_path / "r.json").exists()
