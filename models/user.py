@@ -1,7 +1,9 @@
 """The user's own model (--model-factory MODULE:FUNCTION): imported from the working directory or
 PYTHONPATH, built, and checked with one tiny forward before anything trains, so that each way it
 can be wrong (no such module or function, something that builds no trainable classifier, an
-output that does not fit the run's classes) ends in one sentence before the first step."""
+output that does not fit the run's classes) ends in one sentence before the first step. Models as
+libraries build them are taken as they are: an output object that holds `logits` (Hugging
+Face's) gives them."""
 from __future__ import annotations
 
 import contextlib
@@ -16,7 +18,7 @@ import sysconfig
 import threading
 import traceback
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional
+from typing import Any, Callable, Dict, Iterator, List, Mapping, NamedTuple, Optional
 
 import torch
 from torch import nn
@@ -39,12 +41,13 @@ def build_user_model(spec: str, num_classes: int, image_size: int, dropout: Opti
                      warn: Optional[Callable[[str, str], None]] = None) -> nn.Module:
     """The model `spec` (MODULE:FUNCTION) builds, called with those of num_classes, image_size
     and dropout (when given) its signature names, checked: an nn.Module with trainable float32
-    parameters whose output for a batch of `image_size` images is (batch, `num_classes`) logits
-    that carry a gradient, and whose batch norms see more than one value per channel in a batch
-    of `batch_size`. The check runs on the meta device where it can, else on `device` (the CPU
-    unless given). What importing the module and calling the factory change of the process is
-    put back (kept_state) and said to `warn(sentence, kind)`; a stop signal ends the build at
-    once (stop.at_once): the user's code may never return."""
+    parameters whose output for a batch of `image_size` images is, or holds as `logits`, (batch,
+    `num_classes`) logits that carry a gradient, and whose batch norms see more than one value per
+    channel in a batch of `batch_size`. The check runs on
+    the meta device where it can, else on `device` (the CPU unless given). What importing the
+    module and calling the factory change of the process is put back (kept_state) and said to
+    `warn(sentence, kind)`, as are logits taken from an output object; a stop signal ends the
+    build at once (stop.at_once): the user's code may never return."""
     say = warn or (lambda sentence, kind: None)
     with working_directory_importable(), stop.at_once(f"building the model of --model-factory {spec}"):
         with kept_state() as changed:
@@ -57,6 +60,10 @@ def build_user_model(spec: str, num_classes: int, image_size: int, dropout: Opti
             say(f"--model-factory {spec}: its factory {put_back(changed)}", "warning")
         check_module(model, spec)
         check_output(model, spec, num_classes, image_size, batch_size, device or torch.device("cpu"))
+    hook = logits_hook(model)
+    if hook is not None:
+        say(f"--model-factory {spec}: its model returns {article(hook.returned)}, whose logits every mode trains on "
+            f"and evaluates ({hook.taken}, recorded as config.model_output).", "note")
     return model
 
 
@@ -191,6 +198,11 @@ def where_defined(module: Any) -> str:
     return str(getattr(module, "__file__", None) or "a namespace package")
 
 
+def article(word: str) -> str:
+    """`word` after its indefinite article: a dict, an ImageClassifierOutput."""
+    return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"
+
+
 def described(error: BaseException) -> str:
     """An exception in a few words, with the place in the user's code that raised it: the last
     frame outside importlib and torch (a SyntaxError names its own)."""
@@ -268,16 +280,16 @@ def call(function: Callable[..., Any], spec: str, arguments: Dict[str, Any]) -> 
 def check_module(model: Any, spec: str) -> None:
     """An nn.Module with parameters to train, all float32: the modes set the precision."""
     if not isinstance(model, nn.Module):
-        raise UserError(f"--model-factory {spec} returned a {type(model).__name__}, not a torch.nn.Module; return "
-                        "the model.")
+        raise UserError(f"--model-factory {spec} returned {article(type(model).__name__)}, not a torch.nn.Module; "
+                        "return the model.")
     parameters = list(model.parameters())
     if any(parameter.is_meta for parameter in parameters):
-        raise UserError(f"--model-factory {spec} returned a {type(model).__name__} whose parameters are on the meta "
-                        "device, with no values to train; build it on the CPU, or materialize it (to_empty, then "
+        raise UserError(f"--model-factory {spec} returned {article(type(model).__name__)} whose parameters are on the "
+                        "meta device, with no values to train; build it on the CPU, or materialize it (to_empty, then "
                         "initialize its weights) before returning it.")
     if not any(parameter.requires_grad for parameter in parameters):
         frozen = f"all {len(parameters)} of its parameters are frozen" if parameters else "it has none"
-        raise UserError(f"--model-factory {spec} returned a {type(model).__name__} with no parameters to train "
+        raise UserError(f"--model-factory {spec} returned {article(type(model).__name__)} with no parameters to train "
                         f"({frozen}); return a model with trainable parameters.")
     other = sorted({str(p.dtype).replace("torch.", "") for p in parameters if p.is_floating_point()
                     and p.dtype != torch.float32})
@@ -286,17 +298,59 @@ def check_module(model: Any, spec: str) -> None:
                         "float32: each precision mode sets the precision it trains in.")
 
 
+LOGITS = "logits"
+
+
+def logits_in(output: Any) -> Optional[torch.Tensor]:
+    """The logits an output object holds as its `logits` attribute (Hugging Face's ModelOutput, a
+    named tuple, a dataclass) or key (a dict); None for a tensor or anything else."""
+    if isinstance(output, torch.Tensor):
+        return None
+    try:
+        found = getattr(output, LOGITS, None)
+        if found is None and isinstance(output, Mapping):
+            found = output.get(LOGITS)
+    except Exception:  # a property or a lookup of the user's that raises: no logits to take
+        return None
+    return found if isinstance(found, torch.Tensor) else None
+
+
+class TakeLogits:
+    """A forward hook that makes the model's output the logits it holds (logits_in), wherever the
+    run calls the model: every step of every mode, the evaluation, the FLOP count and --explain,
+    with no change to the training step. `returned` is the output's type; `taken` says what of it
+    is taken (ImageClassifierOutput.logits, dict['logits'])."""
+
+    def __init__(self, output: Any):
+        self.returned = type(output).__name__
+        by_key = isinstance(output, Mapping) and not isinstance(getattr(output, LOGITS, None), torch.Tensor)
+        self.taken = f"{self.returned}['{LOGITS}']" if by_key else f"{self.returned}.{LOGITS}"
+
+    def __call__(self, module: nn.Module, inputs: Any, output: Any) -> Optional[torch.Tensor]:
+        return logits_in(output)  # None (a tensor already) leaves the output as it is
+
+
+def logits_hook(model: nn.Module) -> Optional[TakeLogits]:
+    """The model's TakeLogits hook (check_output's), or None where its output is the logits."""
+    return next((hook for hook in model._forward_hooks.values() if isinstance(hook, TakeLogits)), None)
+
+
 def check_output(model: nn.Module, spec: str, num_classes: int, image_size: int, batch_size: Optional[int],
                  device: torch.device) -> None:
     """One forward of factory.CHECK_IMAGES images, in training mode and without changing the
-    model (on the meta device, or on a copy on `device`), gives (images, num_classes) logits."""
+    model (on the meta device, or on a copy on `device`), gives (images, num_classes) logits:
+    a tensor, or an object that holds them as `logits` (the model then gives them: TakeLogits)."""
     images = factory.CHECK_IMAGES
     with factory.batch_norm_inputs(model) as values_per_image:
         output = forward_once(model, spec, image_size, device)
+    held = logits_in(output)
+    if held is not None:
+        model.register_forward_hook(TakeLogits(output))
+        output = held
     if not isinstance(output, torch.Tensor):
-        raise UserError(f"--model-factory {spec}: its model returns a {type(output).__name__} for a batch of images, "
-                        "not a tensor of logits; the loss takes its output as (batch, classes) logits, so return "
-                        "them alone.")
+        raise UserError(f"--model-factory {spec}: its model returns {article(type(output).__name__)} for a batch of "
+                        "images, not a tensor of logits nor an object holding them as `logits`; the loss takes its "
+                        "output as (batch, classes) logits, so return them alone.")
     shape = list(output.shape)
     if len(shape) == 2 and shape[0] == images and shape[1] != num_classes:
         raise UserError(f"--model-factory {spec}: its model outputs {shape[1]} classes, and this run's labels have "

@@ -193,8 +193,9 @@ def prepare(config: RunConfig, context: RunContext) -> Tuple[TrainingPlan, nn.Mo
     context.reporter.phase(f"data loaded: {data.name}, {len(data.train_images)} training images"
                            + (f", {len(data.test_images)} test images" if data.test_images is not None else "")
                            + f", on {context.device}")
+    hook = user.logits_hook(model)
     plan = config.plan(factory.has_batch_norm(model), context.world.size, len(data.train_images), classes,
-                       factory.class_name(model))
+                       factory.class_name(model), hook.taken if hook else None)
     note = config.short_run_note(plan)
     if note:
         warn(note, "note")

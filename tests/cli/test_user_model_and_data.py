@@ -112,6 +112,8 @@ def test_check_flags_lists_the_folder_and_builds_your_model_writing_nothing(tmp_
     (["--model-factory", "user_models:fixed_head"], ["its model outputs 7 classes, and this run's labels have 10",
                                                      "num_classes=10"]),
     (["--model-factory", "user_models:WithFeatures"], ["its model returns a tuple for a batch of images"]),
+    (["--model-factory", "user_models:FeaturesOnly"], ["returns an ImageFeatures for a batch of images, not a tensor "
+                                                       "of logits nor an object holding them as `logits`"]),
     (["--model-factory", "user_models.py:TinyNet"], ["not a file: for user_models.py give --model-factory "
                                                      "user_models:TinyNet"]),
     (["--model-factory", "user_models:FeatureMap"], ["outputs a tensor of shape [2, 10, 32, 32] for 2 images",
@@ -265,3 +267,31 @@ def test_what_importing_your_module_changes_is_put_back_and_named(tmp_path, monk
     assert "careless:build: importing careless turned torch's gradient mode off, set torch's default dtype to " \
         f"float64 and changed the working directory to {tmp_path}; each is put back as it was" in result.stderr
     assert (tmp_path / "work" / "r.json").exists() and not (tmp_path / "r.json").exists()
+
+
+def test_an_output_object_holding_logits_is_taken_as_them_said_once_and_recorded(tmp_path):
+    """As a Hugging Face *ForImageClassification returns them: every mode, seed, evaluation and
+    --explain takes the output's logits, with no wrapper."""
+    image_tree(tmp_path / "tree", per_class=8)
+    result = own(tmp_path, "--model-factory", "user_models:WithLogits", "-n", "4", "--modes", "fp32,amp-bf16",
+                 "--seeds", "2", "--explain", "--explain-steps", "1", "--json", tmp_path / "r.json")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.count("user_models:WithLogits: its model returns a ClassifierOutput, whose logits every "
+                               "mode trains on and evaluates (ClassifierOutput.logits") == 1, result.stderr
+    document = json.loads((tmp_path / "r.json").read_text())
+    assert (document["config"]["model_class"], document["config"]["model_output"]) == \
+        ("user_models.WithLogits", "ClassifierOutput.logits")
+    assert len(document["runs"]) == 4 and all(run["test_accuracy"] is not None and run["train_flops_per_step"]
+                                              and run["profile"] for run in document["runs"])
+
+
+@pytest.mark.parametrize("factory, output", [("LogitsByKey", "dict['logits']")])
+def test_a_factory_as_users_write_them_trains_as_it_is(factory, output, tmp_path):
+    """A dict of logits."""
+    result = run_main("--model-factory", f"user_models:{factory}", "--data", "synthetic", "--num-classes", "5",
+                      *FAST, "-n", "3", "--json", tmp_path / "r.json")
+    assert result.returncode == 0, result.stderr
+    document = json.loads((tmp_path / "r.json").read_text())
+    assert document["config"]["model_output"] == output
+    (run,) = document["runs"]
+    assert run["completed_steps"] == 3 and run["train_flops_per_step"] > 0

@@ -99,3 +99,35 @@ def gray_only(num_classes):
 
 def needs_config(config, num_classes=10):
     return TinyNet(num_classes)
+
+
+class ClassifierOutput:
+    """An output object as Hugging Face's models return: the logits as an attribute, beside others."""
+
+    def __init__(self, logits, features):
+        self.loss, self.logits, self.features = None, logits, features
+
+
+class WithLogits(WithFeatures):
+    """Returns its logits inside an output object, as a Hugging Face *ForImageClassification does."""
+
+    def forward(self, images):
+        return ClassifierOutput(*super().forward(images))
+
+
+class LogitsByKey(WithFeatures):
+    def forward(self, images):
+        logits, features = super().forward(images)
+        return {"features": features, "logits": logits}
+
+
+class ImageFeatures:
+    """An output object without logits."""
+
+    def __init__(self, features):
+        self.features = features
+
+
+class FeaturesOnly(TinyNet):
+    def forward(self, images):
+        return ImageFeatures(self.features(images))
