@@ -3,7 +3,7 @@ PYTHONPATH, built, and checked with one tiny forward before anything trains, so 
 can be wrong (no such module or function, something that builds no trainable classifier, an
 output that does not fit the run's classes) ends in one sentence before the first step. Models as
 libraries build them are taken as they are: an output object that holds `logits` (Hugging
-Face's) gives them."""
+Face's) gives them, and an error raised inside the library is named as that library's."""
 from __future__ import annotations
 
 import contextlib
@@ -175,8 +175,8 @@ def import_module(name: str, spec: str) -> Any:
         raise UserError(f"--model-factory {spec}: importing {name} failed, as it imports {described(error)}; "
                         "install what it needs.") from None
     except Exception as error:  # whatever the module's own code raises as it is imported, SyntaxError too
-        raise UserError(f"--model-factory {spec}: importing {name} raised {described(error)}; fix the module.") \
-            from None
+        raise UserError(f"--model-factory {spec}: importing {name} raised {described(error)}; "
+                        f"{remedy(error, 'fix the module')}.") from None
     check_not_shadowed(module, name, spec, here)
     return module
 
@@ -203,40 +203,103 @@ def article(word: str) -> str:
     return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"
 
 
-def described(error: BaseException) -> str:
-    """An exception in a few words, with the place in the user's code that raised it: the last
-    frame outside importlib and torch (a SyntaxError names its own)."""
-    message = (str(error).strip().splitlines() or [""])[0][:200]
-    frames = [frame for frame in traceback.extract_tb(error.__traceback__)
-              if not frame.filename.startswith("<") and TORCH not in Path(frame.filename).resolve().parents]
-    place = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames and not isinstance(error, SyntaxError) else ""
-    return f"{type(error).__name__}{': ' + message if message else ''}{place}"
+class Place(NamedTuple):
+    """Where an exception was raised: the innermost frame of the user's code, and, where the
+    innermost code that raised it is a library's (transformers, timm: not torch's), that frame
+    and the library's name."""
+    users: Optional[traceback.FrameSummary]
+    library: Optional[traceback.FrameSummary]
+    library_name: Optional[str]
 
 
-def raised_by_its_code(error: BaseException) -> bool:
-    """Whether `error` came out of the user's own code as a run trained or evaluated its model:
-    it passed through a frame of a file that is neither ampbench's own (main.py, models, utils)
-    nor torch's nor one of Python's libraries; ampbench's own refusals never did."""
-    if isinstance(error, (UserError, WriteFailed, RankLost)):
-        return False
-    return any(users_file(frame.filename) for frame in traceback.extract_tb(error.__traceback__))
-
-
-LIBRARIES = tuple(Path(sysconfig.get_paths()[kind]).resolve() for kind in ("stdlib", "purelib", "platlib"))
+STANDARD_LIBRARY = sorted({sysconfig.get_paths()[kind] for kind in ("stdlib", "platstdlib")})
+PACKAGE_FOLDERS = ("site-packages", "dist-packages")  # where pip and Debian install libraries
 OWN = (AMPBENCH / "main.py", AMPBENCH / "models", AMPBENCH / "utils")
 
 
-def users_file(filename: str) -> bool:
+def installed(filename: str) -> Optional[Path]:
+    """The path of `filename` inside the site-packages (or dist-packages) folder it is installed
+    in (transformers/models/vit/modeling_vit.py), or None for a file not installed so."""
+    parts = Path(filename).parts
+    starts = [index for index, part in enumerate(parts) if part in PACKAGE_FOLDERS]
+    return Path(*parts[starts[-1] + 1:]) if starts and starts[-1] + 1 < len(parts) else None
+
+
+def library_of(filename: str) -> Optional[str]:
+    """The top-level package of the installed library (torch's too) that `filename` belongs to, or None."""
+    inside = installed(filename)
+    if inside is None:
+        return None
+    top = inside.parts[0]
+    return top[:-3] if top.endswith(".py") else top
+
+
+def kind_of(filename: str) -> str:
+    """"library", "user" (the user's code) or "other" (torch, ampbench, Python's own, generated)."""
     if filename.startswith("<"):
-        return False
+        return "other"
     path = Path(filename).resolve()
-    return not any(path == top or top in path.parents for top in (TORCH, *OWN, *LIBRARIES))
+    if any(path == top or top in path.parents for top in (TORCH, *OWN)):
+        return "other"
+    if library_of(str(path)) is not None:
+        return "library"
+    return "other" if str(path).startswith(tuple(STANDARD_LIBRARY)) else "user"
+
+
+def place_of(error: BaseException) -> Place:
+    frames = [frame for frame in traceback.extract_tb(error.__traceback__) if kind_of(frame.filename) != "other"]
+    users = [frame for frame in frames if kind_of(frame.filename) == "user"]
+    library = frames[-1] if frames and kind_of(frames[-1].filename) == "library" else None
+    return Place(users[-1] if users else None, library, library_of(library.filename) if library else None)
+
+
+def described(error: BaseException) -> str:
+    """An exception in a few words, with where it was raised: the innermost line of the user's
+    code, and where the innermost code that raised it is a library's (transformers, timm), that
+    library, its version and its line (a SyntaxError names its own place)."""
+    message = (str(error).strip().splitlines() or [""])[0][:200].rstrip(".")
+    said = f"{type(error).__name__}{': ' + message if message else ''}"
+    if isinstance(error, SyntaxError):
+        return said
+    place = place_of(error)
+    if place.library is not None:
+        version = getattr(sys.modules.get(place.library_name or ""), "__version__", None)
+        said += (f" inside the library {place.library_name}{' ' + version if isinstance(version, str) else ''} "
+                 f"({installed(place.library.filename)}:{place.library.lineno})")
+        return said + (f", called from {place.users.filename}:{place.users.lineno}" if place.users else "")
+    return said + (f" at {place.users.filename}:{place.users.lineno}" if place.users else "")
+
+
+def remedy(error: BaseException, otherwise: str) -> str:
+    """What to do about `error`: where a library raised it, look at what the factory asks of
+    that library (the error is its own); else `otherwise`."""
+    library = place_of(error).library_name
+    if library is None or isinstance(error, SyntaxError):
+        return otherwise
+    return (f"{library} raised it, so check how the factory builds and configures the model with {library} "
+            "(its documentation explains the message)")
+
+
+def raised_by_its_code(error: BaseException) -> bool:
+    """Whether `error` came out of the user's model as a run trained or evaluated it: it passed
+    through a frame of the user's own code (a file that is neither ampbench's, torch's, a
+    library's nor Python's), or through a layer of a library's model (an nn.Module's method in an
+    installed library other than torch: transformers, timm); ampbench's own refusals never did."""
+    if isinstance(error, (UserError, WriteFailed, RankLost)):
+        return False
+    trace = error.__traceback__
+    while trace is not None:
+        kind = kind_of(trace.tb_frame.f_code.co_filename)
+        if kind == "user" or (kind == "library" and isinstance(trace.tb_frame.f_locals.get("self"), nn.Module)):
+            return True
+        trace = trace.tb_next
+    return False
 
 
 def raised_while_running(spec: str, error: BaseException) -> str:
     """The sentence for a model of `spec` that raised `error` after its check (raised_by_its_code)."""
-    return (f"--model-factory {spec}: its model raised {described(error)} as the run trained or evaluated it; fix "
-            "the model.")
+    return (f"--model-factory {spec}: its model raised {described(error)} as the run trained or evaluated it; "
+            f"{remedy(error, 'fix the model')}.")
 
 
 def arguments_for(function: Callable[..., Any], spec: str, num_classes: int, image_size: int,
@@ -273,8 +336,8 @@ def call(function: Callable[..., Any], spec: str, arguments: Dict[str, Any]) -> 
         raise UserError(f"--model-factory {spec} raised SystemExit({error.code!r}) when called with {given}, ending "
                         "the process; return the model, or raise an exception that says what is wrong.") from None
     except Exception as error:  # the user's code, raising anything
-        raise UserError(f"--model-factory {spec} raised {described(error)} when called with {given}; fix the "
-                        "factory.") from None
+        raise UserError(f"--model-factory {spec} raised {described(error)} when called with {given}; "
+                        f"{remedy(error, 'fix the factory')}.") from None
 
 
 def check_module(model: Any, spec: str) -> None:
@@ -384,5 +447,5 @@ def forward_once(model: nn.Module, spec: str, image_size: int, device: torch.dev
             return twin(torch.zeros(factory.CHECK_IMAGES, 3, image_size, image_size, device=device))
         except Exception as error:  # the user's forward, raising anything
             raise UserError(f"--model-factory {spec}: its model raised {described(error)} on a batch of "
-                            f"{factory.CHECK_IMAGES} images of 3x{image_size}x{image_size}; make it take "
-                            "--image-size images, or change --image-size.") from None
+                            f"{factory.CHECK_IMAGES} images of 3x{image_size}x{image_size}; "
+                            f"{remedy(error, 'make it take --image-size images, or change --image-size')}.") from None

@@ -295,3 +295,44 @@ def test_a_factory_as_users_write_them_trains_as_it_is(factory, output, tmp_path
     assert document["config"]["model_output"] == output
     (run,) = document["runs"]
     assert run["completed_steps"] == 3 and run["train_flops_per_step"] > 0
+
+
+LIBRARY = """__version__ = "0.3"
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self, num_classes, channels):
+        super().__init__()
+        self.channels, self.calls = channels, 0
+        self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(3, num_classes))
+
+    def forward(self, images):
+        self.calls += 1
+        if images.shape[1] != self.channels:
+            raise ValueError(f"expected {self.channels} channels, got {images.shape[1]}.")
+        if self.calls > 5:
+            raise RuntimeError("the library's kernel failed")
+        return self.head(images)
+"""
+
+
+def test_an_error_raised_inside_an_installed_library_names_it_and_guesses_nothing(tmp_path, monkeypatch):
+    """A library (here a made-up one in a site-packages folder) whose model raises on the check's
+    batch, or later as the run trains it (no frame of the user's code in between)."""
+    (tmp_path / "site-packages" / "visionlib").mkdir(parents=True)
+    (tmp_path / "site-packages" / "visionlib" / "__init__.py").write_text(LIBRARY)
+    (tmp_path / "uses_visionlib.py").write_text("import visionlib\n\n\ndef rgba(num_classes):\n"
+                                                "    return visionlib.Net(num_classes, 4)\n\n\n"
+                                                "def rgb(num_classes):\n    return visionlib.Net(num_classes, 3)\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site-packages"))
+    monkeypatch.chdir(tmp_path)
+    refused = run_main("--model-factory", "uses_visionlib:rgba", "--check-flags")
+    assert_user_error(refused, "its model raised ValueError: expected 4 channels, got 3 inside the library "
+                      "visionlib 0.3 (visionlib/__init__.py:15) on a batch of 2 images of 3x32x32; visionlib raised "
+                      "it, so check how the factory builds and configures the model with visionlib")
+    assert "--image-size" not in refused.stderr
+    failed = run_main("--model-factory", "uses_visionlib:rgb", "--data", "synthetic", *FAST, "-n", "8")
+    assert_user_error(failed, "uses_visionlib:rgb: its model raised RuntimeError: the library's kernel failed inside "
+                      "the library visionlib 0.3 (visionlib/__init__.py:17) as the run trained or evaluated it")
