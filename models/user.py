@@ -3,7 +3,8 @@ PYTHONPATH, built, and checked with one tiny forward before anything trains, so 
 can be wrong (no such module or function, something that builds no trainable classifier, an
 output that does not fit the run's classes) ends in one sentence before the first step. Models as
 libraries build them are taken as they are: an output object that holds `logits` (Hugging
-Face's) gives them, and an error raised inside the library is named as that library's."""
+Face's) gives them, lazy layers are settled by one batch, and an error raised inside the library is
+named as that library's."""
 from __future__ import annotations
 
 import contextlib
@@ -41,9 +42,9 @@ def build_user_model(spec: str, num_classes: int, image_size: int, dropout: Opti
                      warn: Optional[Callable[[str, str], None]] = None) -> nn.Module:
     """The model `spec` (MODULE:FUNCTION) builds, called with those of num_classes, image_size
     and dropout (when given) its signature names, checked: an nn.Module with trainable float32
-    parameters whose output for a batch of `image_size` images is, or holds as `logits`, (batch,
-    `num_classes`) logits that carry a gradient, and whose batch norms see more than one value per
-    channel in a batch of `batch_size`. The check runs on
+    parameters (lazy ones settled by one batch) whose output for a batch of `image_size` images
+    is, or holds as `logits`, (batch, `num_classes`) logits that carry a gradient, and whose
+    batch norms see more than one value per channel in a batch of `batch_size`. The check runs on
     the meta device where it can, else on `device` (the CPU unless given). What importing the
     module and calling the factory change of the process is put back (kept_state) and said to
     `warn(sentence, kind)`, as are logits taken from an output object; a stop signal ends the
@@ -58,7 +59,7 @@ def build_user_model(spec: str, num_classes: int, image_size: int, dropout: Opti
             model = call(function, spec, arguments_for(function, spec, num_classes, image_size, dropout))
         if changed:
             say(f"--model-factory {spec}: its factory {put_back(changed)}", "warning")
-        check_module(model, spec)
+        check_module(model, spec, image_size)
         check_output(model, spec, num_classes, image_size, batch_size, device or torch.device("cpu"))
     hook = logits_hook(model)
     if hook is not None:
@@ -340,11 +341,19 @@ def call(function: Callable[..., Any], spec: str, arguments: Dict[str, Any]) -> 
                         f"{remedy(error, 'fix the factory')}.") from None
 
 
-def check_module(model: Any, spec: str) -> None:
-    """An nn.Module with parameters to train, all float32: the modes set the precision."""
+def check_module(model: Any, spec: str, image_size: int) -> None:
+    """An nn.Module, not compiled by TorchScript, its lazy layers settled (settle_lazy), with
+    parameters to train, all float32: the modes set the precision."""
     if not isinstance(model, nn.Module):
         raise UserError(f"--model-factory {spec} returned {article(type(model).__name__)}, not a torch.nn.Module; "
                         "return the model.")
+    scripted = [name or "the model itself" for name, module in model.named_modules()
+                if isinstance(module, torch.jit.ScriptModule)]
+    if scripted:
+        raise UserError(f"--model-factory {spec} returned a model compiled by TorchScript (torch.jit.script or trace: "
+                        f"{scripted[0]}), and a copy of one, which every mode trains from, holds its weights as "
+                        "tensors no optimizer can train; return the nn.Module before scripting or tracing it.")
+    settle_lazy(model, spec, image_size)
     parameters = list(model.parameters())
     if any(parameter.is_meta for parameter in parameters):
         raise UserError(f"--model-factory {spec} returned {article(type(model).__name__)} whose parameters are on the "
@@ -359,6 +368,37 @@ def check_module(model: Any, spec: str) -> None:
     if other:
         raise UserError(f"--model-factory {spec} returned a model with {', '.join(other)} parameters; build it in "
                         "float32: each precision mode sets the precision it trains in.")
+
+
+def unsettled(model: nn.Module) -> List[str]:
+    """The lazy layers of `model` whose parameters have no shape yet, by name."""
+    return [f"{name or 'the model'} ({type(module).__name__})" for name, module in model.named_modules()
+            if any(isinstance(tensor, (nn.parameter.UninitializedParameter, nn.parameter.UninitializedBuffer))
+                   for tensor in [*module.parameters(recurse=False), *module.buffers(recurse=False)])]
+
+
+def settle_lazy(model: nn.Module, spec: str, image_size: int) -> None:
+    """Give lazy layers (nn.LazyLinear, nn.LazyConv2d, ...) their shapes, as torch asks, with one
+    forward of factory.CHECK_IMAGES blank images in evaluation mode (no batch norm statistics
+    change), before anything counts or trains the parameters; refused with the fix where that
+    forward fails or leaves one without a shape."""
+    lazy = unsettled(model)
+    if not lazy:
+        return
+    try:
+        with torch.no_grad():
+            model.eval()(torch.zeros(factory.CHECK_IMAGES, 3, image_size, image_size))
+    except Exception as error:  # the user's forward, raising anything
+        raise UserError(f"--model-factory {spec}: its model's lazy layers ({', '.join(lazy)}) take their shapes from "
+                        f"a first batch, and a batch of {factory.CHECK_IMAGES} images of 3x{image_size}x{image_size} "
+                        f"raised {described(error)}; give those layers their sizes, or run one batch through the model "
+                        "in the factory.") from None
+    finally:
+        model.train()
+    left = unsettled(model)
+    if left:
+        raise UserError(f"--model-factory {spec}: its model's lazy layers {', '.join(left)} got no shape from a "
+                        "forward of a batch, as its forward never uses them; give them their sizes, or remove them.")
 
 
 LOGITS = "logits"

@@ -114,6 +114,8 @@ def test_check_flags_lists_the_folder_and_builds_your_model_writing_nothing(tmp_
     (["--model-factory", "user_models:WithFeatures"], ["its model returns a tuple for a batch of images"]),
     (["--model-factory", "user_models:FeaturesOnly"], ["returns an ImageFeatures for a batch of images, not a tensor "
                                                        "of logits nor an object holding them as `logits`"]),
+    (["--model-factory", "user_models:scripted"], ["returned a model compiled by TorchScript", "no optimizer can train",
+                                                   "return the nn.Module before scripting or tracing it"]),
     (["--model-factory", "user_models.py:TinyNet"], ["not a file: for user_models.py give --model-factory "
                                                      "user_models:TinyNet"]),
     (["--model-factory", "user_models:FeatureMap"], ["outputs a tensor of shape [2, 10, 32, 32] for 2 images",
@@ -285,9 +287,10 @@ def test_an_output_object_holding_logits_is_taken_as_them_said_once_and_recorded
                                               and run["profile"] for run in document["runs"])
 
 
-@pytest.mark.parametrize("factory, output", [("LogitsByKey", "dict['logits']")])
+@pytest.mark.parametrize("factory, output", [("LogitsByKey", "dict['logits']"), ("lazy_head", None)])
 def test_a_factory_as_users_write_them_trains_as_it_is(factory, output, tmp_path):
-    """A dict of logits."""
+    """A dict of logits, a LazyLinear head (its shape settled by one batch before its parameters
+    are counted)."""
     result = run_main("--model-factory", f"user_models:{factory}", "--data", "synthetic", "--num-classes", "5",
                       *FAST, "-n", "3", "--json", tmp_path / "r.json")
     assert result.returncode == 0, result.stderr

@@ -131,3 +131,13 @@ class ImageFeatures:
 class FeaturesOnly(TinyNet):
     def forward(self, images):
         return ImageFeatures(self.features(images))
+
+
+def lazy_head(num_classes):
+    """A LazyLinear head: its input width comes from the first batch, as torch's lazy modules do."""
+    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(2), nn.Flatten(),
+                         nn.LazyLinear(num_classes))
+
+
+def scripted(num_classes):
+    return torch.jit.script(TinyNet(num_classes))
