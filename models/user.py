@@ -1,10 +1,9 @@
 """The user's own model (--model-factory MODULE:FUNCTION): imported from the working directory or
 PYTHONPATH, built, and checked with one tiny forward before anything trains, so that each way it
-can be wrong (no such module or function, something that builds no trainable classifier, an
-output that does not fit the run's classes) ends in one sentence before the first step. Models as
-libraries build them are taken as they are: an output object that holds `logits` (Hugging
-Face's) gives them, lazy layers are settled by one batch, and an error raised inside the library is
-named as that library's."""
+can be wrong (no such module or function, a name another module holds, something that builds no
+trainable classifier, an output that does not fit the run's classes) ends in one sentence before
+the first step. Models as libraries build them are taken as they are: an output object that holds
+`logits` (Hugging Face's), lazy layers, an error raised inside the library named as that library's."""
 from __future__ import annotations
 
 import contextlib
@@ -19,7 +18,7 @@ import sysconfig
 import threading
 import traceback
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Mapping, NamedTuple, Optional
+from typing import Any, Callable, Dict, Iterator, List, Mapping, NamedTuple, Optional, Tuple
 
 import torch
 from torch import nn
@@ -164,35 +163,94 @@ def find(spec: str) -> Callable[..., Any]:
 
 def import_module(name: str, spec: str) -> Any:
     """The module `name` (the working directory on sys.path: working_directory_importable); one
-    sentence for each way it fails."""
+    sentence for each way it fails, a name another module holds first among them (refuse_taken)."""
     here = os.getcwd()
     try:
         module = importlib.import_module(name)
-    except ModuleNotFoundError as error:
-        if error.name is not None and (name == error.name or name.startswith(error.name + ".")):
-            raise UserError(f"--model-factory {spec}: no module named '{error.name}' in the working directory "
+    except ImportError as error:
+        imported = error.name or ""
+        if imported.split(".")[0] == name.split(".")[0]:
+            refuse_taken(name, spec, f"'{name.split('.')[0]}'")
+        elif imported:
+            refuse_taken(imported, spec, f"importing {name} failed, as it imports {imported}, and "
+                         f"'{imported.split('.')[0]}'", imported_by_it=True)
+        if isinstance(error, ModuleNotFoundError) and (name == imported or name.startswith(imported + ".")):
+            raise UserError(f"--model-factory {spec}: no module named '{imported}' in the working directory "
                             f"({here}) or on PYTHONPATH; run from the folder that holds it, or add that folder to "
                             "PYTHONPATH.") from None
-        raise UserError(f"--model-factory {spec}: importing {name} failed, as it imports {described(error)}; "
-                        "install what it needs.") from None
+        if isinstance(error, ModuleNotFoundError):
+            raise UserError(f"--model-factory {spec}: importing {name} failed, as it imports {described(error)}; "
+                            "install what it needs.") from None
+        raise UserError(f"--model-factory {spec}: importing {name} raised {described(error)}; "
+                        f"{remedy(error, 'fix the module')}.") from None
     except Exception as error:  # whatever the module's own code raises as it is imported, SyntaxError too
         raise UserError(f"--model-factory {spec}: importing {name} raised {described(error)}; "
                         f"{remedy(error, 'fix the module')}.") from None
-    check_not_shadowed(module, name, spec, here)
+    refuse_taken(name, spec, f"'{name.split('.')[0]}'")
     return module
 
 
-def check_not_shadowed(module: Any, name: str, spec: str, here: str) -> None:
-    """Refuse a module of the working directory that one of ampbench's own packages (models,
-    utils, ...) hides: `import models` finds ampbench's, imported already."""
+def refuse_taken(name: str, spec: str, named: str, imported_by_it: bool = False) -> None:
+    """Refuse the module `name` where its top-level name is one the user has a module or package
+    of on their path (the working directory, PYTHONPATH) and `import` took another already
+    imported: one of Python's standard library (json), of ampbench's own packages (models,
+    utils), of an installed library (numpy). `named` opens the sentence; the fix is to rename
+    theirs, or make the folder that holds it a package of its own, run from its parent (with the
+    imports of it relative, where the factory's module imports it: `imported_by_it`)."""
     top = name.split(".")[0]
-    imported = getattr(sys.modules.get(top), "__file__", None)
-    if imported is None or Path(here).resolve() == AMPBENCH or AMPBENCH not in Path(imported).resolve().parents:
+    theirs, imported = users_module(top), sys.modules.get(top)
+    if theirs is None or imported is None or same_module(imported, theirs):
         return
-    found = importlib.machinery.PathFinder.find_spec(top, [here])
-    if found is not None and (found.origin is None or Path(found.origin).resolve() != Path(imported).resolve()):
-        raise UserError(f"--model-factory {spec}: '{top}' in the working directory is hidden by ampbench's own "
-                        f"package of that name ({where_defined(module)}); rename your module.")
+    folder = theirs.parent if theirs.name != "__init__.py" else theirs.parent.parent
+    kind = "package" if theirs.name == "__init__.py" or theirs.is_dir() else "module"
+    other = ""
+    if folder.name.isidentifier() and folder.resolve() != AMPBENCH:
+        module, function = spec.split(":", 1)
+        relative = f", its imports of {top} relative: from .{top} import ..." if imported_by_it else ""
+        other = (f", or make {folder} a package of its own (an __init__.py in it{relative}) and run from "
+                 f"{folder.parent} with --model-factory {folder.name}.{module}:{function}")
+    shown = theirs.parent if theirs.name == "__init__.py" else theirs
+    raise UserError(f"--model-factory {spec}: {named} is a name taken by {owner(imported)}, which `import {top}` "
+                    f"finds before your {kind} {shown}; rename your {kind} (and what imports it){other}.")
+
+
+def users_module(top: str) -> Optional[Path]:
+    """The module file, package folder or package __init__.py of the top-level name `top` on the
+    user's own path (the working directory, then PYTHONPATH's folders, but ampbench's own), or None."""
+    folders = [os.getcwd(), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    found = importlib.machinery.PathFinder.find_spec(top, [folder for folder in folders
+                                                           if Path(folder).resolve() != AMPBENCH])
+    if found is None:
+        return None
+    if found.origin not in (None, "namespace"):
+        return Path(str(found.origin))
+    return Path(list(found.submodule_search_locations or [top])[0])  # a namespace package: its first folder
+
+
+def same_module(module: Any, path: Path) -> bool:
+    """Whether the imported `module` is the one whose file or folder is `path`."""
+    where = getattr(module, "__file__", None)
+    if where is not None:
+        return Path(where).resolve() == path.resolve()
+    return path.resolve() in [Path(folder).resolve() for folder in getattr(module, "__path__", [])]
+
+
+def owner(module: Any) -> str:
+    """Whose the imported `module` is, and where, in words."""
+    where = getattr(module, "__file__", None)
+    if where is None:
+        return "a module built into Python" if module.__name__ in sys.builtin_module_names else \
+            f"the namespace package {module.__name__}"
+    path = Path(where).resolve()
+    shown = path.parent if path.name == "__init__.py" else path
+    if AMPBENCH in path.parents:
+        return f"ampbench's own package ({shown})"
+    library = library_of(str(path))
+    if library is not None:
+        return f"the installed library {library} ({shown})"
+    if str(path).startswith(tuple(STANDARD_LIBRARY)):
+        return f"Python's standard library ({shown})"
+    return f"the module {shown}, imported already"
 
 
 def where_defined(module: Any) -> str:
@@ -303,34 +361,46 @@ def raised_while_running(spec: str, error: BaseException) -> str:
             f"{remedy(error, 'fix the model')}.")
 
 
+class Arguments(NamedTuple):
+    """What the factory is called with: the values of its positional-only parameters, in order,
+    and the others by name."""
+    positional: List[Tuple[str, Any]]
+    keywords: Dict[str, Any]
+
+
 def arguments_for(function: Callable[..., Any], spec: str, num_classes: int, image_size: int,
-                  dropout: Optional[float]) -> Dict[str, Any]:
-    """The keyword arguments `function` gets: those of GIVEN its signature names (dropout only
-    when --dropout is given); a parameter it requires beyond them is refused, as is --dropout
-    for a factory that takes no dropout."""
+                  dropout: Optional[float]) -> Arguments:
+    """The arguments `function` gets: those of GIVEN its signature names (dropout only when
+    --dropout is given), by name, or in order for positional-only parameters (with the defaults
+    of those before the last one given); a parameter it requires beyond them is refused, as is
+    --dropout for a factory that takes no dropout."""
     try:
         parameters = inspect.signature(function).parameters
     except (TypeError, ValueError):  # a callable without a signature (a builtin): called without arguments
         parameters = inspect.Signature().parameters
-    named = {name for name, parameter in parameters.items()
-             if parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)}
-    required = [name for name, parameter in parameters.items() if name not in GIVEN
-                and parameter.default is parameter.empty
-                and parameter.kind not in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD)]
+    values = {name: value for name, value in (("num_classes", num_classes), ("image_size", image_size),
+                                              ("dropout", dropout)) if value is not None}
+    named = [name for name, parameter in parameters.items()
+             if parameter.kind not in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD)]
+    required = [name for name in named if name not in values and parameters[name].default is parameters[name].empty]
     if required:
         raise UserError(f"--model-factory {spec} requires {', '.join(required)}, and ampbench gives a factory only "
-                        f"{', '.join(GIVEN)}, by name; give the other parameters defaults.")
+                        f"{', '.join(GIVEN)} (dropout with --dropout alone); give the other parameters defaults.")
     if dropout is not None and "dropout" not in named:
         raise UserError(f"--dropout {dropout:g}: --model-factory {spec} takes no dropout argument; drop --dropout, or "
                         "give the factory a dropout parameter.")
-    values = {"num_classes": num_classes, "image_size": image_size, "dropout": dropout}
-    return {name: value for name, value in values.items() if name in named and value is not None}
+    only = [(name, parameter) for name, parameter in parameters.items() if parameter.kind == parameter.POSITIONAL_ONLY]
+    last = max((index for index, (name, _) in enumerate(only) if name in values), default=-1)
+    positional = [(name, values.get(name, parameter.default)) for name, parameter in only[:last + 1]]
+    return Arguments(positional, {name: values[name] for name, parameter in parameters.items() if name in values
+                                  and parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)})
 
 
-def call(function: Callable[..., Any], spec: str, arguments: Dict[str, Any]) -> Any:
-    given = ", ".join(f"{name}={value}" for name, value in arguments.items()) or "no arguments"
+def call(function: Callable[..., Any], spec: str, arguments: Arguments) -> Any:
+    given = ", ".join(f"{name}={value}" for name, value in [*arguments.positional, *arguments.keywords.items()]) \
+        or "no arguments"
     try:
-        return function(**arguments)
+        return function(*[value for _, value in arguments.positional], **arguments.keywords)
     except stop.StoppedAtOnce:
         raise
     except SystemExit as error:  # sys.exit() in the factory would end the run without a word

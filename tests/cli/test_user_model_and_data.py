@@ -154,7 +154,8 @@ def test_a_factory_is_imported_from_the_working_directory_and_its_import_errors_
     assert_user_error(run_main("--model-factory", "broken:build", "--check-flags"),
                       "importing broken raised SyntaxError")
     assert_user_error(run_main("--model-factory", "models:build", "--check-flags"),
-                      "'models' in the working directory is hidden by ampbench's own package")
+                      "'models' is a name taken by ampbench's own package",
+                      f"before your module {tmp_path / 'models.py'}", "rename your module")
 
 
 def test_each_way_an_image_folder_can_be_wrong_is_one_sentence(tmp_path):
@@ -287,10 +288,11 @@ def test_an_output_object_holding_logits_is_taken_as_them_said_once_and_recorded
                                               and run["profile"] for run in document["runs"])
 
 
-@pytest.mark.parametrize("factory, output", [("LogitsByKey", "dict['logits']"), ("lazy_head", None)])
+@pytest.mark.parametrize("factory, output", [("LogitsByKey", "dict['logits']"), ("positional_only", None),
+                                             ("lazy_head", None)])
 def test_a_factory_as_users_write_them_trains_as_it_is(factory, output, tmp_path):
-    """A dict of logits, a LazyLinear head (its shape settled by one batch before its parameters
-    are counted)."""
+    """A dict of logits, a factory whose num_classes and image_size are positional-only, a
+    LazyLinear head (its shape settled by one batch before its parameters are counted)."""
     result = run_main("--model-factory", f"user_models:{factory}", "--data", "synthetic", "--num-classes", "5",
                       *FAST, "-n", "3", "--json", tmp_path / "r.json")
     assert result.returncode == 0, result.stderr
@@ -339,3 +341,31 @@ def test_an_error_raised_inside_an_installed_library_names_it_and_guesses_nothin
     failed = run_main("--model-factory", "uses_visionlib:rgb", "--data", "synthetic", *FAST, "-n", "8")
     assert_user_error(failed, "uses_visionlib:rgb: its model raised RuntimeError: the library's kernel failed inside "
                       "the library visionlib 0.3 (visionlib/__init__.py:17) as the run trained or evaluated it")
+
+
+def test_a_name_taken_by_the_standard_library_or_by_ampbench_says_whose_and_how_to_fix_it(tmp_path, monkeypatch):
+    """Research code as it often is: a module named like one of Python's, a package of its own
+    named utils or models imported by the factory's module."""
+    build = "from torch import nn\n\n\ndef build(num_classes):\n    return nn.Linear(3, num_classes)\n"
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "json.py").write_text(build)
+    for package in ("utils", "models"):
+        (tmp_path / "code" / package).mkdir()
+        (tmp_path / "code" / package / "__init__.py").write_text("")
+        (tmp_path / "code" / package / "blocks.py").write_text(build)
+    (tmp_path / "code" / "net.py").write_text("from utils.blocks import build\n")
+    (tmp_path / "code" / "other_net.py").write_text("from models import blocks\n")
+    monkeypatch.chdir(tmp_path / "code")
+    assert_user_error(run_main("--model-factory", "json:build", "--check-flags"),
+                      "json:build: 'json' is a name taken by Python's standard library (",
+                      f"before your module {tmp_path / 'code' / 'json.py'}; rename your module (and what imports "
+                      f"it), or make {tmp_path / 'code'} a package of its own (an __init__.py in it) and run from "
+                      f"{tmp_path} with --model-factory code.json:build.")
+    for module, imported in (("net", "utils.blocks"), ("other_net", "models")):
+        top = imported.split(".")[0]
+        assert_user_error(run_main("--model-factory", f"{module}:build", "--check-flags"),
+                          f"importing {module} failed, as it imports {imported}, and '{top}' is a name taken by "
+                          f"ampbench's own package ({ROOT / top})", f"before your package {tmp_path / 'code' / top}; "
+                          f"rename your package (and what imports it), or make {tmp_path / 'code'} a package of its "
+                          f"own (an __init__.py in it, its imports of {top} relative: from .{top} import ...) and run "
+                          f"from {tmp_path} with --model-factory code.{module}:build.")
