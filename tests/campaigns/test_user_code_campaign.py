@@ -34,10 +34,10 @@ BUILD = "from torch import nn\n\n\ndef build(num_classes):\n    return nn.Sequen
 
 
 @pytest.fixture(autouse=True)
-def process_state(monkeypatch, tmp_path):
+def process_state(monkeypatch, forget_imports):
     """What a hostile module may change in this process, put back after each case (a case that
-    fails must not change the next), and the modules imported from the case's folder forgotten,
-    so that a name imports afresh in the next case."""
+    fails must not change the next), and the modules imported from the case's folder forgotten
+    (forget_imports), so that a name imports afresh in the next case."""
     import torch
 
     kept = (torch.is_grad_enabled(), torch.get_default_dtype(), torch.is_anomaly_enabled())
@@ -52,9 +52,6 @@ def process_state(monkeypatch, tmp_path):
         torch.set_default_device(None)
     for number, handler in handlers.items():
         signal.signal(number, handler)
-    for name, module in list(sys.modules.items()):
-        if str(getattr(module, "__file__", None) or "").startswith(str(tmp_path)):
-            del sys.modules[name]
 
 
 def trains(result, json_path=None):

@@ -257,7 +257,8 @@ def torch_state():
     torch.set_default_dtype(dtype)
 
 
-def test_what_importing_your_module_changes_is_put_back_and_named(tmp_path, monkeypatch, torch_state):
+def test_what_importing_your_module_changes_is_put_back_and_named(tmp_path, monkeypatch, torch_state,
+                                                                  forget_imports):
     (tmp_path / "careless.py").write_text(
         "import os\nimport torch\nfrom torch import nn\n\ntorch.set_grad_enabled(False)\n"
         "torch.set_default_dtype(torch.float64)\nos.chdir(os.path.dirname(os.path.abspath(__file__)))\n\n\n"
@@ -323,7 +324,8 @@ class Net(nn.Module):
 """
 
 
-def test_an_error_raised_inside_an_installed_library_names_it_and_guesses_nothing(tmp_path, monkeypatch):
+def test_an_error_raised_inside_an_installed_library_names_it_and_guesses_nothing(tmp_path, monkeypatch,
+                                                                                 forget_imports):
     """A library (here a made-up one in a site-packages folder) whose model raises on the check's
     batch, or later as the run trains it (no frame of the user's code in between)."""
     (tmp_path / "site-packages" / "visionlib").mkdir(parents=True)
@@ -343,7 +345,8 @@ def test_an_error_raised_inside_an_installed_library_names_it_and_guesses_nothin
                       "the library visionlib 0.3 (visionlib/__init__.py:17) as the run trained or evaluated it")
 
 
-def test_a_name_taken_by_the_standard_library_or_by_ampbench_says_whose_and_how_to_fix_it(tmp_path, monkeypatch):
+def test_a_name_taken_by_the_standard_library_or_by_ampbench_says_whose_and_how_to_fix_it(tmp_path, monkeypatch,
+                                                                                         forget_imports):
     """Research code as it often is: a module named like one of Python's, a package of its own
     named utils or models imported by the factory's module."""
     build = "from torch import nn\n\n\ndef build(num_classes):\n    return nn.Linear(3, num_classes)\n"
