@@ -1,39 +1,30 @@
-"""The user's own model (--model-factory MODULE:FUNCTION): imported from the working directory or
-PYTHONPATH, built, and checked with one tiny forward before anything trains, so that each way it
-can be wrong (no such module or function, a name another module holds, something that builds no
-trainable classifier, an output that does not fit the run's classes) ends in one sentence before
-the first step. Models as libraries build them are taken as they are: an output object that holds
-`logits` (Hugging Face's), lazy layers, an error raised inside the library named as that library's."""
+"""The user's own model (--model-factory MODULE:FUNCTION): its module imported (user_import.py),
+the model built, and checked with one tiny forward before anything trains, so that each way it
+can be wrong (no such module or function, something that builds no trainable classifier, an
+output that does not fit the run's classes) ends in one sentence before the first step, saying
+where the error was raised (raised.py). Models as libraries build them are taken as they are: an
+output object that holds `logits` (Hugging Face's) gives them, and lazy layers are settled by one
+batch."""
 from __future__ import annotations
 
 import contextlib
 import copy
-import importlib
-import importlib.machinery
 import inspect
-import os
-import signal
-import sys
-import sysconfig
-import threading
-import traceback
-from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Mapping, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 import torch
 from torch import nn
 
 from models import factory
+from models.raised import described, remedy
 from models.spec import factory_spec
+from models.user_import import find, kept_state, put_back, working_directory_importable
 from utils import compat, stop
-from utils.errors import RankLost, UserError, WriteFailed
+from utils.errors import UserError
 
-AMPBENCH = Path(__file__).resolve().parents[1]  # the checkout: its own packages (models, utils) come first
 # What the factory is given, by name, where its signature names the parameter (never through **kwargs,
 # which may pass them on to a builder that refuses them).
 GIVEN = ("num_classes", "image_size", "dropout")
-TORCH = Path(torch.__file__).resolve().parent
-MISSING = object()
 
 
 def build_user_model(spec: str, num_classes: int, image_size: int, dropout: Optional[float] = None,
@@ -67,292 +58,9 @@ def build_user_model(spec: str, num_classes: int, image_size: int, dropout: Opti
     return model
 
 
-def put_back(changed: List[str]) -> str:
-    """What the user's code changed (kept_state's), and that it is undone, in words."""
-    return (f"{', '.join(changed[:-1])}{' and ' if len(changed) > 1 else ''}{changed[-1]}; "
-            f"{'it is' if len(changed) == 1 else 'each is'} put back as it was, so that every mode trains, and every "
-            "output is written, as without it.")
-
-
-@contextlib.contextmanager
-def working_directory_importable() -> Iterator[None]:
-    """The working directory on sys.path while the user's model is imported, built and checked,
-    as `python -c "import MODULE"` would find it (after the first entry: ampbench's own folder
-    under `python main.py`), and sys.path as it was afterwards. This is the --model-factory
-    feature, not packaging: ampbench's own code is found by its install or its checkout, and once
-    the model is built no module ampbench imports later can be taken from the user's folder."""
-    here, before = os.getcwd(), list(sys.path)
-    if not any(os.path.realpath(entry or ".") == os.path.realpath(here) for entry in sys.path):
-        sys.path.insert(1, here)
-    try:
-        yield
-    finally:
-        sys.path[:] = before
-
-
-class Kept(NamedTuple):
-    """A setting of the process the user's code may change: how to read and set it, and what
-    changing it is, in words, given the value it was changed to."""
-    read: Callable[[], Any]
-    write: Callable[[Any], Any]
-    said: Callable[[Any], str]
-
-
-def settings() -> List[Kept]:
-    """torch's gradient mode (a model trained with it off gets no gradient), its default dtype
-    (layers built after it are float64), anomaly detection (every backward many times slower),
-    its default device (where this torch has one) and the working directory (where relative
-    outputs go)."""
-    kept = [Kept(torch.is_grad_enabled, torch.set_grad_enabled,
-                 lambda on: f"turned torch's gradient mode {'on' if on else 'off'}"),
-            Kept(torch.get_default_dtype, torch.set_default_dtype,
-                 lambda dtype: f"set torch's default dtype to {str(dtype).replace('torch.', '')}"),
-            Kept(torch.is_anomaly_enabled, torch.set_anomaly_enabled,
-                 lambda on: f"turned autograd's anomaly detection {'on' if on else 'off'}"),
-            Kept(os.getcwd, os.chdir, lambda folder: f"changed the working directory to {folder}")]
-    if compat.has_default_device():  # the CPU by torch's own default: no device mode, which slows every call
-        kept.insert(3, Kept(torch.get_default_device,
-                            lambda device: torch.set_default_device(None if device == torch.device("cpu") else device),
-                            lambda device: f"set torch's default device to {device}"))
-    return kept
-
-
-@contextlib.contextmanager
-def kept_state() -> Iterator[List[str]]:
-    """The settings() and the stop signals' handlers put back as they were before the block,
-    whatever the user's code in it changed; yields the list that then says, in words, what was
-    changed: each would change how every mode trains, where a relative output is written, or
-    whether a scheduler's signal saves the run."""
-    kept = [(setting, setting.read()) for setting in settings()]
-    handlers = {number: signal.getsignal(number) for number in stop.SIGNALS}
-    changed: List[str] = []
-    try:
-        yield changed
-    finally:
-        for setting, value in kept:
-            now = setting.read()
-            if now != value:
-                changed.append(setting.said(now))
-                setting.write(value)
-        if threading.current_thread() is threading.main_thread():
-            replaced = [number for number, handler in handlers.items()
-                        if handler is not None and signal.getsignal(number) != handler]
-            for number in replaced:
-                signal.signal(number, handlers[number])
-            if replaced:
-                changed.append(f"set its own handler of {', '.join(signal.Signals(n).name for n in replaced)}")
-
-
-def find(spec: str) -> Callable[..., Any]:
-    """The callable `spec` names, imported as `python -c "import MODULE"` would from the working
-    directory (put on sys.path after ampbench's own folder) or PYTHONPATH."""
-    module_name, path = factory_spec(spec)
-    module = import_module(module_name, spec)
-    found: Any = module
-    for depth, part in enumerate(path.split(".")):
-        inside = ".".join([module_name, *path.split(".")[:depth]])
-        found = getattr(found, part, MISSING)
-        if found is MISSING:
-            raise UserError(f"--model-factory {spec}: {inside} ({where_defined(module)}) has no attribute '{part}'; "
-                            "name a function or class defined in it.")
-    if not callable(found):
-        raise UserError(f"--model-factory {spec}: {path} is not a function or class (it is of type "
-                        f"{type(found).__name__}); name the function or class that builds the model.")
-    return found
-
-
-def import_module(name: str, spec: str) -> Any:
-    """The module `name` (the working directory on sys.path: working_directory_importable); one
-    sentence for each way it fails, a name another module holds first among them (refuse_taken)."""
-    here = os.getcwd()
-    try:
-        module = importlib.import_module(name)
-    except ImportError as error:
-        imported = error.name or ""
-        if imported.split(".")[0] == name.split(".")[0]:
-            refuse_taken(name, spec, f"'{name.split('.')[0]}'")
-        elif imported:
-            refuse_taken(imported, spec, f"importing {name} failed, as it imports {imported}, and "
-                         f"'{imported.split('.')[0]}'", imported_by_it=True)
-        if isinstance(error, ModuleNotFoundError) and (name == imported or name.startswith(imported + ".")):
-            raise UserError(f"--model-factory {spec}: no module named '{imported}' in the working directory "
-                            f"({here}) or on PYTHONPATH; run from the folder that holds it, or add that folder to "
-                            "PYTHONPATH.") from None
-        if isinstance(error, ModuleNotFoundError):
-            raise UserError(f"--model-factory {spec}: importing {name} failed, as it imports {described(error)}; "
-                            "install what it needs.") from None
-        raise UserError(f"--model-factory {spec}: importing {name} raised {described(error)}; "
-                        f"{remedy(error, 'fix the module')}.") from None
-    except Exception as error:  # whatever the module's own code raises as it is imported, SyntaxError too
-        raise UserError(f"--model-factory {spec}: importing {name} raised {described(error)}; "
-                        f"{remedy(error, 'fix the module')}.") from None
-    refuse_taken(name, spec, f"'{name.split('.')[0]}'")
-    return module
-
-
-def refuse_taken(name: str, spec: str, named: str, imported_by_it: bool = False) -> None:
-    """Refuse the module `name` where its top-level name is one the user has a module or package
-    of on their path (the working directory, PYTHONPATH) and `import` took another already
-    imported: one of Python's standard library (json), of ampbench's own packages (models,
-    utils), of an installed library (numpy). `named` opens the sentence; the fix is to rename
-    theirs, or make the folder that holds it a package of its own, run from its parent (with the
-    imports of it relative, where the factory's module imports it: `imported_by_it`)."""
-    top = name.split(".")[0]
-    theirs, imported = users_module(top), sys.modules.get(top)
-    if theirs is None or imported is None or same_module(imported, theirs):
-        return
-    folder = theirs.parent if theirs.name != "__init__.py" else theirs.parent.parent
-    kind = "package" if theirs.name == "__init__.py" or theirs.is_dir() else "module"
-    other = ""
-    if folder.name.isidentifier() and folder.resolve() != AMPBENCH:
-        module, function = spec.split(":", 1)
-        relative = f", its imports of {top} relative: from .{top} import ..." if imported_by_it else ""
-        other = (f", or make {folder} a package of its own (an __init__.py in it{relative}) and run from "
-                 f"{folder.parent} with --model-factory {folder.name}.{module}:{function}")
-    shown = theirs.parent if theirs.name == "__init__.py" else theirs
-    raise UserError(f"--model-factory {spec}: {named} is a name taken by {owner(imported)}, which `import {top}` "
-                    f"finds before your {kind} {shown}; rename your {kind} (and what imports it){other}.")
-
-
-def users_module(top: str) -> Optional[Path]:
-    """The module file, package folder or package __init__.py of the top-level name `top` on the
-    user's own path (the working directory, then PYTHONPATH's folders, but ampbench's own), or None."""
-    folders = [os.getcwd(), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-    found = importlib.machinery.PathFinder.find_spec(top, [folder for folder in folders
-                                                           if Path(folder).resolve() != AMPBENCH])
-    if found is None:
-        return None
-    if found.origin not in (None, "namespace"):
-        return Path(str(found.origin))
-    return Path(list(found.submodule_search_locations or [top])[0])  # a namespace package: its first folder
-
-
-def same_module(module: Any, path: Path) -> bool:
-    """Whether the imported `module` is the one whose file or folder is `path`."""
-    where = getattr(module, "__file__", None)
-    if where is not None:
-        return Path(where).resolve() == path.resolve()
-    return path.resolve() in [Path(folder).resolve() for folder in getattr(module, "__path__", [])]
-
-
-def owner(module: Any) -> str:
-    """Whose the imported `module` is, and where, in words."""
-    where = getattr(module, "__file__", None)
-    if where is None:
-        return "a module built into Python" if module.__name__ in sys.builtin_module_names else \
-            f"the namespace package {module.__name__}"
-    path = Path(where).resolve()
-    shown = path.parent if path.name == "__init__.py" else path
-    if AMPBENCH in path.parents:
-        return f"ampbench's own package ({shown})"
-    library = library_of(str(path))
-    if library is not None:
-        return f"the installed library {library} ({shown})"
-    if str(path).startswith(tuple(STANDARD_LIBRARY)):
-        return f"Python's standard library ({shown})"
-    return f"the module {shown}, imported already"
-
-
-def where_defined(module: Any) -> str:
-    return str(getattr(module, "__file__", None) or "a namespace package")
-
-
 def article(word: str) -> str:
     """`word` after its indefinite article: a dict, an ImageClassifierOutput."""
     return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"
-
-
-class Place(NamedTuple):
-    """Where an exception was raised: the innermost frame of the user's code, and, where the
-    innermost code that raised it is a library's (transformers, timm: not torch's), that frame
-    and the library's name."""
-    users: Optional[traceback.FrameSummary]
-    library: Optional[traceback.FrameSummary]
-    library_name: Optional[str]
-
-
-STANDARD_LIBRARY = sorted({sysconfig.get_paths()[kind] for kind in ("stdlib", "platstdlib")})
-PACKAGE_FOLDERS = ("site-packages", "dist-packages")  # where pip and Debian install libraries
-OWN = (AMPBENCH / "main.py", AMPBENCH / "models", AMPBENCH / "utils")
-
-
-def installed(filename: str) -> Optional[Path]:
-    """The path of `filename` inside the site-packages (or dist-packages) folder it is installed
-    in (transformers/models/vit/modeling_vit.py), or None for a file not installed so."""
-    parts = Path(filename).parts
-    starts = [index for index, part in enumerate(parts) if part in PACKAGE_FOLDERS]
-    return Path(*parts[starts[-1] + 1:]) if starts and starts[-1] + 1 < len(parts) else None
-
-
-def library_of(filename: str) -> Optional[str]:
-    """The top-level package of the installed library (torch's too) that `filename` belongs to, or None."""
-    inside = installed(filename)
-    if inside is None:
-        return None
-    top = inside.parts[0]
-    return top[:-3] if top.endswith(".py") else top
-
-
-def kind_of(filename: str) -> str:
-    """"library", "user" (the user's code) or "other" (torch, ampbench, Python's own, generated)."""
-    if filename.startswith("<"):
-        return "other"
-    path = Path(filename).resolve()
-    if any(path == top or top in path.parents for top in (TORCH, *OWN)):
-        return "other"
-    if library_of(str(path)) is not None:
-        return "library"
-    return "other" if str(path).startswith(tuple(STANDARD_LIBRARY)) else "user"
-
-
-def place_of(error: BaseException) -> Place:
-    frames = [frame for frame in traceback.extract_tb(error.__traceback__) if kind_of(frame.filename) != "other"]
-    users = [frame for frame in frames if kind_of(frame.filename) == "user"]
-    library = frames[-1] if frames and kind_of(frames[-1].filename) == "library" else None
-    return Place(users[-1] if users else None, library, library_of(library.filename) if library else None)
-
-
-def described(error: BaseException) -> str:
-    """An exception in a few words, with where it was raised: the innermost line of the user's
-    code, and where the innermost code that raised it is a library's (transformers, timm), that
-    library, its version and its line (a SyntaxError names its own place)."""
-    message = (str(error).strip().splitlines() or [""])[0][:200].rstrip(".")
-    said = f"{type(error).__name__}{': ' + message if message else ''}"
-    if isinstance(error, SyntaxError):
-        return said
-    place = place_of(error)
-    if place.library is not None:
-        version = getattr(sys.modules.get(place.library_name or ""), "__version__", None)
-        said += (f" inside the library {place.library_name}{' ' + version if isinstance(version, str) else ''} "
-                 f"({installed(place.library.filename)}:{place.library.lineno})")
-        return said + (f", called from {place.users.filename}:{place.users.lineno}" if place.users else "")
-    return said + (f" at {place.users.filename}:{place.users.lineno}" if place.users else "")
-
-
-def remedy(error: BaseException, otherwise: str) -> str:
-    """What to do about `error`: where a library raised it, look at what the factory asks of
-    that library (the error is its own); else `otherwise`."""
-    library = place_of(error).library_name
-    if library is None or isinstance(error, SyntaxError):
-        return otherwise
-    return (f"{library} raised it, so check how the factory builds and configures the model with {library} "
-            "(its documentation explains the message)")
-
-
-def raised_by_its_code(error: BaseException) -> bool:
-    """Whether `error` came out of the user's model as a run trained or evaluated it: it passed
-    through a frame of the user's own code (a file that is neither ampbench's, torch's, a
-    library's nor Python's), or through a layer of a library's model (an nn.Module's method in an
-    installed library other than torch: transformers, timm); ampbench's own refusals never did."""
-    if isinstance(error, (UserError, WriteFailed, RankLost)):
-        return False
-    trace = error.__traceback__
-    while trace is not None:
-        kind = kind_of(trace.tb_frame.f_code.co_filename)
-        if kind == "user" or (kind == "library" and isinstance(trace.tb_frame.f_locals.get("self"), nn.Module)):
-            return True
-        trace = trace.tb_next
-    return False
 
 
 def raised_while_running(spec: str, error: BaseException) -> str:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Un
 
 import torch
 
-from models import factory, families, user
+from models import factory, families, raised, user
 from utils import compat, fileio, launch
 from utils.advice import session
 from utils.config import no_test_images
@@ -92,7 +92,7 @@ def run(config: RunConfig, stop: StopRequest) -> int:
     except Exception as error:
         if isinstance(error, (RuntimeError, MemoryError)) and memory.is_out_of_memory(error):  # the batch to lower
             raise UserError(memory.out_of_memory_advice(device, config.training.batch_size)) from None
-        if config.training.model_factory is not None and user.raised_by_its_code(error):  # the user's model's bug
+        if config.training.model_factory is not None and raised.raised_by_its_code(error):  # the user's model's bug
             raise UserError(user.raised_while_running(config.training.model_factory, error)) from None
         raise
     finally:
