@@ -547,6 +547,7 @@ class TrainingPlan:
     recipe: Recipe
     num_classes: int = families.DEFAULT_NUM_CLASSES  # the classes of the data's labels and the model's output
     model_class: Optional[str] = None  # the built model's class, with its module (where the caller knows it)
+    model_output: Optional[str] = None  # what of its output is taken as the logits, where it is not them alone
 
 
 @dataclass(frozen=True)
@@ -633,11 +634,13 @@ class RunConfig:
         return steps, warmup
 
     def plan(self, batch_norm: bool, world_size: int, train_images: Optional[int] = None,
-             num_classes: Optional[int] = None, model_class: Optional[str] = None) -> TrainingPlan:
+             num_classes: Optional[int] = None, model_class: Optional[str] = None,
+             model_output: Optional[str] = None) -> TrainingPlan:
         """The run's TrainingPlan: its steps (with --epochs, from `train_images`, which is then
         needed) checked against the dataset's size, its timing warm-up and the model family's
         recipe, `batch_norm` saying whether the model has batch norms; the data's `num_classes`
-        (else --num-classes', else CIFAR-10's) and the built model's class, `model_class`."""
+        (else --num-classes', else CIFAR-10's), the built model's class, `model_class`, and what
+        of its output is the logits, `model_output` (ImageClassifierOutput.logits)."""
         training = self.training
         if train_images is not None and training.batch_size * world_size > train_images:
             raise UserError(f"a batch of {training.batch_size} images"
@@ -658,7 +661,7 @@ class RunConfig:
                             "of the run; lower --eval-every (fractions of an epoch are allowed).")
         return TrainingPlan(steps=steps, timing_warmup=warmup, recipe=self.recipe(batch_norm, world_size, steps),
                             num_classes=num_classes or self.data.num_classes or families.DEFAULT_NUM_CLASSES,
-                            model_class=model_class)
+                            model_class=model_class, model_output=model_output)
 
     def recipe(self, batch_norm: bool, world_size: int, steps: int) -> Recipe:
         """The model family's recipe (models/families.py) where the flags left a setting unset;
@@ -718,8 +721,8 @@ class RunConfig:
         model, the stem, the baseline, the loss scale and what --explain-steps, --trace-dir and
         --numerics-every imply resolved); `modes` as given (the section holds the Mode tuple);
         the steps and the timing warm-up once the steps are known; with `plan`, the recipe (as
-        `recipe`, the family whose defaults filled the unset settings, or `user`), the classes and
-        the model's class."""
+        `recipe`, the family whose defaults filled the unset settings, or `user`), the classes, the
+        model's class and what of its output is the logits."""
         resolved: Dict[str, Any] = {}
         for key, each in SETTINGS.items():
             resolved[key] = getattr(getattr(self, each.section), each.field)
@@ -733,7 +736,8 @@ class RunConfig:
             resolved.update(steps=plan.steps, warmup=plan.timing_warmup, lr=recipe.lr, optimizer=recipe.optimizer,
                             recipe=recipe.family, momentum=recipe.momentum, weight_decay=recipe.weight_decay,
                             label_smoothing=recipe.label_smoothing, warmup_lr_steps=recipe.lr_warmup_steps,
-                            num_classes=plan.num_classes, model_class=plan.model_class)
+                            num_classes=plan.num_classes, model_class=plan.model_class,
+                            model_output=plan.model_output)
         return resolved
 
 

@@ -284,7 +284,7 @@ CONFIG = Fields({key: setting(key) for key in WRITTEN_BY_EVERY_RELEASE},
                  "baseline": OneOf(MODES, "a precision mode"),  # files written before --baseline lack it
                  "num_classes": Nullable(Number(whole=True, low=2)), "model_factory": Nullable(TEXT),
                  "repeats": Nullable(WHOLE_FROM_1),  # the GPU suite's plan compares it with the repeats it asks
-                 "model_class": Nullable(TEXT)})  # files written before /6 lack them
+                 "model_class": Nullable(TEXT), "model_output": Nullable(TEXT)})  # files before /6 lack them
 DATA = Fields({"name": TEXT}, {"num_classes": Number(whole=True, low=2), "fingerprint": Nullable(TEXT)})
 DOCUMENT = Fields({"env": ENV, "config": CONFIG, "data": DATA, "runs": ListOf(RUN, nonempty=True)},
                   {"sources": ListOf(TEXT), "upgraded_from": OneOf(EARLIER_SCHEMAS, "an earlier ampbench schema"),
