@@ -221,11 +221,19 @@ def test_advise_passes_your_model_and_images_to_every_phase_and_advises_a_comman
             tmp_path / "tree"]
     result = run_cli("--advise", *mine, "--image-size", "16", "-b", "8", "--workers", "0", "--budget", "2",
                      "--advice-dir", tmp_path / "advice", timeout=240)
-    assert result.returncode in (document.STATUSES["cpu-only"], document.STATUSES["complete"]), result.stderr
+    # on a busy 2-core host the advice may be "measure again" (unsteady, too few runs): it measured them either way
+    ran = ("cpu-only", "complete", "unsteady", "too-few-runs")
+    assert result.returncode in [document.STATUSES[status] for status in ran], result.stderr
     compared = json.loads((tmp_path / "advice" / "results.json").read_text())[0]
     assert compared["config"]["model_factory"] == "tests.cli.user_models:TinyNet"
     assert compared["data"]["name"] == "imagefolder" and compared["data"]["num_classes"] == 3
-    command = json.loads((tmp_path / "advice" / "advice.json").read_text())["recommendation"]["command"]
+    advice = json.loads((tmp_path / "advice" / "advice.json").read_text())
+    if advice["recommendation"] is None:  # the line that measures again carries them too
+        again = advice["measure_again"]["here"].split()
+        assert again[:3] == ["python", "main.py", "--advise"] and again[3:11] == ["--batch-size", "8", *map(str, mine)]
+        command = ["python", "main.py", *again[3:11], "--image-size", "16"]
+    else:
+        command = advice["recommendation"]["command"]
     assert command[2:10] == ["--batch-size", "8", *map(str, mine)] and "--model" not in command
     trained = run_cli(*command[2:], "-n", "4", "--warmup", "1", "--json", tmp_path / "advised.json", timeout=240)
     assert trained.returncode == 0, trained.stderr

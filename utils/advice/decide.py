@@ -141,8 +141,9 @@ def decide(documents: List[Dict[str, Any]], context: Context, margin_points: flo
         (mode,) = decision.groups
         on_gpu = not all(run["device"] == "cpu" for run in decision.document["runs"])
         raise UserError(f"these results time one mode, {mode}, so they compare nothing and no precision can be "
-                        f"advised from them; compare the modes with: "
-                        f"{commands.shell_line(commands.compare_command(decision.document['config'], on_gpu))}")
+                        "advised from them; compare the modes first, "
+                        f"{commands.shell_line(commands.compare_command(decision.document['config'], on_gpu))} "
+                        "--json compared.json, then give --advise --from compared.json.")
     excluded_modes = {mode: found for mode in decision.groups for found in [excluded(decision, mode)] if found}
     eligible = [mode for mode in decision.groups if mode not in excluded_modes]
     if not eligible:

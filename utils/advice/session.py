@@ -127,7 +127,9 @@ def phase_now(name: str, state: State, training: Training, data: DataSettings, l
             return None
         return plan.accuracy_phase(leading[0], accuracy_steps(training, data, state.train_images), state.estimates)
     assert state.compare is not None  # a lever and a larger batch are tried after the comparison
-    if name == plan.LARGER_BATCH:
+    if name == plan.LARGER_BATCH:  # only where the device's memory is known, as plan.plan has it
+        if state.capabilities.memory_bytes is None:
+            return None
         return plan.batch_phase(leading[0], state.compare, state.estimates)
     settings = dict(state.capabilities.levers)[name]
     return plan.lever_phase(name, settings, leading, state.compare, state.estimates)
@@ -189,7 +191,7 @@ def run_phases(training: Training, data: DataSettings, arguments: Arguments, sta
         if stop.requested:
             state.not_run[name] = {"why": f"stopped by {stop.signal_name}", "estimate_s": phase.estimate_s}
             continue
-        why = no_room(state) if name == plan.LARGER_BATCH else None
+        why = no_room(state) if phase.kind == "batch" else None
         if why is not None:
             state.not_run[name] = {"why": why, "estimate_s": phase.estimate_s}
             continue
@@ -228,13 +230,10 @@ def leading_modes(documents: List[Dict[str, Any]]) -> Tuple[str, ...]:
 
 
 def no_room(state: State) -> Optional[str]:
-    """Why the leading mode's larger batch is not timed: the device's memory is unknown, or the
-    comparison's peak at the user's batch, BATCH_FACTOR times over, would not fit ROOM of it."""
+    """Why the leading mode's larger batch is not timed: the comparison's peak at the user's batch,
+    BATCH_FACTOR times over, would not fit ROOM of the device's memory."""
     capacity = state.capabilities.memory_bytes
-    if state.leading is None or not state.documents:
-        return "the comparison measured no peak memory to plan it by"
-    if capacity is None:
-        return "this device's memory is unknown here"
+    assert capacity is not None and state.leading is not None  # phase_now planned it: both are known
     lead = state.leading[0]
     merged = merge(state.documents)
     needs = plan.BATCH_FACTOR * merged[primary_index(merged)]["comparison"][lead].peak_memory_bytes
