@@ -190,7 +190,8 @@ def accuracy_lines(arguments: Arguments, lead: str, seeds: int, steps: Optional[
     paired seeds with the user's flags (`arguments`): here, and as batch jobs where `steps` (the
     run's length) is known and the job scripts can carry the flags."""
     flags = ["--modes", f"{modes.BASELINES['default']},{lead}", "--seeds", str(seeds)]
-    lines = {"here": shell_line(["python", "main.py", *phase_command(arguments, flags, True, "accuracy.json")])}
+    lines = {"here": shell_line(["python", "main.py", *phase_command(arguments, flags, True, "accuracy.json")],
+                                import_environment(arguments))}
     if steps is not None:
         lines.update(job_lines(arguments, (modes.BASELINES["default"], lead), seeds, steps) or {})
     return lines
@@ -212,10 +213,30 @@ def advise_job_lines(arguments: Arguments, budget_minutes: float) -> Optional[Di
 NSYS = ("nsys", "profile", "--trace=cuda,nvtx,osrt,cudnn,cublas", "--output=advised")
 
 
-def nsys_line(command: Sequence[str]) -> str:
+def nsys_line(command: Sequence[str], environment: Optional[Dict[str, str]] = None) -> str:
     """The advised command under Nsight Systems, whose timeline shows each kernel, its launch and the gaps between."""
-    return shell_line([*NSYS, *command])
+    return shell_line([*NSYS, *command], environment)
 
 
-def shell_line(argv: Sequence[str]) -> str:
-    return shlex.join(list(argv))
+def shell_line(argv: Sequence[str], environment: Optional[Dict[str, str]] = None) -> str:
+    """`argv` as one line a shell runs, after the variables of `environment` (VAR=value ...)."""
+    return " ".join([*(f"{name}={shlex.quote(value)}" for name, value in (environment or {}).items()),
+                     shlex.join(list(argv))])
+
+
+def import_environment(arguments: Arguments) -> Dict[str, str]:
+    """What a command needs in its environment to import --model-factory's module as this
+    process did, from the working directory or PYTHONPATH (models/user_import.py): PYTHONPATH
+    naming the folder that holds it, where that is not ampbench's own checkout (which main.py's
+    folder puts on the path); {} for a torchvision model. A batch job changes its directory, so
+    the folder is said, absolute."""
+    if arguments.model_factory is None:
+        return {}
+    from models.raised import AMPBENCH
+    from models.user_import import users_module  # the user's path, as --model-factory reads it
+
+    found = users_module(arguments.model_factory.split(":")[0].split(".")[0])
+    if found is None:
+        return {}
+    root = (found.parent.parent if found.name == "__init__.py" else found.parent).resolve()
+    return {} if root == AMPBENCH else {"PYTHONPATH": str(root)}

@@ -2,8 +2,9 @@
 reads it (utils/results/validate.py's specs), and its status, each with its own exit status.
 
 {"schema", "status", "exit_code", "recommendation" {mode, decision, tied, runner_up, settings,
-batch, command, frameworks} or null (no advice yet), "lean" (the mode the figures lead with), "unsteady" [why
-the timings cannot be ranked], "measure_again" {where: line} or null, "claims" [{text, evidence}],
+batch, command, environment, frameworks, nsys} or null (no advice yet), "lean" (the mode the
+figures lead with), "unsteady" [why the timings cannot be ranked], "measure_again" {where: line}
+or null, "claims" [{text, evidence}],
 "cut_short" {phase: what stopped it before its last step}, "traces" {mode: the comparison's
 profiler trace, relative to advice.json}, "evidence" [{id, kind, what, value, interval, n,
 rests_on, source}], "rejected" [{mode, why, evidence}], "not_run" {phase: {why, estimate_s}},
@@ -51,7 +52,7 @@ DOCUMENT = Fields({
     "recommendation": Nullable(Fields({
         "mode": MODE, "decision": OneOf(DECISIONS, "a decision"), "tied": ListOf(MODE), "runner_up": Nullable(MODE),
         "settings": MapOf(ANY), "batch": Number(whole=True, low=1), "command": ListOf(TEXT, nonempty=True)},
-        {"frameworks": MapOf(TEXT), "nsys": Nullable(TEXT)})),  # an /1 advice lacks them
+        {"frameworks": MapOf(TEXT), "nsys": Nullable(TEXT), "environment": MapOf(TEXT)})),  # an /1 advice lacks them
     "lean": MODE, "unsteady": ListOf(TEXT), "measure_again": Nullable(MapOf(TEXT)),
     "claims": ListOf(Fields({"text": TEXT, "evidence": ListOf(TEXT, nonempty=True)}), nonempty=True),
     "evidence": ListOf(EVIDENCE, nonempty=True),

@@ -83,7 +83,8 @@ def report(advice: Dict[str, Any]) -> str:
                   "compares it; advice.json holds every entry whole."]
     lines += evidence_table(advice["evidence"])
     if advice["recommendation"] is not None:
-        lines += ["", "Train with:", "  " + shell_line(advice["recommendation"]["command"])]
+        lines += ["", "Train with:", "  " + shell_line(advice["recommendation"]["command"],
+                                                      advice["recommendation"].get("environment"))]
         if advice["recommendation"].get("nsys"):
             lines += ["Its timeline under Nsight Systems:", "  " + advice["recommendation"]["nsys"]]
         said = advice["recommendation"].get("frameworks") or {}

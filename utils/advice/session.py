@@ -443,7 +443,9 @@ def advice_document(documents: List[Dict[str, Any]], context: decide.Context, st
     on_gpu = not decided["on_cpu"]
     if recommendation is not None:
         command = advised(arguments, decided["config"], on_gpu, recommendation)
-        recommendation = dict(recommendation, command=command, nsys=commands.nsys_line(command) if on_gpu else None,
+        environment = commands.import_environment(arguments) if arguments is not None else {}
+        recommendation = dict(recommendation, command=command, environment=environment,
+                              nsys=commands.nsys_line(command, environment) if on_gpu else None,
                               frameworks=frameworks.lines(recommendation["mode"], recommendation["settings"],
                                                           "cuda" if on_gpu else "cpu"))
     verdict = decided["accuracy_verdict"]
@@ -491,7 +493,7 @@ def measure_again(arguments: Optional[Arguments], decided: Dict[str, Any],
     given = arguments if arguments is not None else \
         commands.results_arguments(decided["config"], not decided["on_cpu"])
     lines = {"here": commands.shell_line(["python", "main.py", "--advise", *commands.user_options(given), "--budget",
-                                          f"{minutes:g}"])}
+                                          f"{minutes:g}"], commands.import_environment(given))}
     lines.update(commands.advise_job_lines(given, minutes) or {})
     return lines
 
