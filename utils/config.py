@@ -30,7 +30,16 @@ from models import families
 from models.spec import factory_spec
 from utils import console, spellings
 from utils.errors import UserError
-from utils.modes import BASELINES, DEFAULT_COMPARE, DEFAULT_COMPARE_CPU, FP8_NEEDS_A_GPU, MODES, Mode, parse_modes
+from utils.modes import (
+    BASELINES,
+    DEFAULT_COMPARE,
+    DEFAULT_COMPARE_CPU,
+    FP8_NEEDS_A_GPU,
+    MODES,
+    Mode,
+    listed,
+    parse_modes,
+)
 from utils.settings import (
     COUNT,
     COUNT_OR_ZERO,
@@ -792,8 +801,9 @@ def check(args: Arguments, spelled: Dict[str, str]) -> Tuple[Mode, ...]:
                         f"({', '.join(names)} scale dynamically or not at all); drop "
                         "--loss-scale or add fp16-master to --modes.")
     if args.fp8_emulate and not any(mode.float8 for mode in modes):
-        raise UserError("--fp8-emulate applies to the fp8 modes, which this run does not use; add fp8 or "
-                        "fp8-rowwise to --modes, or drop --fp8-emulate.")
+        raise UserError("--fp8-emulate applies to the fp8 modes, which this run does not use; add "
+                        f"{listed([name for name, mode in MODES.items() if mode.float8])} to --modes, or drop "
+                        "--fp8-emulate.")
     float8 = [mode.name for mode in modes if mode.float8]
     if float8 and not args.gpu and not args.fp8_emulate:  # a flags rule, so that --check-flags refuses it too
         raise UserError(f"mode {float8[0]} {FP8_NEEDS_A_GPU}")

@@ -127,9 +127,10 @@ def results_arguments(record: Dict[str, Any], on_gpu: bool) -> Arguments:
 
 
 def compare_command(record: Dict[str, Any], on_gpu: bool) -> List[str]:
-    """main.py's command that compares the modes this device runs at speed, 3 repeats in
-    alternating order, in the setting of a results file's config `record`."""
-    compared = modes.DEFAULT_ADVISE_GPU if on_gpu else modes.DEFAULT_COMPARE_CPU
+    """main.py's command that compares the modes this device runs at speed (but FP8, which only a
+    GPU with FP8 tensor cores runs), 3 repeats in alternating order, in the setting of a results
+    file's config `record`."""
+    compared = [name for name in modes.weighed_on("cuda" if on_gpu else "cpu") if not modes.MODES[name].float8]
     return ["python", "main.py", *user_options(results_arguments(record, on_gpu)), "--modes", ",".join(compared),
             "--repeats", str(MIN_RUNS)]
 

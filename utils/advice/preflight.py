@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     from utils.config import DataSettings, InputShape, Precision, Speed, Training
     from utils.settings import Arguments
 
-CANDIDATES = ("fp32", "tf32", "amp-bf16", "amp-fp16", "fp8", "fp8-rowwise")  # the modes an advice weighs
 FP8_WORTH = 0.95  # of amp-bf16's speed: an fp8 mode predicted slower is not timed
 FP16_TENSOR_CORES = (7, 0)  # compute capability from which float16 runs on tensor cores (Volta)
 COMPILE_CPU_S = 90.0  # torch.compile of resnet18's training step on a 2-core CPU took 79 s
@@ -61,7 +60,7 @@ def timed_modes(precision: Precision, device: torch.device) -> Tuple[List[str], 
     """(the modes to time here, {mode: why not}) by check_supported, and float16 on a GPU only
     where it has tensor cores."""
     timed, not_timed = [], {}
-    for name in CANDIDATES:
+    for name in [name for name, mode in MODES.items() if mode.weighed]:  # each checked here, or said why not
         try:
             check_supported(MODES[name], device, False, precision.allow_slow_fp16)
         except UserError as refusal:

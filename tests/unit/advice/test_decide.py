@@ -14,13 +14,14 @@ import math
 import pytest
 
 from conftest import ROOT, third_repeat
-from utils.advice import decide, document, session, why
-from utils.advice.decide import SAFETY, Context
+from utils.advice import document, session, why
+from utils.advice.decide import Context
 from utils.advice.decision import Decision, holds_one
 from utils.advice.evidence import reader, unresolved
 from utils.advice.figures import numbers_in, unsupported
 from utils.errors import UserError
 from utils.explain.categories import NAMES as CATEGORIES
+from utils.modes import MODES
 from utils.results.compare import group_by_mode
 from utils.results.merge import load_result, merge
 from utils.results.validate import Invalid
@@ -81,7 +82,8 @@ def repeated(path, repeats):
 def ranked(path, documents):
     (merged,) = [found for found in merge(documents, None) if len(group_by_mode(found["runs"])) > 1]
     groups, rows = group_by_mode(merged["runs"]), merged["comparison"]
-    return sorted((mode for mode in groups if mode not in decide.NEVER), key=lambda mode: rows[mode].median_step_ms)
+    advisable = [mode for mode in groups if not MODES[mode].never_advised]
+    return sorted(advisable, key=lambda mode: rows[mode].median_step_ms)
 
 
 def interval(documents, faster, slower):
@@ -113,7 +115,7 @@ def test_the_advice_is_the_fastest_clear_of_the_runner_up_else_a_tie_else_none_y
         return
     tied = recommendation["tied"]
     assert recommendation["decision"] == "tie" and fastest in tied and runner_up in tied
-    assert recommendation["mode"] == min(tied, key=SAFETY.index)
+    assert recommendation["mode"] == min(tied, key=lambda mode: MODES[mode].rank)
     for mode in eligible:
         assert (mode in tied) == holds_one(interval(documents, fastest, mode))
 

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from utils.advice import frameworks, preflight
+from utils.advice import frameworks
 from utils.advice.frameworks import LEVERS, SPELLINGS, lines
+from utils.modes import MODES
 
 HERE = Path(__file__).resolve().parent
 SETTINGS = [{}, {"channels_last": True}, {"compile": True, "compile_mode": "default"},
@@ -19,7 +20,7 @@ SETTINGS = [{}, {"channels_last": True}, {"compile": True, "compile_mode": "defa
 
 
 def test_every_mode_the_adviser_weighs_has_its_spelling():
-    assert set(preflight.CANDIDATES) <= set(SPELLINGS)
+    assert {name for name, mode in MODES.items() if mode.weighed} <= set(SPELLINGS)
 
 
 def test_lightnings_precisions_are_its_own():
