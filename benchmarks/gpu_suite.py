@@ -16,8 +16,8 @@ Steps whose feature this version lacks (a flag missing from main.py -h), that th
 cannot run, or that need CIFAR-10 where the runs get synthetic data (no usable CIFAR-10 in
 --data-dir or where main.py looks) are listed as skipped with the reason.
 
-Steps run in priority order (suite/plan.py), README's headline first; on a GPU the headline's
-convnets time each mode for the window an energy figure needs (suite/estimate.py's window_steps).
+Steps run in priority order (suite/plan.py), README's headline first; on a GPU the headline times
+each mode for its own window an energy figure needs (suite/estimate.py's window_steps).
 With --budget MINUTES each step's time is estimated before it starts (suite/estimate.py) and only
 a step that fits in what is left of the budget starts; the others wait, in order. A --budget pass
 into a device's folder of earlier passes runs the steps due on the device (suite/due.py: never
@@ -72,8 +72,8 @@ from benchmarks.suite.plan import (
     Planner,
     Step,
     available_flags,
-    headline_convnet_modes,
     planned_steps,
+    window_runs,
 )
 from benchmarks.suite.preview import plan_lines
 from benchmarks.suite.render import render_coverage, render_readme, usable_readme
@@ -156,10 +156,8 @@ def plan_pass(options: argparse.Namespace, label: str, refused: Dict[str, str], 
     planner = Planner(today, options.data_dir, plan, [mode for mode in MODES if mode not in refused],
                       available_flags(), [mode for mode in TRANSFORMER_MODES if mode not in refused], say)
     estimator = Estimator(device_folder, label, plan.quick, lambda: planner.data)
-    windows = {} if plan.quick else {
-        f"headline-{model}": window_steps(estimator, plan, model, headline_convnet_modes(planner))
-        for model in plan.models}
-    plan.headline_steps = {name[len("headline-"):]: window.steps for name, window in windows.items()}
+    windows = {name: window_steps(estimator, plan, runs) for name, runs in window_runs(planner).items()}
+    plan.window_flags = {name: window.flags() for name, window in windows.items()}
     sections = options.only or list(SECTIONS)
     for mode, reason in refused.items():
         planner.skip(f"mode {mode}", reason)

@@ -128,8 +128,8 @@ def due_lines(device_folder: Path, quick: bool) -> List[str]:
         Plan,
         Planner,
         available_flags,
-        headline_convnet_modes,
         planned_steps,
+        window_runs,
     )
 
     if quick:
@@ -137,8 +137,7 @@ def due_lines(device_folder: Path, quick: bool) -> List[str]:
     planner = Planner(device_folder, None, Plan(False), MODES, available_flags(), TRANSFORMER_MODES,
                       lambda line: None, DataFacts(None, 0, 0))
     planned = planned_steps(planner, list(SECTIONS))
-    energy = [f"headline-{model}" for model in planner.plan.models] if headline_convnet_modes(planner) else []
-    due = due_steps(planned, device_folder, energy)
+    due = due_steps(planned, device_folder, list(window_runs(planner)))
     if not due:
         return ["Due on this device: nothing; every step's newest figures are this code's.", ""]
     return ["Due on this device by this code, in the order a `--budget` pass runs them (`python benchmarks/"
