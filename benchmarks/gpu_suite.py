@@ -62,8 +62,8 @@ from benchmarks.suite import ledger
 from benchmarks.suite.device import NoDevice, device_facts, folder_name, software
 from benchmarks.suite.docblocks import render_pages
 from benchmarks.suite.due import due_steps
-from benchmarks.suite.estimate import Estimator, Window, window_steps
-from benchmarks.suite.history import CHANGES, describe_software, saved_suites, suite_record
+from benchmarks.suite.estimate import Estimate, Estimator, Window, window_steps
+from benchmarks.suite.history import describe_software, saved_suites, suite_record
 from benchmarks.suite.plan import (
     MODES,
     SECTIONS,
@@ -75,7 +75,7 @@ from benchmarks.suite.plan import (
     planned_steps,
     window_runs,
 )
-from benchmarks.suite.preview import plan_lines
+from benchmarks.suite.preview import plan_lines, waiting
 from benchmarks.suite.render import render_coverage, render_readme, usable_readme
 from utils import console, provenance
 from utils.errors import UserError
@@ -145,6 +145,7 @@ class PassPlan:
     kept: List[Dict[str, Any]]
     carried: List[Dict[str, Any]]
     estimator: Estimator
+    estimates: Dict[str, Estimate]
     windows: Dict[str, Window]
     earlier: Dict[str, Any]
 
@@ -167,7 +168,8 @@ def plan_pass(options: argparse.Namespace, label: str, refused: Dict[str, str], 
     planned = [step.moved(today, out) for step in planned]
     earlier = suite_record(out / "suite.json")[0] or {}
     pending, kept, carried = ledger.this_pass_steps(planned, earlier, sections, bool(options.budget), due)
-    return PassPlan(planner, out, why, planned, due, pending, kept, carried, estimator, windows, earlier)
+    estimates = {step.name: estimator.estimate(step) for step in pending}
+    return PassPlan(planner, out, why, planned, due, pending, kept, carried, estimator, estimates, windows, earlier)
 
 
 def run_pass(options: argparse.Namespace, started: float, stop: ledger.Stop, commit: str, label: str,
@@ -182,19 +184,18 @@ def run_pass(options: argparse.Namespace, started: float, stop: ledger.Stop, com
     if planned.why:
         say(planned.why)
     budget_s = options.budget * 60 if options.budget else math.inf
-    for line in plan_lines(planned.pending, planned.due, estimator, budget_s, time.perf_counter() - started,
+    for line in plan_lines(planned.pending, planned.due, planned.estimates, budget_s, time.perf_counter() - started,
                            planned.windows, plan.warmup):
         say(line)
-    refusal = ledger.refuse(planned.pending, estimator, options.budget, started)
+    refusal = ledger.refuse(planned.pending, planned.estimates, options.budget, started)
     if refusal:
         raise SuiteRefusal(refusal)
     writable_folder(out)
     summary = {"device": label, "quick": plan.quick, "date": planned.earlier.get("date", out.name), "commit": commit,
-               "changes_in_code": list(dict.fromkeys(change.commit for change in CHANGES)),
                "data_flags": planner.data_flags, "models": plan.models, "batch": plan.batch, "steps": plan.steps,
                "repeats": plan.repeats}
     books = ledger.Ledger(out / "suite.json", summary, planned.earlier, planned.kept, options.budget, planned.carried,
-                          machine)
+                          machine, {name: estimate.seconds for name, estimate in planned.estimates.items()})
     runner = ledger.Runner(out, planner.records, say, commit, stop)
     return out, runner, books, ledger.spend(runner, planned.pending, estimator, budget_s, books, started)
 
@@ -224,7 +225,7 @@ def show_plans(options: argparse.Namespace) -> int:
         plan = Plan(options.quick)
         planned = plan_pass(options, label, refused, plan, folder, machine, lambda line: None)
         print(f"{label}{assumed}: {planned.why or f'writes {planned.out}'}")
-        print("\n".join(plan_lines(planned.pending, planned.due, planned.estimator, budget_s,
+        print("\n".join(plan_lines(planned.pending, planned.due, planned.estimates, budget_s,
                                    time.perf_counter() - planning, planned.windows, plan.warmup)))
     return 0
 
@@ -235,9 +236,9 @@ def finish(out: Path, runner: ledger.Runner, books: ledger.Ledger, readme: Path,
     print("ran, in order: " + (", ".join(f"{entry['step']} ({entry['elapsed_s']:.0f} s, estimated "
                                          f"{entry['estimate_s']:.0f} s)" for entry in books.this_pass["ran"])
                                or "nothing"))
-    if books.this_pass["waiting"]:
-        print("waiting for the next budget, in order: " + ", ".join(
-            f"{entry['step']} (estimated {entry['estimate_s']:.0f} s)" for entry in books.this_pass["waiting"])
+    if books.still_waiting():
+        print("waiting for the next budget, in the plan's order: " + ", ".join(
+            waiting(name, seconds) for name, seconds in books.still_waiting())
               + f"; the next --budget run into {out} runs them")
     failed = [step["name"] for step in runner.records if step.get("rc") not in (None, 0, 143)]
     render(out, readme)

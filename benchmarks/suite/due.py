@@ -88,7 +88,7 @@ def reasons(step: Step, suites: Sequence[SavedSuite], energy_window: bool) -> Li
     if found is None:
         return ["never ran on this device"]
     moved: Dict[str, List[str]] = {}  # each change's commit: the kinds of figure it moves that the step shows
-    for change in found.suite.older_than(figures_of(step)):
+    for change in found.suite.older_than(figures_of(step), step.name):
         moved.setdefault(change.commit[:7], []).extend(kind for kind in change.moves if kind in figures_of(step))
     why = [f"measured by code older than `{commit}` ({', '.join(kinds)})" for commit, kinds in moved.items()]
     document = found.document

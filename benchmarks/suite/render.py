@@ -154,7 +154,7 @@ def merged_rows(suites: List[SavedSuite], readme_dir: Path) -> Tuple[List[str], 
         page = saved_suite.folder / "README.md"
         day = saved_suite.date_of(step)
         date = f"[{day}]({os.path.relpath(page, readme_dir)})" if page.exists() else day
-        changes = saved_suite.older_than(figures)
+        changes = saved_suite.older_than(figures, step)
         older.extend(change for change in changes if change not in older)
         since = sorted({change.commit[:7] for change in changes})
         return (f"{commit_label(saved_suite, step)}, {date}"

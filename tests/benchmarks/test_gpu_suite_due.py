@@ -4,7 +4,10 @@ window too short), the headline's 3 repeats and energy window, `--plan`'s dry ru
 committed results, and a lease on a new commit, with a made-up NVML and made-up runs, that
 reruns the headline into figures README prints with their intervals."""
 import copy
+import functools
+import itertools
 import json
+import re
 import shutil
 import sys
 import time
@@ -227,11 +230,17 @@ def test_the_plan_on_the_committed_results_times_the_h200s_headline_mode_by_mode
 class MadeUpLease:
     """A GPU under a made-up NVML (an energy counter drawing each mode's watts, a utilization
     sample every 0.5 s) and main.py's runs made up at the H200's measured step times: each run's
-    energy and busy share are what nvml_meter reads of it, over its timed steps."""
+    energy and busy share are what nvml_meter reads of it, over its timed steps. Each step takes
+    its made-up seconds on the clocks the suite spends its budget by (a process's start, 15 s,
+    and its runs' steps), so that a pass spends as on the GPU."""
     WATTS = {"fp32": 600.0, "tf32": 650.0, "amp-fp16": 500.0, "amp-bf16": 520.0}
+    START_S = 15.0
 
     def __init__(self, monkeypatch):
         self.now, self.millijoules, self.watts, self.since, self.samples = 1_000.0, 0, 0.0, 1_000.0, []
+        self.spent = 0.0  # the made-up seconds the steps took
+        for name in ("perf_counter", "monotonic"):
+            monkeypatch.setattr(time, name, functools.partial(lambda real: real() + self.spent, getattr(time, name)))
         monkeypatch.setitem(sys.modules, "pynvml", fake_nvml(FakeGpu(0, BUS, energy=self.energy,
                                                                      utilization=lambda: self.samples)))
         self.medians = {(model, run["mode"]): run["step_time_ms"]["median"]
@@ -281,12 +290,13 @@ class MadeUpLease:
 
     def run(self, runner, section, command, stop_when=None):
         """ledger.Runner.run for a made-up GPU: main.py's results, and for any program a log."""
-        started = time.perf_counter()
+        started, before = time.perf_counter(), self.now
         words = list(command.argv)
         (runner.out / f"{command.name}.log").write_text("throughput ratio ampbench/bare: 0.990\n")
         if "--json" in words and words[1].endswith("main.py"):
             with open(due.flag_value(words, "--json"), "w") as file:
                 json.dump(self.document(words), file)
+        self.spent += self.START_S + (self.now - before)
         runner.record(section, command, 0, started)
         return 0
 
@@ -338,3 +348,56 @@ def test_only_synthetic_runs_whose_images_outweighed_cifar10_are_older_than_the_
     assert ("synthetic-memory" in due.figures_of(step)) == large
     (change,) = [change for change in CHANGES if "synthetic-memory" in change.moves]
     assert change.commit.startswith("1771c88")
+
+
+def lease_pass(tmp_path, monkeypatch, *args):
+    """A pass into a copy of the H200's folder on a new commit, its runs made up (MadeUpLease):
+    (exit status, stdout, stderr, the folder it continued)."""
+    shutil.copytree(H200, tmp_path / "results" / "NVIDIA-H200" / "2026-11-26")
+    readme = tmp_path / "README.md"
+    readme.write_text("# ampbench\n\n## Results\n")
+    lease = MadeUpLease(monkeypatch)
+    monkeypatch.setattr(ledger.Runner, "run", lambda runner, *words, **kwargs: lease.run(runner, *words, **kwargs))
+    monkeypatch.setattr(gpu_suite, "device_facts", lambda quick, modes: ("NVIDIA H200", {}))
+    monkeypatch.setattr(gpu_suite, "software", lambda: {"torch": "2.11.0+cu130", "cuda": "13.0",
+                                                       "driver": "580.159.04"})
+    monkeypatch.setattr(history, "WARNED", set())
+    status, out, err = suite_main(monkeypatch, *args, "--commit", "c" * 40, "--results-root", tmp_path / "results",
+                                  "--readme", readme)
+    return status, out, err, tmp_path / "results" / "NVIDIA-H200" / "2026-11-26"
+
+
+def test_a_pass_that_continues_a_folder_leaves_its_earlier_passes_rows_as_old_as_their_code(tmp_path, monkeypatch):
+    """A new pass into the H200's folder reruns resnet50's headline alone: the FP8 row an earlier
+    pass measured, before the busy share's rule, is still older than it, and still due for it."""
+    status, out, err, folder = lease_pass(tmp_path, monkeypatch, "--only", "headline", "--budget", 4)
+    assert status == 0, out + err
+    record = json.loads((folder / "suite.json").read_text())
+    assert [entry["step"] for entry in record["passes"][-1]["ran"]] == ["headline-resnet50"]
+    assert record["passes"][-1]["changes_in_code"] == list(dict.fromkeys(change.commit for change in CHANGES))
+    suite = SavedSuite(folder, record)
+    busy = next(change for change in CHANGES if "busy" in change.moves)
+    assert suite.older_than(("busy",), "headline-vit") == [busy]
+    assert suite.older_than(("busy",), "headline-resnet50") == []
+    reasons = due.reasons(next(step for step in planned_gpu_steps(tmp_path / "plan")[1] if step.name == "headline-vit"),
+                          [suite], energy_window=True)
+    assert f"measured by code older than `{busy.commit[:7]}` (busy)" in reasons
+
+
+def test_the_passs_closing_line_names_what_waits_as_its_plan_did(tmp_path, monkeypatch):
+    """A pass of the headline section alone: what it says waits at its end is what its plan said
+    would wait, in the plan's order and words, never the other sections' steps an earlier pass
+    left waiting (suite.json still keeps those)."""
+    status, out, err, folder = lease_pass(tmp_path, monkeypatch, "--only", "headline", "--budget", 4)
+    assert status == 0, out + err
+    after = out.split("and leave waiting for a later pass, in order:\n", 1)[1].splitlines()
+    planned = list(itertools.takewhile(lambda line: re.match(r"\[ *\d+ s\]   \S", line), after))
+    waits = [re.sub(r"^\[ *\d+ s\]   ", "", line).split(";")[0] for line in planned]
+    assert waits[:2] == ["headline-resnet18: about 2.8 min", "headline-vit: about 2.2 min"]
+    closing = next(line for line in out.splitlines() if line.startswith("waiting for the next budget"))
+    assert closing == ("waiting for the next budget, in the plan's order: " + ", ".join(waits)
+                       + f"; the next --budget run into {folder} runs them"), closing
+    assert "resnet50-cl" not in closing  # another section's, left waiting by an earlier pass
+    record = json.loads((folder / "suite.json").read_text())
+    assert "resnet50-cl" in [entry["step"] for entry in record["passes"][-1]["waiting"]]
+
