@@ -27,9 +27,9 @@ in priority order. Every pass first prints its plan: each step it would run, in 
 estimate and why it is due, and what would wait; --plan prints that alone and trains nothing (on
 a machine without a GPU, for each device saved under --results-root). A budget that fits no step
 is refused (exit 2) with the least that would. `--only` plans some sections alone and keeps the other sections'
-saved steps (and their waiting ones). README's Results merge every suite saved for each device
-under the results root, of any date and commit, and say which rows older code measured
-(suite/history.py). The suite's wing, one module per job, is benchmarks/suite/.
+saved steps (and their waiting ones). README's Results give each device under the results root a
+verdict table of the newest figures of each model and size, of any date and commit (suite/verdict.py).
+The suite's wing, one module per job, is benchmarks/suite/.
 
 It runs as a batch job in an allocation that ends with a signal. Every path is proven before any
 step: a results root, --readme or --render folder that cannot be used is refused in one line

@@ -6,7 +6,8 @@ estimate.py   a step's time before it starts, read from its own commands (what -
 ledger.py     suite.json: what ran, what waits, which folder a pass continues; running the steps
 history.py    the suites saved across dates and commits, their documents, and the code changes
               after which older figures read differently
-tables.py     the tables README and the run pages show, from saved documents alone
+tables.py     the tables the run pages show, from saved documents alone, with legends of what they show
+verdict.py    README's verdict table per GPU: the fastest mode of each model and size, against TF32 and FP32
 render.py     the run page (results/<device>/<date>/README.md) and README's Results section
 published.py  published figures printed beside the suite's own
 """

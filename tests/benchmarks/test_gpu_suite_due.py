@@ -301,25 +301,32 @@ class MadeUpLease:
         return 0
 
 
+def lease_pass(tmp_path, monkeypatch, *args):
+    """A pass into a copy of the H200's folder on a new commit, its runs made up (MadeUpLease):
+    (exit status, stdout, stderr, the folder it continued, the made-up lease)."""
+    shutil.copytree(H200, tmp_path / "results" / "NVIDIA-H200" / "2026-11-26")
+    readme = tmp_path / "README.md"
+    readme.write_text("# ampbench\n\n## Results\n")
+    lease = MadeUpLease(monkeypatch)
+    monkeypatch.setattr(ledger.Runner, "run", lambda runner, *words, **kwargs: lease.run(runner, *words, **kwargs))
+    monkeypatch.setattr(gpu_suite, "device_facts", lambda quick, modes: ("NVIDIA H200", {}))
+    monkeypatch.setattr(gpu_suite, "software", lambda: {"torch": "2.11.0+cu130", "cuda": "13.0",
+                                                       "driver": "580.159.04"})
+    monkeypatch.setattr(history, "WARNED", set())
+    status, out, err = suite_main(monkeypatch, *args, "--commit", "c" * 40, "--results-root", tmp_path / "results",
+                                  "--readme", readme)
+    return status, out, err, tmp_path / "results" / "NVIDIA-H200" / "2026-11-26", lease
+
+
 def test_a_lease_on_a_new_commit_reruns_the_headline_into_figures_readme_prints(tmp_path, monkeypatch):
     """A 9-minute lease on the H200, on a new commit, with a made-up NVML (a sample every 0.5 s)
     and made-up runs at the H200's measured step times: the pass continues its folder, runs the
     headline first, each of its steps 3 times per mode, each mode over its own energy window:
     every run has its energy and busy share, and README's rows give 3 repeats and J/image with its
     interval."""
-    shutil.copytree(H200, tmp_path / "results" / "NVIDIA-H200" / "2026-11-26")
+    status, out, err, folder, lease = lease_pass(tmp_path, monkeypatch, "--only", "headline", "--budget", 9)
+    assert status == 0, out + err  # the folder continued: the same software
     readme = tmp_path / "README.md"
-    readme.write_text("# ampbench\n\n## Results\n")
-    lease = MadeUpLease(monkeypatch)
-    monkeypatch.setattr(ledger.Runner, "run", lambda runner, *args, **kwargs: lease.run(runner, *args, **kwargs))
-    monkeypatch.setattr(gpu_suite, "device_facts", lambda quick, modes: ("NVIDIA H200", {}))
-    monkeypatch.setattr(gpu_suite, "software", lambda: {"torch": "2.11.0+cu130", "cuda": "13.0",
-                                                       "driver": "580.159.04"})
-    monkeypatch.setattr(history, "WARNED", set())
-    status, out, err = suite_main(monkeypatch, "--only", "headline", "--budget", 9, "--commit", "c" * 40,
-                                  "--results-root", tmp_path / "results", "--readme", readme)
-    assert status == 0, out + err
-    folder = tmp_path / "results" / "NVIDIA-H200" / "2026-11-26"  # continued: the same software
     ran = json.loads((folder / "suite.json").read_text())["passes"][-1]["ran"]
     assert [entry["step"] for entry in ran][:3] == ["headline-resnet50", "headline-resnet18", "headline-vit"]
     assert "  1. headline-resnet50: about " in out and "due: measured by code older than" in out
@@ -328,12 +335,17 @@ def test_a_lease_on_a_new_commit_reruns_the_headline_into_figures_readme_prints(
         assert document["config"]["repeats"] == 3
         assert all(run["energy"]["seconds"] >= nvml_meter.MIN_ENERGY_WINDOW_S and not run["energy"]["window_too_short"]
                    and run["gpu_busy"]["samples"] >= nvml_meter.MIN_BUSY_SAMPLES for run in document["runs"]), step
+    page = (folder / "README.md").read_text()
     for model in ("resnet50", "resnet18"):
-        row = next(line for line in readme.read_text().splitlines() if line.startswith(f"| {model} | 256 | 3 |"))
+        row = next(line for line in page.splitlines() if line.startswith(f"| {model} | synthetic | 256 | 3 |"))
         cells = row.strip("| ").split(" | ")
         assert cells[-5] == "95% / 70% / 70% / 70%", row  # the busy share of every mode
         ratio = 500 / 600 * lease.medians[model, "amp-fp16"] / lease.medians[model, "fp32"]
         assert cells[-3].split(" ")[0] == f"{ratio:.2f}" and " [" in cells[-3], row  # J/image, with its interval
+        verdict = next(line for line in readme.read_text().splitlines() if line.startswith(f"| {model} | 32 |"))
+        cells = verdict.strip("| ").split(" | ")
+        assert " [" in cells[3] and " [" in cells[4] and cells[6] == "GPU (70% busy)", verdict  # intervals, bound
+        assert cells[7].startswith("3 x ") and "synthetic, `ccccccc` claimed" in cells[7], verdict
 
 
 @pytest.mark.parametrize("words, large", [
@@ -350,27 +362,10 @@ def test_only_synthetic_runs_whose_images_outweighed_cifar10_are_older_than_the_
     assert change.commit.startswith("1771c88")
 
 
-def lease_pass(tmp_path, monkeypatch, *args):
-    """A pass into a copy of the H200's folder on a new commit, its runs made up (MadeUpLease):
-    (exit status, stdout, stderr, the folder it continued)."""
-    shutil.copytree(H200, tmp_path / "results" / "NVIDIA-H200" / "2026-11-26")
-    readme = tmp_path / "README.md"
-    readme.write_text("# ampbench\n\n## Results\n")
-    lease = MadeUpLease(monkeypatch)
-    monkeypatch.setattr(ledger.Runner, "run", lambda runner, *words, **kwargs: lease.run(runner, *words, **kwargs))
-    monkeypatch.setattr(gpu_suite, "device_facts", lambda quick, modes: ("NVIDIA H200", {}))
-    monkeypatch.setattr(gpu_suite, "software", lambda: {"torch": "2.11.0+cu130", "cuda": "13.0",
-                                                       "driver": "580.159.04"})
-    monkeypatch.setattr(history, "WARNED", set())
-    status, out, err = suite_main(monkeypatch, *args, "--commit", "c" * 40, "--results-root", tmp_path / "results",
-                                  "--readme", readme)
-    return status, out, err, tmp_path / "results" / "NVIDIA-H200" / "2026-11-26"
-
-
 def test_a_pass_that_continues_a_folder_leaves_its_earlier_passes_rows_as_old_as_their_code(tmp_path, monkeypatch):
     """A new pass into the H200's folder reruns resnet50's headline alone: the FP8 row an earlier
     pass measured, before the busy share's rule, is still older than it, and still due for it."""
-    status, out, err, folder = lease_pass(tmp_path, monkeypatch, "--only", "headline", "--budget", 4)
+    status, out, err, folder, _ = lease_pass(tmp_path, monkeypatch, "--only", "headline", "--budget", 4)
     assert status == 0, out + err
     record = json.loads((folder / "suite.json").read_text())
     assert [entry["step"] for entry in record["passes"][-1]["ran"]] == ["headline-resnet50"]
@@ -388,7 +383,7 @@ def test_the_passs_closing_line_names_what_waits_as_its_plan_did(tmp_path, monke
     """A pass of the headline section alone: what it says waits at its end is what its plan said
     would wait, in the plan's order and words, never the other sections' steps an earlier pass
     left waiting (suite.json still keeps those)."""
-    status, out, err, folder = lease_pass(tmp_path, monkeypatch, "--only", "headline", "--budget", 4)
+    status, out, err, folder, _ = lease_pass(tmp_path, monkeypatch, "--only", "headline", "--budget", 4)
     assert status == 0, out + err
     after = out.split("and leave waiting for a later pass, in order:\n", 1)[1].splitlines()
     planned = list(itertools.takewhile(lambda line: re.match(r"\[ *\d+ s\]   \S", line), after))
