@@ -8,6 +8,7 @@ history.py    the suites saved across dates and commits, their documents, and th
               after which older figures read differently
 tables.py     the tables the run pages show, from saved documents alone, with legends of what they show
 verdict.py    README's verdict table per GPU: the fastest mode of each model and size, against TF32 and FP32
+advice.py     README's table across devices of the advise step's advice
 render.py     the run page (results/<device>/<date>/README.md) and README's Results section
 published.py  published figures printed beside the suite's own
 """

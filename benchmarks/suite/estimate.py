@@ -23,7 +23,8 @@ Its estimate is, by the first of these that applies:
      CPU_GFLOPS_PER_CORE per core.
 
 Work that is not training (the loader benchmark's timing of the input pipelines) is counted in
-the start-up only, until the step has been measured once.
+the start-up only, until the step has been measured once; `main.py --advise` is counted at the
+--budget it is given, which it stops within.
 """
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ import os
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from benchmarks import fp8_sweep
 from benchmarks.suite.device import DataFacts
@@ -89,6 +90,19 @@ def main_py_runs(arguments: Sequence[str], data: Callable[[], DataFacts]) -> Lis
                          config.training.batch_size, steps + profiled, config.precision.repeats * config.accuracy.seeds,
                          config.speed.channels_last, config.speed.compile, evaluations, not config.precision.gpu,
                          config.data.image_size, own)
+
+
+def advice_budget_s(command: Command) -> Optional[float]:
+    """The seconds an --advise command is given (its --budget, or the adviser's default), within
+    which it stops; None for any other command."""
+    from main import build_parser
+    from utils.config import DEFAULT_BUDGET_MINUTES, RunConfig
+
+    program, arguments = program_of(command.argv)
+    if program != "main.py" or "--advise" not in arguments:
+        return None
+    config = RunConfig.from_args(build_parser().parse_args(list(arguments)))
+    return 60.0 * (config.advice.budget or DEFAULT_BUDGET_MINUTES)
 
 
 def overhead_runs(arguments: Sequence[str]) -> List[Run]:
@@ -162,6 +176,9 @@ class Estimator:
                 return Estimate(sum(times[process] for process in processes), f"measured on {suite.date}")
         if self.quick and step.quick_s is not None:
             return Estimate(float(step.quick_s), "known --quick time")
+        budgets = [advice_budget_s(command) for command in step.commands]
+        if any(budget is not None for budget in budgets):  # the adviser spends what it is given, and stops
+            return Estimate(START_S * len(processes) + sum(budget or 0.0 for budget in budgets), "its --budget")
         runs = [run for command in step.commands for run in runs_of(command, self.data)]
         seconds = START_S * len(processes) + sum(self.run_seconds(run) for run in runs)
         return Estimate(seconds, "runs measured" if runs and all(run.key in self.runs for run in runs) else "FLOPs")

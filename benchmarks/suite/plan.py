@@ -35,6 +35,8 @@ NATIVE_MODES = ["fp32", "tf32", "amp-fp16", "amp-bf16"]
 RECIPES = [("eager", []), ("compile", ["--compile"]),
            ("cudagraphs", ["--compile", "--compile-mode", "reduce-overhead"])]
 RESUME_PROCESSES = ("resume-full-a", "resume-full-b", "resume-stopped", "resume-resumed")
+ADVISE_MINUTES = 6  # the advise step's --budget: its comparison, a lever or two and what the accuracy check needs
+ADVICE_DIR = "advise"  # where in a run's folder the advise step writes its advice.json and report.txt
 
 
 class Plan:
@@ -519,6 +521,20 @@ def native(suite: Planner, name: str, data: str) -> Planned:
                              "--no-eval", "--json", suite.out / f"{name}.json"), timeout=540)
 
 
+def advise(suite: Planner, name: str) -> Planned:
+    """Which precision resnet50 at its native 224x224 should train with on this GPU, as a user
+    asks it: main.py --advise within ADVISE_MINUTES, its advice.json, report and runs in ADVICE_DIR
+    (README's table across devices reads them). --quick skips it: its phases take minutes of a CPU."""
+    plan = suite.plan
+    if plan.quick:
+        return "the adviser's phases take many minutes of a 2-core CPU; the GPU suite runs it"
+    if "--advise" not in suite.flags:
+        return "this version of main.py has no --advise"
+    return one(name, main_py("-p", "--advise", "-m", "resnet50", "--image-size", 224, "-b", plan.native_batch,
+                             "--budget", ADVISE_MINUTES, *suite.data_flags, "--no-progress", "--advice-dir",
+                             suite.out / ADVICE_DIR), timeout=ADVISE_MINUTES * 60 + 120)
+
+
 def native_run(suite: Planner) -> bool:
     if "--image-size" not in suite.flags:
         suite.skip("native", "this version of main.py has no --image-size")
@@ -530,10 +546,12 @@ def native_run(suite: Planner) -> bool:
 # before its steps: False where the whole section is skipped (it records why).
 SECTIONS: Dict[str, Optional[Callable[[Planner], bool]]] = {
     "headline": None, "classics": None, "comparisons": comparisons_run, "recipes": recipes_run, "convergence": None,
-    "scripts": None, "torchrun": None, "resume": None, "transformers": transformers_run, "native": native_run}
+    "scripts": None, "torchrun": None, "resume": None, "transformers": transformers_run, "native": native_run,
+    "advise": None}
 
 # Every step of the suite, most wanted first: README's headline (its table, the FP8 row, the
-# overhead ratio); resnet50 at its native size on synthetic images (the size people train); the
+# overhead ratio); resnet50 at its native size on synthetic images (the size people train), and
+# which precision it should train with there (the adviser's answer, README's advice table); the
 # recipes that lift a host-bound row (torch.compile and CUDA graphs, beside eager); the compiled
 # transformers; vit_b_16 at 224; whether accuracy holds; then resnet50 on upsampled CIFAR-10, the
 # FP8 width sweep, the transformers' eager speeds, the full comparisons (every mode, --explain,
@@ -544,6 +562,7 @@ STEPS: Tuple[Described, ...] = (
     Described("headline-vit", "headline", headline_vit, quick_s=10),
     Described("overhead", "headline", overhead, quick_s=15),
     Described("native-synthetic", "native", lambda suite, name: native(suite, name, "synthetic"), quick_s=30),
+    Described("advise", "advise", advise, quick_s=None),
     Described("recipe-compile", "recipes", recipe, quick_s=None),
     Described("recipe-cudagraphs", "recipes", recipe, quick_s=None),
     Described("recipe-eager", "recipes", recipe, quick_s=None),

@@ -81,15 +81,16 @@ def setup_line(out: Path) -> str:
                 " Accuracies after so few steps on the CIFAR-10 subset mean little." if subset else ""))
 
 
-INTRO = ("Which precision mode trains fastest on each GPU the suite measured, by the newest figures of each model and "
-         "image size; every table, plot and command is on each GPU's run page, and what the next lease measures, and "
-         "why, in [Due on each GPU](docs/benchmarks.md#due-on-each-gpu).")
+INTRO = ("The fastest precision mode of each model and image size on each GPU the suite measured, by its newest "
+         "figures; every table and plot is on the run pages, and what the next lease measures in [Due on each GPU]"
+         "(docs/benchmarks.md#due-on-each-gpu).")
 
 
 def render_summary(results_root: Path, readme_dir: Path) -> str:
     """README's Results section, from the suites saved under `results_root` alone: per device (the
     newest measured first) its verdict table (verdict.py), then which precision to train each
-    model with on each GPU."""
+    model with on each GPU, where the suite's advise step has said it (advice.py)."""
+    from benchmarks.suite.advice import advice_table
     from benchmarks.suite.due import due_on
     from benchmarks.suite.verdict import page_link, verdict_table
 
@@ -111,7 +112,7 @@ def render_summary(results_root: Path, readme_dir: Path) -> str:
         lines += verdict_table(suites, page_link(readme_dir), None if quick else due_on(newest.folder.parent))
         for saved_suite in suites:
             lines += verdicts(saved_suite.folder, saved_suite.date_of("convergence"))
-    return "\n".join(lines + [END])
+    return "\n".join(lines + advice_table(results_root, readme_dir) + [END])
 
 
 def newest_pass(suites: List[SavedSuite]) -> str:

@@ -27,7 +27,7 @@ from utils.explain.diagnose import GPU_BOUND_SHARE
 
 FP8 = tuple(HEADLINE_FP8_MODES[1:])  # the modes a row gives as ratios to amp-bf16
 WHY_CLAIMED = {  # history.code_of's reasons, in plain words
-    "no digest of the files that ran": "they recorded no digest of the files that ran",
+    "no digest of the files that ran": "it recorded no digest of the files that ran",
     "the files that ran are not its tree": "the files that ran are not that commit's",
     "a commit this checkout's git does not have": "this checkout's git lacks that commit",
 }
@@ -186,12 +186,11 @@ def legend(shown: Shown) -> List[str]:
     """What the table's cells mean, each only where some cell shows it."""
     from utils.results.compare import SPREAD_WARNING_PCT
 
-    lines = ["* `vs tf32`, `vs fp32`: the fastest mode's speedup over FP32 with TF32 tensor cores (PyTorch's default "
-             "for convolutions) and over strict FP32."]
+    lines = ["* `vs tf32`: the fastest mode's speedup over TF32, PyTorch's default FP32 for convolutions; `vs fp32`: "
+             "over strict FP32."]
     lines += runs_legend(shown)
-    bound = ([f"`step bound by`: the fastest mode's GPU busy share, under {100 * GPU_BOUND_SHARE:.0f}% the host's "
-              "pace, not the number format's" + ("; `profiled`: from `--explain`'s steps" if shown.profiled else "")]
-             if shown.busy else []) + (
+    bound = ([f"`step bound by`: by the fastest mode's GPU busy share, under {100 * GPU_BOUND_SHARE:.0f}% the host"
+              + ("; `profiled`: from `--explain`'s steps" if shown.profiled else "")] if shown.busy else []) + (
         [f"`-` under step bound by: no busy share ({'; '.join(sorted(shown.no_busy))})"] if shown.no_busy else [])
     lines += ["* " + "; ".join(bound) + "."] if bound else []
     other = ([f"`unsteady`: its repeats' ratios spread over {SPREAD_WARNING_PCT:.0f}%, no verdict yet"]
@@ -207,24 +206,24 @@ def claimed_note(claimed: Dict[str, List[Optional[str]]], due: Optional[Dict[str
     if not claimed:
         return []
     reasons = list(dict.fromkeys(plain for reason in claimed for plain in plain_why(reason)))
-    note = f"*Claimed*: nothing checks the commit such a row names: {' and '.join(reasons)}."
+    note = f"*Claimed*: nothing checks a row's commit: {' and '.join(reasons)}."
     if due is None:
         return ["", note]
     steps = [step for found in claimed.values() for step in found]
     order = list(due)
     ranks = sorted({order.index(step) for step in steps if step is not None})
-    when = ("No step of theirs is due, so no lease re-measures them" if not ranks else
-            f"Their steps are the first {len(ranks)} due, which the next lease (`benchmarks/lease.py`) runs first"
+    if not ranks:
+        return ["", f"{note} No step of theirs is due, so no lease re-measures them."]
+    when = (f"the first {len(ranks)} due, so the next lease (`benchmarks/lease.py`) runs them first"
             if ranks == list(range(len(ranks))) else
-            f"Their steps are due ({', '.join(f'`{order[rank]}`' for rank in ranks)}), and a lease runs due steps in "
-            "priority order")
-    rest = " (the others stay claimed until due again)" if ranks and None in steps else ""
-    return ["", f"{note} {when}{rest}, each new result recording the digest of the files that ran."]
+            f"due ({', '.join(f'`{order[rank]}`' for rank in ranks)}), and a lease runs due steps in priority order")
+    rest = "; the others stay claimed until due again" if None in steps else ""
+    return ["", f"{note} Their steps are {when}, each new result recording that digest{rest}."]
 
 
 def plain_why(reason: str) -> List[str]:
     """history.code_of's reason, as a reader of README needs it, a clause per part."""
-    return [WHY_CLAIMED.get(part.strip(), part.strip()).replace("its files record", "their files name")
+    return [WHY_CLAIMED.get(part.strip(), part.strip()).replace("its files record", "its files name")
             for part in reason.split(";")]
 
 

@@ -106,7 +106,7 @@ def test_the_verdict_legend_says_what_its_cells_show_and_nothing_else(fixture, t
     assert said(legend, "`2 runs:`") == any(cell.startswith("2 runs: ") for cell in ratios)
     assert said(legend, "`1 run:`") == any(cell.startswith("1 run: ") for cell in ratios)
     assert said(legend, "`-`: the row ran no") == ("-" in ratios + column["memory vs fp32"])
-    assert said(legend, "`step bound by`: the fastest mode's GPU busy share") == any(
+    assert said(legend, "`step bound by`: by the fastest mode's GPU busy share") == any(
         cell != "-" for cell in column["step bound by"])
     assert said(legend, "`-` under step bound by: no busy share") == ("-" in column["step bound by"])
     assert said(legend, "`unsteady`") == any("(unsteady)" in cell for cell in column["fastest"])
