@@ -47,22 +47,28 @@ a line says which signal ended which step, and the exit status is 128 + the sign
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime
 import math
-import os
 import signal
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from benchmarks.suite import ledger
 from benchmarks.suite.device import NoDevice, device_facts, folder_name, software
 from benchmarks.suite.docblocks import render_pages
 from benchmarks.suite.due import due_steps
 from benchmarks.suite.estimate import Estimate, Estimator, Window, window_steps
+from benchmarks.suite.folders import (
+    NAME,
+    SuiteRefusal,
+    results_folder,
+    saved_run,
+    set_aside_unreadable,
+    writable_folder,
+)
 from benchmarks.suite.history import describe_software, saved_suites, suite_record
 from benchmarks.suite.plan import (
     MODES,
@@ -77,15 +83,14 @@ from benchmarks.suite.plan import (
 )
 from benchmarks.suite.preview import plan_lines, waiting
 from benchmarks.suite.render import render_coverage, render_readme, usable_readme
+from benchmarks.suite.slices import minutes
 from utils import console, provenance
-from utils.errors import UserError
-from utils.fileio import ensure_folder_writable, held_or_refused, prove_creatable
+from utils.fileio import ensure_folder_writable
 from utils.stop import adopt_orphans
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
 
-NAME = "gpu_suite.py"
 
 
 def run_suite(options: argparse.Namespace, started: float) -> int:
@@ -259,79 +264,6 @@ def render(out: Path, readme: Path) -> None:
         render_pages(RESULTS, sorted((ROOT / "docs").glob("*.md")))
 
 
-class SuiteRefusal(UserError):
-    """What the suite cannot do as asked, in one sentence: it exits 2 having changed nothing."""
-
-
-@contextlib.contextmanager
-def results_folder(folder: Path) -> Iterator[None]:
-    """Create `folder` (a device's results) and hold its lock for the block: one suite at a time
-    writes a device's folders, or one would overwrite the other's suite.json. A refusal in the
-    block removes again the folders this made, where they stay empty."""
-    made = [path for path in (folder, *folder.parents) if not path.exists()]
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise SuiteRefusal(f"cannot create {folder} ({error.strerror or error}); give a writable "
-                           "--results-root.") from None
-    try:
-        with held_or_refused(str(folder), f"another {NAME} is writing into {folder}; wait for it to finish, or "
-                                          "give another --results-root."):
-            yield
-    except UserError:
-        for path in made:  # innermost first
-            try:
-                path.rmdir()
-            except OSError:
-                break
-        raise
-
-
-def writable_folder(folder: Path) -> None:
-    """Create the folder a pass writes, and prove that a file can be made in it, or refuse."""
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        prove_creatable(str(folder / "suite.json"))
-    except OSError as error:
-        raise SuiteRefusal(f"cannot write into {folder} ({error.strerror or error}); give a writable "
-                           "--results-root.") from None
-
-
-def set_aside_unreadable(path: Path) -> None:
-    """Move a suite.json this code cannot read to suite.json.unreadable-<UTC time> beside it, never
-    deleting it, and say so: the pass then plans the folder anew."""
-    if not os.path.lexists(path):
-        return
-    record, problem = suite_record(path, rendered=True)
-    if record is None:
-        now = datetime.datetime.now(datetime.timezone.utc)
-        aside = path.with_name(f"{path.name}.unreadable-{now:%Y%m%dT%H%M%S.%fZ}")  # to the microsecond: none replaced
-        try:
-            os.replace(path, aside)
-        except OSError as error:
-            raise SuiteRefusal(f"{path}: {problem}, and it cannot be moved aside ({error.strerror or error}); move it "
-                               "yourself, or give another --results-root.") from None
-        print(f"{NAME}: warning: {path}: {problem}; moved it to {aside.name} beside it, and this pass plans the "
-              "folder anew.", file=sys.stderr, flush=True)
-
-
-def saved_run(text: str) -> Path:
-    """--render's folder: one a suite wrote, with a suite.json a page can be rendered from."""
-    if not text:
-        raise SuiteRefusal("--render needs a results folder, and got an empty one; give results/<device>/<date>.")
-    out = Path(text).resolve()
-    if not out.is_dir():
-        raise SuiteRefusal(f"--render {text} is {'not a folder' if out.exists() else 'missing'}; give a "
-                           "results/<device>/<date> folder a suite wrote.")
-    if not (out / "suite.json").exists():
-        raise SuiteRefusal(f"--render {text} holds no suite.json; give a results/<device>/<date> folder a suite wrote.")
-    problem = suite_record(out / "suite.json", rendered=True)[1]
-    if problem:
-        raise SuiteRefusal(f"--render {text} has a suite.json no page can be rendered from ({problem}); give a "
-                           "folder a suite wrote.")
-    return out
-
-
 def readme_path(text: str) -> Path:
     """--readme, proven before any step to take the section (render.usable_readme)."""
     if not text:
@@ -354,16 +286,6 @@ def commit_argument(text: str) -> str:
     return text
 
 
-def budget_minutes(text: str) -> float:
-    try:
-        minutes = float(text)
-    except ValueError:
-        minutes = math.nan
-    if not math.isfinite(minutes) or minutes <= 0:
-        raise argparse.ArgumentTypeError(f"takes a positive number of minutes, not {text!r}")
-    return minutes
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = console.Parser(NAME, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="CPU, tiny step counts: check that the suite works")
@@ -381,7 +303,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--plan", action="store_true", help="print what a pass would run, in order, with each "
                         "step's estimate and why it is due, and what would wait; train nothing, write nothing (without "
                         "a GPU: for each device saved under --results-root)")
-    parser.add_argument("--budget", metavar="MINUTES", type=budget_minutes,
+    parser.add_argument("--budget", metavar="MINUTES", type=minutes,
                         help="start only the steps whose estimated time fits in what is left of MINUTES, in "
                         "priority order; the rest wait for the next --budget run into the same folder")
     return parser

@@ -265,9 +265,20 @@ def due(results_root: Path, page_dir: Path) -> List[str]:
                      ""] + notes if notes else [])
 
 
+def lease_margin(results_root: Path, page_dir: Path) -> List[str]:
+    """The margin benchmarks/lease.py keeps back, as the committed passes give it, and the budget
+    a ten-minute lease then gives the suite (before the install's seconds)."""
+    from benchmarks.suite.slices import LEASE_MINUTES, RESERVE_S, committed_overrun
+
+    overrun, said = committed_overrun(results_root)
+    return [f"* {said[:1].upper()}{said[1:]}, the margin: a {LEASE_MINUTES:g}-minute lease gives the suite `--budget` "
+            f"{LEASE_MINUTES - (RESERVE_S + overrun) / 60:.2f} minutes, less the seconds the install took."]
+
+
 BLOCKS: Dict[str, Callable[[Path, Path], List[str]]] = {
     "loaders": loaders, "resume": resume, "fp8-eager": fp8_eager, "fp8-sweeps": fp8_sweeps,
-    "busy-beside-profile": busy_beside_profile, "multi-gpu": multi_gpu, "gpu-torch": gpu_torch, "due": due}
+    "busy-beside-profile": busy_beside_profile, "multi-gpu": multi_gpu, "gpu-torch": gpu_torch, "due": due,
+    "lease-margin": lease_margin}
 
 
 def block_text(name: str, results_root: Path, page_dir: Path) -> str:

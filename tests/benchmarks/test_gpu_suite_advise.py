@@ -104,3 +104,20 @@ def test_an_advice_file_that_fails_its_checks_is_left_out_with_a_warning(tmp_pat
     damaged.write_text(json.dumps({"schema": "ampbench.advice/2", "status": "complete"}))
     assert advice.saved_advice(results) == [] and rows_of(section(results)) == []
     assert f"gpu_suite.py: warning: {damaged}: " in capsys.readouterr().err
+
+
+def test_a_lease_runs_the_advise_step_into_its_folder_and_readme_shows_its_advice(tmp_path, monkeypatch):
+    """A pass of the advise section on the made-up H200: the adviser's files land in the run's
+    advise/ folder, and README's table gives its advice for resnet50 at 224 on the H200."""
+    from test_gpu_suite_due import lease_pass
+
+    status, out, err, folder, _ = lease_pass(tmp_path, monkeypatch, "--only", "advise", "--budget", 7)
+    assert status == 0, out + err
+    assert "  1. advise: about 6.2 min (its --budget); due: never ran on this device" in out
+    found = json.loads((folder / plan.ADVICE_DIR / "advice.json").read_text())
+    assert (found["setup"]["model"], found["setup"]["image_size"]) == ("resnet50", 224)
+    (row,) = rows_of((tmp_path / "README.md").read_text())
+    assert row[:3] == ["resnet50", "224", "NVIDIA H200"] and row[5] == "[report](results/NVIDIA-H200/2026-11-26/" \
+        "advise/report.txt)"
+    assert row[3] == (found["recommendation"]["mode"] if found["recommendation"] else
+                      f"none yet ({found['status']}; leans {found['lean']})")

@@ -4,21 +4,19 @@ window too short), the headline's 3 repeats and energy window, `--plan`'s dry ru
 committed results, and a lease on a new commit, with a made-up NVML and made-up runs, that
 reruns the headline into figures README prints with their intervals."""
 import copy
-import functools
 import itertools
 import json
 import re
 import shutil
 import sys
-import time
 
+import made_up_lease
 import pytest
 from test_gpu_suite_batch import suite_main
 
-from benchmarks.suite import due, estimate, history, ledger, plan
+from benchmarks.suite import due, estimate, plan
 from benchmarks.suite.history import CHANGES, SavedSuite
-from conftest import ROOT, SUBSET, FakeGpu, fake_nvml
-from utils.config import mode_steps_of
+from conftest import ROOT, SUBSET
 from utils.measure import nvml_meter
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -27,7 +25,6 @@ import gpu_suite  # noqa: E402
 RESULTS = ROOT / "results"
 H200 = RESULTS / "NVIDIA-H200" / "2026-11-26"
 HEADLINE = H200 / "headline-resnet18.json"  # 2 repeats of fp32, tf32, amp-fp16, amp-bf16, before the busy share
-BUS = "00000000:3B:00.0"
 
 
 def headline_step(repeats=3):
@@ -227,92 +224,15 @@ def test_the_plan_on_the_committed_results_times_the_h200s_headline_mode_by_mode
         assert any(line.startswith("  headline-vit: about 2.") for line in lines)
 
 
-class MadeUpLease:
-    """A GPU under a made-up NVML (an energy counter drawing each mode's watts, a utilization
-    sample every 0.5 s) and main.py's runs made up at the H200's measured step times: each run's
-    energy and busy share are what nvml_meter reads of it, over its timed steps. Each step takes
-    its made-up seconds on the clocks the suite spends its budget by (a process's start, 15 s,
-    and its runs' steps), so that a pass spends as on the GPU."""
-    WATTS = {"fp32": 600.0, "tf32": 650.0, "amp-fp16": 500.0, "amp-bf16": 520.0}
-    START_S = 15.0
-
-    def __init__(self, monkeypatch):
-        self.now, self.millijoules, self.watts, self.since, self.samples = 1_000.0, 0, 0.0, 1_000.0, []
-        self.spent = 0.0  # the made-up seconds the steps took
-        for name in ("perf_counter", "monotonic"):
-            monkeypatch.setattr(time, name, functools.partial(lambda real: real() + self.spent, getattr(time, name)))
-        monkeypatch.setitem(sys.modules, "pynvml", fake_nvml(FakeGpu(0, BUS, energy=self.energy,
-                                                                     utilization=lambda: self.samples)))
-        self.medians = {(model, run["mode"]): run["step_time_ms"]["median"]
-                        for model, step in (("resnet50", "headline-resnet50"), ("resnet18", "headline-resnet18"),
-                                            ("vit_s4", "transformers-eager"))  # the H200's only fp8 runs
-                        for run in json.loads((H200 / f"{step}.json").read_text())["runs"]}
-
-    def energy(self):
-        return int(self.millijoules + 1000 * self.watts * (self.now - self.since))
-
-    def measured(self, mode, ms, steps, images):
-        """One run's timed steps: its energy and busy share, as the meter reads them."""
-        meter = nvml_meter.open_meter(0, BUS, clock=lambda: self.now, interval_s=3600.0, wall=lambda: self.now)
-        self.millijoules, self.watts, self.since = self.energy(), self.WATTS.get(mode, 500.0), self.now
-        meter.start()
-        seconds = steps * ms / 1000
-        self.samples += [(int((self.now + 0.5 * (i + 1)) * 1e6), 95 if mode == "fp32" else 70)
-                         for i in range(int(seconds / 0.5))]
-        self.now += seconds
-        found = meter.finish(images)
-        self.now += 2.0
-        return found
-
-    def document(self, words):
-        """The results main.py would write for its command `words`, from these made-up runs."""
-        template = json.loads(HEADLINE.read_text())
-        n, warmup = int(due.flag_value(words, "-n")), int(due.flag_value(words, "--timing-warmup"))
-        modes, model = due.flag_value(words, "--modes").split(","), due.flag_value(words, "-m")
-        repeats, runs = int(due.flag_value(words, "--repeats") or 1), []
-        own = mode_steps_of(due.flag_value(words, "--mode-steps"))
-        for repeat in range(repeats):
-            for mode in modes if repeat % 2 == 0 else modes[::-1]:
-                n = own.get(mode, int(due.flag_value(words, "-n")))
-                run = copy.deepcopy(next((run for run in template["runs"] if run["mode"] == mode),
-                                         template["runs"][-1]))
-                ms = self.medians.get((model, mode), 35.0)
-                run.update(mode=mode, repeat=repeat, steps=n, warmup=warmup, timed_steps=n - warmup, completed_steps=n,
-                           step_times_ms=[ms * (1 + 0.002 * (i % 5)) for i in range(n - warmup)],
-                           step_time_ms=dict(run["step_time_ms"], median=ms, p10=ms, p90=ms * 1.008, min=ms,
-                                             max=ms * 1.008, mean=ms * 1.004),
-                           images_per_sec=256 * 1000 / ms, **self.measured(mode, ms, n - warmup, 256 * (n - warmup)))
-                runs.append(run)
-        template.update(schema="ampbench.result/5", runs=runs)
-        template["config"].update(steps=n, warmup=warmup, repeats=repeats, modes=",".join(modes), model=model)
-        template["env"].update(git_commit="c" * 40, source_sha256="d" * 64, git_commit_source="AMPBENCH_COMMIT")
-        return template
-
-    def run(self, runner, section, command, stop_when=None):
-        """ledger.Runner.run for a made-up GPU: main.py's results, and for any program a log."""
-        started, before = time.perf_counter(), self.now
-        words = list(command.argv)
-        (runner.out / f"{command.name}.log").write_text("throughput ratio ampbench/bare: 0.990\n")
-        if "--json" in words and words[1].endswith("main.py"):
-            with open(due.flag_value(words, "--json"), "w") as file:
-                json.dump(self.document(words), file)
-        self.spent += self.START_S + (self.now - before)
-        runner.record(section, command, 0, started)
-        return 0
-
-
 def lease_pass(tmp_path, monkeypatch, *args):
-    """A pass into a copy of the H200's folder on a new commit, its runs made up (MadeUpLease):
+    """A pass into a copy of the H200's folder on a new commit, its runs made up (made_up_lease):
     (exit status, stdout, stderr, the folder it continued, the made-up lease)."""
     shutil.copytree(H200, tmp_path / "results" / "NVIDIA-H200" / "2026-11-26")
     readme = tmp_path / "README.md"
     readme.write_text("# ampbench\n\n## Results\n")
-    lease = MadeUpLease(monkeypatch)
-    monkeypatch.setattr(ledger.Runner, "run", lambda runner, *words, **kwargs: lease.run(runner, *words, **kwargs))
+    lease = made_up_lease.install(monkeypatch)
     monkeypatch.setattr(gpu_suite, "device_facts", lambda quick, modes: ("NVIDIA H200", {}))
-    monkeypatch.setattr(gpu_suite, "software", lambda: {"torch": "2.11.0+cu130", "cuda": "13.0",
-                                                       "driver": "580.159.04"})
-    monkeypatch.setattr(history, "WARNED", set())
+    monkeypatch.setattr(gpu_suite, "software", lambda: dict(made_up_lease.SOFTWARE))
     status, out, err = suite_main(monkeypatch, *args, "--commit", "c" * 40, "--results-root", tmp_path / "results",
                                   "--readme", readme)
     return status, out, err, tmp_path / "results" / "NVIDIA-H200" / "2026-11-26", lease

@@ -262,16 +262,22 @@ def test_every_results_file_a_page_cites_exists():
     assert not missing
 
 
-def test_the_lent_gpu_recipe_installs_both_extras_and_carries_the_subset_in_a_folder_git_ignores():
-    """docs/benchmarks.md's commands for a lent GPU: torchao (the fp8 modes) and nvidia-ml-py (the
-    energy and the busy share) installed from carried wheels, CIFAR-10 given (convergence, loaders),
-    the plan before the pass, and .devdata/ git-ignored, so no dataset file is ever committed."""
+def test_the_lent_gpu_recipe_is_the_lease_script_with_both_extras_and_the_subset_in_a_folder_git_ignores():
+    """docs/benchmarks.md's commands for a lent GPU: the wheels of torchao (the fp8 modes) and
+    nvidia-ml-py (the energy and the busy share) fetched for the lent machine's Python, CIFAR-10
+    carried, then one command, benchmarks/lease.py, with python3 (the lent machine's), which
+    installs both offline and gives the suite the data; no separate --plan; .devdata/ git-ignored,
+    so no dataset file is ever committed."""
+    from benchmarks import lease
+
     page = (ROOT / "docs" / "benchmarks.md").read_text()
     recipe = page.split("## The GPU suite in short slices", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
-    install = next(line for line in recipe.splitlines() if "pip install" in line)
-    assert "-r requirements-fp8.txt" in install and "-r requirements-energy.txt" in install and "--no-index" in install
+    download = next(line for line in recipe.splitlines() if "pip download" in line)
+    assert all(f"-r {name}" in download for name in lease.EXTRAS) and "--python-version 3.12" in download
     assert "nvidia-ml-py" in (ROOT / "requirements-energy.txt").read_text()
+    assert "torchao" in (ROOT / "requirements-fp8.txt").read_text()
     assert "cp -r ../shared/data/cifar10-subset/cifar-10-batches-py .devdata/" in recipe
-    assert recipe.count("--data-dir .devdata/cifar-10-batches-py") == 2 and "--plan --budget" in recipe
+    assert "python3 benchmarks/lease.py --commit" in recipe and "--plan" not in recipe
+    assert lease.build_parser().parse_args([]).devdata == str(ROOT / ".devdata")
     ignored = subprocess.run(["git", "check-ignore", "-q", ".devdata/cifar-10-batches-py/data_batch_1"], cwd=ROOT)
     assert ignored.returncode == 0 or not (ROOT / ".git").exists()
