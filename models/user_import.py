@@ -200,11 +200,11 @@ def owner(module: Any) -> str:
             f"the namespace package {module.__name__}"
     path = Path(where).resolve()
     shown = path.parent if path.name == "__init__.py" else path
-    if AMPBENCH in path.parents:
-        return f"ampbench's own package ({shown})"
-    library = library_of(str(path))
+    library = library_of(str(path))  # first: a venv inside the checkout holds libraries, not ampbench
     if library is not None:
         return f"the installed library {library} ({shown})"
+    if AMPBENCH in path.parents:
+        return f"ampbench's own package ({shown})"
     if str(path).startswith(tuple(STANDARD_LIBRARY)):
         return f"Python's standard library ({shown})"
     return f"the module {shown}, imported already"
