@@ -126,13 +126,15 @@ def benchmark(config: RunConfig, context: RunContext) -> int:
 def check_flags(config: RunConfig) -> int:
     """main.py --check-flags: the checks a run makes before its first step, by the run's own
     code, but for those that read its data or a checkpoint: the device and the modes on it, the
-    outputs (check_setup), an image folder's class folders (listed, not read), the model built
+    outputs (check_setup), an image folder's tree (listed, not read: a class folder without an
+    image is refused as the run refuses it), the model built
     (a torchvision one weightless where this torch can: models/factory.py; a --model-factory
     one whole, as its check may need to run it) and the layers fp8 converts in it. Writes
     nothing, says no warning (the run says them); 0 when the run would start."""
     device = pick_device(config.precision.gpu, config.speed.cudnn_benchmark)
     check_setup(config, device, lambda *said: None)
     classes = dataset.class_count(config.data)
+    dataset.check_listing(config.data)
     weightless = compat.runs_on_meta() and config.training.model_factory is None
     with factory.weightless() if weightless else contextlib.nullcontext():
         model = seeded_model(config.training, config.data, classes, device)

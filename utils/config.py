@@ -310,7 +310,8 @@ class DataSettings(Section):
     data_dir: str = setting(
         "--data-dir", default_factory=default_data_dir,
         help="folder holding cifar-10-batches-py, or that folder itself; with --data imagefolder, the image folder "
-        "(DIR/CLASS/IMAGE, or DIR/train/CLASS/IMAGE beside DIR/val or DIR/test) (default $CIFAR10_DIR, else ./data)")
+        "(DIR/CLASS/IMAGE, or DIR/train/CLASS/IMAGE beside DIR/val, DIR/validation or DIR/test) (default $CIFAR10_DIR, "
+        "else ./data)")
     num_classes: Optional[int] = setting(  # None: the data's, settled when it is read (TrainingPlan)
         "--num-classes", range=Range(int, 2, LARGEST_COUNT, f"a whole number of classes from 2 to {LARGEST_COUNT}"),
         metavar="N",

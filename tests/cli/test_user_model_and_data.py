@@ -95,6 +95,23 @@ def test_check_flags_lists_the_folder_and_builds_your_model_writing_nothing(tmp_
                       "--num-classes 4 does not fit --data imagefolder", "holds 3 class folders")
     assert_user_error(own(tmp_path, "--model-factory", "user_models:fixed_head", "--check-flags"),
                       "its model outputs 7 classes, and this run's labels have 3")
+    (tmp_path / "tree" / "fox").mkdir()  # what the run refuses, a listing shows: --check-flags refuses it too
+    assert_user_error(own(tmp_path, "--check-flags"), f"{tmp_path / 'tree' / 'fox'} holds no images")
+
+
+def test_a_run_says_which_split_it_left_out_and_refuses_a_class_folder_beside_train(tmp_path):
+    image_tree(tmp_path / "tree", per_class=4, split="train")
+    image_tree(tmp_path / "tree", per_class=1, split="validation")
+    image_tree(tmp_path / "tree", per_class=1, split="test")
+    result = own(tmp_path, "--model-factory", "user_models:TinyNet", "-n", "3", "--json", tmp_path / "r.json")
+    assert result.returncode == 0, result.stderr
+    assert f"test/ beside train/ in {tmp_path / 'tree'} is left out: validation/ evaluates" in result.stderr
+    data = json.loads((tmp_path / "r.json").read_text())["data"]
+    assert (data["eval_folder"], data["left_out"], data["test_images"]) == (str(tmp_path / "tree" / "validation"),
+                                                                            ["test"], 3)
+    image_tree(tmp_path / "tree", classes=("owl",), per_class=2)
+    for argv in (["-n", "3"], ["--check-flags"]):
+        assert_user_error(own(tmp_path, *argv), "and also owl/, which is none of train/, val/, validation/, test/")
 
 
 @pytest.mark.parametrize("argv, phrases", [

@@ -72,14 +72,20 @@ def class_count(settings: DataSettings) -> int:
     return found
 
 
-def image_folder(settings: DataSettings, device: torch.device, say: Callable[[str], None]) -> Data:
+def image_folder(settings: DataSettings, device: torch.device, say: Callable[[str], None]) -> Tuple[Data, List[str]]:
     """The image folder at --data-dir, decoded at --image-size: on the training device for the
-    device loader, on the CPU for the DataLoader's workers."""
+    device loader, on the CPU for the DataLoader's workers; and the notes on what it left out."""
     held = device if settings.loader == "device" else torch.device("cpu")
-    train, test, info, normalization = imagefolder.load(settings.data_dir, settings.image_size, settings.workers,
-                                                        held, say)
+    train, test, info, normalization, notes = imagefolder.load(settings.data_dir, settings.image_size,
+                                                               settings.workers, held, say)
     return Data("imagefolder", train.images.to(held), train.labels.to(held), test.images.to(held),
-                test.labels.to(held), info, normalization, str(info["fingerprint"]))
+                test.labels.to(held), info, normalization, str(info["fingerprint"])), notes
+
+
+def check_listing(settings: DataSettings) -> None:
+    """--check-flags: what listing the data refuses, without reading it (an image folder's)."""
+    if settings.data == "imagefolder":
+        imagefolder.check_listing(settings.data_dir)
 
 
 def load(settings: DataSettings, device: torch.device, seed: int,
@@ -91,7 +97,7 @@ def load(settings: DataSettings, device: torch.device, seed: int,
     user what takes the time (decoding an image folder)."""
     choice, data_dir, download = settings.data, settings.data_dir, settings.download
     if choice == "imagefolder":
-        return image_folder(settings, device, say), []
+        return image_folder(settings, device, say)
     classes = settings.num_classes or DEFAULT_NUM_CLASSES
     allow_unverified = settings.allow_unverified
     warnings = []

@@ -6,8 +6,11 @@ The tree (docs/data-and-models.md says the same to users):
 * DIR/CLASS/IMAGE (or DIR/train/CLASS/IMAGE alone): a fixed tenth of each class's images (one
   at least, of a class of two or more) is held out for evaluation, drawn with a seed of its
   own, so that every --seed, repeat and resume evaluates the same images; the rest trains.
-* DIR/train/CLASS/IMAGE beside DIR/val/CLASS/IMAGE, else DIR/test/CLASS/IMAGE: train/ trains,
-  the other evaluates; its classes are among train/'s (a class it lacks is fine).
+* DIR/train/CLASS/IMAGE beside DIR/val/CLASS/IMAGE, else DIR/validation/..., else DIR/test/...:
+  train/ trains, the first of those evaluates (its classes are among train/'s; a class it lacks
+  is fine) and the others are left out, which the run says. Any other folder beside train/ is
+  refused: it may be a class folder put in the wrong place, which would silently train on a
+  class fewer.
 Classes are the sorted names of the class folders, numbered as torchvision's ImageFolder numbers
 them; images are the files with torchvision's image extensions, in the class folder or below
 it; names starting with "." (.ipynb_checkpoints, macOS's ._ files) are skipped. Each image is
@@ -18,11 +21,12 @@ the channel means and standard deviations of the training images, computed here.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import stat
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -37,7 +41,7 @@ from utils.errors import UserError
 from utils.fileio import kind_of
 from utils.stop import at_once
 
-EVAL_SPLITS = ("val", "test")  # beside train/, the first found evaluates
+EVAL_SPLITS = ("val", "validation", "test")  # beside train/, the first found evaluates
 HELD_OUT_SHARE = 0.1  # of each class of a tree without train/, held out for evaluation
 SPLIT_SEED = 0  # the held-out images' draw: the same for every --seed
 DECODE_BATCH = 64  # images a decoding worker hands back at a time
@@ -52,6 +56,17 @@ class Layout:
     train_folder: str
     eval_folder: Optional[str]  # None: a share of train_folder's images is held out
     classes: Tuple[str, ...]  # label i is classes[i]
+    left_out: Tuple[str, ...] = ()  # evaluation splits beside train/ that another one takes the place of
+
+    def notes(self) -> List[str]:
+        """What the run says about folders of the tree it does not read."""
+        if not self.left_out:
+            return []
+        named = " and ".join(f"{name}/" for name in self.left_out)
+        verb = "is" if len(self.left_out) == 1 else "are"
+        return [f"--data imagefolder: {named} beside train/ in {self.root} {verb} left out: "
+                f"{os.path.basename(str(self.eval_folder))}/ evaluates (the first of "
+                f"{', '.join(name + '/' for name in EVAL_SPLITS)} found)."]
 
 
 def layout(data_dir: str) -> Layout:
@@ -63,9 +78,20 @@ def layout(data_dir: str) -> Layout:
                         "subfolder of images per class (DIR/CLASS/IMAGE, or DIR/train/CLASS/IMAGE beside DIR/val).")
     folders = subfolders(data_dir)
     train, evaluation = data_dir, None
+    left_out: Tuple[str, ...] = ()
     if "train" in folders:
         train = os.path.join(data_dir, "train")
-        evaluation = next((os.path.join(data_dir, name) for name in EVAL_SPLITS if name in folders), None)
+        splits = [name for name in EVAL_SPLITS if name in folders]
+        evaluation = os.path.join(data_dir, splits[0]) if splits else None
+        left_out = tuple(splits[1:])
+        strays = [name for name in folders if name != "train" and name not in EVAL_SPLITS]
+        if strays:
+            beside = "train/" + "".join(f" and {name}/" for name in splits)
+            raise UserError(f"--data imagefolder: {data_dir} holds {beside} and also {strays[0]}/"
+                            f"{f' (and {len(strays) - 1} more)' if len(strays) > 1 else ''}, which is none of "
+                            f"train/, {', '.join(name + '/' for name in EVAL_SPLITS)}: move a class folder into "
+                            f"train/ (and its evaluation folder), anything else out of {data_dir}, or point "
+                            "--data-dir at train/ alone.")
     classes = subfolders(train)
     if len(classes) < 2:
         held = f"only the class folder {classes[0]}" if classes else "no class folder"
@@ -78,7 +104,7 @@ def layout(data_dir: str) -> Layout:
                 "holds no class folder"
             raise UserError(f"--data imagefolder: {evaluation} {problem}; its classes must be among those "
                             "the model trains on.")
-    return Layout(data_dir, train, evaluation, tuple(classes))
+    return Layout(data_dir, train, evaluation, tuple(classes), left_out)
 
 
 def subfolders(folder: str) -> List[str]:
@@ -92,19 +118,23 @@ def subfolders(folder: str) -> List[str]:
 
 
 def image_files(folder: str) -> List[str]:
-    """The image files in `folder` and below it, sorted; hidden files and folders left out, and
-    each folder read once however many symlinks lead to it (a link to a folder above it would
-    otherwise repeat its images until the path grew too long)."""
-    found, walked = [], set()
+    """The image files in `folder` and below it, sorted."""
+    return sorted(walk_images(folder))
+
+
+def walk_images(folder: str) -> Iterator[str]:
+    """The image files in `folder` and below it, as the walk meets them; hidden files and folders
+    left out, and each folder read once however many symlinks lead to it (a link to a folder
+    above it would otherwise repeat its images until the path grew too long)."""
+    walked = set()
     for where, folders, files in os.walk(folder, followlinks=True, onerror=raise_unreadable):
         real = os.path.realpath(where)
         folders[:] = [name for name in folders if not name.startswith(".")] if real not in walked else []
         if real in walked:
             continue
         walked.add(real)
-        found += [os.path.join(where, name) for name in files
-                  if not name.startswith(".") and name.lower().endswith(IMG_EXTENSIONS)]
-    return sorted(found)
+        yield from (os.path.join(where, name) for name in files
+                    if not name.startswith(".") and name.lower().endswith(IMG_EXTENSIONS))
 
 
 def raise_unreadable(error: OSError) -> None:
@@ -125,10 +155,35 @@ def files_of(folder: str, classes: Sequence[str], required: bool) -> Files:
             continue
         images = image_files(class_folder)
         if not images:
-            raise UserError(f"--data imagefolder: {class_folder} holds no images (files ending in "
-                            f"{', '.join(IMG_EXTENSIONS[:4])}, ...); add images, or remove the folder.")
+            raise no_images(class_folder)
         found += [(path, label) for path in images]
     return found
+
+
+def no_images(class_folder: str) -> UserError:
+    return UserError(f"--data imagefolder: {class_folder} holds no images (files ending in "
+                     f"{', '.join(IMG_EXTENSIONS[:4])}, ...); add images, or remove the folder.")
+
+
+def none_to_hold_out(train_folder: str) -> UserError:
+    return UserError(f"--data imagefolder: no class of {train_folder} has two images or more, so none can be held "
+                     "out for evaluation; add images, or give DIR/train beside DIR/val.")
+
+
+def check_listing(data_dir: str) -> Layout:
+    """--check-flags: what a listing of the tree refuses, without reading an image: its layout's
+    refusals, a class folder without images (each walked to its first image only), and a tree
+    without an evaluation folder in which no class has two images to hold one out."""
+    tree = layout(data_dir)
+    for folder, required in ((tree.train_folder, True), (tree.eval_folder, False)):
+        for name in tree.classes if folder is not None else ():
+            class_folder = os.path.join(str(folder), name)
+            if (required or os.path.isdir(class_folder)) and next(walk_images(class_folder), None) is None:
+                raise no_images(class_folder)
+    if tree.eval_folder is None and not any(len(list(itertools.islice(walk_images(os.path.join(
+            tree.train_folder, name)), 2))) == 2 for name in tree.classes):
+        raise none_to_hold_out(tree.train_folder)
+    return tree
 
 
 def held_out(files: Files) -> Tuple[Files, Files]:
@@ -258,10 +313,10 @@ def read_split(files: Files, size: int, workers: int, say: Callable[[str], None]
 
 
 def load(data_dir: str, size: int, workers: int, device: torch.device,
-         say: Callable[[str], None]) -> Tuple[Split, Split, Dict[str, Any], Normalization]:
-    """(training split, evaluation split, the data section of the results, normalisation) of the
-    tree at `data_dir`, decoded at `size` in `workers` processes after check_fits(`device`);
-    `say(sentence)` tells the user what takes the time."""
+         say: Callable[[str], None]) -> Tuple[Split, Split, Dict[str, Any], Normalization, List[str]]:
+    """(training split, evaluation split, the data section of the results, normalisation, the
+    notes on folders left out) of the tree at `data_dir`, decoded at `size` in `workers` processes
+    after check_fits(`device`); `say(sentence)` tells the user what takes the time."""
     tree = layout(data_dir)
     training = files_of(tree.train_folder, tree.classes, required=True)
     if tree.eval_folder is not None:
@@ -269,8 +324,7 @@ def load(data_dir: str, size: int, workers: int, device: torch.device,
     else:
         training, evaluation = held_out(training)
         if not evaluation:
-            raise UserError(f"--data imagefolder: no class of {tree.train_folder} has two images or more, so none "
-                            "can be held out for evaluation; add images, or give DIR/train beside DIR/val.")
+            raise none_to_hold_out(tree.train_folder)
     check_fits(len(training) + len(evaluation), size, device)
     with at_once("decoding the image folder"):  # hours for a large folder: a signal need not wait for its end
         say(f"decoding {len(training)} training and {len(evaluation)} evaluation images of {tree.root} at "
@@ -280,8 +334,9 @@ def load(data_dir: str, size: int, workers: int, device: torch.device,
     info: Dict[str, Any] = {"name": "imagefolder", "folder": os.path.realpath(tree.root),
             "train_folder": os.path.realpath(tree.train_folder),
             "eval_folder": os.path.realpath(tree.eval_folder) if tree.eval_folder else None,
-            "held_out_share": None if tree.eval_folder else HELD_OUT_SHARE, "classes": list(tree.classes),
+            "held_out_share": None if tree.eval_folder else HELD_OUT_SHARE, "left_out": list(tree.left_out),
+            "classes": list(tree.classes),
             "num_classes": len(tree.classes), "train_images": len(training), "test_images": len(evaluation),
             "resize": RESIZE.format(size=size), "mean": list(normalization[0]), "std": list(normalization[1]),
             "fingerprint": fingerprint({"train": training, "eval": evaluation}, tree.root)}
-    return train, test, info, normalization
+    return train, test, info, normalization, tree.notes()

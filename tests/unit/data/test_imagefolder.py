@@ -41,6 +41,46 @@ def test_a_split_tree_trains_on_train_and_evaluates_on_val_else_test(tmp_path):
     assert imagefolder.layout(str(tmp_path)).eval_folder == str(tmp_path / "val")
 
 
+def test_validation_evaluates_beside_train_and_the_splits_left_out_are_said(tmp_path):
+    image_tree(tmp_path, split="train")
+    image_tree(tmp_path, classes=("cat",), per_class=2, split="validation")
+    tree = imagefolder.layout(str(tmp_path))
+    assert (tree.eval_folder, tree.left_out, tree.notes()) == (str(tmp_path / "validation"), (), [])
+    image_tree(tmp_path, classes=("cat",), per_class=2, split="test")
+    image_tree(tmp_path, classes=("cat",), per_class=2, split="val")
+    tree = imagefolder.layout(str(tmp_path))
+    assert (tree.eval_folder, tree.left_out) == (str(tmp_path / "val"), ("validation", "test"))
+    assert tree.notes() == [f"--data imagefolder: validation/ and test/ beside train/ in {tmp_path} are left out: "
+                            "val/ evaluates (the first of val/, validation/, test/ found)."]
+
+
+def test_a_folder_beside_train_that_is_no_split_is_refused_as_a_class_put_in_the_wrong_place(tmp_path):
+    image_tree(tmp_path, split="train")
+    image_tree(tmp_path, split="val")
+    image_tree(tmp_path, classes=("owl", "yak"))
+    with pytest.raises(UserError, match=r"holds train/ and val/ and also owl/ \(and 1 more\), which is none of "
+                                        r"train/, val/, validation/, test/: move a class folder into train/"):
+        imagefolder.layout(str(tmp_path))
+
+
+def test_check_listing_refuses_an_empty_class_folder_and_a_tree_with_nothing_to_hold_out(tmp_path):
+    image_tree(tmp_path / "flat", per_class=2)
+    assert imagefolder.check_listing(str(tmp_path / "flat")).classes == ("cat", "dog", "eel")
+    (tmp_path / "flat" / "fox" / "deeper").mkdir(parents=True)
+    (tmp_path / "flat" / "fox" / "notes.txt").write_text("not an image")
+    with pytest.raises(UserError, match="fox holds no images"):
+        imagefolder.check_listing(str(tmp_path / "flat"))
+    image_tree(tmp_path / "flat" / "fox" / "deeper", classes=("x",), per_class=1)  # below the class folder counts
+    imagefolder.check_listing(str(tmp_path / "flat"))
+    image_tree(tmp_path / "lonely", per_class=1)
+    with pytest.raises(UserError, match="no class of .* has two images or more"):
+        imagefolder.check_listing(str(tmp_path / "lonely"))
+    image_tree(tmp_path / "split", split="train")
+    (tmp_path / "split" / "val" / "dog").mkdir(parents=True)
+    with pytest.raises(UserError, match="val/dog holds no images"):
+        imagefolder.check_listing(str(tmp_path / "split"))
+
+
 def test_images_are_resized_on_their_shorter_side_centre_cropped_and_made_rgb(tmp_path):
     wide = np.zeros((20, 60, 3), dtype=np.uint8)
     wide[:, :20, 0] = wide[:, 20:40, 1] = wide[:, 40:, 2] = 255  # red, green, blue thirds
