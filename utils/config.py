@@ -338,6 +338,11 @@ class DataSettings(Section):
     workers: int = setting(
         "--workers", default_factory=default_workers, range=Range(int, 0, MOST_WORKERS, f"from 0 to {MOST_WORKERS}"),
         help=WORKERS + " = %(default)s)", doc=WORKERS + ")")  # the page leaves out this machine's count
+    skip_bad_images: bool = setting(
+        "--skip-bad-images", action="store_true",
+        help="--data imagefolder: leave out the files that are not whole images (empty, truncated, not an image, "
+        "unreadable), counted and recorded in the results, instead of stopping at the first",
+        doc="{help}; see [Bad data](data-and-models.md#bad-data)")
 
     @property
     def input_shape(self) -> InputShape:
@@ -902,6 +907,9 @@ def check_data_flags(args: Arguments) -> None:
     if args.data == "imagefolder" and args.allow_unverified:
         raise UserError("--allow-unverified accepts a CIFAR-10 copy whose md5 sums differ, and --data imagefolder "
                         "reads no CIFAR-10; drop --allow-unverified.")
+    if args.skip_bad_images and args.data != "imagefolder":
+        raise UserError(f"--skip-bad-images leaves out the image files that cannot be read, and --data {args.data} "
+                        "reads none; drop --skip-bad-images.")
 
 
 def check_optimizer_flags(args: Arguments) -> None:

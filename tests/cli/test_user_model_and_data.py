@@ -180,10 +180,19 @@ def test_each_way_an_image_folder_can_be_wrong_is_one_sentence(tmp_path):
     image_tree(tree, classes=("cat", "dog"))
     (tree / "dog" / "9.png").write_bytes(b"\x89PNG\r\n\x1a\nnot an image")
     (tree / "dog" / "8.jpg").write_bytes(b"")
-    assert_user_error(own(tmp_path, "-n", "3"), f"{tree / 'dog' / '8.jpg'} cannot be read as an image",
-                      "(and 1 more)")
-    (tree / "dog" / "9.png").unlink()
+    (tree / "dog" / "7.jpg").write_bytes(b"")
+    assert_user_error(own(tmp_path, "-n", "3"), f"{tree / 'dog' / '7.jpg'} cannot be read as an image (an empty "
+                      "file) (and 1 more)", "or pass --skip-bad-images to skip them")  # said by the listing
     (tree / "dog" / "8.jpg").unlink()
+    (tree / "dog" / "7.jpg").unlink()
+    assert_user_error(own(tmp_path, "-n", "3"), f"{tree / 'dog' / '9.png'} cannot be read as an image "
+                      "(UnidentifiedImageError")  # said by the decoding
+    skipped = own(tmp_path, "-n", "3", "--skip-bad-images", "--json", tmp_path / "r.json")
+    assert skipped.returncode == 0, skipped.stderr
+    data = json.loads((tmp_path / "r.json").read_text())["data"]
+    assert data["skipped_images"]["count"] == 1 and data["train_images"] + data["test_images"] == 12
+    assert data["skipped_images"]["examples"][0]["path"] == str(tree / "dog" / "9.png")
+    (tree / "dog" / "9.png").unlink()
     assert_user_error(own(tmp_path, "-n", "3", "--json", tree / "r.json"), "is in the image folder --data-dir")
     image_tree(tmp_path / "lonely", per_class=1)
     assert_user_error(run_main(*TREE_FLAGS, "--data-dir", tmp_path / "lonely", "-b", "2", "-n", "2"),

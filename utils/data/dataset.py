@@ -10,7 +10,7 @@ import torch
 
 from models.families import DEFAULT_NUM_CLASSES
 from utils.config import DEFAULT_INPUT_SHAPE, InputShape
-from utils.data import cifar10, imagefolder
+from utils.data import cifar10, imagefolder, inmemory
 from utils.data.loaders import (
     CIFAR10_NORMALIZATION,
     SYNTHETIC_BYTES,
@@ -76,16 +76,18 @@ def image_folder(settings: DataSettings, device: torch.device, say: Callable[[st
     """The image folder at --data-dir, decoded at --image-size: on the training device for the
     device loader, on the CPU for the DataLoader's workers; and the notes on what it left out."""
     held = device if settings.loader == "device" else torch.device("cpu")
-    train, test, info, normalization, notes = imagefolder.load(settings.data_dir, settings.image_size,
-                                                               settings.workers, held, say)
+    listing = imagefolder.listing(settings.data_dir, settings.skip_bad_images, say)
+    train, test, info, normalization = inmemory.load(listing, settings.image_size, settings.workers, held,
+                                                     settings.skip_bad_images, say)
     return Data("imagefolder", train.images.to(held), train.labels.to(held), test.images.to(held),
-                test.labels.to(held), info, normalization, str(info["fingerprint"])), notes
+                test.labels.to(held), info, normalization, str(info["fingerprint"])), listing.tree.notes()
 
 
 def check_listing(settings: DataSettings) -> None:
-    """--check-flags: what listing the data refuses, without reading it (an image folder's)."""
+    """--check-flags: what listing the data refuses, without reading an image (an image folder's
+    index, built and cached as a run builds it)."""
     if settings.data == "imagefolder":
-        imagefolder.check_listing(settings.data_dir)
+        imagefolder.listing(settings.data_dir, settings.skip_bad_images)
 
 
 def load(settings: DataSettings, device: torch.device, seed: int,

@@ -1,0 +1,73 @@
+"""One image file, read as every image-folder path reads it: the decoding once before training,
+the streamed loader's workers and the shard writer. A file that is not a whole image never
+raises here: its reason comes back in words, so that a worker counts it and the run names it."""
+from __future__ import annotations
+
+import os
+import stat
+from typing import Callable, List, Optional, Tuple
+
+import numpy as np
+import torch
+from PIL import Image
+
+from utils.errors import UserError
+from utils.fileio import kind_of
+
+SKIP_FLAG = "--skip-bad-images"
+Failed = Tuple[str, str]  # (path, why it is not a whole image)
+
+
+def reason(error: BaseException) -> str:
+    """An exception in words for a refusal: its type and the first line of its message, shortened."""
+    said = (str(error).strip().splitlines() or [""])[0][:160]
+    return f"{type(error).__name__}{': ' + said if said else ''}"
+
+
+def opened(path: str, expected_size: Optional[int] = None) -> Image.Image:
+    """The image at `path`, opened (PIL reads the header only) after checking that it is a regular
+    file (opening a FIFO would wait for a writer) of the size the index found, when given."""
+    found = os.stat(path)
+    if not stat.S_ISREG(found.st_mode):
+        raise OSError(f"it is {kind_of(path)}, not a file")
+    if expected_size is not None and found.st_size != expected_size:
+        raise ChangedSinceIndexed(f"it changed since the folder was indexed ({expected_size} bytes then, "
+                                  f"{found.st_size} now)")
+    return Image.open(path)
+
+
+class ChangedSinceIndexed(OSError):
+    """A file whose size is not the index's: the tree changed under the same names."""
+
+
+def read_rgb(path: str, transform: Callable[[Image.Image], Image.Image],
+             expected_size: Optional[int] = None) -> Tuple[Optional[torch.Tensor], str]:
+    """(the image at `path` through `transform` (which receives the opened file, to draft its
+    decoding at a smaller scale where it can, and returns an RGB image) as a uint8 3 x H x W
+    tensor, ""), or (None, why it cannot be read)."""
+    try:
+        with opened(path, expected_size) as image:
+            picture = transform(image)
+            picture.load()
+            return torch.from_numpy(np.asarray(picture, dtype=np.uint8).copy()).permute(2, 0, 1), ""
+    except Exception as error:  # whatever PIL raises for a file that is not a whole image
+        return None, reason(error)
+
+
+def rgb(image: Image.Image) -> Image.Image:
+    return image if image.mode == "RGB" else image.convert("RGB")
+
+
+def refusal(failed: List[Failed], source: str, total: Optional[int] = None) -> UserError:
+    """The one sentence for files that are not whole images: the first named, the others counted,
+    and the flag that skips them."""
+    path, why = failed[0]
+    more = f" (and {total - 1 if total is not None else len(failed) - 1:,} more)" \
+        if (total or len(failed)) > 1 else ""
+    return UserError(f"{source}: {path} cannot be read as an image ({why}){more}; remove or replace the files "
+                     f"that are not whole images, or pass {SKIP_FLAG} to skip them.")
+
+
+def skipped_record(failed: List[Failed], examples: int = 5) -> dict:
+    """What the results record of the files --skip-bad-images left out: their count and the first few."""
+    return {"count": len(failed), "examples": [{"path": path, "why": why} for path, why in failed[:examples]]}
