@@ -190,19 +190,22 @@ def prepare(config: RunConfig, context: RunContext) -> Tuple[TrainingPlan, nn.Mo
         data, data_warnings = dataset.load(config.data, context.device, config.training.seed, context.reporter.phase)
     for message in data_warnings:
         warn(message)
-    if data.test_images is None and config.accuracy_flags:  # --data auto fell back to synthetic images
+    for message in data.notes:
+        warn(message, "note")
+    if not data.has_test_set and config.accuracy_flags:  # --data auto fell back to synthetic images
         raise UserError(no_test_images(config.accuracy_flags[0]))
-    context.reporter.phase(f"data loaded: {data.name}, {len(data.train_images)} training images"
-                           + (f", {len(data.test_images)} test images" if data.test_images is not None else "")
-                           + f", on {context.device}")
-    plan = config.plan(factory.has_batch_norm(model), context.world.size, len(data.train_images), classes,
-                       factory.class_name(model))
+    held = f"streamed from disk by {dataset.plural(config.data.workers, 'worker')}" if data.stream is not None \
+        else f"on {context.device}"
+    context.reporter.phase(f"data loaded: {data.name}, {data.train_count} training images"
+                           + (f", {data.test_count} test images" if data.has_test_set else "") + f", {held}")
+    plan = config.plan(factory.has_batch_norm(model), context.world.size, data.train_count, classes,
+                       factory.class_name(model), data.loader)
     note = config.short_run_note(plan)
     if note:
         warn(note, "note")
     if resume_state is not None:
         check_resume(resume_state, config, plan, checkpoint.resume_setup(data, context.world),
-                     not config.training.no_eval and data.test_images is not None)
+                     not config.training.no_eval and data.has_test_set)
     return plan, model, data, resume_state
 
 
@@ -340,14 +343,12 @@ def accuracy_curve(trainer: Trainer, config: RunConfig, context: RunContext, dat
                    resumed_stats: Optional[loop.Statistics]) -> Optional[AccuracyCurve]:
     """The run's AccuracyCurve (None without test images or with --no-eval), continuing the
     points of a resumed checkpoint (`resumed_stats`, its Statistics of this mode, or None)."""
-    if config.training.no_eval or data.test_images is None:
+    if config.training.no_eval or not data.has_test_set:
         return None
-    mode, images, ranks = trainer.mode, len(data.train_images), context.world.size
-    test_labels = data.test_labels
-    assert test_labels is not None  # Data holds test labels wherever it holds test images
+    mode, images, ranks = trainer.mode, data.train_count, context.world.size
 
     def evaluate_at(step: int) -> Optional[float]:
-        context.reporter.phase(f"{mode.name}: evaluating on {len(test_labels)} test images")
+        context.reporter.phase(f"{mode.name}: evaluating on {data.test_count} test images")
         accuracy = evaluate(trainer.model, mode, data, config.training, config.speed, config.data, context)
         if accuracy is not None:
             context.reporter.phase(f"{mode.name}: test accuracy {100 * accuracy:.2f}%")

@@ -27,7 +27,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Type, U
 
 from models import families
 from models.spec import factory_spec
-from utils import console, spellings
+from utils import console, launch, spellings
 from utils.errors import UserError
 from utils.modes import BASELINES, DEFAULT_COMPARE, DEFAULT_COMPARE_CPU, FP8_NEEDS_A_GPU, MODES, Mode, parse_modes
 from utils.settings import (
@@ -51,6 +51,7 @@ DEFAULT_STEPS = 200
 LR_WARMUP_SHARE = 0.05
 LARGEST_SEED = 2 ** 63 - 1  # torch.manual_seed's largest
 MOST_WORKERS = 256
+MOST_DEFAULT_WORKERS = 16  # past this many decoding processes a GPU's feed gains little, and each holds its own memory
 # DDP holds its bucket size in bytes as a 64-bit integer, which 1e30 MB overflows deep in its
 # Reducer; a TiB bucket already holds any model whole.
 LARGEST_BUCKET_MB = 2 ** 20
@@ -95,13 +96,30 @@ def default_data_dir() -> str:
     return os.environ.get("CIFAR10_DIR", "./data")
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity: a batch job's share of the node)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS has no affinity
+        return os.cpu_count() or 1
+
+
 def default_workers() -> int:
-    return min(8, os.cpu_count() or 1)
+    """The cores this process may use, shared among the ranks its launcher started on its node
+    (each feeds its own GPU), at most MOST_DEFAULT_WORKERS."""
+    try:
+        local = launch.detect().local_size
+    except UserError:  # a garbled launch: its rank refuses it once parsing is over
+        local = 1
+    return max(1, min(MOST_DEFAULT_WORKERS, usable_cores() // local))
 
 
 SGD, ADAMW = families.OPTIMIZER_DEFAULTS["sgd"], families.OPTIMIZER_DEFAULTS["adamw"]
-WORKERS = ("DataLoader worker processes for --loader torchvision, and the processes that decode --data imagefolder "
-           "(default: min(8, CPUs)")
+LOADERS = ("auto", "device", "torchvision", "stream")
+STREAMED_DATA = ("imagefolder",)  # the data --loader stream reads from files
+WORKERS = ("DataLoader worker processes that read and decode streamed images (--loader stream) or serve --loader "
+           "torchvision, and that decode an image folder held in memory (default: the cores this process may use, "
+           f"shared among the ranks on its node, at most {MOST_DEFAULT_WORKERS}")
 PRECISION_MODES_LINK = "[Precision modes](modes.md#precision-modes)"
 COMPARING_LINK = "[Comparing precisions](modes.md#comparing-precisions---compare)"
 LONG_RUNS_LINK = "[Long runs](long-runs-and-clusters.md#long-runs)"
@@ -330,10 +348,12 @@ class DataSettings(Section):
         help="train and test at N x N images: CIFAR-10 upsampled (bilinear) on the device after augmentation, "
         "synthetic images made at N; models, FLOPs and --max-batch follow (default %(default)s)",
         doc="{help}; see [Image sizes](data-and-models.md#image-sizes)")
-    loader: str = setting(
-        "--loader", default="device", choices=("device", "torchvision"),
-        help="device: dataset on the training device, whole-batch augmentation; torchvision: the classic per-image "
-        "DataLoader path (default %(default)s)",
+    loader: str = setting(  # resolved: auto is device but for an image folder, whose size settles it (TrainingPlan)
+        "--loader", default="auto", choices=LOADERS,
+        help="device: dataset decoded once and held on the training device, whole-batch augmentation; torchvision: "
+        "held in memory, the classic per-image DataLoader path; stream: an image folder's files read and decoded "
+        "per batch by --workers processes, in bounded memory; auto: device, but for an image folder whose decoded "
+        "images exceed the in-memory budget, which streams (default %(default)s)",
         doc="{help}; see [Feeding the GPU](data-and-models.md#feeding-the-gpu-loaders-and-speed-levers)")
     workers: int = setting(
         "--workers", default_factory=default_workers, range=Range(int, 0, MOST_WORKERS, f"from 0 to {MOST_WORKERS}"),
@@ -552,6 +572,7 @@ class TrainingPlan:
     recipe: Recipe
     num_classes: int = families.DEFAULT_NUM_CLASSES  # the classes of the data's labels and the model's output
     model_class: Optional[str] = None  # the built model's class, with its module (where the caller knows it)
+    loader: str = "device"  # the loader that makes the batches: --loader's, auto settled (by the data)
 
 
 @dataclass(frozen=True)
@@ -638,11 +659,14 @@ class RunConfig:
         return steps, warmup
 
     def plan(self, batch_norm: bool, world_size: int, train_images: Optional[int] = None,
-             num_classes: Optional[int] = None, model_class: Optional[str] = None) -> TrainingPlan:
+             num_classes: Optional[int] = None, model_class: Optional[str] = None,
+             loader: Optional[str] = None) -> TrainingPlan:
         """The run's TrainingPlan: its steps (with --epochs, from `train_images`, which is then
         needed) checked against the dataset's size, its timing warm-up and the model family's
         recipe, `batch_norm` saying whether the model has batch norms; the data's `num_classes`
-        (else --num-classes', else CIFAR-10's) and the built model's class, `model_class`."""
+        (else --num-classes', else CIFAR-10's), the built model's class, `model_class`, and the
+        loader that makes the batches: the data's `loader` where it settled one (an image
+        folder's, for --loader auto), else --loader's, auto being the device loader."""
         training = self.training
         if train_images is not None and training.batch_size * world_size > train_images:
             raise UserError(f"a batch of {training.batch_size} images"
@@ -663,7 +687,7 @@ class RunConfig:
                             "of the run; lower --eval-every (fractions of an epoch are allowed).")
         return TrainingPlan(steps=steps, timing_warmup=warmup, recipe=self.recipe(batch_norm, world_size, steps),
                             num_classes=num_classes or self.data.num_classes or families.DEFAULT_NUM_CLASSES,
-                            model_class=model_class)
+                            model_class=model_class, loader=loader or loader_of(self.data.loader))
 
     def recipe(self, batch_norm: bool, world_size: int, steps: int) -> Recipe:
         """The model family's recipe (models/families.py) where the flags left a setting unset;
@@ -747,10 +771,16 @@ def steps_per_epoch(training: Training, data: DataSettings, train_images: int, r
     return batches_per_epoch(data.loader, train_images, training.batch_size, ranks) / training.accum_steps
 
 
+def loader_of(asked: str) -> str:
+    """The loader --loader `asked` makes batches of data held in memory with: auto's is the device loader."""
+    return "device" if asked == "auto" else asked
+
+
 def batches_per_epoch(kind: str, images: int, batch_size: int, ranks: int) -> int:
-    """Global batches in one epoch: the device loader completes the last partial batch from
-    the next epoch (rounds up); the DataLoader path drops it, after DistributedSampler has
-    dropped the images that do not divide among the ranks (rounds down)."""
+    """Global batches in one epoch: the device loader and the streamed one (as auto, which is
+    either) complete the last partial batch from the next epoch (rounds up); the torchvision
+    DataLoader path drops it, after DistributedSampler has dropped the images that do not divide
+    among the ranks (rounds down)."""
     if kind == "torchvision":
         return images // ranks // batch_size
     return -(-images // (batch_size * ranks))
@@ -907,6 +937,9 @@ def check_data_flags(args: Arguments) -> None:
     if args.data == "imagefolder" and args.allow_unverified:
         raise UserError("--allow-unverified accepts a CIFAR-10 copy whose md5 sums differ, and --data imagefolder "
                         "reads no CIFAR-10; drop --allow-unverified.")
+    if args.loader == "stream" and args.data not in STREAMED_DATA:
+        raise UserError(f"--loader stream reads an image folder's files from disk per batch, and --data {args.data} "
+                        "is held in memory; use --data imagefolder or drop --loader stream.")
     if args.skip_bad_images and args.data != "imagefolder":
         raise UserError(f"--skip-bad-images leaves out the image files that cannot be read, and --data {args.data} "
                         "reads none; drop --skip-bad-images.")

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import os
 import stat
-from typing import Callable, List, Optional, Tuple
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -62,12 +63,33 @@ def refusal(failed: List[Failed], source: str, total: Optional[int] = None) -> U
     """The one sentence for files that are not whole images: the first named, the others counted,
     and the flag that skips them."""
     path, why = failed[0]
-    more = f" (and {total - 1 if total is not None else len(failed) - 1:,} more)" \
-        if (total or len(failed)) > 1 else ""
+    total = len(failed) if total is None else total
+    more = f" (and {total - 1:,} more)" if total > 1 else ""
     return UserError(f"{source}: {path} cannot be read as an image ({why}){more}; remove or replace the files "
                      f"that are not whole images, or pass {SKIP_FLAG} to skip them.")
 
 
-def skipped_record(failed: List[Failed], examples: int = 5) -> dict:
-    """What the results record of the files --skip-bad-images left out: their count and the first few."""
-    return {"count": len(failed), "examples": [{"path": path, "why": why} for path, why in failed[:examples]]}
+@dataclass
+class BadImages:
+    """The files a run's loaders met that were no whole images: counted, the first few kept; with
+    --skip-bad-images they are left out, else the first stops the run (`failure`)."""
+    skip: bool
+    source: str  # how the refusal names the data: "--data imagefolder"
+    count: int = 0
+    examples: List[Failed] = field(default_factory=list)
+
+    def add(self, failed: Sequence[Failed]) -> None:
+        self.count += len(failed)
+        self.examples += list(failed[:max(0, 5 - len(self.examples))])
+
+    @property
+    def failure(self) -> Optional[str]:
+        """The sentence that stops the run, or None: nothing met, or --skip-bad-images."""
+        if self.skip or not self.count:
+            return None
+        return str(refusal(self.examples, self.source, self.count))
+
+    def record(self) -> Optional[Dict[str, Any]]:
+        """What the results record (data.skipped_images, runs[].skipped_images): null unless --skip-bad-images."""
+        return {"count": self.count, "examples": [{"path": path, "why": why} for path, why in self.examples]} \
+            if self.skip else None

@@ -101,7 +101,7 @@ def decoded_bytes(count: int, size: int) -> int:
 def free_memory(device: torch.device) -> List[Tuple[str, Optional[int]]]:
     """(where, bytes free now) of the memory the decoded images take: the host's, where they are
     decoded, and a GPU's, where the device loader holds them (None where it cannot be read)."""
-    free = [("memory", available_host_bytes())]
+    free = [("host memory", available_host_bytes())]
     if device.type == "cuda":
         free.append((f"{device}'s free memory", torch.cuda.mem_get_info(device)[0]))
     return free
@@ -112,7 +112,7 @@ def check_fits(count: int, size: int, device: torch.device) -> None:
     so that training has the other half)."""
     needed = decoded_bytes(count, size)
     for where, have in free_memory(device):
-        if have is not None and where != "memory":
+        if have is not None and where != "host memory":
             where, have = f"{where}, halved for training,", have // 2
         if have is not None and needed > have:
             raise UserError(f"--data imagefolder: {count} images of {size}x{size} take {needed / 2 ** 30:.1f} GiB "
@@ -165,8 +165,9 @@ def load(listing: Listing, size: int, workers: int, device: torch.device, skip_b
         train, train_bad = read_split(listing, training, size, workers, skip_bad, say)
         test, test_bad = read_split(listing, evaluation, size, workers, skip_bad, say)
     normalization = normalization_of(train.images)
-    skipped = listing.skipped + train_bad + test_bad
+    skipped = images.BadImages(skip_bad, "--data imagefolder")
+    skipped.add(listing.skipped + train_bad + test_bad)
     info = dict(listing.info(), train_images=len(train.labels), test_images=len(test.labels),
                 resize=RESIZE.format(size=size), mean=list(normalization[0]), std=list(normalization[1]),
-                skipped_images=images.skipped_record(skipped) if skip_bad else None)
+                skipped_images=skipped.record())
     return train, test, info, normalization

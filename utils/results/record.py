@@ -133,7 +133,7 @@ class RunRecord:
 def should_evaluate(training: Training, data: Data, outcome: LoopOutcome) -> bool:
     """Test accuracy is measured for a run that finished with a finite loss on real data."""
     losses = outcome.stats.losses
-    return not (training.no_eval or data.test_images is None or outcome.stopped_by or not losses
+    return not (training.no_eval or not data.has_test_set or outcome.stopped_by or not losses
                 or not math.isfinite(losses[-1]))
 
 
@@ -170,7 +170,7 @@ def build(training: Training, data_settings: DataSettings, speed: Speed, distrib
         if timing["step_time_ms"] and flops_per_step else {"mfu_note": flops_note}
     record = RunRecord(
         mode=mode.name, description=mode.description, device=str(device), tf32=tf32_flags(), data=data.name,
-        loader=data_settings.loader, channels_last=speed.channels_last, compiled=speed.compile,
+        loader=trainer.plan.loader, channels_last=speed.channels_last, compiled=speed.compile,
         compile_mode=speed.compile_mode if speed.compile else None, batch_size=training.batch_size,
         accum_steps=training.accum_steps, effective_batch_size=training.effective_batch_size,
         world_size=world.size, global_batch_size=global_batch, timing_unit="optimizer_step", steps=trainer.plan.steps,
@@ -183,7 +183,7 @@ def build(training: Training, data_settings: DataSettings, speed: Speed, distrib
         skipped_steps=outcome.skipped_steps,
         final_loss_scale=trainer.scaler.get_scale() if trainer.scaler.is_enabled() else None,
         final_lr=trainer.optimizer.param_groups[0]["lr"], test_accuracy=measured.test_accuracy,
-        epochs_seen=outcome.completed_steps * global_batch / len(data.train_images), wall_time_s=stats.wall_time_s,
+        epochs_seen=outcome.completed_steps * global_batch / data.train_count, wall_time_s=stats.wall_time_s,
         first_step_s=outcome.first_step_s, compile_time_s=outcome.first_step_s if speed.compile else None,
         initial_weights_sha256=trainer.initial_weights_sha256, first_batch_sha256=outcome.first_batch_sha256,
         repeat=repeat, finished_utc=now_utc(), numerics=measured.numerics, memory=measured.memory,
@@ -252,7 +252,8 @@ def setup_of(document: Dict[str, Any]) -> Dict[str, Any]:
     config, env = document["config"], document["env"]
     setup = {key: config.get(key) for key in (*SETUP_KEYS, *ACCURACY_KEYS)}
     setup["optimizer_impl"] = optimizer_impl(document)
-    setup.update(workers=config.get("workers") if config.get("loader") == "torchvision" else None,
+    setup["loader"] = loader_of_runs(document)
+    setup.update(workers=config.get("workers") if setup["loader"] in ("torchvision", "stream") else None,
                  compile_mode=config.get("compile_mode") if config.get("compile") else None,
                  world_size=env["world_size"], device=env["device"], torch=env.get("torch"),
                  data=document["data"]["name"], schema=written_schema(document),
@@ -261,6 +262,13 @@ def setup_of(document: Dict[str, Any]) -> Dict[str, Any]:
                  fp8_emulate=bool(config.get("fp8_emulate")))  # emulated FP8 never pools with FP8 tensor cores
     setup.update(communication(config.get("grad_comm"), config.get("bucket_mb"), setup["world_size"]))
     return setup
+
+
+def loader_of_runs(document: Dict[str, Any]) -> Optional[str]:
+    """The loader that made the document's batches: its runs' (config.loader is as given: auto
+    is settled per run), else the config's."""
+    ran = {run.get("loader") for run in document["runs"]}
+    return ran.pop() if len(ran) == 1 else document["config"].get("loader")
 
 
 def written_schema(document: Dict[str, Any]) -> Optional[str]:

@@ -6,6 +6,7 @@ import textwrap
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from models.families import DEFAULT_IMAGE_SIZE, uses_resnet_stem
+from utils.console import human_bytes
 from utils.explain.categories import NAMES as CATEGORIES
 from utils.explain.diagnose import GPU_BOUND_SHARE, amdahl_line, ranked, speedup_text
 from utils.measure.nvml_meter import COUNTER_UPDATE_S, MIN_BUSY_SAMPLES, MIN_ENERGY_WINDOW_S
@@ -24,16 +25,6 @@ from utils.results.comparison_row import ComparisonRow
 from utils.results.record import WARMUP_IN_PEAK, setup_of, written_schema
 
 TABLE_WIDTH = 80
-
-
-def human_bytes(count: Optional[float]) -> str:
-    if count is None:
-        return "-"
-    for unit in ("B", "KiB", "MiB"):
-        if count < 1024:
-            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
-        count /= 1024
-    return f"{count:.1f} GiB"
 
 
 def fmt(value: Optional[float], spec: str, scale: float = 1.0, suffix: str = "") -> str:
@@ -70,6 +61,7 @@ def describe(setup: Dict[str, Any], env: Dict[str, Any]) -> str:
              "channels_last" if setup.get("channels_last") else None,
              f"compile ({setup.get('compile_mode') or 'default'})" if setup.get("compile") else None,
              f"loader torchvision ({setup.get('workers')} workers)" if setup.get("loader") == "torchvision" else None,
+             f"streamed by {setup.get('workers')} workers" if setup.get("loader") == "stream" else None,
              "AdamW" if setup.get("optimizer") == "adamw" else None]
     levers = "".join(f", {lever}" for lever in named if lever)
     stem = f" (stem {setup['stem']})" if uses_resnet_stem(setup["model"]) else ""

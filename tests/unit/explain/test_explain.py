@@ -11,6 +11,7 @@ from conftest import ROOT, run_cli, run_main
 from models import factory
 from utils import launch
 from utils.config import RunConfig
+from utils.data import dataset as dataset_module
 from utils.data.dataset import synthetic
 from utils.explain import diagnose
 from utils.explain.categories import CATEGORIES, NAMES, WHAT, category_of, core_name
@@ -18,7 +19,6 @@ from utils.explain.profiler import Profile, profile_steps
 from utils.measure import gpus
 from utils.modes import MODES
 from utils.training import cpu_arithmetic
-from utils.training import trainer as trainer_module
 from utils.training.trainer import build_trainer
 
 CPU = torch.device("cpu")
@@ -332,8 +332,8 @@ def test_a_slow_input_pipeline_is_diagnosed_input_bound_with_the_loaders_remedy(
     """The data share is measured inside the profiled step (the wait for the batch), so a
     pipeline slower than the model is named input-bound, with the remedy for the loader that ran;
     how fast each real loader is lies in benchmarks/loader.py."""
-    real = trainer_module.make_train_loader
-    monkeypatch.setattr(trainer_module, "make_train_loader", lambda *args, **kwargs: SlowLoader(real(*args, **kwargs)))
+    real = dataset_module.make_train_loader
+    monkeypatch.setattr(dataset_module, "make_train_loader", lambda *args, **kwargs: SlowLoader(real(*args, **kwargs)))
     out = tmp_path / f"{loader}.json"
     result = run_main("-m", "squeezenet1_1", "-b", "8", "-n", "2", "--warmup", "1", "--no-progress", "--no-eval",
                       "--explain", "--explain-steps", "2", "--loader", loader, "--workers", "0",

@@ -1,0 +1,297 @@
+"""Images read from disk per batch as the run trains (--loader stream): an image folder of any
+size, in bounded memory, with torchvision's ImageNet recipe at --image-size.
+
+DataLoader workers (--workers) open, decode and augment each batch's files: RandomResizedCrop
+(scale 0.08 to 1, aspect 3/4 to 4/3) and a horizontal flip for training, Resize(N / 0.875) and
+CenterCrop(N) for evaluation, as torchvision's reference scripts do; a JPEG is decoded at the
+smallest of libjpeg's scales (1/2, 1/4, 1/8) that keeps the crop at least N pixels (PIL's draft
+mode), which a large photograph cropped to 224 turns into a fraction of the work. Batches travel
+as uint8 (a quarter of float32's bytes), in pinned memory on CUDA, copied without blocking and
+normalised on the device.
+
+The order is the device loader's: consecutive slices of a stream of permutations (one per
+epoch, drawn from the seed and the epoch), every batch full, every image once per epoch, each
+rank its slice of every global batch. Each image's crop and flip are drawn from the seed and its
+place in that stream, so that neither the number of workers nor a resume changes a batch.
+Memory stays bounded whatever the tree's size: the index (flat arrays) and --workers x
+PREFETCH batches in flight.
+"""
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+from PIL import Image
+from torch.utils.data import DataLoader, Dataset, Sampler
+from torchvision.transforms import functional as TF
+
+from utils.config import CHANNELS
+from utils.data import images
+from utils.data.imagefolder import Listing
+from utils.data.images import BadImages, Failed
+from utils.data.index import FileIndex
+from utils.data.loaders import Normalization, Normalize, memory_format
+
+PREFETCH = 2  # batches each worker prepares ahead (DataLoader's prefetch_factor)
+SCALE, RATIO = (0.08, 1.0), (3 / 4, 4 / 3)  # RandomResizedCrop's defaults
+EVAL_CROP_SHARE = 0.875  # Resize(256) then CenterCrop(224): the crop is this share of the resized side
+SUBSTITUTE_TRIES = 16  # files tried in place of one that is not a whole image, so that every batch is full
+NORMALIZATION_SAMPLE = 512  # training images whose channel figures normalise the batches
+TRAIN_RECIPE = "RandomResizedCrop({size}, scale=(0.08, 1), ratio=(3/4, 4/3)), RandomHorizontalFlip()"
+EVAL_RECIPE = "Resize({resize}), CenterCrop({size})"
+
+
+def eval_resize(size: int) -> int:
+    return round(size / EVAL_CROP_SHARE)
+
+
+def crop_box(width: int, height: int, draws: random.Random) -> Tuple[int, int, int, int]:
+    """(top, left, height, width) of a random resized crop, as torchvision's
+    RandomResizedCrop.get_params draws it (ten tries within the image, else the centre), from `draws`."""
+    area = height * width
+    low, high = math.log(RATIO[0]), math.log(RATIO[1])
+    for _ in range(10):
+        target = area * draws.uniform(*SCALE)
+        aspect = math.exp(draws.uniform(low, high))
+        w, h = int(round(math.sqrt(target * aspect))), int(round(math.sqrt(target / aspect)))
+        if 0 < w <= width and 0 < h <= height:
+            return draws.randint(0, height - h), draws.randint(0, width - w), h, w
+    ratio = width / height
+    if ratio < RATIO[0]:
+        w, h = width, int(round(width / RATIO[0]))
+    elif ratio > RATIO[1]:
+        w, h = int(round(height * RATIO[1])), height
+    else:
+        w, h = width, height
+    return (height - h) // 2, (width - w) // 2, h, w
+
+
+def drafted(image: Image.Image, needed: Tuple[int, int]) -> Tuple[float, float]:
+    """Have a JPEG decode at the smallest scale that keeps it at least `needed` (width, height)
+    pixels; the (x, y) factors it was scaled by (1, 1 for other formats)."""
+    width, height = image.size
+    image.draft("RGB", (max(1, needed[0]), max(1, needed[1])))
+    return image.size[0] / width, image.size[1] / height
+
+
+def train_transform(size: int, draw_seed: str) -> Callable[[Image.Image], Image.Image]:
+    """The training recipe for one image, its crop and flip drawn from `draw_seed`."""
+    def transform(image: Image.Image) -> Image.Image:
+        draws = random.Random(draw_seed)
+        top, left, height, width = crop_box(*image.size, draws)
+        flip = draws.random() < 0.5
+        sx, sy = drafted(image, (math.ceil(image.size[0] * size / width), math.ceil(image.size[1] * size / height)))
+        picture = TF.resized_crop(images.rgb(image), int(top * sy), int(left * sx), max(1, round(height * sy)),
+                                  max(1, round(width * sx)), [size, size])  # PIL always antialiases
+        return TF.hflip(picture) if flip else picture
+    return transform
+
+
+def eval_transform(size: int) -> Callable[[Image.Image], Image.Image]:
+    """Resize(size / 0.875) and CenterCrop(size), drafted to a scale that keeps the shorter side."""
+    resize = eval_resize(size)
+
+    def transform(image: Image.Image) -> Image.Image:
+        drafted(image, (resize, resize))
+        return TF.center_crop(TF.resize(images.rgb(image), resize), size)
+    return transform
+
+
+@dataclass
+class Sample:
+    image: Optional[torch.Tensor]  # None: an evaluation image that is no whole image, left out of its batch
+    label: int
+    failed: List[Failed]  # files that were no whole images, met on the way to this one
+
+
+class FolderImages(Dataset):
+    """The index's images at `positions` (item: (place in `positions`, the image's draw seed for
+    training, None for evaluation)). A file that is not a whole image is reported with the sample:
+    in training replaced by the next one that is, so that every batch is full, in evaluation
+    left out; the loader decides whether it stops the run."""
+
+    def __init__(self, index: FileIndex, positions: np.ndarray, size: int):
+        self.index, self.positions, self.size = index, positions, size
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    def __getitem__(self, item: Tuple[int, Optional[str]]) -> Sample:
+        at, draw = item
+        failed: List[Failed] = []
+        for tried in range(SUBSTITUTE_TRIES if draw is not None else 1):
+            position = self.positions[(at + tried) % len(self.positions)]
+            transform = train_transform(self.size, f"{draw}:{tried}") if draw is not None \
+                else eval_transform(self.size)
+            path = self.index.path(position)
+            picture, why = images.read_rgb(path, transform, int(self.index.sizes[position]))
+            if picture is not None:
+                return Sample(picture, int(self.index.labels[position]), failed)
+            failed.append((path, why))
+        blank = torch.zeros(CHANNELS, self.size, self.size, dtype=torch.uint8) if draw is not None else None
+        return Sample(blank, int(self.index.labels[self.positions[at]]), failed)
+
+
+def collate(samples: Sequence[Sample]) -> Tuple[torch.Tensor, torch.Tensor, List[Failed]]:
+    """A batch of the samples that hold an image, and every file met that was no whole image."""
+    pictures = [sample.image for sample in samples if sample.image is not None]
+    labels = [sample.label for sample in samples if sample.image is not None]
+    return (torch.stack(pictures) if pictures else torch.empty(0, dtype=torch.uint8),
+            torch.tensor(labels, dtype=torch.long), [failed for sample in samples for failed in sample.failed])
+
+
+class StreamOrder(Sampler):
+    """Batches of (item, draw seed) for this rank: consecutive slices of a stream of permutations
+    of `count` items, one per epoch (drawn from `seed` and the epoch), each rank `shard` (rank,
+    ranks) its slice of every global batch, from batch `start` on, without end."""
+
+    def __init__(self, count: int, batch_size: int, seed: int, shard: Tuple[int, int] = (0, 1), start: int = 0):
+        self.count, self.batch_size, self.seed, self.shard, self.start = count, batch_size, seed, shard, start
+
+    def permutation(self, epoch: int) -> np.ndarray:
+        return np.random.default_rng([self.seed, epoch]).permutation(self.count)
+
+    def __iter__(self) -> Iterator[List[Tuple[int, str]]]:
+        rank, ranks = self.shard
+        width = self.batch_size * ranks
+        number = self.start * width + rank * self.batch_size  # this rank's first sample in the stream
+        epoch, order = -1, np.empty(0, dtype=np.int64)
+        while True:
+            batch = []
+            for sample in range(number, number + self.batch_size):
+                if sample // self.count != epoch:
+                    epoch = sample // self.count
+                    order = self.permutation(epoch)
+                batch.append((int(order[sample % self.count]), f"{self.seed}:{sample}"))
+            yield batch
+            number += width
+
+
+class StreamLoader:
+    """An endless stream of augmented, normalised training batches read from files by
+    `workers` DataLoader processes (the main process for 0), persistent across epochs; the
+    files met that are no whole images go to `bad`."""
+
+    def __init__(self, dataset: FolderImages, bad: BadImages, *, batch_size: int, device: torch.device, seed: int,
+                 workers: int, normalization: Normalization, channels_last: bool = False,
+                 shard: Tuple[int, int] = (0, 1)):
+        self.dataset, self.bad, self.batch_size, self.device, self.seed = dataset, bad, batch_size, device, seed
+        self.workers, self.shard = workers, shard
+        self.normalize = Normalize(device, normalization)
+        self.memory_format = memory_format(channels_last)
+        self.position = 0
+        self.start(0)
+
+    @property
+    def failure(self) -> Optional[str]:
+        return self.bad.failure
+
+    def start(self, position: int) -> None:
+        order = StreamOrder(len(self.dataset), self.batch_size, self.seed, self.shard, position)
+        ahead: Dict[str, Any] = {"prefetch_factor": PREFETCH} if self.workers > 0 else {}  # torch 1.11 refuses it for 0
+        self.loader = DataLoader(self.dataset, batch_sampler=order, num_workers=self.workers, collate_fn=collate,
+                                 pin_memory=self.device.type == "cuda", persistent_workers=self.workers > 0, **ahead)
+        self.batches = iter(self.loader)
+        self.position = position
+
+    def __len__(self) -> int:
+        """Batches in an epoch: the device loader's count (the last partial one completed from the next)."""
+        return -(-len(self.dataset) // (self.batch_size * self.shard[1]))
+
+    def __iter__(self) -> StreamLoader:
+        return self
+
+    def __next__(self) -> Tuple[torch.Tensor, torch.Tensor]:
+        host_images, labels, failed = next(self.batches)
+        self.position += 1
+        self.bad.add(failed)
+        batch = self.normalize(host_images.to(self.device, non_blocking=True))
+        return batch.contiguous(memory_format=self.memory_format), labels.to(self.device, non_blocking=True)
+
+    def state_dict(self) -> Dict[str, Any]:
+        return {"position": self.position}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """Start again at the saved batch: the order and every draw follow from the seed and the
+        position, so no batch before it is read."""
+        if not isinstance(state.get("position"), int) or state["position"] < 0:
+            raise ValueError(f"its loader position {state.get('position')!r} is not a batch number")
+        self.start(state["position"])
+
+
+class EvalBatches:
+    """This rank's contiguous share of the evaluation images, in order, as normalised batches on
+    the device; the files met that are no whole images go to `bad` (and are left out)."""
+
+    def __init__(self, dataset: FolderImages, bad: BadImages, *, batch_size: int, device: torch.device, workers: int,
+                 normalization: Normalization, channels_last: bool = False, shard: Tuple[int, int] = (0, 1)):
+        rank, ranks = shard
+        share = range(rank * len(dataset) // ranks, (rank + 1) * len(dataset) // ranks)
+        self.order = [[(item, None) for item in share[start:start + batch_size]]
+                      for start in range(0, len(share), batch_size)]
+        self.dataset, self.bad, self.device, self.workers = dataset, bad, device, workers
+        self.normalize, self.memory_format = Normalize(device, normalization), memory_format(channels_last)
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def __iter__(self) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
+        for host_images, labels, failed in DataLoader(self.dataset, batch_sampler=self.order,
+                                                      num_workers=self.workers, collate_fn=collate,
+                                                      pin_memory=self.device.type == "cuda"):
+            self.bad.add(failed)
+            if len(labels):
+                batch = self.normalize(host_images.to(self.device, non_blocking=True))
+                yield batch.contiguous(memory_format=self.memory_format), labels.to(self.device, non_blocking=True)
+
+
+@dataclass
+class FolderStream:
+    """An image folder read from disk per batch: what Data holds in place of tensors. Every loader
+    it makes reports to `bad`, which the run renews per run (begin_run)."""
+    listing: Listing
+    size: int
+    workers: int
+    normalization: Normalization
+    bad: BadImages
+
+    @property
+    def train_count(self) -> int:
+        return len(self.listing.training)
+
+    @property
+    def test_count(self) -> int:
+        return len(self.listing.evaluation)
+
+    def begin_run(self) -> None:
+        self.bad = BadImages(self.bad.skip, self.bad.source)
+
+    def train_loader(self, *, batch_size: int, device: torch.device, seed: int, channels_last: bool,
+                     shard: Tuple[int, int]) -> StreamLoader:
+        return StreamLoader(FolderImages(self.listing.index, self.listing.training, self.size), self.bad,
+                            batch_size=batch_size, device=device, seed=seed, workers=self.workers,
+                            normalization=self.normalization, channels_last=channels_last, shard=shard)
+
+    def test_batches(self, *, batch_size: int, device: torch.device, channels_last: bool,
+                     shard: Tuple[int, int]) -> EvalBatches:
+        return EvalBatches(FolderImages(self.listing.index, self.listing.evaluation, self.size), self.bad,
+                           batch_size=batch_size, device=device, workers=self.workers,
+                           normalization=self.normalization, channels_last=channels_last, shard=shard)
+
+
+def sample_normalization(index: FileIndex, positions: np.ndarray, size: int, workers: int) -> Normalization:
+    """The channel figures of NORMALIZATION_SAMPLE training images drawn with a seed of their own,
+    decoded as evaluation decodes them: the same for every run of the tree."""
+    from utils.data.inmemory import normalization_of
+
+    chosen = np.sort(np.random.default_rng(0).permutation(len(positions))[:NORMALIZATION_SAMPLE])
+    dataset = FolderImages(index, positions[chosen], size)
+    order = [[(item, None) for item in range(start, min(start + 64, len(chosen)))]
+             for start in range(0, len(chosen), 64)]
+    decoded = [batch for batch, _, _ in DataLoader(dataset, batch_sampler=order, num_workers=workers,
+                                                   collate_fn=collate)]
+    return normalization_of(torch.cat(decoded))
