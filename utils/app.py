@@ -292,6 +292,7 @@ def run_mode(initial_model: nn.Module, mode: Mode, data: Data, config: RunConfig
     (dropout), so runs of different modes of one seed differ by precision alone. With --compile, the
     first step (always a warm-up step) compiles; its wall time is reported as compile time. A stop
     signal during the evaluation leaves the accuracy unmeasured and the run incomplete."""
+    data.begin_run()  # the files that are no whole images are counted per run
     trainer = build_trainer(initial_model, mode, data, plan, config.training, config.precision, config.data,
                             config.speed, config.distributed, context.device, context.world)
     steps, settings = plan.steps, config.record(plan)
@@ -364,15 +365,16 @@ def accuracy_curve(trainer: Trainer, config: RunConfig, context: RunContext, dat
 def final_evaluation(config: RunConfig, context: RunContext, data: Data, outcome: loop.LoopOutcome,
                      curve: Optional[AccuracyCurve], census: Optional[Census]) -> record.SideMeasurements:
     """The run's SideMeasurements with --numerics' census (taken in the loop) and the final
-    test accuracy, measured after the timed loop; a signal that cuts the evaluation short is
-    their stopped_by."""
+    test accuracy, measured after the timed loop; a signal, or a file that is no whole image, that
+    cuts the evaluation short is their stopped_by."""
     measured = record.SideMeasurements(curve=curve)
     if census is not None:
         measured.numerics, measured.memory = census.result(), census.footprint
     if curve is not None and record.should_evaluate(config.training, data, outcome):
         measured.test_accuracy = curve.take(outcome.completed_steps, outcome.stats.train_time_s)
         if measured.test_accuracy is None:
-            measured.stopped_by = context.stop.signal_name or loop.STOPPED_BY_ANOTHER_RANK
+            measured.stopped_by = context.stop.signal_name or \
+                (loop.STOPPED_BY_BAD_DATA if data.failure else loop.STOPPED_BY_ANOTHER_RANK)
     return measured
 
 
@@ -427,19 +429,25 @@ def explain(trainer: Trainer, config: RunConfig, context: RunContext,
 def finish(config: RunConfig, plan: TrainingPlan, context: RunContext, data: Data, runs: List[ModeRun],
            resume_state: Optional[Dict[str, Any]]) -> int:
     """Print and write the results (rank 0 alone), say what the user can do after a
-    divergence or a signal, and return the exit status every rank shares."""
+    divergence, a signal or a file that is no whole image, and return the exit status every rank
+    shares (but a rank that met such a file, which exits 2 as a refusal does, saying why)."""
     stop, world, last = context.stop, context.world, runs[-1]
     diverged = last.outcome.diverged_at
     interrupted = last.record.incomplete and not diverged
     failures = [failure for run in runs for failure in run.failures]  # then the outputs' below
+    bad_data = data.failure  # the sentence naming it, where this rank met one
 
     def status() -> int:  # read when returning: a signal may still arrive while the results are written
+        if bad_data and not stop.requested:
+            return 2
         if interrupted or stop.requested:
             return 128 + (stop.signal_number or signal.SIGTERM)
         return 1 if diverged or failures else 0
 
     job = distributed_env(world, config)  # a collective: before rank 0 goes on alone
     if not world.is_main:
+        if bad_data:
+            print(f"main.py: error: {bad_data}", file=sys.stderr)
         return status()
     document = results_document(config, plan, context, data, job, [run.record for run in runs],
                                 bool(diverged) or interrupted)
@@ -458,6 +466,8 @@ def finish(config: RunConfig, plan: TrainingPlan, context: RunContext, data: Dat
               "skip.",
               file=sys.stderr)
     elif interrupted:
+        if bad_data:
+            print(f"main.py: error: {bad_data}", file=sys.stderr)
         holds = last.checkpoint_step if last.checkpoint_step is not None else \
             resume_state["step"] if resume_state is not None else None
         print(resume_line(config, last.record, holds, bool(last.failures), context.world), file=sys.stderr)

@@ -54,3 +54,42 @@ def test_streaming_is_refused_where_nothing_is_read_from_files_and_checked_where
     tree = image_tree(tmp_path / "tree", per_class=2)
     checked = streamed(tree, "--check-flags")
     assert checked.returncode == 0 and checked.stderr == "", checked.stderr
+
+
+def not_an_image(path):
+    """A file named and begun like a PNG that is none: read whole by the listing, refused by the decoder."""
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 2)
+    return path
+
+
+def test_a_file_met_mid_epoch_that_is_no_image_stops_the_run_keeping_what_it_trained(tmp_path):
+    tree = image_tree(tmp_path / "tree", per_class=8, size=(40, 30))
+    bad = not_an_image(tree / "dog" / "9.png")
+    argv = ["-n", "20", "--bf16", "--no-eval", "--checkpoint", tmp_path / "ck.pt", "--json", tmp_path / "r.json"]
+    stopped = streamed(tree, *argv)
+    assert_user_error(stopped, f"main.py: error: --data imagefolder: {bad} cannot be read as an image "
+                      "(UnidentifiedImageError", "or pass --skip-bad-images to skip them.",
+                      "main.py: interrupted by a file that is no whole image after step ", "resume with: ")
+    (run,) = json.loads((tmp_path / "r.json").read_text())["runs"]
+    assert run["incomplete"] and run["stopped_by"] == "a file that is no whole image"
+    assert 1 <= run["completed_steps"] < 20 and (tmp_path / "ck.pt").exists()
+    assert run["skipped_images"] is None and "more)" not in stopped.stderr  # one file, however often met
+    skipped = streamed(tree, *argv[:3], "--skip-bad-images", "--json", tmp_path / "s.json")
+    assert skipped.returncode == 0, skipped.stderr
+    (run,) = json.loads((tmp_path / "s.json").read_text())["runs"]
+    assert not run["incomplete"] and run["skipped_images"]["count"] == 1  # met once an epoch, counted once
+    assert run["skipped_images"]["examples"][0]["path"] == str(bad)
+
+
+def test_a_file_that_is_no_image_in_the_evaluation_stops_it_and_is_left_out_when_skipped(tmp_path):
+    tree = image_tree(tmp_path / "tree", per_class=6, split="train")
+    image_tree(tree, per_class=2, split="val")
+    bad = not_an_image(tree / "val" / "eel" / "7.png")
+    stopped = streamed(tree, "-n", "3", "--bf16", "--json", tmp_path / "r.json")
+    assert_user_error(stopped, f"{bad} cannot be read as an image", "during the test-set evaluation, after all 3 steps")
+    (run,) = json.loads((tmp_path / "r.json").read_text())["runs"]
+    assert run["test_accuracy"] is None and run["stopped_by"] == "a file that is no whole image"
+    skipped = streamed(tree, "-n", "3", "--bf16", "--skip-bad-images", "--json", tmp_path / "s.json")
+    assert skipped.returncode == 0, skipped.stderr
+    (run,) = json.loads((tmp_path / "s.json").read_text())["runs"]
+    assert run["test_accuracy"] is not None and run["skipped_images"]["count"] == 1

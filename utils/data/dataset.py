@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Iterable, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 import torch
 
@@ -83,13 +83,15 @@ class Data:
         """The sentence that stops the run: a streamed file that is no whole image (None without one)."""
         return self.stream.bad.failure if self.stream is not None else None
 
-    def begin_run(self) -> Optional[BadImages]:
-        """A run begins: the files it meets that are no whole images are counted afresh, in the
-        BadImages returned (None for data held in memory, decoded before any run)."""
-        if self.stream is None:
-            return None
-        self.stream.begin_run()
-        return self.stream.bad
+    def begin_run(self) -> None:
+        """A run begins: the streamed files it meets that are no whole images are counted afresh."""
+        if self.stream is not None:
+            self.stream.begin_run()
+
+    @property
+    def run_skipped(self) -> Optional[Dict[str, Any]]:
+        """runs[].skipped_images: the streamed files the run left out (--skip-bad-images), else None."""
+        return self.stream.bad.record() if self.stream is not None else None
 
     def train_loader(self, kind: str, *, batch_size: int, device: torch.device, seed: int, workers: int,
                      channels_last: bool, shard: Tuple[int, int], input_shape: InputShape) -> Loader:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import stat
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 import torch
@@ -71,16 +71,24 @@ def refusal(failed: List[Failed], source: str, total: Optional[int] = None) -> U
 
 @dataclass
 class BadImages:
-    """The files a run's loaders met that were no whole images: counted, the first few kept; with
-    --skip-bad-images they are left out, else the first stops the run (`failure`)."""
+    """The files a run's loaders met that were no whole images, each counted once however often
+    it is met (once an epoch), the first few kept; with --skip-bad-images they are left out, else
+    the first stops the run (`failure`)."""
     skip: bool
     source: str  # how the refusal names the data: "--data imagefolder"
-    count: int = 0
     examples: List[Failed] = field(default_factory=list)
+    paths: Set[str] = field(default_factory=set)
+
+    @property
+    def count(self) -> int:
+        return len(self.paths)
 
     def add(self, failed: Sequence[Failed]) -> None:
-        self.count += len(failed)
-        self.examples += list(failed[:max(0, 5 - len(self.examples))])
+        for path, why in failed:
+            if path not in self.paths:
+                self.paths.add(path)
+                if len(self.examples) < 5:
+                    self.examples.append((path, why))
 
     @property
     def failure(self) -> Optional[str]:

@@ -125,6 +125,8 @@ class RunRecord:
     # samples, sample_period_s), or null and the sentence saying why
     gpu_busy: Optional[Dict] = None
     gpu_busy_unavailable: Optional[str] = None
+    # a streamed run with --skip-bad-images: the files it left out as no whole images (count, examples); else null
+    skipped_images: Optional[Dict] = None
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
@@ -193,7 +195,7 @@ def build(training: Training, data_settings: DataSettings, speed: Speed, distrib
         host=host_fields(stats.host_readings, device.type, timing), energy=outcome.energy,
         energy_unavailable=outcome.energy_unavailable, gpu_busy=outcome.gpu_busy,
         gpu_busy_unavailable=outcome.gpu_busy_unavailable, **accuracy_fields(measured.curve), **utilisation,
-        grad_comm=trainer.grad_comm,
+        grad_comm=trainer.grad_comm, skipped_images=data.run_skipped,
         bucket_mb=communication(distributed.grad_comm, distributed.bucket_mb, world.size)["bucket_mb"])
     record.learned = learned(record.data, record.loss_curve, record.test_accuracy)
     if measured.profile is not None:
