@@ -292,7 +292,6 @@ def run_mode(initial_model: nn.Module, mode: Mode, data: Data, config: RunConfig
     (dropout), so runs of different modes of one seed differ by precision alone. With --compile, the
     first step (always a warm-up step) compiles; its wall time is reported as compile time. A stop
     signal during the evaluation leaves the accuracy unmeasured and the run incomplete."""
-    data.begin_run()  # the files that are no whole images are counted per run
     trainer = build_trainer(initial_model, mode, data, plan, config.training, config.precision, config.data,
                             config.speed, config.distributed, context.device, context.world)
     steps, settings = plan.steps, config.record(plan)

@@ -116,7 +116,7 @@ def default_workers() -> int:
 
 SGD, ADAMW = families.OPTIMIZER_DEFAULTS["sgd"], families.OPTIMIZER_DEFAULTS["adamw"]
 LOADERS = ("auto", "device", "torchvision", "stream")
-STREAMED_DATA = ("imagefolder",)  # the data --loader stream reads from files
+STREAMED_DATA = ("imagefolder", "webdataset")  # the data --loader stream reads from files
 WORKERS = ("DataLoader worker processes that read and decode streamed images (--loader stream) or serve --loader "
            "torchvision, and that decode an image folder held in memory (default: the cores this process may use, "
            f"shared among the ranks on its node, at most {MOST_DEFAULT_WORKERS}")
@@ -320,16 +320,17 @@ class DataSettings(Section):
     """What the runs train on and how it is fed."""
     GROUP = "data"
     data: str = setting(
-        "--data", default="auto", choices=("auto", "cifar10", "synthetic", "imagefolder"),
+        "--data", default="auto", choices=("auto", "cifar10", "synthetic", "imagefolder", "webdataset"),
         help="auto: CIFAR-10 if a verified copy is present or can be downloaded (10 s connection timeout), else "
-        "synthetic with a warning; imagefolder: your own images in --data-dir, a folder per class (default "
+        "synthetic with a warning; imagefolder: your own images in --data-dir, a folder per class; webdataset: "
+        "WebDataset tar shards in --data-dir (ampbench-shards writes them from an image folder) (default "
         "%(default)s)",
         doc="{help}; see [Your own model and data](data-and-models.md#your-own-model-and-data)")
     data_dir: str = setting(
         "--data-dir", default_factory=default_data_dir,
         help="folder holding cifar-10-batches-py, or that folder itself; with --data imagefolder, the image folder "
-        "(DIR/CLASS/IMAGE, or DIR/train/CLASS/IMAGE beside DIR/val, DIR/validation or DIR/test) (default $CIFAR10_DIR, "
-        "else ./data)")
+        "(DIR/CLASS/IMAGE, or DIR/train/CLASS/IMAGE beside DIR/val, DIR/validation or DIR/test); with --data "
+        "webdataset, the shards' folder or a brace pattern of them (default $CIFAR10_DIR, else ./data)")
     num_classes: Optional[int] = setting(  # None: the data's, settled when it is read (TrainingPlan)
         "--num-classes", range=Range(int, 2, LARGEST_COUNT, f"a whole number of classes from 2 to {LARGEST_COUNT}"),
         metavar="N",
@@ -358,10 +359,14 @@ class DataSettings(Section):
     workers: int = setting(
         "--workers", default_factory=default_workers, range=Range(int, 0, MOST_WORKERS, f"from 0 to {MOST_WORKERS}"),
         help=WORKERS + " = %(default)s)", doc=WORKERS + ")")  # the page leaves out this machine's count
+    epoch_images: Optional[int] = setting(  # None: an index.json's, which ampbench-shards writes
+        "--epoch-images", range=COUNT, metavar="N", help="--data webdataset without an index.json (shards "
+        "ampbench-shards did not write): the training images in one epoch of the shards")
     skip_bad_images: bool = setting(
         "--skip-bad-images", action="store_true",
-        help="--data imagefolder: leave out the files that are not whole images (empty, truncated, not an image, "
-        "unreadable), counted and recorded in the results, instead of stopping at the first",
+        help="--data imagefolder and webdataset: leave out the files (samples) that are not whole images (empty, "
+        "truncated, not an image, unreadable), counted and recorded in the results, instead of stopping at the "
+        "first",
         doc="{help}; see [Bad data](data-and-models.md#bad-data)")
 
     @property
@@ -934,15 +939,21 @@ def check_data_flags(args: Arguments) -> None:
         raise UserError(f"--num-classes {args.num_classes} does not fit --data {args.data}: CIFAR-10 has "
                         f"{families.DEFAULT_NUM_CLASSES} classes; drop --num-classes, or train on --data synthetic "
                         "(labels of that many classes) or --data imagefolder.")
-    if args.data == "imagefolder" and args.allow_unverified:
-        raise UserError("--allow-unverified accepts a CIFAR-10 copy whose md5 sums differ, and --data imagefolder "
+    if args.data in STREAMED_DATA and args.allow_unverified:
+        raise UserError(f"--allow-unverified accepts a CIFAR-10 copy whose md5 sums differ, and --data {args.data} "
                         "reads no CIFAR-10; drop --allow-unverified.")
     if args.loader == "stream" and args.data not in STREAMED_DATA:
         raise UserError(f"--loader stream reads an image folder's files from disk per batch, and --data {args.data} "
                         "is held in memory; use --data imagefolder or drop --loader stream.")
-    if args.skip_bad_images and args.data != "imagefolder":
+    if args.skip_bad_images and args.data not in STREAMED_DATA:
         raise UserError(f"--skip-bad-images leaves out the image files that cannot be read, and --data {args.data} "
                         "reads none; drop --skip-bad-images.")
+    if args.data == "webdataset" and args.loader in ("device", "torchvision"):
+        raise UserError(f"--loader {args.loader} holds the data set in memory, and --data webdataset is read from its "
+                        "shards as the run trains; drop --loader (or give --loader stream).")
+    if args.epoch_images is not None and args.data != "webdataset":
+        raise UserError("--epoch-images gives the images an epoch of tar shards holds (--data webdataset without an "
+                        f"index.json), and --data {args.data} counts its own; drop --epoch-images.")
 
 
 def check_optimizer_flags(args: Arguments) -> None:

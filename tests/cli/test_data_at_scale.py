@@ -93,3 +93,73 @@ def test_a_file_that_is_no_image_in_the_evaluation_stops_it_and_is_left_out_when
     assert skipped.returncode == 0, skipped.stderr
     (run,) = json.loads((tmp_path / "s.json").read_text())["runs"]
     assert run["test_accuracy"] is not None and run["skipped_images"]["count"] == 1
+
+
+def sharded(tmp_path, per_class=8, shard_images=5):
+    """An image folder of `per_class` images a class written as shards: the shards' folder."""
+    from utils.data import shard_writer
+
+    tree = image_tree(tmp_path / "tree", per_class=per_class, size=(40, 30))
+    assert shard_writer.main([str(tree), str(tmp_path / "shards"), "--workers", "0", "--shard-images",
+                              str(shard_images)]) == 0
+    return tmp_path / "shards"
+
+
+def from_shards(folder, *argv):
+    return run_main("--data", "webdataset", "--data-dir", folder, *FAST, *argv)
+
+
+def test_shards_through_a_comparison_and_a_resume_that_continues_exactly(tmp_path):
+    folder = sharded(tmp_path)
+    result = from_shards(folder, "-n", "5", "--modes", "fp32,amp-bf16", "--json", tmp_path / "r.json")
+    assert result.returncode == 0, result.stderr
+    document = read_results(tmp_path / "r.json")
+    data, runs = document["data"], document["runs"]
+    assert (data["name"], data["train_images"], data["test_images"], data["train_shards"]) == ("webdataset", 21, 3, 5)
+    assert data["epoch_from"] == "index" and {run["loader"] for run in runs} == {"stream"}
+    assert all(run["test_accuracy"] is not None for run in runs)
+    assert len({run["first_batch_sha256"] for run in runs}) == 1
+    constant = ["--lr-schedule", "constant", "--lr-warmup-steps", "0", "--bf16", "--no-eval"]
+    assert from_shards(folder, *constant, "-n", "6", "--json", tmp_path / "whole.json").returncode == 0
+    checkpointed = [*constant, "--checkpoint", tmp_path / "ck.pt"]
+    assert from_shards(folder, *checkpointed, "-n", "3").returncode == 0
+    resumed = from_shards(folder, *checkpointed, "-n", "6", "--resume", "--json", tmp_path / "resumed.json")
+    assert resumed.returncode == 0, resumed.stderr
+    (run,) = json.loads((tmp_path / "resumed.json").read_text())["runs"]
+    (reference,) = json.loads((tmp_path / "whole.json").read_text())["runs"]
+    assert run["resumed_from_step"] == 3 and run["loss_curve"] == reference["loss_curve"]
+
+
+def test_a_sample_that_is_no_image_stops_a_run_on_shards_and_a_shard_cut_short_is_refused_before_it(tmp_path):
+    import io
+    import tarfile
+
+    folder = sharded(tmp_path)
+    with tarfile.open(folder / "train-000002.tar", "a") as tar:
+        for name, content in (("bogus.png", b"\x89PNG\r\n\x1a\n" + bytes(range(256))), ("bogus.cls", b"0")):
+            member = tarfile.TarInfo(name)
+            member.size = len(content)
+            tar.addfile(member, io.BytesIO(content))
+    index = json.loads((folder / "index.json").read_text())
+    index["splits"]["train"]["shards"][2]["bytes"] = (folder / "train-000002.tar").stat().st_size
+    (folder / "index.json").write_text(json.dumps(index))
+    stopped = from_shards(folder, "-n", "12", "--bf16", "--no-eval", "--json", tmp_path / "r.json")
+    assert_user_error(stopped, f"--data webdataset: {folder / 'train-000002.tar'}:bogus cannot be read as an image",
+                      "or pass --skip-bad-images to skip them.", "interrupted by a file that is no whole image")
+    assert json.loads((tmp_path / "r.json").read_text())["runs"][0]["stopped_by"] == "a file that is no whole image"
+    skipped = from_shards(folder, "-n", "12", "--bf16", "--no-eval", "--skip-bad-images", "--json", tmp_path / "s.json")
+    assert skipped.returncode == 0, skipped.stderr
+    assert json.loads((tmp_path / "s.json").read_text())["runs"][0]["skipped_images"]["count"] == 1
+    with open(folder / "train-000004.tar", "r+b") as f:
+        f.truncate(1024)
+    for argv in (["-n", "3"], ["--check-flags"]):
+        assert_user_error(from_shards(folder, *argv), "train-000004.tar is 1,024 bytes and index.json says")
+
+
+def test_the_flags_of_shards_are_refused_where_they_do_nothing(tmp_path, monkeypatch):
+    assert_user_error(run_main("--data", "webdataset", "--loader", "device", "--check-flags"),
+                      "--loader device holds the data set in memory, and --data webdataset is read from its shards")
+    assert_user_error(run_main("--data", "cifar10", "--epoch-images", "100", "--check-flags"),
+                      "--epoch-images gives the images an epoch of tar shards holds")
+    monkeypatch.setitem(__import__("sys").modules, "webdataset", None)
+    assert_user_error(from_shards(tmp_path, "--check-flags"), "pip install webdataset")

@@ -3,15 +3,17 @@ the user's own image folder (--data imagefolder)."""
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 import torch
 
 from models.families import DEFAULT_NUM_CLASSES
+from utils import launch
 from utils.config import DEFAULT_INPUT_SHAPE, InputShape, usable_cores
 from utils.console import human_bytes
-from utils.data import cifar10, imagefolder, inmemory, streamed
+from utils.data import cifar10, imagefolder, inmemory, shards, streamed
 from utils.data.images import BadImages
 from utils.data.loaders import (
     CIFAR10_NORMALIZATION,
@@ -35,7 +37,8 @@ FEWEST_SYNTHETIC_IMAGES = 4096  # at larger sizes as few as hold CIFAR-10's byte
 # beyond it decoding would delay the first step by minutes and crowd out training, and streaming starts at once.
 MEMORY_BUDGET_BYTES = 4 * 2 ** 30
 MEMORY_SHARE = 0.25
-Loader = Union[DeviceLoader, TorchvisionLoader, streamed.StreamLoader]
+Loader = Union[DeviceLoader, TorchvisionLoader, streamed.StreamLoader, shards.ShardLoader]
+Stream = Union[streamed.FolderStream, shards.ShardStream]  # what reads streamed data as the run trains
 
 
 @dataclass
@@ -43,7 +46,7 @@ class Data:
     """The images a run trains on: held in memory on the training device (an image folder's, for
     --loader torchvision, on the CPU, where its workers read them), or streamed from files
     (`stream`, --loader stream), whose images and labels are then None."""
-    name: str  # "cifar10", "synthetic" or "imagefolder"
+    name: str  # "cifar10", "synthetic", "imagefolder" or "webdataset"
     train_images: Optional[torch.Tensor]
     train_labels: Optional[torch.Tensor]
     test_images: Optional[torch.Tensor]  # None for synthetic data (accuracy would mean nothing) and streamed data
@@ -52,7 +55,7 @@ class Data:
     normalization: Normalization = CIFAR10_NORMALIZATION
     fingerprint: Optional[str] = None  # an image folder's files, digested: which tree it is, wherever it lies
     loader: Optional[str] = None  # the loader an image folder settled (--loader auto); else --loader's
-    stream: Optional[streamed.FolderStream] = None
+    stream: Optional[Stream] = None
     notes: List[str] = field(default_factory=list)  # what the run says of it: splits left out, the loader chosen
 
     @property
@@ -83,11 +86,6 @@ class Data:
         """The sentence that stops the run: a streamed file that is no whole image (None without one)."""
         return self.stream.bad.failure if self.stream is not None else None
 
-    def begin_run(self) -> None:
-        """A run begins: the streamed files it meets that are no whole images are counted afresh."""
-        if self.stream is not None:
-            self.stream.begin_run()
-
     @property
     def run_skipped(self) -> Optional[Dict[str, Any]]:
         """runs[].skipped_images: the streamed files the run left out (--skip-bad-images), else None."""
@@ -96,7 +94,8 @@ class Data:
     def train_loader(self, kind: str, *, batch_size: int, device: torch.device, seed: int, workers: int,
                      channels_last: bool, shard: Tuple[int, int], input_shape: InputShape) -> Loader:
         """The run's endless stream of training batches: the --loader `kind`'s (the TrainingPlan's,
-        which streamed data settled; `workers` serves the DataLoader paths)."""
+        which streamed data settled; `workers` serves the DataLoader paths). A run asks for one as it
+        begins: the streamed files it meets that are no whole images are counted afresh."""
         if self.stream is not None:
             return self.stream.train_loader(batch_size=batch_size, device=device, seed=seed,
                                             channels_last=channels_last, shard=shard)
@@ -135,6 +134,8 @@ def synthetic(device: torch.device, seed: int, count: Optional[int] = None,
 def class_count(settings: DataSettings) -> int:
     """The classes of the run's labels, known before the data is read: an image folder's class
     folders (listed, a different --num-classes refused), else --num-classes, else CIFAR-10's."""
+    if settings.data == "webdataset":
+        return shards.read(settings.data_dir, settings.epoch_images, settings.num_classes).num_classes
     if settings.data != "imagefolder":
         return settings.num_classes or DEFAULT_NUM_CLASSES
     found = len(imagefolder.layout(settings.data_dir).classes)
@@ -159,8 +160,9 @@ def image_folder(settings: DataSettings, device: torch.device, say: Callable[[st
             "images")
         normalization = streamed.sample_normalization(listing.index, listing.training, settings.image_size,
                                                       settings.workers)
-        stream = streamed.FolderStream(listing, settings.image_size, settings.workers, normalization,
-                                       BadImages(settings.skip_bad_images, "--data imagefolder"))
+        stream = streamed.FolderStream(settings.image_size, settings.workers, normalization,
+                                       BadImages(settings.skip_bad_images, "--data imagefolder"),
+                                       len(listing.training), len(listing.evaluation), listing)
         info = dict(listing.info(), augmentation=streamed.TRAIN_RECIPE.format(size=settings.image_size),
                     resize=streamed.EVAL_RECIPE.format(resize=streamed.eval_resize(settings.image_size),
                                                        size=settings.image_size),
@@ -174,6 +176,31 @@ def image_folder(settings: DataSettings, device: torch.device, say: Callable[[st
                                                      settings.skip_bad_images, say)
     return Data("imagefolder", train.images.to(held), train.labels.to(held), test.images.to(held),
                 test.labels.to(held), info, normalization, str(info["fingerprint"]), loader, None, notes)
+
+
+def shard_data(settings: DataSettings, say: Callable[[str], None]) -> Data:
+    """The WebDataset shards at --data-dir, read as the run trains: checked whole, enough for every
+    rank's every worker, normalised with the channel figures of their first training images."""
+    found = shards.read(settings.data_dir, settings.epoch_images, settings.num_classes)
+    shards.check_feeds(found, launch.detect().size, settings.workers)
+    say(f"computing the channel figures of the first {streamed.NORMALIZATION_SAMPLE} training images of the shards")
+    normalization, sampled = shards.sample_normalization(found, settings.image_size)
+    stream = shards.ShardStream(settings.image_size, settings.workers, normalization,
+                                BadImages(settings.skip_bad_images, shards.SOURCE), found.train_images,
+                                found.test_images, found)
+    size = settings.image_size
+    info = {"name": "webdataset", "folder": os.path.realpath(settings.data_dir) if os.path.isdir(settings.data_dir)
+            else settings.data_dir, "classes": found.classes, "num_classes": found.num_classes,
+            "train_images": found.train_images, "test_images": found.test_images,
+            "train_shards": len(found.train.paths),
+            "eval_shards": len(found.evaluation.paths) if found.evaluation is not None else 0,
+            "epoch_from": "index" if found.classes is not None else "--epoch-images", "resized": found.resized,
+            "augmentation": streamed.TRAIN_RECIPE.format(size=size),
+            "resize": streamed.EVAL_RECIPE.format(resize=streamed.eval_resize(size), size=size),
+            "mean": list(normalization[0]), "std": list(normalization[1]),
+            "normalized_by": f"the first {sampled} training images",
+            "workers": settings.workers, "skipped_images": None, "fingerprint": found.fingerprint()}
+    return Data("webdataset", None, None, None, None, info, normalization, str(info["fingerprint"]), "stream", stream)
 
 
 def memory_budget(device: torch.device) -> Tuple[int, str]:
@@ -214,6 +241,9 @@ def check_listing(settings: DataSettings) -> None:
     index, built and cached as a run builds it)."""
     if settings.data == "imagefolder":
         imagefolder.listing(settings.data_dir, settings.skip_bad_images)
+    if settings.data == "webdataset":
+        shards.check_feeds(shards.read(settings.data_dir, settings.epoch_images, settings.num_classes),
+                           launch.detect().size, settings.workers)
 
 
 def load(settings: DataSettings, device: torch.device, seed: int,
@@ -226,6 +256,8 @@ def load(settings: DataSettings, device: torch.device, seed: int,
     choice, data_dir, download = settings.data, settings.data_dir, settings.download
     if choice == "imagefolder":
         return image_folder(settings, device, say), []
+    if choice == "webdataset":
+        return shard_data(settings, say), []
     classes = settings.num_classes or DEFAULT_NUM_CLASSES
     allow_unverified = settings.allow_unverified
     warnings = []

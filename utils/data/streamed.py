@@ -171,108 +171,142 @@ class StreamOrder(Sampler):
             number += width
 
 
-class StreamLoader:
-    """An endless stream of augmented, normalised training batches read from files by
-    `workers` DataLoader processes (the main process for 0), persistent across epochs; the
-    files met that are no whole images go to `bad`."""
+class ToDevice:
+    """Batches of streamed data on the device: what the streamed loaders share. Each host batch
+    (uint8 images, labels, the files met that were no whole images, from a DataLoader's workers) is
+    copied without blocking, normalised and laid out; the files go to `bad`, whose first stops the
+    run without --skip-bad-images (`failure`)."""
 
-    def __init__(self, dataset: FolderImages, bad: BadImages, *, batch_size: int, device: torch.device, seed: int,
-                 workers: int, normalization: Normalization, channels_last: bool = False,
-                 shard: Tuple[int, int] = (0, 1)):
-        self.dataset, self.bad, self.batch_size, self.device, self.seed = dataset, bad, batch_size, device, seed
-        self.workers, self.shard = workers, shard
+    def __init__(self, bad: BadImages, device: torch.device, normalization: Normalization, channels_last: bool):
+        self.bad, self.device = bad, device
         self.normalize = Normalize(device, normalization)
         self.memory_format = memory_format(channels_last)
-        self.position = 0
-        self.start(0)
 
     @property
     def failure(self) -> Optional[str]:
         return self.bad.failure
 
+    def on_device(self, host_images: torch.Tensor, labels: torch.Tensor,
+                  failed: List[Failed]) -> Tuple[torch.Tensor, torch.Tensor]:
+        self.bad.add(failed)
+        batch = self.normalize(host_images.to(self.device, non_blocking=True))
+        return batch.contiguous(memory_format=self.memory_format), labels.to(self.device, non_blocking=True)
+
+    def loader(self, dataset: Dataset, workers: int, **batching: Any) -> DataLoader:
+        """The DataLoader of `dataset`: `workers` processes, pinned memory on CUDA."""
+        return DataLoader(dataset, num_workers=workers, collate_fn=collate, pin_memory=self.device.type == "cuda",
+                          **batching)
+
+    def evaluated(self, loader: DataLoader) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
+        """`loader`'s batches on the device, those left empty by files that are no whole images left out."""
+        for host_images, labels, failed in loader:
+            batch = self.on_device(host_images, labels, failed)
+            if len(labels):
+                yield batch
+
+
+class TrainBatches(ToDevice):
+    """An endless stream of training batches that a DataLoader's persistent workers make
+    (`start(position)` makes the iterator, from batch `position` on); counted, so that a
+    checkpoint resumes at its batch."""
+    position = 0
+    batches: Iterator[Tuple[torch.Tensor, torch.Tensor, List[Failed]]]
+
+    def start(self, position: int) -> None:
+        raise NotImplementedError
+
+    def __iter__(self) -> TrainBatches:
+        return self
+
+    def __next__(self) -> Tuple[torch.Tensor, torch.Tensor]:
+        host_images, labels, failed = next(self.batches)
+        self.position += 1
+        return self.on_device(host_images, labels, failed)
+
+    def state_dict(self) -> Dict[str, Any]:
+        return {"position": self.position}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """Start again at the saved batch."""
+        if not isinstance(state.get("position"), int) or state["position"] < 0:
+            raise ValueError(f"its loader position {state.get('position')!r} is not a batch number")
+        self.start(state["position"])
+
+    def persistent(self, dataset: Dataset, workers: int, **batching: Any) -> DataLoader:
+        """The DataLoader of training: workers that persist across epochs, each PREFETCH batches ahead."""
+        ahead: Dict[str, Any] = {"prefetch_factor": PREFETCH} if workers > 0 else {}  # torch 1.11 refuses it for 0
+        return self.loader(dataset, workers, persistent_workers=workers > 0, **ahead, **batching)
+
+
+class StreamLoader(TrainBatches):
+    """An image folder's training batches, read from its files by `workers` DataLoader processes
+    (the main process for 0) in StreamOrder: a resume reads no batch before its own, as the order
+    and every draw follow from the seed and the position."""
+
+    def __init__(self, dataset: FolderImages, bad: BadImages, *, batch_size: int, device: torch.device, seed: int,
+                 workers: int, normalization: Normalization, channels_last: bool = False,
+                 shard: Tuple[int, int] = (0, 1)):
+        super().__init__(bad, device, normalization, channels_last)
+        self.dataset, self.batch_size, self.seed, self.workers, self.shard = dataset, batch_size, seed, workers, shard
+        self.start(0)
+
     def start(self, position: int) -> None:
         order = StreamOrder(len(self.dataset), self.batch_size, self.seed, self.shard, position)
-        ahead: Dict[str, Any] = {"prefetch_factor": PREFETCH} if self.workers > 0 else {}  # torch 1.11 refuses it for 0
-        self.loader = DataLoader(self.dataset, batch_sampler=order, num_workers=self.workers, collate_fn=collate,
-                                 pin_memory=self.device.type == "cuda", persistent_workers=self.workers > 0, **ahead)
-        self.batches = iter(self.loader)
+        self.batches = iter(self.persistent(self.dataset, self.workers, batch_sampler=order))
         self.position = position
 
     def __len__(self) -> int:
         """Batches in an epoch: the device loader's count (the last partial one completed from the next)."""
         return -(-len(self.dataset) // (self.batch_size * self.shard[1]))
 
-    def __iter__(self) -> StreamLoader:
-        return self
 
-    def __next__(self) -> Tuple[torch.Tensor, torch.Tensor]:
-        host_images, labels, failed = next(self.batches)
-        self.position += 1
-        self.bad.add(failed)
-        batch = self.normalize(host_images.to(self.device, non_blocking=True))
-        return batch.contiguous(memory_format=self.memory_format), labels.to(self.device, non_blocking=True)
-
-    def state_dict(self) -> Dict[str, Any]:
-        return {"position": self.position}
-
-    def load_state_dict(self, state: Dict[str, Any]) -> None:
-        """Start again at the saved batch: the order and every draw follow from the seed and the
-        position, so no batch before it is read."""
-        if not isinstance(state.get("position"), int) or state["position"] < 0:
-            raise ValueError(f"its loader position {state.get('position')!r} is not a batch number")
-        self.start(state["position"])
-
-
-class EvalBatches:
+class EvalBatches(ToDevice):
     """This rank's contiguous share of the evaluation images, in order, as normalised batches on
     the device; the files met that are no whole images go to `bad` (and are left out)."""
 
     def __init__(self, dataset: FolderImages, bad: BadImages, *, batch_size: int, device: torch.device, workers: int,
                  normalization: Normalization, channels_last: bool = False, shard: Tuple[int, int] = (0, 1)):
+        super().__init__(bad, device, normalization, channels_last)
         rank, ranks = shard
         share = range(rank * len(dataset) // ranks, (rank + 1) * len(dataset) // ranks)
         self.order = [[(item, None) for item in share[start:start + batch_size]]
                       for start in range(0, len(share), batch_size)]
-        self.dataset, self.bad, self.device, self.workers = dataset, bad, device, workers
-        self.normalize, self.memory_format = Normalize(device, normalization), memory_format(channels_last)
+        self.dataset, self.workers = dataset, workers
 
     def __len__(self) -> int:
         return len(self.order)
 
     def __iter__(self) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
-        for host_images, labels, failed in DataLoader(self.dataset, batch_sampler=self.order,
-                                                      num_workers=self.workers, collate_fn=collate,
-                                                      pin_memory=self.device.type == "cuda"):
-            self.bad.add(failed)
-            if len(labels):
-                batch = self.normalize(host_images.to(self.device, non_blocking=True))
-                yield batch.contiguous(memory_format=self.memory_format), labels.to(self.device, non_blocking=True)
+        return self.evaluated(self.loader(self.dataset, self.workers, batch_sampler=self.order))
 
 
 @dataclass
-class FolderStream:
-    """An image folder read from disk per batch: what Data holds in place of tensors. Every loader
-    it makes reports to `bad`, which the run renews per run (begin_run)."""
-    listing: Listing
+class Source:
+    """What reads streamed data as the run trains, which Data holds in place of tensors: the images'
+    size, the DataLoader workers, the normalisation, the BadImages every loader it makes reports
+    to, renewed for each run as it asks for its training batches (renewed_bad), and the images of
+    an epoch and of the evaluation."""
     size: int
     workers: int
     normalization: Normalization
     bad: BadImages
+    train_count: int
+    test_count: int
 
-    @property
-    def train_count(self) -> int:
-        return len(self.listing.training)
-
-    @property
-    def test_count(self) -> int:
-        return len(self.listing.evaluation)
-
-    def begin_run(self) -> None:
+    def renewed_bad(self) -> BadImages:
         self.bad = BadImages(self.bad.skip, self.bad.source)
+        return self.bad
+
+
+@dataclass
+class FolderStream(Source):
+    """An image folder read from disk per batch."""
+    listing: Listing
 
     def train_loader(self, *, batch_size: int, device: torch.device, seed: int, channels_last: bool,
                      shard: Tuple[int, int]) -> StreamLoader:
-        return StreamLoader(FolderImages(self.listing.index, self.listing.training, self.size), self.bad,
+        """A run's training batches; the files that are no whole images are counted afresh for it."""
+        return StreamLoader(FolderImages(self.listing.index, self.listing.training, self.size), self.renewed_bad(),
                             batch_size=batch_size, device=device, seed=seed, workers=self.workers,
                             normalization=self.normalization, channels_last=channels_last, shard=shard)
 

@@ -69,7 +69,8 @@ def test_the_order_takes_every_image_once_an_epoch_in_full_batches_and_ranks_sha
 def stream_of(tree, size=16, workers=0, skip=False):
     listing = imagefolder.listing(str(tree), skip_bad=skip)
     normalization = streamed.sample_normalization(listing.index, listing.training, size, workers)
-    return streamed.FolderStream(listing, size, workers, normalization, BadImages(skip, "--data imagefolder"))
+    return streamed.FolderStream(size, workers, normalization, BadImages(skip, "--data imagefolder"),
+                                 len(listing.training), len(listing.evaluation), listing)
 
 
 @pytest.mark.parametrize("workers", [0, 2])
@@ -80,7 +81,7 @@ def test_batches_are_the_same_whatever_the_workers_and_after_a_resume(tmp_path, 
     assert first[0][0].shape == (5, 3, 16, 16) and first[0][0].dtype == torch.float32
     assert abs(float(torch.cat([images for images, _ in first]).mean())) < 0.5  # normalised by the folder's figures
     saved = None
-    reference = streamed.FolderStream(stream.listing, 16, 0, stream.normalization, stream.bad)
+    reference = streamed.FolderStream(16, 0, stream.normalization, stream.bad, 19, 5, stream.listing)
     replay = reference.train_loader(batch_size=5, device=CPU, seed=1, channels_last=False, shard=(0, 1))
     for step in range(5):
         images, labels = next(replay)
