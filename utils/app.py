@@ -193,7 +193,7 @@ def prepare(config: RunConfig, context: RunContext) -> Tuple[TrainingPlan, nn.Mo
     for message in data.notes:
         warn(message, "note")
     if not data.has_test_set and config.accuracy_flags:  # --data auto fell back to synthetic images
-        raise UserError(no_test_images(config.accuracy_flags[0]))
+        raise UserError(no_test_images(config.accuracy_flags[0], data.name))
     held = f"streamed from disk by {dataset.plural(config.data.workers, 'worker')}" if data.stream is not None \
         else f"on {context.device}"
     context.reporter.phase(f"data loaded: {data.name}, {data.train_count} training images"

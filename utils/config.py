@@ -115,7 +115,7 @@ def default_workers() -> int:
 
 
 SGD, ADAMW = families.OPTIMIZER_DEFAULTS["sgd"], families.OPTIMIZER_DEFAULTS["adamw"]
-LOADERS = ("auto", "device", "torchvision", "stream")
+LOADERS = ("auto", "device", "torchvision", "stream", "dali")
 STREAMED_DATA = ("imagefolder", "webdataset")  # the data --loader stream reads from files
 WORKERS = ("DataLoader worker processes that read and decode streamed images (--loader stream) or serve --loader "
            "torchvision, and that decode an image folder held in memory (default: the cores this process may use, "
@@ -352,13 +352,21 @@ class DataSettings(Section):
     loader: str = setting(  # resolved: auto is device but for an image folder, whose size settles it (TrainingPlan)
         "--loader", default="auto", choices=LOADERS,
         help="device: dataset decoded once and held on the training device, whole-batch augmentation; torchvision: "
-        "held in memory, the classic per-image DataLoader path; stream: an image folder's files read and decoded "
-        "per batch by --workers processes, in bounded memory; auto: device, but for an image folder whose decoded "
-        "images exceed the in-memory budget, which streams (default %(default)s)",
+        "held in memory, the classic per-image DataLoader path; stream: an image folder's files (or shards) read "
+        "and decoded per batch by --workers processes, in bounded memory; dali: the same read, decoded and augmented "
+        "by an NVIDIA DALI pipeline on the GPU (needs DALI); auto: device, but for an image folder whose decoded "
+        "images exceed the in-memory budget, and shards, which stream (default %(default)s)",
         doc="{help}; see [Feeding the GPU](data-and-models.md#feeding-the-gpu-loaders-and-speed-levers)")
     workers: int = setting(
         "--workers", default_factory=default_workers, range=Range(int, 0, MOST_WORKERS, f"from 0 to {MOST_WORKERS}"),
         help=WORKERS + " = %(default)s)", doc=WORKERS + ")")  # the page leaves out this machine's count
+    decode: str = setting(
+        "--decode", default="auto", choices=("auto", "cpu", "gpu"),
+        help="where streamed images (--loader stream or dali, --data webdataset) are decoded: cpu, in the "
+        "DataLoader workers (DALI's CPU threads); gpu, each batch's JPEGs on the training GPU (torchvision's "
+        "decode_jpeg with nvJPEG, or DALI's mixed decoder), cropped and resized there; auto: gpu for --loader dali, "
+        "else cpu (default %(default)s)",
+        doc="{help}; see [Decoding on the GPU](data-and-models.md#decoding-on-the-gpu---decode-gpu---loader-dali)")
     epoch_images: Optional[int] = setting(  # None: an index.json's, which ampbench-shards writes
         "--epoch-images", range=COUNT, metavar="N", help="--data webdataset without an index.json (shards "
         "ampbench-shards did not write): the training images in one epoch of the shards")
@@ -942,15 +950,40 @@ def check_data_flags(args: Arguments) -> None:
     if args.data in STREAMED_DATA and args.allow_unverified:
         raise UserError(f"--allow-unverified accepts a CIFAR-10 copy whose md5 sums differ, and --data {args.data} "
                         "reads no CIFAR-10; drop --allow-unverified.")
-    if args.loader == "stream" and args.data not in STREAMED_DATA:
-        raise UserError(f"--loader stream reads an image folder's files from disk per batch, and --data {args.data} "
-                        "is held in memory; use --data imagefolder or drop --loader stream.")
+    check_streaming_flags(args)
+
+
+def check_streaming_flags(args: Arguments) -> None:
+    """The flags of data read from files as the run trains (--loader stream and dali, --decode,
+    --skip-bad-images, --epoch-images) where there is none, or with a loader that holds the data."""
+    if args.loader in ("stream", "dali") and args.data not in STREAMED_DATA:
+        raise UserError(f"--loader {args.loader} reads an image folder's files (or shards) per batch, and --data "
+                        f"{args.data} is held in memory; use --data imagefolder or webdataset, or drop --loader "
+                        f"{args.loader}.")
     if args.skip_bad_images and args.data not in STREAMED_DATA:
         raise UserError(f"--skip-bad-images leaves out the image files that cannot be read, and --data {args.data} "
                         "reads none; drop --skip-bad-images.")
     if args.data == "webdataset" and args.loader in ("device", "torchvision"):
         raise UserError(f"--loader {args.loader} holds the data set in memory, and --data webdataset is read from its "
                         "shards as the run trains; drop --loader (or give --loader stream).")
+    if args.decode == "gpu" and args.data not in STREAMED_DATA:
+        raise UserError(f"--decode gpu decodes each batch's files as the run trains, and --data {args.data} is held "
+                        "in memory, decoded before it; drop --decode gpu, or use --data imagefolder or webdataset.")
+    if args.decode == "gpu" and args.loader in ("device", "torchvision"):
+        raise UserError(f"--decode gpu decodes each batch's files as the run trains, and --loader {args.loader} "
+                        "decodes the folder once before it; drop one (--loader stream or auto streams it).")
+    if args.decode == "gpu" and not args.gpu:
+        raise UserError("--decode gpu decodes JPEGs on a CUDA GPU, and this run is on the CPU (no -p); add -p/--gpu "
+                        "on a GPU node, or drop --decode gpu (the DataLoader workers decode on the CPU).")
+    if args.loader == "dali" and not args.gpu:
+        raise UserError("--loader dali runs NVIDIA DALI's pipeline on a CUDA GPU, and this run is on the CPU (no -p); "
+                        "add -p/--gpu on a GPU node, or use --loader stream.")
+    if args.loader == "dali" and args.data == "webdataset":
+        raise UserError("--loader dali reads image folders: DALI's tar reader cannot parse the text labels of "
+                        "WebDataset shards; use --loader stream --decode gpu for shards.")
+    if args.loader == "dali" and args.skip_bad_images:
+        raise UserError("--loader dali stops at a file it cannot decode and cannot leave it out; use --loader stream "
+                        "with --skip-bad-images, which names and counts such files.")
     if args.epoch_images is not None and args.data != "webdataset":
         raise UserError("--epoch-images gives the images an epoch of tar shards holds (--data webdataset without an "
                         f"index.json), and --data {args.data} counts its own; drop --epoch-images.")
@@ -988,8 +1021,12 @@ def check_accuracy_flags(args: Arguments) -> None:
         raise UserError(no_test_images(asked[0]))
 
 
-def no_test_images(flag: str) -> str:
-    """Why `flag` cannot be served by a data set without test images (synthetic data)."""
+def no_test_images(flag: str, data: str = "synthetic") -> str:
+    """Why `flag` cannot be served by a data set without test images: synthetic data, or shards
+    without an index.json (`data` "webdataset")."""
+    if data == "webdataset":
+        return (f"{flag} measures test accuracy, and shards without an index.json have no evaluation shards; write "
+                f"them with ampbench-shards (train- and eval- shards), or drop {flag}.")
     return (f"{flag} measures test accuracy, and synthetic data has no test images; use CIFAR-10 (--data cifar10) "
             f"or drop {flag}.")
 

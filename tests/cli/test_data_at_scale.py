@@ -49,7 +49,7 @@ def test_a_streamed_run_resumes_where_it_stopped_with_the_batches_it_would_have_
 
 def test_streaming_is_refused_where_nothing_is_read_from_files_and_checked_where_it_is(tmp_path):
     assert_user_error(run_main("--data", "cifar10", "--loader", "stream", "--check-flags"),
-                      "--loader stream reads an image folder's files from disk per batch, and --data cifar10 is "
+                      "--loader stream reads an image folder's files (or shards) per batch, and --data cifar10 is "
                       "held in memory")
     tree = image_tree(tmp_path / "tree", per_class=2)
     checked = streamed(tree, "--check-flags")

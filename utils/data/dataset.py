@@ -13,7 +13,7 @@ from models.families import DEFAULT_NUM_CLASSES
 from utils import launch
 from utils.config import DEFAULT_INPUT_SHAPE, InputShape, usable_cores
 from utils.console import human_bytes
-from utils.data import cifar10, imagefolder, inmemory, shards, streamed
+from utils.data import cifar10, dali, gpu_decode, imagefolder, inmemory, recipe, shards, streamed
 from utils.data.images import BadImages
 from utils.data.loaders import (
     CIFAR10_NORMALIZATION,
@@ -37,7 +37,7 @@ FEWEST_SYNTHETIC_IMAGES = 4096  # at larger sizes as few as hold CIFAR-10's byte
 # beyond it decoding would delay the first step by minutes and crowd out training, and streaming starts at once.
 MEMORY_BUDGET_BYTES = 4 * 2 ** 30
 MEMORY_SHARE = 0.25
-Loader = Union[DeviceLoader, TorchvisionLoader, streamed.StreamLoader, shards.ShardLoader]
+Loader = Union[DeviceLoader, TorchvisionLoader, streamed.StreamLoader, shards.ShardLoader, dali.DaliLoader]
 Stream = Union[streamed.FolderStream, shards.ShardStream]  # what reads streamed data as the run trains
 
 
@@ -96,6 +96,10 @@ class Data:
         """The run's endless stream of training batches: the --loader `kind`'s (the TrainingPlan's,
         which streamed data settled; `workers` serves the DataLoader paths). A run asks for one as it
         begins: the streamed files it meets that are no whole images are counted afresh."""
+        if kind == "dali":
+            assert isinstance(self.stream, streamed.FolderStream)  # --loader dali reads image folders
+            return dali.loader(self.stream, batch_size=batch_size, device=device, seed=seed,
+                               channels_last=channels_last, shard=shard, on_gpu=self.info.get("decode") != "cpu")
         if self.stream is not None:
             return self.stream.train_loader(batch_size=batch_size, device=device, seed=seed,
                                             channels_last=channels_last, shard=shard)
@@ -148,29 +152,13 @@ def class_count(settings: DataSettings) -> int:
 def image_folder(settings: DataSettings, device: torch.device, say: Callable[[str], None]) -> Data:
     """The image folder at --data-dir at --image-size: decoded once and held on the training device
     (the device loader) or on the CPU (the DataLoader's workers read it there), or streamed from its
-    files per batch; --loader auto chooses by memory_budget()."""
+    files per batch (--loader stream or dali); --loader auto chooses by memory_budget()."""
     listing = imagefolder.listing(settings.data_dir, settings.skip_bad_images, say)
     loader, chosen = choose_loader(settings.loader, len(listing.training) + len(listing.evaluation),
-                                   settings.image_size, device, settings.workers)
+                                   settings.image_size, device, settings.workers, settings.decode)
     notes = listing.tree.notes() + ([chosen] if chosen else [])
-    bad = BadImages(settings.skip_bad_images, "--data imagefolder")
-    bad.add(listing.skipped)
-    if loader == "stream":
-        say(f"computing the channel figures of {min(streamed.NORMALIZATION_SAMPLE, len(listing.training))} training "
-            "images")
-        normalization = streamed.sample_normalization(listing.index, listing.training, settings.image_size,
-                                                      settings.workers)
-        stream = streamed.FolderStream(settings.image_size, settings.workers, normalization,
-                                       BadImages(settings.skip_bad_images, "--data imagefolder"),
-                                       len(listing.training), len(listing.evaluation), listing)
-        info = dict(listing.info(), augmentation=streamed.TRAIN_RECIPE.format(size=settings.image_size),
-                    resize=streamed.EVAL_RECIPE.format(resize=streamed.eval_resize(settings.image_size),
-                                                       size=settings.image_size),
-                    mean=list(normalization[0]), std=list(normalization[1]),
-                    normalized_by=f"{min(streamed.NORMALIZATION_SAMPLE, len(listing.training))} training images",
-                    workers=settings.workers, skipped_images=bad.record())
-        return Data("imagefolder", None, None, None, None, info, normalization, str(info["fingerprint"]), loader,
-                    stream, notes)
+    if loader in ("stream", "dali"):
+        return streamed_folder(settings, listing, loader, device, say, notes)
     held = device if loader == "device" else torch.device("cpu")
     train, test, info, normalization = inmemory.load(listing, settings.image_size, settings.workers, held,
                                                      settings.skip_bad_images, say)
@@ -178,16 +166,49 @@ def image_folder(settings: DataSettings, device: torch.device, say: Callable[[st
                 test.labels.to(held), info, normalization, str(info["fingerprint"]), loader, None, notes)
 
 
-def shard_data(settings: DataSettings, say: Callable[[str], None]) -> Data:
+def decoding(settings: DataSettings, loader: str, device: torch.device) -> str:
+    """Where streamed images are decoded ("cpu" or "gpu": --decode, auto settled by the loader),
+    once whatever decodes them on the GPU is found able to (refused in one sentence where not)."""
+    where = "gpu" if settings.decode == "gpu" or (settings.decode == "auto" and loader == "dali") else "cpu"
+    if loader == "dali":
+        dali.modules()
+    elif where == "gpu":
+        gpu_decode.check_available(device)
+    return where
+
+
+def streamed_folder(settings: DataSettings, listing: imagefolder.Listing, loader: str, device: torch.device,
+                    say: Callable[[str], None], notes: List[str]) -> Data:
+    """The folder of `listing` read from its files per batch: normalised with the channel figures of
+    a fixed sample of its training images."""
+    size, decode = settings.image_size, decoding(settings, loader, device)
+    sampled = min(streamed.NORMALIZATION_SAMPLE, len(listing.training))
+    say(f"computing the channel figures of {sampled} training images")
+    normalization = streamed.sample_normalization(listing.index, listing.training, size, settings.workers)
+    stream = streamed.FolderStream(size, settings.workers, normalization,
+                                   BadImages(settings.skip_bad_images, "--data imagefolder"), len(listing.training),
+                                   len(listing.evaluation), decode == "gpu", listing)
+    skipped = BadImages(settings.skip_bad_images, "--data imagefolder")
+    skipped.add(listing.skipped)
+    info = dict(listing.info(), augmentation=recipe.TRAIN_RECIPE.format(size=size),
+                resize=recipe.EVAL_RECIPE.format(resize=recipe.eval_resize(size), size=size),
+                mean=list(normalization[0]), std=list(normalization[1]), normalized_by=f"{sampled} training images",
+                workers=settings.workers, decode=decode, skipped_images=skipped.record())
+    return Data("imagefolder", None, None, None, None, info, normalization, str(info["fingerprint"]), loader, stream,
+                notes)
+
+
+def shard_data(settings: DataSettings, device: torch.device, say: Callable[[str], None]) -> Data:
     """The WebDataset shards at --data-dir, read as the run trains: checked whole, enough for every
     rank's every worker, normalised with the channel figures of their first training images."""
     found = shards.read(settings.data_dir, settings.epoch_images, settings.num_classes)
     shards.check_feeds(found, launch.detect().size, settings.workers)
     say(f"computing the channel figures of the first {streamed.NORMALIZATION_SAMPLE} training images of the shards")
     normalization, sampled = shards.sample_normalization(found, settings.image_size)
+    decode = decoding(settings, "stream", device)
     stream = shards.ShardStream(settings.image_size, settings.workers, normalization,
                                 BadImages(settings.skip_bad_images, shards.SOURCE), found.train_images,
-                                found.test_images, found)
+                                found.test_images, decode == "gpu", found)
     size = settings.image_size
     info = {"name": "webdataset", "folder": os.path.realpath(settings.data_dir) if os.path.isdir(settings.data_dir)
             else settings.data_dir, "classes": found.classes, "num_classes": found.num_classes,
@@ -195,11 +216,11 @@ def shard_data(settings: DataSettings, say: Callable[[str], None]) -> Data:
             "train_shards": len(found.train.paths),
             "eval_shards": len(found.evaluation.paths) if found.evaluation is not None else 0,
             "epoch_from": "index" if found.classes is not None else "--epoch-images", "resized": found.resized,
-            "augmentation": streamed.TRAIN_RECIPE.format(size=size),
-            "resize": streamed.EVAL_RECIPE.format(resize=streamed.eval_resize(size), size=size),
+            "augmentation": recipe.TRAIN_RECIPE.format(size=size),
+            "resize": recipe.EVAL_RECIPE.format(resize=recipe.eval_resize(size), size=size),
             "mean": list(normalization[0]), "std": list(normalization[1]),
             "normalized_by": f"the first {sampled} training images",
-            "workers": settings.workers, "skipped_images": None, "fingerprint": found.fingerprint()}
+            "workers": settings.workers, "decode": decode, "skipped_images": None, "fingerprint": found.fingerprint()}
     return Data("webdataset", None, None, None, None, info, normalization, str(info["fingerprint"]), "stream", stream)
 
 
@@ -215,11 +236,12 @@ def memory_budget(device: torch.device) -> Tuple[int, str]:
                     f"{', '.join(free) or 'none could be read'}")
 
 
-def choose_loader(asked: str, images: int, size: int, device: torch.device, workers: int) -> Tuple[str, Optional[str]]:
+def choose_loader(asked: str, images: int, size: int, device: torch.device, workers: int,
+                  decode: str) -> Tuple[str, Optional[str]]:
     """(the loader of an image folder of `images` images at `size`, the note that says why --loader
-    auto chose it; None where --loader named it)."""
-    if asked != "auto":
-        return asked, None
+    auto chose it; None where --loader named it, or --decode gpu, which streams, settled it)."""
+    if asked != "auto" or decode == "gpu":
+        return asked if asked != "auto" else "stream", None
     needed = inmemory.decoded_bytes(images, size)
     budget, words = memory_budget(device)
     taken = (f"--data imagefolder: its {images:,} images take {human_bytes(needed)} decoded at {size}x{size}, "
@@ -257,7 +279,7 @@ def load(settings: DataSettings, device: torch.device, seed: int,
     if choice == "imagefolder":
         return image_folder(settings, device, say), []
     if choice == "webdataset":
-        return shard_data(settings, say), []
+        return shard_data(settings, device, say), []
     classes = settings.num_classes or DEFAULT_NUM_CLASSES
     allow_unverified = settings.allow_unverified
     warnings = []

@@ -25,16 +25,28 @@ def reason(error: BaseException) -> str:
     return f"{type(error).__name__}{': ' + said if said else ''}"
 
 
-def opened(path: str, expected_size: Optional[int] = None) -> Image.Image:
-    """The image at `path`, opened (PIL reads the header only) after checking that it is a regular
-    file (opening a FIFO would wait for a writer) of the size the index found, when given."""
+def checked(path: str, expected_size: Optional[int] = None) -> None:
+    """Refuse (OSError) a path that is no regular file (opening a FIFO would wait for a writer) or,
+    when `expected_size` is given, not of the size the index found."""
     found = os.stat(path)
     if not stat.S_ISREG(found.st_mode):
         raise OSError(f"it is {kind_of(path)}, not a file")
     if expected_size is not None and found.st_size != expected_size:
         raise ChangedSinceIndexed(f"it changed since the folder was indexed ({expected_size} bytes then, "
                                   f"{found.st_size} now)")
+
+
+def opened(path: str, expected_size: Optional[int] = None) -> Image.Image:
+    """The image at `path`, opened (PIL reads the header only) once checked()."""
+    checked(path, expected_size)
     return Image.open(path)
+
+
+def file_bytes(path: str, expected_size: Optional[int] = None) -> bytes:
+    """The bytes of the file at `path`, once checked()."""
+    checked(path, expected_size)
+    with open(path, "rb") as f:
+        return f.read()
 
 
 class ChangedSinceIndexed(OSError):
@@ -48,11 +60,15 @@ def read_rgb(path: str, transform: Callable[[Image.Image], Image.Image],
     tensor, ""), or (None, why it cannot be read)."""
     try:
         with opened(path, expected_size) as image:
-            picture = transform(image)
-            picture.load()
-            return torch.from_numpy(np.asarray(picture, dtype=np.uint8).copy()).permute(2, 0, 1), ""
+            return tensor_of(transform(image)), ""
     except Exception as error:  # whatever PIL raises for a file that is not a whole image
         return None, reason(error)
+
+
+def tensor_of(picture: Image.Image) -> torch.Tensor:
+    """An RGB image decoded whole, as a uint8 3 x H x W tensor."""
+    picture.load()
+    return torch.from_numpy(np.asarray(picture, dtype=np.uint8).copy()).permute(2, 0, 1)
 
 
 def rgb(image: Image.Image) -> Image.Image:

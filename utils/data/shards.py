@@ -37,7 +37,7 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_in
 from torchvision.datasets.folder import IMG_EXTENSIONS
 from torchvision.transforms import functional as TF
 
-from utils.data import images, streamed
+from utils.data import gpu_decode, images, recipe, streamed
 from utils.data.images import BadImages, Failed
 from utils.data.index import FileIndex
 from utils.data.loaders import Normalization
@@ -221,23 +221,28 @@ def samples(paths: Sequence[str], failed: List[Failed]) -> Iterator[Raw]:
         yield from webdataset.tariterators.tarfile_samples([{"url": path}], handler=handler)
 
 
-def decoded(sample: Raw, transform: Callable[[Image.Image], Image.Image],
-            classes: int) -> Tuple[Optional[torch.Tensor], int, str]:
-    """(the sample's image through `transform` as a uint8 tensor, its label, "") or (None, -1, why it
-    is no whole labelled image)."""
-    suffix = next((suffix for suffix in IMAGE_SUFFIXES if suffix in sample), None)
+def sample_of(raw: Raw, size: int, draw: Optional[str], classes: int, on_device: bool) -> streamed.Sample:
+    """The raw sample through the recipe at `size` (training's, its crop drawn from `draw`, else
+    evaluation's): decoded here, or with `on_device` a JPEG left for the device to decode; a sample
+    without an image, a label or a whole image comes back empty with why."""
+    name = f"{raw['__url__']}:{raw['__key__']}"
+    suffix = next((suffix for suffix in IMAGE_SUFFIXES if suffix in raw), None)
     if suffix is None:
-        return None, -1, "it holds no image file"
+        return streamed.Sample(None, -1, [(name, "it holds no image file")])
     try:
-        label = int(sample["cls"])
+        label = int(raw["cls"])
         if not 0 <= label < classes:
             raise ValueError(f"its label {label} is not one of the {classes} classes")
-        with Image.open(io.BytesIO(sample[suffix])) as image:
-            picture = transform(image)
-            picture.load()
-            return torch.from_numpy(np.asarray(picture, dtype=np.uint8).copy()).permute(2, 0, 1), label, ""
+        jpeg = gpu_decode.encoded(raw[suffix], name, size, draw) if on_device else None
+        if jpeg is not None:
+            return streamed.Sample(None, label, [], jpeg)
+        with Image.open(io.BytesIO(raw[suffix])) as image:
+            return streamed.Sample(images.tensor_of(recipe.recipe(size, draw)(image)), label, [])
     except Exception as error:  # whatever PIL raises for bytes that are not a whole image, or a label that is none
-        return None, -1, images.reason(error)
+        return streamed.Sample(None, -1, [(name, images.reason(error))])
+
+
+Resume = Callable[[int, int], Tuple[int, int]]  # (worker, workers) -> (the stream it reads, samples to pass over)
 
 
 class ShardSamples(IterableDataset):
@@ -248,9 +253,10 @@ class ShardSamples(IterableDataset):
     stream a worker reads and how many of its samples to pass over without decoding (a resume's)."""
 
     def __init__(self, shards: Split, size: int, classes: int, seed: Optional[int], shard: Tuple[int, int],
-                 resume: Callable[[int, int], Tuple[int, int]] = lambda worker, workers: (worker, 0)):
+                 resume: Resume = lambda worker, workers: (worker, 0), on_device: bool = False):
         self.paths, self.size, self.classes, self.seed, self.shard, self.resume = \
             shards.paths, size, classes, seed, shard, resume
+        self.on_device = on_device
 
     def __iter__(self) -> Iterator[streamed.Sample]:
         info = get_worker_info()
@@ -262,14 +268,13 @@ class ShardSamples(IterableDataset):
             if to_skip:
                 to_skip -= 1
                 continue
-            draw = f"{self.seed}:{epoch}:{os.path.basename(raw['__url__'])}:{raw['__key__']}"
-            transform = streamed.train_transform(self.size, draw) if self.seed is not None \
-                else streamed.eval_transform(self.size)
-            picture, label, why = decoded(raw, transform, self.classes)
-            if picture is None:
-                failed.append((f"{raw['__url__']}:{raw['__key__']}", why))
+            draw = f"{self.seed}:{epoch}:{os.path.basename(raw['__url__'])}:{raw['__key__']}" \
+                if self.seed is not None else None
+            sample = sample_of(raw, self.size, draw, self.classes, self.on_device)
+            if sample.image is None and sample.encoded is None:
+                failed += sample.failed
                 continue
-            yield streamed.Sample(picture, label, list(failed))
+            yield streamed.Sample(sample.image, sample.label, list(failed), sample.encoded)
             failed.clear()  # the stream adds to this list: it stays the one it was given
         if failed:  # an evaluation that ended on samples that are no whole images
             yield streamed.Sample(None, -1, list(failed))
@@ -302,16 +307,16 @@ class ShardSamples(IterableDataset):
 
 class ShardLoader(streamed.TrainBatches):
     """An endless stream of augmented, normalised training batches from the shards, read by
-    `workers` DataLoader processes (the main process for 0), persistent across epochs. Epochs are
-    counted in batches (the index's images, or --epoch-images, over the global batch): each rank
-    reads its own shards."""
+    `workers` DataLoader processes (the main process for 0), persistent across epochs, from the
+    ShardSamples `samples(resume)` makes. Epochs are counted in batches (the index's images, or
+    --epoch-images, over the global batch): each rank reads its own shards."""
 
-    def __init__(self, shards: Split, bad: BadImages, *, size: int, classes: int, train_images: int,
-                 batch_size: int, device: torch.device, seed: int, workers: int, normalization: Normalization,
-                 channels_last: bool = False, shard: Tuple[int, int] = (0, 1)):
+    def __init__(self, samples: Callable[[Resume], ShardSamples], bad: BadImages, *, train_images: int,
+                 batch_size: int, device: torch.device, workers: int, normalization: Normalization,
+                 channels_last: bool = False, ranks: int = 1):
         super().__init__(bad, device, normalization, channels_last)
-        self.shards, self.size, self.classes, self.train_images = shards, size, classes, train_images
-        self.batch_size, self.seed, self.workers, self.shard = batch_size, seed, workers, shard
+        self.samples, self.train_images, self.batch_size, self.workers, self.ranks = \
+            samples, train_images, batch_size, workers, ranks
         self.start(0)
 
     def start(self, position: int) -> None:
@@ -322,24 +327,21 @@ class ShardLoader(streamed.TrainBatches):
             stream = (worker + position) % workers
             return stream, len(range(stream, position, workers)) * self.batch_size
 
-        dataset = ShardSamples(self.shards, self.size, self.classes, self.seed, self.shard, resume)
-        self.batches = iter(self.persistent(dataset, self.workers, batch_size=self.batch_size))
+        self.batches = iter(self.persistent(self.samples(resume), self.workers, batch_size=self.batch_size))
         self.position = position
 
     def __len__(self) -> int:
-        return -(-self.train_images // (self.batch_size * self.shard[1]))
+        return -(-self.train_images // (self.batch_size * self.ranks))
 
 
 class ShardEvalBatches(streamed.ToDevice):
-    """This rank's evaluation shards, once, as normalised batches on the device; the samples met
-    that are no whole images go to `bad` (and are left out)."""
+    """This rank's evaluation shards (`dataset`, once, in order) as normalised batches on the
+    device; the samples met that are no whole images go to `bad` (and are left out)."""
 
-    def __init__(self, shards: Split, bad: BadImages, *, size: int, classes: int, batch_size: int,
-                 device: torch.device, workers: int, normalization: Normalization, channels_last: bool,
-                 shard: Tuple[int, int], images_per_rank: int):
+    def __init__(self, dataset: ShardSamples, bad: BadImages, *, batch_size: int, device: torch.device,
+                 workers: int, normalization: Normalization, channels_last: bool, images_per_rank: int):
         super().__init__(bad, device, normalization, channels_last)
-        self.dataset = ShardSamples(shards, size, classes, None, shard)
-        self.batch_size, self.workers = batch_size, workers
+        self.dataset, self.batch_size, self.workers = dataset, batch_size, workers
         self.batches = -(-images_per_rank // batch_size)
 
     def __len__(self) -> int:
@@ -358,17 +360,21 @@ class ShardStream(streamed.Source):
     def train_loader(self, *, batch_size: int, device: torch.device, seed: int, channels_last: bool,
                      shard: Tuple[int, int]) -> ShardLoader:
         """A run's training batches; the samples that are no whole images are counted afresh for it."""
-        return ShardLoader(self.shards.train, self.renewed_bad(), size=self.size, classes=self.shards.num_classes,
-                           train_images=self.shards.train_images, batch_size=batch_size, device=device, seed=seed,
-                           workers=self.workers, normalization=self.normalization, channels_last=channels_last,
-                           shard=shard)
+        def samples(resume: Resume) -> ShardSamples:
+            return ShardSamples(self.shards.train, self.size, self.shards.num_classes, seed, shard, resume,
+                                self.on_device)
+
+        return ShardLoader(samples, self.renewed_bad(), train_images=self.shards.train_images, batch_size=batch_size,
+                           device=device, workers=self.workers, normalization=self.normalization,
+                           channels_last=channels_last, ranks=shard[1])
 
     def test_batches(self, *, batch_size: int, device: torch.device, channels_last: bool,
                      shard: Tuple[int, int]) -> ShardEvalBatches:
         assert self.shards.evaluation is not None  # only data with a test set is evaluated
-        return ShardEvalBatches(self.shards.evaluation, self.bad, size=self.size, classes=self.shards.num_classes,
-                                batch_size=batch_size, device=device, workers=self.workers,
-                                normalization=self.normalization, channels_last=channels_last, shard=shard,
+        dataset = ShardSamples(self.shards.evaluation, self.size, self.shards.num_classes, None, shard,
+                               on_device=self.on_device)
+        return ShardEvalBatches(dataset, self.bad, batch_size=batch_size, device=device, workers=self.workers,
+                                normalization=self.normalization, channels_last=channels_last,
                                 images_per_rank=-(-self.test_count // shard[1]))
 
 
@@ -390,7 +396,7 @@ def sample_normalization(shards: Shards, size: int) -> Tuple[Normalization, int]
     failed: List[Failed] = []
     found: List[torch.Tensor] = []
     for raw in samples(shards.train.paths, failed):
-        picture, _, _ = decoded(raw, streamed.eval_transform(size), shards.num_classes)
+        picture = sample_of(raw, size, None, shards.num_classes, on_device=False).image
         if picture is not None:
             found.append(picture)
         if len(found) == streamed.NORMALIZATION_SAMPLE:

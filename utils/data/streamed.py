@@ -1,13 +1,10 @@
 """Images read from disk per batch as the run trains (--loader stream): an image folder of any
 size, in bounded memory, with torchvision's ImageNet recipe at --image-size.
 
-DataLoader workers (--workers) open, decode and augment each batch's files: RandomResizedCrop
-(scale 0.08 to 1, aspect 3/4 to 4/3) and a horizontal flip for training, Resize(N / 0.875) and
-CenterCrop(N) for evaluation, as torchvision's reference scripts do; a JPEG is decoded at the
-smallest of libjpeg's scales (1/2, 1/4, 1/8) that keeps the crop at least N pixels (PIL's draft
-mode), which a large photograph cropped to 224 turns into a fraction of the work. Batches travel
-as uint8 (a quarter of float32's bytes), in pinned memory on CUDA, copied without blocking and
-normalised on the device.
+DataLoader workers (--workers) open, decode and augment each batch's files (recipe.py), or with
+--decode gpu read them for the device to decode (gpu_decode.py). Batches travel as uint8 (a
+quarter of float32's bytes), in pinned memory on CUDA, copied without blocking and normalised on
+the device; the loaders here serve tar shards (shards.py) and DALI (dali.py) alike.
 
 The order is the device loader's: consecutive slices of a stream of permutations (one per
 epoch, drawn from the seed and the epoch), every batch full, every image once per epoch, each
@@ -18,94 +15,31 @@ PREFETCH batches in flight.
 """
 from __future__ import annotations
 
-import math
-import random
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
-from PIL import Image
 from torch.utils.data import DataLoader, Dataset, Sampler
-from torchvision.transforms import functional as TF
 
 from utils.config import CHANNELS
-from utils.data import images
+from utils.data import gpu_decode, images, recipe
 from utils.data.imagefolder import Listing
 from utils.data.images import BadImages, Failed
 from utils.data.index import FileIndex
 from utils.data.loaders import Normalization, Normalize, memory_format
 
 PREFETCH = 2  # batches each worker prepares ahead (DataLoader's prefetch_factor)
-SCALE, RATIO = (0.08, 1.0), (3 / 4, 4 / 3)  # RandomResizedCrop's defaults
-EVAL_CROP_SHARE = 0.875  # Resize(256) then CenterCrop(224): the crop is this share of the resized side
 SUBSTITUTE_TRIES = 16  # files tried in place of one that is not a whole image, so that every batch is full
 NORMALIZATION_SAMPLE = 512  # training images whose channel figures normalise the batches
-TRAIN_RECIPE = "RandomResizedCrop({size}, scale=(0.08, 1), ratio=(3/4, 4/3)), RandomHorizontalFlip()"
-EVAL_RECIPE = "Resize({resize}), CenterCrop({size})"
-
-
-def eval_resize(size: int) -> int:
-    return round(size / EVAL_CROP_SHARE)
-
-
-def crop_box(width: int, height: int, draws: random.Random) -> Tuple[int, int, int, int]:
-    """(top, left, height, width) of a random resized crop, as torchvision's
-    RandomResizedCrop.get_params draws it (ten tries within the image, else the centre), from `draws`."""
-    area = height * width
-    low, high = math.log(RATIO[0]), math.log(RATIO[1])
-    for _ in range(10):
-        target = area * draws.uniform(*SCALE)
-        aspect = math.exp(draws.uniform(low, high))
-        w, h = int(round(math.sqrt(target * aspect))), int(round(math.sqrt(target / aspect)))
-        if 0 < w <= width and 0 < h <= height:
-            return draws.randint(0, height - h), draws.randint(0, width - w), h, w
-    ratio = width / height
-    if ratio < RATIO[0]:
-        w, h = width, int(round(width / RATIO[0]))
-    elif ratio > RATIO[1]:
-        w, h = int(round(height * RATIO[1])), height
-    else:
-        w, h = width, height
-    return (height - h) // 2, (width - w) // 2, h, w
-
-
-def drafted(image: Image.Image, needed: Tuple[int, int]) -> Tuple[float, float]:
-    """Have a JPEG decode at the smallest scale that keeps it at least `needed` (width, height)
-    pixels; the (x, y) factors it was scaled by (1, 1 for other formats)."""
-    width, height = image.size
-    image.draft("RGB", (max(1, needed[0]), max(1, needed[1])))
-    return image.size[0] / width, image.size[1] / height
-
-
-def train_transform(size: int, draw_seed: str) -> Callable[[Image.Image], Image.Image]:
-    """The training recipe for one image, its crop and flip drawn from `draw_seed`."""
-    def transform(image: Image.Image) -> Image.Image:
-        draws = random.Random(draw_seed)
-        top, left, height, width = crop_box(*image.size, draws)
-        flip = draws.random() < 0.5
-        sx, sy = drafted(image, (math.ceil(image.size[0] * size / width), math.ceil(image.size[1] * size / height)))
-        picture = TF.resized_crop(images.rgb(image), int(top * sy), int(left * sx), max(1, round(height * sy)),
-                                  max(1, round(width * sx)), [size, size])  # PIL always antialiases
-        return TF.hflip(picture) if flip else picture
-    return transform
-
-
-def eval_transform(size: int) -> Callable[[Image.Image], Image.Image]:
-    """Resize(size / 0.875) and CenterCrop(size), drafted to a scale that keeps the shorter side."""
-    resize = eval_resize(size)
-
-    def transform(image: Image.Image) -> Image.Image:
-        drafted(image, (resize, resize))
-        return TF.center_crop(TF.resize(images.rgb(image), resize), size)
-    return transform
 
 
 @dataclass
 class Sample:
-    image: Optional[torch.Tensor]  # None: an evaluation image that is no whole image, left out of its batch
+    image: Optional[torch.Tensor]  # None: decoded on the device (`encoded`), or no whole image, left out
     label: int
     failed: List[Failed]  # files that were no whole images, met on the way to this one
+    encoded: Optional[gpu_decode.Encoded] = None  # --decode gpu: a JPEG for the device to decode
 
 
 class FolderImages(Dataset):
@@ -114,8 +48,8 @@ class FolderImages(Dataset):
     in training replaced by the next one that is, so that every batch is full, in evaluation
     left out; the loader decides whether it stops the run."""
 
-    def __init__(self, index: FileIndex, positions: np.ndarray, size: int):
-        self.index, self.positions, self.size = index, positions, size
+    def __init__(self, index: FileIndex, positions: np.ndarray, size: int, on_device: bool = False):
+        self.index, self.positions, self.size, self.on_device = index, positions, size, on_device
 
     def __len__(self) -> int:
         return len(self.positions)
@@ -125,23 +59,43 @@ class FolderImages(Dataset):
         failed: List[Failed] = []
         for tried in range(SUBSTITUTE_TRIES if draw is not None else 1):
             position = self.positions[(at + tried) % len(self.positions)]
-            transform = train_transform(self.size, f"{draw}:{tried}") if draw is not None \
-                else eval_transform(self.size)
-            path = self.index.path(position)
-            picture, why = images.read_rgb(path, transform, int(self.index.sizes[position]))
+            drawn = f"{draw}:{tried}" if draw is not None else None
+            path, label, size = self.index.path(position), int(self.index.labels[position]), self.index.sizes[position]
+            if self.on_device:
+                try:
+                    jpeg = gpu_decode.encoded(images.file_bytes(path, int(size)), path, self.size, drawn)
+                except Exception as error:  # a file that cannot be read, or whose header PIL cannot read
+                    failed.append((path, images.reason(error)))
+                    continue
+                if jpeg is not None:
+                    return Sample(None, label, failed, jpeg)
+            picture, why = images.read_rgb(path, recipe.recipe(self.size, drawn), int(size))
             if picture is not None:
-                return Sample(picture, int(self.index.labels[position]), failed)
+                return Sample(picture, label, failed)
             failed.append((path, why))
         blank = torch.zeros(CHANNELS, self.size, self.size, dtype=torch.uint8) if draw is not None else None
         return Sample(blank, int(self.index.labels[self.positions[at]]), failed)
 
 
-def collate(samples: Sequence[Sample]) -> Tuple[torch.Tensor, torch.Tensor, List[Failed]]:
-    """A batch of the samples that hold an image, and every file met that was no whole image."""
-    pictures = [sample.image for sample in samples if sample.image is not None]
-    labels = [sample.label for sample in samples if sample.image is not None]
+Pending = List[Tuple[int, gpu_decode.Encoded]]  # (row of the batch, the JPEG the device decodes into it)
+HostBatch = Tuple[torch.Tensor, torch.Tensor, List[Failed], Pending]
+
+
+def blank(jpeg: Optional[gpu_decode.Encoded]) -> torch.Tensor:
+    """The row a JPEG the device decodes takes until then."""
+    assert jpeg is not None  # a sample without an image holds a JPEG where it is kept
+    return torch.zeros(CHANNELS, jpeg.size, jpeg.size, dtype=torch.uint8)
+
+
+def collate(samples: Sequence[Sample]) -> HostBatch:
+    """A batch of the samples that hold an image or a JPEG for the device (its row blank until
+    then), every file met that was no whole image, and the JPEGs with their rows."""
+    kept = [sample for sample in samples if sample.image is not None or sample.encoded is not None]
+    pictures = [sample.image if sample.image is not None else blank(sample.encoded) for sample in kept]
+    pending = [(row, sample.encoded) for row, sample in enumerate(kept) if sample.encoded is not None]
     return (torch.stack(pictures) if pictures else torch.empty(0, dtype=torch.uint8),
-            torch.tensor(labels, dtype=torch.long), [failed for sample in samples for failed in sample.failed])
+            torch.tensor([sample.label for sample in kept], dtype=torch.long),
+            [failed for sample in samples for failed in sample.failed], pending)
 
 
 class StreamOrder(Sampler):
@@ -186,11 +140,23 @@ class ToDevice:
     def failure(self) -> Optional[str]:
         return self.bad.failure
 
-    def on_device(self, host_images: torch.Tensor, labels: torch.Tensor,
-                  failed: List[Failed]) -> Tuple[torch.Tensor, torch.Tensor]:
+    def on_device(self, host: HostBatch, keep_full: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+        """The host batch normalised on the device, its JPEGs decoded there into their rows (--decode
+        gpu); a JPEG the device cannot decode leaves its row to a copy of the batch's first whole
+        image where `keep_full` (training), else out."""
+        host_images, labels, failed, pending = host
+        pictures, labels = host_images.to(self.device, non_blocking=True), labels.to(self.device, non_blocking=True)
+        if pending:
+            decoded, undecoded = gpu_decode.decode_on(self.device, [jpeg for _, jpeg in pending])
+            for (row, _), picture in zip(pending, decoded):
+                if picture is not None:
+                    pictures[row] = picture
+            lost = [row for (row, _), picture in zip(pending, decoded) if picture is None]
+            failed = failed + undecoded
+            if lost:
+                pictures, labels = without_rows(pictures, labels, lost, keep_full)
         self.bad.add(failed)
-        batch = self.normalize(host_images.to(self.device, non_blocking=True))
-        return batch.contiguous(memory_format=self.memory_format), labels.to(self.device, non_blocking=True)
+        return self.normalize(pictures).contiguous(memory_format=self.memory_format), labels
 
     def loader(self, dataset: Dataset, workers: int, **batching: Any) -> DataLoader:
         """The DataLoader of `dataset`: `workers` processes, pinned memory on CUDA."""
@@ -199,10 +165,22 @@ class ToDevice:
 
     def evaluated(self, loader: DataLoader) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
         """`loader`'s batches on the device, those left empty by files that are no whole images left out."""
-        for host_images, labels, failed in loader:
-            batch = self.on_device(host_images, labels, failed)
-            if len(labels):
+        for host in loader:
+            batch = self.on_device(host, keep_full=False)
+            if len(batch[1]):
                 yield batch
+
+
+def without_rows(pictures: torch.Tensor, labels: torch.Tensor, lost: List[int],
+                 keep_full: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The batch without the rows `lost`: each refilled by a copy of the first other row where
+    `keep_full` (a training batch stays full; left blank where none is whole), else left out."""
+    kept = [row for row in range(len(labels)) if row not in set(lost)]
+    if not keep_full:
+        return pictures[kept], labels[kept]
+    if kept:
+        pictures[lost], labels[lost] = pictures[kept[0]], labels[kept[0]]
+    return pictures, labels
 
 
 class TrainBatches(ToDevice):
@@ -210,7 +188,7 @@ class TrainBatches(ToDevice):
     (`start(position)` makes the iterator, from batch `position` on); counted, so that a
     checkpoint resumes at its batch."""
     position = 0
-    batches: Iterator[Tuple[torch.Tensor, torch.Tensor, List[Failed]]]
+    batches: Iterator[HostBatch]
 
     def start(self, position: int) -> None:
         raise NotImplementedError
@@ -219,9 +197,9 @@ class TrainBatches(ToDevice):
         return self
 
     def __next__(self) -> Tuple[torch.Tensor, torch.Tensor]:
-        host_images, labels, failed = next(self.batches)
+        host = next(self.batches)
         self.position += 1
-        return self.on_device(host_images, labels, failed)
+        return self.on_device(host, keep_full=True)
 
     def state_dict(self) -> Dict[str, Any]:
         return {"position": self.position}
@@ -292,6 +270,7 @@ class Source:
     bad: BadImages
     train_count: int
     test_count: int
+    on_device: bool  # --decode gpu: the training device decodes the JPEGs
 
     def renewed_bad(self) -> BadImages:
         self.bad = BadImages(self.bad.skip, self.bad.source)
@@ -306,13 +285,15 @@ class FolderStream(Source):
     def train_loader(self, *, batch_size: int, device: torch.device, seed: int, channels_last: bool,
                      shard: Tuple[int, int]) -> StreamLoader:
         """A run's training batches; the files that are no whole images are counted afresh for it."""
-        return StreamLoader(FolderImages(self.listing.index, self.listing.training, self.size), self.renewed_bad(),
+        return StreamLoader(FolderImages(self.listing.index, self.listing.training, self.size, self.on_device),
+                            self.renewed_bad(),
                             batch_size=batch_size, device=device, seed=seed, workers=self.workers,
                             normalization=self.normalization, channels_last=channels_last, shard=shard)
 
     def test_batches(self, *, batch_size: int, device: torch.device, channels_last: bool,
                      shard: Tuple[int, int]) -> EvalBatches:
-        return EvalBatches(FolderImages(self.listing.index, self.listing.evaluation, self.size), self.bad,
+        return EvalBatches(FolderImages(self.listing.index, self.listing.evaluation, self.size, self.on_device),
+                           self.bad,
                            batch_size=batch_size, device=device, workers=self.workers,
                            normalization=self.normalization, channels_last=channels_last, shard=shard)
 
@@ -326,6 +307,5 @@ def sample_normalization(index: FileIndex, positions: np.ndarray, size: int, wor
     dataset = FolderImages(index, positions[chosen], size)
     order = [[(item, None) for item in range(start, min(start + 64, len(chosen)))]
              for start in range(0, len(chosen), 64)]
-    decoded = [batch for batch, _, _ in DataLoader(dataset, batch_sampler=order, num_workers=workers,
-                                                   collate_fn=collate)]
+    decoded = [host[0] for host in DataLoader(dataset, batch_sampler=order, num_workers=workers, collate_fn=collate)]
     return normalization_of(torch.cat(decoded))

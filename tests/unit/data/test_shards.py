@@ -121,7 +121,7 @@ def test_without_the_webdataset_package_shards_are_refused_with_what_to_install(
 
 def loader_of(found, workers, position=0):
     stream = shards.ShardStream(16, workers, ((0.5,) * 3, (0.25,) * 3), BadImages(False, shards.SOURCE),
-                                found.train_images, found.test_images, found)
+                                found.train_images, found.test_images, False, found)
     loader = stream.train_loader(batch_size=4, device=CPU, seed=2, channels_last=False, shard=(0, 1))
     if position:
         loader.load_state_dict({"position": position})

@@ -12,7 +12,7 @@ from PIL import Image
 
 from conftest import image_tree
 from utils.config import RunConfig
-from utils.data import dataset, imagefolder, streamed
+from utils.data import dataset, imagefolder, recipe, streamed
 from utils.data.images import BadImages
 
 CPU = torch.device("cpu")
@@ -28,24 +28,24 @@ def photo(path, size=(400, 300)):
 
 
 def test_the_crop_is_random_resized_crops_and_the_same_for_the_same_draw():
-    boxes = [streamed.crop_box(400, 300, random.Random(f"0:{sample}")) for sample in range(500)]
+    boxes = [recipe.crop_box(400, 300, random.Random(f"0:{sample}")) for sample in range(500)]
     for top, left, height, width in boxes:
         assert 0 <= top and top + height <= 300 and 0 <= left and left + width <= 400
     shares = [height * width / (400 * 300) for _, _, height, width in boxes]
     assert min(shares) >= 0.07 and max(shares) <= 1.0 and 0.35 < np.mean(shares) < 0.7  # uniform in [0.08, 1]
-    assert streamed.crop_box(400, 300, random.Random("0:7")) == boxes[7]
-    assert streamed.crop_box(10, 1000, random.Random("x")) == (493, 0, 13, 10)  # no try fits: the centre, at 3/4
+    assert recipe.crop_box(400, 300, random.Random("0:7")) == boxes[7]
+    assert recipe.crop_box(10, 1000, random.Random("x")) == (493, 0, 13, 10)  # no try fits: the centre, at 3/4
 
 
 def test_a_jpeg_is_decoded_at_the_smallest_scale_that_keeps_the_crop_at_the_size(tmp_path):
     with Image.open(photo(tmp_path / "a.jpg", (800, 600))) as image:
-        assert streamed.drafted(image, (100, 80)) == (0.25, 0.25) and image.size == (200, 150)
+        assert recipe.drafted(image, (100, 80)) == (0.25, 0.25) and image.size == (200, 150)
     with Image.open(photo(tmp_path / "a.jpg", (800, 600))) as image:
-        assert streamed.drafted(image, (700, 80)) == (1.0, 1.0)
-    picture = streamed.train_transform(32, "0:3")(Image.open(tmp_path / "a.jpg"))
+        assert recipe.drafted(image, (700, 80)) == (1.0, 1.0)
+    picture = recipe.train_transform(32, "0:3")(Image.open(tmp_path / "a.jpg"))
     assert picture.size == (32, 32) and picture.mode == "RGB"
-    picture = streamed.eval_transform(32)(Image.open(tmp_path / "a.jpg"))
-    assert picture.size == (32, 32) and streamed.eval_resize(224) == 256
+    picture = recipe.eval_transform(32)(Image.open(tmp_path / "a.jpg"))
+    assert picture.size == (32, 32) and recipe.eval_resize(224) == 256
 
 
 def test_the_order_takes_every_image_once_an_epoch_in_full_batches_and_ranks_share_each_global_batch():
@@ -70,7 +70,7 @@ def stream_of(tree, size=16, workers=0, skip=False):
     listing = imagefolder.listing(str(tree), skip_bad=skip)
     normalization = streamed.sample_normalization(listing.index, listing.training, size, workers)
     return streamed.FolderStream(size, workers, normalization, BadImages(skip, "--data imagefolder"),
-                                 len(listing.training), len(listing.evaluation), listing)
+                                 len(listing.training), len(listing.evaluation), False, listing)
 
 
 @pytest.mark.parametrize("workers", [0, 2])
@@ -81,7 +81,7 @@ def test_batches_are_the_same_whatever_the_workers_and_after_a_resume(tmp_path, 
     assert first[0][0].shape == (5, 3, 16, 16) and first[0][0].dtype == torch.float32
     assert abs(float(torch.cat([images for images, _ in first]).mean())) < 0.5  # normalised by the folder's figures
     saved = None
-    reference = streamed.FolderStream(16, 0, stream.normalization, stream.bad, 19, 5, stream.listing)
+    reference = streamed.FolderStream(16, 0, stream.normalization, stream.bad, 19, 5, False, stream.listing)
     replay = reference.train_loader(batch_size=5, device=CPU, seed=1, channels_last=False, shard=(0, 1))
     for step in range(5):
         images, labels = next(replay)
