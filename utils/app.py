@@ -29,6 +29,7 @@ from utils.results.compare import compare_modes
 from utils.results.summary import summary
 from utils.setup_keys import SETUP_KEYS
 from utils.training import checkpoint, distributed, float8, loop, max_batch, precision
+from utils.training import feed as training_feed
 from utils.training.context import RunContext
 from utils.training.curve import AccuracyCurve
 from utils.training.evaluation import evaluate
@@ -322,7 +323,7 @@ def run_mode(initial_model: nn.Module, mode: Mode, data: Data, config: RunConfig
         saver(outcome.completed_steps,
               dataclasses.replace(outcome.stats, accuracy_curve=list(curve.points), eval_time_s=curve.eval_time_s)
               if curve else outcome.stats)
-    measured = measure_beside_the_loop(initial_model, trainer, config, context, outcome, repeat, evaluation)
+    measured = measure_beside_the_loop(initial_model, trainer, config, context, data, outcome, repeat, evaluation)
     result = record.build(config.training, config.data, config.speed, config.distributed, trainer, outcome, data,
                           context, measured, repeat, flops_per_step, dict(fp8, recipe=mode.float8) if fp8 else None,
                           flops_note)
@@ -378,24 +379,26 @@ def final_evaluation(config: RunConfig, context: RunContext, data: Data, outcome
 
 
 def measure_beside_the_loop(initial_model: nn.Module, trainer: Trainer, config: RunConfig, context: RunContext,
-                            outcome: loop.LoopOutcome, repeat: int,
+                            data: Data, outcome: loop.LoopOutcome, repeat: int,
                             evaluation: record.SideMeasurements) -> record.SideMeasurements:
     """The run's SideMeasurements: `evaluation` (the final evaluation's) with --explain's profile
-    (and a trace that could not be written among the failures) and --max-batch, each measured
-    after the timed loop and the final evaluation (neither changes their figures); none after a
-    cut evaluation."""
+    (and a trace that could not be written among the failures), whether streamed data's loader
+    keeps up with the step (training/feed.py) and --max-batch, each measured after the timed loop
+    and the final evaluation (neither changes their figures); none after a cut evaluation."""
     mode = trainer.mode
     finished = outcome.ran_all_steps(trainer.plan.steps) and outcome.diverged_at is None and \
         evaluation.stopped_by is None
     profile, failed = explain(trainer, config, context, repeat) if config.measurement.explain and finished \
         else (None, None)
+    fed = training_feed.measure(trainer, config.training, config.data, data, context, outcome.stats.step_ms) \
+        if finished else None
     largest = None
     if config.measurement.max_batch and repeat == 0 and finished:
         context.reporter.phase(f"{mode.name}: finding the largest batch that fits (--max-batch)")
         largest = max_batch.largest_batch_of(initial_model, mode, config.training, config.precision, config.data,
                                              trainer.plan, context.device)
         context.reporter.phase(f"{mode.name}: the largest batch that fits is {largest}")
-    return dataclasses.replace(evaluation, profile=profile, max_batch=largest,
+    return dataclasses.replace(evaluation, profile=profile, max_batch=largest, feed=fed,
                                failures=evaluation.failures + ([failed] if failed else []))
 
 

@@ -1,9 +1,12 @@
 """Your data at the size you train (--loader stream): an image folder read from disk per batch
 through the whole CLI: a comparison, a resume that continues exactly, --check-flags and the
 refusals. Runs go through main.main in this process, as `python main.py` does."""
+import contextlib
+import io
 import json
 
 from conftest import assert_user_error, image_tree, read_results, run_main
+from utils import report
 
 FAST = ["--image-size", "16", "-b", "8", "--warmup", "2", "--no-progress", "--workers", "1",
         "--model-factory", "user_models:TinyNet"]
@@ -163,3 +166,43 @@ def test_the_flags_of_shards_are_refused_where_they_do_nothing(tmp_path, monkeyp
                       "--epoch-images gives the images an epoch of tar shards holds")
     monkeypatch.setitem(__import__("sys").modules, "webdataset", None)
     assert_user_error(from_shards(tmp_path, "--check-flags"), "pip install webdataset")
+
+
+def test_a_run_whose_loader_cannot_keep_up_says_it_is_input_bound_and_names_the_loaders_levers(tmp_path):
+    """Large PNGs (no draft scale to decode them at) decoded in the main process feed a model that
+    trains a batch of 16x16 images in a millisecond: the loader alone is many times slower."""
+    tree = image_tree(tmp_path / "tree", per_class=6, size=(320, 320))
+    result = run_main("--data", "imagefolder", "--data-dir", tree, "--loader", "stream", "--image-size", "16",
+                      "-b", "8", "--warmup", "1", "--no-progress", "--workers", "0", "--model-factory",
+                      "user_models:mlp", "-n", "3", "--modes", "fp32,amp-bf16", "--explain", "--explain-steps", "1",
+                      "--json", tmp_path / "r.json")
+    assert result.returncode == 0, result.stderr
+    document = read_results(tmp_path / "r.json")
+    for run in document["runs"]:
+        fed = run["feed"]
+        assert fed["bound"] == "input" and fed["loader_images_per_sec"] < fed["step_images_per_sec"], fed
+        assert (fed["workers"], fed["decode"], fed["loader"]) == (0, "cpu", "stream")
+        assert [lever["lever"] for lever in fed["levers"]][-2:] == ["shards", "a pre-resized copy"]
+        assert run["profile"]["diagnosis"][0]["rule"] == "input-bound"
+    assert document["comparison"]["amp-bf16"].feed["bound"] == "input"
+    said = " ".join(result.stdout.split())
+    assert "amp-bf16's step alone could take " in said and "; the loader alone delivers " in said
+    assert "in the training process (--workers 0); training ran at " in said
+    assert "input-bound, precision is not what limits this run" in said
+    assert "the loader's levers: " in said and "shards (ampbench-shards DIR SHARDS, then --data webdataset" in said
+    out = io.StringIO()  # utils.report says it of the file as the run said it
+    with contextlib.redirect_stdout(out):
+        assert report.main([str(tmp_path / "r.json")]) == 0
+    assert "input-bound, precision is not what limits this run" in " ".join(out.getvalue().split())
+
+
+def test_a_run_whose_step_is_slower_than_its_loader_says_the_step_bounds_it(tmp_path):
+    tree = image_tree(tmp_path / "tree", per_class=6, size=(8, 8))
+    result = run_main("--data", "imagefolder", "--data-dir", tree, "--loader", "stream", "--image-size", "32",
+                      "-b", "4", "--warmup", "1", "--no-progress", "--workers", "0", "--model", "resnet18",
+                      "-n", "3", "--modes", "fp32", "--json", tmp_path / "r.json")
+    assert result.returncode == 0, result.stderr
+    (run,) = json.loads((tmp_path / "r.json").read_text())["runs"]
+    assert run["feed"]["bound"] == "step" and run["feed"]["step_images_per_sec"] < run["feed"]["loader_images_per_sec"]
+    said = " ".join(result.stdout.split())
+    assert "the step bounds this run, so its number format sets the pace" in said and "input-bound" not in said

@@ -127,6 +127,9 @@ class RunRecord:
     gpu_busy_unavailable: Optional[str] = None
     # a streamed run with --skip-bad-images: the files it left out as no whole images (count, examples); else null
     skipped_images: Optional[Dict] = None
+    # streamed data: the loader alone, the step alone and training as a whole, per process, with the verdict
+    # and the loader's levers (utils/training/feed.py measures it, utils/measure/feed.py says it); else null
+    feed: Optional[Dict] = None
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
@@ -147,6 +150,7 @@ class SideMeasurements:
     numerics: Optional[Dict] = None  # --numerics: the gradient census
     memory: Optional[Dict] = None  # --numerics: one step's memory, by kind
     max_batch: Optional[int] = None  # --max-batch
+    feed: Optional[Dict] = None  # streamed data: whether the loader keeps up with the step (training/feed.py)
     curve: Optional[AccuracyCurve] = None  # the run's AccuracyCurve (training/curve.py), None without evaluation
     stopped_by: Optional[str] = None  # a signal that cut the final evaluation short
     failures: List[str] = field(default_factory=list)  # writes that failed on the way (a trace), in words
@@ -195,7 +199,7 @@ def build(training: Training, data_settings: DataSettings, speed: Speed, distrib
         host=host_fields(stats.host_readings, device.type, timing), energy=outcome.energy,
         energy_unavailable=outcome.energy_unavailable, gpu_busy=outcome.gpu_busy,
         gpu_busy_unavailable=outcome.gpu_busy_unavailable, **accuracy_fields(measured.curve), **utilisation,
-        grad_comm=trainer.grad_comm, skipped_images=data.run_skipped,
+        grad_comm=trainer.grad_comm, skipped_images=data.run_skipped, feed=measured.feed,
         bucket_mb=communication(distributed.grad_comm, distributed.bucket_mb, world.size)["bucket_mb"])
     record.learned = learned(record.data, record.loss_curve, record.test_accuracy)
     if measured.profile is not None:

@@ -9,6 +9,7 @@ from models.families import DEFAULT_IMAGE_SIZE, uses_resnet_stem
 from utils.console import human_bytes
 from utils.explain.categories import NAMES as CATEGORIES
 from utils.explain.diagnose import GPU_BOUND_SHARE, amdahl_line, ranked, speedup_text
+from utils.measure import feed
 from utils.measure.nvml_meter import COUNTER_UPDATE_S, MIN_BUSY_SAMPLES, MIN_ENERGY_WINDOW_S
 from utils.measure.step_stats import OUTLIER_FACTOR
 from utils.modes import BASELINES
@@ -353,7 +354,7 @@ def notes(document: Dict[str, Any]) -> List[str]:
                          f"{CHANCE_LOSS:.4f}; accuracy {fmt(row.test_accuracy, '.1f', 100, '%')}, chance 10%): "
                          "its accuracy is not compared; lower --lr or train longer.")
     lines += accuracy_notes(document) + outlier_notes(document) + fp8_notes(document) + host_notes(document)
-    lines += busy_notes(document) + energy_notes(document)
+    lines += busy_notes(document) + energy_notes(document) + feed_notes(document)
     largest = {mode: row for mode, row in comparison.items() if row.max_batch is not None}
     if largest:
         lines.append("Largest batch in this GPU's memory (--max-batch): " + ", ".join(
@@ -542,6 +543,20 @@ def energy_notes(document: Dict[str, Any]) -> List[str]:
             lines.append(f"J/img of {mode} leaves out {left_out} of its {len(energies[mode])} runs: their timed steps "
                          f"lasted under {MIN_ENERGY_WINDOW_S:g} s.")
     return lines
+
+
+def feed_notes(document: Dict[str, Any]) -> List[str]:
+    """Streamed data: one line per mode saying what bounds it, the loader or the step
+    (measure/feed.py's sentence, from the row's medians), after what the figures are."""
+    fed = {mode: row.feed for mode, row in document["comparison"].items() if row.feed}
+    if not fed:
+        return []
+    ranks = document["env"].get("world_size") or 1
+    first = next(iter(fed.values()))
+    lines = [f"feed: after each run's timed steps, the loader alone ({first['loader_batches']} batches, nothing "
+             f"trained) and the step alone ({first['step_steps']} steps on a batch held on the device), beside the "
+             "rate training ran at (runs[].feed):"]
+    return lines + [feed.sentence(mode, figures, ranks) for mode, figures in fed.items()]
 
 
 def outlier_notes(document: Dict[str, Any]) -> List[str]:
