@@ -287,6 +287,8 @@ class ShardSamples(IterableDataset):
                 yield 0, raw
             return
         epoch = 0
+        if len(self.paths) < ranks * workers:  # check_feeds refuses this before training: a worker would spin
+            raise RuntimeError(f"{len(self.paths)} shards cannot feed {ranks} rank(s) x {workers} worker(s)")
         while True:
             order = np.random.default_rng([self.seed, epoch]).permutation(len(self.paths))
             mine = [self.paths[number] for number in order[rank::ranks][worker::workers]]
