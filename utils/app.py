@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Un
 import torch
 
 from models import factory, families, user
-from utils import compat, fileio, launch
+from utils import compat, console, fileio, launch
 from utils.advice import session
 from utils.config import no_test_images
 from utils.data import dataset
@@ -195,7 +195,7 @@ def prepare(config: RunConfig, context: RunContext) -> Tuple[TrainingPlan, nn.Mo
         warn(message, "note")
     if not data.has_test_set and config.accuracy_flags:  # --data auto fell back to synthetic images
         raise UserError(no_test_images(config.accuracy_flags[0], data.name))
-    held = f"streamed from disk by {dataset.plural(config.data.workers, 'worker')}" if data.stream is not None \
+    held = f"streamed from disk by {console.plural(config.data.workers, 'worker')}" if data.stream is not None \
         else f"on {context.device}"
     context.reporter.phase(f"data loaded: {data.name}, {data.train_count} training images"
                            + (f", {data.test_count} test images" if data.has_test_set else "") + f", {held}")

@@ -12,7 +12,7 @@ import torch
 from models.families import DEFAULT_NUM_CLASSES
 from utils import launch
 from utils.config import DEFAULT_INPUT_SHAPE, InputShape, usable_cores
-from utils.console import human_bytes
+from utils.console import human_bytes, plural
 from utils.data import cifar10, dali, gpu_decode, imagefolder, inmemory, recipe, shards, streamed
 from utils.data.images import BadImages
 from utils.data.loaders import (
@@ -253,9 +253,6 @@ def choose_loader(asked: str, images: int, size: int, device: torch.device, work
                       f"(--workers; this process may use {plural(usable_cores(), 'core')}; --loader device decodes "
                       "them once and holds them instead).")
 
-
-def plural(count: int, thing: str) -> str:
-    return f"{count} {thing}{'' if count == 1 else 's'}"
 
 
 def check_listing(settings: DataSettings) -> None:

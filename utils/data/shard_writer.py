@@ -58,8 +58,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     splits, skipped = write_shards(folder, out, options["shard_images"], options["resize"], options["workers"],
                                    options["skip_bad_images"])
     train, evaluation = splits["train"], splits["eval"]
-    print(f"wrote {sum(train['per_class']):,} training images in {shards_said(train)} and "
-          f"{sum(evaluation['per_class']):,} evaluation images in {shards_said(evaluation)} to {given}"
+    print(f"wrote {sum(train['per_class']):,} training images in {console.plural(len(train['shards']), 'shard')} "
+          f"and {sum(evaluation['per_class']):,} evaluation images in "
+          f"{console.plural(len(evaluation['shards']), 'shard')} to {given}"
           + (f", leaving out {skipped} that are no whole images" if skipped else "")
           + f"; train on them with: python main.py --data webdataset --data-dir {given}")
     return 0
@@ -112,11 +113,6 @@ def write_shards(folder: str, out: str, shard_images: int, resize: Optional[int]
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return splits, skipped.count
-
-
-def shards_said(split: dict) -> str:
-    count = len(split["shards"])
-    return f"{count} shard{'' if count == 1 else 's'}"
 
 
 def say(sentence: str) -> None:

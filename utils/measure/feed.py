@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
+from utils.console import plural
+
 KEEPS_UP = 0.9  # one rate under this share of the other's: the slower bounds the run
 CONTENDED = 0.8  # training under this share of the slower rate alone: the loader and the step compete
 
@@ -63,8 +65,7 @@ def sentence(mode: str, feed: Feed, ranks: int = 1) -> str:
     input-bound, ...", naming the loader's levers where the input bounds it."""
     loader, step, train = feed["loader_images_per_sec"], feed["step_images_per_sec"], feed["train_images_per_sec"]
     unit = "img/s per process" if ranks > 1 else "img/s"
-    workers = feed["workers"]
-    by = f"with {workers} worker{'' if workers == 1 else 's'}" if workers else "in the training process (--workers 0)"
+    by = f"with {plural(feed['workers'], 'worker')}" if feed["workers"] else "in the training process (--workers 0)"
     said = (f"{mode}'s step alone could take {per_second(step)} {unit}; the loader alone delivers "
             f"{per_second(loader)} {by}{' and the GPU decoding' if feed['decode'] == 'gpu' else ''}; training ran at "
             f"{per_second(train)}")

@@ -6,7 +6,7 @@ import textwrap
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from models.families import DEFAULT_IMAGE_SIZE, uses_resnet_stem
-from utils.console import human_bytes
+from utils.console import human_bytes, plural
 from utils.explain.categories import NAMES as CATEGORIES
 from utils.explain.diagnose import GPU_BOUND_SHARE, amdahl_line, ranked, speedup_text
 from utils.measure import feed
@@ -62,7 +62,8 @@ def describe(setup: Dict[str, Any], env: Dict[str, Any]) -> str:
              "channels_last" if setup.get("channels_last") else None,
              f"compile ({setup.get('compile_mode') or 'default'})" if setup.get("compile") else None,
              f"loader torchvision ({setup.get('workers')} workers)" if setup.get("loader") == "torchvision" else None,
-             f"streamed by {setup.get('workers')} workers" if setup.get("loader") == "stream" else None,
+             f"streamed by {plural(setup.get('workers'), 'worker')}" if setup.get("loader") in ("stream", "dali")
+             else None,
              "AdamW" if setup.get("optimizer") == "adamw" else None]
     levers = "".join(f", {lever}" for lever in named if lever)
     stem = f" (stem {setup['stem']})" if uses_resnet_stem(setup["model"]) else ""
