@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import sys
+import traceback
 from typing import Any, Dict, List, NoReturn, Optional, Sequence, Tuple
 
 from utils import config, console, spellings
@@ -98,6 +99,9 @@ def build_parser() -> Parser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    from utils import children
+
+    children.tie_this_process()  # a rank of a launch ampbench started dies with its launcher
     args = build_parser().parse_args(argv)
     from utils.errors import RankLost, WriteFailed
     from utils.stop import StopRequest
@@ -122,7 +126,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return console.refused("main.py", error)
 
 
-command = console.program("main.py", main)  # the installed `ampbench`
+def command() -> int:
+    """The installed `ampbench`, and `python main.py`: main() as every program runs it
+    (console.run), then an end that no thread the user's code left running holds up (unheld)."""
+    try:
+        status = console.run("main.py", main)
+    except Exception:  # a bug: its traceback, as Python prints it, and then the same end
+        traceback.print_exc()
+        status = 1
+    return console.unheld("main.py", status)
 
 if __name__ == "__main__":
     sys.exit(command())

@@ -26,6 +26,9 @@
 # Print every command instead of running it:  NODES=2 DRY_RUN=1 ./run_pbs.sh
 # The scaling study (docs/scaling-out.md) over 1, 2, 4, ... nodes: STUDY=1, and GRAD_COMM=fp32,bf16
 #   for 16-bit gradients too; STUDY=1 NODES=4 DRY_RUN=1 shows its commands.
+# Which precision should MODEL train with (docs/advice.md): ADVISE=1 runs main.py --advise on one GPU
+#   within the job's walltime left (or BUDGET minutes), e.g.
+#   qsub -A MYPROJECT -l walltime=00:30:00 -v ADVISE=1,MODEL=resnet50,BATCH=128,CONTAINER=... run_pbs.sh
 set -euo pipefail
 
 SCHEDULER=PBS
@@ -47,6 +50,20 @@ site_numbers=(DEPTH)
 across_nodes() {
     launch=(mpiexec -n "$1" --ppn "$2" --depth="${DEPTH}" --cpu-bind depth
             --env MASTER_ADDR="${MASTER_ADDR}" --env MASTER_PORT="${MASTER_PORT}")
+}
+
+# The job's time left in seconds: its walltime less what it used, as qstat -f gives both (HH:MM:SS).
+time_left_s() {
+    local status limit="" used="" line
+    status=$(qstat -f "${PBS_JOBID}" 2>/dev/null) || return 1
+    while IFS= read -r line; do
+        [[ "${line}" =~ Resource_List\.walltime\ =\ ([0-9]+):([0-9]+):([0-9]+) ]] \
+            && limit=$(( (10#${BASH_REMATCH[1]} * 60 + 10#${BASH_REMATCH[2]}) * 60 + 10#${BASH_REMATCH[3]} ))
+        [[ "${line}" =~ resources_used\.walltime\ =\ ([0-9]+):([0-9]+):([0-9]+) ]] \
+            && used=$(( (10#${BASH_REMATCH[1]} * 60 + 10#${BASH_REMATCH[2]}) * 60 + 10#${BASH_REMATCH[3]} ))
+    done <<< "${status}"
+    [[ -n "${limit}" ]] || return 1
+    echo $(( limit - ${used:-0} ))
 }
 
 if [[ ! -f "${AMPBENCH_DIR}/cluster/stages.sh" ]]; then

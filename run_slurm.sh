@@ -21,6 +21,9 @@
 # Print every command instead of running it:  NODES=2 DRY_RUN=1 CIFAR10_DIR=... ./run_slurm.sh
 # The scaling study (docs/scaling-out.md) over 1, 2, 4, ... nodes: STUDY=1, and GRAD_COMM=fp32,bf16
 #   for 16-bit gradients too; STUDY=1 NODES=4 DRY_RUN=1 shows its commands.
+# Which precision should MODEL train with (docs/advice.md): ADVISE=1 runs main.py --advise on one GPU
+#   within the job's time left (or BUDGET minutes), e.g.
+#   sbatch --nodes=1 --time=00:30:00 --export=ALL,ADVISE=1,MODEL=resnet50,BATCH=128,CIFAR10_DIR=...,CONTAINER=... run_slurm.sh
 set -euo pipefail
 
 SCHEDULER=Slurm
@@ -43,6 +46,15 @@ fi
 
 across_nodes() {
     launch=(srun --nodes="$3" --ntasks="$1" --ntasks-per-node="$2" --export=ALL)
+}
+
+# The job's time left in seconds, as squeue gives it ([D-][HH:]MM:SS); nothing when unlimited.
+time_left_s() {
+    local left
+    left=$(squeue -h -j "${JOB_ID}" -o %L 2>/dev/null) || return 1
+    [[ "${left}" =~ ^(([0-9]+)-)?(([0-9]+):)?([0-9]+):([0-9]+)$ ]] || return 1
+    echo $(( ((10#${BASH_REMATCH[2]:-0} * 24 + 10#${BASH_REMATCH[4]:-0}) * 60 + 10#${BASH_REMATCH[5]}) * 60 \
+             + 10#${BASH_REMATCH[6]} ))
 }
 
 if [[ ! -f "${AMPBENCH_DIR}/cluster/stages.sh" ]]; then

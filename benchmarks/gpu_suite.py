@@ -78,9 +78,9 @@ from benchmarks.suite.plan import (
 from benchmarks.suite.preview import plan_lines
 from benchmarks.suite.render import render_coverage, render_readme, usable_readme
 from utils import console, provenance
+from utils.children import adopt_orphans
 from utils.errors import UserError
 from utils.fileio import ensure_folder_writable, held_or_refused, prove_creatable
-from utils.stop import adopt_orphans
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"

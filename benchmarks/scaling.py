@@ -29,9 +29,10 @@ import time
 from pathlib import Path
 
 from utils import console, modes  # neither imports torch
+from utils.children import POLL_S, Child, signal_pid
 from utils.errors import UserError, WriteFailed
 from utils.setup_keys import GRAD_COMM
-from utils.stop import StopRequest, end_tree
+from utils.stop import StopRequest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -168,15 +169,16 @@ def launch(out, plan, names, options, stop):
     with open(log, "w") as output:
         # A session of its own: Ctrl-C reaches the study alone, which forwards it once to torchrun
         # (torchrun passes it on to its ranks); a signal the ranks got twice would end them unsaved.
-        process = subprocess.Popen(command, cwd=ROOT, stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
-        stop.launch = process
+        child = stop.launch = Child(command, output, cwd=str(ROOT))
         try:
-            status = process.wait()
+            while not child.exited():
+                time.sleep(POLL_S)
         except SystemExit:  # a second stop signal ended the launch: what it saved before is partial
             set_aside(out, name)
             raise
         finally:
             stop.launch = None
+            status = child.finish()
     if stop.requested:
         set_aside(out, name)
         return None
@@ -205,7 +207,7 @@ class StudyStop(StopRequest):
     def handler(self, number, frame):
         if self.requested:
             if self.launch is not None:  # torchrun's group and its ranks, each in a session of its own
-                end_tree(self.launch.pid)
+                self.launch.finish()
             print(f"scaling.py: a second signal ({signal.Signals(number).name}) arrived: stopping now; the "
                   "finished launches' files are kept.", file=sys.stderr, flush=True)
             sys.exit(128 + number)
@@ -213,10 +215,7 @@ class StudyStop(StopRequest):
         print(f"scaling.py: {self.signal_name} received: stopping the launch in flight, then writing the table of "
               "the finished ones.", file=sys.stderr, flush=True)
         if self.launch is not None:
-            try:
-                self.launch.send_signal(number)
-            except ProcessLookupError:
-                pass
+            signal_pid(self.launch.pid, number)
 
 
 def finished_launch(out, plan):

@@ -36,6 +36,12 @@
 #                    --explain on 1 GPU, one node and 2, 4, ... nodes up to NODES, for each GRAD_COMM,
 #                    then benchmarks/scaling.py merges them (docs/scaling-out.md)
 #   GRAD_COMM        the study's --grad-comm list (comma list from fp32, fp16, bf16; default fp32)
+#   ADVISE=1         run main.py --advise instead of the stages: which precision and speed levers MODEL
+#                    should train with at BATCH on one GPU of the first node (the adviser chooses the
+#                    modes: MODES is not read), its advice in RESULTS_DIR/advice on the shared file system
+#   BUDGET           --advise's minutes (default: the allocation's time left, as the scheduler script's
+#                    time_left_s reads it, less a tenth and ADVICE_MARGIN_S for the container's start
+#                    and the advice; 10 where the scheduler says nothing)
 # Every one is checked before anything runs (validate below); no value is ever evaluated by the
 # shell: numbers match a pattern before any arithmetic sees them.
 # shellcheck shell=bash
@@ -101,6 +107,9 @@ MASTER_ADDR=${MASTER_ADDR:-${node_list[0]:-}}
 MASTER_PORT=${MASTER_PORT:-29500}
 STUDY=${STUDY:-0}
 GRAD_COMM=${GRAD_COMM:-fp32}
+ADVISE=${ADVISE:-0}
+BUDGET=${BUDGET:-}
+ADVICE_MARGIN_S=120  # of the allocation: the container's start, the preflight's imports, the advice written
 COUNT_MAX=2147483647  # main.py's largest count (2**31-1)
 
 # The variable named $1 holds a whole number from 1 to $2 (no sign, no leading zero, no
@@ -248,6 +257,9 @@ validate() {
     check_format USE_GPU '^[01]$' "0 or 1"
     check_format DRY_RUN '^[01]$' "0 or 1"
     check_format STUDY '^[01]$' "0 or 1"
+    check_format ADVISE '^[01]$' "0 or 1"
+    [[ "${STUDY}" != 1 || "${ADVISE}" != 1 ]] || fail "STUDY=1 and ADVISE=1 each run instead of the stages; set one."
+    [[ -z "${BUDGET}" ]] || check_number BUDGET 100000
     data_source
     for name in NODES STEPS BATCH CHECKPOINT_EVERY "${site_numbers[@]}"; do
         check_number "${name}" "${COUNT_MAX}"
@@ -347,6 +359,50 @@ study_flags() {
     flags+=("${comm_flags[@]}" --json "${out}")
 }
 
+# main.py --advise's flags (-p on a GPU, never --allow-slow-fp16: the adviser times what runs at
+# speed), writing into RESULTS_DIR/advice: the array `flags`.
+advise_flags() {
+    local device=()
+    [[ "${USE_GPU}" != 1 ]] || device=(-p)
+    flags=(--advise "${device[@]}" --model "${MODEL}" -b "${BATCH}" -n "${STEPS}" --data cifar10
+           --data-dir "${CIFAR10_DIR}" "${extra[@]}" --budget "${BUDGET}" --advice-dir "${RESULTS_DIR}/advice")
+}
+
+# ADVISE=1's BUDGET where none is given: the allocation's time left (the scheduler script's
+# time_left_s, in seconds), less a tenth and ADVICE_MARGIN_S; 10 minutes where it says nothing.
+advice_budget() {
+    local left=""
+    [[ -z "${BUDGET}" ]] || return 0
+    if [[ -n "${JOB_ID}" ]] && declare -F time_left_s >/dev/null; then
+        left=$(time_left_s) || left=""
+    fi
+    if [[ ! "${left}" =~ ^[0-9]+$ ]]; then
+        BUDGET=10
+        echo "ampbench: ${SCHEDULER} gave no time left for this job: --advise gets BUDGET=${BUDGET} minutes (set BUDGET)."
+        return 0
+    fi
+    BUDGET=$(( (left - left / 10 - ADVICE_MARGIN_S) / 60 ))
+    (( BUDGET >= 1 )) \
+        || fail "this ${SCHEDULER} job has $(( left / 60 )) minute(s) left, too few for --advise beside the" \
+                "container's start; submit it with more time, or set BUDGET."
+    echo "ampbench: --advise gets BUDGET=${BUDGET} of the $(( left / 60 )) minutes this ${SCHEDULER} job has left."
+}
+
+# ADVISE=1: main.py --advise on the first node; its exit status is the advice's status (docs/advice.md),
+# so an advice.json written is the job done, whatever its status.
+advise() {
+    advise_flags
+    run mkdir -p "${RESULTS_DIR}"
+    local status=0
+    run "${on_one_node[@]}" "${in_container[@]}" python main.py "${flags[@]}" || status=$?
+    if [[ "${DRY_RUN}" == 1 || -f "${RESULTS_DIR}/advice/advice.json" ]]; then
+        echo "ampbench: the advice (exit ${status}, its status) is in ${RESULTS_DIR}/advice: report.txt, advice.json."
+        return 0
+    fi
+    failed "${status}" "--advise"
+    report_failures "runs" "run it again"
+}
+
 # Whether the results file $1 holds a finished run (a stopped one says "incomplete": true).
 finished() {
     [[ -f "$1" ]] && ! grep -q '"incomplete": true' "$1"
@@ -358,6 +414,11 @@ finished() {
 check_main_flags() {
     local mode flags out
     local comm
+    if [[ "${ADVISE}" == 1 ]]; then  # --check-flags with --advise: its refusals, the plan and the budget
+        advise_flags
+        check_flags 1
+        return
+    fi
     if [[ "${STUDY}" == 1 ]]; then
         study_flags 1 fp32
         check_flags 1
@@ -501,7 +562,12 @@ preflight
 if [[ "${STUDY}" == 1 ]] && (( NODES * PER_NODE < 2 )); then  # known once preflight counted the GPUs
     fail "STUDY=1 needs 2 or more ranks, and this job has 1 node x 1 rank; add nodes or GPUS_PER_NODE."
 fi
+[[ "${ADVISE}" != 1 ]] || advice_budget
 check_main_flags
+if [[ "${ADVISE}" == 1 ]]; then
+    advise
+    exit 0
+fi
 run mkdir -p "${RESULTS_DIR}"
 echo "ampbench (${SCHEDULER} job ${JOB_ID:-none}): ${NODES} node(s) x ${PER_NODE} rank(s), ${MODEL}, ${STEPS} steps," \
      "modes ${MODES} -> ${RESULTS_DIR}"

@@ -76,6 +76,16 @@ def real_cifar10():
     return SUBSET
 
 
+@pytest.fixture
+def forget_imports(tmp_path):
+    """The modules a test imported from its tmp_path forgotten after it (a user's module, a
+    made-up library), so that another test's module of the same name imports afresh."""
+    yield
+    for name, module in list(sys.modules.items()):
+        if str(getattr(module, "__file__", None) or "").startswith(str(tmp_path)):
+            del sys.modules[name]
+
+
 def run_cli(*args, timeout=300, env=None):
     """Run main.py as a user would; returns the CompletedProcess."""
     return subprocess.run([sys.executable, str(ROOT / "main.py"), *map(str, args)], cwd=ROOT,

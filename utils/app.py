@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Un
 
 import torch
 
-from models import factory, families, user
+from models import factory, families, raised, user
 from utils import compat, console, fileio, launch
 from utils.advice import session
 from utils.config import no_test_images
@@ -93,7 +93,7 @@ def run(config: RunConfig, stop: StopRequest) -> int:
     except Exception as error:
         if isinstance(error, (RuntimeError, MemoryError)) and memory.is_out_of_memory(error):  # the batch to lower
             raise UserError(memory.out_of_memory_advice(device, config.training.batch_size)) from None
-        if config.training.model_factory is not None and user.raised_by_its_code(error):  # the user's model's bug
+        if config.training.model_factory is not None and raised.raised_by_its_code(error):  # the user's model's bug
             raise UserError(user.raised_while_running(config.training.model_factory, error)) from None
         raise
     finally:
@@ -103,9 +103,9 @@ def run(config: RunConfig, stop: StopRequest) -> int:
 
 def advise(config: RunConfig, stop: StopRequest) -> int:
     """--advise (utils/advice/session.py), handed the sections it reads and the command line it
-    passes on to every run it starts."""
+    passes on to every run it starts; with --check-flags, its checks up to the plan alone."""
     return session.advise(config.training, config.data, config.accuracy, config.precision, config.speed,
-                          config.advice, config.arguments, stop)
+                          config.advice, config.arguments, stop, check_only=config.check_flags)
 
 
 def list_models(image_size: int) -> int:
@@ -181,7 +181,7 @@ def prepare(config: RunConfig, context: RunContext) -> Tuple[TrainingPlan, nn.Mo
     if config.data.num_classes:  # the head grows with them: 2**31 classes take terabytes
         smaller += f", or fewer --num-classes than {config.data.num_classes}"
     with memory.out_of_memory_in(context.device, f"building the model {config.training.model}", f"use {smaller}."):
-        model = seeded_model(config.training, config.data, classes, context.device)
+        model = seeded_model(config.training, config.data, classes, context.device, warn)
     built = f" ({factory.class_name(model)})" if config.training.model_factory else ""
     context.reporter.phase(f"model {config.training.model}{built} built: "
                            f"{sum(p.numel() for p in model.parameters()) / 1e6:.1f} M parameters")
@@ -199,8 +199,9 @@ def prepare(config: RunConfig, context: RunContext) -> Tuple[TrainingPlan, nn.Mo
         else f"on {context.device}"
     context.reporter.phase(f"data loaded: {data.name}, {data.train_count} training images"
                            + (f", {data.test_count} test images" if data.has_test_set else "") + f", {held}")
+    hook = user.logits_hook(model)
     plan = config.plan(factory.has_batch_norm(model), context.world.size, data.train_count, classes,
-                       factory.class_name(model), data.loader)
+                       factory.class_name(model), hook.taken if hook else None, data.loader)
     note = config.short_run_note(plan)
     if note:
         warn(note, "note")

@@ -87,6 +87,10 @@ def has_scaled_dot_product_attention() -> bool:
     return torch_release() >= (2, 0)  # F.scaled_dot_product_attention
 
 
+def has_default_device() -> bool:
+    return torch_release() >= (2, 3)  # torch.get_default_device (set_default_device came in 2.0)
+
+
 def has_weights_only_load() -> bool:
     return torch_release() >= (1, 13)  # torch.load(weights_only=True)
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import typing
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Type, Union
 
@@ -29,7 +30,16 @@ from models import families
 from models.spec import factory_spec
 from utils import console, launch, spellings
 from utils.errors import UserError
-from utils.modes import BASELINES, DEFAULT_COMPARE, DEFAULT_COMPARE_CPU, FP8_NEEDS_A_GPU, MODES, Mode, parse_modes
+from utils.modes import (
+    BASELINES,
+    DEFAULT_COMPARE,
+    DEFAULT_COMPARE_CPU,
+    FP8_NEEDS_A_GPU,
+    MODES,
+    Mode,
+    listed,
+    parse_modes,
+)
 from utils.settings import (
     COUNT,
     COUNT_OR_ZERO,
@@ -585,6 +595,7 @@ class TrainingPlan:
     recipe: Recipe
     num_classes: int = families.DEFAULT_NUM_CLASSES  # the classes of the data's labels and the model's output
     model_class: Optional[str] = None  # the built model's class, with its module (where the caller knows it)
+    model_output: Optional[str] = None  # what of its output is taken as the logits, where it is not them alone
     loader: str = "device"  # the loader that makes the batches: --loader's, auto settled (by the data)
 
 
@@ -673,13 +684,14 @@ class RunConfig:
 
     def plan(self, batch_norm: bool, world_size: int, train_images: Optional[int] = None,
              num_classes: Optional[int] = None, model_class: Optional[str] = None,
-             loader: Optional[str] = None) -> TrainingPlan:
+             model_output: Optional[str] = None, loader: Optional[str] = None) -> TrainingPlan:
         """The run's TrainingPlan: its steps (with --epochs, from `train_images`, which is then
         needed) checked against the dataset's size, its timing warm-up and the model family's
         recipe, `batch_norm` saying whether the model has batch norms; the data's `num_classes`
-        (else --num-classes', else CIFAR-10's), the built model's class, `model_class`, and the
-        loader that makes the batches: the data's `loader` where it settled one (an image
-        folder's, for --loader auto), else --loader's, auto being the device loader."""
+        (else --num-classes', else CIFAR-10's), the built model's class, `model_class`, what of
+        its output is the logits, `model_output` (ImageClassifierOutput.logits), and the loader
+        that makes the batches: the data's `loader` where it settled one (an image folder's, for
+        --loader auto), else --loader's, auto being the device loader."""
         training = self.training
         if train_images is not None and training.batch_size * world_size > train_images:
             raise UserError(f"a batch of {training.batch_size} images"
@@ -700,7 +712,8 @@ class RunConfig:
                             "of the run; lower --eval-every (fractions of an epoch are allowed).")
         return TrainingPlan(steps=steps, timing_warmup=warmup, recipe=self.recipe(batch_norm, world_size, steps),
                             num_classes=num_classes or self.data.num_classes or families.DEFAULT_NUM_CLASSES,
-                            model_class=model_class, loader=loader or loader_of(self.data.loader))
+                            model_class=model_class, model_output=model_output,
+                            loader=loader or loader_of(self.data.loader))
 
     def recipe(self, batch_norm: bool, world_size: int, steps: int) -> Recipe:
         """The model family's recipe (models/families.py) where the flags left a setting unset;
@@ -760,8 +773,8 @@ class RunConfig:
         model, the stem, the baseline, the loss scale and what --explain-steps, --trace-dir and
         --numerics-every imply resolved); `modes` as given (the section holds the Mode tuple);
         the steps and the timing warm-up once the steps are known; with `plan`, the recipe (as
-        `recipe`, the family whose defaults filled the unset settings, or `user`), the classes and
-        the model's class."""
+        `recipe`, the family whose defaults filled the unset settings, or `user`), the classes, the
+        model's class and what of its output is the logits."""
         resolved: Dict[str, Any] = {}
         for key, each in SETTINGS.items():
             resolved[key] = getattr(getattr(self, each.section), each.field)
@@ -775,7 +788,8 @@ class RunConfig:
             resolved.update(steps=plan.steps, warmup=plan.timing_warmup, lr=recipe.lr, optimizer=recipe.optimizer,
                             recipe=recipe.family, momentum=recipe.momentum, weight_decay=recipe.weight_decay,
                             label_smoothing=recipe.label_smoothing, warmup_lr_steps=recipe.lr_warmup_steps,
-                            num_classes=plan.num_classes, model_class=plan.model_class)
+                            num_classes=plan.num_classes, model_class=plan.model_class,
+                            model_output=plan.model_output)
         return resolved
 
 
@@ -836,8 +850,9 @@ def check(args: Arguments, spelled: Dict[str, str]) -> Tuple[Mode, ...]:
                         f"({', '.join(names)} scale dynamically or not at all); drop "
                         "--loss-scale or add fp16-master to --modes.")
     if args.fp8_emulate and not any(mode.float8 for mode in modes):
-        raise UserError("--fp8-emulate applies to the fp8 modes, which this run does not use; add fp8 or "
-                        "fp8-rowwise to --modes, or drop --fp8-emulate.")
+        raise UserError("--fp8-emulate applies to the fp8 modes, which this run does not use; add "
+                        f"{listed([name for name, mode in MODES.items() if mode.float8])} to --modes, or drop "
+                        "--fp8-emulate.")
     float8 = [mode.name for mode in modes if mode.float8]
     if float8 and not args.gpu and not args.fp8_emulate:  # a flags rule, so that --check-flags refuses it too
         raise UserError(f"mode {float8[0]} {FP8_NEEDS_A_GPU}")
@@ -873,10 +888,10 @@ def modes_of(args: Arguments) -> Tuple[Mode, ...]:
 
 # What --advise decides or writes itself, and so refuses from the command line: the precision
 # modes, their repeats and seeds, the timing and the measurements each phase takes, the outputs.
+# (--check-flags with --advise checks the adviser's own command, before a batch job queues it.)
 ADVISER_SETS = ("compare", "modes", "baseline", "repeats", "seeds", "loss_scale", "fp8_emulate", "warmup", "explain",
                 "explain_steps", "trace_dir", "numerics", "numerics_every", "max_batch", "eval_every",
-                "target_accuracy", "stop_at_target", "no_eval", "check_flags", *OUTPUT_FLAGS, "checkpoint_every",
-                "resume")
+                "target_accuracy", "stop_at_target", "no_eval", *OUTPUT_FLAGS, "checkpoint_every", "resume")
 ADVICE_ONLY = ("budget", "from_results", "advice_dir")  # flags that only --advise reads
 
 
@@ -901,6 +916,33 @@ def check_advice_flags(args: Arguments, spelled: Dict[str, str]) -> None:
                         "--advice-dir where it writes).")
     if args.from_results is not None and args.budget is not None:
         raise UserError("--budget limits the time --advise measures, and --from measures nothing: drop --budget.")
+    if args.from_results is not None and args.check_flags:
+        raise UserError("--check-flags checks the command --advise would measure with, and --from measures nothing: "
+                        "drop --check-flags.")
+
+
+def unusable_value(key: str, value: Any) -> Optional[str]:
+    """Why `value` is not one main.py's parser could have given setting `key` (its type, its
+    choices, its range), in words after the flag's name; None when it could. For command lines
+    read back from a file (an advice.json's arguments)."""
+    setting = SETTINGS[key]
+    flag, section = setting.flag, dict(SECTIONS)[setting.section]
+    kind = typing.get_type_hints(section)[setting.field]
+    optional = type(None) in typing.get_args(kind)
+    kinds = [each for each in (typing.get_args(kind) or (kind,)) if each is not type(None)]
+    if value is None:
+        return None if optional or setting.default() is None else "must be given, got null"
+    if flag.action in ("store_true", "store_false") or kinds == [bool]:
+        return None if isinstance(value, bool) else f"is a switch (true or false), got {value!r}"
+    if flag.choices is not None:
+        return None if value in flag.choices else f"must be one of {', '.join(flag.choices)}, got {value!r}"
+    if flag.range is not None:
+        return None if flag.range.accepts(value) else f"must be {flag.range.wording}, got {value!r}"
+    if kinds and all(each in (int, float, str) for each in kinds):
+        fits = any(isinstance(value, each) and not isinstance(value, bool) for each in kinds) or \
+            (float in kinds and isinstance(value, int) and not isinstance(value, bool))
+        return None if fits else f"must be {' or '.join(each.__name__ for each in kinds)}, got {value!r}"
+    return None
 
 
 def check_ranges(args: Arguments) -> None:

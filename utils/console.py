@@ -7,10 +7,13 @@ through run(), each as its program()."""
 from __future__ import annotations
 
 import argparse
+import atexit
 import functools
 import os
 import signal
 import sys
+import threading
+import time
 from typing import Any, Callable, List, NoReturn, Optional, TextIO
 
 from utils.errors import UserError, WriteFailed
@@ -62,6 +65,13 @@ def protect() -> None:
         setattr(sys, name, Guarded(stream))
 
 
+def one_line(text: str) -> str:
+    """`text` as one line that shows what it holds: each character a terminal would act on or
+    break the line at (control characters, escape sequences, line and paragraph separators)
+    escaped as Python writes it, so that no field of a file can forge or hide a line."""
+    return "".join(character if character.isprintable() else ascii(character)[1:-1] for character in text)
+
+
 def refused(name: str, error: Exception) -> int:
     """Say `error` as program `name`'s one sentence; its exit status: 2 for a UserError (what
     the user can change), 1 for anything else (an output that failed)."""
@@ -110,6 +120,31 @@ def program(name: str, main: Callable[[], Optional[int]]) -> Callable[[], int]:
     """Program `name` as a command that takes no arguments: what `python FILE` runs and what an
     installed console script (pyproject.toml's [project.scripts]) calls, run(name, main)."""
     return functools.partial(run, name, main)
+
+
+THREADS_GRACE_S = 2.0  # what threads left running get to end by themselves once the program's work is done
+
+
+def unheld(name: str, status: int) -> int:
+    """`status`, once the threads that code the program ran started and left running (a user's
+    model's module, --model-factory: Python waits for each at exit, forever for one that never
+    ends) have had THREADS_GRACE_S to end; where some still run, program `name` says which, runs
+    the exit handlers and ends the process now with `status`, without them."""
+    left = [thread for thread in threading.enumerate() if thread is not threading.main_thread() and not thread.daemon]
+    deadline = time.monotonic() + THREADS_GRACE_S
+    for thread in left:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    running = [thread.name for thread in left if thread.is_alive()]
+    if not running:
+        return status
+    many = len(running) > 1
+    print(f"{name}: note: its work is done, and code it ran left {len(running)} thread{'s' if many else ''} running "
+          f"({', '.join(running)}), which Python would wait for; ending without {'them' if many else 'it'}.",
+          file=sys.stderr)
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
 
 
 def shortened(text: str) -> str:

@@ -9,7 +9,7 @@ import glob
 import os
 import stat
 import tempfile
-from typing import BinaryIO, Callable, Iterator, Tuple
+from typing import BinaryIO, Callable, Iterator, List, Sequence, Tuple
 
 from utils.errors import UserError, WriteFailed
 
@@ -180,26 +180,46 @@ def atomic_write(path: str, write: Callable[[BinaryIO], object]) -> None:
     """Call write(file) on a temporary file in the same folder, fsync it, then rename it over
     `path`: readers see the old file or the new one, never a partial one. A symlink is
     followed: its target is replaced, the link stays."""
-    shown, path = path, os.path.realpath(path)
+    atomic_write_all([(path, write)])
+
+
+def atomic_write_all(writes: Sequence[Tuple[str, Callable[[BinaryIO], object]]]) -> None:
+    """atomic_write for files that belong together (a report and the document it prints): each
+    written to its temporary file first; only when every one is written whole are they renamed
+    over their paths, so that a failure (a full disk) leaves each path as it was."""
+    written: List[Tuple[str, str, str]] = []  # (the path as given, the real path, its temporary file)
     try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        if os.path.lexists(path) and not stat.S_ISREG(os.stat(path).st_mode):
-            raise OSError(errno.EEXIST, f"{kind_of(path)} is there, not a regular file")
-        fd, tmp = temporary_beside(path)
-    except OSError as error:
-        raise WriteFailed(f"could not write {shown} ({error.strerror or error}); nothing was changed there.") from None
-    try:
-        os.fchmod(fd, creation_mode())  # mkstemp's 0600 would hide results from the project's group
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException as error:
-        os.unlink(tmp)
-        if isinstance(error, OSError):
-            raise WriteFailed(f"could not write {shown} ({error.strerror or error}); "
-                              "the file there before, if any, is kept as it was.") from None
+        for shown, write in writes:
+            path = os.path.realpath(shown)
+            try:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                if os.path.lexists(path) and not stat.S_ISREG(os.stat(path).st_mode):
+                    raise OSError(errno.EEXIST, f"{kind_of(path)} is there, not a regular file")
+                fd, tmp = temporary_beside(path)
+            except OSError as error:
+                raise WriteFailed(f"could not write {shown} ({error.strerror or error}); nothing was changed "
+                                  "there.") from None
+            written.append((shown, path, tmp))
+            try:
+                os.fchmod(fd, creation_mode())  # mkstemp's 0600 would hide results from the project's group
+                with os.fdopen(fd, "wb") as f:
+                    write(f)
+                    f.flush()
+                    os.fsync(f.fileno())
+            except OSError as error:
+                raise WriteFailed(f"could not write {shown} ({error.strerror or error}); the file there before, if "
+                                  "any, is kept as it was.") from None
+        for index, (shown, path, tmp) in enumerate(written):
+            try:
+                os.replace(tmp, path)
+            except OSError as error:
+                written = written[index:]  # those renamed are written whole; the rest are not
+                raise WriteFailed(f"could not write {shown} ({error.strerror or error}); the file there before, "
+                                  "if any, is kept as it was.") from None
+    except BaseException:
+        for _, _, tmp in written:
+            if os.path.lexists(tmp):
+                os.unlink(tmp)
         raise
 
 

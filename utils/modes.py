@@ -7,7 +7,7 @@ mode into autocast, a scaler and TF32 switches.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, List, Optional, Sequence
+from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
 
 from utils.errors import UserError
 
@@ -17,12 +17,18 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Mode:
+    """A precision mode: what it asks of autocast, GradScaler and TF32, and what the adviser and
+    the comparisons know of it (`rank`, `weighed`, `never_advised`, `at_speed_on`)."""
     name: str
     autocast: Optional[str]  # torch dtype name for autocast ("float16", "bfloat16"); None: autocast off
     loss_scaling: bool  # dynamic loss scaling with torch.amp.GradScaler
     tf32: bool  # TF32 allowed for FP32 matmuls and convolutions
     description: str
     colour: str  # the mode's colour in every plot
+    rank: int  # how much it changes the numbers, least first: an adviser's tie goes to the lowest
+    at_speed_on: Tuple[str, ...]  # the devices ("cuda", "cpu") whose arithmetic runs it at speed
+    weighed: bool = True  # whether --advise times it where it runs at speed
+    never_advised: Optional[str] = None  # why --advise never advises it, whatever its speed
     master_weights: bool = False  # FP16 model, FP32 master weights, static loss scale
     float8: Optional[str] = None  # torchao's float8 training recipe for the Linear layers ("tensorwise", "rowwise")
 
@@ -64,21 +70,24 @@ class Mode:
         return self.loss_scaling or self.master_weights
 
 
+GPU, EVERYWHERE = ("cuda",), ("cuda", "cpu")
 MODES = {
-    "fp32": Mode("fp32", None, False, False, "FP32, TF32 off", "#595959"),
-    "tf32": Mode("tf32", None, False, True, "FP32 with TF32 tensor cores for matmul and conv", "#8c564b"),
-    "amp-fp16": Mode("amp-fp16", "float16", True, False, "autocast float16 + GradScaler", "#1f77b4"),
+    "fp32": Mode("fp32", None, False, False, "FP32, TF32 off", "#595959", 0, EVERYWHERE),
+    "tf32": Mode("tf32", None, False, True, "FP32 with TF32 tensor cores for matmul and conv", "#8c564b", 1, GPU),
+    "amp-fp16": Mode("amp-fp16", "float16", True, False, "autocast float16 + GradScaler", "#1f77b4", 3, GPU),
     "amp-fp16-noscale": Mode("amp-fp16-noscale", "float16", False, False,
-                             "autocast float16 without loss scaling (small gradients may underflow)", "#17becf"),
-    "amp-bf16": Mode("amp-bf16", "bfloat16", False, False, "autocast bfloat16", "#2ca02c"),
+                             "autocast float16 without loss scaling (small gradients may underflow)", "#17becf", 7,
+                             GPU, weighed=False,
+                             never_advised="float16 without loss scaling: small gradients underflow to zero"),
+    "amp-bf16": Mode("amp-bf16", "bfloat16", False, False, "autocast bfloat16", "#2ca02c", 2, EVERYWHERE),
     "fp16-master": Mode("fp16-master", None, False, False,
-                        "FP16 model (BatchNorm FP32), FP32 master weights, static loss scale", "#ff7f0e",
-                        master_weights=True),
+                        "FP16 model (BatchNorm FP32), FP32 master weights, static loss scale", "#ff7f0e", 4, GPU,
+                        weighed=False, master_weights=True),
     "fp8": Mode("fp8", "bfloat16", False, False,
-                "autocast bfloat16 + torchao float8 Linear layers, tensorwise dynamic scaling", "#7b4173",
+                "autocast bfloat16 + torchao float8 Linear layers, tensorwise dynamic scaling", "#7b4173", 5, GPU,
                 float8="tensorwise"),
     "fp8-rowwise": Mode("fp8-rowwise", "bfloat16", False, False,
-                        "autocast bfloat16 + torchao float8 Linear layers, rowwise dynamic scaling", "#e377c2",
+                        "autocast bfloat16 + torchao float8 Linear layers, rowwise dynamic scaling", "#e377c2", 6, GPU,
                         float8="rowwise"),
 }
 
@@ -99,8 +108,19 @@ DEFAULT_COMPARE = ("fp32", "amp-fp16")  # on a GPU
 # On a CPU: most have no fast float16 arithmetic (fallback kernels, many times slower than fp32),
 # while bfloat16 autocast runs at FP32's speed or better where the CPU has bfloat16 instructions
 DEFAULT_COMPARE_CPU = ("fp32", "amp-bf16")
-DEFAULT_ADVISE_GPU = ("fp32", "tf32", "amp-fp16", "amp-bf16")  # what a comparison times on a GPU with tensor cores
+
 INITIAL_LOSS_SCALE = 2.0 ** 16  # where GradScaler's dynamic scale starts (its default, named here)
+
+
+def weighed_on(device: str) -> Tuple[str, ...]:
+    """The modes --advise times on `device` ("cuda", "cpu"), by their rows; the fp8 modes only
+    where FP8 tensor cores are (the preflight asks the device)."""
+    return tuple(name for name, mode in MODES.items() if mode.weighed and device in mode.at_speed_on)
+
+
+def listed(names: Sequence[str]) -> str:
+    """"a", "a or b", "a, b or c": modes named in a sentence, as the rows give them."""
+    return " or ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else list(names))
 
 
 def scale_drop_steps(curve: Sequence[float], dynamic: bool) -> List[int]:

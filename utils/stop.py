@@ -6,19 +6,18 @@ all end a run the same way, whenever they arrive: the current step finishes, the
 and the partial results are written, the exit status is 128 + the signal number. A second
 signal exits at once. No torch here: main.py installs it before torch is imported. Where a
 run is in code that may never return before its first step (a user's factory, the decoding of an
-image folder), a first signal exits at once too (at_once).
+image folder), a first signal exits at once too (at_once). The processes ampbench starts, and
+their ends, are utils/children.py's.
 """
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import sys
 import threading
-import time
 from types import FrameType
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1)
 
@@ -91,101 +90,3 @@ def at_once(doing: str) -> Iterator[None]:
     finally:
         for number, handler_before in previous.items():
             signal.signal(number, handler_before)
-
-
-def end_tree(leader: int, wait_s: float = 5.0) -> None:
-    """Kill (SIGKILL) the process group `leader` leads and every process its members started, in
-    whatever session each runs, then wait up to `wait_s` until they have ended, so that none
-    writes a file after this returns. torchrun starts each rank in a session of its own, so a
-    signal to torchrun's group misses its ranks. Where /proc is missing (macOS) the walk finds
-    nothing beyond the group."""
-    signal_group(leader, signal.SIGSTOP)
-    kill_below(lambda pid, parent, group: group == leader, wait_s)
-    signal_group(leader, signal.SIGKILL)
-
-
-def end_descendants(wait_s: float = 5.0) -> None:
-    """Kill every process still running below this one, and reap those that were its children:
-    what a command it ran left behind (a rank whose torchrun died, which adopt_orphans() brought
-    back under this process)."""
-    me = os.getpid()
-    for pid in kill_below(lambda pid, parent, group: parent == me, wait_s):
-        try:
-            os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:  # not this process's child, or reaped already
-            pass
-
-
-def kill_below(top: Callable[[int, int, int], bool], wait_s: float) -> List[int]:
-    """SIGKILL the processes that `top(pid, parent, group)` picks and all they started, and wait
-    up to `wait_s` until they have ended; their pids. Each is stopped first, so that none starts
-    another, or outlives its parent and so drops out of the walk, before the walk ends."""
-    frozen: List[int] = []
-    while True:
-        found = [pid for pid, parent, group in processes() if (top(pid, parent, group) or parent in frozen)
-                 and pid not in frozen and pid != os.getpid()]
-        if not found:
-            break
-        for pid in found:
-            signal_pid(pid, signal.SIGSTOP)
-        frozen += found
-    for pid in frozen:
-        signal_pid(pid, signal.SIGKILL)
-    deadline = time.monotonic() + wait_s
-    while any(alive(pid) for pid in frozen) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return frozen
-
-
-PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
-
-
-def adopt_orphans() -> None:
-    """Have the processes this one starts, and theirs, reparented to it rather than to init when
-    their parent dies (Linux's child subreaper), so that a rank whose torchrun was killed is still
-    below this process, where end_descendants() finds it. Elsewhere nothing changes."""
-    if sys.platform.startswith("linux"):
-        try:
-            ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-        except (OSError, AttributeError):
-            pass
-
-
-def processes() -> List[Tuple[int, int, int]]:
-    """(pid, parent's pid, process group) of every process /proc shows ([] without /proc); one
-    that ends while read is left out."""
-    found = []
-    for name in os.listdir("/proc") if os.path.isdir("/proc") else []:
-        fields = stat_fields(name) if name.isdigit() else None
-        if fields:
-            found.append((int(name), int(fields[1]), int(fields[2])))
-    return found
-
-
-def stat_fields(pid: object) -> Optional[List[str]]:
-    """The fields of /proc/PID/stat after the command's name (state, ppid, pgrp, ...), or None."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-
-
-def alive(pid: int) -> bool:
-    """Whether `pid` runs still: /proc shows it, and not as a zombie (False without /proc)."""
-    fields = stat_fields(pid)
-    return fields is not None and fields[0] != "Z"
-
-
-def signal_group(leader: int, number: int) -> None:
-    try:
-        os.killpg(leader, number)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def signal_pid(pid: int, number: int) -> None:
-    try:
-        os.kill(pid, number)
-    except (ProcessLookupError, PermissionError):
-        pass

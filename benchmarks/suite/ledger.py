@@ -11,7 +11,6 @@ import shlex
 import shutil
 import signal
 import stat
-import subprocess
 import time
 from pathlib import Path
 from types import FrameType
@@ -20,9 +19,10 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from benchmarks.suite.estimate import Estimate, Estimator
 from benchmarks.suite.history import describe_software, saved_suites
 from benchmarks.suite.plan import ROOT, Command, Step, resume_folder
+from utils.children import Child
 from utils.fileio import atomic_write, lock_path
 from utils.provenance import COMMIT_VARIABLE, source_digest
-from utils.stop import SIGNALS, end_descendants, end_tree, signal_group
+from utils.stop import SIGNALS
 
 Say = Callable[[str], None]
 POLL_S = 0.05  # how often a running command is checked on: its end, its timeout, a stop signal
@@ -77,12 +77,6 @@ class Interrupted(Exception):
     """A stop signal ended the step in flight (its processes are gone)."""
 
 
-def exited(process: subprocess.Popen) -> bool:
-    """Whether `process` has ended, without reaping it: while its zombie stays, its pid, and so
-    its group's id, cannot come to name another process, so the group can still be signalled."""
-    return os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-
-
 class Runner:
     """Runs the steps of one pass, each command's output in NAME.log, and keeps the record of each
     command (`records`, shared with the planner's skipped steps). Every command gets the pass's
@@ -107,44 +101,38 @@ class Runner:
         once that file exists (the resume check). Interrupted where a stop signal ended it."""
         started = time.perf_counter()
         with open(self.out / f"{command.name}.log", "w") as log:
-            process = subprocess.Popen(command.argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                                       env=self.environment, start_new_session=True)
-            rc = self.wait(process, command.timeout, stop_when)
+            rc = self.wait(Child(command.argv, log, cwd=str(ROOT), env=self.environment), command.timeout, stop_when)
         self.record(section, command, rc, started,
                     "  (SIGTERM once the first checkpoint exists)" if stop_when else "")
         return rc
 
-    def wait(self, process: subprocess.Popen, timeout: float, stop_when: Optional[Path]) -> object:
-        """The command's exit status, or "timeout"; the stragglers of its group killed either way."""
+    def wait(self, child: Child, timeout: float, stop_when: Optional[Path]) -> object:
+        """The command's exit status, or "timeout"; what it left running killed either way (its
+        group, torchrun's ranks in sessions of their own, a rank whose torchrun died before it)."""
         deadline = time.monotonic() + timeout
         timed_out = False
         try:
-            while not exited(process):
+            while not child.exited():
                 if self.stop.number is not None:
-                    self.end(process)
+                    self.end(child)
                     raise Interrupted
                 if time.monotonic() > deadline:
-                    self.end(process)
+                    self.end(child)
                     timed_out = True
                     break
                 if stop_when is not None and stop_when.exists():
-                    process.send_signal(signal.SIGTERM)
+                    child.process.send_signal(signal.SIGTERM)
                     stop_when = None
                 time.sleep(POLL_S)
         finally:
-            end_tree(process.pid)  # what it left running: its group, and torchrun's ranks in sessions of their own
-            process.wait()
-            end_descendants()  # and a rank whose torchrun died before it (gpu_suite.py adopts orphans)
-        return "timeout" if timed_out else process.returncode
+            rc = child.finish()
+        return "timeout" if timed_out else rc
 
-    def end(self, process: subprocess.Popen) -> None:
+    def end(self, child: Child) -> None:
         """SIGTERM to the command's group, so that it saves what it can; SIGKILL after GRACE_S, or
         at once on another stop signal."""
         signals = len(self.stop.numbers)
-        signal_group(process.pid, signal.SIGTERM)
-        deadline = time.monotonic() + GRACE_S
-        while not exited(process) and time.monotonic() < deadline and len(self.stop.numbers) <= max(signals, 1):
-            time.sleep(POLL_S)
+        child.end(GRACE_S, lambda: len(self.stop.numbers) > max(signals, 1))
 
     def record(self, section: str, command: Command, rc: object, started: float, note: str = "") -> None:
         elapsed = time.perf_counter() - started

@@ -9,7 +9,8 @@ summary or the report prints, run
     python docs/samples/generate.py
 
 and commit the pages it rewrites; `--check` (run by tests/repository/test_docs.py) lists the samples that
-drifted from the code and changes nothing.
+drifted from the code and changes nothing. It writes the table after `<!-- table: committed-advice -->`
+too: what `--advise --from` says of every results file under results/, decided again in this process.
 """
 import re
 import subprocess
@@ -44,6 +45,7 @@ ADVICE = {
     "advice": "python main.py --advise -m resnet18 -b 64 --budget 3 " + DATA + " --advice-dir docs/samples/advice",
 }
 MARK = re.compile(r"^<!-- sample: ([\w-]+) -->\n```text\n.*?^```$", re.MULTILINE | re.DOTALL)
+TABLE = re.compile(r"^<!-- table: committed-advice -->\n.*?^<!-- end of table -->$", re.MULTILINE | re.DOTALL)
 
 
 def command_lines(command):
@@ -73,9 +75,40 @@ def block(name):
     return "\n".join([f"<!-- sample: {name} -->", "```text", *command_lines(command), *printed, "```"])
 
 
+def committed_results():
+    """Every results file under results/ (the FP8 sweep's and the suite's own records aside)."""
+    import json
+
+    return [path for path in sorted((ROOT / "results").rglob("*.json"))
+            if isinstance(json.loads(path.read_text()), dict) and "runs" in json.loads(path.read_text())]
+
+
+def said_of(path):
+    """(status and exit code, the one line that says why) of `--advise --from PATH`."""
+    from utils.advice import decide, session
+    from utils.results.merge import load_result
+
+    try:
+        advice = session.advice_document(load_result(str(path)), decide.Context(path.name), None, None, [])
+    except UserError as refusal:
+        return "refused (2)", str(refusal).split("; ")[0] + "."
+    return f"{advice['status']} ({advice['exit_code']})", advice["claims"][0]["text"] + "."
+
+
+def advice_table():
+    """The markdown table of what --advise --from says of each committed results file."""
+    rows = ["<!-- table: committed-advice -->", "| results file | `--advise --from` says | why, its first sentence |",
+            "| --- | --- | --- |"]
+    for path in committed_results():
+        status, why = said_of(path)
+        rows.append(f"| `{path.relative_to(ROOT / 'results')}` | {status} | {why.replace('|', '/')} |")
+    return "\n".join(rows + ["<!-- end of table -->"])
+
+
 def rewritten(page):
-    """`page`'s text with every sample block as the code prints it now."""
-    return MARK.sub(lambda match: block(match.group(1)), page.read_text())
+    """`page`'s text with every sample block and the advice table as the code prints them now."""
+    text = MARK.sub(lambda match: block(match.group(1)), page.read_text())
+    return TABLE.sub(lambda match: advice_table(), text)
 
 
 def main(argv=None):

@@ -332,7 +332,7 @@ TORCHRUN = ("import os, subprocess, sys, time\n"
 RUNNER = ("import sys\n"
           "from pathlib import Path\n"
           "from benchmarks.suite import ledger, plan\n"
-          "from utils.stop import adopt_orphans\n"
+          "from utils.children import adopt_orphans\n"
           "adopt_orphans()\n"
           "out = Path(sys.argv[1])\n"
           "command = plan.Command('torchrun', (sys.executable, '-c', sys.argv[2], str(out / 'rank'), sys.argv[3]),"
@@ -344,7 +344,7 @@ RUNNER = ("import sys\n"
 def test_a_step_leaves_no_rank_of_its_torchrun_running_however_it_ends(ends, rc, tmp_path):
     """torchrun starts each rank in a session of its own, out of the step's process group, and a
     rank outlives a torchrun that is killed: neither may leave it training after its step."""
-    from utils.stop import alive
+    from utils.children import alive
 
     result = subprocess.run([sys.executable, "-c", RUNNER, str(tmp_path), TORCHRUN,
                              "600" if ends == "timeout" else "0.5"], cwd=ROOT, capture_output=True, text=True,

@@ -139,7 +139,7 @@ ADVICE_REFUSED = {
     "advice-evidence-twice": (lambda a: a["evidence"].append(a["evidence"][0]), "lists E1 twice"),
     "advice-plan-unknown-mode": (lambda a: a.update(plan=[{"name": "x", "modes": ["fp64"], "estimate_s": 1,
                                                             "runs": True}]), "plan[0].modes[0]"),
-    "advice-schema-of-tomorrow": (lambda a: a.update(schema="ampbench.advice/2"), "is not an advice file of schema"),
+    "advice-schema-of-tomorrow": (lambda a: a.update(schema="ampbench.advice/3"), "is not an advice file of schema"),
 }
 
 
@@ -227,8 +227,6 @@ ADVICE_WRITTEN = {
     "advice-from-a-symlink": lambda tmp: (linked(tmp / "link.json", HEADLINE), tmp / "out"),
     "advice-unicode-and-spaces": lambda tmp: (shutil.copy(HEADLINE, tmp / "r é s 結果.json"), tmp / "ü n i" / "out"),
     "advice-dir-created-two-levels-down": lambda tmp: (str(HEADLINE), tmp / "a" / "b"),
-    "advice-one-mode-only": lambda tmp: (forged_results(tmp, lambda d: d.update(
-        runs=[run for run in d["runs"] if run["mode"] == "amp-bf16"])), tmp / "out"),
     "advice-without-fp32": lambda tmp: (forged_results(tmp, lambda d: d.update(
         runs=[run for run in d["runs"] if run["mode"] != "fp32"])), tmp / "out"),
     "advice-one-run-stopped-untimed": lambda tmp: (forged_results(tmp, lambda d: d["runs"][0].update(
@@ -242,11 +240,18 @@ ADVICE_WRITTEN = {
 def test_advice_from_awkward_but_genuine_results_is_written_whole(case, tmp_path):
     given, folder = ADVICE_WRITTEN[case](tmp_path)
     result = run_main("--advise", "--from", given, "--advice-dir", folder)
-    assert result.returncode == 3 and "Traceback" not in result.stderr, result.stderr
     advice = json.loads((Path(folder) / "advice.json").read_text())
+    assert result.returncode == advice["exit_code"] != 2 and "Traceback" not in result.stderr, result.stderr
     assert (Path(folder) / "report.txt").read_text().strip() == result.stdout.split("\nwritten to ")[0].strip()
     again = run_main("--advise", "--from", Path(folder) / "advice.json")
-    assert again.returncode == advice["exit_code"] == 3, again.stderr
+    assert again.returncode == advice["exit_code"], again.stderr
+
+
+def test_advice_from_results_of_one_mode_is_refused_with_the_command_that_compares(tmp_path):
+    given = forged_results(tmp_path, lambda d: d.update(runs=[run for run in d["runs"] if run["mode"] == "amp-bf16"]))
+    refused(run_main("--advise", "--from", given, "--advice-dir", tmp_path / "out"),
+            "these results time one mode, amp-bf16, so they compare nothing", "--modes fp32,")
+    assert not (tmp_path / "out").exists()
 
 
 def test_advice_dir_inside_the_image_folder_is_refused_before_anything_is_made(tmp_path):

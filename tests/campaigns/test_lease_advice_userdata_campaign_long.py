@@ -174,15 +174,15 @@ def test_two_advise_from_into_one_folder_at_once_leave_one_whole_advice(tmp_path
     processes = [start("--advise", "--from", HEADLINE, "--advice-dir", tmp_path / "advice") for _ in range(4)]
     for process in processes:
         status, out = ended(process, 240)
-        assert status == 3 and "Traceback" not in out, out
+        assert status == 5 and "Traceback" not in out, out  # the H200's headline is unsteady: no advice yet
     advice = json.loads((tmp_path / "advice" / "advice.json").read_text())
-    assert advice["status"] == "partial-budget"
+    assert advice["status"] == "unsteady"
     assert sorted(path.name for path in (tmp_path / "advice").iterdir()) == ["advice.json", "report.txt"]
 
 
 def test_advise_from_onto_a_full_disk_keeps_the_earlier_advice_whole(tmp_path):
     folder = tmp_path / "advice"
-    assert ended(start("--advise", "--from", HEADLINE, "--advice-dir", folder), 240)[0] == 3
+    assert ended(start("--advise", "--from", HEADLINE, "--advice-dir", folder), 240)[0] == 5
     before = {path.name: path.read_bytes() for path in folder.iterdir()}
     status, out = ended(start("--advise", "--from", HEADLINE, "--advice-dir", folder, file_size=3000), 240)
     assert status == 1 and "could not write" in closing(out) and "kept as it was" in closing(out), out

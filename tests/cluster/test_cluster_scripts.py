@@ -28,7 +28,8 @@ def standin_bin(tmp_path, python):
     folder = tmp_path / "bin"
     folder.mkdir()
     for name, target in [("singularity", "container"), ("apptainer", "container"), ("mpirun", "launcher"),
-                         ("mpiexec", "launcher"), ("srun", "launcher"), ("scontrol", "scontrol")]:
+                         ("mpiexec", "launcher"), ("srun", "launcher"), ("scontrol", "scontrol"),
+                         ("squeue", "squeue"), ("qstat", "qstat")]:
         (folder / name).symlink_to(STANDINS / target)
     (folder / "python").write_text(f'#!/bin/sh\nexec "{python}" "$@"\n')  # the venv's, as the container's
     (folder / "python").chmod(0o755)
@@ -206,7 +207,8 @@ def test_a_dry_run_of_the_study_launches_each_node_count_and_each_grad_comm(scri
 def test_shellcheck_clean(script):
     assert subprocess.run(["bash", "-n", script], cwd=ROOT).returncode == 0
     result = subprocess.run([needs("shellcheck"), "-x", script, "cluster/stages.sh", "tests/cluster/standins/container",
-                             "tests/cluster/standins/launcher"], cwd=ROOT, capture_output=True, text=True)
+                             "tests/cluster/standins/launcher", "tests/cluster/standins/squeue",
+                             "tests/cluster/standins/qstat"], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout
 
 
@@ -261,3 +263,63 @@ def test_a_job_whose_runs_are_refused_says_to_change_them_not_to_resubmit(tmp_pa
     last = err.strip().splitlines()[-1]
     assert last.startswith("ampbench: error: these runs failed (their messages are above): 1gpu fp32"), last
     assert "1gpu fp32 refused what it was asked (exit 2), which a resubmission repeats" in last, last
+
+
+@pytest.mark.job_scripts
+@pytest.mark.parametrize("script, time_left", [("run_slurm.sh", {"STANDIN_TIME_LEFT": "3:40"}),
+                                               ("run_pbs.sh", {"STANDIN_WALLTIME": "00:05:00",
+                                                               "STANDIN_USED": "00:01:20"})])
+def test_an_advise_job_runs_the_adviser_within_the_time_the_job_has_left(script, time_left, tmp_path, subset):
+    """ADVISE=1: --advise on the first node, its budget the job's 220 s left less a tenth and the
+    margin (one minute), its flags checked in the container first, its advice in the results folder."""
+    env = job_env(script, tmp_path, NODES="1", ADVISE="1", MODEL="squeezenet1_1", BATCH="8", STEPS="4",
+                  EXTRA_ARGS="--allow-unverified --dropout 0", **time_left)
+    job = start(script, env)
+    out, err = job.communicate(timeout=400)
+    assert job.returncode == 0, err
+    assert "--advise gets BUDGET=1 of the 3 minutes" in out
+    (run,) = [shlex.split(line[2:]) for line in out.splitlines() if line.startswith("+ ") and "main.py" in line]
+    calls = [line for line in (tmp_path / "calls.log").read_text().splitlines()
+             if line.startswith(("apptainer ", "singularity ")) and "main.py" in line]
+    assert len(calls) == 2 and calls[0].endswith("--check-flags") and " --advise " in calls[0]  # checked first
+    assert run[run.index("--budget") + 1] == "1" and "--allow-slow-fp16" not in run and "-p" not in run
+    folder = next((tmp_path / "results").iterdir()) / "advice"
+    assert run[run.index("--advice-dir") + 1] == str(folder)
+    advice = json.loads((folder / "advice.json").read_text())
+    assert advice["budget"]["minutes"] == 1 and advice["budget"]["spent_s"] <= 60 + 30
+    assert (folder / "report.txt").is_file() and f"the advice (exit {advice['exit_code']}, its status)" in out
+
+
+@pytest.mark.job_scripts
+def test_an_advise_job_whose_flags_the_adviser_refuses_stops_before_it_measures(tmp_path):
+    env = job_env("run_slurm.sh", tmp_path, NODES="1", ADVISE="1", BUDGET="5", EXTRA_ARGS="--modes fp32")
+    job = start("run_slurm.sh", env)
+    _, err = job.communicate(timeout=300)
+    assert job.returncode == 2, err
+    assert "main.py refuses the flags MODES and EXTRA_ARGS give it (--advise chooses the precision modes" in err
+    assert not list((tmp_path / "results").glob("*/advice"))
+
+
+@pytest.mark.parametrize("script", ["run_slurm.sh", "run_pbs.sh"])
+def test_a_dry_run_of_an_advise_job_prints_its_check_and_its_run(script, tmp_path):
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("COBALT_", "PBS_", "SLURM_"))}
+    env.update({"DRY_RUN": "1", "ADVISE": "1", "CONTAINER": "/lus/pytorch.sif", "CIFAR10_DIR": "/data",
+                "RESULTS_ROOT": str(tmp_path / "results"), "MODEL": "resnet50", "BATCH": "128"})
+    result = subprocess.run(["bash", script], cwd=ROOT, capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr
+    assert "gave no time left for this job: --advise gets BUDGET=10 minutes (set BUDGET)" in result.stdout
+    runs = [shlex.split(line[2:]) for line in result.stdout.splitlines() if line.startswith("+ ") and "main.py" in line]
+    assert len(runs) == 2 and runs[0][-1] == "--check-flags"
+    assert runs[0][runs[0].index("main.py"):-1] == runs[1][runs[1].index("main.py"):]
+    assert runs[1][runs[1].index("main.py") + 1:][:8] == ["--advise", "-p", "--model", "resnet50", "-b", "128", "-n",
+                                                        "300"]
+    assert "--nv" in runs[1] and runs[1][-4:-2] == ["--budget", "10"] and runs[1][-1].endswith("/advice")
+    assert not (tmp_path / "results").exists(), "a dry run creates nothing"
+
+
+def test_advise_and_study_are_one_or_the_other(tmp_path):
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("COBALT_", "PBS_", "SLURM_"))}
+    env.update({"DRY_RUN": "1", "ADVISE": "1", "STUDY": "1", "CONTAINER": "/lus/pytorch.sif", "CIFAR10_DIR": "/data",
+                "RESULTS_ROOT": str(tmp_path / "results")})
+    result = subprocess.run(["bash", "run_slurm.sh"], cwd=ROOT, capture_output=True, text=True, env=env)
+    assert result.returncode == 2 and "STUDY=1 and ADVISE=1 each run instead of the stages; set one." in result.stderr

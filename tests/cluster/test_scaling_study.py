@@ -10,7 +10,7 @@ import pytest
 
 from benchmarks import scaling
 from conftest import ROOT
-from utils.stop import alive
+from utils.children import Child, alive
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -110,7 +110,7 @@ TORCHRUN = ("import subprocess, sys, time\n"
 
 
 def test_a_second_signal_kills_the_ranks_torchrun_started_in_sessions_of_their_own(tmp_path, capsys):
-    torchrun = subprocess.Popen([sys.executable, "-c", TORCHRUN, str(tmp_path / "rank")], start_new_session=True)
+    torchrun = Child([sys.executable, "-c", TORCHRUN, str(tmp_path / "rank")])  # as the study starts its launches
     rank = None
     try:
         deadline = time.monotonic() + 60
@@ -123,7 +123,7 @@ def test_a_second_signal_kills_the_ranks_torchrun_started_in_sessions_of_their_o
         with pytest.raises(SystemExit) as stopped:
             stop.handler(signal.SIGINT, None)  # the second
         assert stopped.value.code == 130
-        torchrun.wait(timeout=10)
+        torchrun.process.wait(timeout=10)
         assert not alive(rank)
     finally:
         for pid in (torchrun.pid, rank):

@@ -120,6 +120,10 @@ def test_the_sample_outputs_in_docs_are_what_the_code_prints():
     pages = "\n".join(page.read_text() for page in PAGES)
     for sample in (ROOT / "docs" / "samples").glob("*.json"):
         assert pages.count(f"<!-- sample: {sample.stem} -->") == 1, sample.name
+    advice = (ROOT / "docs" / "advice.md").read_text()
+    assert advice.count("<!-- table: committed-advice -->") == 1  # what --from says of every committed file
+    assert advice.count("refused (2)") >= 8 and "| `NVIDIA-H200/2026-11-26/headline-resnet18.json` | unsteady (5) |" \
+        in advice
 
 
 # What has or has not run on a GPU, and every figure a GPU measured, are rendered from results/ by

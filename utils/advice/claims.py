@@ -167,7 +167,8 @@ def accuracy_claim(decision: Decision, mode: str, margin_points: float) -> Optio
             cited = decision.ledger.add("the accuracy verdict's margin, points", margin,
                                         decision.views.source(decision.accuracy, "config", "accuracy_margin"),
                                         kind="rule")
-            decision.say(f"Accuracy holds: {mode} is {difference}, within the +-{margin:g} margin", ident, cited)
+            decision.say(f"Accuracy holds: {mode} is {difference}, within the margin of {margin:g} points either side",
+                         ident, cited)
             return "holds"
         decision.say(f"Accuracy is inconclusive: {mode} is {difference}; {checked.accuracy_verdict_why}", ident)
         return "inconclusive"
@@ -225,3 +226,16 @@ def device_claim(decision: Decision) -> bool:
         decision.say(f"These are this CPU's figures ({env['device']}): a GPU's differ, so run the same command with "
                      "-p on a GPU node before training there", ident, name)
     return on_cpu
+
+
+def traces_claim(decision: Decision, mode: str) -> None:
+    """Where the comparison's profiles of `mode` and of fp32 lie (of every mode where fp32 is
+    advised: the others are why it is), to open where the time goes."""
+    kept = {other: path for other, path in decision.context.traces.items()
+            if mode == BASELINES["reference"] or other in (mode, BASELINES["reference"])}
+    if not kept:
+        return
+    ids = [decision.ledger.add(f"{other}'s profiler trace (Chrome/Kineto JSON)", path, {"advice": ["traces", other]})
+           for other, path in kept.items()]
+    decision.say("To see where each step's time goes, open the comparison's profiles in ui.perfetto.dev or "
+                 "TensorBoard: " + listing([f"{other}'s {path}" for other, path in kept.items()]), *ids)

@@ -5,16 +5,18 @@ flags (utils/config.py's SETTINGS), so a setting added to main.py passes through
 named here. No torch."""
 from __future__ import annotations
 
+import math
 import shlex
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from utils import config, modes
+from utils.errors import UserError
 from utils.results.compare import MIN_RUNS
 from utils.settings import Arguments
 
 # The settings no phase takes from the user: what the adviser sets itself, its own flags, and the
 # display. The speed phases choose their own length as well; the accuracy check keeps the user's.
-NOT_PASSED = (*config.ADVISER_SETS, "advise", *config.ADVICE_ONLY, "no_progress", "log_every", "wide",
+NOT_PASSED = (*config.ADVISER_SETS, "advise", *config.ADVICE_ONLY, "check_flags", "no_progress", "log_every", "wide",
               "list_models")
 LENGTH = ("steps", "epochs")
 NAMED = ("model", "batch_size")  # in every command, at their defaults too
@@ -53,10 +55,23 @@ def user_options(arguments: Arguments, leave_out: Iterable[str] = NOT_PASSED) ->
     return options
 
 
-def saved_arguments(saved: Dict[str, Any]) -> Arguments:
-    """The command line an advice.json keeps (its `arguments`), with the settings this release
-    has: an earlier release's precision switches (fp16, bf16, ...) are left out."""
-    return config.arguments(**{name: value for name, value in saved.items() if name in config.SETTINGS})
+def saved_arguments(saved: Dict[str, Any], where: str) -> Arguments:
+    """The command line an advice.json (`where`) keeps (its `arguments`), with the settings this
+    release has (an earlier release's precision switches, fp16, bf16, ..., are left out), each
+    value one main.py's parser could give and all of them a command main.py takes; refused
+    naming the field otherwise (a file edited by hand)."""
+    kept = {name: value for name, value in saved.items() if name in config.SETTINGS}
+    for name, value in kept.items():
+        why = config.unusable_value(name, value)
+        if why:
+            raise UserError(f"{where}: arguments.{name} ({config.SETTINGS[name].name}) {why}; is it an advice.json "
+                            "--advise wrote?")
+    try:
+        config.RunConfig.build(**{name: value for name, value in kept.items() if name not in ("check_flags",)})
+    except UserError as refusal:
+        raise UserError(f"{where}: its arguments are no command main.py takes ({str(refusal).rstrip('.')}); is it an "
+                        "advice.json --advise wrote?") from None
+    return config.arguments(**kept)
 
 
 def with_settings(arguments: Arguments, settings: Dict[str, Any]) -> Arguments:
@@ -112,9 +127,10 @@ def results_arguments(record: Dict[str, Any], on_gpu: bool) -> Arguments:
 
 
 def compare_command(record: Dict[str, Any], on_gpu: bool) -> List[str]:
-    """main.py's command that compares the modes this device runs at speed, 3 repeats in
-    alternating order, in the setting of a results file's config `record`."""
-    compared = modes.DEFAULT_ADVISE_GPU if on_gpu else modes.DEFAULT_COMPARE_CPU
+    """main.py's command that compares the modes this device runs at speed (but FP8, which only a
+    GPU with FP8 tensor cores runs), 3 repeats in alternating order, in the setting of a results
+    file's config `record`."""
+    compared = [name for name in modes.weighed_on("cuda" if on_gpu else "cpu") if not modes.MODES[name].float8]
     return ["python", "main.py", *user_options(results_arguments(record, on_gpu)), "--modes", ",".join(compared),
             "--repeats", str(MIN_RUNS)]
 
@@ -139,25 +155,89 @@ def phase_command(arguments: Arguments, phase_flags: Sequence[str], keep_length:
     return [*user_options(arguments, leave_out), *phase_flags, "--json", results]
 
 
-def job_lines(arguments: Arguments, modes: Sequence[str], seeds: int, steps: int) -> Optional[Dict[str, str]]:
-    """{scheduler: one shell line} that submits a job per seed running `modes` for `steps`, each
-    seed's modes from the same weights: what the accuracy check needs on a cluster; None when the
-    user's flags hold a word that EXTRA_ARGS (split at white space, no quotes) cannot carry, or
-    when the job scripts cannot train the user's model or data (they name a torchvision MODEL and
-    train on CIFAR-10)."""
+def job_words(arguments: Arguments) -> Optional[Tuple[List[str], List[str]]]:
+    """(the job scripts' variables that carry the user's flags, `arguments`, but the length and the
+    modes: MODEL, BATCH, CIFAR10_DIR where it is not the default, one node and GPU; EXTRA_ARGS'
+    words); None when a flag holds a word that EXTRA_ARGS (split at white space, no quotes) cannot
+    carry, or when the job scripts cannot train the user's model or data (they name a torchvision
+    MODEL and train on CIFAR-10)."""
     if arguments.model_factory is not None or arguments.data == "imagefolder":
         return None
     extra = user_options(arguments, (*NOT_PASSED, *JOB_SETS))
     if any(not word or any(character.isspace() or character in "'\"\\" for character in word) for word in extra):
         return None
     data = [f"CIFAR10_DIR={shlex.quote(arguments.data_dir)}"] if arguments.data_dir != config.default_data_dir() else []
-    settings = [f"MODEL={shlex.quote(arguments.model)}", f"BATCH={arguments.batch_size}", f"STEPS={steps}",
-                f"MODES={','.join(modes)}", *data, "NODES=1", "GPUS_PER_NODE=1",
+    return [f"MODEL={shlex.quote(arguments.model)}", f"BATCH={arguments.batch_size}", *data, "NODES=1",
+            "GPUS_PER_NODE=1"], extra
+
+
+def job_lines(arguments: Arguments, modes: Sequence[str], seeds: int, steps: int) -> Optional[Dict[str, str]]:
+    """{scheduler: one shell line} that submits a job per seed running `modes` for `steps`, each
+    seed's modes from the same weights: what the accuracy check needs on a cluster; None where
+    the job scripts cannot carry the user's flags (job_words)."""
+    words = job_words(arguments)
+    if words is None:
+        return None
+    variables, extra = words
+    settings = [*variables[:2], f"STEPS={steps}", f"MODES={','.join(modes)}", *variables[2:],
                 'EXTRA_ARGS="--seed $seed' + "".join(f" {word}" for word in extra) + '"']
     seeds_list = " ".join(str(arguments.seed + index) for index in range(seeds))
     return {scheduler: f"for seed in {seeds_list}; do {' '.join(settings)} {submit}; done"
             for scheduler, submit in JOB_SUBMIT.items()}
 
 
-def shell_line(argv: Sequence[str]) -> str:
-    return shlex.join(list(argv))
+def accuracy_lines(arguments: Arguments, lead: str, seeds: int, steps: Optional[int]) -> Dict[str, str]:
+    """{where: one shell line} that runs the accuracy check of `lead` against fp32 over `seeds`
+    paired seeds with the user's flags (`arguments`): here, and as batch jobs where `steps` (the
+    run's length) is known and the job scripts can carry the flags."""
+    flags = ["--modes", f"{modes.BASELINES['default']},{lead}", "--seeds", str(seeds)]
+    lines = {"here": shell_line(["python", "main.py", *phase_command(arguments, flags, True, "accuracy.json")],
+                                import_environment(arguments))}
+    if steps is not None:
+        lines.update(job_lines(arguments, (modes.BASELINES["default"], lead), seeds, steps) or {})
+    return lines
+
+
+def advise_job_lines(arguments: Arguments, budget_minutes: float) -> Optional[Dict[str, str]]:
+    """{scheduler: one shell line} that submits --advise with the user's flags (`arguments`) as a
+    batch job (ADVISE=1) on a node of its own, `budget_minutes` long; None as job_words says."""
+    words = job_words(arguments)
+    if words is None:
+        return None
+    variables, extra = words
+    steps = [f"STEPS={arguments.steps}"] if arguments.steps is not None else []
+    settings = ["ADVISE=1", f"BUDGET={math.ceil(budget_minutes)}", *variables, *steps,
+                *([f'EXTRA_ARGS="{" ".join(extra)}"'] if extra else [])]
+    return {scheduler: f"{' '.join(settings)} {submit}" for scheduler, submit in JOB_SUBMIT.items()}
+
+
+NSYS = ("nsys", "profile", "--trace=cuda,nvtx,osrt,cudnn,cublas", "--output=advised")
+
+
+def nsys_line(command: Sequence[str], environment: Optional[Dict[str, str]] = None) -> str:
+    """The advised command under Nsight Systems, whose timeline shows each kernel, its launch and the gaps between."""
+    return shell_line([*NSYS, *command], environment)
+
+
+def shell_line(argv: Sequence[str], environment: Optional[Dict[str, str]] = None) -> str:
+    """`argv` as one line a shell runs, after the variables of `environment` (VAR=value ...)."""
+    return " ".join([*(f"{name}={shlex.quote(value)}" for name, value in (environment or {}).items()),
+                     shlex.join(list(argv))])
+
+
+def import_environment(arguments: Arguments) -> Dict[str, str]:
+    """What a command needs in its environment to import --model-factory's module as this
+    process did, from the working directory or PYTHONPATH (models/user_import.py): PYTHONPATH
+    naming the folder that holds it, where that is not ampbench's own checkout (which main.py's
+    folder puts on the path); {} for a torchvision model. A batch job changes its directory, so
+    the folder is said, absolute."""
+    if arguments.model_factory is None:
+        return {}
+    from models.raised import AMPBENCH
+    from models.user_import import users_module  # the user's path, as --model-factory reads it
+
+    found = users_module(arguments.model_factory.split(":")[0].split(".")[0])
+    if found is None:
+        return {}
+    root = (found.parent.parent if found.name == "__init__.py" else found.parent).resolve()
+    return {} if root == AMPBENCH else {"PYTHONPATH": str(root)}

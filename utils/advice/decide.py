@@ -15,7 +15,7 @@ repeats). Otherwise, of the modes
 that may be advised (never one whose accuracy verdict "differs", one that did not learn or
 diverged, emulated FP8, or float16 without loss scaling), the advice names the fastest when its
 speedup over the runner-up has a 95% interval above 1; else the modes whose interval against the
-fastest holds 1 tie, and the advice names the one that changes the numbers least (SAFETY). A
+fastest holds 1 tie, and the advice names the one that changes the numbers least (its rank). A
 lever is kept only when its interval lies above 1. Speedups and intervals are the comparison's
 own (compare.speedup), as utils.report prints them against that baseline.
 """
@@ -26,25 +26,22 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from utils.advice import claims, commands
 from utils.advice.decision import Context, Decision, holds_one, listing
-from utils.advice.levers import lever_claims, untried
+from utils.advice.levers import batch_claim, lever_claims, untried
 from utils.advice.why import why_claims
 from utils.errors import UserError
-from utils.modes import BASELINES
+from utils.modes import BASELINES, MODES
 from utils.results.compare import SPREAD_WARNING_PCT, busy_host, unsteady_speedups
 from utils.results.record import setup_of
 
-__all__ = ["Context", "SAFETY", "NEVER", "decide"]
-
-# The modes by how much they change the numbers, least first: a tie goes to the earliest.
-SAFETY = ("fp32", "tf32", "amp-bf16", "amp-fp16", "fp16-master", "fp8", "fp8-rowwise")
-NEVER = {"amp-fp16-noscale": "float16 without loss scaling: small gradients underflow to zero"}
+__all__ = ["Context", "decide"]
 
 
 def excluded(decision: Decision, mode: str) -> Optional[Tuple[str, str]]:
     """(why `mode` may not be advised, the id of its evidence), or None when it may be."""
     runs, row = decision.groups[mode], decision.rows[mode]
-    if mode in NEVER:
-        return NEVER[mode], decision.field(f"{mode}'s median step", mode, "median_step_ms")
+    never = MODES[mode].never_advised
+    if never:
+        return never, decision.field(f"{mode}'s median step", mode, "median_step_ms")
     emulated = next((index for index, run in enumerate(decision.document["runs"])
                      if run["mode"] == mode and (run.get("fp8") or {}).get("emulated")), None)
     if emulated is not None:
@@ -76,7 +73,7 @@ def choose(decision: Decision, eligible: List[str]) -> Dict[str, Any]:
     if not holds_one(interval):
         return {"mode": fastest, "decision": "fastest", "tied": [fastest], "runner_up": runner_up}
     tied = [fastest] + [mode for mode in ranked[1:] if holds_one(decision.row(fastest, mode).speedup_ci95)]
-    safest = min(tied, key=lambda mode: SAFETY.index(mode) if mode in SAFETY else len(SAFETY))
+    safest = min(tied, key=lambda mode: MODES[mode].rank)
     return {"mode": safest, "decision": "tie", "tied": tied, "runner_up": runner_up}
 
 
@@ -141,8 +138,9 @@ def decide(documents: List[Dict[str, Any]], context: Context, margin_points: flo
         (mode,) = decision.groups
         on_gpu = not all(run["device"] == "cpu" for run in decision.document["runs"])
         raise UserError(f"these results time one mode, {mode}, so they compare nothing and no precision can be "
-                        f"advised from them; compare the modes with: "
-                        f"{commands.shell_line(commands.compare_command(decision.document['config'], on_gpu))}")
+                        "advised from them; compare the modes first, "
+                        f"{commands.shell_line(commands.compare_command(decision.document['config'], on_gpu))} "
+                        "--json compared.json, then give --advise --from compared.json.")
     excluded_modes = {mode: found for mode in decision.groups for found in [excluded(decision, mode)] if found}
     eligible = [mode for mode in decision.groups if mode not in excluded_modes]
     if not eligible:
@@ -162,10 +160,12 @@ def decide(documents: List[Dict[str, Any]], context: Context, margin_points: flo
     if advised:
         claims.rejected_claim(decision, choice, excluded_modes)
     settings = lever_claims(decision, mode)
+    batch_claim(decision, mode)
     verdict = claims.accuracy_claim(decision, mode, margin_points) if advised else None
     why_claims(decision, mode, eligible, choice["tied"], advised and choice["decision"] == "tie")
     if advised and context.live is False:
         settings_claim(decision, settings)
+    claims.traces_claim(decision, mode)
     claims.not_run_claim(decision)
     on_cpu = claims.device_claim(decision)
     recommendation = dict(choice, settings=settings, batch=decision.document["config"]["batch_size"])

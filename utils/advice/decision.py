@@ -36,7 +36,7 @@ class Context:
     accuracy_check: Optional[Dict[str, Any]] = None  # {"seeds", "estimate_s", "lines"}
     live: bool = False
     cut_short: Dict[str, str] = field(default_factory=dict)  # phase: what stopped it before its last step
-    trace: Optional[str] = None  # the comparison's profiler trace, relative to advice.json, where one was kept
+    traces: Dict[str, str] = field(default_factory=dict)  # mode: its profiler trace, relative to advice.json
 
 
 class Views:
@@ -112,12 +112,14 @@ class Decision:
         self.claims.append({"text": text, "evidence": list(dict.fromkeys(ids))})
 
     def field(self, what: str, mode: str, *path: Any, baseline: Optional[str] = None,
-              interval: Optional[Sequence[float]] = None, rests_on: Optional[str] = None) -> str:
-        """The id of the comparison's figure at `path` in `mode`'s row (against `baseline`)."""
+              interval: Optional[Sequence[float]] = None, rests_on: Optional[str] = None,
+              n: Optional[int] = None) -> str:
+        """The id of the comparison's figure at `path` in `mode`'s row (against `baseline`), which
+        rests on `n` samples (the mode's runs unless told)."""
         view = self.views(baseline)[self.primary]
         return self.ledger.add(what, value_at(view["comparison"][mode], list(path)),
                                self.views.source(self.primary, "comparison", mode, *path, baseline=baseline),
-                               interval=interval, n=len(self.groups[mode]), rests_on=rests_on)
+                               interval=interval, n=len(self.groups[mode]) if n is None else n, rests_on=rests_on)
 
     def run_field(self, what: str, index: int, *path: Any, document: Optional[int] = None) -> str:
         """The id of the figure at `path` in run `index` of a document (the comparison's unless told)."""
@@ -139,8 +141,9 @@ class Decision:
         """`mode`'s speedup over `baseline`, cited: with its interval, or, without one, each paired
         repeat's ratio where those are what it rests on."""
         row = self.row(mode, baseline)
+        pairs = len(row.repeat_speedups or [])  # what a paired speedup rests on, else the runs
         ids = [self.field(f"{mode}'s speedup over {baseline}", mode, "speedup_vs_baseline", baseline=baseline,
-                          interval=row.speedup_ci95, rests_on=row.speedup_interval)]
+                          interval=row.speedup_ci95, rests_on=row.speedup_interval, n=pairs or None)]
         if row.speedup_ci95 is not None:
             words = f"95% interval {span(row.speedup_ci95)}"
         elif row.repeat_speedups and len(row.repeat_speedups) > 1:
@@ -155,7 +158,7 @@ class Decision:
         """(evidence id, ratios) of `mode`'s speedup over `baseline` in each paired repeat."""
         ratios = self.row(mode, baseline).repeat_speedups or []
         return self.field(f"{mode}'s speedup over {baseline}, each paired repeat", mode, "repeat_speedups",
-                          baseline=baseline), ratios
+                          baseline=baseline, n=len(ratios)), ratios
 
     def verdict(self, mode: str) -> Optional[Any]:
         if self.accuracy is None or mode not in self.views(BASELINES["default"])[self.accuracy]["comparison"]:

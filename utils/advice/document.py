@@ -2,9 +2,11 @@
 reads it (utils/results/validate.py's specs), and its status, each with its own exit status.
 
 {"schema", "status", "exit_code", "recommendation" {mode, decision, tied, runner_up, settings,
-batch, command} or null (no advice yet), "lean" (the mode the figures lead with), "unsteady" [why
-the timings cannot be ranked], "measure_again" {where: line} or null, "claims" [{text, evidence}],
-"cut_short" {phase: what stopped it before its last step}, "evidence" [{id, kind, what, value, interval, n,
+batch, command, environment, frameworks, nsys} or null (no advice yet), "lean" (the mode the
+figures lead with), "unsteady" [why the timings cannot be ranked], "measure_again" {where: line}
+or null, "claims" [{text, evidence}],
+"cut_short" {phase: what stopped it before its last step}, "traces" {mode: the comparison's
+profiler trace, relative to advice.json}, "evidence" [{id, kind, what, value, interval, n,
 rests_on, source}], "rejected" [{mode, why, evidence}], "not_run" {phase: {why, estimate_s}},
 "accuracy_check" {seeds, estimate_s, lines} or null, "results" (the results file the evidence
 cites, relative to advice.json), "budget" {minutes, spent_s} or null (--from spends none),
@@ -13,11 +15,13 @@ phases as planned before the first ran]}. docs/advice.md describes every field.
 """
 from __future__ import annotations
 
+import os
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from utils.advice.evidence import KINDS
 from utils.advice.figures import unsupported
 from utils.errors import UserError
+from utils.fileio import atomic_write_all
 from utils.modes import MODES
 from utils.results import files, validate
 from utils.results.merge import parsed
@@ -47,12 +51,14 @@ DOCUMENT = Fields({
     "exit_code": Number(whole=True, low=0),
     "recommendation": Nullable(Fields({
         "mode": MODE, "decision": OneOf(DECISIONS, "a decision"), "tied": ListOf(MODE), "runner_up": Nullable(MODE),
-        "settings": MapOf(ANY), "batch": Number(whole=True, low=1), "command": ListOf(TEXT, nonempty=True)})),
+        "settings": MapOf(ANY), "batch": Number(whole=True, low=1), "command": ListOf(TEXT, nonempty=True)},
+        {"frameworks": MapOf(TEXT), "nsys": Nullable(TEXT), "environment": MapOf(TEXT)})),  # an /1 advice lacks them
     "lean": MODE, "unsteady": ListOf(TEXT), "measure_again": Nullable(MapOf(TEXT)),
     "claims": ListOf(Fields({"text": TEXT, "evidence": ListOf(TEXT, nonempty=True)}), nonempty=True),
     "evidence": ListOf(EVIDENCE, nonempty=True),
     "rejected": ListOf(Fields({"mode": TEXT, "why": TEXT, "evidence": ListOf(TEXT)})),
     "not_run": MapOf(Fields({"why": TEXT}, {"estimate_s": Nullable(SECONDS)})), "cut_short": MapOf(TEXT),
+    "traces": MapOf(TEXT),
     "accuracy_check": Nullable(Fields({"seeds": Number(whole=True, low=1), "estimate_s": Nullable(SECONDS),
                                        "lines": MapOf(TEXT)})),
     "results": TEXT,
@@ -145,7 +151,7 @@ def load(path: str) -> Dict[str, Any]:
     rules = RULES
     if content["schema"] == EARLIER and isinstance(content.get("recommendation"), dict):
         content = dict(content, schema=SCHEMA, lean=content["recommendation"].get("mode"), unsteady=[],
-                       measure_again=None, cut_short={})
+                       measure_again=None, cut_short={}, traces={})
         rules = [rule for rule in RULES if rule is not figures_in_evidence]  # /1's sentences predate the rule
     try:
         check(content, rules)
@@ -154,7 +160,9 @@ def load(path: str) -> Dict[str, Any]:
     return content
 
 
-def write(path: str, advice: Dict[str, Any]) -> None:
-    """advice.json, checked first and written all or nothing."""
+def write(path: str, advice: Dict[str, Any], report: str) -> None:
+    """advice.json, checked first, and beside it report.txt (`report`, its printed report): both
+    written, or neither."""
     check(advice)
-    files.write_json(path, advice)
+    atomic_write_all([(path, lambda f: f.write(files.json_text(advice))),
+                      (os.path.join(os.path.dirname(path), "report.txt"), lambda f: f.write(report.encode() + b"\n"))])

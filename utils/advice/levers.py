@@ -1,7 +1,8 @@
 """The speed levers' trials in the advice: which results document tried which lever (it differs
 from the comparison in that lever alone), how each compares with the comparison's runs of the
-same mode, whether it is kept, and after how many steps compiling pays back. A trial ran in a
-process of its own, so its runs and the comparison's are compared as independent samples. No torch."""
+same mode, whether it is kept, and after how many steps compiling pays back; and the larger
+batch's trial (it differs in the batch alone), in images a second. A trial ran in a process of
+its own, so its runs and the comparison's are compared as independent samples. No torch."""
 from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
@@ -124,3 +125,44 @@ def payback_words(decision: Decision, on_index: int, off_index: int, mode: str,
                                    {"derived": "payback_steps", "of": [first, plain_first, step, speedup_id]},
                                    kind="derived")
     return f"; its {extra:.0f} s of compiling pay back after {steps} steps at that speedup", [extra_id, steps_id]
+
+
+def batch_claim(decision: Decision, mode: str) -> None:
+    """Whether a larger batch trains more images a second than the user's, in `mode`: its trial
+    (a document that differs from the comparison in a larger batch alone) against the comparison's
+    runs, with the peak memory it took."""
+    base_setup = setup_of(decision.document)
+    trials = [index for index, document in enumerate(decision.views()) if index != decision.primary and
+              {key for key in set(base_setup) | set(setup_of(document))
+               if base_setup.get(key) != setup_of(document).get(key)} == {"batch_size"} and
+              document["config"]["batch_size"] > decision.document["config"]["batch_size"]]
+    runs = group_by_mode(decision.views()[trials[0]]["runs"]).get(mode) if trials else None
+    if not runs:
+        return
+    index, views = trials[0], decision.views()
+    batch, base_batch = views[index]["config"]["batch_size"], decision.document["config"]["batch_size"]
+    found = speedup(decision.groups[mode], runs, pair=False)  # step times: the user's batch's over the larger's
+    factor = batch / base_batch
+    interval = [factor * bound for bound in found.interval] if found.interval else None
+
+    def ratio_of(key: str) -> Dict[str, Any]:
+        return {"ratio_of": [decision.views.source(index, "comparison", mode, key),
+                             decision.views.source(decision.primary, "comparison", mode, key)]}
+
+    rate = views[index]["comparison"][mode].images_per_sec / decision.rows[mode].images_per_sec
+    memory = views[index]["comparison"][mode].peak_memory_bytes / decision.rows[mode].peak_memory_bytes
+    ids = [decision.ledger.add(f"{mode}'s images a second at the larger batch over the user's", rate,
+                               ratio_of("images_per_sec"), interval=interval,
+                               n=min(len(runs), len(decision.groups[mode])),
+                               rests_on=found.rests_on + ", times the batches' ratio; the runs of two processes"),
+           decision.ledger.add(f"{mode}'s peak memory at the larger batch over the user's", memory,
+                               ratio_of("peak_memory_bytes")),
+           decision.ledger.add("the larger batch", batch, decision.views.source(index, "config", "batch_size")),
+           decision.ledger.add("the user's batch", base_batch,
+                               decision.views.source(decision.primary, "config", "batch_size"))]
+    verdict = ("a larger batch trains faster here (scale the learning rate with it)" if interval and interval[0] > 1
+               else "a larger batch trains slower here" if interval and interval[1] < 1
+               else "a larger batch is not shown to train faster here")
+    decision.say(f"At -b {batch}, {mode} trained {rate:.2f}x the images a second of -b {base_batch} "
+                 f"({'95% interval ' + span(interval) if interval else 'no interval'}) with {memory:.2f}x the peak "
+                 f"memory: {verdict}", *ids)

@@ -4,9 +4,12 @@ estimated seconds. Plain functions of plain data, no torch: preflight.py fills t
 the session re-plans each phase with the step times measured so far before it starts.
 
 The phases, in the order they run: the comparison of every mode this device runs at speed
-(alternating, MIN_RUNS repeats, with --explain's profile after the timed steps); then each speed
-lever that applies, one at a time, on the leading modes; then the accuracy check, the leading mode
-against fp32 over paired seeds at the user's own length.
+(alternating, MIN_RUNS repeats, with --explain's profile after the timed steps); where its two
+leading modes tie (their interval holds 1), re-measures of just those two, REMEASURE_REPEATS more
+alternating repeats at a time, until the interval excludes 1 or they have MOST_PAIRS; then each
+speed lever that applies, one at a time, on the leading modes; then, where the leading mode's
+memory leaves room, the larger batch (BATCH_FACTOR times the user's) in that mode; then the
+accuracy check, the leading mode against fp32 over paired seeds at the user's own length.
 """
 from __future__ import annotations
 
@@ -25,6 +28,13 @@ EXPLAIN_STEPS = {"cuda": 3, "cpu": 1}  # steps --explain profiles per run, after
 COMPARE_SHARE = 0.5  # of the budget left, what the comparison may take beyond its least
 SEEDS = 3  # the accuracy check's seeds: the fewest whose interval says more than its width
 LEADING = 2  # the modes the levers are tried on: the advised one and the next tied with it
+REMEASURE_REPEATS = 2  # a re-measure's alternating repeats: A B B A, so that drift cancels within it too
+MOST_PAIRS = 7  # the leading modes' paired repeats beyond which a tie is called a tie
+REMEASURES = ("re-measure", "re-measure again")  # (MOST_PAIRS - MIN_RUNS) / REMEASURE_REPEATS, named without digits
+assert len(REMEASURES) == (MOST_PAIRS - MIN_RUNS) // REMEASURE_REPEATS
+LARGER_BATCH = "larger batch"  # the phase that times the leading mode at BATCH_FACTOR times the user's batch
+BATCH_FACTOR = 2
+ROOM = 0.9  # of the device's memory a larger batch may take, estimated from the comparison's peak
 
 
 @dataclass(frozen=True)
@@ -37,6 +47,7 @@ class Capabilities:
     levers: Tuple[Tuple[str, Dict[str, Any]], ...]  # (lever, the settings its phase runs with), in order
     no_levers: Dict[str, str]  # lever: why it is not tried
     accuracy: Optional[str] = None  # why the accuracy check cannot run here (no test images), or None
+    memory_bytes: Optional[int] = None  # what a larger batch may fill: the GPU's memory, or the host's available
 
 
 @dataclass(frozen=True)
@@ -63,17 +74,21 @@ class Estimates:
 class Phase:
     """One main.py process of the advice: `repeats` runs of each of `modes` (seeds, for the
     accuracy check), `steps` each, the first `warmup` untimed; `settings` the lever it tries."""
-    name: str  # "compare", a lever of commands.LEVERS, or "accuracy"
+    name: str  # "compare", a re-measure, a lever of commands.LEVERS, LARGER_BATCH or "accuracy"
     modes: Tuple[str, ...]
     steps: int
     warmup: int
     repeats: int
     explain_steps: int = 0
-    settings: Dict[str, Any] = field(default_factory=dict)
+    settings: Dict[str, Any] = field(default_factory=dict)  # what it changes: a lever's settings, or the batch
     estimate_s: float = 0.0
 
     @property
     def kind(self) -> str:
+        if self.name in REMEASURES:
+            return "re-measure"
+        if self.name == LARGER_BATCH:
+            return "batch"
         return self.name if self.name in ("compare", "accuracy") else "lever"
 
     @property
@@ -95,12 +110,15 @@ def seconds(phase: Phase, estimates: Estimates) -> float:
     measured where its mode ran before (a compiled run has its compile time on top)."""
     profiled = phase.explain_steps + 1 if phase.explain_steps else 0  # with the profiler's warm-up step
     evaluations = 1 if phase.kind == "accuracy" else 0
-    runs = training_runs(estimates.model, estimates.stem, phase.modes, estimates.batch, phase.steps + profiled,
+    batch = phase.settings.get("batch_size", estimates.batch)
+    runs = training_runs(estimates.model, estimates.stem, phase.modes, batch, phase.steps + profiled,
                          phase.repeats, bool(phase.settings.get("channels_last")), phase.compiled, evaluations,
                          estimates.on_cpu, estimates.image_size)
+    scale = batch / estimates.batch  # a larger batch's step: at most proportionally longer, never measured yet
     return estimates.start_s + sum(
-        run_seconds(run, None if run.compiled else estimates.measured.get(run.mode), estimates.step_s(run.mode),
-                    run.evaluations * estimates.evaluation_s, estimates.compile_s) for run in runs)
+        run_seconds(run, None if run.compiled or scale != 1 else estimates.measured.get(run.mode),
+                    scale * estimates.step_s(run.mode), run.evaluations * estimates.evaluation_s, estimates.compile_s)
+        for run in runs)
 
 
 def estimated(phase: Phase, estimates: Estimates) -> Phase:
@@ -136,6 +154,19 @@ def lever_phase(lever: str, settings: Dict[str, Any], leading: Sequence[str], co
                            settings=settings), estimates)
 
 
+def remeasure_phase(name: str, modes: Sequence[str], compare: Phase, estimates: Estimates) -> Phase:
+    """REMEASURE_REPEATS more alternating repeats of the two tied leading `modes`, with the
+    comparison's length, so that their runs pool with the comparison's; no profile."""
+    return estimated(Phase(name, tuple(modes), compare.steps, compare.warmup, REMEASURE_REPEATS), estimates)
+
+
+def batch_phase(lead: str, compare: Phase, estimates: Estimates) -> Phase:
+    """The leading mode at BATCH_FACTOR times the user's batch, with the comparison's length and
+    repeats: whether a larger batch trains more images a second (a host-limited step's lever)."""
+    return estimated(Phase(LARGER_BATCH, (lead,), compare.steps, compare.warmup, MIN_RUNS,
+                           settings={"batch_size": BATCH_FACTOR * estimates.batch}), estimates)
+
+
 def accuracy_phase(lead: str, steps: int, estimates: Estimates) -> Phase:
     """The leading mode against fp32 over SEEDS paired seeds, each run `steps` long (the user's
     run) and evaluated at its end."""
@@ -151,12 +182,15 @@ def leading_by_estimate(capabilities: Capabilities, estimates: Estimates) -> Tup
 def plan(capabilities: Capabilities, estimates: Estimates, left_s: float, accuracy_steps: int,
          leading: Optional[Sequence[str]] = None) -> List[Phase]:
     """Every phase the advice wants, in order, each estimated: the comparison, the levers on the
-    `leading` modes (by estimate until the comparison has ranked them), the accuracy check (none
-    when the lead is fp32 itself, or the data has no test images)."""
+    `leading` modes (by estimate until the comparison has ranked them), the larger batch (where the
+    device's memory is known), the accuracy check (none when the lead is fp32 itself, or the data
+    has no test images)."""
     compare = compare_phase(capabilities, estimates, left_s)
     leading = tuple(leading or leading_by_estimate(capabilities, estimates))
     phases = [compare] + [lever_phase(lever, settings, leading, compare, estimates)
                           for lever, settings in capabilities.levers]
+    if capabilities.memory_bytes is not None:  # whether it fits is known once the comparison measured a peak
+        phases.append(batch_phase(leading[0], compare, estimates))
     if leading[0] != "fp32" and capabilities.accuracy is None:
         phases.append(accuracy_phase(leading[0], accuracy_steps, estimates))
     return phases

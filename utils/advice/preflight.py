@@ -9,7 +9,7 @@ import contextlib
 import os
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict, List, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 import torch
 
@@ -17,6 +17,7 @@ from models import factory, families
 from utils import compat
 from utils.advice import commands
 from utils.advice.plan import Capabilities, Estimates
+from utils.data import cifar10
 from utils.errors import UserError
 from utils.explain import fp8_predict
 from utils.measure import envinfo, estimate, flops
@@ -31,7 +32,6 @@ if TYPE_CHECKING:
     from utils.config import DataSettings, InputShape, Precision, Speed, Training
     from utils.settings import Arguments
 
-CANDIDATES = ("fp32", "tf32", "amp-bf16", "amp-fp16", "fp8", "fp8-rowwise")  # the modes an advice weighs
 FP8_WORTH = 0.95  # of amp-bf16's speed: an fp8 mode predicted slower is not timed
 FP16_TENSOR_CORES = (7, 0)  # compute capability from which float16 runs on tensor cores (Volta)
 COMPILE_CPU_S = 90.0  # torch.compile of resnet18's training step on a 2-core CPU took 79 s
@@ -60,7 +60,7 @@ def timed_modes(precision: Precision, device: torch.device) -> Tuple[List[str], 
     """(the modes to time here, {mode: why not}) by check_supported, and float16 on a GPU only
     where it has tensor cores."""
     timed, not_timed = [], {}
-    for name in CANDIDATES:
+    for name in [name for name, mode in MODES.items() if mode.weighed]:  # each checked here, or said why not
         try:
             check_supported(MODES[name], device, False, precision.allow_slow_fp16)
         except UserError as refusal:
@@ -134,6 +134,29 @@ def levers(training: Training, arguments: Arguments,
     return tried, why
 
 
+def no_test_images(data: DataSettings) -> Optional[str]:
+    """Why the runs may have no test images to check accuracy on, as far as the preflight can
+    tell without reading the data: synthetic images, or no CIFAR-10 in --data-dir yet (the
+    comparison downloads it where it can, or trains on synthetic images; the session plans the
+    accuracy check again once it knows)."""
+    if data.data == "synthetic":
+        return "synthetic data has no test images"
+    if data.data in ("auto", "cifar10") and not cifar10.is_present(data.data_dir):
+        return f"there is no CIFAR-10 in {data.data_dir} yet, so the runs may train on synthetic images"
+    return None
+
+
+def memory_bytes(device: torch.device) -> Optional[int]:
+    """What a larger batch may fill: the GPU's memory, or the host's memory available now (None
+    where the platform does not say)."""
+    if device.type == "cuda":
+        return int(torch.cuda.get_device_properties(device).total_memory)
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
 def counted_flops(training: Training, data: DataSettings, model: nn.Module) -> Tuple[int, int]:
     """(a step's FLOPs, one image's), which every phase's estimate rests on; a model the meta
     device cannot run (a --model-factory one) is refused, as no phase can be planned without them."""
@@ -165,7 +188,7 @@ def preflight(training: Training, data: DataSettings, precision: Precision, spee
         return step_flops / estimate.rate(mode, gpu, on_cpu, threads)
 
     capabilities = Capabilities(device.type, device_name, tuple(timed), not_timed, tried, why_not,
-                                "synthetic data has no test images" if data.data == "synthetic" else None)
+                                no_test_images(data), memory_bytes(device))
     estimates = Estimates(training.model, training.stem, batch, data.image_size, on_cpu,
                           estimate.START_S, {mode: step_s(mode) for mode in timed},
                           COMPILE_CPU_S if on_cpu else estimate.COMPILE_S,

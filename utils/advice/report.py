@@ -7,7 +7,9 @@ from __future__ import annotations
 from typing import Any, Dict, List, Sequence
 
 from utils.advice.commands import shell_line
+from utils.console import one_line
 
+NAMES = {"lightning": "Lightning", "transformers": "Hugging Face", "timm": "timm", "pytorch": "PyTorch"}
 WHAT_WIDTH = 52  # the evidence table's "what" column, cut to fit (advice.json holds it whole)
 VALUE_WIDTH = 40  # and a value in words
 AGAINST_THE_BASELINE = ("_vs_baseline", "accuracy_mean_delta")  # the fields whose value depends on it
@@ -81,11 +83,21 @@ def report(advice: Dict[str, Any]) -> str:
                   "compares it; advice.json holds every entry whole."]
     lines += evidence_table(advice["evidence"])
     if advice["recommendation"] is not None:
-        lines += ["", "Train with:", "  " + shell_line(advice["recommendation"]["command"])]
+        lines += ["", "Train with:", "  " + shell_line(advice["recommendation"]["command"],
+                                                      advice["recommendation"].get("environment"))]
+        if advice["recommendation"].get("nsys"):
+            lines += ["Its timeline under Nsight Systems:", "  " + advice["recommendation"]["nsys"]]
+        said = advice["recommendation"].get("frameworks") or {}
+        if said:
+            lines += ["", "The same setting in your framework:"]
+            for name, line in said.items():  # PyTorch's is code, a statement a line
+                first, *more = line.splitlines()
+                lines += [f"  {NAMES[name]}: {first}"] if not more else \
+                    [f"  {NAMES[name]}:", *(f"      {code}" for code in line.splitlines())]
     else:
         lines += ["", "Measure again, alone on this machine or a quiet node:"]
         lines += [f"  {name}: {line}" for name, line in advice["measure_again"].items()]
     budget = advice.get("budget")
     if budget:
         lines.append(f"(--advise spent {budget['spent_s'] / 60:.1f} of its {budget['minutes']:g} minutes.)")
-    return "\n".join(lines)
+    return "\n".join(one_line(line) for line in lines)  # a field of the files never forges or hides a line

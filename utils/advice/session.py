@@ -14,7 +14,6 @@ import functools
 import math
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -22,15 +21,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
+from utils import children, config, launch
 from utils import clock as utc
-from utils import config, launch
-from utils.advice import commands, decide, document, plan
+from utils.advice import commands, decide, document, frameworks, plan
+from utils.advice.decision import primary_index
 from utils.advice.report import report
 from utils.errors import UserError
 from utils.measure.estimate import document_runs
 from utils.modes import BASELINES
 from utils.results import files
-from utils.results.merge import load_result, parsed
+from utils.results.merge import load_result, merge, parsed
 from utils.settings import Arguments
 
 if TYPE_CHECKING:
@@ -39,9 +39,9 @@ if TYPE_CHECKING:
     from utils.stop import StopRequest
 
 MAIN = str(Path(__file__).resolve().parents[2] / "main.py")
-POLL_S = 0.5  # how often a phase's process is checked on
 GRACE_S = 30.0  # after SIGTERM, the least time a phase's process gets to end its step and write
 RESULTS = "results.json"
+TRACES = "traces"  # the comparison's profiler traces, in the advice folder
 CIFAR_TRAIN_IMAGES = 50000  # what --epochs counts before the data is read
 
 
@@ -60,25 +60,18 @@ Runner = Callable[[plan.Phase, List[str], float], Outcome]  # (phase, main.py's 
 
 
 def process_runner(folder: str, stop: StopRequest, clock: Clock = time.monotonic) -> Runner:
-    """A Runner that starts main.py in a process group of its own, its output in logs/PHASE.log,
-    and sends it SIGTERM at the deadline or at a stop signal (SIGKILL if it has not ended after
-    GRACE_S or twice its slowest step's estimate)."""
+    """A Runner that starts main.py as utils/children.py starts every child (a session of its own,
+    dying with this process), its output in logs/PHASE.log, and sends it SIGTERM at the deadline or
+    at a stop signal (SIGKILL to its tree if it has not ended after GRACE_S or twice its slowest
+    step's estimate)."""
     def run(phase: plan.Phase, argv: List[str], deadline: float) -> Outcome:
-        started, log = clock(), os.path.join(folder, "logs", file_name(phase.name) + ".log")
+        log = os.path.join(folder, "logs", file_name(phase.name) + ".log")
+        grace = max(GRACE_S, 2 * phase.estimate_s / max(phase.steps * phase.repeats, 1))
         with open(log, "w") as output:
-            process = subprocess.Popen([sys.executable, MAIN, *argv], stdout=output, stderr=subprocess.STDOUT,
-                                       start_new_session=True)
-            ending, grace = None, max(GRACE_S, 2 * phase.estimate_s / max(phase.steps * phase.repeats, 1))
-            while process.poll() is None:
-                if ending is None and (clock() >= deadline or stop.requested):
-                    ending = clock()
-                    os.killpg(process.pid, signal.SIGTERM)
-                elif ending is not None and clock() - ending > grace:
-                    os.killpg(process.pid, signal.SIGKILL)
-                time.sleep(POLL_S)
+            returncode, elapsed = children.run([sys.executable, MAIN, *argv], output, deadline,
+                                               lambda: stop.requested, grace, clock)
         results = os.path.join(folder, "phases", file_name(phase.name) + ".json")
-        return Outcome(results if os.path.isfile(results) else None, process.returncode, last_error(log),
-                       clock() - started)
+        return Outcome(results if os.path.isfile(results) else None, returncode, last_error(log), elapsed)
 
     return run
 
@@ -124,20 +117,43 @@ def phase_now(name: str, state: State, training: Training, data: DataSettings, l
     does not apply (the accuracy check of fp32 itself, or of data without test images)."""
     if name == "compare":
         return plan.compare_phase(state.capabilities, state.estimates, left_s)
+    if name in plan.REMEASURES:
+        assert state.compare is not None  # a re-measure follows the comparison
+        tied = tied_pair(state.documents)
+        return plan.remeasure_phase(name, tied, state.compare, state.estimates) if tied else None
     leading = state.leading or plan.leading_by_estimate(state.capabilities, state.estimates)
     if name == "accuracy":
         if leading[0] == "fp32" or state.capabilities.accuracy is not None:
             return None
         return plan.accuracy_phase(leading[0], accuracy_steps(training, data, state.train_images), state.estimates)
+    assert state.compare is not None  # a lever and a larger batch are tried after the comparison
+    if name == plan.LARGER_BATCH:  # only where the device's memory is known, as plan.plan has it
+        if state.capabilities.memory_bytes is None:
+            return None
+        return plan.batch_phase(leading[0], state.compare, state.estimates)
     settings = dict(state.capabilities.levers)[name]
-    assert state.compare is not None  # a lever is tried after the comparison
     return plan.lever_phase(name, settings, leading, state.compare, state.estimates)
 
 
 def phase_argv(phase: plan.Phase, arguments: Arguments, folder: str) -> List[str]:
+    """main.py's arguments for `phase`; the comparison writes its profiler traces into TRACES."""
     results = os.path.join(folder, "phases", file_name(phase.name) + ".json")
-    return commands.phase_command(commands.with_settings(arguments, phase.settings), phase.flags(),
+    traces = ["--trace-dir", os.path.join(folder, TRACES)] if phase.kind == "compare" else []
+    return commands.phase_command(commands.with_settings(arguments, phase.settings), [*phase.flags(), *traces],
                                   phase.kind == "accuracy", results)
+
+
+def kept_traces(folder: str, documents: List[Dict[str, Any]]) -> Dict[str, str]:
+    """{mode: its first repeat's profiler trace, relative to `folder`} of the comparison's runs
+    (utils/app.py's layout: TRACES/MODEL-RUN/rank0.pt.trace.json), where the file was written."""
+    config = documents[0]["config"]
+    found = {}
+    for run in documents[0]["runs"]:
+        label = run["mode"] + (f"-repeat{run['repeat']}" if (config.get("repeats") or 1) > 1 else "")
+        path = os.path.join(TRACES, f"{config['model']}-{label}", "rank0.pt.trace.json")
+        if run["mode"] not in found and os.path.isfile(os.path.join(folder, path)):
+            found[run["mode"]] = path
+    return found
 
 
 def learned_from(state: State, outcome: Outcome, phase: plan.Phase, documents: List[Dict[str, Any]]) -> None:
@@ -155,16 +171,16 @@ def learned_from(state: State, outcome: Outcome, phase: plan.Phase, documents: L
     state.estimates = dataclasses.replace(state.estimates, measured=measured, evaluation_s=evaluation,
                                           start_s=max(outcome.elapsed_s - walls, 0.0))
     state.train_images = data.get("train_images") or state.train_images
-    if data["name"] == "synthetic" or not test_images:
-        state.capabilities = dataclasses.replace(state.capabilities,
-                                                 accuracy="the runs got synthetic data, which has no test images")
+    state.capabilities = dataclasses.replace(state.capabilities, accuracy=None if test_images and data["name"] !=
+                                             "synthetic" else f"the runs' data ({data['name']}) has no test images")
 
 
 def run_phases(training: Training, data: DataSettings, arguments: Arguments, state: State, runner: Runner,
                clock: Clock, deadline: float, folder: str, stop: StopRequest) -> None:
     """Each phase in order, when its estimate fits in what is left, its command the user's,
     `arguments`, with the phase's own flags; the leading modes decided after the comparison."""
-    names = ["compare", *[lever for lever, _ in state.capabilities.levers], "accuracy"]
+    names = ["compare", *plan.REMEASURES, *[lever for lever, _ in state.capabilities.levers], plan.LARGER_BATCH,
+             "accuracy"]
     for name in names:
         if stop.requested and state.compare is None:  # nothing measured: no later phase can be estimated
             break
@@ -174,6 +190,10 @@ def run_phases(training: Training, data: DataSettings, arguments: Arguments, sta
             continue
         if stop.requested:
             state.not_run[name] = {"why": f"stopped by {stop.signal_name}", "estimate_s": phase.estimate_s}
+            continue
+        why = no_room(state) if phase.kind == "batch" else None
+        if why is not None:
+            state.not_run[name] = {"why": why, "estimate_s": phase.estimate_s}
             continue
         if phase.estimate_s > left:
             state.not_run[name] = {"why": plan.budget_note(phase.estimate_s, left), "estimate_s": phase.estimate_s}
@@ -197,8 +217,8 @@ def run_phases(training: Training, data: DataSettings, arguments: Arguments, sta
             state.cut_short[name] = stopped + " before its last step"
         state.documents += documents
         learned_from(state, outcome, phase, documents)
-        if name == "compare":
-            state.compare = phase
+        if phase.kind in ("compare", "re-measure"):
+            state.compare = state.compare or phase
             state.leading = leading_modes(state.documents)
 
 
@@ -207,6 +227,35 @@ def leading_modes(documents: List[Dict[str, Any]]) -> Tuple[str, ...]:
     recommendation = decide.decide(documents, decide.Context(RESULTS), 0.0)["lean"]
     mode = recommendation["mode"]
     return (mode, *[other for other in recommendation["tied"] if other != mode])[:plan.LEADING]
+
+
+def no_room(state: State) -> Optional[str]:
+    """Why the leading mode's larger batch is not timed: the comparison's peak at the user's batch,
+    BATCH_FACTOR times over, would not fit ROOM of the device's memory."""
+    capacity = state.capabilities.memory_bytes
+    assert capacity is not None and state.leading is not None  # phase_now planned it: both are known
+    lead = state.leading[0]
+    merged = merge(state.documents)
+    needs = plan.BATCH_FACTOR * merged[primary_index(merged)]["comparison"][lead].peak_memory_bytes
+    if needs <= plan.ROOM * capacity:
+        return None
+    return (f"{lead} at {plan.BATCH_FACTOR} times the batch needs about {needs / 2 ** 30:.1f} GiB by the comparison's "
+            f"peak, more than {100 * plan.ROOM:.0f}% of the {capacity / 2 ** 30:.1f} GiB here")
+
+
+def tied_pair(documents: List[Dict[str, Any]]) -> Optional[Tuple[str, str]]:
+    """The comparison's fastest mode and its runner-up where their interval holds 1 (or there
+    is none) and re-measuring can settle it: the timings are steady (unsteady ones would not
+    settle with more of the same) and the two have fewer than MOST_PAIRS paired repeats."""
+    decided = decide.decide(documents, decide.Context(RESULTS), 0.0)
+    lean = decided["lean"]
+    if decided["unsteady"] or lean["decision"] not in ("tie", "undecided"):
+        return None
+    fastest, runner_up = lean["tied"][0], lean["runner_up"]
+    merged = max((found for found in merge(documents, runner_up) if {fastest, runner_up} <= set(found["comparison"])),
+                 key=lambda found: len(found["runs"]))
+    pairs = len(merged["comparison"][fastest].repeat_speedups or [])
+    return (fastest, runner_up) if pairs < plan.MOST_PAIRS else None
 
 
 def say(line: str) -> None:
@@ -222,22 +271,30 @@ def advice_folder(advice: Advice, training: Training, data: DataSettings) -> str
         folder = os.path.join("advice", f"{training.model}-{started}")
     from utils.results import run_outputs
 
-    prove_writable(folder, (*WRITTEN, RESULTS))
+    prove_writable(folder, (*WRITTEN, RESULTS), FOLDERS)
     data_at, called = run_outputs.data_folder(data)
     run_outputs.refuse_in_data_folder("--advice-dir", folder, os.path.realpath(folder), data_at, called)
     return folder
 
 
 WRITTEN = ("advice.json", "report.txt")  # what every --advise writes in --advice-dir; a live one, RESULTS too
+FOLDERS = ("phases", "logs", TRACES)  # and the folders a live one writes into
 
 
-def prove_writable(folder: str, names: Tuple[str, ...]) -> None:
-    """Refuse, before anything is measured or decided, an --advice-dir that cannot take the files `names`."""
-    from utils.fileio import ensure_folder_writable, ensure_writable
+def prove_writable(folder: str, names: Tuple[str, ...], folders: Tuple[str, ...] = ()) -> None:
+    """Refuse, before anything is measured or decided, an --advice-dir that cannot take the
+    files `names` and the folders `folders` (a FIFO or a file under one's name among them)."""
+    from utils.fileio import ensure_folder_writable, ensure_writable, kind_of
 
     ensure_folder_writable(folder, "--advice-dir")
     for name in names:
         ensure_writable(os.path.join(folder, name), "--advice-dir")
+    for name in folders:
+        path = os.path.join(folder, name)
+        if os.path.lexists(path) and not os.path.isdir(path):
+            kind = "a file" if os.path.isfile(path) else kind_of(path) if os.path.exists(path) else "a broken link"
+            raise UserError(f"--advice-dir {folder} holds {name}, which is {kind}, where --advise writes a folder of "
+                            "that name; remove it, or give another --advice-dir.")
 
 
 def plan_lines(training: Training, data: DataSettings, budget: float, preflight: Preflight, phases: List[plan.Phase],
@@ -263,6 +320,11 @@ def plan_lines(training: Training, data: DataSettings, budget: float, preflight:
         runs = f"{phase.repeats} {'seeds' if phase.kind == 'accuracy' else 'repeats'} of {phase.steps} steps"
         lines.append(f"  {phase.name:<16}{', '.join(phase.modes):<22}{runs:<26}about {plan.minutes(phase.estimate_s)}"
                      + ("" if phase in run else f"  (does not fit: {not_run[phase.name]})"))
+    again = plan.remeasure_phase(plan.REMEASURES[0], plan.leading_by_estimate(capabilities, preflight.estimates),
+                                 phases[0], preflight.estimates)
+    lines.append(f"  and, only where the two leading modes tie after the comparison, up to {len(plan.REMEASURES)} "
+                 f"re-measures of them, {again.repeats} repeats of {again.steps} steps each, about "
+                 f"{plan.minutes(again.estimate_s)} each, before the levers")
     return lines
 
 
@@ -278,12 +340,14 @@ def refuse_short_budget(budget: float, compare: plan.Phase, left_s: float, spent
 
 def advise(training: Training, data: DataSettings, accuracy: Accuracy, precision: Precision, speed: Speed,
            advice: Advice, arguments: Arguments, stop: StopRequest, clock: Clock = time.monotonic,
-           runner: Optional[Runner] = None, flight: Optional[Callable[[], Preflight]] = None) -> int:
+           runner: Optional[Runner] = None, flight: Optional[Callable[[], Preflight]] = None,
+           check_only: bool = False) -> int:
     """--advise: preflight, plan, each phase that fits, then the advice; returns its exit status.
     It reads the model and batch (`training`), the data, the verdict's margin (`accuracy`), its
     budget and folder (`advice`) and the user's command (`arguments`), which every phase and the
     advised command pass on; the preflight (`flight`, a fake one in tests) the device's settings
-    in `precision` and `speed` too."""
+    in `precision` and `speed` too. With `check_only` it ends after the plan, having refused
+    what it would refuse, measuring and writing nothing."""
     started = clock()
     deadline = started + advice.budget_minutes * 60
     if launch.detect().distributed:
@@ -301,7 +365,10 @@ def advise(training: Training, data: DataSettings, accuracy: Accuracy, precision
     for line in plan_lines(training, data, advice.budget_minutes, found, phases, deadline - clock()):
         say(line)
     refuse_short_budget(advice.budget_minutes, phases[0], deadline - clock(), clock() - started)
-    for sub in ("phases", "logs"):
+    if check_only:  # --check-flags: what a batch job checks before it queues; nothing measured, nothing written
+        say(f"the flags, {folder} and --budget {advice.budget_minutes:g} check out: nothing was measured or written")
+        return 0
+    for sub in FOLDERS[:2]:  # main.py makes the traces' own with --trace-dir
         os.makedirs(os.path.join(folder, sub), exist_ok=True)
     run_phases(training, data, arguments, state, runner or process_runner(folder, stop, clock), clock, deadline,
                folder, stop)
@@ -312,7 +379,7 @@ def advise(training: Training, data: DataSettings, accuracy: Accuracy, precision
         return 128 + (stop.signal_number or signal.SIGTERM)
     files.write_json(os.path.join(folder, RESULTS), state.documents)
     documents = load_result(os.path.join(folder, RESULTS))
-    context = session_context(training, data, arguments, state)
+    context = session_context(training, data, arguments, state, folder)
     decided = advice_document(documents, context, state, {"minutes": advice.budget_minutes,
                                                           "spent_s": clock() - started}, phases, arguments, accuracy)
     return finish(decided, folder, stop)
@@ -343,7 +410,8 @@ def within_budget(flight: Callable[[], Preflight], budget_minutes: float, second
         signal.signal(signal.SIGALRM, previous)
 
 
-def session_context(training: Training, data: DataSettings, arguments: Arguments, state: State) -> decide.Context:
+def session_context(training: Training, data: DataSettings, arguments: Arguments, state: State,
+                    folder: str) -> decide.Context:
     """What the decider cites beyond the results: the modes not timed, FP8's predictions, the
     phases not run, and the accuracy check's plan (seeds, minutes and the lines that run it,
     the user's command, `arguments`, with the check's flags)."""
@@ -352,15 +420,14 @@ def session_context(training: Training, data: DataSettings, arguments: Arguments
     if "accuracy" not in not_run and state.capabilities.accuracy is not None:
         not_run["accuracy"] = {"why": state.capabilities.accuracy, "estimate_s": None}
     context = decide.Context(RESULTS, dict(state.capabilities.not_timed), dict(state.preflight.predictions), not_run,
-                             live=True, cut_short=dict(state.cut_short))
+                             live=True, cut_short=dict(state.cut_short),
+                             traces=kept_traces(folder, state.documents) if state.documents else {})
     if leading[0] == BASELINES["default"]:  # fp32 leads: no accuracy to check against itself
         return context
     steps = accuracy_steps(training, data, state.train_images)
     check = plan.accuracy_phase(leading[0], steps, state.estimates)
-    lines = {"here": commands.shell_line(["python", "main.py", *commands.phase_command(
-        arguments, check.flags(), True, "accuracy.json")])}
-    lines.update(commands.job_lines(arguments, check.modes, check.repeats, steps) or {})
-    context.accuracy_check = {"seeds": check.repeats, "estimate_s": check.estimate_s, "lines": lines}
+    context.accuracy_check = {"seeds": check.repeats, "estimate_s": check.estimate_s,
+                              "lines": commands.accuracy_lines(arguments, leading[0], check.repeats, steps)}
     return context
 
 
@@ -375,7 +442,12 @@ def advice_document(documents: List[Dict[str, Any]], context: decide.Context, st
     recommendation, lean = decided["recommendation"], decided["lean"]
     on_gpu = not decided["on_cpu"]
     if recommendation is not None:
-        recommendation = dict(recommendation, command=advised(arguments, decided["config"], on_gpu, recommendation))
+        command = advised(arguments, decided["config"], on_gpu, recommendation)
+        environment = commands.import_environment(arguments) if arguments is not None else {}
+        recommendation = dict(recommendation, command=command, environment=environment,
+                              nsys=commands.nsys_line(command, environment) if on_gpu else None,
+                              frameworks=frameworks.lines(recommendation["mode"], recommendation["settings"],
+                                                          "cuda" if on_gpu else "cpu"))
     verdict = decided["accuracy_verdict"]
     if recommendation is not None and context.accuracy_check is None and lean["mode"] != BASELINES["default"]:
         # --from a results file: the check on the machine it reads, from the results' config, on
@@ -392,8 +464,8 @@ def advice_document(documents: List[Dict[str, Any]], context: decide.Context, st
             "recommendation": recommendation, "lean": lean["mode"], "unsteady": decided["unsteady"],
             "measure_again": None if recommendation is not None else measure_again(arguments, decided, budget),
             "claims": decided["claims"], "evidence": decided["evidence"], "rejected": decided["rejected"],
-            "not_run": context.not_run, "cut_short": context.cut_short,
-            "accuracy_check": context.accuracy_check if recommendation else None,
+            "not_run": context.not_run, "cut_short": context.cut_short, "traces": context.traces,
+            "accuracy_check": context.accuracy_check,
             "accuracy_verdict": verdict, "results": context.results, "budget": budget,
             "preflight": state.preflight.facts if state else None,
             "plan": [{"name": phase.name, "modes": list(phase.modes), "estimate_s": phase.estimate_s,
@@ -415,13 +487,15 @@ def measure_again(arguments: Optional[Arguments], decided: Dict[str, Any],
                   budget: Optional[Dict[str, float]]) -> Dict[str, str]:
     """{where: one shell line} that measures again where there is no advice yet: the same
     --advise (the user's own flags after a live session, the results' config's after --from),
-    with a budget at least the one spent, alone on this machine."""
+    with a budget at least the one spent, alone on this machine, and as a batch job on a node of
+    its own (slurm, pbs) where the job scripts can carry the flags."""
     minutes = max(float((budget or {}).get("minutes") or 0), config.DEFAULT_BUDGET_MINUTES)
-    if arguments is not None:
-        again = commands.user_options(arguments)
-    else:
-        again = commands.user_options(commands.results_arguments(decided["config"], not decided["on_cpu"]))
-    return {"here": commands.shell_line(["python", "main.py", "--advise", *again, "--budget", f"{minutes:g}"])}
+    given = arguments if arguments is not None else \
+        commands.results_arguments(decided["config"], not decided["on_cpu"])
+    lines = {"here": commands.shell_line(["python", "main.py", "--advise", *commands.user_options(given), "--budget",
+                                          f"{minutes:g}"], commands.import_environment(given))}
+    lines.update(commands.advise_job_lines(given, minutes) or {})
+    return lines
 
 
 def decided_margin(accuracy: Optional[Accuracy], documents: List[Dict[str, Any]]) -> float:
@@ -435,10 +509,7 @@ def finish(advice: Dict[str, Any], folder: Optional[str], stop: StopRequest) -> 
     return the status's exit code (128 + the signal's number after a stop signal)."""
     text = report(advice)
     if folder is not None:
-        document.write(os.path.join(folder, "advice.json"), advice)
-        from utils.fileio import atomic_write
-
-        atomic_write(os.path.join(folder, "report.txt"), lambda f: f.write(text.encode() + b"\n"))
+        document.write(os.path.join(folder, "advice.json"), advice, text)
     print(text)
     if folder is not None:
         print(f"written to {folder}: report.txt, advice.json, {RESULTS} (the runs' results) and logs/")
@@ -458,14 +529,19 @@ def from_results(advice: Advice, stop: StopRequest) -> int:
     if folder is not None:
         prove_writable(folder, WRITTEN)
     content = parsed(path)
+    arguments = None
     if document.is_advice(content):
         earlier = document.load(path)
         results = os.path.join(os.path.dirname(path), earlier["results"])
+        # a live run's advice keeps the user's own flags, as they typed them: its commands are built from them
+        if earlier["arguments"] is not None:
+            arguments = commands.saved_arguments(earlier["arguments"], path)
         context = decide.Context(earlier["results"], (earlier["preflight"] or {}).get("not_timed", {}),
                                  {mode: found for mode, found in ((earlier["preflight"] or {}).get("fp8") or {}).items()
                                   if found.get("speedup") is not None},
-                                 earlier["not_run"], earlier["accuracy_check"], live=earlier["budget"] is not None,
-                                 cut_short=earlier["cut_short"])
+                                 earlier["not_run"], checked_accuracy(earlier, arguments),
+                                 live=earlier["budget"] is not None, cut_short=earlier["cut_short"],
+                                 traces=earlier["traces"])
     else:
         earlier, results = None, path
         context = decide.Context(path)
@@ -475,10 +551,18 @@ def from_results(advice: Advice, stop: StopRequest) -> int:
     if folder is not None:
         context.results = os.path.relpath(results, folder)
     documents = load_result(results)
-    # a live run's advice keeps the user's own flags, as they typed them: its commands are built from them
-    saved = earlier["arguments"] if earlier is not None else None
-    decided = advice_document(documents, context, None, earlier["budget"] if earlier else None, [],
-                              commands.saved_arguments(saved) if saved is not None else None)
+    decided = advice_document(documents, context, None, earlier["budget"] if earlier else None, [], arguments)
     if earlier is not None:
-        decided.update(preflight=earlier["preflight"], plan=earlier["plan"], arguments=saved)
+        decided.update(preflight=earlier["preflight"], plan=earlier["plan"], arguments=earlier["arguments"])
     return finish(decided, folder, stop)
+
+
+def checked_accuracy(earlier: Dict[str, Any], arguments: Optional[Arguments]) -> Optional[Dict[str, Any]]:
+    """An advice.json's accuracy check, its lines built again from its arguments (checked), so
+    that a line edited into the file is never printed as ampbench's; without arguments, none."""
+    check = earlier["accuracy_check"]
+    if check is None or arguments is None:
+        return None
+    lead = earlier["lean"] if earlier["lean"] != BASELINES["default"] else None
+    steps = arguments.steps or (config.DEFAULT_STEPS if arguments.epochs is None else None)  # None: the data's size
+    return dict(check, lines=commands.accuracy_lines(arguments, lead, check["seeds"], steps) if lead else {})

@@ -317,7 +317,7 @@ def predict(options: Dict[str, Any]) -> Any:
     if options["shape"] is not None:
         return predict_linear(gpu, recipe, compiled, *parse_shape(options["shape"]))
     check_flop_counter()  # torch 2.1, as factory.weightless
-    from models import factory, user
+    from models import factory, raised, user
 
     shape, batch = input_shape_of(options["image_size"]), options["batch_size"]
     if options["model"] is not None:
@@ -330,7 +330,7 @@ def predict(options: Dict[str, Any]) -> Any:
         return predict_model(gpu, recipe, compiled, model, batch, shape)
     except Exception as error:  # the user's forward, raising anything on the meta device
         raise UserError(f"--model-factory {spec}: its step cannot be counted on the meta device, where the roofline "
-                        f"reads its shapes ({user.described(error)}).") from None
+                        f"reads its shapes ({raised.described(error)}).") from None
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -37,9 +37,13 @@ def json_document(document: Dict[str, Any]) -> Dict[str, Any]:
     return {**document, "comparison": {mode: row.to_dict() for mode, row in document["comparison"].items()}}
 
 
+def json_text(content: Union[Dict[str, Any], List[Dict[str, Any]]]) -> bytes:
+    """`content` as ampbench writes a JSON file: strict (no NaN: strict.finite_copy), indented."""
+    return json.dumps(strict.finite_copy(content), indent=2, allow_nan=False).encode() + b"\n"
+
+
 def write_json(path: str, content: Union[Dict[str, Any], List[Dict[str, Any]]]) -> None:
-    atomic_write(path, lambda f: f.write(json.dumps(strict.finite_copy(content), indent=2, allow_nan=False).encode()
-                                         + b"\n"))
+    atomic_write(path, lambda f: f.write(json_text(content)))
 
 
 def run_key(run: Dict[str, Any]) -> str:

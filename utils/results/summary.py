@@ -6,7 +6,7 @@ import textwrap
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from models.families import DEFAULT_IMAGE_SIZE, uses_resnet_stem
-from utils.console import human_bytes, plural
+from utils.console import human_bytes, one_line, plural
 from utils.explain.categories import NAMES as CATEGORIES
 from utils.explain.diagnose import GPU_BOUND_SHARE, amdahl_line, ranked, speedup_text
 from utils.measure import feed
@@ -573,8 +573,11 @@ def outlier_notes(document: Dict[str, Any]) -> List[str]:
 def summary(document: Dict[str, Any], wide: bool = False) -> str:
     """The text printed at the end of a run: setup line, the table, then its notes; without
     `wide`, every line within TABLE_WIDTH characters."""
-    header, notes_ = describe(setup_of(document), document["env"]), notes(document)
-    explained = explanation(document, wide) + numerics_block(document, wide)
+    # a field of the file (a device's name, a warning) never forges or hides a line: console.one_line
+    header = one_line(describe(setup_of(document), document["env"]))
+    notes_ = [one_line(note) for note in notes(document)]
+    explained = ["\n".join(one_line(part) for part in line.split("\n"))
+                 for line in explanation(document, wide) + numerics_block(document, wide)]
     if not wide:
         if len(header) > TABLE_WIDTH:  # the device and torch on a line of their own
             header = "\n".join(textwrap.fill(part, TABLE_WIDTH, break_on_hyphens=False)

@@ -27,6 +27,7 @@ from utils.results.record import SCHEMA, WARMUP_IN_PEAK
 EARLIER_SCHEMAS = (WARMUP_IN_PEAK, "ampbench.result/2", "ampbench.result/3", "ampbench.result/4", "ampbench.result/5",
                    "ampbench.result/6")
 READABLE_SCHEMAS = EARLIER_SCHEMAS + (SCHEMA,)
+BEFORE_BUSY = EARLIER_SCHEMAS[:3]  # the releases before runs[].gpu_busy (/4): their runs have no say on it
 # The comparison's keys that /3 renamed: before --baseline (/1, and /2 files written before it)
 # every ratio was against fp32; now it is against config.precision.baseline.
 RENAMED_IN_COMPARISON = {

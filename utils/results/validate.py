@@ -23,7 +23,7 @@ from utils.measure.nvml_meter import MAX_PLAUSIBLE_WATTS, MIN_ENERGY_WINDOW_S, U
 from utils.modes import MODES
 from utils.numerics.fp16 import FP16_MAX
 from utils.results.record import RunRecord
-from utils.results.upgrade import EARLIER_SCHEMAS
+from utils.results.upgrade import BEFORE_BUSY, EARLIER_SCHEMAS
 from utils.setup_keys import GRAD_COMM, SETUP_KEYS
 
 LARGEST = 1e300  # no measurement comes near it, and a larger integer overflows a float
@@ -284,7 +284,7 @@ CONFIG = Fields({key: setting(key) for key in WRITTEN_BY_EVERY_RELEASE},
                  "baseline": OneOf(MODES, "a precision mode"),  # files written before --baseline lack it
                  "num_classes": Nullable(Number(whole=True, low=2)), "model_factory": Nullable(TEXT),
                  "repeats": Nullable(WHOLE_FROM_1),  # the GPU suite's plan compares it with the repeats it asks
-                 "model_class": Nullable(TEXT)})  # files written before /6 lack them
+                 "model_class": Nullable(TEXT), "model_output": Nullable(TEXT)})  # files before /6 lack them
 DATA = Fields({"name": TEXT}, {"num_classes": Number(whole=True, low=2), "fingerprint": Nullable(TEXT)})
 DOCUMENT = Fields({"env": ENV, "config": CONFIG, "data": DATA, "runs": ListOf(RUN, nonempty=True)},
                   {"sources": ListOf(TEXT), "upgraded_from": OneOf(EARLIER_SCHEMAS, "an earlier ampbench schema"),
@@ -415,9 +415,14 @@ RULES: List[Callable[[Dict[str, Any]], Optional[str]]] = [
 
 
 def check(document: Dict[str, Any], where: str = "") -> None:
-    """Raise Invalid naming the first field of `document` the report cannot use."""
+    """Raise Invalid naming the first field of `document` the report cannot use; a run of a
+    release that records the GPU's busy share (from /4) that says nothing of it among them."""
     DOCUMENT.check(document, where)
     for index, run in enumerate(document["runs"]):
+        busy_said = {"gpu_busy", "gpu_busy_unavailable"} & set(run)
+        if document.get("schema", BEFORE_BUSY[0]) not in BEFORE_BUSY and not busy_said:
+            raise Invalid(f"{at(where, 'runs')}[{index}] has neither a gpu_busy nor a gpu_busy_unavailable saying why "
+                          f"it has none, which every run of {document['schema']} holds")
         for rule in RULES:
             contradiction = rule(run)
             if contradiction:

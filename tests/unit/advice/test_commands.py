@@ -3,6 +3,7 @@ phase as main.py parses it back (so a setting added to a section passes through 
 levers flip the user's setting, and the batch-job lines carry the user's flags."""
 import pytest
 
+from conftest import ROOT
 from main import build_parser
 from utils import config
 from utils.advice import commands
@@ -92,3 +93,28 @@ def test_your_model_and_images_reach_every_phase_and_the_advised_command_but_no_
     saved = commands.from_results_command(record, True, "amp-bf16", {})
     assert saved == ["python", "main.py", "--batch-size", "64", "--model-factory", "mymodels:net", "--gpu",
                      "--data", "imagefolder", "--data-dir", "flowers", "--modes", "amp-bf16"]
+
+
+def test_the_advised_command_carries_the_pythonpath_your_factorys_module_needs(tmp_path, monkeypatch):
+    """A --model-factory module found in the working directory or on PYTHONPATH: the lines that
+    train or measure again name its folder, absolute, as a batch job changes its directory."""
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "nets.py").write_text("def build(num_classes):\n    pass\n")
+    (tmp_path / "pkg" / "sub").mkdir(parents=True)
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "sub" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "sub" / "nets.py").write_text("def build(num_classes):\n    pass\n")
+    monkeypatch.chdir(tmp_path / "mine")
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    arguments = config.arguments(model_factory="nets:build", batch_size=8)
+    assert commands.import_environment(arguments) == {"PYTHONPATH": str((tmp_path / "mine").resolve())}
+    line = commands.shell_line(commands.advised_command(arguments, "amp-bf16", {}),
+                               commands.import_environment(arguments))
+    assert line.startswith(f"PYTHONPATH={tmp_path / 'mine'} python main.py --batch-size 8 --model-factory nets:build")
+    assert commands.accuracy_lines(arguments, "amp-bf16", 3, 200)["here"].startswith(f"PYTHONPATH={tmp_path / 'mine'} ")
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    assert commands.import_environment(config.arguments(model_factory="pkg.sub.nets:build")) == \
+        {"PYTHONPATH": str(tmp_path.resolve())}
+    assert commands.import_environment(config.arguments(model_factory="tests.cli.user_models:TinyNet")) == {}
+    assert commands.import_environment(config.arguments(model="resnet18")) == {}

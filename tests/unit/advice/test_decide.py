@@ -14,13 +14,14 @@ import math
 import pytest
 
 from conftest import ROOT, third_repeat
-from utils.advice import decide, document, session, why
-from utils.advice.decide import SAFETY, Context
+from utils.advice import document, session, why
+from utils.advice.decide import Context
 from utils.advice.decision import Decision, holds_one
 from utils.advice.evidence import reader, unresolved
 from utils.advice.figures import numbers_in, unsupported
 from utils.errors import UserError
 from utils.explain.categories import NAMES as CATEGORIES
+from utils.modes import MODES
 from utils.results.compare import group_by_mode
 from utils.results.merge import load_result, merge
 from utils.results.validate import Invalid
@@ -81,7 +82,8 @@ def repeated(path, repeats):
 def ranked(path, documents):
     (merged,) = [found for found in merge(documents, None) if len(group_by_mode(found["runs"])) > 1]
     groups, rows = group_by_mode(merged["runs"]), merged["comparison"]
-    return sorted((mode for mode in groups if mode not in decide.NEVER), key=lambda mode: rows[mode].median_step_ms)
+    advisable = [mode for mode in groups if not MODES[mode].never_advised]
+    return sorted(advisable, key=lambda mode: rows[mode].median_step_ms)
 
 
 def interval(documents, faster, slower):
@@ -113,7 +115,7 @@ def test_the_advice_is_the_fastest_clear_of_the_runner_up_else_a_tie_else_none_y
         return
     tied = recommendation["tied"]
     assert recommendation["decision"] == "tie" and fastest in tied and runner_up in tied
-    assert recommendation["mode"] == min(tied, key=SAFETY.index)
+    assert recommendation["mode"] == min(tied, key=lambda mode: MODES[mode].rank)
     for mode in eligible:
         assert (mode in tied) == holds_one(interval(documents, fastest, mode))
 
@@ -461,3 +463,42 @@ def test_a_missing_or_altered_evidence_entry_is_caught():
     elsewhere = copy.deepcopy(advice)
     next(item for item in elsewhere["evidence"] if "field" in item["source"])["source"]["field"][-1] = "no_such_field"
     assert "its source has no field" in unresolved(elsewhere, reader(str(path.parent)))[0]
+
+
+def larger_batch(documents, factor, step_factor, memory_factor):
+    """The comparison's amp-bf16 runs again as a trial at `factor` times the batch, each step
+    `step_factor` times as long, its peak `memory_factor` times as high."""
+    trial = copy.deepcopy(documents[0])
+    batch = trial["config"]["batch_size"] * factor
+    trial["config"] = dict(trial["config"], batch_size=batch)
+    trial["runs"] = []
+    for run in documents[0]["runs"]:
+        if run["mode"] == "amp-bf16":
+            again = copy.deepcopy(run)
+            again.update(batch_size=batch, global_batch_size=batch, effective_batch_size=batch,
+                         finished_utc=run["finished_utc"] + "b", peak_memory_bytes=int(run["peak_memory_bytes"] *
+                                                                                        memory_factor),
+                         step_times_ms=[ms * step_factor for ms in run["step_times_ms"]],
+                         step_time_ms={key: value * step_factor for key, value in run["step_time_ms"].items()})
+            trial["runs"].append(again)
+    return documents + [trial]
+
+
+@pytest.mark.parametrize("step_factor,verdict", [(1.5, "a larger batch trains faster here"),
+                                                 (2.0, "a larger batch is not shown to train faster here")])
+def test_a_larger_batch_is_said_in_images_a_second_with_its_memory(step_factor, verdict):
+    path = H100_26 / "headline-resnet18.json"
+    documents = larger_batch(steady_headline(), 2, step_factor, 1.9)
+    advice = advice_of(path, documents)
+    (said,) = [claim["text"] for claim in advice["claims"] if claim["text"].startswith("At -b 512")]
+    assert f"amp-bf16 trained {2 / step_factor:.2f}x the images a second of -b 256" in said
+    assert "with 1.90x the peak memory" in said and verdict in said
+    assert unsupported(advice) == [] and unresolved(advice, lambda file, baseline: merge(documents, baseline)) == []
+
+
+def test_a_gpus_advice_gives_the_nsight_systems_line_of_its_command():
+    advice = advice_of(H200 / "by-hand" / "native-synthetic.json")
+    recommendation = advice["recommendation"]
+    assert recommendation["nsys"] == "nsys profile --trace=cuda,nvtx,osrt,cudnn,cublas --output=advised " + \
+        " ".join(recommendation["command"])
+    assert "Its timeline under Nsight Systems:" in session.report(advice)

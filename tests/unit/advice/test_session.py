@@ -4,6 +4,7 @@ step after it), the command ends within the budget plus one step's time, starts 
 estimate does not fit what is left, and lists each such phase as not run with why. No training."""
 import copy
 import json
+import os
 import signal
 import time
 
@@ -30,13 +31,13 @@ class FakeClock:
         return self.now
 
 
-def fake_preflight(clock, modes=("fp32", "amp-bf16")):
+def fake_preflight(clock, modes=("fp32", "amp-bf16"), memory_bytes=None):
     def preflight(config):
         clock.now += PREFLIGHT_S
         levers = tuple((lever, commands.lever_flip(lever, config.arguments)) for lever in commands.LEVERS
                        if lever != "cuda graphs")
         capabilities = plan.Capabilities("cpu", "a CPU", tuple(modes), {"tf32": "mode tf32 only applies to CUDA"},
-                                         levers, {"cuda graphs": "CUDA graphs need a GPU"})
+                                         levers, {"cuda graphs": "CUDA graphs need a GPU"}, None, memory_bytes)
         estimates = plan.Estimates("resnet18", "cifar", 64, 32, True, 8.0, dict.fromkeys(modes, STEP_S), 90.0, 5.0)
         facts = {"device": "cpu", "device_name": "a CPU", "threads": 2, "cores": 2, "parameters": 11_000_000,
                  "train_flops_per_step": 2e11, "timed": list(modes), "not_timed": dict(capabilities.not_timed),
@@ -58,6 +59,7 @@ def phase_document(phase, cut):
             run.update(repeat=0 if phase.kind == "accuracy" else repeat, seed=repeat if phase.kind == "accuracy" else 0,
                        channels_last=bool(phase.settings.get("channels_last")),
                        compiled=bool(phase.settings.get("compile")),
+                       optimizer_impl=phase.settings.get("optimizer_impl", run["optimizer_impl"]),
                        finished_utc=f"{phase.name}-{repeat}-{mode}")
             if phase.settings.get("compile"):
                 run.update(compile_time_s=90.0, compile_mode=phase.settings["compile_mode"])
@@ -118,10 +120,12 @@ def test_the_command_ends_within_its_budget_and_one_step_and_says_what_did_not_f
     assert code == advice["exit_code"] == document.STATUSES[expected]
     assert expected == "cpu-only" or "compare" in advice["cut_short"]
     assert runner.ran[0].name == "compare"
-    wanted = {"compare", *[lever for lever in commands.LEVERS if lever != "cuda graphs"]}
+    wanted = {"compare", *[lever for lever in commands.LEVERS if lever != "cuda graphs"]}  # the fake's memory: unknown
     ran = [phase.name for phase in runner.ran]
     listed = set(advice["not_run"])
-    assert set(ran) | listed - {"accuracy"} == wanted | ({"accuracy"} & set(ran))
+    assert set(ran) | listed - {"accuracy", *plan.REMEASURES} == wanted | ({"accuracy"} & set(ran))
+    if (set(ran) | listed) & set(plan.REMEASURES):  # only where the comparison's two leading modes tied
+        assert advice["recommendation"] is None or advice["recommendation"]["decision"] == "tie"
     leading = runner.ran[1].modes[0] if len(runner.ran) > 1 else advice["lean"]
     assert "accuracy" in set(ran) | listed or leading == "fp32"  # nothing to check fp32 against
     for name, why in advice["cut_short"].items():  # started within the budget, stopped at its deadline
@@ -238,3 +242,109 @@ def test_a_phase_still_running_at_the_deadline_gets_sigterm_and_sigkill_if_it_ig
     else:  # killed once its grace ran out
         assert outcome.returncode == -9 and outcome.results is None and 2.0 <= took < 3.5
     assert outcome.said == "a stand-in that never ends by itself."
+
+
+def settled_by(ratios):
+    """A FakeRunner whose comparison and re-measures time amp-bf16 at fp32's 40 ms over each
+    phase's `ratios` (one a repeat), every step alike, and whose accuracy check finds the two
+    modes' accuracies the same."""
+    clock = FakeClock()
+    runner = FakeRunner(clock, 0.5)
+
+    def timed(phase, argv, deadline):
+        outcome = runner(phase, argv, deadline)
+        found = json.loads(open(outcome.results).read())
+        for run in found["runs"]:
+            if phase.kind == "accuracy":
+                run["test_accuracy"] = 0.8 + 0.001 * run["seed"]
+            elif phase.kind in ("compare", "re-measure"):
+                ms = 40.0 / (ratios[phase.name][run["repeat"]] if run["mode"] == "amp-bf16" else 1.0)
+                run.update(step_times_ms=[ms] * len(run["step_times_ms"]),
+                           step_time_ms=dict.fromkeys(run["step_time_ms"], ms))
+        with open(outcome.results, "w") as output:
+            json.dump(found, output)
+        return outcome
+
+    return clock, runner, timed
+
+
+def test_a_tie_is_re_measured_two_repeats_at_a_time_until_its_interval_excludes_one(tmp_path):
+    clock, runner, timed = settled_by({"compare": [1.10, 0.95, 1.08], "re-measure": [1.08, 1.08],
+                                       "re-measure again": [1.08, 1.08]})
+    with StopRequest() as stop:
+        advise(config_of(tmp_path, 60.0), stop, clock, timed, fake_preflight(clock))
+    names = [phase.name for phase in runner.ran]
+    assert names[:3] == ["compare", "re-measure", "re-measure again"]
+    assert all(phase.modes == ("amp-bf16", "fp32") and phase.repeats == 2 for phase in runner.ran[1:3])
+    advice = json.loads((tmp_path / "advice" / "advice.json").read_text())
+    assert advice["recommendation"]["decision"] == "fastest" and advice["recommendation"]["mode"] == "amp-bf16"
+    speedup = next(entry for entry in advice["evidence"] if entry["what"] == "amp-bf16's speedup over fp32")
+    assert speedup["n"] == 7 and speedup["interval"][0] > 1 and "7 paired repeats" in speedup["rests_on"]
+    assert unresolved(advice, reader(str(tmp_path / "advice"))) == []
+
+
+def test_a_tie_that_more_repeats_do_not_settle_stays_a_tie_at_seven_pairs(tmp_path):
+    clock, runner, timed = settled_by({"compare": [1.05, 0.95, 1.05], "re-measure": [0.95, 1.05],
+                                       "re-measure again": [0.95, 1.05]})
+    with StopRequest() as stop:
+        advise(config_of(tmp_path, 60.0), stop, clock, timed, fake_preflight(clock))
+    assert [phase.name for phase in runner.ran].count("re-measure again") == 1
+    advice = json.loads((tmp_path / "advice" / "advice.json").read_text())
+    assert advice["recommendation"]["decision"] == "tie" and advice["recommendation"]["mode"] == "fp32"
+    assert "0.95x" not in advice["claims"][0]["text"] and "holds 1" in advice["claims"][0]["text"]
+
+
+@pytest.mark.parametrize("memory_gib", [None, 1, 64])
+def test_a_larger_batch_is_timed_where_the_leading_modes_memory_leaves_room(tmp_path, memory_gib):
+    clock = FakeClock()
+    argvs = []
+    runner = FakeRunner(clock, 0.5)
+
+    def recording(phase, argv, deadline):
+        argvs.append((phase, argv))
+        return runner(phase, argv, deadline)
+
+    memory = memory_gib and memory_gib << 30
+    with StopRequest() as stop:
+        advise(config_of(tmp_path, 60.0), stop, clock, recording, fake_preflight(clock, memory_bytes=memory))
+    advice = json.loads((tmp_path / "advice" / "advice.json").read_text())
+    batch = [argv for phase, argv in argvs if phase.name == plan.LARGER_BATCH]
+    if memory_gib == 64:  # the template's peak, 1 GiB or so, twice over, fits
+        (argv,) = batch
+        assert ("--batch-size", "128") in list(zip(argv, argv[1:])) and "--repeats" in argv
+        assert plan.LARGER_BATCH not in advice["not_run"]
+    elif memory_gib is None:  # not planned where the device's memory is unknown
+        assert batch == [] and plan.LARGER_BATCH not in advice["not_run"]
+        assert plan.LARGER_BATCH not in [phase["name"] for phase in advice["plan"]]
+    else:
+        assert batch == [] and "more than 90% of the 1.0 GiB here" in advice["not_run"][plan.LARGER_BATCH]["why"]
+
+
+def test_the_comparisons_profiler_traces_are_kept_and_cited(tmp_path):
+    clock = FakeClock()
+    runner = FakeRunner(clock, 0.5)
+    traced = []
+
+    def tracing(phase, argv, deadline):
+        if phase.kind == "compare":  # what main.py --trace-dir writes: a folder a run
+            folder = argv[argv.index("--trace-dir") + 1]
+            for mode in phase.modes:
+                for repeat in range(phase.repeats):
+                    path = os.path.join(folder, f"resnet18-{mode}-repeat{repeat}", "rank0.pt.trace.json")
+                    os.makedirs(os.path.dirname(path))
+                    with open(path, "w") as trace:
+                        trace.write("{}")
+                    traced.append(path)
+        else:
+            assert "--trace-dir" not in argv
+        return runner(phase, argv, deadline)
+
+    with StopRequest() as stop:
+        advise(config_of(tmp_path, 60.0), stop, clock, tracing, fake_preflight(clock))
+    advice = json.loads((tmp_path / "advice" / "advice.json").read_text())
+    assert advice["traces"] == {mode: os.path.join("traces", f"resnet18-{mode}-repeat0", "rank0.pt.trace.json")
+                                for mode in ("fp32", "amp-bf16")}
+    (said,) = [claim["text"] for claim in advice["claims"] if "ui.perfetto.dev" in claim["text"]]
+    assert "amp-bf16's traces/resnet18-amp-bf16-repeat0/rank0.pt.trace.json" in said
+    assert unresolved(advice, reader(str(tmp_path / "advice"))) == []
+    assert advice["recommendation"]["nsys"] is None  # a CPU's advice: no Nsight Systems line

@@ -107,3 +107,19 @@ def test_fp16_master_skips_a_step_whose_gradients_overflow():
     train_step(model, [(torch.randn(2, 4), torch.tensor([1, 2]))], nn.CrossEntropyLoss(), optimizer, scaler, mode,
                torch.device("cpu"))
     assert torch.equal(params[0], before)
+
+
+def test_every_mode_row_says_what_the_adviser_and_the_comparisons_know_of_it():
+    """A mode is one row: its rank for the adviser's ties (each its own), where it runs at speed,
+    whether the adviser weighs it and why it never advises it; the lists are derived from them."""
+    from utils import modes
+
+    ranks = [mode.rank for mode in modes.MODES.values()]
+    assert len(set(ranks)) == len(ranks) and modes.MODES["fp32"].rank == min(ranks)
+    assert all(mode.at_speed_on and set(mode.at_speed_on) <= {"cuda", "cpu"} for mode in modes.MODES.values())
+    assert modes.weighed_on("cpu") == ("fp32", "amp-bf16")
+    assert modes.weighed_on("cuda") == ("fp32", "tf32", "amp-fp16", "amp-bf16", "fp8", "fp8-rowwise")
+    assert all(not mode.weighed for mode in modes.MODES.values() if mode.never_advised)
+    assert modes.listed(["fp8", "fp8-rowwise"]) == "fp8 or fp8-rowwise"
+    with pytest.raises(TypeError):  # a row without its adviser rank and devices is refused where it is written
+        modes.Mode("fp99", None, False, False, "a mode of tomorrow", "#000000")
