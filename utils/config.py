@@ -774,7 +774,8 @@ class RunConfig:
         --numerics-every imply resolved); `modes` as given (the section holds the Mode tuple);
         the steps and the timing warm-up once the steps are known; with `plan`, the recipe (as
         `recipe`, the family whose defaults filled the unset settings, or `user`), the classes, the
-        model's class and what of its output is the logits."""
+        model's class, what of its output is the logits and the loader that made the batches
+        (--loader auto settled)."""
         resolved: Dict[str, Any] = {}
         for key, each in SETTINGS.items():
             resolved[key] = getattr(getattr(self, each.section), each.field)
@@ -789,7 +790,7 @@ class RunConfig:
                             recipe=recipe.family, momentum=recipe.momentum, weight_decay=recipe.weight_decay,
                             label_smoothing=recipe.label_smoothing, warmup_lr_steps=recipe.lr_warmup_steps,
                             num_classes=plan.num_classes, model_class=plan.model_class,
-                            model_output=plan.model_output)
+                            model_output=plan.model_output, loader=plan.loader)
         return resolved
 
 

@@ -258,8 +258,7 @@ def setup_of(document: Dict[str, Any]) -> Dict[str, Any]:
     config, env = document["config"], document["env"]
     setup = {key: config.get(key) for key in (*SETUP_KEYS, *ACCURACY_KEYS)}
     setup["optimizer_impl"] = optimizer_impl(document)
-    setup["loader"] = loader_of_runs(document)
-    setup.update(workers=config.get("workers") if setup["loader"] in ("torchvision", "stream") else None,
+    setup.update(workers=config.get("workers") if config.get("loader") in ("torchvision", "stream", "dali") else None,
                  compile_mode=config.get("compile_mode") if config.get("compile") else None,
                  world_size=env["world_size"], device=env["device"], torch=env.get("torch"),
                  data=document["data"]["name"], schema=written_schema(document),
@@ -268,13 +267,6 @@ def setup_of(document: Dict[str, Any]) -> Dict[str, Any]:
                  fp8_emulate=bool(config.get("fp8_emulate")))  # emulated FP8 never pools with FP8 tensor cores
     setup.update(communication(config.get("grad_comm"), config.get("bucket_mb"), setup["world_size"]))
     return setup
-
-
-def loader_of_runs(document: Dict[str, Any]) -> Optional[str]:
-    """The loader that made the document's batches: its runs' (config.loader is as given: auto
-    is settled per run), else the config's."""
-    ran = {run.get("loader") for run in document["runs"]}
-    return ran.pop() if len(ran) == 1 else document["config"].get("loader")
 
 
 def written_schema(document: Dict[str, Any]) -> Optional[str]:

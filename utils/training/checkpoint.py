@@ -118,13 +118,8 @@ def checkpoint_globals() -> Allowed:
 
 
 def resume_setup(data: Data, world: World) -> Dict[str, Union[int, str]]:
-    """What a resume must find again besides the config: the ranks and the data, and the loader an
-    image folder settled (--loader auto: held in memory or streamed, by its size)."""
-    setup: Dict[str, Union[int, str]] = {"world_size": world.size, "data": data.identity,
-                                         "train_images": data.train_count}
-    if data.loader is not None:
-        setup["loader"] = data.loader
-    return setup
+    """What a resume must find again besides the config: the ranks and the data."""
+    return {"world_size": world.size, "data": data.identity, "train_images": data.train_count}
 
 
 class Saver:
@@ -292,11 +287,6 @@ def check_setup(state: Dict[str, Any], path: str, setup: Dict[str, Union[int, st
         raise UserError(f"{path} was trained on {saved['data']} ({saved['train_images']} training images), and "
                         f"this run loaded {setup['data']} ({setup['train_images']}); resume with the same data "
                         "(--data, --data-dir) or use another --checkpoint.")
-    loader = saved.get("loader")
-    if isinstance(loader, str) and "loader" in setup and loader != setup["loader"]:
-        raise UserError(f"{path} was trained on batches of the {loader} loader, and this run's come from the "
-                        f"{setup['loader']} loader (--loader auto chooses by the memory free); resume with --loader "
-                        f"{loader} or use another --checkpoint.")
 
 
 def mode_change_note(state: Dict[str, Any], mode: Mode, path: str) -> str:

@@ -42,9 +42,10 @@ def measure(trainer: Trainer, training: Training, data_settings: DataSettings, d
             step_ms: List[float]) -> Optional[Dict[str, Any]]:
     """runs[].feed of a run on streamed data whose timed steps took `step_ms` (None for data held
     in memory, for a run with no timed step, and where a stop signal arrives while it measures)."""
-    loader, device, stop = trainer.loader, context.device, context.stop
+    loader = trainer.loader
     if not isinstance(loader, streamed.TrainBatches) or not step_ms:
         return None
+    device, stop = context.device, context.stop
     context.reporter.phase(f"{trainer.mode.name}: timing the loader alone and the step alone")
     kept, loader.bad = loader.bad, BadImages(True, loader.bad.source)  # what it meets here is not the run's
     try:
