@@ -16,8 +16,8 @@ Steps whose feature this version lacks (a flag missing from main.py -h), that th
 cannot run, or that need CIFAR-10 where the runs get synthetic data (no usable CIFAR-10 in
 --data-dir or where main.py looks) are listed as skipped with the reason.
 
-Steps run in priority order (suite/plan.py), README's headline first; on a GPU the headline's
-convnets time each mode for the window an energy figure needs (suite/estimate.py's window_steps).
+Steps run in priority order (suite/plan.py), README's headline first; on a GPU the headline times
+each mode for its own window an energy figure needs (suite/estimate.py's window_steps).
 With --budget MINUTES each step's time is estimated before it starts (suite/estimate.py) and only
 a step that fits in what is left of the budget starts; the others wait, in order. A --budget pass
 into a device's folder of earlier passes runs the steps due on the device (suite/due.py: never
@@ -27,9 +27,9 @@ in priority order. Every pass first prints its plan: each step it would run, in 
 estimate and why it is due, and what would wait; --plan prints that alone and trains nothing (on
 a machine without a GPU, for each device saved under --results-root). A budget that fits no step
 is refused (exit 2) with the least that would. `--only` plans some sections alone and keeps the other sections'
-saved steps (and their waiting ones). README's Results merge every suite saved for each device
-under the results root, of any date and commit, and say which rows older code measured
-(suite/history.py). The suite's wing, one module per job, is benchmarks/suite/.
+saved steps (and their waiting ones). README's Results give each device under the results root a
+verdict table of the newest figures of each model and size, of any date and commit (suite/verdict.py).
+The suite's wing, one module per job, is benchmarks/suite/.
 
 It runs as a batch job in an allocation that ends with a signal. Every path is proven before any
 step: a results root, --readme or --render folder that cannot be used is refused in one line
@@ -47,23 +47,29 @@ a line says which signal ended which step, and the exit status is 128 + the sign
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime
 import math
-import os
 import signal
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from benchmarks.suite import ledger
 from benchmarks.suite.device import NoDevice, device_facts, folder_name, software
 from benchmarks.suite.docblocks import render_pages
 from benchmarks.suite.due import due_steps
-from benchmarks.suite.estimate import Estimator, Window, window_steps
-from benchmarks.suite.history import CHANGES, describe_software, saved_suites, suite_record
+from benchmarks.suite.estimate import Estimate, Estimator, Window, window_steps
+from benchmarks.suite.folders import (
+    NAME,
+    SuiteRefusal,
+    results_folder,
+    saved_run,
+    set_aside_unreadable,
+    writable_folder,
+)
+from benchmarks.suite.history import describe_software, saved_suites, suite_record
 from benchmarks.suite.plan import (
     MODES,
     SECTIONS,
@@ -72,20 +78,19 @@ from benchmarks.suite.plan import (
     Planner,
     Step,
     available_flags,
-    headline_convnet_modes,
     planned_steps,
+    window_runs,
 )
-from benchmarks.suite.preview import plan_lines
+from benchmarks.suite.preview import plan_lines, waiting
 from benchmarks.suite.render import render_coverage, render_readme, usable_readme
+from benchmarks.suite.slices import minutes
 from utils import console, provenance
 from utils.children import adopt_orphans
-from utils.errors import UserError
-from utils.fileio import ensure_folder_writable, held_or_refused, prove_creatable
+from utils.fileio import ensure_folder_writable
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
 
-NAME = "gpu_suite.py"
 
 
 def run_suite(options: argparse.Namespace, started: float) -> int:
@@ -145,6 +150,7 @@ class PassPlan:
     kept: List[Dict[str, Any]]
     carried: List[Dict[str, Any]]
     estimator: Estimator
+    estimates: Dict[str, Estimate]
     windows: Dict[str, Window]
     earlier: Dict[str, Any]
 
@@ -156,10 +162,8 @@ def plan_pass(options: argparse.Namespace, label: str, refused: Dict[str, str], 
     planner = Planner(today, options.data_dir, plan, [mode for mode in MODES if mode not in refused],
                       available_flags(), [mode for mode in TRANSFORMER_MODES if mode not in refused], say)
     estimator = Estimator(device_folder, label, plan.quick, lambda: planner.data)
-    windows = {} if plan.quick else {
-        f"headline-{model}": window_steps(estimator, plan, model, headline_convnet_modes(planner))
-        for model in plan.models}
-    plan.headline_steps = {name[len("headline-"):]: window.steps for name, window in windows.items()}
+    windows = {name: window_steps(estimator, plan, runs) for name, runs in window_runs(planner).items()}
+    plan.window_flags = {name: window.flags() for name, window in windows.items()}
     sections = options.only or list(SECTIONS)
     for mode, reason in refused.items():
         planner.skip(f"mode {mode}", reason)
@@ -169,7 +173,8 @@ def plan_pass(options: argparse.Namespace, label: str, refused: Dict[str, str], 
     planned = [step.moved(today, out) for step in planned]
     earlier = suite_record(out / "suite.json")[0] or {}
     pending, kept, carried = ledger.this_pass_steps(planned, earlier, sections, bool(options.budget), due)
-    return PassPlan(planner, out, why, planned, due, pending, kept, carried, estimator, windows, earlier)
+    estimates = {step.name: estimator.estimate(step) for step in pending}
+    return PassPlan(planner, out, why, planned, due, pending, kept, carried, estimator, estimates, windows, earlier)
 
 
 def run_pass(options: argparse.Namespace, started: float, stop: ledger.Stop, commit: str, label: str,
@@ -184,19 +189,18 @@ def run_pass(options: argparse.Namespace, started: float, stop: ledger.Stop, com
     if planned.why:
         say(planned.why)
     budget_s = options.budget * 60 if options.budget else math.inf
-    for line in plan_lines(planned.pending, planned.due, estimator, budget_s, time.perf_counter() - started,
+    for line in plan_lines(planned.pending, planned.due, planned.estimates, budget_s, time.perf_counter() - started,
                            planned.windows, plan.warmup):
         say(line)
-    refusal = ledger.refuse(planned.pending, estimator, options.budget, started)
+    refusal = ledger.refuse(planned.pending, planned.estimates, options.budget, started)
     if refusal:
         raise SuiteRefusal(refusal)
     writable_folder(out)
     summary = {"device": label, "quick": plan.quick, "date": planned.earlier.get("date", out.name), "commit": commit,
-               "changes_in_code": list(dict.fromkeys(change.commit for change in CHANGES)),
                "data_flags": planner.data_flags, "models": plan.models, "batch": plan.batch, "steps": plan.steps,
                "repeats": plan.repeats}
     books = ledger.Ledger(out / "suite.json", summary, planned.earlier, planned.kept, options.budget, planned.carried,
-                          machine)
+                          machine, {name: estimate.seconds for name, estimate in planned.estimates.items()})
     runner = ledger.Runner(out, planner.records, say, commit, stop)
     return out, runner, books, ledger.spend(runner, planned.pending, estimator, budget_s, books, started)
 
@@ -226,7 +230,7 @@ def show_plans(options: argparse.Namespace) -> int:
         plan = Plan(options.quick)
         planned = plan_pass(options, label, refused, plan, folder, machine, lambda line: None)
         print(f"{label}{assumed}: {planned.why or f'writes {planned.out}'}")
-        print("\n".join(plan_lines(planned.pending, planned.due, planned.estimator, budget_s,
+        print("\n".join(plan_lines(planned.pending, planned.due, planned.estimates, budget_s,
                                    time.perf_counter() - planning, planned.windows, plan.warmup)))
     return 0
 
@@ -237,9 +241,9 @@ def finish(out: Path, runner: ledger.Runner, books: ledger.Ledger, readme: Path,
     print("ran, in order: " + (", ".join(f"{entry['step']} ({entry['elapsed_s']:.0f} s, estimated "
                                          f"{entry['estimate_s']:.0f} s)" for entry in books.this_pass["ran"])
                                or "nothing"))
-    if books.this_pass["waiting"]:
-        print("waiting for the next budget, in order: " + ", ".join(
-            f"{entry['step']} (estimated {entry['estimate_s']:.0f} s)" for entry in books.this_pass["waiting"])
+    if books.still_waiting():
+        print("waiting for the next budget, in the plan's order: " + ", ".join(
+            waiting(name, seconds) for name, seconds in books.still_waiting())
               + f"; the next --budget run into {out} runs them")
     failed = [step["name"] for step in runner.records if step.get("rc") not in (None, 0, 143)]
     render(out, readme)
@@ -258,79 +262,6 @@ def render(out: Path, readme: Path) -> None:
     if out.resolve().parent.parent == RESULTS:
         render_coverage(RESULTS, ROOT / "docs" / "benchmarks.md")
         render_pages(RESULTS, sorted((ROOT / "docs").glob("*.md")))
-
-
-class SuiteRefusal(UserError):
-    """What the suite cannot do as asked, in one sentence: it exits 2 having changed nothing."""
-
-
-@contextlib.contextmanager
-def results_folder(folder: Path) -> Iterator[None]:
-    """Create `folder` (a device's results) and hold its lock for the block: one suite at a time
-    writes a device's folders, or one would overwrite the other's suite.json. A refusal in the
-    block removes again the folders this made, where they stay empty."""
-    made = [path for path in (folder, *folder.parents) if not path.exists()]
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise SuiteRefusal(f"cannot create {folder} ({error.strerror or error}); give a writable "
-                           "--results-root.") from None
-    try:
-        with held_or_refused(str(folder), f"another {NAME} is writing into {folder}; wait for it to finish, or "
-                                          "give another --results-root."):
-            yield
-    except UserError:
-        for path in made:  # innermost first
-            try:
-                path.rmdir()
-            except OSError:
-                break
-        raise
-
-
-def writable_folder(folder: Path) -> None:
-    """Create the folder a pass writes, and prove that a file can be made in it, or refuse."""
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        prove_creatable(str(folder / "suite.json"))
-    except OSError as error:
-        raise SuiteRefusal(f"cannot write into {folder} ({error.strerror or error}); give a writable "
-                           "--results-root.") from None
-
-
-def set_aside_unreadable(path: Path) -> None:
-    """Move a suite.json this code cannot read to suite.json.unreadable-<UTC time> beside it, never
-    deleting it, and say so: the pass then plans the folder anew."""
-    if not os.path.lexists(path):
-        return
-    record, problem = suite_record(path, rendered=True)
-    if record is None:
-        now = datetime.datetime.now(datetime.timezone.utc)
-        aside = path.with_name(f"{path.name}.unreadable-{now:%Y%m%dT%H%M%S.%fZ}")  # to the microsecond: none replaced
-        try:
-            os.replace(path, aside)
-        except OSError as error:
-            raise SuiteRefusal(f"{path}: {problem}, and it cannot be moved aside ({error.strerror or error}); move it "
-                               "yourself, or give another --results-root.") from None
-        print(f"{NAME}: warning: {path}: {problem}; moved it to {aside.name} beside it, and this pass plans the "
-              "folder anew.", file=sys.stderr, flush=True)
-
-
-def saved_run(text: str) -> Path:
-    """--render's folder: one a suite wrote, with a suite.json a page can be rendered from."""
-    if not text:
-        raise SuiteRefusal("--render needs a results folder, and got an empty one; give results/<device>/<date>.")
-    out = Path(text).resolve()
-    if not out.is_dir():
-        raise SuiteRefusal(f"--render {text} is {'not a folder' if out.exists() else 'missing'}; give a "
-                           "results/<device>/<date> folder a suite wrote.")
-    if not (out / "suite.json").exists():
-        raise SuiteRefusal(f"--render {text} holds no suite.json; give a results/<device>/<date> folder a suite wrote.")
-    problem = suite_record(out / "suite.json", rendered=True)[1]
-    if problem:
-        raise SuiteRefusal(f"--render {text} has a suite.json no page can be rendered from ({problem}); give a "
-                           "folder a suite wrote.")
-    return out
 
 
 def readme_path(text: str) -> Path:
@@ -355,16 +286,6 @@ def commit_argument(text: str) -> str:
     return text
 
 
-def budget_minutes(text: str) -> float:
-    try:
-        minutes = float(text)
-    except ValueError:
-        minutes = math.nan
-    if not math.isfinite(minutes) or minutes <= 0:
-        raise argparse.ArgumentTypeError(f"takes a positive number of minutes, not {text!r}")
-    return minutes
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = console.Parser(NAME, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="CPU, tiny step counts: check that the suite works")
@@ -382,7 +303,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--plan", action="store_true", help="print what a pass would run, in order, with each "
                         "step's estimate and why it is due, and what would wait; train nothing, write nothing (without "
                         "a GPU: for each device saved under --results-root)")
-    parser.add_argument("--budget", metavar="MINUTES", type=budget_minutes,
+    parser.add_argument("--budget", metavar="MINUTES", type=minutes,
                         help="start only the steps whose estimated time fits in what is left of MINUTES, in "
                         "priority order; the rest wait for the next --budget run into the same folder")
     return parser

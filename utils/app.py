@@ -255,8 +255,8 @@ def run_all(config: RunConfig, plan: TrainingPlan, context: RunContext, model: n
             modes = config.modes
             for mode in modes if repeat % 2 == 0 else modes[::-1]:
                 restore_random_state(state, context.device)
-                runs.append(run_mode(initial, mode, data, seeded, plan, context, resume_state, repeat,
-                                     flops_per_step, fp8.get(mode.name), flops_note))
+                runs.append(run_mode(initial, mode, data, seeded, config.plan_of(plan, mode.name), context,
+                                     resume_state, repeat, flops_per_step, fp8.get(mode.name), flops_note))
                 if runs[-1].outcome.diverged_at is not None or runs[-1].record.incomplete:
                     return runs
     return runs
@@ -464,7 +464,7 @@ def finish(config: RunConfig, plan: TrainingPlan, context: RunContext, data: Dat
         print(f"main.py: error: {failure}", file=sys.stderr)
     if diverged:
         print(f"main.py: error: training diverged: the loss became {last.record.loss_curve[diverged - 1]} at step "
-              f"{diverged} of {plan.steps} in mode {last.record.mode}, which has no loss scaler; rerun with "
+              f"{diverged} of {last.record.steps} in mode {last.record.mode}, which has no loss scaler; rerun with "
               "one (--modes amp-fp16 for float16), a lower --lr or --clip-grad, or skip such steps with --on-nan "
               "skip.",
               file=sys.stderr)

@@ -20,6 +20,7 @@ rule is refused before the slow imports.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
 import typing
@@ -319,6 +320,12 @@ class Precision(Section):
     repeats: int = setting(
         "--repeats", default=1, range=COUNT,
         help="run the whole set of modes R times, in alternating order (default %(default)s)")
+    mode_steps: Optional[str] = setting(  # resolved: each entry checked, in the modes' order (mode_steps_of)
+        "--mode-steps", metavar="MODE=N,...",
+        help="optimizer steps of the named modes instead of --steps/-n, e.g. fp32=140,amp-bf16=460: each mode "
+        "timed for about the same seconds, as an energy figure needs 10 s of timed steps; with --no-eval, as the "
+        "modes then stop at different steps",
+        doc="{help}; the results record each run's `steps`; see [Energy that resolves](modes.md#energy-that-resolves)")
     loss_scale: float = setting(  # resolved: fp16-master's static scale
         "--loss-scale", range=POSITIVE,
         help=f"static loss scale of the fp16-master mode (default {DEFAULT_LOSS_SCALE:g})",
@@ -643,6 +650,8 @@ class RunConfig:
                      command=tuple(command))
         if config.training.steps is not None:  # the steps are known: the timing's warm-up is checked against them now
             config.length(config.training.steps)
+        for steps in mode_steps_of(config.precision.mode_steps).values():
+            config.length(steps)
         return config
 
     @property
@@ -715,6 +724,24 @@ class RunConfig:
                             model_class=model_class, model_output=model_output,
                             loader=loader or loader_of(self.data.loader))
 
+    def plan_of(self, plan: TrainingPlan, mode: str) -> TrainingPlan:
+        """The run plan of `mode`: `plan`, or with --mode-steps its own steps, timing warm-up and
+        learning-rate warm-up (its schedule spans its own steps)."""
+        steps = mode_steps_of(self.precision.mode_steps).get(mode)
+        if steps is None:
+            return plan
+        steps, warmup = self.length(steps)
+        return dataclasses.replace(plan, steps=steps, timing_warmup=warmup,
+                                   recipe=dataclasses.replace(plan.recipe, lr_warmup_steps=self.lr_warmup(steps)))
+
+    def lr_warmup(self, steps: int) -> int:
+        """The learning rate's warm-up steps in a run of `steps`: --lr-warmup-steps, else a share of
+        the steps (one-cycle ramps up by itself, over 30% of them)."""
+        given = self.training.lr_warmup_steps
+        if given is not None:
+            return given
+        return 0 if self.training.lr_schedule == "onecycle" else round(LR_WARMUP_SHARE * steps)
+
     def recipe(self, batch_norm: bool, world_size: int, steps: int) -> Recipe:
         """The model family's recipe (models/families.py) where the flags left a setting unset;
         the lr scales with the global batch."""
@@ -726,11 +753,8 @@ class RunConfig:
         lr = training.lr
         if lr is None:
             lr = defaults_of_optimizer.lr(training.global_batch_size(world_size), batch_norm)
-        lr_warmup = training.lr_warmup_steps
-        if lr_warmup is None:  # one-cycle ramps up by itself (30% of the steps)
-            lr_warmup = 0 if training.lr_schedule == "onecycle" else round(LR_WARMUP_SHARE * steps)
         return Recipe(
-            family=family, optimizer=optimizer, lr=lr, lr_warmup_steps=lr_warmup,
+            family=family, optimizer=optimizer, lr=lr, lr_warmup_steps=self.lr_warmup(steps),
             momentum=defaults_of_optimizer.momentum if training.momentum is None else training.momentum,
             weight_decay=defaults_of_optimizer.weight_decay if training.weight_decay is None else training.weight_decay,
             label_smoothing=(defaults_of_family.label_smoothing if training.label_smoothing is None
@@ -818,12 +842,14 @@ def resolve(args: Arguments, modes: Tuple[Mode, ...]) -> Dict[str, Any]:
     """Every setting as its section holds it: as given, but those whose default the run decides,
     settled: the model (--model-factory's, which replaces -m's), the stem (the image size's), the
     steps (none with --epochs, whose steps the dataset settles), the `modes` (modes_of's), the
-    baseline and fp16-master's loss scale, and the measurements the flags that tune them ask for
-    (--explain-steps and --trace-dir imply --explain, --numerics-every --numerics: never silently
-    ignored)."""
+    baseline and fp16-master's loss scale, --mode-steps in the modes' order, and the measurements
+    the flags that tune them ask for (--explain-steps and --trace-dir imply --explain,
+    --numerics-every --numerics: never silently ignored)."""
     return {**args, "model": model_name(args), "stem": args.stem or families.default_stem(args.image_size),
             "steps": None if args.epochs is not None else args.steps or DEFAULT_STEPS, "modes": modes,
             "baseline": args.baseline or BASELINES["default"], "loss_scale": args.loss_scale or DEFAULT_LOSS_SCALE,
+            "mode_steps": ",".join(f"{mode}={steps}" for mode, steps in
+                                   mode_steps_of(args.mode_steps, [mode.name for mode in modes]).items()) or None,
             "explain": args.explain or args.explain_steps is not None or bool(args.trace_dir),
             "explain_steps": args.explain_steps or EXPLAIN_STEPS,
             "numerics": args.numerics or args.numerics_every is not None,
@@ -840,6 +866,7 @@ def check(args: Arguments, spelled: Dict[str, str]) -> Tuple[Mode, ...]:
     if args.baseline is not None and args.baseline not in names:
         raise UserError(f"--baseline {args.baseline} is not among the modes this run trains ({', '.join(names)}); "
                         f"add it to --modes or choose one of them.")
+    check_mode_steps(args, names)
     check_model_flags(args)
     check_data_flags(args)
     empty = [name for name in OUTPUT_FLAGS if getattr(args, name) == ""]
@@ -876,6 +903,44 @@ def check(args: Arguments, spelled: Dict[str, str]) -> Tuple[Mode, ...]:
     return modes
 
 
+def mode_steps_of(text: Optional[str], names: Sequence[str] = ()) -> Dict[str, int]:
+    """--mode-steps MODE=N,... as {mode: N} in the order of `names` (the run's modes), else as
+    typed; a UserError where an entry is no MODE=N with N in COUNT's range, or names a mode twice
+    or, where `names` are given, one this run does not train."""
+    found: Dict[str, int] = {}
+    for entry in (text or "").split(",") if text is not None else []:
+        mode, equals, count = entry.strip().partition("=")
+        steps = int(count) if count.strip().isdigit() else None
+        if not equals or steps is None or not COUNT.holds(steps):
+            raise UserError(f"--mode-steps takes MODE=N entries, N {COUNT.wording}, separated by commas "
+                            f"(fp32=140,amp-bf16=460); got {console.shortened(entry.strip()) or 'an empty one'}.")
+        if mode in found:
+            raise UserError(f"--mode-steps names {mode} twice; give each mode's steps once.")
+        if names and mode not in names:
+            raise UserError(f"--mode-steps names {console.shortened(mode)}, which this run does not train "
+                            f"({', '.join(names)}); add it to --modes or drop its entry.")
+        found[mode] = steps
+    return {name: found[name] for name in names if name in found} if names else found
+
+
+def check_mode_steps(args: Arguments, names: Sequence[str]) -> None:
+    """--mode-steps: entries that name this run's modes, a run of steps (not --epochs), no
+    accuracy (the modes stop at different steps) and no checkpoint (a resume continues --steps)."""
+    if args.mode_steps is None:
+        return
+    mode_steps_of(args.mode_steps, names)
+    clash = next((flag for flag, given in (("--epochs", args.epochs is not None),
+                                           ("--checkpoint", bool(args.checkpoint))) if given), None)
+    if clash:
+        raise UserError(f"--mode-steps sets each mode's steps, and {clash} "
+                        + ("sets one length for every mode" if clash == "--epochs" else "resumes one run of --steps")
+                        + "; drop one of them.")
+    if not args.no_eval:
+        raise UserError("--mode-steps trains the modes for different numbers of steps, so their test accuracies "
+                        "would compare runs of different lengths; add --no-eval (step times, memory and energy "
+                        "still compare).")
+
+
 def modes_of(args: Arguments) -> Tuple[Mode, ...]:
     """The one translation of the precision flags into the modes to run, in order: --modes, else
     --compare's default (which depends on the device), else fp32. The earlier spellings (--fp16
@@ -890,9 +955,10 @@ def modes_of(args: Arguments) -> Tuple[Mode, ...]:
 # What --advise decides or writes itself, and so refuses from the command line: the precision
 # modes, their repeats and seeds, the timing and the measurements each phase takes, the outputs.
 # (--check-flags with --advise checks the adviser's own command, before a batch job queues it.)
-ADVISER_SETS = ("compare", "modes", "baseline", "repeats", "seeds", "loss_scale", "fp8_emulate", "warmup", "explain",
-                "explain_steps", "trace_dir", "numerics", "numerics_every", "max_batch", "eval_every",
-                "target_accuracy", "stop_at_target", "no_eval", *OUTPUT_FLAGS, "checkpoint_every", "resume")
+ADVISER_SETS = ("compare", "modes", "baseline", "repeats", "mode_steps", "seeds", "loss_scale", "fp8_emulate",
+                "warmup", "explain", "explain_steps", "trace_dir", "numerics", "numerics_every", "max_batch",
+                "eval_every", "target_accuracy", "stop_at_target", "no_eval", *OUTPUT_FLAGS, "checkpoint_every",
+                "resume")
 ADVICE_ONLY = ("budget", "from_results", "advice_dir")  # flags that only --advise reads
 
 

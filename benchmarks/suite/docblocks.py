@@ -241,9 +241,44 @@ def gpu_torch(results_root: Path, page_dir: Path) -> List[str]:
     return lines or ["* No GPU suite under results/."]
 
 
+def due(results_root: Path, page_dir: Path) -> List[str]:
+    """What is due on each GPU by this code (due.due_on), in priority order, each step with why:
+    what the next lease of that GPU spends on first; then what each change a step is older than
+    moved (history.CHANGES)."""
+    from benchmarks.suite.due import due_on
+    from benchmarks.suite.history import CHANGES
+
+    lines, cited = [], set()
+    for device, suites in gpu_suites(results_root):
+        found = due_on(suites[0].folder.parent)
+        page = os.path.relpath(suites[0].folder / "README.md", page_dir)
+        cited |= {change.commit[:7] for change in CHANGES for why in found.values() for reason in why
+                  if f"`{change.commit[:7]}`" in reason}
+        lines.append(f"* {device} ([its newest run]({page})): " + (", ".join(
+            f"`{name}` ({'; '.join(why)})" for name, why in found.items()) + "." if found
+            else "nothing; every step's newest figures are this code's."))
+    if not lines:
+        return ["* No GPU suite under results/."]
+    notes = [f"* `{change.commit[:7]}` ({', '.join(change.moves)}): before it, {change.before}."
+             for change in CHANGES if change.commit[:7] in cited]
+    return lines + (["", "A step *older than* a commit was measured by code before a change that moves its figures:",
+                     ""] + notes if notes else [])
+
+
+def lease_margin(results_root: Path, page_dir: Path) -> List[str]:
+    """The margin benchmarks/lease.py keeps back, as the committed passes give it, and the budget
+    a ten-minute lease then gives the suite (before the install's seconds)."""
+    from benchmarks.suite.slices import LEASE_MINUTES, RESERVE_S, committed_overrun
+
+    overrun, said = committed_overrun(results_root)
+    return [f"* {said[:1].upper()}{said[1:]}, the margin: a {LEASE_MINUTES:g}-minute lease gives the suite `--budget` "
+            f"{LEASE_MINUTES - (RESERVE_S + overrun) / 60:.2f} minutes, less the seconds the install took."]
+
+
 BLOCKS: Dict[str, Callable[[Path, Path], List[str]]] = {
     "loaders": loaders, "resume": resume, "fp8-eager": fp8_eager, "fp8-sweeps": fp8_sweeps,
-    "busy-beside-profile": busy_beside_profile, "multi-gpu": multi_gpu, "gpu-torch": gpu_torch}
+    "busy-beside-profile": busy_beside_profile, "multi-gpu": multi_gpu, "gpu-torch": gpu_torch, "due": due,
+    "lease-margin": lease_margin}
 
 
 def block_text(name: str, results_root: Path, page_dir: Path) -> str:

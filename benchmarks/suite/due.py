@@ -88,7 +88,7 @@ def reasons(step: Step, suites: Sequence[SavedSuite], energy_window: bool) -> Li
     if found is None:
         return ["never ran on this device"]
     moved: Dict[str, List[str]] = {}  # each change's commit: the kinds of figure it moves that the step shows
-    for change in found.suite.older_than(figures_of(step)):
+    for change in found.suite.older_than(figures_of(step), step.name):
         moved.setdefault(change.commit[:7], []).extend(kind for kind in change.moves if kind in figures_of(step))
     why = [f"measured by code older than `{commit}` ({', '.join(kinds)})" for commit, kinds in moved.items()]
     document = found.document
@@ -136,3 +136,24 @@ def due_steps(planned: Sequence[Step], device_folder: Path, energy_steps: Sequen
         if why:
             due[step.name] = why
     return due
+
+
+def due_on(device_folder: Path) -> Dict[str, List[str]]:
+    """What a GPU pass by this code would find due on the device of `device_folder`, in priority
+    order: planned as a pass with every mode and CIFAR-10 given (the lent-GPU recipe carries
+    torchao and the subset)."""
+    from benchmarks.suite.device import DataFacts
+    from benchmarks.suite.plan import (
+        MODES,
+        SECTIONS,
+        TRANSFORMER_MODES,
+        Plan,
+        Planner,
+        available_flags,
+        planned_steps,
+        window_runs,
+    )
+
+    planner = Planner(device_folder, None, Plan(False), MODES, available_flags(), TRANSFORMER_MODES,
+                      lambda line: None, DataFacts(None, 0, 0))
+    return due_steps(planned_steps(planner, list(SECTIONS)), device_folder, list(window_runs(planner)))

@@ -23,7 +23,8 @@ Its estimate is, by the first of these that applies:
      CPU_GFLOPS_PER_CORE per core.
 
 Work that is not training (the loader benchmark's timing of the input pipelines) is counted in
-the start-up only, until the step has been measured once.
+the start-up only, until the step has been measured once; `main.py --advise` is counted at the
+--budget it is given, which it stops within.
 """
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ import os
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from benchmarks import fp8_sweep
 from benchmarks.suite.device import DataFacts
@@ -54,8 +55,8 @@ from utils.measure.estimate import (
 from utils.measure.nvml_meter import MIN_ENERGY_WINDOW_S
 
 GOOD_RCS = (0, 143)  # a step's time counts when it ended as planned (143: the resume check's SIGTERM)
-# The headline's timed steps per mode: the energy window and a tenth, at the fastest run's median step of the
-# setting measured on the device; a run whose steps ran faster still would fall short, and its step is due again
+# The headline's timed steps of each mode: the energy window and a tenth, at the mode's fastest run's median step
+# measured on the device; a run whose steps ran faster still would fall short, and its step is due again
 WINDOW_MARGIN = 1.1
 
 
@@ -72,7 +73,7 @@ def main_py_runs(arguments: Sequence[str], data: Callable[[], DataFacts]) -> Lis
     """The runs of one main.py process, from its flags as main.py reads them; the data's size is
     asked for only where --epochs or an evaluation needs it."""
     from main import build_parser
-    from utils.config import RunConfig
+    from utils.config import RunConfig, mode_steps_of
 
     config = RunConfig.from_args(build_parser().parse_args(list(arguments)))
     steps = config.training.steps
@@ -84,10 +85,24 @@ def main_py_runs(arguments: Sequence[str], data: Callable[[], DataFacts]) -> Lis
         evaluations = -(-steps // every) if every else 1
     measurement = config.measurement
     profiled = measurement.explain_steps + 1 if measurement.explain else 0  # with torch.profiler's warm-up step
+    own = {mode: count + profiled for mode, count in mode_steps_of(config.precision.mode_steps).items()}
     return training_runs(config.training.model, config.training.stem, [mode.name for mode in config.modes],
                          config.training.batch_size, steps + profiled, config.precision.repeats * config.accuracy.seeds,
                          config.speed.channels_last, config.speed.compile, evaluations, not config.precision.gpu,
-                         config.data.image_size)
+                         config.data.image_size, own)
+
+
+def advice_budget_s(command: Command) -> Optional[float]:
+    """The seconds an --advise command is given (its --budget, or the adviser's default), within
+    which it stops; None for any other command."""
+    from main import build_parser
+    from utils.config import DEFAULT_BUDGET_MINUTES, RunConfig
+
+    program, arguments = program_of(command.argv)
+    if program != "main.py" or "--advise" not in arguments:
+        return None
+    config = RunConfig.from_args(build_parser().parse_args(list(arguments)))
+    return 60.0 * (config.advice.budget or DEFAULT_BUDGET_MINUTES)
 
 
 def overhead_runs(arguments: Sequence[str]) -> List[Run]:
@@ -161,6 +176,9 @@ class Estimator:
                 return Estimate(sum(times[process] for process in processes), f"measured on {suite.date}")
         if self.quick and step.quick_s is not None:
             return Estimate(float(step.quick_s), "known --quick time")
+        budgets = [advice_budget_s(command) for command in step.commands]
+        if any(budget is not None for budget in budgets):  # the adviser spends what it is given, and stops
+            return Estimate(START_S * len(processes) + sum(budget or 0.0 for budget in budgets), "its --budget")
         runs = [run for command in step.commands for run in runs_of(command, self.data)]
         seconds = START_S * len(processes) + sum(self.run_seconds(run) for run in runs)
         return Estimate(seconds, "runs measured" if runs and all(run.key in self.runs for run in runs) else "FLOPs")
@@ -189,30 +207,39 @@ class Estimator:
 
 @dataclass(frozen=True)
 class Window:
-    """The headline's steps for one model: each mode's timed steps last the energy window, by the
-    fastest mode's step (`step_s`: its fastest run's median measured on this device, or by its FLOPs)."""
-    steps: int
-    fastest: str
-    step_s: float
-    measured: bool
+    """A headline step's steps per mode (-n, and --mode-steps for the modes that need fewer): each
+    mode's timed steps last the energy window and a tenth by its own step, its fastest run's median
+    measured on this device or by its FLOPs (`step_s`; `measured` says which)."""
+    steps: Dict[str, int]
+    step_s: Dict[str, float]
+    measured: Dict[str, bool]
+
+    def flags(self) -> List[str]:
+        """-n (the most any mode needs) and --mode-steps for each mode that needs fewer."""
+        most = max(self.steps.values())
+        fewer = [f"{mode}={steps}" for mode, steps in self.steps.items() if steps < most]
+        return ["-n", str(most)] + (["--mode-steps", ",".join(fewer)] if fewer else [])
 
     def describe(self, warmup: int) -> str:
-        return (f"{self.steps} steps a mode ({warmup} warm-up): each mode's timed steps last at least "
-                f"{WINDOW_MARGIN * MIN_ENERGY_WINDOW_S:g} s, the energy window and a tenth, by {self.fastest}'s "
-                f"{1000 * self.step_s:.1f} ms step "
-                f"({'measured on this device' if self.measured else 'from its FLOPs'})")
+        by_flops = [mode for mode, measured in self.measured.items() if not measured]
+        source = ("measured on this device" if not by_flops else "from its FLOPs" if len(by_flops) == len(self.steps)
+                  else f"measured on this device, {', '.join(by_flops)}'s from its FLOPs")
+        return (f"each mode timed for its own window, at least {WINDOW_MARGIN * MIN_ENERGY_WINDOW_S:g} s (the energy "
+                f"window and a tenth) after {warmup} warm-up steps: "
+                + ", ".join(f"{mode} {steps} steps of {1000 * self.step_s[mode]:.1f} ms"
+                            for mode, steps in self.steps.items()) + f", each step {source}")
 
 
-def window_steps(estimator: Estimator, plan: Plan, model: str, modes: Sequence[str]) -> Window:
-    """The headline's -n for `model` on a GPU: at least the plan's steps, and enough that the
-    fastest of `modes` times WINDOW_MARGIN x MIN_ENERGY_WINDOW_S after the warm-up, in tens."""
-    steps = {mode: estimator.fastest_step_s(Run(model, "cifar", mode, plan.batch, plan.steps, channels_last=True))
-             for mode in modes}
-    fastest = min(steps, key=lambda mode: steps[mode][0])
-    seconds, measured = steps[fastest]
-    timed = math.ceil(WINDOW_MARGIN * MIN_ENERGY_WINDOW_S / seconds)
-    tens = min(10 * math.ceil((plan.warmup + timed) / 10), LARGEST_COUNT // 10 * 10)  # what main.py's -n takes
-    return Window(max(plan.steps, tens), fastest, seconds, measured)
+def window_steps(estimator: Estimator, plan: Plan, runs: Sequence[Run]) -> Window:
+    """The steps of each of `runs`' modes (one run of each, as the headline step runs it) on a
+    GPU: at least the plan's steps, and enough that the mode's fastest run times WINDOW_MARGIN x
+    MIN_ENERGY_WINDOW_S after the warm-up, and not a step more: a lease's minutes are few."""
+    steps, seconds, measured = {}, {}, {}
+    for run in runs:
+        seconds[run.mode], measured[run.mode] = estimator.fastest_step_s(run)
+        timed = math.ceil(WINDOW_MARGIN * MIN_ENERGY_WINDOW_S / seconds[run.mode])
+        steps[run.mode] = min(max(plan.steps, plan.warmup + timed), LARGEST_COUNT)
+    return Window(steps, seconds, measured)
 
 
 def command_words(argv: Sequence[str]) -> Tuple[str, ...]:

@@ -41,8 +41,8 @@ class Change:
     before: str
 
 
-# Add a change here in the commit that makes it: a suite records the commits this table held when
-# it ran (suite.json's changes_in_code), and a row from a suite without a change is marked older.
+# Add a change here in the commit that makes it: each pass records the commits this table held when
+# it ran (suite.json's passes[].changes_in_code), and a row from a pass without a change is marked older.
 CHANGES = [
     Change("12d42e8397db16a5be1990f49019d6c687889760", ("memory",),
            "the amp-fp16 memory ratios included cuDNN's autotuning in fp32's first repeat (on the H100, 0.15 to "
@@ -121,14 +121,19 @@ class SavedSuite:
                              "and a folder holds one machine's figures; move one pass's files to a folder of its own.")
         return dict(zip(SOFTWARE, found.pop())) if found else None
 
-    def predates(self, change: Change) -> bool:
-        """Was this suite run by code without `change`? A suite.json without changes_in_code was
-        written before this table existed, by code older than every change in it."""
-        return change.commit not in self.record.get("changes_in_code", [])
+    def predates(self, change: Change, step: str) -> bool:
+        """Was `step` run by code without `change`? Each pass records the changes its code held;
+        a step whose pass did not, the suite's changes_in_code (what the passes before the
+        per-pass record ran with); a suite.json without either was written before this table
+        existed, by code older than every change in it."""
+        entry = self.pass_of(step)
+        held = entry["changes_in_code"] if entry and "changes_in_code" in entry else self.record.get(
+            "changes_in_code", [])
+        return change.commit not in held
 
-    def older_than(self, figures: Tuple[str, ...]) -> List[Change]:
-        """The changes this suite predates that move any of `figures`."""
-        return [change for change in CHANGES if set(change.moves) & set(figures) and self.predates(change)]
+    def older_than(self, figures: Tuple[str, ...], step: str) -> List[Change]:
+        """The changes that move any of `figures` and that the code which ran `step` lacked."""
+        return [change for change in CHANGES if set(change.moves) & set(figures) and self.predates(change, step)]
 
 
 def describe_software(software: Dict[str, Optional[str]]) -> str:

@@ -17,7 +17,7 @@ from types import FrameType
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from benchmarks.suite.estimate import Estimate, Estimator
-from benchmarks.suite.history import describe_software, saved_suites
+from benchmarks.suite.history import CHANGES, describe_software, saved_suites
 from benchmarks.suite.plan import ROOT, Command, Step, resume_folder
 from utils.children import Child
 from utils.fileio import atomic_write, lock_path
@@ -178,16 +178,27 @@ def compare_checkpoints(work: Path) -> Dict[str, Dict[str, Any]]:
 class Ledger:
     """suite.json as this command leaves it after every step: the earlier record of the folder,
     with this command's steps in place of the ones it reruns, and this pass: what ran (with the
-    estimate and the time taken) and what waits for the next budget, in order."""
+    estimate and the time taken), what waits for the next budget, in order, and the changes of
+    history.CHANGES its code holds. `planned`: each step the pass may start, with the estimate
+    its plan printed, in order."""
 
     def __init__(self, path: Path, summary: Dict[str, Any], earlier: Dict[str, Any], kept: List[Dict[str, Any]],
-                 budget: Optional[float], carried: List[Dict[str, Any]], software: Dict[str, Optional[str]]) -> None:
-        self.path, self.summary, self.kept, self.carried = path, summary, kept, carried
+                 budget: Optional[float], carried: List[Dict[str, Any]], software: Dict[str, Optional[str]],
+                 planned: Dict[str, float]) -> None:
+        self.path, self.kept, self.carried, self.planned = path, kept, carried, planned
         self.passes = earlier.get("passes", [])
+        changes = list(dict.fromkeys(change.commit for change in CHANGES))
+        # the folder's own list stays what its earlier passes, which recorded none of their own, ran with
+        self.summary = dict(summary, changes_in_code=earlier.get("changes_in_code", changes))
         # the digest of the source files this pass runs: it proves the commit of the steps that write no result file
         self.this_pass: Dict[str, Any] = {"budget_min": budget, "started_utc": utc_now(), "commit": summary["commit"],
-                                          "source_sha256": source_digest(), "software": software, "elapsed_s": 0.0,
-                                          "ran": [], "waiting": []}
+                                          "source_sha256": source_digest(), "software": software,
+                                          "changes_in_code": changes, "elapsed_s": 0.0, "ran": [], "waiting": []}
+
+    def still_waiting(self) -> List[Tuple[str, float]]:
+        """(step, the plan's estimate) of each step this pass planned and did not run, in the plan's order."""
+        ran = {entry["step"] for entry in self.this_pass["ran"]}
+        return [(name, seconds) for name, seconds in self.planned.items() if name not in ran]
 
     def save(self, records: List[Dict[str, Any]], waiting: List[Dict[str, Any]], elapsed: float) -> None:
         names = {step["name"] for step in records}
@@ -234,11 +245,12 @@ def choose_folder(device_folder: Path, today: str, due: Dict[str, List[str]], so
                            f"this machine's {describe_software(software)}")
 
 
-def refuse(pending: List[Step], estimator: Estimator, budget: Optional[float], started: float) -> Optional[str]:
-    """Why `budget` minutes cannot start any of `pending`, with the least that can; None if one fits."""
+def refuse(pending: List[Step], estimates: Dict[str, Estimate], budget: Optional[float],
+           started: float) -> Optional[str]:
+    """Why `budget` minutes cannot start any of `pending`, with the least that can, by their
+    `estimates`; None if one fits."""
     if not budget or not pending:
         return None
-    estimates = {step.name: estimator.estimate(step) for step in pending}
     spent = time.perf_counter() - started
     least = min(pending, key=lambda step: estimates[step.name].seconds)
     estimate = estimates[least.name]

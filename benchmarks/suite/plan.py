@@ -20,6 +20,7 @@ from benchmarks import fp8_sweep
 from benchmarks.suite.device import DataFacts, data_facts
 from utils import modes
 from utils.config import default_data_dir
+from utils.measure.estimate import Run
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
@@ -34,6 +35,8 @@ NATIVE_MODES = ["fp32", "tf32", "amp-fp16", "amp-bf16"]
 RECIPES = [("eager", []), ("compile", ["--compile"]),
            ("cudagraphs", ["--compile", "--compile-mode", "reduce-overhead"])]
 RESUME_PROCESSES = ("resume-full-a", "resume-full-b", "resume-stopped", "resume-resumed")
+ADVISE_MINUTES = 6  # the advise step's --budget: its comparison, a lever or two and what the accuracy check needs
+ADVICE_DIR = "advise"  # where in a run's folder the advise step writes its advice.json and report.txt
 
 
 class Plan:
@@ -52,9 +55,9 @@ class Plan:
         self.repeats = 2  # the full comparisons: 3 took a cold H100 past 9 minutes
         # README's rows: 3 repeats give each ratio a 95% interval (--quick: the plumbing, 2 are enough)
         self.headline_repeats = 2 if quick else 3
-        # the headline's steps per model where they are more than `steps`: on a GPU, enough that each mode's timed
-        # steps last the window an energy figure needs (estimate.window_steps sets them before the planning)
-        self.headline_steps: Dict[str, int] = {}
+        # the -n and --mode-steps of each headline step a GPU pass times for the energy window (window_runs):
+        # each mode's timed steps last it (estimate.window_steps sets them before the planning); else -n `steps`
+        self.window_flags: Dict[str, List[str]] = {}
         self.stem_name = "imagenet" if quick else "cifar"  # 32x32 at full resolution is slow on a CPU
         self.stem = ["--stem", self.stem_name] if quick else []
         self.models = ["resnet18"] if quick else ["resnet50", "resnet18"]
@@ -66,6 +69,7 @@ class Plan:
         self.vit_batch = 4 if quick else self.batch
         self.vit_steps = 3 if quick else self.steps
         self.vit_repeats = 1 if quick else self.repeats
+        self.vit_headline_repeats = self.vit_repeats if quick else self.headline_repeats  # README's FP8 row
         # the FP8 sweep: fp8_sweep.py's widths (384 to 4096), batch and steps; --quick: two tiny widths, emulated
         self.sweep_widths = [64, 128] if quick else fp8_sweep.WIDTHS
         self.sweep_batch = 2 if quick else fp8_sweep.BATCH
@@ -222,26 +226,45 @@ def headline_convnet(suite: Planner, name: str, model: str) -> Planned:
     steps last the energy window, for J/image and enough busy-share samples). --quick runs
     resnet18 at tiny sizes."""
     plan = suite.plan
-    steps = plan.headline_steps.get(model, plan.steps)
-    return one(name, main_py(*plan.gpu, *plan.slow_fp16, "-m", model, *plan.stem, "-b", plan.batch, "-n", steps,
-                             "--timing-warmup", plan.warmup, "--modes", ",".join(headline_convnet_modes(suite)),
-                             "--repeats", plan.headline_repeats, "--channels-last", *suite.data_flags,
-                             "--no-progress", "--no-eval", "--json", suite.out / f"{name}.json", "--plot",
-                             suite.out / f"{name}.png"))
+    return one(name, main_py(*plan.gpu, *plan.slow_fp16, "-m", model, *plan.stem, "-b", plan.batch,
+                             *plan.window_flags.get(name, ["-n", str(plan.steps)]), "--timing-warmup", plan.warmup,
+                             "--modes", ",".join(headline_convnet_modes(suite)), "--repeats", plan.headline_repeats,
+                             "--channels-last", *suite.data_flags, "--no-progress", "--no-eval", "--json",
+                             suite.out / f"{name}.json", "--plot", suite.out / f"{name}.png"))
 
 
 def headline_vit(suite: Planner, name: str) -> Planned:
-    """README's FP8 row: vit_s4 in amp-bf16, fp8 and fp8-rowwise eager (--quick: vit_t4, FP8 emulated)."""
+    """README's FP8 row: vit_s4 in amp-bf16, fp8 and fp8-rowwise eager (on a GPU 3 repeats, each
+    mode timed for the energy window as the convnets are; --quick: vit_t4, FP8 emulated)."""
     plan = suite.plan
     if not {"--fp8-emulate", "--modes"} <= suite.flags:
         return "this version of main.py has no fp8 modes"
-    fp8 = [mode for mode in HEADLINE_FP8_MODES if mode in suite.transformer_modes]
+    fp8 = headline_vit_modes(suite)
     emulate = ["--fp8-emulate"] if plan.quick else []
     baseline = ["--baseline", "amp-bf16"] if "amp-bf16" in fp8 and "--baseline" in suite.flags else []
-    return one(name, main_py(*plan.gpu, "-m", plan.vit, "-b", plan.vit_batch, "-n", plan.vit_steps, "--timing-warmup",
-                             plan.warmup, "--modes", ",".join(fp8), *emulate, *baseline, "--repeats",
-                             plan.vit_repeats, *suite.data_flags, "--no-progress", "--no-eval", "--json",
-                             suite.out / f"{name}.json"))
+    return one(name, main_py(*plan.gpu, "-m", plan.vit, "-b", plan.vit_batch,
+                             *plan.window_flags.get(name, ["-n", str(plan.vit_steps)]), "--timing-warmup", plan.warmup,
+                             "--modes", ",".join(fp8), *emulate, *baseline, "--repeats", plan.vit_headline_repeats,
+                             *suite.data_flags, "--no-progress", "--no-eval", "--json", suite.out / f"{name}.json"))
+
+
+def headline_vit_modes(suite: Planner) -> List[str]:
+    """The modes of the headline's FP8 row that this device runs."""
+    return [mode for mode in HEADLINE_FP8_MODES if mode in suite.transformer_modes]
+
+
+def window_runs(suite: Planner) -> Dict[str, List[Run]]:
+    """The headline steps a GPU pass times for the energy window, each with one run of every mode
+    it times, as its command runs it: the convnets with channels_last, and the FP8 row; none with
+    --quick, whose tiny steps are the plumbing's."""
+    plan = suite.plan
+    if plan.quick:
+        return {}
+    found = {f"headline-{model}": [Run(model, "cifar", mode, plan.batch, plan.steps, channels_last=True)
+                                   for mode in headline_convnet_modes(suite)] for model in plan.models}
+    found["headline-vit"] = [Run(plan.vit, "cifar", mode, plan.vit_batch, plan.vit_steps)
+                             for mode in headline_vit_modes(suite)]
+    return {name: runs for name, runs in found.items() if runs}
 
 
 def overhead(suite: Planner, name: str) -> Planned:
@@ -498,6 +521,20 @@ def native(suite: Planner, name: str, data: str) -> Planned:
                              "--no-eval", "--json", suite.out / f"{name}.json"), timeout=540)
 
 
+def advise(suite: Planner, name: str) -> Planned:
+    """Which precision resnet50 at its native 224x224 should train with on this GPU, as a user
+    asks it: main.py --advise within ADVISE_MINUTES, its advice.json, report and runs in ADVICE_DIR
+    (README's table across devices reads them). --quick skips it: its phases take minutes of a CPU."""
+    plan = suite.plan
+    if plan.quick:
+        return "the adviser's phases take many minutes of a 2-core CPU; the GPU suite runs it"
+    if "--advise" not in suite.flags:
+        return "this version of main.py has no --advise"
+    return one(name, main_py("-p", "--advise", "-m", "resnet50", "--image-size", 224, "-b", plan.native_batch,
+                             "--budget", ADVISE_MINUTES, *suite.data_flags, "--no-progress", "--advice-dir",
+                             suite.out / ADVICE_DIR), timeout=ADVISE_MINUTES * 60 + 120)
+
+
 def native_run(suite: Planner) -> bool:
     if "--image-size" not in suite.flags:
         suite.skip("native", "this version of main.py has no --image-size")
@@ -509,10 +546,12 @@ def native_run(suite: Planner) -> bool:
 # before its steps: False where the whole section is skipped (it records why).
 SECTIONS: Dict[str, Optional[Callable[[Planner], bool]]] = {
     "headline": None, "classics": None, "comparisons": comparisons_run, "recipes": recipes_run, "convergence": None,
-    "scripts": None, "torchrun": None, "resume": None, "transformers": transformers_run, "native": native_run}
+    "scripts": None, "torchrun": None, "resume": None, "transformers": transformers_run, "native": native_run,
+    "advise": None}
 
 # Every step of the suite, most wanted first: README's headline (its table, the FP8 row, the
-# overhead ratio); resnet50 at its native size on synthetic images (the size people train); the
+# overhead ratio); resnet50 at its native size on synthetic images (the size people train), and
+# which precision it should train with there (the adviser's answer, README's advice table); the
 # recipes that lift a host-bound row (torch.compile and CUDA graphs, beside eager); the compiled
 # transformers; vit_b_16 at 224; whether accuracy holds; then resnet50 on upsampled CIFAR-10, the
 # FP8 width sweep, the transformers' eager speeds, the full comparisons (every mode, --explain,
@@ -523,6 +562,7 @@ STEPS: Tuple[Described, ...] = (
     Described("headline-vit", "headline", headline_vit, quick_s=10),
     Described("overhead", "headline", overhead, quick_s=15),
     Described("native-synthetic", "native", lambda suite, name: native(suite, name, "synthetic"), quick_s=30),
+    Described("advise", "advise", advise, quick_s=None),
     Described("recipe-compile", "recipes", recipe, quick_s=None),
     Described("recipe-cudagraphs", "recipes", recipe, quick_s=None),
     Described("recipe-eager", "recipes", recipe, quick_s=None),

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from benchmarks.suite.history import (
-    Change,
     SavedSuite,
     code_of,
     code_that_ran,
+    describe_software,
     last_line,
     load,
     readable,
@@ -21,7 +21,6 @@ from benchmarks.suite.history import (
 from benchmarks.suite.tables import (
     classics,
     code_label,
-    describe_data,
     extras,
     fp8_headline,
     headline,
@@ -71,109 +70,54 @@ def kind_of_run(suite: Dict[str, Any]) -> str:
             else "GPU")
 
 
-def setup_line(out: Path, suite: Dict[str, Any]) -> str:
-    anchor = SavedSuite(out, suite).anchor()
-    return (f"Data: {describe_data(anchor['data'] if anchor else {})}. Each comparison: batch {suite['batch']}, "
-            f"{suite['steps']} steps ({anchor['config']['warmup'] if anchor else '-'} warm-up) per mode, its "
-            "repeats in alternating order (each table gives them); speedups are ratios of median step times.")
+def setup_line(out: Path) -> str:
+    """How the page's comparisons ran, and, where some of them evaluated on the subset, what its
+    accuracies are worth: each table's rows say their own data, repeats and steps."""
+    subset = any(document["data"].get("name") == "cifar10" and not document["data"].get("verified")
+                 and any(run.get("test_accuracy") is not None for run in document["runs"])
+                 for document in documents_in(out))
+    return ("Each comparison runs its modes' repeats in alternating order, and each row says its data, repeats and "
+            "steps; speedups are ratios of median step times." + (
+                " Accuracies after so few steps on the CIFAR-10 subset mean little." if subset else ""))
 
 
-def render_summary(out: Path, readme_dir: Path) -> str:
-    """README's Results section: per device, every suite saved for it merged, the newest row first,
-    each row with its commit and date and the changes since that move its figures. The device of
-    `out` comes first, with what ran in `out`, what waits there and a link to its full page; then
-    every other device folder beside it, with its newest suite's software and page, so that no
-    measured device drops out of README when another one's run is rendered."""
-    suite = json.loads((out / "suite.json").read_text())
-    link = os.path.relpath(out / "README.md", readme_dir)
-    lines = [BEGIN, ""] + device_lines(saved_suites(out.parent, rendered=True), readme_dir, SavedSuite(out, suite))
-    lines += budget_lines(suite) + [f"Every table, plot and command of this run: [{link}]({link}).", ""]
-    for folder in sorted(path for path in out.parent.parent.iterdir() if path.is_dir() and path != out.parent):
+INTRO = ("The fastest precision mode of each model and image size on each GPU the suite measured, by its newest "
+         "figures; every table and plot is on the run pages, and what the next lease measures in [Due on each GPU]"
+         "(docs/benchmarks.md#due-on-each-gpu).")
+
+
+def render_summary(results_root: Path, readme_dir: Path) -> str:
+    """README's Results section, from the suites saved under `results_root` alone: per device (the
+    newest measured first) its verdict table (verdict.py), then which precision to train each
+    model with on each GPU, where the suite's advise step has said it (advice.py)."""
+    from benchmarks.suite.advice import advice_table
+    from benchmarks.suite.due import due_on
+    from benchmarks.suite.verdict import page_link, verdict_table
+
+    devices = []
+    for folder in sorted(path for path in results_root.iterdir() if path.is_dir()) if results_root.is_dir() else []:
         suites = saved_suites(folder, rendered=True)
+        for saved_suite in suites:
+            saved_suite.software()  # refuses a folder whose passes ran different software
         if suites:
-            lines += device_lines(suites, readme_dir, None)
-    return "\n".join(lines + [END])
+            devices.append(suites)
+    lines = [BEGIN, "", INTRO, ""]
+    for suites in sorted(devices, key=newest_pass, reverse=True):
+        newest = suites[0]
+        software = newest.software()
+        page = os.path.relpath(newest.folder / "README.md", readme_dir)
+        lines += [f"**{newest.record['device']}** ({kind_of_run(newest.record)}"
+                  + (f"; {describe_software(software)}" if software else "") + f"): [its newest run]({page}).", ""]
+        quick = bool(newest.record.get("quick"))
+        lines += verdict_table(suites, page_link(readme_dir), None if quick else due_on(newest.folder.parent))
+        for saved_suite in suites:
+            lines += verdicts(saved_suite.folder, saved_suite.date_of("convergence"))
+    return "\n".join(lines + advice_table(results_root, readme_dir) + [END])
 
 
-def device_lines(suites: List[SavedSuite], readme_dir: Path, this_run: Optional[SavedSuite]) -> List[str]:
-    """One device's part of README's Results: its suites merged, with `this_run`'s software and
-    setup, or without one (another device), its newest suite's and a link to that suite's page."""
-    shown = this_run or suites[0]
-    for saved_suite in suites:
-        saved_suite.software()  # refuses a folder whose passes ran different software
-    tables, older = merged_rows(suites, readme_dir)
-    lines = [f"**{shown.record['device']}** ({kind_of_run(shown.record)}). Every suite saved for this device "
-             f"({len(suites)}) merged: per model the newest row first, each naming its commit and the date it ran "
-             "(a link to that run's page).", ""]
-    if this_run:
-        lines += [f"This run: {software_line(shown.folder, shown.record)}.", ""]
-    else:
-        page = os.path.relpath(shown.folder / "README.md", readme_dir)
-        lines += [f"Its newest suite: {software_line(shown.folder, shown.record)}; [its page]({page}).", ""]
-    lines += [setup_line(shown.folder, shown.record) + " Headline rows: channels_last.", ""]
-    return lines + tables + older_code_note(older) + due_lines(shown.folder.parent, bool(shown.record.get("quick")))
-
-
-def due_lines(device_folder: Path, quick: bool) -> List[str]:
-    """The steps due on a GPU by this code (suite/due.py), in the order a budgeted pass runs them,
-    each with why: what the next lease of this device spends on first. As a pass plans them with
-    every mode and CIFAR-10 given (the lent-GPU recipe carries torchao and the subset); none for a
-    --quick suite, a CPU's check of the plumbing."""
-    from benchmarks.suite.device import DataFacts
-    from benchmarks.suite.due import due_steps
-    from benchmarks.suite.plan import (
-        MODES,
-        SECTIONS,
-        TRANSFORMER_MODES,
-        Plan,
-        Planner,
-        available_flags,
-        headline_convnet_modes,
-        planned_steps,
-    )
-
-    if quick:
-        return []
-    planner = Planner(device_folder, None, Plan(False), MODES, available_flags(), TRANSFORMER_MODES,
-                      lambda line: None, DataFacts(None, 0, 0))
-    planned = planned_steps(planner, list(SECTIONS))
-    energy = [f"headline-{model}" for model in planner.plan.models] if headline_convnet_modes(planner) else []
-    due = due_steps(planned, device_folder, energy)
-    if not due:
-        return ["Due on this device: nothing; every step's newest figures are this code's.", ""]
-    return ["Due on this device by this code, in the order a `--budget` pass runs them (`python benchmarks/"
-            "gpu_suite.py --plan` adds each one's estimate): " + ", ".join(
-                f"`{name}` ({'; '.join(why)})" for name, why in due.items()) + ".", ""]
-
-
-def merged_rows(suites: List[SavedSuite], readme_dir: Path) -> Tuple[List[str], List[Change]]:
-    """The headline tables, overhead ratios and accuracy verdicts of `suites` (newest first), and
-    the changes some shown row is older than."""
-    older: List[Change] = []
-
-    def label(saved_suite: SavedSuite, figures: Tuple[str, ...], step: str) -> str:
-        page = saved_suite.folder / "README.md"
-        day = saved_suite.date_of(step)
-        date = f"[{day}]({os.path.relpath(page, readme_dir)})" if page.exists() else day
-        changes = saved_suite.older_than(figures)
-        older.extend(change for change in changes if change not in older)
-        since = sorted({change.commit[:7] for change in changes})
-        return (f"{commit_label(saved_suite, step)}, {date}"
-                + (", older than " + ", ".join(f"`{commit}`" for commit in since) if since else ""))
-
-    lines = headline(suites, label) + fp8_headline(suites, label) + sweep_table(suites, label) \
-        + native_table(suites, label)
-    overheads = [(saved_suite, last_line(saved_suite.folder, "overhead", "throughput ratio"),
-                   meter_cost(saved_suite.folder)) for saved_suite in suites]
-    for saved_suite, line, meter in overheads:
-        measured = label(saved_suite, ("overhead",), "overhead")
-        lines += [f"* `benchmarks/overhead.py` (ampbench's loop against a bare AMP-recipe loop): {line}; {measured}."
-                  ] if line else []
-        lines += [f"{meter[:-1]}; {measured}."] if meter else []
-    lines += [""] if any(line for _, line, _ in overheads) else []
-    for saved_suite in suites:
-        lines += verdicts(saved_suite.folder, label(saved_suite, (), "convergence"))
-    return lines, older
+def newest_pass(suites: List[SavedSuite]) -> str:
+    """When a device's newest suite last ran a pass (its date, for a suite from before passes)."""
+    return max([entry.get("started_utc") or "" for entry in suites[0].record.get("passes", [])] + [suites[0].date])
 
 
 def meter_cost(folder: Path) -> Optional[str]:
@@ -182,14 +126,6 @@ def meter_cost(folder: Path) -> Optional[str]:
     line = last_line(folder, "overhead", "GPU meter ratio with/without")
     return (f"* The GPU meter's own cost (`benchmarks/overhead.py`: ampbench's loop with its NVML reads against "
             f"without): {line.split(': ', 1)[1]}." if line else None)
-
-
-def older_code_note(older: List[Change]) -> List[str]:
-    if not older:
-        return []
-    return (["Rows *older than* a commit were measured by code before a change that moves their figures:", ""]
-            + [f"* `{change.commit[:7]}` ({', '.join(change.moves)}): before it, {change.before}." for change in older]
-            + [""])
 
 
 def budget_lines(suite: Dict[str, Any]) -> List[str]:
@@ -217,8 +153,7 @@ def render(out: Path) -> str:
 
     suite = json.loads((out / "suite.json").read_text())
     lines = ["# ampbench GPU suite results", "", f"**{suite['device']}** ({kind_of_run(suite)}); "
-             f"{software_line(out, suite)}.", "",
-             setup_line(out, suite) + " Accuracies after so few steps on the subset mean little.", ""]
+             f"{software_line(out, suite)}.", "", setup_line(out), ""]
     this = [SavedSuite(out, suite)]
     lines += headline(this, page_label)
     lines += fp8_headline(this, page_label)
@@ -407,7 +342,7 @@ def render_readme(out: Path, readme: Path) -> None:
     text = readme_text(readme)
     span = section_span(text, readme)  # refused before the page is written
     write_text(out / "README.md", render(out))
-    section = render_summary(out, readme.resolve().parent)
+    section = render_summary(out.parent.parent, readme.resolve().parent)
     if span:
         text = text[:span[0]] + section + text[span[1]:]
     else:

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from benchmarks import fp8_sweep
 from benchmarks.suite.history import (
+    Change,
     CodeThatRan,
     SavedSuite,
     code_of,
@@ -68,14 +70,81 @@ def describe_data(data: Dict[str, Any]) -> str:
 Label = Callable[[SavedSuite, Tuple[str, ...], str], str]  # (suite, figures shown, step that measured them)
 
 
+@dataclass
+class Shown:
+    """What a table's cells showed, so that its legend says that and nothing it does not show."""
+    brackets: bool = False
+    not_significant: bool = False
+    two_runs: bool = False
+    one_run: bool = False
+    missing: Set[str] = field(default_factory=set)  # modes a row ran without, where a cell needed them
+    itself: bool = False  # a ratio of a mode to itself, shown as `-`
+    busy: bool = False
+    profiled: bool = False
+    too_few: bool = False
+    no_busy: Set[str] = field(default_factory=set)  # why runs recorded no busy share
+    host_bound: bool = False
+    energy: bool = False
+    energy_no_interval: bool = False
+    window_too_short: bool = False
+    no_energy: Set[str] = field(default_factory=set)  # why runs recorded no energy
+    unsteady: bool = False
+    eager: bool = False
+    older: List[Change] = field(default_factory=list)
+
+
+def ratio_cell(row: Any, shown: Shown) -> str:
+    """A mode's speedup (its ComparisonRow's): with its interval over 3 or more runs, each
+    repeat's ratio where two paired repeats give none, or the one run's ratio alone (a block
+    bootstrap over one run's steps is no interval over repeats: it would read far narrower than
+    the spread between a GPU's repeats)."""
+    from utils.results.summary import speedup_cell
+
+    ratios = row.repeat_speedups or []
+    if row.runs >= 3 and row.speedup_ci95:
+        shown.brackets, shown.not_significant = True, shown.not_significant or row.speedup_significant is False
+        return speedup_cell(row)
+    if len(ratios) == 2:
+        shown.two_runs = True
+        return "2 runs: " + ", ".join(f"{ratio:.2f}x" for ratio in ratios)
+    shown.one_run |= row.runs == 1
+    return f"{'1 run: ' if row.runs == 1 else ''}{row.speedup_vs_baseline:.2f}x"
+
+
+def ratio_or_dash(comparison: Dict[str, Any], mode: str, baseline: str, shown: Shown) -> str:
+    """`mode`'s ratio_cell in a comparison against `baseline`, or `-` where either did not run."""
+    missing = [name for name in (mode, baseline) if name not in comparison]
+    if missing:
+        shown.missing.update(missing)
+        return "-"
+    if mode == baseline:
+        shown.itself = True
+        return "-"
+    return ratio_cell(comparison[mode], shown)
+
+
+def runs_legend(shown: Shown) -> List[str]:
+    """The legend of a table's ratio cells: what its brackets rest on, its `2 runs:`, `1 run:` and `-`."""
+    parts = (["Brackets: the 95% interval over the repeats (3 or more)" + (
+        "; `n.s.`: it holds 1" if shown.not_significant else "")] if shown.brackets else []) + (
+        ["`2 runs:` each paired repeat's ratio, as two give no interval"] if shown.two_runs else []) + (
+        ["`1 run:` one run a mode, so no interval over repeats"] if shown.one_run else [])
+    if shown.missing or shown.itself:
+        parts.append("`-`: " + ", or ".join(([f"the row ran no {' or '.join(sorted(shown.missing))}"]
+                                             if shown.missing else []) + (
+            ["a mode against itself"] if shown.itself else [])))
+    return ["* " + "; ".join(parts) + "."] if parts else []
+
+
 def headline(suites: List[SavedSuite], label: Label) -> List[str]:
-    """README's table: per model, its headline measurement in each of `suites` (newest first), or in
-    a suite older than the headline section, its comparison with channels_last (the same setting):
-    each mode's speedup over strict FP32 and, for AMP, over tf32 (the FP32 a current torch runs by
-    default), with their intervals; how busy each mode kept the GPU; the memory and energy of
-    amp-fp16 against fp32; and whether the timings spread too widely to trust."""
+    """The headline's table: per model, its headline measurement in each of `suites` (newest
+    first), or in a suite older than the headline section, its comparison with channels_last (the
+    same setting): its data, repeats and steps, each mode's speedup over strict FP32 and, for AMP,
+    over tf32 (the FP32 a current torch runs by default); how busy each mode kept the GPU; the
+    memory and energy of amp-fp16 against fp32; and whether the timings spread too widely to
+    trust; then the legend of what its cells show."""
     rows: Dict[str, List[str]] = {}
-    busy: List[str] = []
+    shown = Shown()
     for saved_suite in suites:
         for model in saved_suite.record.get("models", []):
             found = next(saved_steps(saved_suite.folder, (f"headline-{model}", f"{model}-cl")), None)
@@ -84,46 +153,79 @@ def headline(suites: List[SavedSuite], label: Label) -> List[str]:
             step, document = found
             comparison, against_tf32 = document["comparison"], comparison_against(document, "tf32")
             fp32, fp16 = comparison.get("fp32"), comparison.get("amp-fp16")
-            cells = [speedup_or_dash(comparison.get(mode)) for mode in HEADLINE_MODES[1:]]
-            cells += [speedup_or_dash(against_tf32.get(mode)) for mode in AMP_MODES]
+            cells = [ratio_or_dash(comparison, mode, "fp32", shown) for mode in HEADLINE_MODES[1:]]
+            cells += [ratio_or_dash(against_tf32 or comparison, mode, "tf32", shown) for mode in AMP_MODES]
             memory = fp16 and fp16.memory_ratio_vs_baseline
-            busy += [mode for mode in HEADLINE_MODES if host_bound(comparison.get(mode))]
+            shown.host_bound |= any(host_bound(comparison.get(mode)) for mode in HEADLINE_MODES)
             rows.setdefault(model, []).append(
-                f"| {model} | {document['config']['batch_size']} | {document['config'].get('repeats', 1)} | "
+                f"| {model} | {data_cell(document)} | {document['config']['batch_size']} | "
+                f"{document['config'].get('repeats', 1)} | {steps_cell(document)} | "
                 f"{fmt_ms(fp32 and fp32.median_step_ms)} | " + " | ".join(cells)
-                + f" | {busy_cell(document, HEADLINE_MODES)}"
-                + f" | {'-' if memory is None else f'{memory:.2f}'} | {energy_cell(fp16)}"
+                + f" | {busy_cell(document, HEADLINE_MODES, shown)}"
+                + f" | {'-' if memory is None else f'{memory:.2f}'} | {energy_cell(document, 'amp-fp16', shown)}"
                 + f" | {steadiness_cell(comparison)} | {label(saved_suite, ('memory', 'amp-fp16', 'busy'), step)} |")
     if not rows:
         return []
     columns = ([f"{mode} vs fp32" for mode in HEADLINE_MODES[1:]] + [f"{mode} vs tf32" for mode in AMP_MODES]
                + [f"GPU busy {' / '.join(HEADLINE_MODES)}", "amp-fp16 memory / fp32", "amp-fp16 energy / fp32",
                   "timings"])
-    return (["| model | batch | repeats | fp32 median ms | " + " | ".join(columns) + " | measured |",
-             "| --- | ---: | ---: | ---: | " + " | ".join("---:" for _ in columns[:-1]) + " | --- | --- |",
-             *[row for model_rows in rows.values() for row in model_rows], ""] + headline_notes(bool(busy)))
+    return (["| model | data | batch | repeats | steps | fp32 median ms | " + " | ".join(columns) + " | measured |",
+             "| --- | --- | ---: | ---: | ---: | ---: | " + " | ".join("---:" for _ in columns[:-1]) + " | --- | --- |",
+             *[row for model_rows in rows.values() for row in model_rows], ""] + headline_notes(shown))
 
 
 AMP_MODES = [mode for mode in HEADLINE_MODES if mode.startswith("amp-")]
 
 
-def headline_notes(host_bound_rows: bool) -> List[str]:
-    """How to read the headline table: which FP32 each column is against, the intervals, the busy
-    share (and, where a row has a host-bound mode, what that means for its speedups)."""
+def data_cell(document: Dict[str, Any]) -> str:
+    """What a row trained on, in a word or two."""
+    data = document["data"]
+    if data.get("name") != "cifar10":
+        return str(data.get("name"))
+    return "CIFAR-10" if data.get("verified") else "CIFAR-10 subset"
+
+
+def steps_cell(document: Dict[str, Any]) -> str:
+    """Each run's steps: one count, or the range where each mode was timed for its own window."""
+    steps = sorted({run["steps"] for run in document["runs"]})
+    return str(steps[0]) + (f"-{steps[-1]}" if len(steps) > 1 else "")
+
+
+def headline_notes(shown: Shown) -> List[str]:
+    """How to read the headline table: which FP32 each column is against, and of its ratios,
+    busy shares and energies only what its cells show."""
     lines = ["* `vs fp32` is against strict FP32 (TF32 off), ampbench's baseline, the same on every GPU; `vs tf32` "
              "against FP32 with TF32 tensor cores, which is what the ThetaGPU tutorial's FP32 run measures on a "
              "current torch: PyTorch runs convolutions in TF32 by default (`torch.backends.cudnn.allow_tf32`). "
-             "Brackets: the 95% interval over the repeats (3 or more); `n.s.`: not distinguishable from 1.",
-             "* GPU busy: the share of the timed steps in which the GPU ran kernels (NVML's utilization samples whose "
-             f"whole period lies in them, {MIN_BUSY_SAMPLES} or more, else `too few samples` with the count; "
-             "`runs[].gpu_busy`; `(profiler)`: from `--explain`'s profiled steps where NVML read none). Energy is "
-             "shown with its interval only: a run whose timed steps last under 10 s says `window too short`."]
-    if host_bound_rows:
+             "`steps`: each mode's, a range where each was timed for its own energy window."]
+    lines += runs_legend(shown) + busy_legend(shown) + energy_legend(shown)
+    if shown.host_bound:
         lines.append(f"* A mode busy under {100 * GPU_BOUND_SHARE:.0f}% is host-bound: its row measures how fast "
                      "the host launches kernels, not the number format; `--compile`, CUDA graphs (`--compile "
                      "--compile-mode reduce-overhead`) or a larger batch lift it, and where fp32 stays GPU-bound "
                      "the speedup between them is the host's.")
     return lines + [""]
+
+
+def busy_legend(shown: Shown) -> List[str]:
+    parts = (["GPU busy: the share of the timed steps in which the GPU ran kernels (NVML's utilization samples whose "
+              f"whole period lies in them, {MIN_BUSY_SAMPLES} or more; `runs[].gpu_busy`)"] if shown.busy else []) + (
+        ["`(profiler)`: from `--explain`'s profiled steps, where NVML read none"] if shown.profiled else []) + (
+        [f"`too few samples`: fewer than {MIN_BUSY_SAMPLES} samples, the most a run had"] if shown.too_few else []) + (
+        [f"`-` under GPU busy: no busy share ({'; '.join(sorted(shown.no_busy))})"] if shown.no_busy else [])
+    return ["* " + "; ".join(parts) + "."] if parts else []
+
+
+def energy_legend(shown: Shown) -> List[str]:
+    from utils.measure.nvml_meter import MIN_ENERGY_WINDOW_S
+
+    parts = (["Energy: joules per image over fp32's, with its interval over 3 runs or more"]
+             if shown.energy else []) + (
+        ["`- (no interval)`: fewer runs, so no ratio is shown"] if shown.energy_no_interval else []) + (
+        [f"`window too short`: its runs' timed steps lasted under {MIN_ENERGY_WINDOW_S:g} s, too few of NVML's "
+         "counter updates to resolve it"] if shown.window_too_short else []) + (
+        [f"`-` under energy: no energy ratio ({'; '.join(sorted(shown.no_energy))})"] if shown.no_energy else [])
+    return ["* " + "; ".join(parts) + "."] if parts else []
 
 
 def comparison_against(document: Dict[str, Any], baseline: str) -> Dict[str, Any]:
@@ -133,12 +235,6 @@ def comparison_against(document: Dict[str, Any], baseline: str) -> Dict[str, Any
     if baseline not in document["comparison"]:
         return {}
     return compare_modes(document["runs"], baseline=baseline)
-
-
-def speedup_or_dash(row: Any) -> str:
-    from utils.results.summary import speedup_cell
-
-    return speedup_cell(row) if row is not None and row.speedup_vs_baseline is not None else "-"
 
 
 def busy_share(row: Any) -> Tuple[Optional[float], bool]:
@@ -156,9 +252,10 @@ def host_bound(row: Any) -> bool:
     return share is not None and share < GPU_BOUND_SHARE
 
 
-def busy_cell(document: Dict[str, Any], modes: List[str]) -> str:
+def busy_cell(document: Dict[str, Any], modes: List[str], shown: Shown) -> str:
     """Each of `modes`' busy share, or, where its runs had fewer utilization samples than a share
-    needs (nvml_meter.MIN_BUSY_SAMPLES), `too few samples` with the most any of them had."""
+    needs (nvml_meter.MIN_BUSY_SAMPLES), `too few samples` with the most any of them had; `-`
+    where none has either, its runs' reason kept for the legend."""
     from utils.measure.nvml_meter import too_few_count
 
     comparison = document["comparison"]
@@ -166,23 +263,36 @@ def busy_cell(document: Dict[str, Any], modes: List[str]) -> str:
     counts = [[count for count in (too_few_count(run.get("gpu_busy_unavailable")) for run in document["runs"]
                                    if run["mode"] == mode) if count is not None] for mode in modes]
     if all(share is None for share, _ in shares) and not any(counts):
+        shown.no_busy |= {run.get("gpu_busy_unavailable") or "no reason recorded" for run in document["runs"]}
         return "-"
+    shown.busy, shown.too_few = True, shown.too_few or any(counts)
+    shown.profiled |= any(profiled for _, profiled in shares)
     cells = [f"{100 * share:.0f}%" if share is not None else f"too few samples ({max(found)})" if found else "-"
              for (share, _), found in zip(shares, counts)]
     return " / ".join(cells) + (" (profiler)" if any(profiled for _, profiled in shares) else "")
 
 
-def energy_cell(row: Any) -> str:
-    """A mode's energy per image over the baseline's: only with its interval (3 runs or more of
-    each), and never from windows too short for NVML's counter to resolve."""
+def energy_cell(document: Dict[str, Any], mode: str, shown: Shown) -> str:
+    """`mode`'s energy per image over the baseline's: only with its interval (3 runs or more of
+    each), and never from windows too short for NVML's counter to resolve; `-` where its runs
+    measured none, their reason kept for the legend."""
     from utils.results.summary import with_interval
 
-    if row is None or (row.energy_ratio_vs_baseline is None and not row.energy_window_too_short):
+    row = document["comparison"].get(mode)
+    if row is None:
+        shown.missing.add(mode)
         return "-"
     if row.energy_window_too_short:
+        shown.window_too_short = True
         return "window too short"
+    if row.energy_ratio_vs_baseline is None:
+        shown.no_energy |= {run.get("energy_unavailable") or "no reason recorded" for run in document["runs"]
+                            if run["mode"] == mode and not run.get("energy")} or {"the baseline's runs measured none"}
+        return "-"
     if row.energy_ratio_ci95 is None:
+        shown.energy_no_interval = True
         return "- (no interval)"
+    shown.energy = True
     return with_interval(row.energy_ratio_vs_baseline, row.energy_ratio_ci95, ".2f")
 
 
@@ -202,7 +312,7 @@ def fp8_headline(suites: List[SavedSuite], label: Label) -> List[str]:
     """The headline's FP8 row per suite (newest first): the ViT's amp-bf16 step and each fp8 mode's
     speedup over it with its interval, and whether the three modes' timings spread too widely to
     trust, from the headline section or, in an older suite, the transformers section."""
-    rows = []
+    rows, shown = [], Shown()
     for saved_suite in suites:
         # the headline's ViT, or the transformers section's where only that one measured fp8 (torchao came later)
         vits = list(saved_steps(saved_suite.folder, ("headline-vit", "transformers-eager")))
@@ -213,17 +323,23 @@ def fp8_headline(suites: List[SavedSuite], label: Label) -> List[str]:
                 continue
             comparison, config = document["comparison"], document["config"]
             against = comparison_against(document, "amp-bf16")
-            cells = [speedup_or_dash(against.get(mode)) for mode in HEADLINE_FP8_MODES[1:]]
-            shown = {mode: comparison[mode] for mode in HEADLINE_FP8_MODES if mode in comparison}
-            rows.append(f"| {config['model']} | {config.get('image_size', 32)} | {config['batch_size']} | "
-                        f"{config.get('repeats', 1)} | {fmt_ms(comparison['amp-bf16'].median_step_ms)} | "
-                        + " | ".join(cells) + f" | {steadiness_cell(shown)} | {label(saved_suite, (), step)} |")
+            cells = [ratio_or_dash(against, mode, "amp-bf16", shown) for mode in HEADLINE_FP8_MODES[1:]]
+            modes = {mode: comparison[mode] for mode in HEADLINE_FP8_MODES if mode in comparison}
+            rows.append(f"| {config['model']} | {config.get('image_size', 32)} | {data_cell(document)} | "
+                        f"{config['batch_size']} | {config.get('repeats', 1)} | {steps_cell(document)} | "
+                        f"{fmt_ms(comparison['amp-bf16'].median_step_ms)} | " + " | ".join(cells)
+                        + f" | {busy_cell(document, HEADLINE_FP8_MODES, shown)} | {steadiness_cell(modes)} | "
+                        f"{label(saved_suite, (), step)} |")
     if not rows:
         return []
-    return ["| model | image | batch | repeats | amp-bf16 median ms | "
-            + " | ".join(f"{m} vs amp-bf16" for m in HEADLINE_FP8_MODES[1:]) + " | timings | measured |",
-            "| --- | ---: | ---: | ---: | ---: | " + " | ".join("---:" for _ in HEADLINE_FP8_MODES[1:])
-            + " | --- | --- |", *rows, ""]
+    return (["| model | image | data | batch | repeats | steps | amp-bf16 median ms | "
+            + " | ".join(f"{m} vs amp-bf16" for m in HEADLINE_FP8_MODES[1:])
+            + f" | GPU busy {' / '.join(HEADLINE_FP8_MODES)} | timings | measured |",
+            "| --- | ---: | --- | ---: | ---: | ---: | ---: | " + " | ".join("---:" for _ in HEADLINE_FP8_MODES)
+            + " | --- | --- |", *rows, "",
+            "* Eager: without `--compile`, FP8's weakest case ([Transformers and FP8](../../../docs/"
+            "transformers-and-fp8.md)); the ratios are to amp-bf16, FP8's fair baseline."]
+            + runs_legend(shown) + busy_legend(shown) + [""])
 
 
 def sweep_table(suites: List[SavedSuite], label: Label) -> List[str]:
@@ -263,7 +379,7 @@ def native_table(suites: List[SavedSuite], label: Label) -> List[str]:
     published single-GPU figures and MLPerf's per-GPU rate (a ceiling) where the device is one
     they measured (published.py). A run made by hand in a suite's by-hand/ folder stands in,
     labelled so, until the suite's own step replaces it."""
-    rows = []
+    rows, shown = [], Shown()
     devices = {saved_suite.record["device"] for saved_suite in suites}
     published = next((RESNET50[device] for device in devices if device in RESNET50), None)
     ceiling = next((MLPERF_RESNET50[device] for device in devices if device in MLPERF_RESNET50), None)
@@ -280,14 +396,15 @@ def native_table(suites: List[SavedSuite], label: Label) -> List[str]:
             comparison, config = document["comparison"], document["config"]
             against_tf32, against_fp32 = comparison_against(document, "tf32"), comparison_against(document, "fp32")
             rates = [f"{comparison[mode].images_per_sec:.0f}" if mode in comparison else "-" for mode in NATIVE_MODES]
-            speedups = [speedup_or_dash(against.get(mode)) for against in (against_tf32, against_fp32)
-                        for mode in AMP_MODES]
+            speedups = [ratio_or_dash(against or comparison, mode, base, shown)
+                        for base, against in (("tf32", against_tf32), ("fp32", against_fp32)) for mode in AMP_MODES]
             theirs = ([f"{published.tf32_images_per_sec:.0f}", f"{published.amp_images_per_sec:.0f}",
                        f"{published.amp_speedup:.2f}x"] if published else []) + \
                 ([f"{ceiling.images_per_sec_per_gpu:.0f}"] if ceiling else [])
             rows.append(f"| {'CIFAR-10 upsampled' if data == 'cifar10' else 'synthetic'} | "
                         f"{config.get('image_size', 32)} | {config['batch_size']} | {config.get('repeats', 1)} | "
-                        + " | ".join(rates + speedups) + f" | {busy_cell(document, NATIVE_MODES)} | "
+                        f"{steps_cell(document)} | " + " | ".join(rates + speedups)
+                        + f" | {busy_cell(document, NATIVE_MODES, shown)} | "
                         + "".join(f"{cell} | " for cell in theirs) + f"{steadiness_cell(comparison)} | {made} |")
     if not rows:
         return []
@@ -300,19 +417,18 @@ def native_table(suites: List[SavedSuite], label: Label) -> List[str]:
              if published else [])
     notes += [f"* MLPerf's: {ceiling.source}: a ceiling, what a tuned closed-division submission reaches per GPU "
               "(DALI, fused kernels, CUDA graphs), not a setting ampbench reproduces."] if ceiling else []
+    notes += runs_legend(shown) + busy_legend(shown)
     return (["resnet50 at its native size (channels_last, `--stem imagenet`), images per second:", "",
-             "| data | image | batch | repeats | " + " | ".join(columns) + " | measured |",
-             "| --- | ---: | ---: | ---: | " + " | ".join("---:" for _ in columns[:-1]) + " | --- | --- |", *rows, ""]
-            + notes + ([""] if notes else []))
+             "| data | image | batch | repeats | steps | " + " | ".join(columns) + " | measured |",
+             "| --- | ---: | ---: | ---: | ---: | " + " | ".join("---:" for _ in columns[:-1]) + " | --- | --- |",
+             *rows, ""] + notes + ([""] if notes else []))
 
 
 def by_hand_label(document: Dict[str, Any]) -> str:
-    """The label of a native run made by hand: how few steps and repeats it rests on, and its
-    commit, which its own file records (no pass of the suite ran it), proven as any row's is."""
-    config, env = document["config"], document["env"]
-    return (f"by hand ({config['steps']} steps, {config.get('repeats', 1)} repeat"
-            f"{'' if config.get('repeats', 1) == 1 else 's'}), "
-            f"{code_label(code_of(None, env.get('git_commit'), env.get('source_sha256')))}, "
+    """The label of a native run made by hand: its commit, which its own file records (no pass of
+    the suite ran it), proven as any row's is, and its day."""
+    env = document["env"]
+    return (f"by hand, {code_label(code_of(None, env.get('git_commit'), env.get('source_sha256')))}, "
             f"{env['timestamp_utc'][:10]}")
 
 

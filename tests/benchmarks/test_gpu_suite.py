@@ -41,7 +41,7 @@ def test_quick_suite_runs_every_step_and_renders_a_well_formed_readme_section(tm
     assert outside_section(text) == outside_section(original), "only the generated section may change"
     section = text[text.index(BEGIN):text.index(END)]
     assert "(CPU, --quick" in section  # clearly labelled: never mistaken for GPU figures
-    assert "| resnet18 | 16 |" in section  # the headline's row
+    assert "| resnet18 | 32 |" in section  # the headline's row
     (link,) = set(re.findall(r"\]\(([^)]+README\.md)\)", section))  # the full page, beside the results
     page = (readme.parent / link).read_text()
     assert (readme.parent / link).resolve() == (out / "README.md").resolve()
@@ -136,8 +136,9 @@ def test_the_quick_suite_without_cifar10_skips_the_convergence_section_and_succe
     assert f"* `convergence`: skipped: {NO_TEST_IMAGES}" in (out / "README.md").read_text()
 
 
-def test_readme_shows_every_device_of_the_results_root_the_rendered_run_first(tmp_path):
-    """The committed H100 and H200 suites: rendering either device's run keeps the other's rows."""
+def test_readme_shows_every_device_of_the_results_root_the_most_recently_measured_first(tmp_path):
+    """The committed H100 and H200 suites: rendering either device's run gives the same section,
+    each device with its verdict table and its newest run's page, the H200 (measured last) first."""
     import shutil
 
     from benchmarks.suite.render import render_readme
@@ -145,16 +146,16 @@ def test_readme_shows_every_device_of_the_results_root_the_rendered_run_first(tm
     shutil.copytree(ROOT / "results", tmp_path / "results")
     readme = tmp_path / "README.md"
     readme.write_text("# ampbench\n\n## Results\n\nafter\n")
-    for rendered, other in (("NVIDIA-H200", "NVIDIA-H100-80GB-HBM3"), ("NVIDIA-H100-80GB-HBM3", "NVIDIA-H200")):
+    sections = []
+    for rendered in ("NVIDIA-H200", "NVIDIA-H100-80GB-HBM3"):
         render_readme(tmp_path / "results" / rendered / "2026-11-26", readme)
-        section = readme.read_text()[readme.read_text().index(BEGIN):]
-        devices = re.findall(r"^\*\*(NVIDIA [^*]+)\*\* \(GPU\)", section, re.MULTILINE)
-        assert devices == [json.loads((tmp_path / "results" / folder / "2026-11-26" / "suite.json").read_text())
-                           ["device"] for folder in (rendered, other)]
-        this, rest = section.split(devices[1])
-        assert "This run: " in this and f"(results/{rendered}/2026-11-26/README.md)" in this
-        assert "Its newest suite: " in rest and f"[its page](results/{other}/2026-11-26/README.md)" in rest
-        assert "| resnet50 | 256 |" in rest and f"(results/{other}/2026-11-26/README.md) |" in rest  # its rows
+        sections.append(readme.read_text()[readme.read_text().index(BEGIN):])
+    assert sections[0] == sections[1]
+    devices = re.findall(r"^\*\*(NVIDIA [^*]+)\*\* \(GPU; ", sections[0], re.MULTILINE)
+    assert devices == ["NVIDIA H200", "NVIDIA H100 80GB HBM3"]
+    for part, folder in zip(sections[0].split("**NVIDIA ")[1:], ("NVIDIA-H200", "NVIDIA-H100-80GB-HBM3")):
+        assert f"[its newest run](results/{folder}/2026-11-26/README.md)" in part
+        assert "| resnet50 | 32 | amp-fp16 |" in part and f"(results/{folder}/2026-11-26/README.md) |" in part
     assert readme.read_text().endswith("after\n")
 
 
@@ -176,8 +177,11 @@ def test_the_native_table_prints_nvidias_published_figures_beside_ours_for_a_gpu
             == published
         cells = dict(zip(lines[2].strip("| ").split(" | "), row.strip("| ").split(" | ")))
         assert cells["tf32 img/s"] == f"{rates['tf32']:.0f}"
-        # the speedup over tf32, with its interval where the runs give one, as the headline gives it
-        assert cells["amp-fp16 vs tf32"].startswith(f"{rates['amp-fp16'] / rates['tf32']:.2f}x")
+        # the speedup over tf32: with two paired repeats, each one's ratio, as the headline gives it
+        ratios = load(tmp_path, "native-synthetic")["comparison"]  # against fp32: its repeats' ratios, divided
+        fp16, tf32 = ratios["amp-fp16"].repeat_speedups, ratios["tf32"].repeat_speedups
+        assert cells["amp-fp16 vs tf32"] == "2 runs: " + ", ".join(f"{a / b:.2f}x" for a, b in zip(fp16, tf32))
+        assert rates["amp-fp16"] > rates["tf32"]
         assert (cells.get("NVIDIA AMP / TF32"), cells.get("MLPerf img/s per GPU (ceiling)")) == (
             ("2.63x", None) if published else (None, "7009"))
         assert row.endswith("| label |")

@@ -156,17 +156,19 @@ def test_the_plan_runs_its_steps_in_the_order_of_their_descriptions_the_headline
 
 
 def test_after_the_headline_a_slice_goes_to_the_size_people_train_then_what_lifts_a_host_bound_row():
-    """The order a lent slice spends in: the headline, resnet50 at 224, the recipes that lift a
-    host-bound row (compile, CUDA graphs), the compiled transformers, vit_b_16 at 224, convergence."""
+    """The order a lent slice spends in: the headline, resnet50 at 224 and the adviser's answer for
+    it, the recipes that lift a host-bound row (compile, CUDA graphs), the compiled transformers,
+    vit_b_16 at 224, convergence."""
     order = plan.priority(plan.Plan(False))
     assert order[:order.index("convergence") + 1] == [
-        "headline-resnet50", "headline-resnet18", "headline-vit", "overhead", "native-synthetic", "recipe-compile",
+        "headline-resnet50", "headline-resnet18", "headline-vit", "overhead", "native-synthetic", "advise",
+        "recipe-compile",
         "recipe-cudagraphs", "recipe-eager", "transformers-compile", "transformers-vit_b_16", "convergence"]
 
 
-def test_the_headline_takes_about_2_5_minutes_of_an_h100_by_the_estimate_and_the_suite_about_32(tmp_path):
+def test_the_headline_takes_about_2_5_minutes_of_an_h100_by_the_estimate_and_the_suite_about_42(tmp_path):
     """From the H100 suite saved at an older commit: the convnets' runs measured there, the ViT by
-    its FLOPs, the overhead benchmark as it took then."""
+    its FLOPs, the overhead benchmark as it took then; the advise step at its budget."""
     _, steps = planned_steps(tmp_path / "out", False)
     shutil.copytree(SAVED, tmp_path / "NVIDIA-H100-80GB-HBM3" / "2026-11-22")
     estimator = Estimator(tmp_path / "NVIDIA-H100-80GB-HBM3", H100, False, lambda: DataFacts(None, 5438, 1017))
@@ -175,7 +177,7 @@ def test_the_headline_takes_about_2_5_minutes_of_an_h100_by_the_estimate_and_the
     assert headline["headline-resnet50"].source == "runs measured" and headline["headline-vit"].source == "FLOPs"
     assert 2 * 60 < sum(estimate.seconds for estimate in headline.values()) < 3 * 60  # docs/benchmarks.md's figures
     every = sum(estimator.estimate(step).seconds for step in steps)
-    assert 33 * 60 < every < 37 * 60
+    assert 40 * 60 < every < 44 * 60
 
 
 def options(tmp_path, **values):
@@ -209,7 +211,10 @@ def saved_folder(folder, date, commit, models, changes, names):
     (folder / "suite.json").write_text(json.dumps(record))
 
 
-def test_readme_merges_saved_suites_newest_first_and_labels_each_row_with_its_commit_and_date(tmp_path):
+def test_readme_gives_each_model_its_newest_row_labelled_with_its_commit_day_and_age(tmp_path):
+    """Two suites of one device: resnet18's row is the newer suite's headline, resnet50's the older
+    suite's comparison, which its own page shows in full; a row measured by code older than a
+    change that moves a figure it shows says so, and its page keeps the older suite's overhead line."""
     device = tmp_path / "results" / "NVIDIA-H100-80GB-HBM3"
     saved_folder(device / "2026-11-22", "2026-11-22", "88b28c54fb11f7c8c0067dc5da6daa24de73b947",
                  ["resnet50", "resnet18"], None, {"resnet50-cl.json": "resnet50-cl.json",
@@ -225,19 +230,17 @@ def test_readme_merges_saved_suites_newest_first_and_labels_each_row_with_its_co
 
     text = readme.read_text()
     rows = [line for line in text.splitlines() if line.startswith("| resnet")]
-    assert [row.split(" | ")[0] for row in rows] == ["| resnet18", "| resnet18", "| resnet50"]
+    assert [row.split(" | ")[:2] for row in rows] == [["| resnet50", "32"], ["| resnet18", "32"]]
     # the label is the commit the suite names, claimed: these files record no digest of the files that ran
-    assert rows[0].endswith("| `abcdef012345` claimed (its files record `4aab8c8fb1bd-dirty`; no digest of the files "
-                            "that ran), [2026-12-01](results/NVIDIA-H100-80GB-HBM3/2026-12-01/README.md) |")
-    assert rows[1].endswith("| `88b28c54fb11` claimed (its files record `4aab8c8fb1bd-dirty`; no digest of the files "
-                            "that ran), [2026-11-22](results/NVIDIA-H100-80GB-HBM3/2026-11-22/README.md), older than "
-                            "`12d42e8`, `600acff` |")
-    assert "0.935; `88b28c54fb11` claimed (no digest of the files that ran), [2026-11-22](results/NVIDIA-H100-80GB-" \
-           "HBM3/2026-11-22/README.md), older than `b4e5c9b`." in text
-    note = text[text.index("Rows *older than*"):]
-    shown = {"memory", "amp-fp16", "busy", "overhead"}  # what the headline rows and the overhead line show
-    assert all(f"* `{change.commit[:7]}` ({', '.join(change.moves)}): before it, {change.before}." in note
-               for change in CHANGES if shown & set(change.moves))
+    assert rows[1].endswith("| 2 x 50 steps, CIFAR-10 subset, `abcdef0` claimed, "
+                            "[2026-12-01](results/NVIDIA-H100-80GB-HBM3/2026-12-01/README.md) |")
+    twelve = next(change for change in CHANGES if "memory" in change.moves).commit[:7]
+    assert rows[0].endswith(f"| 2 x 50 steps, CIFAR-10 subset, `88b28c5` claimed, older than `{twelve}`, "
+                            "[2026-11-22](results/NVIDIA-H100-80GB-HBM3/2026-11-22/README.md) |")
+    assert "its files name `4aab8c8fb1bd-dirty` and it recorded no digest of the files that ran" in text
+    assert "`older than`: measured before a change that moves a figure shown" in text
+    assert "overhead" not in text.split(render.BEGIN)[1]  # the books are on the run pages
+    assert "throughput ratio ampbench/bare: 0.935" in (device / "2026-11-22" / "README.md").read_text()
     assert text.endswith("after\n") and text.count(render.BEGIN) == 1
 
 
@@ -252,15 +255,19 @@ def test_the_section_says_what_each_pass_ran():
         "* pass 2 (`--budget 1.5`, 1.3 min): ran `convergence`", ""]
 
 
-def test_readme_says_what_is_due_on_each_device_in_the_order_the_next_pass_runs_it():
-    """What the last pass left waiting was its code's order and its code's steps: README lists
-    instead what this code finds due on the device, in this code's order, and why."""
-    line = " ".join(render.due_lines(ROOT / "results" / "NVIDIA-H200", quick=False))
-    assert line.startswith("Due on this device by this code, in the order a `--budget` pass runs them")
+def test_the_docs_say_what_is_due_on_each_device_in_priority_order():
+    """What the last pass left waiting was its code's order and its code's steps: docs/benchmarks.md's
+    block lists instead what this code finds due on each device, in priority order, and why."""
+    from benchmarks.suite import docblocks
+
+    lines = docblocks.due(ROOT / "results", ROOT / "docs")
+    line = next(line for line in lines if line.startswith("* NVIDIA H200 ("))
     named = re.findall(r"(?:: |\), )`([a-z0-9_-]+)` \(", line)
     assert named[:3] == ["headline-resnet50", "headline-resnet18", "headline-vit"]
     assert named == sorted(named, key=plan.priority(plan.Plan(False)).index)
     assert "`native-synthetic` (never ran on this device)" in line and "2 of 3 repeats" in line
+    busy = next(change for change in CHANGES if "busy" in change.moves)
+    assert f"* `{busy.commit[:7]}` (busy): before it, {busy.before}." in lines
 
 
 def on_the_day(day):
@@ -295,20 +302,20 @@ def test_two_short_budgets_share_the_quick_suite_and_readme_merges_both(tmp_path
         assert this["ran"] and this["waiting"]  # the quick suite takes several minutes
         # a step starts only while its estimate fits what is left: a pass ends within its budget but for its last step
         assert this["elapsed_s"] <= budget * 60 + max(step["elapsed_s"] for step in this["ran"])
-        assert "waiting for the next budget, in order: " in done.stdout
+        assert "waiting for the next budget, in the plan's order: " in done.stdout
     first, second = json.loads((out / "suite.json").read_text())["passes"]
     waited = [entry["step"] for entry in first["waiting"]]
     again = [step["step"] for step in second["ran"]]
     assert set(again) <= set(waited) and again == sorted(again, key=waited.index)  # what waited, in its order
 
-    text = readme.read_text()
+    text, page = readme.read_text(), (out / "README.md").read_text()
     section = text[text.index(render.BEGIN):text.index(render.END)]
     for number, entry in enumerate((first, second), 1):
-        assert f"* pass {number} (`--budget {budget:g}`" in section
-        assert "ran " + ", ".join(f"`{step['step']}`" for step in entry["ran"]) in section
-    assert "Due on this device" not in section  # a CPU's --quick suite checks the plumbing: nothing is due
+        assert f"* pass {number} (`--budget {budget:g}`" in page
+        assert "ran " + ", ".join(f"`{step['step']}`" for step in entry["ran"]) in page
+    assert "benchmarks/lease.py" not in section  # a CPU's --quick suite checks the plumbing: no lease re-measures it
     if "headline-resnet18" in [step["step"] for step in first["ran"]] + again:
-        assert "| resnet18 | 16 |" in section  # README's table, from the headline section
+        assert "| resnet18 | 32 |" in section  # README's verdict, from the headline section
 
 
 def test_the_headline_table_gives_no_energy_ratio_from_windows_too_short():

@@ -4,17 +4,19 @@ window too short), the headline's 3 repeats and energy window, `--plan`'s dry ru
 committed results, and a lease on a new commit, with a made-up NVML and made-up runs, that
 reruns the headline into figures README prints with their intervals."""
 import copy
+import itertools
 import json
+import re
 import shutil
 import sys
-import time
 
+import made_up_lease
 import pytest
 from test_gpu_suite_batch import suite_main
 
-from benchmarks.suite import due, estimate, history, ledger, plan
+from benchmarks.suite import due, estimate, plan
 from benchmarks.suite.history import CHANGES, SavedSuite
-from conftest import ROOT, SUBSET, FakeGpu, fake_nvml
+from conftest import ROOT, SUBSET
 from utils.measure import nvml_meter
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -23,7 +25,6 @@ import gpu_suite  # noqa: E402
 RESULTS = ROOT / "results"
 H200 = RESULTS / "NVIDIA-H200" / "2026-11-26"
 HEADLINE = H200 / "headline-resnet18.json"  # 2 repeats of fp32, tf32, amp-fp16, amp-bf16, before the busy share
-BUS = "00000000:3B:00.0"
 
 
 def headline_step(repeats=3):
@@ -137,151 +138,134 @@ def test_the_headline_plans_three_repeats_on_a_gpu(tmp_path):
         assert due.planned_repeats(step) == 3 and "-p" in step.commands[0].argv
 
 
-def test_the_headline_times_each_mode_for_the_energy_window_by_the_fastest_run_measured(tmp_path):
-    """On the H200, resnet18's fastest mode ran 7.9 ms steps: its -n gives every mode's timed
-    steps at least the window an energy figure needs, and the estimate counts them."""
+def test_the_headline_times_each_mode_for_its_own_window_by_its_fastest_run_measured(tmp_path):
+    """On the H200, resnet18's fp32 step took 28.8 ms and amp-bf16's 7.9 ms: each mode's steps give
+    its own timed steps the window an energy figure needs and a tenth, fp32 a quarter of
+    amp-bf16's steps, and the step's command and its estimate carry them."""
     shutil.copytree(H200, tmp_path / "NVIDIA-H200" / "2026-11-26")
     estimator = estimate.Estimator(tmp_path / "NVIDIA-H200", "NVIDIA H200", False, lambda: None)
     sizes = plan.Plan(False)
-    window = estimate.window_steps(estimator, sizes, "resnet18", plan.HEADLINE_MODES)
-    document = json.loads(HEADLINE.read_text())
-    fastest = min(run["step_time_ms"]["median"] for run in document["runs"]) / 1000
-    assert (window.steps - sizes.warmup) * fastest >= nvml_meter.MIN_ENERGY_WINDOW_S
-    assert window.fastest == "amp-bf16" and window.measured and window.steps % 10 == 0
-    sizes.headline_steps = {"resnet18": window.steps}
+    planner = plan.Planner(tmp_path, str(SUBSET), sizes, plan.MODES, plan.available_flags(), plan.TRANSFORMER_MODES,
+                           lambda line: None)
+    runs = plan.window_runs(planner)
+    assert sorted(runs) == ["headline-resnet18", "headline-resnet50", "headline-vit"]
+    window = estimate.window_steps(estimator, sizes, runs["headline-resnet18"])
+    fastest = {}
+    for run in json.loads(HEADLINE.read_text())["runs"]:
+        fastest[run["mode"]] = min(fastest.get(run["mode"], 1e9), run["step_time_ms"]["median"] / 1000)
+    needed = estimate.WINDOW_MARGIN * nvml_meter.MIN_ENERGY_WINDOW_S
+    for mode, steps in window.steps.items():
+        assert (steps - sizes.warmup) * fastest[mode] >= needed > (steps - sizes.warmup - 1) * fastest[mode]
+    assert window.measured == dict.fromkeys(plan.HEADLINE_MODES, True)
+    assert window.steps["fp32"] * 3 < window.steps["amp-bf16"]
+    most = max(window.steps.values())
+    assert window.flags() == ["-n", str(most), "--mode-steps", ",".join(
+        f"{mode}={steps}" for mode, steps in window.steps.items() if steps < most)]
     _, steps = planned_gpu_steps(tmp_path)
     step = next(step for step in steps if step.name == "headline-resnet18")
     assert due.flag_value(step.commands[0].argv, "-n") == "50"  # a Plan of its own: no window set
+    sizes.window_flags = {"headline-resnet18": window.flags()}
+    step = next(step for step in plan.planned_steps(planner, ["headline"]) if step.name == "headline-resnet18")
+    assert due.flag_value(step.commands[0].argv, "--mode-steps") == window.flags()[3]
+    planned_runs = estimate.runs_of(step.commands[0], lambda: None)
+    assert {(run.mode, run.steps) for run in planned_runs} == set(window.steps.items())
+    assert estimator.estimate(step).source == "runs measured"  # the saved 50-step time is another command's
+
+
+def test_the_headline_vit_row_plans_three_repeats_each_mode_timed_for_its_window(tmp_path):
+    """README's FP8 row on the H200: amp-bf16 at 37.6 ms a step and fp8 at 164 ms, each timed for
+    its own window, 3 repeats, so that its busy share and energy stand and its ratios get an interval."""
+    shutil.copytree(H200, tmp_path / "NVIDIA-H200" / "2026-11-26")
+    estimator = estimate.Estimator(tmp_path / "NVIDIA-H200", "NVIDIA H200", False, lambda: None)
+    sizes = plan.Plan(False)
     planner = plan.Planner(tmp_path, str(SUBSET), sizes, plan.MODES, plan.available_flags(), plan.TRANSFORMER_MODES,
                            lambda line: None)
-    step = next(step for step in plan.planned_steps(planner, ["headline"]) if step.name == "headline-resnet18")
-    assert due.flag_value(step.commands[0].argv, "-n") == str(window.steps)
-    seconds = estimator.estimate(step).seconds  # the saved 50-step time is another command's: runs measured
-    assert seconds > 3 * 4 * nvml_meter.MIN_ENERGY_WINDOW_S
+    window = estimate.window_steps(estimator, sizes, plan.window_runs(planner)["headline-vit"])
+    assert list(window.steps) == plan.HEADLINE_FP8_MODES and all(window.measured.values())
+    needed = estimate.WINDOW_MARGIN * nvml_meter.MIN_ENERGY_WINDOW_S
+    assert all((steps - sizes.warmup) * window.step_s[mode] >= needed for mode, steps in window.steps.items())
+    sizes.window_flags = {"headline-vit": window.flags()}
+    (step,) = [step for step in plan.planned_steps(planner, ["headline"]) if step.name == "headline-vit"]
+    assert due.planned_repeats(step) == 3
+    assert due.flag_value(step.commands[0].argv, "-n") == str(window.steps["amp-bf16"])
 
 
-def test_the_plan_of_a_12_minute_lease_on_the_committed_results_starts_with_each_devices_headline(monkeypatch):
+def plan_of(out, device):
+    """The lines `--plan` printed for `device`."""
+    return out.split(f"{device} (no GPU here: ", 1)[1].split("\nNVIDIA ", 1)[0].splitlines()
+
+
+@pytest.mark.parametrize("budget, planned", [(8, ["headline-resnet50", "headline-resnet18"]),
+                                             (9, ["headline-resnet50", "headline-resnet18", "headline-vit"])])
+def test_the_plan_on_the_committed_results_times_the_h200s_headline_mode_by_mode(budget, planned, monkeypatch):
     """No GPU here: --plan plans a pass for each device saved under results/, on its newest
-    software. Each runs its headline's convnets first, due for older code, 2 repeats and no busy
-    share, with the energy window in their estimates; nothing is trained or written."""
+    software. On the H200 the headline's steps run first, 3 repeats, each mode timed for its own
+    window: 8 minutes hold both convnets (6.4 by their measured steps and first-step costs), 9
+    the FP8 row too (2.2 more: its fp8 steps take four to five times amp-bf16's, and each mode's
+    window is the same 11 s); nothing is trained or written."""
     import torch
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU: --plan plans for it")
     before = sorted((str(path), path.stat().st_mtime_ns) for path in RESULTS.rglob("*"))
-    status, out, err = suite_main(monkeypatch, "--plan", "--budget", 12, "--data-dir", SUBSET)
+    status, out, err = suite_main(monkeypatch, "--plan", "--budget", budget, "--data-dir", SUBSET)
     assert status == 0 and err == "", err
     assert sorted((str(path), path.stat().st_mtime_ns) for path in RESULTS.rglob("*")) == before
     busy = next(change for change in CHANGES if "busy" in change.moves).commit[:7]
-    for device in ("NVIDIA H100 80GB HBM3", "NVIDIA H200"):
-        part = out.split(f"{device} (no GPU here: ", 1)[1].split("\nNVIDIA ", 1)[0]
-        lines = part.splitlines()
-        assert lines[1].startswith("the pass would run, in order (a budget of 12 min, ")
-        for number, model in enumerate(("resnet50", "resnet18"), 1):
-            assert lines[1 + number].startswith(f"  {number}. headline-{model}: about "), lines[1 + number]
-            assert "each mode's timed steps last at least 11 s, the energy window and a tenth" in lines[1 + number]
-            assert lines[1 + number].endswith(f"due: measured by code older than `{busy}` (busy); 2 of 3 repeats; no "
-                                              "busy share; no interval; energy window too short")
+    lines = plan_of(out, "NVIDIA H200")
+    assert lines[1].startswith(f"the pass would run, in order (a budget of {budget} min, ")
+    for number, name in enumerate(planned, 1):
+        line = lines[1 + number]
+        assert line.startswith(f"  {number}. {name}: about "), line
+        assert "each mode timed for its own window, at least 11 s (the energy window and a tenth)" in line
+        assert line.endswith(f"due: measured by code older than `{busy}` (busy); 2 of 3 repeats; no busy share; no "
+                             "interval; energy window too short")
+    if "headline-vit" not in planned:
+        assert any(line.startswith("  headline-vit: about 2.") for line in lines)
 
 
-class MadeUpLease:
-    """A GPU under a made-up NVML (an energy counter drawing each mode's watts, a utilization
-    sample every 0.5 s) and main.py's runs made up at the H200's measured step times: each run's
-    energy and busy share are what nvml_meter reads of it, over its timed steps."""
-    WATTS = {"fp32": 600.0, "tf32": 650.0, "amp-fp16": 500.0, "amp-bf16": 520.0}
-
-    def __init__(self, monkeypatch):
-        self.now, self.millijoules, self.watts, self.since, self.samples = 1_000.0, 0, 0.0, 1_000.0, []
-        monkeypatch.setitem(sys.modules, "pynvml", fake_nvml(FakeGpu(0, BUS, energy=self.energy,
-                                                                     utilization=lambda: self.samples)))
-        self.medians = {(model, run["mode"]): run["step_time_ms"]["median"] for model in ("resnet50", "resnet18")
-                        for run in json.loads((H200 / f"headline-{model}.json").read_text())["runs"]}
-
-    def energy(self):
-        return int(self.millijoules + 1000 * self.watts * (self.now - self.since))
-
-    def measured(self, mode, ms, steps, images):
-        """One run's timed steps: its energy and busy share, as the meter reads them."""
-        meter = nvml_meter.open_meter(0, BUS, clock=lambda: self.now, interval_s=3600.0, wall=lambda: self.now)
-        self.millijoules, self.watts, self.since = self.energy(), self.WATTS.get(mode, 500.0), self.now
-        meter.start()
-        seconds = steps * ms / 1000
-        self.samples += [(int((self.now + 0.5 * (i + 1)) * 1e6), 95 if mode == "fp32" else 70)
-                         for i in range(int(seconds / 0.5))]
-        self.now += seconds
-        found = meter.finish(images)
-        self.now += 2.0
-        return found
-
-    def document(self, words):
-        """The results main.py would write for its command `words`, from these made-up runs."""
-        template = json.loads(HEADLINE.read_text())
-        n, warmup = int(due.flag_value(words, "-n")), int(due.flag_value(words, "--timing-warmup"))
-        modes, model = due.flag_value(words, "--modes").split(","), due.flag_value(words, "-m")
-        repeats, runs = int(due.flag_value(words, "--repeats") or 1), []
-        for repeat in range(repeats):
-            for mode in modes if repeat % 2 == 0 else modes[::-1]:
-                run = copy.deepcopy(next((run for run in template["runs"] if run["mode"] == mode),
-                                         template["runs"][-1]))
-                ms = self.medians.get((model, mode), 35.0)
-                run.update(mode=mode, repeat=repeat, steps=n, warmup=warmup, timed_steps=n - warmup, completed_steps=n,
-                           step_times_ms=[ms * (1 + 0.002 * (i % 5)) for i in range(n - warmup)],
-                           step_time_ms=dict(run["step_time_ms"], median=ms, p10=ms, p90=ms * 1.008, min=ms,
-                                             max=ms * 1.008, mean=ms * 1.004),
-                           images_per_sec=256 * 1000 / ms, **self.measured(mode, ms, n - warmup, 256 * (n - warmup)))
-                runs.append(run)
-        template.update(schema="ampbench.result/5", runs=runs)
-        template["config"].update(steps=n, warmup=warmup, repeats=repeats, modes=",".join(modes), model=model)
-        template["env"].update(git_commit="c" * 40, source_sha256="d" * 64, git_commit_source="AMPBENCH_COMMIT")
-        return template
-
-    def run(self, runner, section, command, stop_when=None):
-        """ledger.Runner.run for a made-up GPU: main.py's results, and for any program a log."""
-        started = time.perf_counter()
-        words = list(command.argv)
-        (runner.out / f"{command.name}.log").write_text("throughput ratio ampbench/bare: 0.990\n")
-        if "--json" in words and words[1].endswith("main.py"):
-            with open(due.flag_value(words, "--json"), "w") as file:
-                json.dump(self.document(words), file)
-        runner.record(section, command, 0, started)
-        return 0
-
-
-def test_a_lease_on_a_new_commit_reruns_the_headline_into_figures_readme_prints(tmp_path, monkeypatch):
-    """A 12-minute lease on the H200, on a new commit, with a made-up NVML (a sample every 0.5 s)
-    and made-up runs at the H200's measured step times: the pass continues its folder, runs the
-    headline first, each convnet 3 times per mode over the energy window; README's rows give 3
-    repeats, J/image with its interval and each mode's busy share, and the ViT's runs, too short
-    for ten samples, record too few samples, never a share."""
+def lease_pass(tmp_path, monkeypatch, *args):
+    """A pass into a copy of the H200's folder on a new commit, its runs made up (made_up_lease):
+    (exit status, stdout, stderr, the folder it continued, the made-up lease)."""
     shutil.copytree(H200, tmp_path / "results" / "NVIDIA-H200" / "2026-11-26")
     readme = tmp_path / "README.md"
     readme.write_text("# ampbench\n\n## Results\n")
-    lease = MadeUpLease(monkeypatch)
-    monkeypatch.setattr(ledger.Runner, "run", lambda runner, *args, **kwargs: lease.run(runner, *args, **kwargs))
+    lease = made_up_lease.install(monkeypatch)
     monkeypatch.setattr(gpu_suite, "device_facts", lambda quick, modes: ("NVIDIA H200", {}))
-    monkeypatch.setattr(gpu_suite, "software", lambda: {"torch": "2.11.0+cu130", "cuda": "13.0",
-                                                       "driver": "580.159.04"})
-    monkeypatch.setattr(history, "WARNED", set())
-    status, out, err = suite_main(monkeypatch, "--only", "headline", "--budget", 12, "--commit", "c" * 40,
-                                  "--results-root", tmp_path / "results", "--readme", readme)
-    assert status == 0, out + err
-    folder = tmp_path / "results" / "NVIDIA-H200" / "2026-11-26"  # continued: the same software
+    monkeypatch.setattr(gpu_suite, "software", lambda: dict(made_up_lease.SOFTWARE))
+    status, out, err = suite_main(monkeypatch, *args, "--commit", "c" * 40, "--results-root", tmp_path / "results",
+                                  "--readme", readme)
+    return status, out, err, tmp_path / "results" / "NVIDIA-H200" / "2026-11-26", lease
+
+
+def test_a_lease_on_a_new_commit_reruns_the_headline_into_figures_readme_prints(tmp_path, monkeypatch):
+    """A 9-minute lease on the H200, on a new commit, with a made-up NVML (a sample every 0.5 s)
+    and made-up runs at the H200's measured step times: the pass continues its folder, runs the
+    headline first, each of its steps 3 times per mode, each mode over its own energy window:
+    every run has its energy and busy share, and README's rows give 3 repeats and J/image with its
+    interval."""
+    status, out, err, folder, lease = lease_pass(tmp_path, monkeypatch, "--only", "headline", "--budget", 9)
+    assert status == 0, out + err  # the folder continued: the same software
+    readme = tmp_path / "README.md"
     ran = json.loads((folder / "suite.json").read_text())["passes"][-1]["ran"]
-    assert [entry["step"] for entry in ran][:2] == ["headline-resnet50", "headline-resnet18"]
+    assert [entry["step"] for entry in ran][:3] == ["headline-resnet50", "headline-resnet18", "headline-vit"]
     assert "  1. headline-resnet50: about " in out and "due: measured by code older than" in out
-    for model in ("resnet50", "resnet18"):
-        document = json.loads((folder / f"headline-{model}.json").read_text())
+    for step in ("headline-resnet50", "headline-resnet18", "headline-vit"):
+        document = json.loads((folder / f"{step}.json").read_text())
         assert document["config"]["repeats"] == 3
         assert all(run["energy"]["seconds"] >= nvml_meter.MIN_ENERGY_WINDOW_S and not run["energy"]["window_too_short"]
-                   and run["gpu_busy"]["samples"] >= nvml_meter.MIN_BUSY_SAMPLES for run in document["runs"])
-        row = next(line for line in readme.read_text().splitlines() if line.startswith(f"| {model} | 256 | 3 |"))
+                   and run["gpu_busy"]["samples"] >= nvml_meter.MIN_BUSY_SAMPLES for run in document["runs"]), step
+    page = (folder / "README.md").read_text()
+    for model in ("resnet50", "resnet18"):
+        row = next(line for line in page.splitlines() if line.startswith(f"| {model} | synthetic | 256 | 3 |"))
         cells = row.strip("| ").split(" | ")
         assert cells[-5] == "95% / 70% / 70% / 70%", row  # the busy share of every mode
         ratio = 500 / 600 * lease.medians[model, "amp-fp16"] / lease.medians[model, "fp32"]
         assert cells[-3].split(" ")[0] == f"{ratio:.2f}" and " [" in cells[-3], row  # J/image, with its interval
-    vit = json.loads((folder / "headline-vit.json").read_text())
-    assert all(run["gpu_busy"] is None and nvml_meter.too_few_count(run["gpu_busy_unavailable"]) is not None
-               for run in vit["runs"])  # 50 steps of 35 ms: three samples at most
+        verdict = next(line for line in readme.read_text().splitlines() if line.startswith(f"| {model} | 32 |"))
+        cells = verdict.strip("| ").split(" | ")
+        assert " [" in cells[3] and " [" in cells[4] and cells[6] == "GPU (70% busy)", verdict  # intervals, bound
+        assert cells[7].startswith("3 x ") and "synthetic, `ccccccc` claimed" in cells[7], verdict
 
 
 @pytest.mark.parametrize("words, large", [
@@ -296,3 +280,39 @@ def test_only_synthetic_runs_whose_images_outweighed_cifar10_are_older_than_the_
     assert ("synthetic-memory" in due.figures_of(step)) == large
     (change,) = [change for change in CHANGES if "synthetic-memory" in change.moves]
     assert change.commit.startswith("1771c88")
+
+
+def test_a_pass_that_continues_a_folder_leaves_its_earlier_passes_rows_as_old_as_their_code(tmp_path, monkeypatch):
+    """A new pass into the H200's folder reruns resnet50's headline alone: the FP8 row an earlier
+    pass measured, before the busy share's rule, is still older than it, and still due for it."""
+    status, out, err, folder, _ = lease_pass(tmp_path, monkeypatch, "--only", "headline", "--budget", 4)
+    assert status == 0, out + err
+    record = json.loads((folder / "suite.json").read_text())
+    assert [entry["step"] for entry in record["passes"][-1]["ran"]] == ["headline-resnet50"]
+    assert record["passes"][-1]["changes_in_code"] == list(dict.fromkeys(change.commit for change in CHANGES))
+    suite = SavedSuite(folder, record)
+    busy = next(change for change in CHANGES if "busy" in change.moves)
+    assert suite.older_than(("busy",), "headline-vit") == [busy]
+    assert suite.older_than(("busy",), "headline-resnet50") == []
+    reasons = due.reasons(next(step for step in planned_gpu_steps(tmp_path / "plan")[1] if step.name == "headline-vit"),
+                          [suite], energy_window=True)
+    assert f"measured by code older than `{busy.commit[:7]}` (busy)" in reasons
+
+
+def test_the_passs_closing_line_names_what_waits_as_its_plan_did(tmp_path, monkeypatch):
+    """A pass of the headline section alone: what it says waits at its end is what its plan said
+    would wait, in the plan's order and words, never the other sections' steps an earlier pass
+    left waiting (suite.json still keeps those)."""
+    status, out, err, folder, _ = lease_pass(tmp_path, monkeypatch, "--only", "headline", "--budget", 4)
+    assert status == 0, out + err
+    after = out.split("and leave waiting for a later pass, in order:\n", 1)[1].splitlines()
+    planned = list(itertools.takewhile(lambda line: re.match(r"\[ *\d+ s\]   \S", line), after))
+    waits = [re.sub(r"^\[ *\d+ s\]   ", "", line).split(";")[0] for line in planned]
+    assert waits[:2] == ["headline-resnet18: about 2.8 min", "headline-vit: about 2.2 min"]
+    closing = next(line for line in out.splitlines() if line.startswith("waiting for the next budget"))
+    assert closing == ("waiting for the next budget, in the plan's order: " + ", ".join(waits)
+                       + f"; the next --budget run into {folder} runs them"), closing
+    assert "resnet50-cl" not in closing  # another section's, left waiting by an earlier pass
+    record = json.loads((folder / "suite.json").read_text())
+    assert "resnet50-cl" in [entry["step"] for entry in record["passes"][-1]["waiting"]]
+

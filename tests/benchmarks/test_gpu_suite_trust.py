@@ -207,8 +207,9 @@ def test_the_headline_gives_both_fp32s_the_busy_share_and_the_steadiness_of_each
     lines = tables.headline([suite], lambda saved, figures, step: "label")
     header, row = lines[0].strip("| ").split(" | "), next(line for line in lines if line.startswith("| resnet18"))
     cells = dict(zip(header, row.strip("| ").split(" | ")))
-    assert cells["amp-fp16 vs fp32"].startswith("2.75x") and cells["amp-fp16 vs tf32"].startswith("0.83x")
-    assert cells["amp-bf16 vs tf32"].startswith("1.09x") and cells["repeats"] == "2"
+    # two paired repeats: each one's ratio, no interval
+    assert cells["amp-fp16 vs fp32"] == "2 runs: 2.35x, 3.32x" and cells["amp-fp16 vs tf32"] == "2 runs: 0.67x, 1.05x"
+    assert cells["amp-bf16 vs tf32"] == "2 runs: 1.02x, 1.16x" and cells["repeats"] == "2"
     assert cells["GPU busy fp32 / tf32 / amp-fp16 / amp-bf16"] == "97% / 90% / 41% / 55%"
     assert cells["timings"] == "unsteady: spread over 20% (amp-fp16 34%)"
     assert cells["amp-fp16 energy / fp32"] == "window too short"
@@ -232,8 +233,8 @@ def test_the_h200_page_shows_no_refusal_a_later_pass_overcame_and_no_machine_pat
     page = render.render(tmp_path / "2026-11-26")
     assert "`mode fp8`: skipped" not in page and "/work/main" not in page  # fp8 ran in pass 3, torchao carried
     assert "no usable CIFAR-10 in ./data/cifar-10-batches-py (give --data-dir)" in page
-    assert "by hand (30 steps, 1 repeat), `bd15ebfd9008` claimed (no digest of the files that ran), 2026-11-26" \
-        in page  # resnet50 at 224
+    assert "| synthetic | 224 | 256 | 1 | 30 | " in page  # resnet50 at 224, by hand: one repeat of 30 steps
+    assert "by hand, `bd15ebfd9008` claimed (no digest of the files that ran), 2026-11-26" in page
 
 
 def test_a_commit_that_names_other_code_is_said_before_the_pass(tmp_path, monkeypatch, capsys):
@@ -301,5 +302,5 @@ def test_the_fp8_row_carries_the_repeats_intervals_and_spread_the_headline_carri
     lines = tables.fp8_headline([suite], lambda saved, figures, step: "label")
     header, row = lines[0].strip("| ").split(" | "), lines[2].strip("| ").split(" | ")
     cells = dict(zip(header, row))
-    assert cells["repeats"] == "2" and cells["fp8 vs amp-bf16"] == "0.19x"  # 2 repeats: no interval over runs
+    assert cells["repeats"] == "2" and cells["fp8 vs amp-bf16"] == "2 runs: 0.14x, 0.25x"  # no interval: each ratio
     assert cells["timings"] == "unsteady: spread over 20% (amp-bf16 30%, fp8 22%)"

@@ -19,6 +19,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import sys
@@ -608,19 +609,22 @@ def test_plan_a_step_time_too_small_to_be_true_plans_no_more_steps_than_main_py_
     root = results_root(tmp_path, {"headline-resnet18.json": headline_with(tiny)})
     status, out, err = suite("--plan", "--budget", "30", "--results-root", root)
     assert status == 0 and err == "", err
-    steps = int(out.split("headline-resnet18: about ")[1].split(" steps a mode")[0].rsplit("; ", 1)[-1])
-    assert steps <= 2 ** 31 - 1
+    line = out.split("headline-resnet18: about ")[1].split("\n")[0]
+    steps = [int(found) for found in re.findall(r"(\d+) steps of", line)]
+    assert len(steps) == 4 and max(steps) <= 2 ** 31 - 1, line
 
 
 # labels: the commit a row of README names (history.code_that_ran), from forged files
 def rendered_row(tmp_path, files=None, record=None):
-    """(exit status, stderr, README's resnet18 headline row, README) of --render on a forged H200 folder."""
+    """(exit status, stderr, the run page's resnet18 headline row, README and the page) of --render on a
+    forged H200 folder."""
     root = results_root(tmp_path, files, record)
     readme = tmp_path / "README.md"
     readme.write_text("# x\n\n## Results\n")
     status, out, err = suite("--render", root / "NVIDIA-H200" / "2026-11-26", "--readme", readme)
-    text = readme.read_text()
-    rows = [line for line in text.splitlines() if line.startswith("| resnet18 | 256 |")]
+    page = root / "NVIDIA-H200" / "2026-11-26" / "README.md"
+    text = readme.read_text() + (page.read_text() if status == 0 else "")
+    rows = [line for line in text.splitlines() if line.startswith("| resnet18 | synthetic | 256 |")]
     return status, err, rows[0] if rows else "", text
 
 
@@ -651,7 +655,7 @@ def test_a_forged_commit_or_digest_is_labelled_claimed_and_never_breaks_the_row(
     status, err, row, text = rendered_row(tmp_path, files, record)
     assert status == 0 and "Traceback" not in err, err
     cells = columns(row)
-    assert len(cells) == 14 and " claimed (" in cells[-1], row
+    assert len(cells) == 16 and " claimed (" in cells[-1], row
     assert "`rm" not in text and "\n# heading" not in text and "| a | forged" not in text
 
 
@@ -665,7 +669,7 @@ def test_labels_a_step_file_with_an_empty_commit_is_refused_naming_it(tmp_path):
 def test_a_step_file_whose_commit_or_digest_is_no_text_is_left_out_with_one_warning(case, key, value, tmp_path):
     status, err, row, text = rendered_row(tmp_path, {"headline-resnet18.json": headline_with(
         lambda d: d["env"].update({key: value}))})
-    assert status == 0 and row == "" and "| resnet50 | 256 |" in text, err
+    assert status == 0 and row == "" and "| resnet50 | synthetic | 256 |" in text, err
     assert err.startswith("gpu_suite.py: warning: ") and f"headline-resnet18.json: env.{key} is {value}" in err
 
 
@@ -805,7 +809,7 @@ def test_readmes_generated_section_goes_into_a_readme_or_is_refused_changing_not
         return
     assert status == 0, err
     written = (target if readme.is_symlink() else readme).read_bytes().decode()
-    assert written.count("<!-- gpu-suite:begin") == 1 and "| resnet18 | 256 |" in written
+    assert written.count("<!-- gpu-suite:begin") == 1 and "| resnet18 | 32 |" in written
     assert readme.is_symlink() == (case == "blocks-readme-through-a-link")
 
 

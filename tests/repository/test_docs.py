@@ -194,22 +194,31 @@ def test_a_sentence_added_to_any_page_about_a_gpu_run_or_its_figure_is_found(pag
     assert types_a_gpu_figure(text + "\nOn the H200 the headline's resnet50 measured amp-bf16 at 24.91 ms a step.\n")
 
 
-def run_folder_of_readme():
-    """The results folder README's Results were rendered from: the run its section links to."""
-    (link,) = re.findall(r"Every table, plot and command of this run: \[[^]]+\]\(([^)]+)/README\.md\)",
-                         (ROOT / "README.md").read_text())
-    return ROOT / link
+def readme_section():
+    from benchmarks.suite.render import BEGIN, END
+
+    text = (ROOT / "README.md").read_text()
+    return text[text.index(BEGIN):text.index(END) + len(END)]
 
 
 def test_readmes_results_are_what_the_suite_renders_from_results():
-    """A figure changed by hand in README's generated section (3.71x to 4.71x, say) fails here."""
-    sys.path.insert(0, str(ROOT))
-    from benchmarks.suite.render import BEGIN, END, render_summary
+    """A figure changed by hand in README's generated section (3.94x to 4.94x, say) fails here."""
+    from benchmarks.suite.render import render_summary
 
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index(BEGIN):text.index(END) + len(END)]
-    assert section == render_summary(run_folder_of_readme(), ROOT), \
-        "regenerate it: python benchmarks/gpu_suite.py --render " + str(run_folder_of_readme().relative_to(ROOT))
+    assert readme_section() == render_summary(ROOT / "results", ROOT), \
+        "regenerate it: python benchmarks/gpu_suite.py --render results/<device>/<date>"
+
+
+def test_readmes_results_answer_first_in_under_700_words():
+    """Per GPU, its verdict table comes first, right under the line that names the GPU; the full
+    tables, the due list and the passes are on the run pages and in docs/benchmarks.md."""
+    section = readme_section()
+    assert len(section.split()) < 700, len(section.split())
+    parts = re.split(r"^\*\*(?=NVIDIA )", section, flags=re.MULTILINE)[1:]
+    assert len(parts) == len({path.parent.parent for path in (ROOT / "results").glob("*/*/suite.json")}) == 2
+    for part in parts:
+        assert part.split("\n\n")[1].startswith("| model | image | fastest | vs tf32 | vs fp32 |"), part[:300]
+    assert "Due on this device" not in section and "This run's passes" not in section
 
 
 @pytest.mark.parametrize("folder", sorted(path.parent for path in (ROOT / "results").glob("*/*/suite.json")),
@@ -257,16 +266,22 @@ def test_every_results_file_a_page_cites_exists():
     assert not missing
 
 
-def test_the_lent_gpu_recipe_installs_both_extras_and_carries_the_subset_in_a_folder_git_ignores():
-    """docs/benchmarks.md's commands for a lent GPU: torchao (the fp8 modes) and nvidia-ml-py (the
-    energy and the busy share) installed from carried wheels, CIFAR-10 given (convergence, loaders),
-    the plan before the pass, and .devdata/ git-ignored, so no dataset file is ever committed."""
+def test_the_lent_gpu_recipe_is_the_lease_script_with_both_extras_and_the_subset_in_a_folder_git_ignores():
+    """docs/benchmarks.md's commands for a lent GPU: the wheels of torchao (the fp8 modes) and
+    nvidia-ml-py (the energy and the busy share) fetched for the lent machine's Python, CIFAR-10
+    carried, then one command, benchmarks/lease.py, with python3 (the lent machine's), which
+    installs both offline and gives the suite the data; no separate --plan; .devdata/ git-ignored,
+    so no dataset file is ever committed."""
+    from benchmarks import lease
+
     page = (ROOT / "docs" / "benchmarks.md").read_text()
     recipe = page.split("## The GPU suite in short slices", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
-    install = next(line for line in recipe.splitlines() if "pip install" in line)
-    assert "-r requirements-fp8.txt" in install and "-r requirements-energy.txt" in install and "--no-index" in install
+    download = next(line for line in recipe.splitlines() if "pip download" in line)
+    assert all(f"-r {name}" in download for name in lease.EXTRAS) and "--python-version 3.12" in download
     assert "nvidia-ml-py" in (ROOT / "requirements-energy.txt").read_text()
+    assert "torchao" in (ROOT / "requirements-fp8.txt").read_text()
     assert "cp -r ../shared/data/cifar10-subset/cifar-10-batches-py .devdata/" in recipe
-    assert recipe.count("--data-dir .devdata/cifar-10-batches-py") == 2 and "--plan --budget" in recipe
+    assert "python3 benchmarks/lease.py --commit" in recipe and "--plan" not in recipe
+    assert lease.build_parser().parse_args([]).devdata == str(ROOT / ".devdata")
     ignored = subprocess.run(["git", "check-ignore", "-q", ".devdata/cifar-10-batches-py/data_batch_1"], cwd=ROOT)
     assert ignored.returncode == 0 or not (ROOT / ".git").exists()

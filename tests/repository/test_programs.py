@@ -27,6 +27,7 @@ PROGRAMS = {
     "benchmarks/overhead.py": (["benchmarks/overhead.py"], ["--mode", "fp64"], "overhead.py"),
     "benchmarks/loader.py": (["benchmarks/loader.py"], ["--batches", "0"], "loader.py"),
     "benchmarks/streaming.py": (["benchmarks/streaming.py"], ["--images", "0"], "streaming.py"),
+    "benchmarks/lease.py": (["benchmarks/lease.py"], ["--minutes", "many"], "lease.py"),
     "benchmarks/diagnostics_overhead.py": (["benchmarks/diagnostics_overhead.py"], ["--rounds", "-1"],
                                            "diagnostics_overhead.py"),
     "docs/generate_flags.py": (["docs/generate_flags.py"], ["--check=yes"], "generate_flags.py"),

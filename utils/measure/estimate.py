@@ -56,10 +56,13 @@ class Run:
 
 def training_runs(model: str, stem: str, modes: Sequence[str], batch: int, steps: int, repeats: int = 1,
                   channels_last: bool = False, compiled: bool = False, evaluations: int = 0,
-                  on_cpu: bool = False, image_size: int = DEFAULT_IMAGE_SIZE) -> List[Run]:
-    """The runs of one process: every mode, `repeats` times (repeats or seeds), in its order."""
-    return [Run(model, stem, mode, batch, steps, channels_last, compiled, evaluations, repeat == 0, on_cpu, image_size)
-            for repeat in range(repeats) for mode in modes]
+                  on_cpu: bool = False, image_size: int = DEFAULT_IMAGE_SIZE,
+                  mode_steps: Optional[Dict[str, int]] = None) -> List[Run]:
+    """The runs of one process: every mode, `repeats` times (repeats or seeds), in its order, each
+    of `steps` or, where `mode_steps` (--mode-steps) names its mode, of its own."""
+    own = mode_steps or {}
+    return [Run(model, stem, mode, batch, own.get(mode, steps), channels_last, compiled, evaluations, repeat == 0,
+                on_cpu, image_size) for repeat in range(repeats) for mode in modes]
 
 
 @dataclass(frozen=True)

@@ -260,6 +260,7 @@ def setup_of(document: Dict[str, Any]) -> Dict[str, Any]:
     setup["optimizer_impl"] = optimizer_impl(document)
     setup.update(workers=config.get("workers") if config.get("loader") in ("torchvision", "stream", "dali") else None,
                  compile_mode=config.get("compile_mode") if config.get("compile") else None,
+                 mode_steps=config.get("mode_steps"),  # runs of a mode timed for other lengths never pool
                  world_size=env["world_size"], device=env["device"], torch=env.get("torch"),
                  data=document["data"]["name"], schema=written_schema(document),
                  # two image folders are two data sets, wherever each lies (CIFAR-10 and synthetic have none)

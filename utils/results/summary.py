@@ -70,7 +70,8 @@ def describe(setup: Dict[str, Any], env: Dict[str, Any]) -> str:
     size = setup.get("image_size") or DEFAULT_IMAGE_SIZE
     stem += f", {size}x{size} images" if size != DEFAULT_IMAGE_SIZE else ""
     tf32 = " | TF32 off except in mode tf32" if env.get("device_type") == "cuda" else ""
-    return (f"{setup['model']}{stem}, {batch}{levers}, {setup['steps']} steps ({setup['warmup']} warm-up), "
+    own = f", {setup['mode_steps'].replace('=', ' ')} by --mode-steps" if setup.get("mode_steps") else ""
+    return (f"{setup['model']}{stem}, {batch}{levers}, {setup['steps']} steps ({setup['warmup']} warm-up{own}), "
             f"data {setup['data']} | {setup['device']} | torch {env['torch']}{tf32}")
 
 

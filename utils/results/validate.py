@@ -279,7 +279,7 @@ def setting(key: str) -> Spec:
 CONFIG = Fields({key: setting(key) for key in WRITTEN_BY_EVERY_RELEASE},
                 {**{key: Nullable(setting(key)) for key in SETUP_KEYS if key not in WRITTEN_BY_EVERY_RELEASE},
                  "workers": Nullable(Number(whole=True, low=0)), "fp8_emulate": FLAG,
-                 "compile_mode": Nullable(TEXT), "accuracy_margin": Number(low=0),
+                 "compile_mode": Nullable(TEXT), "mode_steps": Nullable(TEXT), "accuracy_margin": Number(low=0),
                  "eval_every": Nullable(Number(above=0)), "target_accuracy": Nullable(ACCURACY),
                  "baseline": OneOf(MODES, "a precision mode"),  # files written before --baseline lack it
                  "num_classes": Nullable(Number(whole=True, low=2)), "model_factory": Nullable(TEXT),

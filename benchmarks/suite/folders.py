@@ -1,0 +1,92 @@
+"""The folders a pass of the GPU suite writes, proven before any step: a device's results folder,
+created and held under its lock for the whole pass (one suite at a time writes a device's
+folders), the run's folder a file can be made in, a damaged suite.json moved aside, and the
+folder --render renders. What cannot be used is refused in one sentence (SuiteRefusal, exit 2),
+having changed nothing."""
+from __future__ import annotations
+
+import contextlib
+import datetime
+import os
+import sys
+from pathlib import Path
+from typing import Iterator
+
+from benchmarks.suite.history import suite_record
+from utils.errors import UserError
+from utils.fileio import held_or_refused, prove_creatable
+
+NAME = "gpu_suite.py"
+
+
+class SuiteRefusal(UserError):
+    """What the suite cannot do as asked, in one sentence: it exits 2 having changed nothing."""
+
+
+@contextlib.contextmanager
+def results_folder(folder: Path) -> Iterator[None]:
+    """Create `folder` (a device's results) and hold its lock for the block: one suite at a time
+    writes a device's folders, or one would overwrite the other's suite.json. A refusal in the
+    block removes again the folders this made, where they stay empty."""
+    made = [path for path in (folder, *folder.parents) if not path.exists()]
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise SuiteRefusal(f"cannot create {folder} ({error.strerror or error}); give a writable "
+                           "--results-root.") from None
+    try:
+        with held_or_refused(str(folder), f"another {NAME} is writing into {folder}; wait for it to finish, or "
+                                          "give another --results-root."):
+            yield
+    except UserError:
+        for path in made:  # innermost first
+            try:
+                path.rmdir()
+            except OSError:
+                break
+        raise
+
+
+def writable_folder(folder: Path) -> None:
+    """Create the folder a pass writes, and prove that a file can be made in it, or refuse."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        prove_creatable(str(folder / "suite.json"))
+    except OSError as error:
+        raise SuiteRefusal(f"cannot write into {folder} ({error.strerror or error}); give a writable "
+                           "--results-root.") from None
+
+
+def set_aside_unreadable(path: Path) -> None:
+    """Move a suite.json this code cannot read to suite.json.unreadable-<UTC time> beside it, never
+    deleting it, and say so: the pass then plans the folder anew."""
+    if not os.path.lexists(path):
+        return
+    record, problem = suite_record(path, rendered=True)
+    if record is None:
+        now = datetime.datetime.now(datetime.timezone.utc)
+        aside = path.with_name(f"{path.name}.unreadable-{now:%Y%m%dT%H%M%S.%fZ}")  # to the microsecond: none replaced
+        try:
+            os.replace(path, aside)
+        except OSError as error:
+            raise SuiteRefusal(f"{path}: {problem}, and it cannot be moved aside ({error.strerror or error}); move it "
+                               "yourself, or give another --results-root.") from None
+        print(f"{NAME}: warning: {path}: {problem}; moved it to {aside.name} beside it, and this pass plans the "
+              "folder anew.", file=sys.stderr, flush=True)
+
+
+def saved_run(text: str) -> Path:
+    """--render's folder: one a suite wrote, with a suite.json a page can be rendered from."""
+    if not text:
+        raise SuiteRefusal("--render needs a results folder, and got an empty one; give results/<device>/<date>.")
+    out = Path(text).resolve()
+    if not out.is_dir():
+        raise SuiteRefusal(f"--render {text} is {'not a folder' if out.exists() else 'missing'}; give a "
+                           "results/<device>/<date> folder a suite wrote.")
+    if not (out / "suite.json").exists():
+        raise SuiteRefusal(f"--render {text} holds no suite.json; give a results/<device>/<date> folder a suite wrote.")
+    problem = suite_record(out / "suite.json", rendered=True)[1]
+    if problem:
+        raise SuiteRefusal(f"--render {text} has a suite.json no page can be rendered from ({problem}); give a "
+                           "folder a suite wrote.")
+    return out
