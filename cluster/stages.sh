@@ -20,6 +20,9 @@
 #   CONTAINER        the NGC PyTorch image;  CONTAINER_RUNTIME: singularity or apptainer
 #   BIND             paths bound into the container (comma list)
 #   CIFAR10_DIR      the folder that holds cifar-10-batches-py (pre-staged: compute nodes are offline)
+#   DATA DATA_DIR    your own images instead: DATA=imagefolder (a folder per class, streamed from disk
+#                    where it does not fit in memory) or DATA=webdataset (tar shards, which ampbench-shards
+#                    writes), and DATA_DIR the folder (or the shards' brace pattern) where the nodes read it
 #   MODEL STEPS BATCH (per GPU) MODES EXTRA_ARGS (more main.py flags, split at white space)
 #   CHECKPOINT_EVERY steps between checkpoints (what a preempted job loses at most)
 #   RESULTS_ROOT     results go to RESULTS_ROOT/<date>-<job id>/ (a rerun job finds its own folder)
@@ -88,6 +91,8 @@ CONTAINER_RUNTIME=${CONTAINER_RUNTIME:-singularity}
 CONTAINER=${CONTAINER:-}
 BIND=${BIND:-/lus}
 CIFAR10_DIR=${CIFAR10_DIR:-}
+DATA=${DATA:-cifar10}
+DATA_DIR=${DATA_DIR:-}
 RESULTS_ROOT=${RESULTS_ROOT:-${AMPBENCH_DIR}/results}
 MODEL=${MODEL:-resnet50}
 STEPS=${STEPS:-300}
@@ -181,22 +186,37 @@ check_container() {
     check_format CONTAINER_RUNTIME '^(singularity|apptainer)$' "singularity or apptainer"
     if [[ "${DRY_RUN}" == 1 ]]; then  # the headers' dry runs work before either is set: shown as placeholders
         placeholder CONTAINER
-        placeholder CIFAR10_DIR
+        placeholder "${data_variable}"
     fi
     [[ -n "${CONTAINER}" ]] \
         || fail "CONTAINER is not set: set it to an NGC PyTorch image, e.g. from" \
                 "apptainer build pytorch_24.04-py3.sif docker://nvcr.io/nvidia/pytorch:24.04-py3."
-    [[ -n "${CIFAR10_DIR}" ]] || fail "CIFAR10_DIR is not set: set it to the folder that holds cifar-10-batches-py."
+    [[ -n "${!data_variable}" ]] || fail "${data_variable} is not set: ${data_wanted}."
     check_path CONTAINER
-    check_path CIFAR10_DIR
+    check_path "${data_variable}"
     check_path BIND
     [[ "${DRY_RUN}" != 1 ]] || return 0
     command -v "${CONTAINER_RUNTIME}" >/dev/null \
         || fail "${CONTAINER_RUNTIME} is not on PATH: load it (module load ${CONTAINER_RUNTIME})" \
                 "or set CONTAINER_RUNTIME."
     [[ -f "${CONTAINER}" || -d "${CONTAINER}" ]] || fail "no container image at CONTAINER=${CONTAINER}."
-    [[ -d "${CIFAR10_DIR}" ]] \
-        || fail "CIFAR10_DIR=${CIFAR10_DIR} is not a folder; pre-stage CIFAR-10 there (see the script's header)."
+    # a brace pattern of shards names files that main.py --check-flags finds, or refuses, below
+    [[ -d "${!data_variable}" || ( "${DATA}" == webdataset && "${!data_variable}" == *"{"* ) ]] \
+        || fail "${data_variable}=${!data_variable} is not a folder; pre-stage the data there (see the script's" \
+                "header)."
+}
+
+# Which variable names the data and what it must hold: CIFAR10_DIR for CIFAR-10, else DATA_DIR.
+data_source() {
+    check_format DATA '^(cifar10|imagefolder|webdataset)$' "cifar10, imagefolder or webdataset"
+    if [[ "${DATA}" == cifar10 ]]; then
+        data_variable=CIFAR10_DIR
+        data_wanted="set it to the folder that holds cifar-10-batches-py"
+    else
+        data_variable=DATA_DIR
+        data_wanted="set it to the $([[ "${DATA}" == imagefolder ]] && echo "image folder (a folder per class)" \
+            || echo "shards' folder (ampbench-shards writes one) or their brace pattern") the nodes read"
+    fi
 }
 
 # In a dry run, an unset variable $1 stands in the printed commands as <$1>, said once.
@@ -240,6 +260,7 @@ validate() {
     check_format ADVISE '^[01]$' "0 or 1"
     [[ "${STUDY}" != 1 || "${ADVISE}" != 1 ]] || fail "STUDY=1 and ADVISE=1 each run instead of the stages; set one."
     [[ -z "${BUDGET}" ]] || check_number BUDGET 100000
+    data_source
     for name in NODES STEPS BATCH CHECKPOINT_EVERY "${site_numbers[@]}"; do
         check_number "${name}" "${COUNT_MAX}"
     done
@@ -314,8 +335,8 @@ in_container_checked() {
 
 # main.py's flags every run of the job shares, with --modes and what follows it given: the array `flags`.
 job_flags() {
-    flags=(-n "${STEPS}" "${gpu_flags[@]}" --model "${MODEL}" -b "${BATCH}" --modes "$@" --data cifar10
-           --data-dir "${CIFAR10_DIR}" "${extra[@]}")
+    flags=(-n "${STEPS}" "${gpu_flags[@]}" --model "${MODEL}" -b "${BATCH}" --modes "$@" --data "${DATA}"
+           --data-dir "${!data_variable}" "${extra[@]}")
 }
 
 # main.py's flags for one mode's run in stage $1: the array `flags`.

@@ -5,6 +5,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import types
 from pathlib import Path
 
@@ -38,6 +39,12 @@ os.environ["AMPBENCH_SUBSET"] = str(SUBSET)
 # OpenMP threads per process spin-wait for each other whenever one is descheduled, and the
 # suite took over three times its quiet time at load 3. Set before torch is imported.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+# The image folders' indexes (utils/data/index.py) are cached in a folder of this session's, never
+# in the user's ~/.cache, in this process and the ones it starts.
+CACHE = tempfile.mkdtemp(prefix="ampbench-cache-")
+atexit.register(shutil.rmtree, CACHE, True)
+os.environ["AMPBENCH_CACHE"] = CACHE
 
 # No test may download CIFAR-10 (170 MB): a first run tries to, so the network is a
 # proxy that refuses every connection, in this process and the ones it starts.

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Un
 import torch
 
 from models import factory, families, raised, user
-from utils import compat, fileio, launch
+from utils import compat, console, fileio, launch
 from utils.advice import session
 from utils.config import no_test_images
 from utils.data import dataset
@@ -29,6 +29,7 @@ from utils.results.compare import compare_modes
 from utils.results.summary import summary
 from utils.setup_keys import SETUP_KEYS
 from utils.training import checkpoint, distributed, float8, loop, max_batch, precision
+from utils.training import feed as training_feed
 from utils.training.context import RunContext
 from utils.training.curve import AccuracyCurve
 from utils.training.evaluation import evaluate
@@ -126,13 +127,15 @@ def benchmark(config: RunConfig, context: RunContext) -> int:
 def check_flags(config: RunConfig) -> int:
     """main.py --check-flags: the checks a run makes before its first step, by the run's own
     code, but for those that read its data or a checkpoint: the device and the modes on it, the
-    outputs (check_setup), an image folder's class folders (listed, not read), the model built
+    outputs (check_setup), an image folder's tree (listed, not read: a class folder without an
+    image is refused as the run refuses it), the model built
     (a torchvision one weightless where this torch can: models/factory.py; a --model-factory
     one whole, as its check may need to run it) and the layers fp8 converts in it. Writes
     nothing, says no warning (the run says them); 0 when the run would start."""
     device = pick_device(config.precision.gpu, config.speed.cudnn_benchmark)
     check_setup(config, device, lambda *said: None)
     classes = dataset.class_count(config.data)
+    dataset.check_listing(config.data)
     weightless = compat.runs_on_meta() and config.training.model_factory is None
     with factory.weightless() if weightless else contextlib.nullcontext():
         model = seeded_model(config.training, config.data, classes, device)
@@ -188,20 +191,23 @@ def prepare(config: RunConfig, context: RunContext) -> Tuple[TrainingPlan, nn.Mo
         data, data_warnings = dataset.load(config.data, context.device, config.training.seed, context.reporter.phase)
     for message in data_warnings:
         warn(message)
-    if data.test_images is None and config.accuracy_flags:  # --data auto fell back to synthetic images
-        raise UserError(no_test_images(config.accuracy_flags[0]))
-    context.reporter.phase(f"data loaded: {data.name}, {len(data.train_images)} training images"
-                           + (f", {len(data.test_images)} test images" if data.test_images is not None else "")
-                           + f", on {context.device}")
+    for message in data.notes:
+        warn(message, "note")
+    if not data.has_test_set and config.accuracy_flags:  # --data auto fell back to synthetic images
+        raise UserError(no_test_images(config.accuracy_flags[0], data.name))
+    held = f"streamed from disk by {console.plural(config.data.workers, 'worker')}" if data.stream is not None \
+        else f"on {context.device}"
+    context.reporter.phase(f"data loaded: {data.name}, {data.train_count} training images"
+                           + (f", {data.test_count} test images" if data.has_test_set else "") + f", {held}")
     hook = user.logits_hook(model)
-    plan = config.plan(factory.has_batch_norm(model), context.world.size, len(data.train_images), classes,
-                       factory.class_name(model), hook.taken if hook else None)
+    plan = config.plan(factory.has_batch_norm(model), context.world.size, data.train_count, classes,
+                       factory.class_name(model), hook.taken if hook else None, data.loader)
     note = config.short_run_note(plan)
     if note:
         warn(note, "note")
     if resume_state is not None:
         check_resume(resume_state, config, plan, checkpoint.resume_setup(data, context.world),
-                     not config.training.no_eval and data.test_images is not None)
+                     not config.training.no_eval and data.has_test_set)
     return plan, model, data, resume_state
 
 
@@ -318,7 +324,7 @@ def run_mode(initial_model: nn.Module, mode: Mode, data: Data, config: RunConfig
         saver(outcome.completed_steps,
               dataclasses.replace(outcome.stats, accuracy_curve=list(curve.points), eval_time_s=curve.eval_time_s)
               if curve else outcome.stats)
-    measured = measure_beside_the_loop(initial_model, trainer, config, context, outcome, repeat, evaluation)
+    measured = measure_beside_the_loop(initial_model, trainer, config, context, data, outcome, repeat, evaluation)
     result = record.build(config.training, config.data, config.speed, config.distributed, trainer, outcome, data,
                           context, measured, repeat, flops_per_step, dict(fp8, recipe=mode.float8) if fp8 else None,
                           flops_note)
@@ -339,14 +345,12 @@ def accuracy_curve(trainer: Trainer, config: RunConfig, context: RunContext, dat
                    resumed_stats: Optional[loop.Statistics]) -> Optional[AccuracyCurve]:
     """The run's AccuracyCurve (None without test images or with --no-eval), continuing the
     points of a resumed checkpoint (`resumed_stats`, its Statistics of this mode, or None)."""
-    if config.training.no_eval or data.test_images is None:
+    if config.training.no_eval or not data.has_test_set:
         return None
-    mode, images, ranks = trainer.mode, len(data.train_images), context.world.size
-    test_labels = data.test_labels
-    assert test_labels is not None  # Data holds test labels wherever it holds test images
+    mode, images, ranks = trainer.mode, data.train_count, context.world.size
 
     def evaluate_at(step: int) -> Optional[float]:
-        context.reporter.phase(f"{mode.name}: evaluating on {len(test_labels)} test images")
+        context.reporter.phase(f"{mode.name}: evaluating on {data.test_count} test images")
         accuracy = evaluate(trainer.model, mode, data, config.training, config.speed, config.data, context)
         if accuracy is not None:
             context.reporter.phase(f"{mode.name}: test accuracy {100 * accuracy:.2f}%")
@@ -362,37 +366,40 @@ def accuracy_curve(trainer: Trainer, config: RunConfig, context: RunContext, dat
 def final_evaluation(config: RunConfig, context: RunContext, data: Data, outcome: loop.LoopOutcome,
                      curve: Optional[AccuracyCurve], census: Optional[Census]) -> record.SideMeasurements:
     """The run's SideMeasurements with --numerics' census (taken in the loop) and the final
-    test accuracy, measured after the timed loop; a signal that cuts the evaluation short is
-    their stopped_by."""
+    test accuracy, measured after the timed loop; a signal, or a file that is no whole image, that
+    cuts the evaluation short is their stopped_by."""
     measured = record.SideMeasurements(curve=curve)
     if census is not None:
         measured.numerics, measured.memory = census.result(), census.footprint
     if curve is not None and record.should_evaluate(config.training, data, outcome):
         measured.test_accuracy = curve.take(outcome.completed_steps, outcome.stats.train_time_s)
         if measured.test_accuracy is None:
-            measured.stopped_by = context.stop.signal_name or loop.STOPPED_BY_ANOTHER_RANK
+            measured.stopped_by = context.stop.signal_name or \
+                (loop.STOPPED_BY_BAD_DATA if data.failure else loop.STOPPED_BY_ANOTHER_RANK)
     return measured
 
 
 def measure_beside_the_loop(initial_model: nn.Module, trainer: Trainer, config: RunConfig, context: RunContext,
-                            outcome: loop.LoopOutcome, repeat: int,
+                            data: Data, outcome: loop.LoopOutcome, repeat: int,
                             evaluation: record.SideMeasurements) -> record.SideMeasurements:
     """The run's SideMeasurements: `evaluation` (the final evaluation's) with --explain's profile
-    (and a trace that could not be written among the failures) and --max-batch, each measured
-    after the timed loop and the final evaluation (neither changes their figures); none after a
-    cut evaluation."""
+    (and a trace that could not be written among the failures), whether streamed data's loader
+    keeps up with the step (training/feed.py) and --max-batch, each measured after the timed loop
+    and the final evaluation (neither changes their figures); none after a cut evaluation."""
     mode = trainer.mode
     finished = outcome.ran_all_steps(trainer.plan.steps) and outcome.diverged_at is None and \
         evaluation.stopped_by is None
     profile, failed = explain(trainer, config, context, repeat) if config.measurement.explain and finished \
         else (None, None)
+    fed = training_feed.measure(trainer, config.training, config.data, data, context, outcome.stats.step_ms) \
+        if finished else None
     largest = None
     if config.measurement.max_batch and repeat == 0 and finished:
         context.reporter.phase(f"{mode.name}: finding the largest batch that fits (--max-batch)")
         largest = max_batch.largest_batch_of(initial_model, mode, config.training, config.precision, config.data,
                                              trainer.plan, context.device)
         context.reporter.phase(f"{mode.name}: the largest batch that fits is {largest}")
-    return dataclasses.replace(evaluation, profile=profile, max_batch=largest,
+    return dataclasses.replace(evaluation, profile=profile, max_batch=largest, feed=fed,
                                failures=evaluation.failures + ([failed] if failed else []))
 
 
@@ -425,19 +432,25 @@ def explain(trainer: Trainer, config: RunConfig, context: RunContext,
 def finish(config: RunConfig, plan: TrainingPlan, context: RunContext, data: Data, runs: List[ModeRun],
            resume_state: Optional[Dict[str, Any]]) -> int:
     """Print and write the results (rank 0 alone), say what the user can do after a
-    divergence or a signal, and return the exit status every rank shares."""
+    divergence, a signal or a file that is no whole image, and return the exit status every rank
+    shares (but a rank that met such a file, which exits 2 as a refusal does, saying why)."""
     stop, world, last = context.stop, context.world, runs[-1]
     diverged = last.outcome.diverged_at
     interrupted = last.record.incomplete and not diverged
     failures = [failure for run in runs for failure in run.failures]  # then the outputs' below
+    bad_data = data.failure  # the sentence naming it, where this rank met one
 
     def status() -> int:  # read when returning: a signal may still arrive while the results are written
+        if bad_data and not stop.requested:
+            return 2
         if interrupted or stop.requested:
             return 128 + (stop.signal_number or signal.SIGTERM)
         return 1 if diverged or failures else 0
 
     job = distributed_env(world, config)  # a collective: before rank 0 goes on alone
     if not world.is_main:
+        if bad_data:
+            print(f"main.py: error: {bad_data}", file=sys.stderr)
         return status()
     document = results_document(config, plan, context, data, job, [run.record for run in runs],
                                 bool(diverged) or interrupted)
@@ -456,6 +469,8 @@ def finish(config: RunConfig, plan: TrainingPlan, context: RunContext, data: Dat
               "skip.",
               file=sys.stderr)
     elif interrupted:
+        if bad_data:
+            print(f"main.py: error: {bad_data}", file=sys.stderr)
         holds = last.checkpoint_step if last.checkpoint_step is not None else \
             resume_state["step"] if resume_state is not None else None
         print(resume_line(config, last.record, holds, bool(last.failures), context.world), file=sys.stderr)

@@ -29,7 +29,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Type, U
 
 from models import families
 from models.spec import factory_spec
-from utils import console, spellings
+from utils import console, launch, spellings
 from utils.errors import UserError
 from utils.modes import (
     BASELINES,
@@ -62,6 +62,7 @@ DEFAULT_STEPS = 200
 LR_WARMUP_SHARE = 0.05
 LARGEST_SEED = 2 ** 63 - 1  # torch.manual_seed's largest
 MOST_WORKERS = 256
+MOST_DEFAULT_WORKERS = 16  # past this many decoding processes a GPU's feed gains little, and each holds its own memory
 # DDP holds its bucket size in bytes as a 64-bit integer, which 1e30 MB overflows deep in its
 # Reducer; a TiB bucket already holds any model whole.
 LARGEST_BUCKET_MB = 2 ** 20
@@ -106,13 +107,30 @@ def default_data_dir() -> str:
     return os.environ.get("CIFAR10_DIR", "./data")
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity: a batch job's share of the node)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS has no affinity
+        return os.cpu_count() or 1
+
+
 def default_workers() -> int:
-    return min(8, os.cpu_count() or 1)
+    """The cores this process may use, shared among the ranks its launcher started on its node
+    (each feeds its own GPU), at most MOST_DEFAULT_WORKERS."""
+    try:
+        local = launch.detect().local_size
+    except UserError:  # a garbled launch: its rank refuses it once parsing is over
+        local = 1
+    return max(1, min(MOST_DEFAULT_WORKERS, usable_cores() // local))
 
 
 SGD, ADAMW = families.OPTIMIZER_DEFAULTS["sgd"], families.OPTIMIZER_DEFAULTS["adamw"]
-WORKERS = ("DataLoader worker processes for --loader torchvision, and the processes that decode --data imagefolder "
-           "(default: min(8, CPUs)")
+LOADERS = ("auto", "device", "torchvision", "stream", "dali")
+STREAMED_DATA = ("imagefolder", "webdataset")  # the data --loader stream reads from files
+WORKERS = ("DataLoader worker processes that read and decode streamed images (--loader stream) or serve --loader "
+           "torchvision, and that decode an image folder held in memory (default: the cores this process may use, "
+           f"shared among the ranks on its node, at most {MOST_DEFAULT_WORKERS}")
 PRECISION_MODES_LINK = "[Precision modes](modes.md#precision-modes)"
 COMPARING_LINK = "[Comparing precisions](modes.md#comparing-precisions---compare)"
 LONG_RUNS_LINK = "[Long runs](long-runs-and-clusters.md#long-runs)"
@@ -319,15 +337,17 @@ class DataSettings(Section):
     """What the runs train on and how it is fed."""
     GROUP = "data"
     data: str = setting(
-        "--data", default="auto", choices=("auto", "cifar10", "synthetic", "imagefolder"),
+        "--data", default="auto", choices=("auto", "cifar10", "synthetic", "imagefolder", "webdataset"),
         help="auto: CIFAR-10 if a verified copy is present or can be downloaded (10 s connection timeout), else "
-        "synthetic with a warning; imagefolder: your own images in --data-dir, a folder per class (default "
+        "synthetic with a warning; imagefolder: your own images in --data-dir, a folder per class; webdataset: "
+        "WebDataset tar shards in --data-dir (ampbench-shards writes them from an image folder) (default "
         "%(default)s)",
         doc="{help}; see [Your own model and data](data-and-models.md#your-own-model-and-data)")
     data_dir: str = setting(
         "--data-dir", default_factory=default_data_dir,
         help="folder holding cifar-10-batches-py, or that folder itself; with --data imagefolder, the image folder "
-        "(DIR/CLASS/IMAGE, or DIR/train/CLASS/IMAGE beside DIR/val or DIR/test) (default $CIFAR10_DIR, else ./data)")
+        "(DIR/CLASS/IMAGE, or DIR/train/CLASS/IMAGE beside DIR/val, DIR/validation or DIR/test); with --data "
+        "webdataset, the shards' folder or a brace pattern of them (default $CIFAR10_DIR, else ./data)")
     num_classes: Optional[int] = setting(  # None: the data's, settled when it is read (TrainingPlan)
         "--num-classes", range=Range(int, 2, LARGEST_COUNT, f"a whole number of classes from 2 to {LARGEST_COUNT}"),
         metavar="N",
@@ -346,14 +366,33 @@ class DataSettings(Section):
         help="train and test at N x N images: CIFAR-10 upsampled (bilinear) on the device after augmentation, "
         "synthetic images made at N; models, FLOPs and --max-batch follow (default %(default)s)",
         doc="{help}; see [Image sizes](data-and-models.md#image-sizes)")
-    loader: str = setting(
-        "--loader", default="device", choices=("device", "torchvision"),
-        help="device: dataset on the training device, whole-batch augmentation; torchvision: the classic per-image "
-        "DataLoader path (default %(default)s)",
+    loader: str = setting(  # resolved: auto is device but for an image folder, whose size settles it (TrainingPlan)
+        "--loader", default="auto", choices=LOADERS,
+        help="device: dataset decoded once and held on the training device, whole-batch augmentation; torchvision: "
+        "held in memory, the classic per-image DataLoader path; stream: an image folder's files (or shards) read "
+        "and decoded per batch by --workers processes, in bounded memory; dali: the same read, decoded and augmented "
+        "by an NVIDIA DALI pipeline on the GPU (needs DALI); auto: device, but for an image folder whose decoded "
+        "images exceed the in-memory budget, and shards, which stream (default %(default)s)",
         doc="{help}; see [Feeding the GPU](data-and-models.md#feeding-the-gpu-loaders-and-speed-levers)")
     workers: int = setting(
         "--workers", default_factory=default_workers, range=Range(int, 0, MOST_WORKERS, f"from 0 to {MOST_WORKERS}"),
         help=WORKERS + " = %(default)s)", doc=WORKERS + ")")  # the page leaves out this machine's count
+    decode: str = setting(
+        "--decode", default="auto", choices=("auto", "cpu", "gpu"),
+        help="where streamed images (--loader stream or dali, --data webdataset) are decoded: cpu, in the "
+        "DataLoader workers (DALI's CPU threads); gpu, each batch's JPEGs on the training GPU (torchvision's "
+        "decode_jpeg with nvJPEG, or DALI's mixed decoder), cropped and resized there; auto: gpu for --loader dali, "
+        "else cpu (default %(default)s)",
+        doc="{help}; see [Decoding on the GPU](data-and-models.md#decoding-on-the-gpu---decode-gpu---loader-dali)")
+    epoch_images: Optional[int] = setting(  # None: an index.json's, which ampbench-shards writes
+        "--epoch-images", range=COUNT, metavar="N", help="--data webdataset without an index.json (shards "
+        "ampbench-shards did not write): the training images in one epoch of the shards")
+    skip_bad_images: bool = setting(
+        "--skip-bad-images", action="store_true",
+        help="--data imagefolder and webdataset: leave out the files (samples) that are not whole images (empty, "
+        "truncated, not an image, unreadable), counted and recorded in the results, instead of stopping at the "
+        "first",
+        doc="{help}; see [Bad data](data-and-models.md#bad-data)")
 
     @property
     def input_shape(self) -> InputShape:
@@ -564,6 +603,7 @@ class TrainingPlan:
     num_classes: int = families.DEFAULT_NUM_CLASSES  # the classes of the data's labels and the model's output
     model_class: Optional[str] = None  # the built model's class, with its module (where the caller knows it)
     model_output: Optional[str] = None  # what of its output is taken as the logits, where it is not them alone
+    loader: str = "device"  # the loader that makes the batches: --loader's, auto settled (by the data)
 
 
 @dataclass(frozen=True)
@@ -653,12 +693,14 @@ class RunConfig:
 
     def plan(self, batch_norm: bool, world_size: int, train_images: Optional[int] = None,
              num_classes: Optional[int] = None, model_class: Optional[str] = None,
-             model_output: Optional[str] = None) -> TrainingPlan:
+             model_output: Optional[str] = None, loader: Optional[str] = None) -> TrainingPlan:
         """The run's TrainingPlan: its steps (with --epochs, from `train_images`, which is then
         needed) checked against the dataset's size, its timing warm-up and the model family's
         recipe, `batch_norm` saying whether the model has batch norms; the data's `num_classes`
-        (else --num-classes', else CIFAR-10's), the built model's class, `model_class`, and what
-        of its output is the logits, `model_output` (ImageClassifierOutput.logits)."""
+        (else --num-classes', else CIFAR-10's), the built model's class, `model_class`, what of
+        its output is the logits, `model_output` (ImageClassifierOutput.logits), and the loader
+        that makes the batches: the data's `loader` where it settled one (an image folder's, for
+        --loader auto), else --loader's, auto being the device loader."""
         training = self.training
         if train_images is not None and training.batch_size * world_size > train_images:
             raise UserError(f"a batch of {training.batch_size} images"
@@ -679,7 +721,8 @@ class RunConfig:
                             "of the run; lower --eval-every (fractions of an epoch are allowed).")
         return TrainingPlan(steps=steps, timing_warmup=warmup, recipe=self.recipe(batch_norm, world_size, steps),
                             num_classes=num_classes or self.data.num_classes or families.DEFAULT_NUM_CLASSES,
-                            model_class=model_class, model_output=model_output)
+                            model_class=model_class, model_output=model_output,
+                            loader=loader or loader_of(self.data.loader))
 
     def plan_of(self, plan: TrainingPlan, mode: str) -> TrainingPlan:
         """The run plan of `mode`: `plan`, or with --mode-steps its own steps, timing warm-up and
@@ -755,7 +798,8 @@ class RunConfig:
         --numerics-every imply resolved); `modes` as given (the section holds the Mode tuple);
         the steps and the timing warm-up once the steps are known; with `plan`, the recipe (as
         `recipe`, the family whose defaults filled the unset settings, or `user`), the classes, the
-        model's class and what of its output is the logits."""
+        model's class, what of its output is the logits and the loader that made the batches
+        (--loader auto settled)."""
         resolved: Dict[str, Any] = {}
         for key, each in SETTINGS.items():
             resolved[key] = getattr(getattr(self, each.section), each.field)
@@ -770,7 +814,7 @@ class RunConfig:
                             recipe=recipe.family, momentum=recipe.momentum, weight_decay=recipe.weight_decay,
                             label_smoothing=recipe.label_smoothing, warmup_lr_steps=recipe.lr_warmup_steps,
                             num_classes=plan.num_classes, model_class=plan.model_class,
-                            model_output=plan.model_output)
+                            model_output=plan.model_output, loader=plan.loader)
         return resolved
 
 
@@ -779,10 +823,16 @@ def steps_per_epoch(training: Training, data: DataSettings, train_images: int, r
     return batches_per_epoch(data.loader, train_images, training.batch_size, ranks) / training.accum_steps
 
 
+def loader_of(asked: str) -> str:
+    """The loader --loader `asked` makes batches of data held in memory with: auto's is the device loader."""
+    return "device" if asked == "auto" else asked
+
+
 def batches_per_epoch(kind: str, images: int, batch_size: int, ranks: int) -> int:
-    """Global batches in one epoch: the device loader completes the last partial batch from
-    the next epoch (rounds up); the DataLoader path drops it, after DistributedSampler has
-    dropped the images that do not divide among the ranks (rounds down)."""
+    """Global batches in one epoch: the device loader and the streamed one (as auto, which is
+    either) complete the last partial batch from the next epoch (rounds up); the torchvision
+    DataLoader path drops it, after DistributedSampler has dropped the images that do not divide
+    among the ranks (rounds down)."""
     if kind == "torchvision":
         return images // ranks // batch_size
     return -(-images // (batch_size * ranks))
@@ -1006,9 +1056,46 @@ def check_data_flags(args: Arguments) -> None:
         raise UserError(f"--num-classes {args.num_classes} does not fit --data {args.data}: CIFAR-10 has "
                         f"{families.DEFAULT_NUM_CLASSES} classes; drop --num-classes, or train on --data synthetic "
                         "(labels of that many classes) or --data imagefolder.")
-    if args.data == "imagefolder" and args.allow_unverified:
-        raise UserError("--allow-unverified accepts a CIFAR-10 copy whose md5 sums differ, and --data imagefolder "
+    if args.data in STREAMED_DATA and args.allow_unverified:
+        raise UserError(f"--allow-unverified accepts a CIFAR-10 copy whose md5 sums differ, and --data {args.data} "
                         "reads no CIFAR-10; drop --allow-unverified.")
+    check_streaming_flags(args)
+
+
+def check_streaming_flags(args: Arguments) -> None:
+    """The flags of data read from files as the run trains (--loader stream and dali, --decode,
+    --skip-bad-images, --epoch-images) where there is none, or with a loader that holds the data."""
+    if args.loader in ("stream", "dali") and args.data not in STREAMED_DATA:
+        raise UserError(f"--loader {args.loader} reads an image folder's files (or shards) per batch, and --data "
+                        f"{args.data} is held in memory; use --data imagefolder or webdataset, or drop --loader "
+                        f"{args.loader}.")
+    if args.skip_bad_images and args.data not in STREAMED_DATA:
+        raise UserError(f"--skip-bad-images leaves out the image files that cannot be read, and --data {args.data} "
+                        "reads none; drop --skip-bad-images.")
+    if args.data == "webdataset" and args.loader in ("device", "torchvision"):
+        raise UserError(f"--loader {args.loader} holds the data set in memory, and --data webdataset is read from its "
+                        "shards as the run trains; drop --loader (or give --loader stream).")
+    if args.decode == "gpu" and args.data not in STREAMED_DATA:
+        raise UserError(f"--decode gpu decodes each batch's files as the run trains, and --data {args.data} is held "
+                        "in memory, decoded before it; drop --decode gpu, or use --data imagefolder or webdataset.")
+    if args.decode == "gpu" and args.loader in ("device", "torchvision"):
+        raise UserError(f"--decode gpu decodes each batch's files as the run trains, and --loader {args.loader} "
+                        "decodes the folder once before it; drop one (--loader stream or auto streams it).")
+    if args.decode == "gpu" and not args.gpu:
+        raise UserError("--decode gpu decodes JPEGs on a CUDA GPU, and this run is on the CPU (no -p); add -p/--gpu "
+                        "on a GPU node, or drop --decode gpu (the DataLoader workers decode on the CPU).")
+    if args.loader == "dali" and not args.gpu:
+        raise UserError("--loader dali runs NVIDIA DALI's pipeline on a CUDA GPU, and this run is on the CPU (no -p); "
+                        "add -p/--gpu on a GPU node, or use --loader stream.")
+    if args.loader == "dali" and args.data == "webdataset":
+        raise UserError("--loader dali reads image folders: DALI's tar reader cannot parse the text labels of "
+                        "WebDataset shards; use --loader stream --decode gpu for shards.")
+    if args.loader == "dali" and args.skip_bad_images:
+        raise UserError("--loader dali stops at a file it cannot decode and cannot leave it out; use --loader stream "
+                        "with --skip-bad-images, which names and counts such files.")
+    if args.epoch_images is not None and args.data != "webdataset":
+        raise UserError("--epoch-images gives the images an epoch of tar shards holds (--data webdataset without an "
+                        f"index.json), and --data {args.data} counts its own; drop --epoch-images.")
 
 
 def check_optimizer_flags(args: Arguments) -> None:
@@ -1043,8 +1130,12 @@ def check_accuracy_flags(args: Arguments) -> None:
         raise UserError(no_test_images(asked[0]))
 
 
-def no_test_images(flag: str) -> str:
-    """Why `flag` cannot be served by a data set without test images (synthetic data)."""
+def no_test_images(flag: str, data: str = "synthetic") -> str:
+    """Why `flag` cannot be served by a data set without test images: synthetic data, or shards
+    without an index.json (`data` "webdataset")."""
+    if data == "webdataset":
+        return (f"{flag} measures test accuracy, and shards without an index.json have no evaluation shards; write "
+                f"them with ampbench-shards (train- and eval- shards), or drop {flag}.")
     return (f"{flag} measures test accuracy, and synthetic data has no test images; use CIFAR-10 (--data cifar10) "
             f"or drop {flag}.")
 

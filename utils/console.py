@@ -166,3 +166,19 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.name}: error: {message} ({self.prog} -h lists the flags).\n")
+
+
+def plural(count: Any, thing: str) -> str:
+    """"1 worker", "2 workers": a count with its noun."""
+    return f"{count} {thing}{'' if count == 1 else 's'}"
+
+
+def human_bytes(count: Optional[float]) -> str:
+    """A count of bytes as a reader takes it in: 951.4 MiB, 3.5 GiB ("-" for none)."""
+    if count is None:
+        return "-"
+    for unit in ("B", "KiB", "MiB"):
+        if count < 1024:
+            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1024
+    return f"{count:.1f} GiB"

@@ -72,5 +72,5 @@ def data_facts(data_dir: str, allow_unverified: bool) -> DataFacts:
     data, _ = dataset.load(settings, torch.device("cpu"), 0)
     if data.test_images is None:
         return DataFacts(f"no usable CIFAR-10 in {cifar10.batches_folder(data_dir)} (give --data-dir)",
-                         len(data.train_images), 0)
-    return DataFacts(None, len(data.train_images), len(data.test_images))
+                         data.train_count, 0)
+    return DataFacts(None, data.train_count, data.test_count)

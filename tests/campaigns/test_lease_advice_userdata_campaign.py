@@ -507,17 +507,17 @@ def test_images_a_relative_and_a_symlinked_data_dir_read_the_same_tree(tmp_path,
 
 
 def test_images_a_stop_signal_while_decoding_ends_the_decoding_at_once(tmp_path, monkeypatch):
-    from utils.data import imagefolder
+    from utils.data import inmemory
 
     tree = image_tree(tmp_path / "tree", per_class=30)
-    original, decoded = imagefolder.Decoded.__getitem__, []
+    original, decoded = inmemory.Decoded.__getitem__, []
 
     def getitem(self, index):
         decoded.append(index)
         if len(decoded) == 3:
             os.kill(os.getpid(), signal.SIGINT)
         return original(self, index)
-    monkeypatch.setattr(imagefolder.Decoded, "__getitem__", getitem)
+    monkeypatch.setattr(inmemory.Decoded, "__getitem__", getitem)
     result = run_main("--data", "imagefolder", "--data-dir", tree, "--model-factory", "hostile_models:tiny", *OWN,
                       "-n", "2", "--json", tmp_path / "r.json")
     assert result.returncode == 130 and "Traceback" not in result.stderr, result.stderr

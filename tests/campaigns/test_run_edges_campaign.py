@@ -71,8 +71,8 @@ def at_step(number, action):
 def signal_in_evaluation(number, nth):
     """A setup that sends signal `number` in the middle of the process's `nth` evaluation."""
     def setup(tmp, monkeypatch):
-        from utils.training import evaluation
-        original, passes = evaluation.eval_batches, []
+        from utils.data import dataset
+        original, passes = dataset.eval_batches, []
 
         def eval_batches(*args, **kwargs):
             passes.append(1)
@@ -80,7 +80,7 @@ def signal_in_evaluation(number, nth):
                 if index == 1 and len(passes) == nth:
                     os.kill(os.getpid(), number)
                 yield batch
-        monkeypatch.setattr(evaluation, "eval_batches", eval_batches)
+        monkeypatch.setattr(dataset, "eval_batches", eval_batches)
     return setup
 
 

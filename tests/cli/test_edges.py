@@ -16,7 +16,8 @@ import pytest
 import main
 from conftest import ROOT, SUBSET, assert_user_error, run_main
 from utils import fileio
-from utils.training import evaluation, loop
+from utils.data import dataset
+from utils.training import loop
 from utils.training.checkpoint import read
 
 TINY = ["--model", "squeezenet1_1", "-b", "32", "--lr", "0.01", "--no-progress"]
@@ -72,18 +73,18 @@ def test_a_target_reached_during_the_warm_up_still_times_steps_and_writes_every_
 def test_a_signal_during_the_final_evaluation_is_resumed_by_the_evaluation_alone(tmp_path, monkeypatch, capsys):
     argv = [*TINY, *subset_args(), "-n", "3", "--warmup", "1", "--checkpoint", str(tmp_path / "c.pt"),
             "--json", str(tmp_path / "r.json")]
-    original = evaluation.eval_batches
+    original = dataset.eval_batches
 
     def eval_batches(*args, **kwargs):
         for index, batch in enumerate(original(*args, **kwargs)):
             if index == 1:
                 os.kill(os.getpid(), signal.SIGTERM)
             yield batch
-    monkeypatch.setattr(evaluation, "eval_batches", eval_batches)
+    monkeypatch.setattr(dataset, "eval_batches", eval_batches)
     monkeypatch.setattr(sys, "argv", ["main.py", *argv])
     assert main.main(argv) == 128 + signal.SIGTERM
     assert "resume with: python main.py" in capsys.readouterr().err
-    monkeypatch.setattr(evaluation, "eval_batches", original)
+    monkeypatch.setattr(dataset, "eval_batches", original)
     saved = read(tmp_path / "c.pt", "cpu")["stats"]
     result = run_main(*argv, "--resume")
     assert result.returncode == 0, result.stderr

@@ -220,11 +220,13 @@ def test_a_trace_that_cannot_be_written_is_returned_with_the_findings_not_stashe
     config = types.SimpleNamespace(measurement=types.SimpleNamespace(explain=True, max_batch=True), training=None,
                                    precision=None, data=None)
     context = types.SimpleNamespace(reporter=types.SimpleNamespace(phase=lambda text: None), device="cpu")
-    outcome = types.SimpleNamespace(ran_all_steps=lambda steps: True, diverged_at=None)
+    outcome = types.SimpleNamespace(ran_all_steps=lambda steps: True, diverged_at=None,
+                                    stats=types.SimpleNamespace(step_ms=[10.0]))
     evaluation = SideMeasurements(test_accuracy=0.5)
     trainer = types.SimpleNamespace(mode=types.SimpleNamespace(name="fp32"), plan=types.SimpleNamespace(steps=3,
-                                                                                                       recipe=None))
-    found = app.measure_beside_the_loop(None, trainer, config, context, outcome, 0, evaluation)
+                                                                                                       recipe=None),
+                                    loader=None)  # data held in memory: no feed to measure
+    found = app.measure_beside_the_loop(None, trainer, config, context, None, outcome, 0, evaluation)
     assert (found.profile, found.max_batch, found.failures, found.test_accuracy) == \
         ("profile", 512, ["trace not written"], 0.5)
     assert evaluation == SideMeasurements(test_accuracy=0.5)

@@ -13,7 +13,7 @@ from conftest import copy_subset
 from utils import compat
 from utils.data import dataset
 from utils.results import files
-from utils.training import evaluation, loop
+from utils.training import loop
 from utils.training.checkpoint import read
 
 SIGNALS = [signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1]
@@ -53,14 +53,14 @@ def signal_in(monkeypatch, phase, number):
             return original(*args, **kwargs)
         monkeypatch.setattr(loop, "train_step", train_step)
     elif phase == "evaluation":
-        original = evaluation.eval_batches
+        original = dataset.eval_batches
 
         def eval_batches(*args, **kwargs):
             for index, batch in enumerate(original(*args, **kwargs)):
                 if index == 1:
                     raise_signal()
                 yield batch
-        monkeypatch.setattr(evaluation, "eval_batches", eval_batches)
+        monkeypatch.setattr(dataset, "eval_batches", eval_batches)
 
 
 @pytest.fixture(scope="module")

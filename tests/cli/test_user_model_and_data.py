@@ -95,6 +95,23 @@ def test_check_flags_lists_the_folder_and_builds_your_model_writing_nothing(tmp_
                       "--num-classes 4 does not fit --data imagefolder", "holds 3 class folders")
     assert_user_error(own(tmp_path, "--model-factory", "user_models:fixed_head", "--check-flags"),
                       "its model outputs 7 classes, and this run's labels have 3")
+    (tmp_path / "tree" / "fox").mkdir()  # what the run refuses, a listing shows: --check-flags refuses it too
+    assert_user_error(own(tmp_path, "--check-flags"), f"{tmp_path / 'tree' / 'fox'} holds no images")
+
+
+def test_a_run_says_which_split_it_left_out_and_refuses_a_class_folder_beside_train(tmp_path):
+    image_tree(tmp_path / "tree", per_class=4, split="train")
+    image_tree(tmp_path / "tree", per_class=1, split="validation")
+    image_tree(tmp_path / "tree", per_class=1, split="test")
+    result = own(tmp_path, "--model-factory", "user_models:TinyNet", "-n", "3", "--json", tmp_path / "r.json")
+    assert result.returncode == 0, result.stderr
+    assert f"test/ beside train/ in {tmp_path / 'tree'} is left out: validation/ evaluates" in result.stderr
+    data = json.loads((tmp_path / "r.json").read_text())["data"]
+    assert (data["eval_folder"], data["left_out"], data["test_images"]) == (str(tmp_path / "tree" / "validation"),
+                                                                            ["test"], 3)
+    image_tree(tmp_path / "tree", classes=("owl",), per_class=2)
+    for argv in (["-n", "3"], ["--check-flags"]):
+        assert_user_error(own(tmp_path, *argv), "and also owl/, which is none of train/, val/, validation/, test/")
 
 
 @pytest.mark.parametrize("argv, phrases", [
@@ -170,10 +187,19 @@ def test_each_way_an_image_folder_can_be_wrong_is_one_sentence(tmp_path):
     image_tree(tree, classes=("cat", "dog"))
     (tree / "dog" / "9.png").write_bytes(b"\x89PNG\r\n\x1a\nnot an image")
     (tree / "dog" / "8.jpg").write_bytes(b"")
-    assert_user_error(own(tmp_path, "-n", "3"), f"{tree / 'dog' / '8.jpg'} cannot be read as an image",
-                      "(and 1 more)")
-    (tree / "dog" / "9.png").unlink()
+    (tree / "dog" / "7.jpg").write_bytes(b"")
+    assert_user_error(own(tmp_path, "-n", "3"), f"{tree / 'dog' / '7.jpg'} cannot be read as an image (an empty "
+                      "file) (and 1 more)", "or pass --skip-bad-images to skip them")  # said by the listing
     (tree / "dog" / "8.jpg").unlink()
+    (tree / "dog" / "7.jpg").unlink()
+    assert_user_error(own(tmp_path, "-n", "3"), f"{tree / 'dog' / '9.png'} cannot be read as an image "
+                      "(UnidentifiedImageError")  # said by the decoding
+    skipped = own(tmp_path, "-n", "3", "--skip-bad-images", "--json", tmp_path / "r.json")
+    assert skipped.returncode == 0, skipped.stderr
+    data = json.loads((tmp_path / "r.json").read_text())["data"]
+    assert data["skipped_images"]["count"] == 1 and data["train_images"] + data["test_images"] == 12
+    assert data["skipped_images"]["examples"][0]["path"] == str(tree / "dog" / "9.png")
+    (tree / "dog" / "9.png").unlink()
     assert_user_error(own(tmp_path, "-n", "3", "--json", tree / "r.json"), "is in the image folder --data-dir")
     image_tree(tmp_path / "lonely", per_class=1)
     assert_user_error(run_main(*TREE_FLAGS, "--data-dir", tmp_path / "lonely", "-b", "2", "-n", "2"),

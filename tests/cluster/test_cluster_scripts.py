@@ -14,7 +14,7 @@ import time
 import pytest
 from test_cluster import free_port, needs
 
-from conftest import ROOT, SUBSET
+from conftest import ROOT, SUBSET, image_tree
 
 SCRIPTS = ["run_thetagpu.sh", "run_pbs.sh", "run_slurm.sh"]
 STANDINS = ROOT / "tests" / "cluster" / "standins"
@@ -89,6 +89,30 @@ def test_a_two_node_job_runs_every_stage_and_merges_them(script, tmp_path, subse
     assert "Python " in out and "no GPU visible" in out, "the container's versions are printed first"
     calls = (tmp_path / "calls.log").read_text()
     assert "--nv" not in calls and " -p " not in calls
+
+
+@pytest.mark.job_scripts
+@pytest.mark.parametrize("data", ["imagefolder", "webdataset"])
+def test_a_job_streams_your_images_or_their_shards_through_every_stage(data, tmp_path):
+    from utils.data import shard_writer
+
+    folder = image_tree(tmp_path / "tree", per_class=8, size=(40, 30))
+    if data == "webdataset":  # 21 training images in 7 shards: enough for 4 ranks' one reader each
+        assert shard_writer.main([str(folder), str(tmp_path / "shards"), "--workers", "0", "--shard-images", "3"]) == 0
+        folder = tmp_path / "shards"
+    env = job_env("run_slurm.sh", tmp_path, MODES="fp32", DATA=data, DATA_DIR=str(folder), CIFAR10_DIR="", BATCH="4",
+                  EXTRA_ARGS="--warmup 1 --no-eval --dropout 0 --loader stream --workers 0")
+    out, err = start("run_slurm.sh", env).communicate(timeout=600)
+    assert "Traceback" not in err, err
+    (results,) = (tmp_path / "results").iterdir()
+    for stage, ranks in (("1gpu", 1), ("1node", 2), ("2nodes", 4)):
+        assert (results / f"{stage}-fp32.json").exists(), err[-3000:]
+        document = json.loads((results / f"{stage}-fp32.json").read_text())
+        (run,) = document["runs"]
+        assert (document["data"]["name"], document["env"]["world_size"], run["loader"]) == (data, ranks, "stream")
+        assert not document["incomplete"] and run["feed"]["bound"] in ("input", "step", "balanced"), stage
+    assert (results / "report.txt").read_text().count("median ms") == 3
+    assert f"--data {data} --data-dir {folder}" in (tmp_path / "calls.log").read_text()
 
 
 @pytest.mark.job_scripts

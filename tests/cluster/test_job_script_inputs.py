@@ -15,7 +15,7 @@ from conftest import ROOT
 # What the scripts read, cleared so that the caller's environment cannot change a case.
 USER_VARIABLES = ["NODES", "GPUS_PER_NODE", "STEPS", "BATCH", "CHECKPOINT_EVERY", "MODES", "MODEL", "EXTRA_ARGS",
                   "CONTAINER", "CONTAINER_RUNTIME", "CIFAR10_DIR", "RESULTS_ROOT", "BIND", "USE_GPU", "DRY_RUN",
-                  "MASTER_ADDR", "MASTER_PORT", "DEPTH", "AMPBENCH_DIR", "STUDY", "GRAD_COMM"]
+                  "MASTER_ADDR", "MASTER_PORT", "DEPTH", "AMPBENCH_DIR", "STUDY", "GRAD_COMM", "DATA", "DATA_DIR"]
 # What bash itself says about a script that went wrong.
 BASH_ERRORS = re.compile(r"line \d+:|syntax error|unbound variable|command not found|No such file|bad substitution")
 
@@ -60,7 +60,7 @@ BAD_INPUTS = [
     ("STUDY", "yes"), ("GRAD_COMM", "fp8"), ("GRAD_COMM", "fp32,,bf16"), ("GRAD_COMM", "fp32 bf16"),
     ("GRAD_COMM", "fp32,fp32"), ("GRAD_COMM", "$(touch x)"),
     ("RESULTS_ROOT", "-x"), ("RESULTS_ROOT", "--help"), ("CIFAR10_DIR", "-data"), ("CONTAINER", "-v"),
-    ("BIND", "--bind"),
+    ("BIND", "--bind"), ("DATA", "imagenet"), ("DATA", "imagefolder "),
 ]
 
 
@@ -128,6 +128,33 @@ def test_a_missing_image_or_data_folder_is_refused(script, variable, tmp_path):
     assert job.returncode == 2 and err.startswith("ampbench: error: ") and err.count("\n") == 1, err
     assert f"{variable}={tmp_path / 'missing'}" in err
     assert not (tmp_path / "calls.log").exists() and not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize("data, given, said", [
+    ("imagefolder", None, "DATA_DIR is not set: set it to the image folder (a folder per class) the nodes read."),
+    ("webdataset", None, "DATA_DIR is not set: set it to the shards' folder (ampbench-shards writes one) or their "
+                         "brace pattern the nodes read."),
+    ("imagefolder", "{tmp}/missing", "DATA_DIR={tmp}/missing is not a folder; pre-stage the data there"),
+    ("webdataset", "-shards", "DATA_DIR=-shards begins with a dash, which commands read as an option"),
+])
+def test_your_own_data_needs_its_folder_and_cifar10_dir_is_then_not_asked_for(data, given, said, tmp_path):
+    values = {"NODES": "1", "DATA": data, "CIFAR10_DIR": ""}
+    if given:
+        values["DATA_DIR"] = given.format(tmp=tmp_path)
+    job = start("run_slurm.sh", job_env("run_slurm.sh", tmp_path, **values))
+    _, err = job.communicate(timeout=60)
+    assert job.returncode == 2 and err.startswith("ampbench: error: ") and err.count("\n") == 1, err
+    assert said.format(tmp=tmp_path) in err
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_dry_run_on_your_own_data_shows_it_in_every_command(tmp_path):
+    result = run_script("run_slurm.sh", dry_env(tmp_path, DATA="webdataset", DATA_DIR="/lus/shards/train-{0..9}.tar",
+                                                CIFAR10_DIR=""))
+    assert result.returncode == 0, result.stderr
+    runs = [line for line in result.stdout.splitlines() if " main.py " in line]
+    assert runs and all("--data webdataset --data-dir '/lus/shards/train-{0..9}.tar'" in line for line in runs)
+    assert not any("cifar10" in line for line in runs)
 
 
 def without_torch(tmp_path):
@@ -234,10 +261,12 @@ CAMPAIGN = (
     + [("EXTRA_ARGS", value, True) for value in ['--tag "a b"', "--warmup 1\n--no-eval", "--x\\ y", "--tag 'x'"]]
     + [("MASTER_ADDR", value, True) for value in ["a b", "$(touch {canary})", "host;touch {canary}"]]
     + [("CIFAR10_DIR", "a\nb", True), ("CONTAINER", "a\tb", True), ("BIND", "/lus\n/x", True)]
+    + [("DATA", value, True) for value in ["imagenet", "imagefolder;touch {canary}", "$(touch {canary})", "--help"]]
     + [(name, value, True) for name in ["RESULTS_ROOT", "CIFAR10_DIR", "CONTAINER", "BIND"]
        for value in ["-x", "--help"]]
     # Accepted: never evaluated, so printed as they are.
     + [("EXTRA_ARGS", "$(touch {canary})", False), ("EXTRA_ARGS", "--warmup 1 *", False),
+       ("DATA_DIR", "$(touch {canary})", False),
        ("CIFAR10_DIR", "$(touch {canary})", False), ("CONTAINER", "`touch {canary}`", False),
        ("BIND", "/lus,$(touch {canary})", False)]
 )

@@ -21,9 +21,12 @@ PROGRAMS = {
     "utils/explain/fp8_predict.py": (["-m", "utils.explain.fp8_predict"], ["--gpu", "a100-40gb"], "fp8_predict"),
     "benchmarks/fp8_sweep.py": (["benchmarks/fp8_sweep.py"], ["--widths", "65"], "fp8_sweep.py"),
     "cluster/bundle.py": (["cluster/bundle.py"], ["DIR", "--budget", "0"], "bundle.py"),
+    "utils/data/shard_writer.py": (["-m", "utils.data.shard_writer"], ["DIR", "OUT", "--shard-images", "0"],
+                                   "shard_writer"),
     "benchmarks/scaling.py": (["benchmarks/scaling.py"], ["--out", "study", "--rounds", "many"], "scaling.py"),
     "benchmarks/overhead.py": (["benchmarks/overhead.py"], ["--mode", "fp64"], "overhead.py"),
     "benchmarks/loader.py": (["benchmarks/loader.py"], ["--batches", "0"], "loader.py"),
+    "benchmarks/streaming.py": (["benchmarks/streaming.py"], ["--images", "0"], "streaming.py"),
     "benchmarks/lease.py": (["benchmarks/lease.py"], ["--minutes", "many"], "lease.py"),
     "benchmarks/diagnostics_overhead.py": (["benchmarks/diagnostics_overhead.py"], ["--rounds", "-1"],
                                            "diagnostics_overhead.py"),
@@ -109,11 +112,11 @@ def installed_checkout(tmp_path):
         pytest.skip(f"{sys.prefix} has the checkout {installed} installed, not this one ({ROOT})")
 
 
-def test_the_commands_are_the_run_the_report_the_predictor_the_suite_and_the_bundle():
+def test_the_commands_are_the_run_the_report_the_predictor_the_suite_the_bundle_and_the_shard_writer():
     """The adviser is the run's --advise, not a command of its own."""
     commands = installed_commands()
     assert set(commands.values()) == {"main.py", "utils/report.py", "utils/explain/fp8_predict.py",
-                                      "benchmarks/gpu_suite.py", "cluster/bundle.py"}
+                                      "benchmarks/gpu_suite.py", "cluster/bundle.py", "utils/data/shard_writer.py"}
     assert set(commands.values()) <= set(PROGRAMS) | ELSEWHERE and "ampbench" in commands
 
 

@@ -94,6 +94,7 @@ class DeviceLoader:
     With several ranks, all draw the same stream (same seed) and each takes its slice of every
     global batch, so the ranks' batches are disjoint and together form one process's batch.
     """
+    failure: Optional[str] = None  # images decoded before training: no batch meets a file that is no image
 
     def __init__(self, images: torch.Tensor, labels: torch.Tensor, *, batch_size: int, device: torch.device, seed: int,
                  channels_last: bool = False, shard: Tuple[int, int] = (0, 1),
@@ -191,6 +192,7 @@ class TorchvisionLoader:
     (shuffled, `workers` processes, pinned memory on CUDA, persistent workers), batches
     copied to the device without blocking; an endless stream like DeviceLoader's. With several
     ranks a DistributedSampler gives each its share of every epoch (set_epoch each epoch)."""
+    failure: Optional[str] = None  # images decoded before training: no batch meets a file that is no image
 
     def __init__(self, images: torch.Tensor, labels: torch.Tensor, *, batch_size: int, device: torch.device, seed: int,
                  workers: int, channels_last: bool = False, shard: Tuple[int, int] = (0, 1),

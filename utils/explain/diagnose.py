@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence
 
 from utils.explain.categories import DATA_LABEL, MEMORY_BOUND, NAMES, SCALER_LABEL, TENSOR_CORE_WORK
+from utils.measure import feed
 from utils.measure.gpus import TENSOR_CORE_MULTIPLE
 from utils.modes import BASELINES, LOW_FP8_SHARE, MODES
 from utils.training.cpu_arithmetic import FAST_CPU_FLAGS
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
         grad_comm: Optional[str]
         bucket_mb: Optional[float]
         optimizer_impl: Optional[str]
+        effective_batch_size: int
+        feed: Optional[Dict[str, Any]]  # streamed data: the loader's and the step's rates apart (measure/feed.py)
 
 # The rules' thresholds, as shares of a profiled step.
 INPUT_BOUND_SHARE = 0.20  # the input pipeline
@@ -70,21 +73,44 @@ def finding(rule: str, mode: str, at_stake_ms: float, evidence: str, remedy: str
             "text": f"{mode}: {rule}: {evidence}; try {remedy}."}
 
 
+def input_bound(run: RunFacts, profile: Profile, workers: int, cpu_count: int) -> Optional[Finding]:
+    """The input-bound finding, or None: streamed data's from the loader's and the step's rates
+    timed apart (fed_finding), data held in memory's from the profile's share of the input pipeline."""
+    if run.feed:
+        return fed_finding(run) if run.feed["bound"] == "input" else None
+    step = profile.total_ms
+    data_ms = profile.host_ms.get("data", 0.0) if run.device.startswith("cuda") else profile.categories["data"]["ms"]
+    if data_ms < INPUT_BOUND_SHARE * step:
+        return None
+    if run.loader == "torchvision":
+        remedy = "--loader device (the dataset on the device, augmented a whole batch at a time)"
+        if workers < cpu_count:
+            remedy += f", or more --workers than {workers}"
+    else:
+        remedy = "a larger -b, which spreads each batch's fixed cost over more images"
+    return finding("input-bound", run.mode, data_ms,
+                   f"the input pipeline takes {data_ms:.1f} ms, {100 * data_ms / step:.0f}% of the step", remedy)
+
+
+def fed_finding(run: RunFacts) -> Finding:
+    """The input-bound finding of a run whose loader alone delivers less than its step alone could
+    take (runs[].feed): the milliseconds a step waits for its batch, the loader's levers."""
+    fed = run.feed
+    assert fed is not None  # only runs that measured it
+    waited_ms = 1000.0 * run.effective_batch_size * (1 / fed["train_images_per_sec"] - 1 / fed["step_images_per_sec"])
+    levers = ", ".join(lever["flags"] for lever in fed["levers"]) or "a faster input pipeline"
+    return finding("input-bound", run.mode, max(waited_ms, 0.0),
+                   f"the loader alone delivers {feed.per_second(fed['loader_images_per_sec'])} img/s with "
+                   f"{fed['workers']} workers, the step alone could take {feed.per_second(fed['step_images_per_sec'])} "
+                   f"and training ran at {feed.per_second(fed['train_images_per_sec'])}: precision is not what limits "
+                   "it", levers)
+
+
 def diagnose_run(run: RunFacts, profile: Profile, workers: int, cpu_count: int) -> List[Finding]:
     """The findings one run's Profile shows by itself; `run` says what it trained (its RunRecord)."""
-    found, mode, cuda = [], run.mode, run.device.startswith("cuda")
-    step = profile.total_ms
-    data_ms = profile.host_ms.get("data", 0.0) if cuda else profile.categories["data"]["ms"]
-    if data_ms >= INPUT_BOUND_SHARE * step:
-        if run.loader == "torchvision":
-            remedy = "--loader device (the dataset on the device, augmented a whole batch at a time)"
-            if workers < cpu_count:
-                remedy += f", or more --workers than {workers}"
-        else:
-            remedy = "a larger -b, which spreads each batch's fixed cost over more images"
-        found.append(finding("input-bound", mode, data_ms,
-                             f"the input pipeline takes {data_ms:.1f} ms, {100 * data_ms / step:.0f}% of the step",
-                             remedy))
+    mode, cuda, step = run.mode, run.device.startswith("cuda"), profile.total_ms
+    input_found = input_bound(run, profile, workers, cpu_count)
+    found = [input_found] if input_found else []
     idle = profile.idle_ms or 0.0
     if cuda and idle >= LAUNCH_BOUND_SHARE * step:
         found.append(finding("host-bound", mode, idle,

@@ -29,7 +29,7 @@ from utils import modes
 from utils.config import DEFAULT_MARGIN_POINTS
 from utils.explain import diagnose
 from utils.explain.categories import NAMES as CATEGORIES
-from utils.measure import host_load
+from utils.measure import feed, host_load
 from utils.modes import BASELINES, MODES
 from utils.results.accuracy import accuracy_figures, paired_interval, target_figures
 from utils.results.comparison_row import ComparisonRow
@@ -277,6 +277,20 @@ def profiled_gpu_busy_share(group: List[Dict[str, Any]]) -> Optional[float]:
     return statistics.median(shares) if shares else None
 
 
+def feed_of(group: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    """A mode's feed (streamed data): the medians over its runs of the loader's, the step's and
+    training's rates (per process), the verdict they give, how many runs measured them, and the
+    first run's loader, workers, decoding, cores and levers; None where no run measured them."""
+    measured = [run["feed"] for run in group if run.get("feed")]
+    if not measured:
+        return None
+    rates = {key: statistics.median(each[key] for each in measured)
+             for key in ("loader_images_per_sec", "step_images_per_sec", "train_images_per_sec")}
+    loader, step, train = rates["loader_images_per_sec"], rates["step_images_per_sec"], rates["train_images_per_sec"]
+    return {**measured[0], **rates, "runs": len(measured), "bound": feed.bound(loader, step),
+            "contended": feed.contended(loader, step, train)}
+
+
 def median_step_ms(group: List[Dict[str, Any]]) -> float:
     """A mode's step time: the median of its runs' median step times, the statistic that
     speedup_interval resamples (with one run, its median step, the median of the steps it
@@ -336,6 +350,7 @@ def mode_figures(group: List[Dict[str, Any]]) -> Dict[str, Any]:
         "joules_per_image": statistics.median(energy) if energy else None,
         "energy_window_too_short": too_short if energy else None,
         "gpu_busy_share": gpu_busy_share(group),
+        "feed": feed_of(group),
     }
 
 

@@ -44,6 +44,8 @@ class ComparisonRow:
     joules_per_image: Optional[float]
     energy_window_too_short: Optional[bool]  # J/img from windows under nvml_meter.MIN_ENERGY_WINDOW_S alone: no ratio
     gpu_busy_share: Optional[float]
+    # streamed data: whether the loader keeps up with the step, from its runs' runs[].feed (compare.feed_of)
+    feed: Optional[Dict[str, Any]]
     # does accuracy hold? Over seeds, and paired by seed with the baseline (accuracy.accuracy_figures)
     seeds: int
     accuracy_mean: Optional[float]

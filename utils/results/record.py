@@ -125,6 +125,11 @@ class RunRecord:
     # samples, sample_period_s), or null and the sentence saying why
     gpu_busy: Optional[Dict] = None
     gpu_busy_unavailable: Optional[str] = None
+    # a streamed run with --skip-bad-images: the files it left out as no whole images (count, examples); else null
+    skipped_images: Optional[Dict] = None
+    # streamed data: the loader alone, the step alone and training as a whole, per process, with the verdict
+    # and the loader's levers (utils/training/feed.py measures it, utils/measure/feed.py says it); else null
+    feed: Optional[Dict] = None
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
@@ -133,7 +138,7 @@ class RunRecord:
 def should_evaluate(training: Training, data: Data, outcome: LoopOutcome) -> bool:
     """Test accuracy is measured for a run that finished with a finite loss on real data."""
     losses = outcome.stats.losses
-    return not (training.no_eval or data.test_images is None or outcome.stopped_by or not losses
+    return not (training.no_eval or not data.has_test_set or outcome.stopped_by or not losses
                 or not math.isfinite(losses[-1]))
 
 
@@ -145,6 +150,7 @@ class SideMeasurements:
     numerics: Optional[Dict] = None  # --numerics: the gradient census
     memory: Optional[Dict] = None  # --numerics: one step's memory, by kind
     max_batch: Optional[int] = None  # --max-batch
+    feed: Optional[Dict] = None  # streamed data: whether the loader keeps up with the step (training/feed.py)
     curve: Optional[AccuracyCurve] = None  # the run's AccuracyCurve (training/curve.py), None without evaluation
     stopped_by: Optional[str] = None  # a signal that cut the final evaluation short
     failures: List[str] = field(default_factory=list)  # writes that failed on the way (a trace), in words
@@ -170,7 +176,7 @@ def build(training: Training, data_settings: DataSettings, speed: Speed, distrib
         if timing["step_time_ms"] and flops_per_step else {"mfu_note": flops_note}
     record = RunRecord(
         mode=mode.name, description=mode.description, device=str(device), tf32=tf32_flags(), data=data.name,
-        loader=data_settings.loader, channels_last=speed.channels_last, compiled=speed.compile,
+        loader=trainer.plan.loader, channels_last=speed.channels_last, compiled=speed.compile,
         compile_mode=speed.compile_mode if speed.compile else None, batch_size=training.batch_size,
         accum_steps=training.accum_steps, effective_batch_size=training.effective_batch_size,
         world_size=world.size, global_batch_size=global_batch, timing_unit="optimizer_step", steps=trainer.plan.steps,
@@ -183,7 +189,7 @@ def build(training: Training, data_settings: DataSettings, speed: Speed, distrib
         skipped_steps=outcome.skipped_steps,
         final_loss_scale=trainer.scaler.get_scale() if trainer.scaler.is_enabled() else None,
         final_lr=trainer.optimizer.param_groups[0]["lr"], test_accuracy=measured.test_accuracy,
-        epochs_seen=outcome.completed_steps * global_batch / len(data.train_images), wall_time_s=stats.wall_time_s,
+        epochs_seen=outcome.completed_steps * global_batch / data.train_count, wall_time_s=stats.wall_time_s,
         first_step_s=outcome.first_step_s, compile_time_s=outcome.first_step_s if speed.compile else None,
         initial_weights_sha256=trainer.initial_weights_sha256, first_batch_sha256=outcome.first_batch_sha256,
         repeat=repeat, finished_utc=now_utc(), numerics=measured.numerics, memory=measured.memory,
@@ -193,7 +199,7 @@ def build(training: Training, data_settings: DataSettings, speed: Speed, distrib
         host=host_fields(stats.host_readings, device.type, timing), energy=outcome.energy,
         energy_unavailable=outcome.energy_unavailable, gpu_busy=outcome.gpu_busy,
         gpu_busy_unavailable=outcome.gpu_busy_unavailable, **accuracy_fields(measured.curve), **utilisation,
-        grad_comm=trainer.grad_comm,
+        grad_comm=trainer.grad_comm, skipped_images=data.run_skipped, feed=measured.feed,
         bucket_mb=communication(distributed.grad_comm, distributed.bucket_mb, world.size)["bucket_mb"])
     record.learned = learned(record.data, record.loss_curve, record.test_accuracy)
     if measured.profile is not None:
@@ -252,7 +258,7 @@ def setup_of(document: Dict[str, Any]) -> Dict[str, Any]:
     config, env = document["config"], document["env"]
     setup = {key: config.get(key) for key in (*SETUP_KEYS, *ACCURACY_KEYS)}
     setup["optimizer_impl"] = optimizer_impl(document)
-    setup.update(workers=config.get("workers") if config.get("loader") == "torchvision" else None,
+    setup.update(workers=config.get("workers") if config.get("loader") in ("torchvision", "stream", "dali") else None,
                  compile_mode=config.get("compile_mode") if config.get("compile") else None,
                  mode_steps=config.get("mode_steps"),  # runs of a mode timed for other lengths never pool
                  world_size=env["world_size"], device=env["device"], torch=env.get("torch"),

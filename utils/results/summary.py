@@ -6,9 +6,10 @@ import textwrap
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from models.families import DEFAULT_IMAGE_SIZE, uses_resnet_stem
-from utils.console import one_line
+from utils.console import human_bytes, one_line, plural
 from utils.explain.categories import NAMES as CATEGORIES
 from utils.explain.diagnose import GPU_BOUND_SHARE, amdahl_line, ranked, speedup_text
+from utils.measure import feed
 from utils.measure.nvml_meter import COUNTER_UPDATE_S, MIN_BUSY_SAMPLES, MIN_ENERGY_WINDOW_S
 from utils.measure.step_stats import OUTLIER_FACTOR
 from utils.modes import BASELINES
@@ -25,16 +26,6 @@ from utils.results.comparison_row import ComparisonRow
 from utils.results.record import WARMUP_IN_PEAK, setup_of, written_schema
 
 TABLE_WIDTH = 80
-
-
-def human_bytes(count: Optional[float]) -> str:
-    if count is None:
-        return "-"
-    for unit in ("B", "KiB", "MiB"):
-        if count < 1024:
-            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
-        count /= 1024
-    return f"{count:.1f} GiB"
 
 
 def fmt(value: Optional[float], spec: str, scale: float = 1.0, suffix: str = "") -> str:
@@ -71,6 +62,8 @@ def describe(setup: Dict[str, Any], env: Dict[str, Any]) -> str:
              "channels_last" if setup.get("channels_last") else None,
              f"compile ({setup.get('compile_mode') or 'default'})" if setup.get("compile") else None,
              f"loader torchvision ({setup.get('workers')} workers)" if setup.get("loader") == "torchvision" else None,
+             f"streamed by {plural(setup.get('workers'), 'worker')}" if setup.get("loader") in ("stream", "dali")
+             else None,
              "AdamW" if setup.get("optimizer") == "adamw" else None]
     levers = "".join(f", {lever}" for lever in named if lever)
     stem = f" (stem {setup['stem']})" if uses_resnet_stem(setup["model"]) else ""
@@ -363,7 +356,7 @@ def notes(document: Dict[str, Any]) -> List[str]:
                          f"{CHANCE_LOSS:.4f}; accuracy {fmt(row.test_accuracy, '.1f', 100, '%')}, chance 10%): "
                          "its accuracy is not compared; lower --lr or train longer.")
     lines += accuracy_notes(document) + outlier_notes(document) + fp8_notes(document) + host_notes(document)
-    lines += busy_notes(document) + energy_notes(document)
+    lines += busy_notes(document) + energy_notes(document) + feed_notes(document)
     largest = {mode: row for mode, row in comparison.items() if row.max_batch is not None}
     if largest:
         lines.append("Largest batch in this GPU's memory (--max-batch): " + ", ".join(
@@ -552,6 +545,20 @@ def energy_notes(document: Dict[str, Any]) -> List[str]:
             lines.append(f"J/img of {mode} leaves out {left_out} of its {len(energies[mode])} runs: their timed steps "
                          f"lasted under {MIN_ENERGY_WINDOW_S:g} s.")
     return lines
+
+
+def feed_notes(document: Dict[str, Any]) -> List[str]:
+    """Streamed data: one line per mode saying what bounds it, the loader or the step
+    (measure/feed.py's sentence, from the row's medians), after what the figures are."""
+    fed = {mode: row.feed for mode, row in document["comparison"].items() if row.feed}
+    if not fed:
+        return []
+    ranks = document["env"].get("world_size") or 1
+    first = next(iter(fed.values()))
+    lines = [f"feed: after each run's timed steps, the loader alone ({first['loader_batches']} batches, nothing "
+             f"trained) and the step alone ({first['step_steps']} steps on a batch held on the device), beside the "
+             "rate training ran at (runs[].feed):"]
+    return lines + [feed.sentence(mode, figures, ranks) for mode, figures in fed.items()]
 
 
 def outlier_notes(document: Dict[str, Any]) -> List[str]:

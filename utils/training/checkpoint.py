@@ -119,7 +119,7 @@ def checkpoint_globals() -> Allowed:
 
 def resume_setup(data: Data, world: World) -> Dict[str, Union[int, str]]:
     """What a resume must find again besides the config: the ranks and the data."""
-    return {"world_size": world.size, "data": data.identity, "train_images": len(data.train_images)}
+    return {"world_size": world.size, "data": data.identity, "train_images": data.train_count}
 
 
 class Saver:

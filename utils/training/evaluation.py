@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Optional
 import torch
 from torch import nn
 
-from utils.data.loaders import eval_batches
 from utils.training import distributed, precision
 
 if TYPE_CHECKING:
@@ -22,20 +21,18 @@ def evaluate(model: nn.Module, mode: Mode, data: Data, training: Training, speed
              context: RunContext) -> Optional[float]:
     """Top-1 accuracy on the test set, in batches of the run's, laid out as its steps' and under
     the same autocast; with several ranks each scores its shard of the test set and the counts
-    are summed. None when a stop signal cut the pass short on any rank. In a terminal, the
+    are summed. None when a stop signal, or a streamed file that is no whole image, cut the pass
+    short on any rank. In a terminal, the
     context's reporter shows a bar."""
     device, world, batch_size = context.device, context.world, training.batch_size
-    test_images, test_labels = data.test_images, data.test_labels
-    assert test_images is not None and test_labels is not None  # only data with a test set is evaluated
     model.eval()
     counts = torch.zeros(3, dtype=torch.long, device=device)  # correct, seen, stopped
-    rank_batches = eval_batches(test_images, test_labels, batch_size=batch_size, device=device,
-                                channels_last=speed.channels_last, shard=(world.rank, world.size),
-                                input_shape=data_settings.input_shape, normalization=data.normalization)
-    shard = -(-len(test_labels) // world.size)
+    rank_batches = data.test_batches(batch_size=batch_size, device=device, channels_last=speed.channels_last,
+                                     shard=(world.rank, world.size), input_shape=data_settings.input_shape)
+    shard = -(-data.test_count // world.size)
     batches = context.reporter.evaluation(rank_batches, -(-shard // batch_size), mode.name)
     for images, labels in batches:
-        if context.stop.requested:  # a host flag: no sync
+        if context.stop.requested or data.failure:  # host flags: no sync
             counts[2] = 1
             break
         with precision.autocast(mode, device):

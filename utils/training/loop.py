@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 
 
 STOPPED_BY_ANOTHER_RANK = "signal to another rank"  # what stopped_by says on ranks that got no signal
+STOPPED_BY_BAD_DATA = "a file that is no whole image"  # the loader met one, without --skip-bad-images
 
 
 @dataclass
@@ -243,7 +244,7 @@ def train(trainer: Trainer, training: Training, accuracy: Accuracy, checkpoints:
     step, stopped_by, reached = start_step, None, False
     every = checkpoints.checkpoint_every
     while step < steps:
-        ending, stopped_by = ends_before(step, agreement, stop, world, policy)
+        ending, stopped_by = ends_before(step, agreement, stop, world, policy, trainer.loader.failure is not None)
         if ending:
             break
         recorder.begin_step(timer)
@@ -276,13 +277,14 @@ def train(trainer: Trainer, training: Training, accuracy: Accuracy, checkpoints:
 
 
 def ends_before(step: int, agreement: Optional[RankAgreement], stop: StopRequest, world: World,
-                policy: str) -> Tuple[bool, Optional[str]]:
-    """Whether the run ends before `step`: a signal here (or, distributed, on any rank) ends it with the
-    signal's name; a divergence under --on-nan stop ends it with none."""
-    signalled = stop.signal_name is not None
+                policy: str, bad_data: bool = False) -> Tuple[bool, Optional[str]]:
+    """Whether the run ends before `step`: a signal here, or a batch that held a file that is no
+    whole image (`bad_data`; distributed, on any rank), ends it with the signal's name or
+    STOPPED_BY_BAD_DATA; a divergence under --on-nan stop ends it with none."""
+    signalled = stop.signal_name is not None or bad_data
     diverged, stopping = agreement.check(step, signalled) if agreement else (False, False)
     if stopping or (signalled and not world.distributed):
-        return True, stop.signal_name if signalled else STOPPED_BY_ANOTHER_RANK
+        return True, stop.signal_name or (STOPPED_BY_BAD_DATA if bad_data else STOPPED_BY_ANOTHER_RANK)
     return diverged and policy == "stop", None
 
 

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from utils.data.loaders import make_train_loader, memory_format
+from utils.data.loaders import memory_format
 from utils.modes import Mode
 from utils.setup_keys import communication
 from utils.training import distributed, float8, precision
@@ -19,8 +19,7 @@ from utils.training.step import make_optimizer, make_scheduler, no_decay_flags
 
 if TYPE_CHECKING:
     from utils.config import DataSettings, Distributed, Precision, Speed, Training, TrainingPlan
-    from utils.data.dataset import Data
-    from utils.data.loaders import DeviceLoader, TorchvisionLoader
+    from utils.data.dataset import Data, Loader
     from utils.launch import World
     from utils.training.precision import StaticLossScaler
 
@@ -38,7 +37,7 @@ class Trainer:
     optimizer_impl: str  # the optimizer's implementation that runs: "fused" or "foreach" (where fused is not available)
     scheduler: torch.optim.lr_scheduler.LRScheduler
     criterion: nn.Module
-    loader: Union[DeviceLoader, TorchvisionLoader]  # an endless iterator of (images, labels)
+    loader: Loader  # an endless iterator of (images, labels)
     initial_weights_sha256: str
     grad_comm: Optional[str] = None  # the dtype DDP's gradients travel in; None in one process
 
@@ -64,11 +63,9 @@ def build_trainer(initial_model: nn.Module, mode: Mode, data: Data, plan: Traini
     if speed.compile:
         # a compiled module is an OptimizedModule, an nn.Module; torch's stubs say a callable
         step_model = cast(nn.Module, torch.compile(step_model, mode=speed.compile_mode))
-    loader = make_train_loader(data_settings.loader, data.train_images, data.train_labels,
-                               batch_size=training.batch_size, device=device, seed=training.seed,
-                               workers=data_settings.workers, channels_last=speed.channels_last,
-                               shard=(world.rank, world.size), input_shape=data_settings.input_shape,
-                               normalization=data.normalization)
+    loader = data.train_loader(plan.loader, batch_size=training.batch_size, device=device,
+                               seed=training.seed, workers=data_settings.workers, channels_last=speed.channels_last,
+                               shard=(world.rank, world.size), input_shape=data_settings.input_shape)
     optimizer, optimizer_impl = make_optimizer(params, lr=recipe.lr, momentum=recipe.momentum,
                                                weight_decay=recipe.weight_decay, nesterov=training.nesterov,
                                                impl=training.optimizer_impl, kind=recipe.optimizer,

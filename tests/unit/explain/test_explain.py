@@ -11,6 +11,7 @@ from conftest import ROOT, run_cli, run_main
 from models import factory
 from utils import launch
 from utils.config import RunConfig
+from utils.data import dataset as dataset_module
 from utils.data.dataset import synthetic
 from utils.explain import diagnose
 from utils.explain.categories import CATEGORIES, NAMES, WHAT, category_of, core_name
@@ -18,7 +19,6 @@ from utils.explain.profiler import Profile, profile_steps
 from utils.measure import gpus
 from utils.modes import MODES
 from utils.training import cpu_arithmetic
-from utils.training import trainer as trainer_module
 from utils.training.trainer import build_trainer
 
 CPU = torch.device("cpu")
@@ -115,11 +115,23 @@ def profile_of(unaligned_layers=(), **ms):
 
 
 def run_of(mode="fp32", device="cpu", loader="device", channels_last=False, optimizer_impl="fused", world_size=1,
-           grad_comm=None, bucket_mb=None):
+           grad_comm=None, bucket_mb=None, feed=None):
     """What diagnose_run reads of a RunRecord."""
     return types.SimpleNamespace(mode=mode, device=device, loader=loader, channels_last=channels_last,
                                  optimizer_impl=optimizer_impl, world_size=world_size, grad_comm=grad_comm,
-                                 bucket_mb=bucket_mb)
+                                 bucket_mb=bucket_mb, feed=feed, effective_batch_size=128)
+
+
+def test_a_streamed_run_is_diagnosed_by_its_loaders_and_steps_rates_not_by_the_profiles_share():
+    fed = {"loader_images_per_sec": 1150.0, "step_images_per_sec": 6000.0, "train_images_per_sec": 1140.0,
+           "workers": 8, "bound": "input", "levers": [{"lever": "GPU decode", "flags": "--decode gpu", "why": "w"}]}
+    (found,) = diagnose.diagnose_run(run_of(loader="stream", feed=fed), profile_of(data=5, conv=95), 8, 8)
+    assert (found["rule"], found["remedy"]) == ("input-bound", "--decode gpu")
+    assert found["at_stake_ms"] == pytest.approx(1000 * 128 * (1 / 1140 - 1 / 6000))
+    assert "the loader alone delivers 1,150 img/s with 8 workers, the step alone could take 6,000" in found["text"]
+    stepped = dict(fed, bound="step")
+    assert rules(diagnose.diagnose_run(run_of(loader="stream", feed=stepped), profile_of(data=40, conv=60), 8, 8)) \
+        == []
 
 
 def test_exposed_all_reduce_of_a_fifth_of_the_step_names_the_communication_remedies():
@@ -332,8 +344,8 @@ def test_a_slow_input_pipeline_is_diagnosed_input_bound_with_the_loaders_remedy(
     """The data share is measured inside the profiled step (the wait for the batch), so a
     pipeline slower than the model is named input-bound, with the remedy for the loader that ran;
     how fast each real loader is lies in benchmarks/loader.py."""
-    real = trainer_module.make_train_loader
-    monkeypatch.setattr(trainer_module, "make_train_loader", lambda *args, **kwargs: SlowLoader(real(*args, **kwargs)))
+    real = dataset_module.make_train_loader
+    monkeypatch.setattr(dataset_module, "make_train_loader", lambda *args, **kwargs: SlowLoader(real(*args, **kwargs)))
     out = tmp_path / f"{loader}.json"
     result = run_main("-m", "squeezenet1_1", "-b", "8", "-n", "2", "--warmup", "1", "--no-progress", "--no-eval",
                       "--explain", "--explain-steps", "2", "--loader", loader, "--workers", "0",

@@ -174,5 +174,6 @@ def test_every_rank_takes_part_in_the_collective_that_names_the_nodes(monkeypatc
                           failures=[], checkpoint_step=None)
     context = RunContext(torch.device("cpu"), World(1, 2, 1, 2, "torchrun"))
     config = RunConfig.build()
-    assert app.finish(config, config.plan(True, 2), context, None, [run], None) == 0
+    data = SimpleNamespace(failure=None)  # no file that is no whole image met
+    assert app.finish(config, config.plan(True, 2), context, data, [run], None) == 0
     assert joined == [1]
