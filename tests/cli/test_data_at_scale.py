@@ -195,15 +195,27 @@ def test_a_run_whose_loader_cannot_keep_up_says_it_is_input_bound_and_names_the_
     with contextlib.redirect_stdout(out):
         assert report.main([str(tmp_path / "r.json")]) == 0
     assert "input-bound, precision is not what limits this run" in " ".join(out.getvalue().split())
+    advice = run_main("--advise", "--from", tmp_path / "r.json", "--advice-dir", tmp_path / "advice")
+    assert advice.returncode not in (1, 2), advice.stderr
+    said = " ".join(advice.stdout.split())
+    assert "The input pipeline bounds amp-bf16: its step alone could take " in said or \
+        "The input pipeline bounds fp32: its step alone could take " in said, said
+    assert "the loader's levers: " in said and "shards (ampbench-shards DIR SHARDS, then --data webdataset" in said
 
 
 def test_a_run_whose_step_is_slower_than_its_loader_says_the_step_bounds_it(tmp_path):
     tree = image_tree(tmp_path / "tree", per_class=6, size=(8, 8))
     result = run_main("--data", "imagefolder", "--data-dir", tree, "--loader", "stream", "--image-size", "32",
                       "-b", "4", "--warmup", "1", "--no-progress", "--workers", "0", "--model", "resnet18",
-                      "-n", "3", "--modes", "fp32", "--json", tmp_path / "r.json")
+                      "-n", "3", "--modes", "fp32,amp-bf16", "--json", tmp_path / "r.json")
     assert result.returncode == 0, result.stderr
-    (run,) = json.loads((tmp_path / "r.json").read_text())["runs"]
-    assert run["feed"]["bound"] == "step" and run["feed"]["step_images_per_sec"] < run["feed"]["loader_images_per_sec"]
+    for run in json.loads((tmp_path / "r.json").read_text())["runs"]:
+        assert run["feed"]["bound"] == "step" and \
+            run["feed"]["step_images_per_sec"] < run["feed"]["loader_images_per_sec"], run["feed"]
     said = " ".join(result.stdout.split())
     assert "the step bounds this run, so its number format sets the pace" in said and "input-bound" not in said
+    advice = run_main("--advise", "--from", tmp_path / "r.json", "--advice-dir", tmp_path / "advice")
+    assert advice.returncode not in (1, 2), advice.stderr
+    said = " ".join(advice.stdout.split())
+    assert "The input pipeline keeps up with " in said and "input pipeline bounds" not in said
+    assert "loader's levers" not in said

@@ -30,6 +30,10 @@ LEVERS: Dict[str, Tuple[Dict[str, Any], Dict[str, Any]]] = {
     "cuda graphs": ({"compile": True, "compile_mode": "reduce-overhead"},
                     {"compile": False, "compile_mode": "default"}),
 }
+# The input pipeline's levers, for data streamed from files, by the one setting each changes: a
+# trial runs with more workers (every core this process may use) or decodes on the GPU, and is on
+# where its setting is the larger, or "gpu" (levers.py).
+LOADER_LEVERS = {"more workers": "workers", "GPU decode": "decode"}
 # The batch-job scripts a user submits (cluster/stages.sh): every setting through the environment,
 # which sbatch --export=ALL and qsub -V pass on (MODES holds commas, which their own lists split at).
 JOB_SUBMIT = {"slurm": "sbatch --export=ALL run_slurm.sh", "pbs": "qsub -V run_pbs.sh"}
@@ -115,13 +119,13 @@ def from_results_command(record: Dict[str, Any], on_gpu: bool, mode: str, settin
 
 def results_arguments(record: Dict[str, Any], on_gpu: bool) -> Arguments:
     """The command line a results file's config `record` describes (from_results_command's)."""
-    kept = {name: record[name] for name in ("model", "model_factory", "batch_size", "image_size", "accum_steps")
-            if record.get(name) is not None}
+    kept = {name: record[name] for name in ("model", "model_factory", "batch_size", "image_size", "accum_steps",
+                                                   "epoch_images") if record.get(name) is not None}
     if "model_factory" in kept:  # the model's name is the factory's MODULE:FUNCTION, which -m cannot take
         del kept["model"]
-    if record.get("data") in ("synthetic", "imagefolder"):
+    if record.get("data") in ("synthetic", *config.STREAMED_DATA):
         kept["data"] = record["data"]
-    if record.get("data") == "imagefolder":
+    if record.get("data") in config.STREAMED_DATA:
         kept["data_dir"] = record["data_dir"]
     return config.arguments(**kept, gpu=on_gpu)
 

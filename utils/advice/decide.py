@@ -27,7 +27,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from utils.advice import claims, commands
 from utils.advice.decision import Context, Decision, holds_one, listing
 from utils.advice.levers import batch_claim, lever_claims, untried
-from utils.advice.why import why_claims
+from utils.advice.why import loader_claim, why_claims
 from utils.errors import UserError
 from utils.modes import BASELINES, MODES
 from utils.results.compare import SPREAD_WARNING_PCT, busy_host, unsteady_speedups
@@ -157,6 +157,7 @@ def decide(documents: List[Dict[str, Any]], context: Context, margin_points: flo
         claims.no_advice_claim(decision, choice, unsteady)
     claims.tf32_claim(decision, mode)
     claims.memory_claim(decision, mode, choice["tied"])
+    loader_claim(decision, mode)
     if advised:
         claims.rejected_claim(decision, choice, excluded_modes)
     settings = lever_claims(decision, mode)

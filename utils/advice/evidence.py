@@ -25,6 +25,7 @@ import os
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 from utils.explain.diagnose import GPU_BOUND_SHARE
+from utils.measure.feed import KEEPS_UP
 from utils.results.compare import MIN_RUNS, SPREAD_WARNING_PCT, busy_host, ratios_spread_pct
 from utils.results.merge import load_result, merge
 
@@ -36,6 +37,7 @@ RULES = {
     "min_runs": MIN_RUNS,  # runs (or paired repeats) a mode an interval over runs needs
     "busy": 90.0,  # % of a step the GPU runs kernels, under which the host side's levers are worth naming
     "host_bound": GPU_BOUND_SHARE,  # a step whose GPU runs kernels under this share of it is host-bound
+    "keeps_up": KEEPS_UP,  # a loader delivering under this share of what the step alone takes bounds the run
 }
 
 

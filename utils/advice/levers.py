@@ -20,6 +20,9 @@ LEVER_KEYS = ("channels_last", "optimizer_impl", "compile", "compile_mode")
 def lever_of(base: Dict[str, Any], other: Dict[str, Any]) -> Optional[str]:
     """The speed lever that two setups (record.setup_of) differ in, alone, or None."""
     differing = {key for key in set(base) | set(other) if base.get(key) != other.get(key)}
+    loader = [lever for lever, key in commands.LOADER_LEVERS.items() if differing == {key}]
+    if loader:
+        return loader[0]
     if not differing or not differing <= set(LEVER_KEYS):
         return None
     for lever in commands.LEVERS:
@@ -46,10 +49,29 @@ def untried(decision: Decision, settings: Dict[str, Any]) -> Dict[str, Any]:
     compared (`settings`: those the trials decided): a command built from the results leaves them
     at their defaults, as nothing measured says they are better."""
     defaults, record = config.defaults(), decision.document["config"]
-    compared = {key for lever, _ in tried(decision) for key in commands.LEVERS[lever][0]}
+    compared = {key for lever, _ in tried(decision) for key in lever_keys(lever)}
     return {key: record[key] for key in LEVER_KEYS
             if record.get(key) is not None and record[key] != defaults[key] and key not in compared | set(settings)
             and (key != "compile_mode" or record.get("compile"))}
+
+
+def lever_keys(lever: str) -> Tuple[str, ...]:
+    """The settings `lever` switches."""
+    if lever in commands.LOADER_LEVERS:
+        return (commands.LOADER_LEVERS[lever],)
+    return tuple(commands.LEVERS[lever][0])
+
+
+def is_on(lever: str, trial: Dict[str, Any], base: Dict[str, Any]) -> bool:
+    """Whether the `trial` setup has `lever` on, against the comparison's `base` setup: a loader
+    lever by its setting (more workers than the comparison's, or GPU decoding), another by
+    commands.LEVERS."""
+    key = commands.LOADER_LEVERS.get(lever)
+    if key == "workers":
+        return (trial.get("workers") or 0) > (base.get("workers") or 0)
+    if key is not None:
+        return trial.get(key) == "gpu"
+    return commands.is_on(lever, trial)
 
 
 def lever_claims(decision: Decision, mode: str) -> Dict[str, Any]:
@@ -73,7 +95,8 @@ def lever_claims(decision: Decision, mode: str) -> Dict[str, Any]:
 def lever_result(decision: Decision, lever: str, index: int, runs: Group) -> Tuple[str, List[str], Dict[str, Any]]:
     """(the words, the evidence ids, the settings the advice takes) of one lever's trial."""
     mode = runs[0]["mode"]
-    tried_on = commands.is_on(lever, setup_of(decision.views()[index]))
+    trial, base = setup_of(decision.views()[index]), setup_of(decision.document)
+    tried_on = is_on(lever, trial, base)
     on, off = (runs, decision.groups[mode]) if tried_on else (decision.groups[mode], runs)
     found = speedup(off, on, pair=False)
     on_index, off_index = (index, decision.primary) if tried_on else (decision.primary, index)
@@ -89,8 +112,19 @@ def lever_result(decision: Decision, lever: str, index: int, runs: Group) -> Tup
         payback, more = payback_words(decision, on_index, off_index, mode, (ids[0], found.value))
         ids += more
         words += payback
-    choice = commands.LEVERS[lever][0 if kept else 1] if kept or harmful else {}
-    return words, ids, choice
+    return words, ids, choice_of(lever, kept, harmful, trial if tried_on else base, base if tried_on else trial)
+
+
+def choice_of(lever: str, kept: bool, harmful: bool, on: Dict[str, Any], off: Dict[str, Any]) -> Dict[str, Any]:
+    """The settings the advice takes from a lever's trial: the lever's on side where it is kept,
+    its off side where it is slower, none where it is not shown either way (`on`, `off`: the two
+    setups; a loader lever's settings are theirs, another's commands.LEVERS')."""
+    if not (kept or harmful):
+        return {}
+    if lever in commands.LOADER_LEVERS:
+        key = commands.LOADER_LEVERS[lever]
+        return {key: (on if kept else off)[key]}
+    return commands.LEVERS[lever][0 if kept else 1]
 
 
 def payback_words(decision: Decision, on_index: int, off_index: int, mode: str,

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 import torch
 
 from models import factory, families
-from utils import compat
+from utils import compat, config
 from utils.advice import commands
 from utils.advice.plan import Capabilities, Estimates
-from utils.data import cifar10
+from utils.data import cifar10, gpu_decode
 from utils.errors import UserError
 from utils.explain import fp8_predict
 from utils.measure import envinfo, estimate, flops
@@ -113,7 +113,7 @@ def fp8_predictions(training: Training, data: DataSettings, speed: Speed, model:
     return predictions, facts
 
 
-def levers(training: Training, arguments: Arguments,
+def levers(training: Training, data: DataSettings, arguments: Arguments,
            device: torch.device) -> Tuple[Tuple[Tuple[str, Dict[str, Any]], ...], Dict[str, str]]:
     """(the levers to try here, each with the settings its phase runs, in order, switched the
     other way from the user's command, `arguments`; {lever: why not})."""
@@ -131,7 +131,33 @@ def levers(training: Training, arguments: Arguments,
         if lever not in why and lever in ("compile", "cuda graphs") and arguments.compile:
             why[lever] = "the command compiles already"
     tried = tuple((lever, commands.lever_flip(lever, arguments)) for lever in commands.LEVERS if lever not in why)
-    return tried, why
+    loader, why_loader = loader_levers(data, arguments, device)
+    return tried + loader, {**why, **why_loader}
+
+
+def loader_levers(data: DataSettings, arguments: Arguments,
+                  device: torch.device) -> Tuple[Tuple[Tuple[str, Dict[str, Any]], ...], Dict[str, str]]:
+    """The input pipeline's levers (commands.LOADER_LEVERS) for data streamed from files, each with
+    its phase's settings, and why not; none for data held in memory, where there is no loader to
+    speed up. The session tries them only where the comparison found the loader bounding the lead."""
+    if data.data not in config.STREAMED_DATA or data.loader in ("device", "torchvision"):
+        return (), {}
+    tried: List[Tuple[str, Dict[str, Any]]] = []
+    why: Dict[str, str] = {}
+    cores = config.usable_cores()
+    if arguments.workers < cores:
+        tried.append(("more workers", {"workers": cores}))
+    else:
+        why["more workers"] = f"the loader has a worker for each of the {cores} cores this process may use already"
+    if data.decode == "gpu" or data.loader == "dali":
+        why["GPU decode"] = "the command decodes on the GPU already"
+    else:
+        try:
+            gpu_decode.check_available(device)
+            tried.append(("GPU decode", {"decode": "gpu"}))
+        except UserError as refusal:
+            why["GPU decode"] = short(str(refusal))
+    return tuple(tried), why
 
 
 def no_test_images(data: DataSettings) -> Optional[str]:
@@ -178,7 +204,7 @@ def preflight(training: Training, data: DataSettings, precision: Precision, spee
         model = seeded_model(training, data, device=device)
     timed, not_timed = timed_modes(precision, device)
     predictions, fp8_facts = fp8_predictions(training, data, speed, model, device_name, timed, not_timed)
-    tried, why_not = levers(training, arguments, device)
+    tried, why_not = levers(training, data, arguments, device)
     batch = training.batch_size
     step_flops, image_flops = counted_flops(training, data, model)
     on_cpu, threads = device.type == "cpu", torch.get_num_threads()

@@ -1,6 +1,7 @@
-"""The sentences of the advice about why: --explain's categories against fp32 (the Amdahl line,
-and what it means when the step sped up beyond it), the largest finding with time at stake, and
-whether the GPU or the host sets the pace of every mode that could be trained instead. No torch."""
+"""The sentences of the advice about why: whether the input pipeline keeps up with the advised
+mode (streamed data), --explain's categories against fp32 (the Amdahl line, and what it means when
+the step sped up beyond it), the largest finding with time at stake, and whether the GPU or the
+host sets the pace of every mode that could be trained instead. No torch."""
 from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -26,6 +27,47 @@ def why_claims(decision: Decision, mode: str, eligible: Sequence[str], tied: Seq
     finding_claim(decision, explained)
     busy_claim(decision, mode, [other for other in eligible if other in tied or
                                 decision.rows[other].median_step_ms < decision.rows[mode].median_step_ms], tie)
+
+
+def loader_claim(decision: Decision, mode: str) -> None:
+    """Whether the input pipeline keeps up with `mode`, from its runs' feed (streamed data only):
+    where the loader alone delivers under KEEPS_UP of what the step alone takes, it bounds the run
+    and no number format can speed it up, so the sentence says so and names the loader's levers."""
+    fed = decision.rows[mode].feed
+    if not fed:
+        return
+    runs = fed["runs"]
+
+    def cite(key: str, what: str) -> str:
+        return decision.field(what, mode, "feed", key, n=runs, rests_on="the median over its runs")
+
+    ids = [cite("step_images_per_sec", f"{mode}'s step alone, images a second"),
+           cite("loader_images_per_sec", f"{mode}'s loader alone, images a second"),
+           cite("train_images_per_sec", f"{mode}'s training, images a second"),
+           cite("workers", "the loader's worker processes")]
+    rates = (f"its step alone could take {rate(fed['step_images_per_sec'])} images a second, the loader alone "
+             f"delivers {rate(fed['loader_images_per_sec'])} with {fed['workers']} workers, and training ran at "
+             f"{rate(fed['train_images_per_sec'])}")
+    if fed["bound"] != "input":
+        decision.say(f"The input pipeline keeps up with {mode}: {rates}", *ids)
+        return
+    ids.append(decision.rule("the share of the step's rate under which the loader bounds the run", "keeps_up"))
+    levers = fed.get("levers") or []
+    ids += [cite_lever(decision, mode, index) for index in range(len(levers))]
+    said = "; the loader's levers: " + ", ".join(f"{lever['lever']} ({lever['flags']})" for lever in levers) \
+        if levers else ""
+    decision.say(f"The input pipeline bounds {mode}: {rates}, under {RULES['keeps_up']:.0%} of the step's, so no "
+                 f"number format can speed this run up until the loader keeps up{said}", *ids)
+
+
+def cite_lever(decision: Decision, mode: str, index: int) -> str:
+    return decision.field(f"the loader's lever {index + 1}, its flags", mode, "feed", "levers", index, "flags")
+
+
+def rate(images_per_sec: float) -> str:
+    """Images a second as a sentence prints them: whole above 100 (no thousands separator, which
+    would read as two figures), three digits below."""
+    return f"{images_per_sec:.0f}" if images_per_sec >= 100 else f"{images_per_sec:.3g}"
 
 
 def amdahl_claim(decision: Decision, mode: str, explained: str) -> None:

@@ -263,6 +263,7 @@ def setup_of(document: Dict[str, Any]) -> Dict[str, Any]:
                  mode_steps=config.get("mode_steps"),  # runs of a mode timed for other lengths never pool
                  world_size=env["world_size"], device=env["device"], torch=env.get("torch"),
                  data=document["data"]["name"], schema=written_schema(document),
+                 decode=document["data"].get("decode"),  # streamed images decoded in the workers or on the GPU
                  # two image folders are two data sets, wherever each lies (CIFAR-10 and synthetic have none)
                  data_fingerprint=document["data"].get("fingerprint"),
                  fp8_emulate=bool(config.get("fp8_emulate")))  # emulated FP8 never pools with FP8 tensor cores

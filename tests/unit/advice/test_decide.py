@@ -502,3 +502,54 @@ def test_a_gpus_advice_gives_the_nsight_systems_line_of_its_command():
     assert recommendation["nsys"] == "nsys profile --trace=cuda,nvtx,osrt,cudnn,cublas --output=advised " + \
         " ".join(recommendation["command"])
     assert "Its timeline under Nsight Systems:" in session.report(advice)
+
+
+def streamed(documents, workers, loader_rate, speedup=1.0):
+    """The comparison as streamed data would give it, each run's loader (`workers` of them)
+    delivering `loader_rate` images a second, its steps `speedup` times as fast."""
+    found = copy.deepcopy(documents[0])
+    found["config"] = dict(found["config"], loader="stream", workers=workers)
+    found["data"] = dict(found["data"], name="imagefolder", decode="cpu", fingerprint="f" * 16)
+    batch = found["config"]["batch_size"]
+    for run in found["runs"]:
+        run["step_times_ms"] = [ms / speedup for ms in run["step_times_ms"]]
+        run["step_time_ms"] = {key: value / speedup for key, value in run["step_time_ms"].items()}
+        step_rate = batch * 1000.0 / run["step_time_ms"]["median"]
+        run["feed"] = {"loader": "stream", "workers": workers, "decode": "cpu", "cores": 8,
+                       "loader_images_per_sec": loader_rate, "loader_batches": 8, "step_images_per_sec": 3 * step_rate,
+                       "step_steps": 4, "train_images_per_sec": step_rate, "bound": "input", "contended": False,
+                       "levers": [{"lever": "more workers", "flags": "--workers 8", "why": "2 of the 8 cores decode"},
+                                  {"lever": "a pre-resized copy", "flags": "ampbench-shards DIR SHARDS --resize 36",
+                                   "why": "smaller files decode faster"}]}
+        run["finished_utc"] += f"w{workers}"
+    return [found]
+
+
+def test_a_loader_that_bounds_the_advised_mode_is_said_and_more_workers_are_tried_as_a_lever():
+    path = H100_26 / "headline-resnet18.json"
+    base = streamed(steady_headline(), 2, 400.0)
+    documents = base + streamed(steady_headline(), 8, 1500.0, speedup=1.3)
+    advice = advice_of(path, documents)
+    mode = advice["recommendation"]["mode"]
+    (said,) = [claim["text"] for claim in advice["claims"] if claim["text"].startswith("The input pipeline bounds")]
+    assert said.startswith(f"The input pipeline bounds {mode}: its step alone could take ")
+    assert "the loader alone delivers 400 with 2 workers" in said and "under 90% of the step's" in said
+    assert said.endswith("the loader's levers: more workers (--workers 8), a pre-resized copy (ampbench-shards DIR "
+                         "SHARDS --resize 36)")
+    (levers,) = [claim["text"] for claim in advice["claims"] if claim["text"].startswith("Speed levers")]
+    assert "more workers 1.30x" in levers and "kept" in levers
+    assert advice["recommendation"]["settings"] == {"workers": 8}
+    assert "--workers 8" in " ".join(advice["recommendation"]["command"])
+    assert unsupported(advice) == [] and unresolved(advice, lambda file, baseline: merge(documents, baseline)) == []
+
+
+def test_a_loader_that_keeps_up_is_said_to_and_no_lever_of_it_is_named():
+    documents = streamed(steady_headline(), 8, 1e6)
+    for run in documents[0]["runs"]:
+        run["feed"]["bound"] = "step"
+    advice = advice_of(H100_26 / "headline-resnet18.json", documents)
+    texts = [claim["text"] for claim in advice["claims"]]
+    mode = advice["recommendation"]["mode"]
+    assert any(text.startswith(f"The input pipeline keeps up with {mode}: ") for text in texts)
+    assert not any("bounds" in text or "loader's levers" in text for text in texts)
+    assert unsupported(advice) == []

@@ -29,10 +29,10 @@ def test_on_a_cpu_fp32_and_amp_bf16_are_timed_and_tf32_and_fp8_are_not():
     assert timed[:2] == ["fp32", "amp-bf16"]
     assert not_timed["tf32"] == "mode tf32 only applies to CUDA GPUs"
     assert {"fp8", "fp8-rowwise"} <= set(not_timed)
-    tried, why_not = preflighting.levers(config.training, config.arguments, torch.device("cpu"))
+    tried, why_not = preflighting.levers(config.training, config.data, config.arguments, torch.device("cpu"))
     assert "cuda graphs" in why_not and dict(tried)["channels-last"] == {"channels_last": True}
     vit = RunConfig.build(advise=True, model="vit_t4", batch_size=16)
-    assert "channels-last" in preflighting.levers(vit.training, vit.arguments, torch.device("cpu"))[1]
+    assert "channels-last" in preflighting.levers(vit.training, vit.data, vit.arguments, torch.device("cpu"))[1]
 
 
 def test_fp8_predicted_slower_than_bf16_is_not_timed_and_the_advice_cites_the_prediction():
@@ -62,3 +62,19 @@ def test_a_model_with_nothing_fp8_converts_is_not_timed_in_fp8():
     model = seeded_model(config.training, config.data)
     preflighting.fp8_predictions(config.training, config.data, config.speed, model, H100, timed, not_timed)
     assert timed == ["fp32"] and not_timed["fp8-rowwise"].startswith("model resnet18 has no nn.Linear layer")
+
+
+def test_the_loaders_levers_are_planned_for_streamed_data_only_each_with_why_not():
+    from utils.config import usable_cores
+
+    streamed = RunConfig.build(advise=True, model="resnet18", data="imagefolder", data_dir="anywhere",
+                               loader="stream", workers=0)
+    tried, why_not = preflighting.loader_levers(streamed.data, streamed.arguments, torch.device("cpu"))
+    assert dict(tried) == {"more workers": {"workers": usable_cores()}}
+    assert why_not["GPU decode"].startswith("--decode gpu decodes JPEGs on a CUDA GPU, and this run is on the CPU")
+    every = RunConfig.build(advise=True, model="resnet18", data="webdataset", data_dir="anywhere",
+                            workers=usable_cores())
+    assert preflighting.loader_levers(every.data, every.arguments, torch.device("cpu"))[0] == ()
+    assert "more workers" in preflighting.loader_levers(every.data, every.arguments, torch.device("cpu"))[1]
+    cifar = RunConfig.build(advise=True, model="resnet18")
+    assert preflighting.loader_levers(cifar.data, cifar.arguments, torch.device("cpu")) == ((), {})

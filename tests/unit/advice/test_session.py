@@ -14,7 +14,7 @@ from conftest import ROOT
 from utils.advice import commands, document, plan, session
 from utils.advice.evidence import reader, unresolved
 from utils.advice.preflight import Preflight
-from utils.config import RunConfig
+from utils.config import RunConfig, default_workers
 from utils.errors import UserError
 from utils.stop import StopRequest
 
@@ -348,3 +348,44 @@ def test_the_comparisons_profiler_traces_are_kept_and_cited(tmp_path):
     assert "amp-bf16's traces/resnet18-amp-bf16-repeat0/rank0.pt.trace.json" in said
     assert unresolved(advice, reader(str(tmp_path / "advice"))) == []
     assert advice["recommendation"]["nsys"] is None  # a CPU's advice: no Nsight Systems line
+
+
+@pytest.mark.parametrize("bound", ["input", "step"])
+def test_the_loaders_levers_are_tried_only_where_the_comparison_found_the_loader_bounding_the_lead(tmp_path, bound):
+    clock = FakeClock()
+    runner = FakeRunner(clock, 0.5)
+    argvs = []
+    more = default_workers() + 3  # not this machine's default, which a command leaves out
+
+    def streamed(phase, argv, deadline):
+        """The fake run on streamed data: each run's feed says `bound`."""
+        argvs.append((phase, argv))
+        outcome = runner(phase, argv, deadline)
+        found = json.loads(open(outcome.results).read())
+        found["config"].update(loader="stream", workers=phase.settings.get("workers", 1))
+        for run in found["runs"]:
+            run["feed"] = {"loader": "stream", "workers": found["config"]["workers"], "decode": "cpu", "cores": 2,
+                           "loader_images_per_sec": 10.0 if bound == "input" else 1000.0, "loader_batches": 8,
+                           "step_images_per_sec": 100.0, "step_steps": 4, "train_images_per_sec": 9.0,
+                           "bound": bound, "contended": False, "levers": []}
+        with open(outcome.results, "w") as output:
+            json.dump(found, output)
+        return outcome
+
+    def preflight(config):
+        found = fake_preflight(clock)(config)
+        capabilities = found.capabilities
+        levers = capabilities.levers + (("more workers", {"workers": more}),)
+        return Preflight(plan.Capabilities(capabilities.device, capabilities.device_name, capabilities.modes,
+                                           capabilities.not_timed, levers, capabilities.no_levers),
+                         found.estimates, found.facts, {})
+
+    with StopRequest() as stop:
+        advise(config_of(tmp_path, 60.0, ("workers", 1)), stop, clock, streamed, preflight)
+    advice = json.loads((tmp_path / "advice" / "advice.json").read_text())
+    tried = [argv for phase, argv in argvs if phase.name == "more workers"]
+    if bound == "input":
+        (argv,) = tried
+        assert ("--workers", str(more)) in list(zip(argv, argv[1:]))
+    else:
+        assert tried == [] and "more workers" not in advice["not_run"]
