@@ -32,6 +32,8 @@ class Parser(console.Parser):
             command = spellings.rewrite(sys.argv[1:] if args is None else args)
         except spellings.Malformed as malformed:
             self.error(str(malformed))
+        except UserError as error:  # one setting in both its spellings
+            self.exit(2, f"{self.name}: error: {error}\n")
         self.typed = command.typed
         parsed, extras = super().parse_known_args(command.argv, namespace)
         try:
@@ -57,7 +59,8 @@ class Parser(console.Parser):
             typed = [word.split("=")[0] for word in message.split(":", 1)[1].split() if word.startswith("-")]
             close = [match for word in typed for match in
                      difflib.get_close_matches(word.replace("_", "-"), known, n=1, cutoff=0.7)
-                     + difflib.get_close_matches(word, known, n=1, cutoff=0.7)]
+                     + difflib.get_close_matches(word, known, n=1, cutoff=0.7)
+                     + [flag for flag in known if flag.startswith(word + "-")][:1]]  # a prefix is not taken
             if close:
                 message += f"; did you mean {' or '.join(dict.fromkeys(close))}?"
         super().error(message)

@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from utils import console, modes  # neither imports torch
+from utils import console, modes, spellings  # none imports torch
 from utils.children import POLL_S, Child, signal_pid
 from utils.errors import UserError, WriteFailed
 from utils.setup_keys import GRAD_COMM
@@ -37,7 +37,7 @@ from utils.stop import StopRequest
 ROOT = Path(__file__).resolve().parents[1]
 
 # main.py flags the study sets itself in every launch
-OWN_FLAGS = ("--json", "--modes", "--compare", "--grad-comm", "--fp16", "--bf16", "--amp", "--tf32", "--explain")
+OWN_FLAGS = ("--json", spellings.PRECISION, "--compare", "--grad-comm", "--explain", *spellings.CHOOSERS)
 MOST_ROUNDS = 100  # launches of each point; more would outlast any allocation
 PLAN = "plan.json"  # in --out: what the study launches, so that the same command continues it
 
@@ -97,28 +97,10 @@ def checked(options, visible):
         raise UserError(f"--grad-comm is a comma list from {', '.join(GRAD_COMM)}, each once; got {options.grad_comm}.")
     if not 1 <= options.rounds <= MOST_ROUNDS:
         raise UserError(f"--rounds must be from 1 to {MOST_ROUNDS}; got {options.rounds}.")
-    taken = [typed for typed, flag in main_flag_names(options.main_flags) if flag in OWN_FLAGS]
+    taken = [typed for typed in (word.split("=")[0] for word in options.main_flags) if typed in OWN_FLAGS]
     if taken:
         raise UserError(f"{taken[0]} is set by the study in every launch; give it to scaling.py or drop it.")
     return sizes, names, comms
-
-
-def main_flag_names(words):
-    """(as typed, main.py's full flag) for each flag among `words`: argparse takes any unique
-    prefix of a long flag (--grad for --grad-comm), so the study resolves them as main.py would."""
-    from main import build_parser
-    from utils import spellings
-
-    known = [flag for action in build_parser()._actions for flag in action.option_strings] + list(spellings.KNOWN)
-    named = []
-    for word in words:
-        typed = word.split("=")[0]
-        if not typed.startswith("--"):
-            continue
-        matches = [typed] if typed in known else [flag for flag in known if flag.startswith(typed)]
-        if len(matches) == 1:
-            named.append((typed, matches[0]))
-    return named
 
 
 def check_main_flags(options, names, sizes, comms):

@@ -161,6 +161,8 @@ class Parser(argparse.ArgumentParser):
         command = os.path.basename(sys.argv[0])
         if command.startswith("ampbench"):  # `ampbench -h` shows `usage: ampbench`, not `python main.py`
             settings["prog"] = command
+        # a flag is taken as typed, never as the unique prefix of another (--timing for --timing-warmup)
+        settings.setdefault("allow_abbrev", False)
         super().__init__(**settings)
         self.name = name
 

@@ -60,6 +60,7 @@ MODE_OF = {tuple(row.typed.split()): row.current.split()[1] for row in EARLIER i
 RENAMED = {flag_of(row.typed): flag_of(row.current) for row in EARLIER
            if row.current and flag_of(row.typed) not in PRECISION_WORDS}
 DEFAULTS = {row.typed for row in EARLIER if not row.current}
+CHOOSERS = tuple(dict.fromkeys(typed[0] for typed in MODE_OF))  # the spellings that choose a mode: --fp16 ...
 KNOWN = tuple(dict.fromkeys(flag_of(row.typed) for row in EARLIER))  # for the parser's "did you mean"
 
 
@@ -86,10 +87,13 @@ class Rewritten:
         if not self.precision:
             return
         typed = " ".join(self.precision)
-        if namespace.modes is not None or namespace.compare:
+        self.mode, namespace.warnings = mode_of(self.precision)
+        if namespace.modes is not None:
+            raise UserError(f"{typed} and --modes {namespace.modes} both name the precision mode ({typed} is "
+                            f"--modes {self.mode} in its earlier spelling); give the modes once, with --modes.")
+        if namespace.compare:
             raise UserError(f"--compare runs the modes listed in --modes; drop {typed} and name the modes "
                             "instead, e.g. --modes fp32,amp-fp16,amp-bf16.")
-        self.mode, namespace.warnings = mode_of(self.precision)
         namespace.modes = self.mode
         namespace.spelled = {**getattr(namespace, "spelled", {}), "modes": typed}
 
@@ -104,7 +108,8 @@ class Rewritten:
 def rewrite(argv: Sequence[str]) -> Rewritten:
     """`argv` in current spellings: renamed flags renamed (--warmup=5 too), switches of a default
     dropped, the precision spellings taken out for settle(); the words after `--` left alone.
-    Raises Malformed where argparse would refuse the form an earlier spelling was typed in."""
+    Raises Malformed where argparse would refuse the form an earlier spelling was typed in, and
+    UserError where a setting is given in both its spellings."""
     command, words, index = Rewritten([]), list(argv), 0
     while index < len(words):
         word = words[index]
@@ -114,6 +119,9 @@ def rewrite(argv: Sequence[str]) -> Rewritten:
             command.argv += words[index - 1:]
             break
         if flag in RENAMED:
+            if given(RENAMED[flag], words[:index - 1]) or given(RENAMED[flag], words[index:]):
+                raise UserError(f"{flag} and {RENAMED[flag]} are one setting ({flag} is its earlier spelling), given "
+                                f"twice; give it once, as {RENAMED[flag]}.")
             command.typed[RENAMED[flag]] = flag
             command.argv.append(RENAMED[flag] + equals + value)
             continue
@@ -128,6 +136,12 @@ def rewrite(argv: Sequence[str]) -> Rewritten:
             command.at = command.at if command.precision else len(command.argv)
             command.precision.append(flag)
     return command
+
+
+def given(flag: str, words: Sequence[str]) -> bool:
+    """Whether `flag` is among `words` (as itself or --flag=value) before any `--`."""
+    before = list(words)[:list(words).index("--")] if "--" in words else words
+    return any(word == flag or word.startswith(flag + "=") for word in before)
 
 
 def amp_dtype(given: Optional[str], words: List[str], index: int) -> Tuple[str, int]:

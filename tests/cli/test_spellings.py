@@ -47,8 +47,14 @@ def test_an_s_that_scales_nothing_more_is_said_once(typed, mode, warned):
 
 @pytest.mark.parametrize("argv, said", [
     (["--fp16", "-s", "--compare"], "--compare runs the modes listed in --modes; drop --fp16 -s and name the modes"),
-    (["--bf16", "--modes=fp32,amp-fp16"], "drop --bf16 and name the modes"),
-    (["--tf32", "--compa"], "drop --tf32 and name the modes"),  # argparse's abbreviation of --compare
+    (["--bf16", "--modes=fp32,amp-fp16"], "--bf16 and --modes fp32,amp-fp16 both name the precision mode (--bf16 is "
+     "--modes amp-bf16 in its earlier spelling); give the modes once, with --modes."),
+    (["--fp16", "-s", "--modes", "fp32"], "--fp16 -s and --modes fp32 both name the precision mode"),
+    (["--tf32", "--compa"], "unrecognized arguments: --compa; did you mean --compare?"),  # no prefix is taken
+    (["--timing", "3"], "unrecognized arguments: --timing 3; did you mean --timing-warmup?"),
+    (["--warmup", "2", "--timing-warmup", "3"], "--warmup and --timing-warmup are one setting (--warmup is its earlier "
+     "spelling), given twice; give it once, as --timing-warmup."),
+    (["--lr-warmup-steps=3", "--warmup-lr-steps", "2"], "--warmup-lr-steps and --lr-warmup-steps are one setting"),
     (["--fp16", "--bf16"], "--fp16 and --bf16 each choose a precision mode; choose one"),
     (["--tf32", "--fp16", "-s"], "--tf32 is the FP32 mode with TF32 tensor cores, and --fp16 chooses"),
     (["--amp-dtype", "bfloat16"], "--amp-dtype sets the dtype of --amp, which is not given"),

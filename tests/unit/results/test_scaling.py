@@ -277,8 +277,10 @@ def test_a_study_against_another_baseline_says_so_in_its_header_and_notes(tmp_pa
     (["--world-sizes", "1,2", "--rounds", "2000000000"], "--rounds must be from 1 to 100; got 2000000000."),
     (["--world-sizes", "1,2", "--rounds", "0"], "--rounds must be from 1 to 100; got 0."),
     (["--world-sizes", "1,100000"], "--world-sizes asks for 100000 CPU processes and this machine has"),
-    (["--world-sizes", "1,2", "--", "--grad", "bf16"], "--grad is set by the study in every launch"),
-    (["--world-sizes", "1,2", "--", "--compa", "fp32"], "--compa is set by the study in every launch"),
+    (["--world-sizes", "1,2", "--", "--grad-comm", "bf16"], "--grad-comm is set by the study in every launch"),
+    (["--world-sizes", "1,2", "--", "--bf16"], "--bf16 is set by the study in every launch"),
+    (["--world-sizes", "1,2", "--", "--grad", "bf16"], "main.py refuses the flags the study would launch it with: "
+     "unrecognized arguments: --grad bf16; did you mean --grad-comm?"),
     (["--world-sizes", "1,2", "--", "--lr", "-1"],
      "main.py refuses the flags the study would launch it with: argument --lr: must be a positive number"),
     (["--world-sizes", "1,2", "--", "--bucket-mb", "50"],
