@@ -119,6 +119,7 @@ def test_every_step_that_needs_cifar10_is_skipped_with_the_reason_where_the_runs
     assert {step["name"]: step["skipped"] for step in suite.records if step["name"] in skipped} == skipped
 
 
+@pytest.mark.gpu_suite
 def test_the_quick_suite_without_cifar10_skips_the_convergence_section_and_succeeds(tmp_path):
     """`python benchmarks/gpu_suite.py --quick` as docs/benchmarks.md shows it, the convergence
     section alone: it is skipped with the reason, printed and kept in suite.json and the page."""
@@ -187,6 +188,7 @@ def test_the_native_table_prints_nvidias_published_figures_beside_ours_for_a_gpu
         assert row.endswith("| label |")
 
 
+@pytest.mark.gpu_suite
 def test_the_fp8_sweep_refuses_without_a_usable_torchao_before_any_step(tmp_path):
     (tmp_path / "torchao").mkdir()
     (tmp_path / "torchao" / "__init__.py").write_text("raise ImportError('a stand-in that cannot load')\n")
@@ -205,6 +207,7 @@ def test_the_fp8_sweep_refuses_an_unwritable_json_path_before_any_step(tmp_path)
     assert result.stderr == f"fp8_sweep.py: error: --json {tmp_path} is a folder; give a file path.\n", result.stderr
 
 
+@pytest.mark.gpu_suite
 def test_the_fp8_sweep_runs_emulated_on_the_cpu_and_saves_measured_beside_predicted(tmp_path):
     pytest.importorskip("torchao")
     from benchmarks.suite.history import SavedSuite
@@ -234,6 +237,7 @@ def test_the_fp8_sweep_runs_emulated_on_the_cpu_and_saves_measured_beside_predic
     assert "predicted for emulated: an H100 SXM; FP8 emulated in software" in "\n".join(table)
 
 
+@pytest.mark.gpu_suite
 def test_the_fp8_sweep_records_the_commit_and_the_digest_of_the_files_that_ran(tmp_path):
     """Its JSON names the code that ran as a results file's env does, so a row of it is proven or claimed."""
     from utils import provenance
