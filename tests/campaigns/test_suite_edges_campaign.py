@@ -1,0 +1,128 @@
+"""The GPU suite (benchmarks/gpu_suite.py) at its edges, as a hostile user or a batch system meets
+it: a results root with another user's unreadable folder or a hand-forged suite.json, a pass
+refused for its budget in a folder whose suite.json is damaged, relative paths given from another
+working directory. Each case ends in one sentence and exit 2, or in success with nothing lost and
+what was left out said."""
+import contextlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from benchmarks.suite import history
+from conftest import ROOT
+from utils import console
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import gpu_suite  # noqa: E402
+
+RESULTS = ROOT / "results"
+H200 = "NVIDIA-H200/2026-11-26"  # the folder each case renders
+H100 = "NVIDIA-H100-80GB-HBM3/2026-11-26"  # another device's, beside it
+README = "# ampbench\n\n## Results\n\nafter\n"
+GPU_SUITE = [sys.executable, str(ROOT / "benchmarks" / "gpu_suite.py")]
+
+
+@pytest.fixture(autouse=True)
+def warned_afresh(monkeypatch):
+    """Each case sees its own warnings: history says each damaged file once per command."""
+    monkeypatch.setattr(history, "WARNED", set())
+
+
+def suite_main(monkeypatch, *args):
+    """`python benchmarks/gpu_suite.py ARGS` in this process: (exit status, stdout, stderr)."""
+    monkeypatch.setattr(sys, "argv", ["gpu_suite.py", *map(str, args)])
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = console.run("gpu_suite.py", gpu_suite.main)
+    return status, out.getvalue(), err.getvalue()
+
+
+def results_root(tmp_path):
+    """A copy of the committed results of two devices, and a README to render into."""
+    root = tmp_path / "results"
+    for folder in (H200, H100):
+        shutil.copytree(RESULTS / folder, root / folder)
+    (tmp_path / "README.md").write_text(README)
+    return root
+
+
+def forge(path, change):
+    record = json.loads(path.read_text())
+    change(record["passes"][0])
+    path.write_text(json.dumps(record))
+
+
+FORGED_PASSES = {  # what a hand-edited pass holds, and the words that name the field
+    "elapsed-null": (lambda entry: entry.update(elapsed_s=None), "a pass's elapsed_s is null, not its seconds"),
+    "elapsed-text": (lambda entry: entry.update(elapsed_s="2 min"), 'a pass\'s elapsed_s is "2 min", not its seconds'),
+    "no-ran": (lambda entry: entry.pop("ran"), "a pass has no ran"),
+    "no-waiting": (lambda entry: entry.pop("waiting"), "a pass has no waiting"),
+    "no-elapsed-nor-budget": (lambda entry: [entry.pop("elapsed_s"), entry.pop("budget_min")],
+                              "a pass has no elapsed_s, budget_min"),
+    "budget-text": (lambda entry: entry.update(budget_min="ten"), 'a pass\'s budget_min is "ten", not its minutes'),
+    "ran-a-dict": (lambda entry: entry.update(ran={}), "a pass's ran is not a list of steps"),
+}
+
+
+@pytest.mark.parametrize("forged", list(FORGED_PASSES))
+def test_render_refuses_a_folder_whose_pass_is_forged_naming_the_file_and_field(forged, tmp_path, monkeypatch):
+    root = results_root(tmp_path)
+    change, words = FORGED_PASSES[forged]
+    forge(root / H200 / "suite.json", change)
+    before = (tmp_path / "README.md").read_text()
+    status, out, err = suite_main(monkeypatch, "--render", root / H200, "--readme", tmp_path / "README.md")
+    assert status == 2 and err.startswith("gpu_suite.py: error: --render ") and err.count("\n") == 1, err
+    assert str(root / H200) in err and words in err and "Traceback" not in err, err
+    assert (tmp_path / "README.md").read_text() == before
+
+
+@pytest.mark.parametrize("forged", list(FORGED_PASSES))
+def test_another_devices_forged_pass_is_left_out_with_one_warning_and_the_rest_rendered(forged, tmp_path,
+                                                                                       monkeypatch):
+    root = results_root(tmp_path)
+    change, words = FORGED_PASSES[forged]
+    forge(root / H100 / "suite.json", change)
+    status, out, err = suite_main(monkeypatch, "--render", root / H200, "--readme", tmp_path / "README.md")
+    assert status == 0, err
+    assert err.startswith(f"gpu_suite.py: warning: {root / H100 / 'suite.json'}: ") and err.count("\n") == 1, err
+    assert words in err and err.endswith("; that folder is left out.\n"), err
+    section = (tmp_path / "README.md").read_text()
+    assert "**NVIDIA H200**" in section and "**NVIDIA H100 80GB HBM3**" not in section
+
+
+def without_read_permission():
+    """The command prefix under which a chmod 000 folder cannot be read: none for a user, and for
+    root a process without the capabilities that let root read anything (util-linux's setpriv)."""
+    if os.geteuid() != 0:
+        return []
+    prefix = ["setpriv", "--inh-caps=-dac_override,-dac_read_search",
+              "--bounding-set=-dac_override,-dac_read_search"]
+    if shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv: root reads a chmod 000 folder")
+    return prefix
+
+
+@pytest.mark.parametrize("locked", ["device", "date"])
+def test_render_leaves_out_another_devices_unreadable_folder_saying_so(locked, tmp_path):
+    prefix = without_read_permission()
+    root = results_root(tmp_path)
+    folder = root / (H100.split("/")[0] if locked == "device" else H100)
+    folder.chmod(0)
+    try:
+        probe = subprocess.run([*prefix, "ls", str(folder)], capture_output=True)
+        if probe.returncode == 0:
+            pytest.skip("this process reads a chmod 000 folder (a file system that ignores permissions)")
+        done = subprocess.run([*prefix, *GPU_SUITE, "--render", str(root / H200), "--readme",
+                               str(tmp_path / "README.md")], capture_output=True, text=True, timeout=600)
+    finally:
+        folder.chmod(0o755)
+    assert done.returncode == 0, done.stderr
+    reason = "its results are left out" if locked == "device" else "that folder is left out"
+    assert done.stderr == f"gpu_suite.py: warning: {folder}: it cannot be read (Permission denied); {reason}.\n"
+    section = (tmp_path / "README.md").read_text()
+    assert "**NVIDIA H200**" in section and "**NVIDIA H100 80GB HBM3**" not in section
