@@ -36,13 +36,14 @@ step: a results root, --readme or --render folder that cannot be used is refused
 (`gpu_suite.py: error: ...`, exit 2), as are a README whose gpu-suite markers are not one pair in
 order and a budget that fits no step. A saved file it cannot read is left out with one warning
 naming it; a damaged suite.json in today's folder is moved aside to suite.json.unreadable-<UTC
-time>, and the pass plans the folder anew. One suite at a time writes a device's folder: it holds
-the folder's lock for the whole pass, and a second one is refused (exit 2) before any step; the
-kernel drops the lock with the process, so a killed suite leaves none behind. SIGTERM, SIGINT,
-SIGHUP or SIGUSR1 end the step in flight: every command runs in a process group of its own, which
-gets SIGTERM and, 10 s later (or at a second signal), SIGKILL. That step waits for the next pass,
-its partial files moved to interrupted/; no other step starts, suite.json and README are written,
-a line says which signal ended which step, and the exit status is 128 + the signal's number.
+time>, and the pass plans the folder anew (a pass refused before its first step puts it back). One
+suite at a time writes a device's folder: it holds the folder's lock for the whole pass, and a
+second one is refused (exit 2) before any step; the kernel drops the lock with the process, so a
+killed suite leaves none behind. SIGTERM, SIGINT, SIGHUP or SIGUSR1 end the step in flight: every
+command runs in a process group of its own, which gets SIGTERM and, 10 s later (or at a second
+signal), SIGKILL. That step waits for the next pass, its partial files moved to interrupted/; no
+other step starts, suite.json and README are written, a line says which signal ended which step,
+and the exit status is 128 + the signal's number.
 """
 from __future__ import annotations
 
@@ -66,7 +67,7 @@ from benchmarks.suite.folders import (
     SuiteRefusal,
     results_folder,
     saved_run,
-    set_aside_unreadable,
+    unreadable_set_aside,
     writable_folder,
 )
 from benchmarks.suite.history import describe_software, saved_suites, suite_record
@@ -183,19 +184,19 @@ def run_pass(options: argparse.Namespace, started: float, stop: ledger.Stop, com
     """Plan the pass into the folder it continues or starts, say the plan, refuse a budget that fits
     no step, then run what fits: (that folder, the runner and the books, the step a stop signal ended)."""
     machine = software()
-    set_aside_unreadable(device_folder / datetime.date.today().isoformat() / "suite.json")
-    planned = plan_pass(options, label, refused, plan, device_folder, machine, say)
-    out, planner, estimator = planned.out, planned.planner, planned.estimator
-    if planned.why:
-        say(planned.why)
     budget_s = options.budget * 60 if options.budget else math.inf
-    for line in plan_lines(planned.pending, planned.due, planned.estimates, budget_s, time.perf_counter() - started,
-                           planned.windows, plan.warmup):
-        say(line)
-    refusal = ledger.refuse(planned.pending, planned.estimates, options.budget, started)
-    if refusal:
-        raise SuiteRefusal(refusal)
-    writable_folder(out)
+    with unreadable_set_aside(device_folder / datetime.date.today().isoformat() / "suite.json"):
+        planned = plan_pass(options, label, refused, plan, device_folder, machine, say)
+        if planned.why:
+            say(planned.why)
+        for line in plan_lines(planned.pending, planned.due, planned.estimates, budget_s,
+                               time.perf_counter() - started, planned.windows, plan.warmup):
+            say(line)
+        refusal = ledger.refuse(planned.pending, planned.estimates, options.budget, started)
+        if refusal:
+            raise SuiteRefusal(refusal)
+        writable_folder(planned.out)
+    out, planner, estimator = planned.out, planned.planner, planned.estimator
     summary = {"device": label, "quick": plan.quick, "date": planned.earlier.get("date", out.name), "commit": commit,
                "data_flags": planner.data_flags, "models": plan.models, "batch": plan.batch, "steps": plan.steps,
                "repeats": plan.repeats}

@@ -57,22 +57,30 @@ def writable_folder(folder: Path) -> None:
                            "--results-root.") from None
 
 
-def set_aside_unreadable(path: Path) -> None:
-    """Move a suite.json this code cannot read to suite.json.unreadable-<UTC time> beside it, never
-    deleting it, and say so: the pass then plans the folder anew."""
-    if not os.path.lexists(path):
+@contextlib.contextmanager
+def unreadable_set_aside(path: Path) -> Iterator[None]:
+    """For the block (a pass's planning, up to its last refusal), a suite.json this code cannot
+    read moved to suite.json.unreadable-<UTC time> beside it, never deleted: the pass plans the
+    folder anew. Once the block has passed, say so; where it fails (a budget that fits no step),
+    put the file back where it was, so that a refused pass leaves the folder as it found it."""
+    record, problem = suite_record(path, rendered=True) if os.path.lexists(path) else ({}, "")
+    if record is not None:
+        yield
         return
-    record, problem = suite_record(path, rendered=True)
-    if record is None:
-        now = datetime.datetime.now(datetime.timezone.utc)
-        aside = path.with_name(f"{path.name}.unreadable-{now:%Y%m%dT%H%M%S.%fZ}")  # to the microsecond: none replaced
-        try:
-            os.replace(path, aside)
-        except OSError as error:
-            raise SuiteRefusal(f"{path}: {problem}, and it cannot be moved aside ({error.strerror or error}); move it "
-                               "yourself, or give another --results-root.") from None
-        print(f"{NAME}: warning: {path}: {problem}; moved it to {aside.name} beside it, and this pass plans the "
-              "folder anew.", file=sys.stderr, flush=True)
+    now = datetime.datetime.now(datetime.timezone.utc)
+    aside = path.with_name(f"{path.name}.unreadable-{now:%Y%m%dT%H%M%S.%fZ}")  # to the microsecond: none replaced
+    try:
+        os.replace(path, aside)
+    except OSError as error:
+        raise SuiteRefusal(f"{path}: {problem}, and it cannot be moved aside ({error.strerror or error}); move it "
+                           "yourself, or give another --results-root.") from None
+    try:
+        yield
+    except BaseException:
+        os.replace(aside, path)  # nothing is written into the folder before the block ends
+        raise
+    print(f"{NAME}: warning: {path}: {problem}; moved it to {aside.name} beside it, and this pass plans the "
+          "folder anew.", file=sys.stderr, flush=True)
 
 
 def saved_run(text: str) -> Path:

@@ -4,6 +4,7 @@ refused for its budget in a folder whose suite.json is damaged, relative paths g
 working directory. Each case ends in one sentence and exit 2, or in success with nothing lost and
 what was left out said."""
 import contextlib
+import datetime
 import io
 import json
 import os
@@ -126,3 +127,25 @@ def test_render_leaves_out_another_devices_unreadable_folder_saying_so(locked, t
     assert done.stderr == f"gpu_suite.py: warning: {folder}: it cannot be read (Permission denied); {reason}.\n"
     section = (tmp_path / "README.md").read_text()
     assert "**NVIDIA H200**" in section and "**NVIDIA H100 80GB HBM3**" not in section
+
+
+def todays_folder(tmp_path, monkeypatch):
+    """Today's folder of this machine's device under tmp_path/results, made by a pass that runs no step."""
+    (tmp_path / "README.md").write_text(README)
+    common = ["--quick", "--only", "recipes", "--results-root", tmp_path / "results", "--readme",
+              tmp_path / "README.md"]  # recipes: skipped on a CPU, so the pass runs no step
+    assert suite_main(monkeypatch, *common)[0] == 0
+    (today,) = (tmp_path / "results").glob(f"*/{datetime.date.today().isoformat()}")
+    return today
+
+
+@pytest.mark.parametrize("content", ["{", "[]", '{"device": "CPU", "passes": [{"waiting": "loaders"}]}', ""])
+def test_a_pass_refused_for_its_budget_puts_a_damaged_suite_json_back(content, tmp_path, monkeypatch):
+    today = todays_folder(tmp_path, monkeypatch)
+    (today / "suite.json").write_text(content)
+    before = {path.name: path.read_bytes() for path in today.iterdir()}
+    status, out, err = suite_main(monkeypatch, "--quick", "--budget", "0.01", "--results-root", tmp_path / "results",
+                                  "--readme", tmp_path / "README.md")
+    assert status == 2 and err.startswith("gpu_suite.py: error: --budget 0.01 fits no step") and \
+        err.count("\n") == 1, err
+    assert {path.name: path.read_bytes() for path in today.iterdir()} == before  # nothing moved, nothing lost
