@@ -50,6 +50,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import math
+import os
 import signal
 import sys
 import time
@@ -287,17 +288,27 @@ def commit_argument(text: str) -> str:
     return text
 
 
+def user_path(text: str) -> str:
+    """A path as the user meant it: the steps run from the checkout, so a relative one is made
+    absolute from the user's working directory now (an empty one is refused where it is used)."""
+    return os.path.abspath(text) if text else text
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = console.Parser(NAME, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="CPU, tiny step counts: check that the suite works")
-    parser.add_argument("--data-dir", help="CIFAR-10 folder passed to every run (with --allow-unverified)")
-    parser.add_argument("--results-root", default=str(RESULTS), help="where results/<device>/<date>/ goes")
-    parser.add_argument("--readme", default=str(ROOT / "README.md"), help="README whose Results section to regenerate")
+    parser.add_argument("--data-dir", type=user_path,
+                        help="CIFAR-10 folder passed to every run (with --allow-unverified)")
+    parser.add_argument("--results-root", type=user_path, default=str(RESULTS),
+                        help="where results/<device>/<date>/ goes")
+    parser.add_argument("--readme", type=user_path, default=str(ROOT / "README.md"),
+                        help="README whose Results section to regenerate")
     parser.add_argument("--commit", type=commit_argument, help="the commit of the code that runs, when the copy on "
                         "the machine has no (or a stale) .git: every step's results record it instead of git describe, "
                         "beside the digest of the source files that ran, and README names it as proven only where "
                         "that digest is its tree")
-    parser.add_argument("--render", metavar="RESULTS_DIR", help="only regenerate README's section from saved results")
+    parser.add_argument("--render", metavar="RESULTS_DIR", type=user_path,
+                        help="only regenerate README's section from saved results")
     parser.add_argument("--only", metavar="SECTION", action="append", choices=list(SECTIONS),
                         help="run this section alone (repeatable), keeping the other sections' saved steps: "
                         f"{', '.join(SECTIONS)}")

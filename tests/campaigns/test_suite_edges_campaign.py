@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from benchmarks.suite import history
-from conftest import ROOT
+from conftest import ROOT, SUBSET
 from utils import console
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -149,3 +149,18 @@ def test_a_pass_refused_for_its_budget_puts_a_damaged_suite_json_back(content, t
     assert status == 2 and err.startswith("gpu_suite.py: error: --budget 0.01 fits no step") and \
         err.count("\n") == 1, err
     assert {path.name: path.read_bytes() for path in today.iterdir()} == before  # nothing moved, nothing lost
+
+
+def test_relative_results_root_and_data_dir_are_the_users_working_directorys(tmp_path, monkeypatch):
+    """The steps run from the checkout: relative paths given elsewhere still mean the user's."""
+    (tmp_path / "cifar-here").mkdir()
+    os.symlink(SUBSET, tmp_path / "cifar-here" / "cifar-10-batches-py")
+    (tmp_path / "README.md").write_text(README)
+    monkeypatch.chdir(tmp_path)
+    status, out, err = suite_main(monkeypatch, "--quick", "--only", "scripts", "--results-root", "res",
+                                  "--data-dir", "cifar-here", "--readme", "README.md")
+    assert status == 0, out + err
+    (record,) = (tmp_path / "res").glob("*/*/suite.json")
+    (loaders,) = [step for step in json.loads(record.read_text())["steps_run"] if step["name"] == "loaders"]
+    assert loaders["rc"] == 0 and f"--data-dir {tmp_path / 'cifar-here'}" in loaders["command"], loaders
+    assert not (ROOT / "res").exists() and not (ROOT / "cifar-here").exists()
