@@ -284,7 +284,7 @@ def stopped_before(number: int) -> int:
 def commit_argument(text: str) -> str:
     if not provenance.is_commit(text):
         raise argparse.ArgumentTypeError(f"takes a commit as `git rev-parse HEAD` prints it (7 to 40 lower-case hex "
-                                         f"digits, -dirty allowed), not {text!r}")
+                                         f"digits, -dirty allowed), not {console.shortened(text)!r}")
     return text
 
 

@@ -164,3 +164,38 @@ def test_relative_results_root_and_data_dir_are_the_users_working_directorys(tmp
     (loaders,) = [step for step in json.loads(record.read_text())["steps_run"] if step["name"] == "loaders"]
     assert loaders["rc"] == 0 and f"--data-dir {tmp_path / 'cifar-here'}" in loaders["command"], loaders
     assert not (ROOT / "res").exists() and not (ROOT / "cifar-here").exists()
+
+
+def unix_socket(path):
+    import socket
+
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(path))
+    return listener
+
+
+REFUSED_ARGUMENTS = {  # (what the case makes in tmp_path, the arguments, the words of the one line)
+    "readme-a-fifo": (lambda tmp: os.mkfifo(tmp / "fifo.md"), ["--readme", "{tmp}/fifo.md"],
+                      "fifo.md is a FIFO, not a file; give the README"),
+    "readme-a-socket": (lambda tmp: unix_socket(tmp / "socket.md"), ["--readme", "{tmp}/socket.md"],
+                        "socket.md is a socket, not a file; give the README"),
+    "commit-of-10000-characters": (None, ["--commit", "a" * 10000], "not '" + "a" * 37 + "...' ("),
+    "commit-of-10000-escapes": (None, ["--commit", "\x1b[2J" * 2500], "not '" + "\\x1b[2J" * 9 + "\\x1b...' ("),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSED_ARGUMENTS))
+def test_a_refused_argument_is_said_in_one_short_line_naming_what_it_is(case, tmp_path, monkeypatch):
+    make, arguments, words = REFUSED_ARGUMENTS[case]
+    kept = make(tmp_path) if make else None  # a socket stays a socket while its listener is open
+    (tmp_path / "README.md").write_text(README)
+    before = sorted(tmp_path.iterdir())
+    try:
+        status, out, err = suite_main(monkeypatch, "--quick", "--results-root", tmp_path / "results", "--readme",
+                                      tmp_path / "README.md", *(part.format(tmp=tmp_path) for part in arguments))
+    finally:
+        if kept is not None:
+            kept.close()
+    assert status == 2 and err.startswith("gpu_suite.py: error: ") and err.count("\n") == 1, err
+    assert words in err and len(err) < 300, err
+    assert sorted(tmp_path.iterdir()) == before
