@@ -70,6 +70,7 @@ from benchmarks.suite.folders import (
     saved_run,
     unreadable_set_aside,
     writable_folder,
+    written_after,
 )
 from benchmarks.suite.history import describe_software, saved_suites, suite_record
 from benchmarks.suite.plan import (
@@ -198,6 +199,9 @@ def run_pass(options: argparse.Namespace, started: float, stop: ledger.Stop, com
             raise SuiteRefusal(refusal)
         writable_folder(planned.out)
     out, planner, estimator = planned.out, planned.planner, planned.estimator
+    late = written_after(out)
+    if late:
+        print(late, file=sys.stderr, flush=True)
     summary = {"device": label, "quick": plan.quick, "date": planned.earlier.get("date", out.name), "commit": commit,
                "data_flags": planner.data_flags, "models": plan.models, "batch": plan.batch, "steps": plan.steps,
                "repeats": plan.repeats}

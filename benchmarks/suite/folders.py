@@ -10,7 +10,7 @@ import datetime
 import os
 import sys
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Optional
 
 from benchmarks.suite.history import suite_record
 from utils.errors import UserError
@@ -81,6 +81,30 @@ def unreadable_set_aside(path: Path) -> Iterator[None]:
         raise
     print(f"{NAME}: warning: {path}: {problem}; moved it to {aside.name} beside it, and this pass plans the "
           "folder anew.", file=sys.stderr, flush=True)
+
+
+LATE_S = 10.0  # a copy or checkout writes a folder's files within seconds of each other, suite.json among them
+
+
+def written_after(folder: Path) -> Optional[str]:
+    """One line naming the files of `folder` changed after its suite.json was last saved, or None.
+    A pass saves suite.json after every step and writes only its run page after the last, so a
+    later file was written by a step that outlived its suite (or one a kill cut short, which left
+    no books of it), or copied or edited since: its figures are not what the books say ran."""
+    books = folder / "suite.json"
+    try:
+        saved = books.stat().st_mtime
+        late = sorted(str(path.relative_to(folder)) for path in folder.rglob("*")
+                      if path not in (books, folder / "README.md") and path.is_file()
+                      and path.stat().st_mtime > saved + LATE_S)
+    except OSError:  # a folder that cannot be read is said where it is read
+        return None
+    if not late:
+        return None
+    shown = ", ".join(late[:3]) + (f" and {len(late) - 3} more" if len(late) > 3 else "")
+    return (f"{NAME}: warning: {folder} holds {len(late)} file{'s' if len(late) > 1 else ''} written after its "
+            f"last pass saved suite.json ({shown}): by a step that outlived its suite, or a copy or edit since; "
+            "check them, or rerun their steps.")
 
 
 def saved_run(text: str) -> Path:

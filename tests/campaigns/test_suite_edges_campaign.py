@@ -199,3 +199,60 @@ def test_a_refused_argument_is_said_in_one_short_line_naming_what_it_is(case, tm
     assert status == 2 and err.startswith("gpu_suite.py: error: ") and err.count("\n") == 1, err
     assert words in err and len(err) < 300, err
     assert sorted(tmp_path.iterdir()) == before
+
+
+@pytest.mark.parametrize("late", [["by-hand/notes.txt"],
+                                  ["advise/phases/compare.json", "a.log", "b.csv", "c.png"]])
+def test_files_written_after_the_last_pass_saved_its_books_are_said_on_the_next_pass(late, tmp_path, monkeypatch):
+    """What a step that outlived its suite wrote is named in one line, and the pass goes on."""
+    today = todays_folder(tmp_path, monkeypatch)
+    saved = (today / "suite.json").stat().st_mtime
+    for name in [*late, "on-time.json", "README.md"]:  # the run page is written after the books, as each pass does
+        (today / name).parent.mkdir(parents=True, exist_ok=True)
+        (today / name).write_text("{}")
+        later = saved + (60 if name in late or name == "README.md" else 1)
+        os.utime(today / name, (later, later))
+    status, out, err = suite_main(monkeypatch, "--quick", "--only", "recipes", "--results-root", tmp_path / "results",
+                                  "--readme", tmp_path / "README.md")
+    assert status == 0 and err.count("\n") == 1, err
+    assert err.startswith(f"gpu_suite.py: warning: {today} holds {len(late)} file") and "after its last pass" in err
+    named = sorted(late)[:3]
+    assert all(name in err for name in named) and "on-time.json" not in err and "README.md" not in err, err
+    assert ("and 1 more" in err) == (len(late) == 4)
+
+
+def descendants(pid):
+    """Every process below `pid`, by /proc."""
+    from utils.children import processes
+
+    below, found = {pid}, True
+    while found:
+        found = {child for child, parent, group in processes() if parent in below and child not in below}
+        below |= found
+    return below - {pid}
+
+
+@pytest.mark.gpu_suite
+def test_sigkill_of_the_suite_mid_step_leaves_no_process_of_the_step_within_five_seconds(tmp_path):
+    import time
+
+    from utils.children import alive
+
+    (tmp_path / "README.md").write_text(README)
+    suite = subprocess.Popen([*GPU_SUITE, "--quick", "--only", "headline", "--results-root", str(tmp_path / "results"),
+                              "--readme", str(tmp_path / "README.md")], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not descendants(suite.pid) and time.monotonic() < deadline:  # a step's main.py has started
+            time.sleep(0.05)
+        time.sleep(1)  # into its run: its data, its model, its timed steps
+        step = descendants(suite.pid)
+        assert step, "a step runs"
+    finally:
+        suite.kill()
+        suite.wait()
+    deadline = time.monotonic() + 5
+    while any(alive(pid) for pid in step) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [pid for pid in step if alive(pid)]
