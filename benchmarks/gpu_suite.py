@@ -58,38 +58,45 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from benchmarks.suite import ledger
-from benchmarks.suite.device import NoDevice, device_facts, folder_name, software
-from benchmarks.suite.docblocks import render_pages
-from benchmarks.suite.due import due_steps
-from benchmarks.suite.estimate import Estimate, Estimator, Window, window_steps
-from benchmarks.suite.folders import (
-    NAME,
-    SuiteRefusal,
-    results_folder,
-    saved_run,
-    unreadable_set_aside,
-    writable_folder,
-    written_after,
-)
-from benchmarks.suite.history import describe_software, saved_suites, suite_record
-from benchmarks.suite.plan import (
-    MODES,
-    SECTIONS,
-    TRANSFORMER_MODES,
-    Plan,
-    Planner,
-    Step,
-    available_flags,
-    planned_steps,
-    window_runs,
-)
-from benchmarks.suite.preview import plan_lines, waiting
-from benchmarks.suite.render import render_coverage, render_readme, usable_readme
-from benchmarks.suite.slices import minutes
-from utils import console, provenance
-from utils.children import adopt_orphans
-from utils.fileio import ensure_folder_writable
+try:
+    from benchmarks.suite import ledger
+    from benchmarks.suite.device import NoDevice, device_facts, folder_name, software
+    from benchmarks.suite.docblocks import render_pages
+    from benchmarks.suite.due import due_steps
+    from benchmarks.suite.estimate import Estimate, Estimator, Window, window_steps
+    from benchmarks.suite.folders import (
+        NAME,
+        SuiteRefusal,
+        results_folder,
+        saved_run,
+        unreadable_set_aside,
+        writable_folder,
+        written_after,
+    )
+    from benchmarks.suite.history import describe_software, saved_suites, suite_record
+    from benchmarks.suite.plan import (
+        MODES,
+        SECTIONS,
+        TRANSFORMER_MODES,
+        Plan,
+        Planner,
+        Step,
+        available_flags,
+        planned_steps,
+        window_runs,
+    )
+    from benchmarks.suite.preview import plan_lines, waiting
+    from benchmarks.suite.render import render_coverage, render_readme, usable_readme
+    from benchmarks.suite.slices import minutes
+    from utils import console, provenance
+    from utils.children import adopt_orphans
+    from utils.fileio import ensure_folder_writable
+except ModuleNotFoundError as missing:  # run by its path from a checkout that was never installed
+    if missing.name not in ("benchmarks", "utils"):
+        raise
+    print(f"gpu_suite.py: error: ampbench is not installed in this Python ({sys.executable}); run `pip install -e "
+          f".` in {Path(__file__).resolve().parents[1]}, then this command again.", file=sys.stderr)
+    sys.exit(2)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
@@ -234,7 +241,14 @@ def show_plans(options: argparse.Namespace) -> int:
     for label, refused, folder, machine, assumed in targets:
         planning = time.perf_counter()  # a pass plans its own device alone
         plan = Plan(options.quick)
-        planned = plan_pass(options, label, refused, plan, folder, machine, lambda line: None)
+        try:
+            planned = plan_pass(options, label, refused, plan, folder, machine, lambda line: None)
+        except ModuleNotFoundError as error:
+            if error.name not in ("torch", "torchvision"):
+                raise
+            raise SuiteRefusal(f"--plan estimates the steps {label} has not measured from their models' FLOPs, which "
+                               f"takes {error.name}, and this Python cannot import it; run --plan where ampbench is "
+                               "installed (README's set-up).") from None
         print(f"{label}{assumed}: {planned.why or f'writes {planned.out}'}")
         print("\n".join(plan_lines(planned.pending, planned.due, planned.estimates, budget_s,
                                    time.perf_counter() - planning, planned.windows, plan.warmup)))

@@ -256,3 +256,39 @@ def test_sigkill_of_the_suite_mid_step_leaves_no_process_of_the_step_within_five
     while any(alive(pid) for pid in step) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not [pid for pid in step if alive(pid)]
+
+
+WITHOUT_TORCH = ("import runpy, sys; sys.modules['torch'] = sys.modules['torchvision'] = None; "
+                 "sys.argv = sys.argv[1:]; runpy.{how}(sys.argv[0], run_name='__main__')")
+SUITE = str(ROOT / "benchmarks" / "gpu_suite.py")
+NO_TORCH_CASES = {  # (run_path or run_module, the program and its arguments, exit status, words of its output)
+    "suite-help": ("run_path", [SUITE, "-h"], 0, "usage: gpu_suite.py"),
+    "suite-plan": ("run_path", [SUITE, "--plan", "--results-root", str(RESULTS)], 2,
+                   "gpu_suite.py: error: --plan estimates the steps"),
+    "suite-pass": ("run_path", [SUITE, "--quick", "--results-root", "results", "--readme", "README.md"], 2,
+                   "gpu_suite.py: error: this Python cannot import torch"),
+    "installed-suite-help": ("run_module", ["benchmarks.gpu_suite", "-h"], 0, "usage: "),
+    "fp8-predict-help": ("run_module", ["utils.explain.fp8_predict", "-h"], 0, "usage: "),
+}
+
+
+@pytest.mark.parametrize("case", list(NO_TORCH_CASES))
+def test_help_and_the_plan_need_no_torch_and_a_pass_without_it_says_so(case, tmp_path):
+    how, argv, status, words = NO_TORCH_CASES[case]
+    (tmp_path / "README.md").write_text(README)
+    done = subprocess.run([sys.executable, "-c", WITHOUT_TORCH.format(how=how), *argv], capture_output=True,
+                          text=True, cwd=tmp_path, timeout=300)
+    output = done.stdout + done.stderr
+    assert done.returncode == status and words in output and "Traceback" not in output, output
+    assert status == 0 or done.stderr.count("\n") == 1, output
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["README.md"]  # nothing written
+
+
+def test_a_checkout_never_installed_says_how_to_install_it_in_one_sentence(tmp_path):
+    """No ampbench importable (no install, no PYTHONPATH; -S: no site-packages, as a bare Python)."""
+    environment = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, "-S", SUITE, "-h"], capture_output=True, text=True, cwd=tmp_path,
+                          env=environment, timeout=60)
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    assert done.stderr == (f"gpu_suite.py: error: ampbench is not installed in this Python ({sys.executable}); run "
+                           f"`pip install -e .` in {ROOT}, then this command again.\n")
