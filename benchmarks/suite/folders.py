@@ -84,18 +84,20 @@ def unreadable_set_aside(path: Path) -> Iterator[None]:
 
 
 LATE_S = 10.0  # a copy or checkout writes a folder's files within seconds of each other, suite.json among them
+LEASE_LOG = "lease.log"  # benchmarks/lease.py's record of all the suite printed, written once the suite has ended
 
 
 def written_after(folder: Path) -> Optional[str]:
     """One line naming the files of `folder` changed after its suite.json was last saved, or None.
-    A pass saves suite.json after every step and writes only its run page after the last, so a
-    later file was written by a step that outlived its suite (or one a kill cut short, which left
-    no books of it), or copied or edited since: its figures are not what the books say ran."""
+    A pass saves suite.json after every step and writes only its run page after the last (and a
+    lease its log, LEASE_LOG), so a later file was written by a step that outlived its suite (or
+    one a kill cut short, which left no books of it), or copied or edited since: its figures are
+    not what the books say ran."""
     books = folder / "suite.json"
     try:
         saved = books.stat().st_mtime
         late = sorted(str(path.relative_to(folder)) for path in folder.rglob("*")
-                      if path not in (books, folder / "README.md") and path.is_file()
+                      if path not in (books, folder / "README.md", folder / LEASE_LOG) and path.is_file()
                       and path.stat().st_mtime > saved + LATE_S)
     except OSError:  # a folder that cannot be read is said where it is read
         return None
