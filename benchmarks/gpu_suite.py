@@ -36,19 +36,21 @@ step: a results root, --readme or --render folder that cannot be used is refused
 (`gpu_suite.py: error: ...`, exit 2), as are a README whose gpu-suite markers are not one pair in
 order and a budget that fits no step. A saved file it cannot read is left out with one warning
 naming it; a damaged suite.json in today's folder is moved aside to suite.json.unreadable-<UTC
-time>, and the pass plans the folder anew. One suite at a time writes a device's folder: it holds
-the folder's lock for the whole pass, and a second one is refused (exit 2) before any step; the
-kernel drops the lock with the process, so a killed suite leaves none behind. SIGTERM, SIGINT,
-SIGHUP or SIGUSR1 end the step in flight: every command runs in a process group of its own, which
-gets SIGTERM and, 10 s later (or at a second signal), SIGKILL. That step waits for the next pass,
-its partial files moved to interrupted/; no other step starts, suite.json and README are written,
-a line says which signal ended which step, and the exit status is 128 + the signal's number.
+time>, and the pass plans the folder anew (a pass refused before its first step puts it back). One
+suite at a time writes a device's folder: it holds the folder's lock for the whole pass, and a
+second one is refused (exit 2) before any step; the kernel drops the lock with the process, so a
+killed suite leaves none behind. SIGTERM, SIGINT, SIGHUP or SIGUSR1 end the step in flight: every
+command runs in a process group of its own, which gets SIGTERM and, 10 s later (or at a second
+signal), SIGKILL. That step waits for the next pass, its partial files moved to interrupted/; no
+other step starts, suite.json and README are written, a line says which signal ended which step,
+and the exit status is 128 + the signal's number.
 """
 from __future__ import annotations
 
 import argparse
 import datetime
 import math
+import os
 import signal
 import sys
 import time
@@ -56,37 +58,45 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from benchmarks.suite import ledger
-from benchmarks.suite.device import NoDevice, device_facts, folder_name, software
-from benchmarks.suite.docblocks import render_pages
-from benchmarks.suite.due import due_steps
-from benchmarks.suite.estimate import Estimate, Estimator, Window, window_steps
-from benchmarks.suite.folders import (
-    NAME,
-    SuiteRefusal,
-    results_folder,
-    saved_run,
-    set_aside_unreadable,
-    writable_folder,
-)
-from benchmarks.suite.history import describe_software, saved_suites, suite_record
-from benchmarks.suite.plan import (
-    MODES,
-    SECTIONS,
-    TRANSFORMER_MODES,
-    Plan,
-    Planner,
-    Step,
-    available_flags,
-    planned_steps,
-    window_runs,
-)
-from benchmarks.suite.preview import plan_lines, waiting
-from benchmarks.suite.render import render_coverage, render_readme, usable_readme
-from benchmarks.suite.slices import minutes
-from utils import console, provenance
-from utils.children import adopt_orphans
-from utils.fileio import ensure_folder_writable
+try:
+    from benchmarks.suite import ledger
+    from benchmarks.suite.device import NoDevice, device_facts, folder_name, software
+    from benchmarks.suite.docblocks import render_pages
+    from benchmarks.suite.due import due_steps
+    from benchmarks.suite.estimate import Estimate, Estimator, Window, window_steps
+    from benchmarks.suite.folders import (
+        NAME,
+        SuiteRefusal,
+        results_folder,
+        saved_run,
+        unreadable_set_aside,
+        writable_folder,
+        written_after,
+    )
+    from benchmarks.suite.history import describe_software, saved_suites, suite_record
+    from benchmarks.suite.plan import (
+        MODES,
+        SECTIONS,
+        TRANSFORMER_MODES,
+        Plan,
+        Planner,
+        Step,
+        available_flags,
+        planned_steps,
+        window_runs,
+    )
+    from benchmarks.suite.preview import plan_lines, waiting
+    from benchmarks.suite.render import render_coverage, render_readme, usable_readme
+    from benchmarks.suite.slices import minutes
+    from utils import console, provenance
+    from utils.children import adopt_orphans
+    from utils.fileio import ensure_folder_writable
+except ModuleNotFoundError as missing:  # run by its path from a checkout that was never installed
+    if missing.name not in ("benchmarks", "utils"):
+        raise
+    print(f"gpu_suite.py: error: ampbench is not installed in this Python ({sys.executable}); run `pip install -e "
+          f".` in {Path(__file__).resolve().parents[1]}, then this command again.", file=sys.stderr)
+    sys.exit(2)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
@@ -183,19 +193,22 @@ def run_pass(options: argparse.Namespace, started: float, stop: ledger.Stop, com
     """Plan the pass into the folder it continues or starts, say the plan, refuse a budget that fits
     no step, then run what fits: (that folder, the runner and the books, the step a stop signal ended)."""
     machine = software()
-    set_aside_unreadable(device_folder / datetime.date.today().isoformat() / "suite.json")
-    planned = plan_pass(options, label, refused, plan, device_folder, machine, say)
-    out, planner, estimator = planned.out, planned.planner, planned.estimator
-    if planned.why:
-        say(planned.why)
     budget_s = options.budget * 60 if options.budget else math.inf
-    for line in plan_lines(planned.pending, planned.due, planned.estimates, budget_s, time.perf_counter() - started,
-                           planned.windows, plan.warmup):
-        say(line)
-    refusal = ledger.refuse(planned.pending, planned.estimates, options.budget, started)
-    if refusal:
-        raise SuiteRefusal(refusal)
-    writable_folder(out)
+    with unreadable_set_aside(device_folder / datetime.date.today().isoformat() / "suite.json"):
+        planned = plan_pass(options, label, refused, plan, device_folder, machine, say)
+        if planned.why:
+            say(planned.why)
+        for line in plan_lines(planned.pending, planned.due, planned.estimates, budget_s,
+                               time.perf_counter() - started, planned.windows, plan.warmup):
+            say(line)
+        refusal = ledger.refuse(planned.pending, planned.estimates, options.budget, started)
+        if refusal:
+            raise SuiteRefusal(refusal)
+        writable_folder(planned.out)
+    out, planner, estimator = planned.out, planned.planner, planned.estimator
+    late = written_after(out)
+    if late:
+        print(late, file=sys.stderr, flush=True)
     summary = {"device": label, "quick": plan.quick, "date": planned.earlier.get("date", out.name), "commit": commit,
                "data_flags": planner.data_flags, "models": plan.models, "batch": plan.batch, "steps": plan.steps,
                "repeats": plan.repeats}
@@ -228,7 +241,14 @@ def show_plans(options: argparse.Namespace) -> int:
     for label, refused, folder, machine, assumed in targets:
         planning = time.perf_counter()  # a pass plans its own device alone
         plan = Plan(options.quick)
-        planned = plan_pass(options, label, refused, plan, folder, machine, lambda line: None)
+        try:
+            planned = plan_pass(options, label, refused, plan, folder, machine, lambda line: None)
+        except ModuleNotFoundError as error:
+            if error.name not in ("torch", "torchvision"):
+                raise
+            raise SuiteRefusal(f"--plan estimates the steps {label} has not measured from their models' FLOPs, which "
+                               f"takes {error.name}, and this Python cannot import it; run --plan where ampbench is "
+                               "installed (README's set-up).") from None
         print(f"{label}{assumed}: {planned.why or f'writes {planned.out}'}")
         print("\n".join(plan_lines(planned.pending, planned.due, planned.estimates, budget_s,
                                    time.perf_counter() - planning, planned.windows, plan.warmup)))
@@ -282,21 +302,31 @@ def stopped_before(number: int) -> int:
 def commit_argument(text: str) -> str:
     if not provenance.is_commit(text):
         raise argparse.ArgumentTypeError(f"takes a commit as `git rev-parse HEAD` prints it (7 to 40 lower-case hex "
-                                         f"digits, -dirty allowed), not {text!r}")
+                                         f"digits, -dirty allowed), not {console.shortened(text)!r}")
     return text
+
+
+def user_path(text: str) -> str:
+    """A path as the user meant it: the steps run from the checkout, so a relative one is made
+    absolute from the user's working directory now (an empty one is refused where it is used)."""
+    return os.path.abspath(text) if text else text
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = console.Parser(NAME, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="CPU, tiny step counts: check that the suite works")
-    parser.add_argument("--data-dir", help="CIFAR-10 folder passed to every run (with --allow-unverified)")
-    parser.add_argument("--results-root", default=str(RESULTS), help="where results/<device>/<date>/ goes")
-    parser.add_argument("--readme", default=str(ROOT / "README.md"), help="README whose Results section to regenerate")
+    parser.add_argument("--data-dir", type=user_path,
+                        help="CIFAR-10 folder passed to every run (with --allow-unverified)")
+    parser.add_argument("--results-root", type=user_path, default=str(RESULTS),
+                        help="where results/<device>/<date>/ goes")
+    parser.add_argument("--readme", type=user_path, default=str(ROOT / "README.md"),
+                        help="README whose Results section to regenerate")
     parser.add_argument("--commit", type=commit_argument, help="the commit of the code that runs, when the copy on "
                         "the machine has no (or a stale) .git: every step's results record it instead of git describe, "
                         "beside the digest of the source files that ran, and README names it as proven only where "
                         "that digest is its tree")
-    parser.add_argument("--render", metavar="RESULTS_DIR", help="only regenerate README's section from saved results")
+    parser.add_argument("--render", metavar="RESULTS_DIR", type=user_path,
+                        help="only regenerate README's section from saved results")
     parser.add_argument("--only", metavar="SECTION", action="append", choices=list(SECTIONS),
                         help="run this section alone (repeatable), keeping the other sections' saved steps: "
                         f"{', '.join(SECTIONS)}")

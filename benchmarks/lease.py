@@ -40,6 +40,7 @@ import time
 from pathlib import Path
 from typing import IO, Dict, List, Optional, Tuple
 
+from benchmarks.suite.folders import LEASE_LOG
 from benchmarks.suite.slices import LEASE_MINUTES, RESERVE_S, committed_overrun, minutes
 from utils import console, provenance
 from utils.errors import UserError
@@ -144,7 +145,7 @@ def packed(folder: Optional[Path], log: str, out: Path, started: float) -> None:
     if folder is None:
         say("the suite wrote no run folder: nothing to pack")
         return
-    (folder / "lease.log").write_text(log)
+    (folder / LEASE_LOG).write_text(log)
     archive = pack(folder, out)
     size = archive.stat().st_size
     say(f"packed {folder} into {archive} ({size / 2 ** 20:.1f} MiB"

@@ -13,7 +13,11 @@ class NoDevice(Exception):
 
 def device_facts(quick: bool, mode_names: Iterable[str]) -> Tuple[str, Dict[str, str]]:
     """(device label, the modes of `mode_names` this device cannot run, with the reason)."""
-    import torch
+    try:
+        import torch
+    except ImportError as error:  # --plan still plans for the devices saved under the results root
+        raise NoDevice(f"this Python cannot import torch ({error}); run the suite in the environment "
+                       "ampbench is installed in (README's set-up).") from None
 
     from utils import modes
     from utils.errors import UserError

@@ -15,8 +15,6 @@ from benchmarks.suite.history import SavedSuite, load
 from benchmarks.suite.plan import Step
 from models.families import DEFAULT_IMAGE_SIZE
 from utils.config import input_shape_of
-from utils.data.dataset import FEWEST_SYNTHETIC_IMAGES
-from utils.data.loaders import SYNTHETIC_BYTES
 from utils.results.compare import MIN_RUNS
 
 GOOD_RCS = (0, 143)  # a step that ended as planned (143: the resume check's SIGTERM)
@@ -65,6 +63,9 @@ def figures_of(step: Step) -> Tuple[str, ...]:
 def large_synthetic(image_size: Optional[str]) -> bool:
     """Whether synthetic images of this side are so large that their fewest count outweighs
     CIFAR-10's bytes, the most one synthetic data set holds now (112 pixels and up)."""
+    from utils.data.dataset import FEWEST_SYNTHETIC_IMAGES  # torch: after -h, which must print without it
+    from utils.data.loaders import SYNTHETIC_BYTES
+
     side = int(image_size or DEFAULT_IMAGE_SIZE)
     return FEWEST_SYNTHETIC_IMAGES * math.prod(input_shape_of(side)) > SYNTHETIC_BYTES
 

@@ -10,7 +10,7 @@ import datetime
 import os
 import sys
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Optional
 
 from benchmarks.suite.history import suite_record
 from utils.errors import UserError
@@ -57,22 +57,56 @@ def writable_folder(folder: Path) -> None:
                            "--results-root.") from None
 
 
-def set_aside_unreadable(path: Path) -> None:
-    """Move a suite.json this code cannot read to suite.json.unreadable-<UTC time> beside it, never
-    deleting it, and say so: the pass then plans the folder anew."""
-    if not os.path.lexists(path):
+@contextlib.contextmanager
+def unreadable_set_aside(path: Path) -> Iterator[None]:
+    """For the block (a pass's planning, up to its last refusal), a suite.json this code cannot
+    read moved to suite.json.unreadable-<UTC time> beside it, never deleted: the pass plans the
+    folder anew. Once the block has passed, say so; where it fails (a budget that fits no step),
+    put the file back where it was, so that a refused pass leaves the folder as it found it."""
+    record, problem = suite_record(path, rendered=True) if os.path.lexists(path) else ({}, "")
+    if record is not None:
+        yield
         return
-    record, problem = suite_record(path, rendered=True)
-    if record is None:
-        now = datetime.datetime.now(datetime.timezone.utc)
-        aside = path.with_name(f"{path.name}.unreadable-{now:%Y%m%dT%H%M%S.%fZ}")  # to the microsecond: none replaced
-        try:
-            os.replace(path, aside)
-        except OSError as error:
-            raise SuiteRefusal(f"{path}: {problem}, and it cannot be moved aside ({error.strerror or error}); move it "
-                               "yourself, or give another --results-root.") from None
-        print(f"{NAME}: warning: {path}: {problem}; moved it to {aside.name} beside it, and this pass plans the "
-              "folder anew.", file=sys.stderr, flush=True)
+    now = datetime.datetime.now(datetime.timezone.utc)
+    aside = path.with_name(f"{path.name}.unreadable-{now:%Y%m%dT%H%M%S.%fZ}")  # to the microsecond: none replaced
+    try:
+        os.replace(path, aside)
+    except OSError as error:
+        raise SuiteRefusal(f"{path}: {problem}, and it cannot be moved aside ({error.strerror or error}); move it "
+                           "yourself, or give another --results-root.") from None
+    try:
+        yield
+    except BaseException:
+        os.replace(aside, path)  # nothing is written into the folder before the block ends
+        raise
+    print(f"{NAME}: warning: {path}: {problem}; moved it to {aside.name} beside it, and this pass plans the "
+          "folder anew.", file=sys.stderr, flush=True)
+
+
+LATE_S = 10.0  # a copy or checkout writes a folder's files within seconds of each other, suite.json among them
+LEASE_LOG = "lease.log"  # benchmarks/lease.py's record of all the suite printed, written once the suite has ended
+
+
+def written_after(folder: Path) -> Optional[str]:
+    """One line naming the files of `folder` changed after its suite.json was last saved, or None.
+    A pass saves suite.json after every step and writes only its run page after the last (and a
+    lease its log, LEASE_LOG), so a later file was written by a step that outlived its suite (or
+    one a kill cut short, which left no books of it), or copied or edited since: its figures are
+    not what the books say ran."""
+    books = folder / "suite.json"
+    try:
+        saved = books.stat().st_mtime
+        late = sorted(str(path.relative_to(folder)) for path in folder.rglob("*")
+                      if path not in (books, folder / "README.md", folder / LEASE_LOG) and path.is_file()
+                      and path.stat().st_mtime > saved + LATE_S)
+    except OSError:  # a folder that cannot be read is said where it is read
+        return None
+    if not late:
+        return None
+    shown = ", ".join(late[:3]) + (f" and {len(late) - 3} more" if len(late) > 3 else "")
+    return (f"{NAME}: warning: {folder} holds {len(late)} file{'s' if len(late) > 1 else ''} written after its "
+            f"last pass saved suite.json ({shown}): by a step that outlived its suite, or a copy or edit since; "
+            "check them, or rerun their steps.")
 
 
 def saved_run(text: str) -> Path:

@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SOFTWARE = ("torch", "cuda", "driver")  # what a folder's passes must share besides the device
 # what a run page and README's part of a device read from a suite.json, beyond the keys checked where present
 RENDERED = ("device", "quick", "date", "elapsed_s", "batch", "steps", "models", "steps_run")
+PASS_KEYS = ("elapsed_s", "budget_min", "ran", "waiting")  # what every pass the suite saved holds
 
 
 class BadResults(UserError):
@@ -208,12 +209,21 @@ def short_commit(commit: Optional[str]) -> str:
 def saved_suites(device_folder: Path, rendered: bool = False) -> List[SavedSuite]:
     """Every suite saved for one device, newest first (folders are named by date); a suite.json
     that cannot be read, or (`rendered`) lacks what a page shows, is left out with a warning."""
-    if not device_folder.is_dir():
+    try:
+        folders = sorted(device_folder.iterdir(), key=lambda path: path.name, reverse=True)
+    except (FileNotFoundError, NotADirectoryError):
         return []
-    folders = sorted((path for path in device_folder.iterdir() if (path / "suite.json").is_file()),
-                     key=lambda path: path.name, reverse=True)
+    except OSError as error:  # another user's folder, or one a full restore left without permissions
+        warn(device_folder, f"it cannot be read ({error.strerror or error}); its results are left out")
+        return []
     suites = []
     for folder in folders:
+        try:
+            if not (folder / "suite.json").is_file():
+                continue
+        except OSError as error:
+            warn(folder, f"it cannot be read ({error.strerror or error}); that folder is left out")
+            continue
         record, problem = suite_record(folder / "suite.json", rendered)
         if record is None:
             warn(folder / "suite.json", f"{problem}; that folder is left out")
@@ -248,8 +258,15 @@ def suite_problem(record: Dict[str, Any], rendered: bool) -> Optional[str]:
     if "device" in record and not re.fullmatch(r"[^\x00-\x1f|`*]+", record["device"]):
         return f"its device is {json.dumps(record['device'])[:40]}, not one line of a device's name"
     for entry in record.get("passes", []):
-        if not (isinstance(entry, dict) and timed(entry, "elapsed_s") and timed(entry, "budget_min")):
-            return "an entry of its passes is not an object with its seconds and budget"
+        if not isinstance(entry, dict):
+            return "an entry of its passes is not an object"
+        missing = [key for key in PASS_KEYS if key not in entry]
+        if missing:
+            return f"a pass has no {', '.join(missing)}"
+        if entry["elapsed_s"] is None or not timed(entry, "elapsed_s"):
+            return f"a pass's elapsed_s is {json.dumps(entry['elapsed_s'])[:40]}, not its seconds"
+        if not timed(entry, "budget_min"):
+            return f"a pass's budget_min is {json.dumps(entry['budget_min'])[:40]}, not its minutes or null"
         wrong = next((key for key in ("started_utc", "commit", "source_sha256")
                       if not isinstance(entry.get(key), (str, type(None)))), None)
         if wrong:

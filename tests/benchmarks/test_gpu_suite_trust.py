@@ -148,9 +148,9 @@ def planned(names):
 
 
 def passed(date, ran, waiting, software=SOFTWARE):
-    return {"started_utc": f"{date}T10:00:00+00:00", "commit": "a" * 40, "software": software,
-            "ran": [{"step": name} for name in ran], "waiting": [{"step": name, "section": "headline"}
-                                                                  for name in waiting]}
+    return {"started_utc": f"{date}T10:00:00+00:00", "commit": "a" * 40, "software": software, "budget_min": 10,
+            "elapsed_s": 60.0, "ran": [{"step": name} for name in ran],
+            "waiting": [{"step": name, "section": "headline"} for name in waiting]}
 
 
 def device_folder(tmp_path, *passes, date="2026-11-26"):
