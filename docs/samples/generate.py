@@ -36,7 +36,7 @@ SAMPLES = {
         "python main.py -m resnet18 --stem imagenet -b 32 -n 30 --modes fp32,amp-bf16 --explain " + DATA +
         " --json why.json --plot docs/why-is-it-not-faster.png", None),
     "loss-scaling": (
-        "python main.py -m resnet18 --stem imagenet -b 32 -n 8 --warmup 2 --modes "
+        "python main.py -m resnet18 --stem imagenet -b 32 -n 8 --timing-warmup 2 --modes "
         "fp32,amp-fp16-noscale,amp-fp16,amp-bf16 --numerics --numerics-every 4 --allow-slow-fp16 " + DATA +
         " --json loss-scaling.json --plot docs/why-loss-scaling.png", "Gradient census"),
 }
