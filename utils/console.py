@@ -96,6 +96,7 @@ def run(name: str, main: Callable[[], Optional[int]]) -> int:
     if previous == signal.SIG_DFL:  # one ignored on purpose (nohup) stays so
         signal.signal(signal.SIGTERM, stop)
     try:
+        refuse_other_checkout()
         status = main() or 0
     except SystemExit as ended:  # argparse's -h and refusals
         status = ended.code if isinstance(ended.code, int) else int(ended.code is not None)
@@ -114,6 +115,20 @@ def run(name: str, main: Callable[[], Optional[int]]) -> int:
               "it printed there is cut short.", file=sys.stderr)
         status = status or 1
     return status
+
+
+def refuse_other_checkout() -> None:
+    """Refuse a program run by its path from a checkout whose code this Python does not import
+    (provenance.other_checkout), before it measures anything with the other checkout's code."""
+    from utils import provenance
+
+    started = getattr(sys.modules.get("__main__"), "__file__", None)
+    other = provenance.other_checkout(started)
+    if other is not None:
+        raise UserError(f"{started} is in the checkout {other}, but this Python imports ampbench's code from "
+                        f"{provenance.PROJECT_DIR} (installed there), so it would run that code and label it with "
+                        f"this checkout's commit; run `pip install -e .` in {other} to use its code, or run the "
+                        "program from the installed checkout.")
 
 
 def program(name: str, main: Callable[[], Optional[int]]) -> Callable[[], int]:

@@ -25,6 +25,24 @@ COMMIT = re.compile(r"[0-9a-f]{7,40}(-dirty)?")
 # finds in a commit's tree (tree_digest); tests/unit/measure/test_envinfo.py checks that it leaves
 # out only what no run executes (tests, docs, results, CI's and the tools' settings).
 SOURCE_FOLDERS = ("benchmarks", "cluster", "models", "utils")
+
+
+def other_checkout(script: Optional[str]) -> Optional[str]:
+    """The checkout that the program `script` (run by its path) lies in, where that is not the
+    checkout whose code this Python imports: `python B/benchmarks/gpu_suite.py` with ampbench
+    installed (editable) from checkout A imports A's packages, so B's runs would be measured by
+    A's code and labelled with B's commit. None where they are one, or `script` lies in none."""
+    if not script:
+        return None
+    imported = os.path.realpath(PROJECT_DIR)
+    folder = os.path.dirname(os.path.realpath(script))
+    while True:
+        if os.path.isfile(os.path.join(folder, "utils", "provenance.py")):
+            return None if folder == imported else folder
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
 SOURCE_SUFFIXES = (".py", ".sh")
 
 

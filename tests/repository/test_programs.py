@@ -148,3 +148,21 @@ def test_each_program_runs_as_the_docs_type_it_once_installed(program, tmp_path)
     result = subprocess.run([sys.executable, *run, "-h"], cwd=ROOT, env=without_pythonpath(), capture_output=True,
                             text=True, timeout=120)
     assert result.returncode == 0 and result.stdout.startswith("usage: "), result.stderr
+
+
+@pytest.mark.parametrize("program", ["benchmarks/gpu_suite.py", "benchmarks/scaling.py", "cluster/bundle.py"])
+def test_a_program_run_from_a_checkout_whose_code_this_python_does_not_import_is_refused(tmp_path, program):
+    """Another checkout's script (as a second clone beside the installed one holds it) would import
+    the installed checkout's packages: refused before it measures anything, naming both."""
+    other = tmp_path / "other"
+    for name in (program, "utils/provenance.py"):
+        (other / name).parent.mkdir(parents=True, exist_ok=True)
+        (other / name).write_bytes((ROOT / name).read_bytes())
+    result = subprocess.run([sys.executable, str(other / program), "-h"], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=120)
+    name = Path(program).name
+    assert result.returncode == 2 and result.stdout == "", result.stderr
+    assert result.stderr.startswith(f"{name}: error: {other / program} is in the checkout {other}, but this Python "
+                                    f"imports ampbench's code from {ROOT}"), result.stderr
+    assert f"run `pip install -e .` in {other} to use its code" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
