@@ -292,3 +292,16 @@ def test_a_checkout_never_installed_says_how_to_install_it_in_one_sentence(tmp_p
     assert done.returncode == 2 and done.stdout == "", done.stderr
     assert done.stderr == (f"gpu_suite.py: error: ampbench is not installed in this Python ({sys.executable}); run "
                            f"`pip install -e .` in {ROOT}, then this command again.\n")
+
+
+@pytest.mark.parametrize("content", ["{}", '{"schema": "ampbench.result/7"}', '{"passes": []}'])
+@pytest.mark.parametrize("step", ["headline-resnet18", "headline-vit"])
+def test_a_step_file_without_runs_is_left_out_with_one_warning_and_the_rest_rendered(step, content, tmp_path,
+                                                                                    monkeypatch):
+    root = results_root(tmp_path)
+    (root / H200 / f"{step}.json").write_text(content)
+    status, out, err = suite_main(monkeypatch, "--render", root / H200, "--readme", tmp_path / "README.md")
+    assert status == 0 and "Traceback" not in err, err
+    said = "it holds no runs, which a step's results do; it is left out.\n"
+    assert err == f"gpu_suite.py: warning: {root / H200 / step}.json: {said}", err
+    assert "**NVIDIA H200**" in (tmp_path / "README.md").read_text()
