@@ -316,6 +316,9 @@ def load(out: Path, name: str) -> Optional[Dict[str, Any]]:
     from utils.results.compare import compare_modes
 
     document = upgraded(out, name)
+    if document is not None and "runs" not in document and record_spec(name) is None:
+        warn(out / f"{name}.json", "it holds no runs, which a step's results do; it is left out")
+        return None
     if document is not None and "runs" in document:
         document["comparison"] = compare_modes(document["runs"], baseline=document["config"]["baseline"])
     return document
@@ -336,9 +339,6 @@ def upgraded(out: Path, name: str) -> Optional[Dict[str, Any]]:
     from utils.results.upgrade import upgrade
 
     document = saved(out, name)
-    if document is not None and "runs" not in document and name != "suite" and record_spec(name) is None:
-        warn(out / f"{name}.json", "it holds no runs, which a step's results do; it is left out")
-        return None
     if document is not None and "runs" in document:  # resume-weights.json is a record of its own
         problem = results_problem(document)
         if problem:

@@ -89,8 +89,10 @@ def test_an_advised_mode_shows_with_its_levers_and_the_interval_it_rests_on(tmp_
     (results / H200 / plan.ADVICE_DIR).mkdir()
     (results / H200 / plan.ADVICE_DIR / "advice.json").write_text(json.dumps(made_up))
     (row,) = rows_of(section(results))
+    (speedup,) = [entry for entry in made_up["evidence"] if entry["what"] == "amp-bf16's speedup over fp32"]
+    low, high = speedup["interval"]
     assert row[:5] == ["resnet18", "32", "NVIDIA H200", "amp-bf16, channels last",
-                       "amp-bf16's speedup over fp32: 2.17 [1.76, 2.68] (3 runs)"]
+                       f"amp-bf16's speedup over fp32: {speedup['value']:.2f} [{low:.2f}, {high:.2f}] (3 runs)"]
 
 
 def test_an_advice_file_that_fails_its_checks_is_left_out_with_a_warning(tmp_path, capsys, monkeypatch):
