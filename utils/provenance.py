@@ -38,7 +38,9 @@ def other_checkout(script: Optional[str]) -> Optional[str]:
     folder = os.path.dirname(os.path.realpath(script))
     while True:
         if os.path.isfile(os.path.join(folder, "utils", "provenance.py")):
-            return None if folder == imported else folder
+            first = os.path.relpath(os.path.realpath(script), folder).split(os.sep)[0]
+            ours = first in (*SOURCE_FOLDERS, "docs", "main.py")  # not a venv's file inside the checkout
+            return None if folder == imported or not ours else folder
         parent = os.path.dirname(folder)
         if parent == folder:
             return None

@@ -15,13 +15,11 @@ import time
 
 import pytest
 
+from benchmarks import gpu_suite  # noqa: E402
 from benchmarks.suite import history, ledger, render
 from conftest import ROOT, SUBSET
 from utils import console
 from utils.errors import UserError
-
-sys.path.insert(0, str(ROOT / "benchmarks"))
-import gpu_suite  # noqa: E402
 
 H100 = ROOT / "results" / "NVIDIA-H100-80GB-HBM3" / "2026-11-26"
 README = "# ampbench\n\n## Results\n\nafter\n"

@@ -12,16 +12,13 @@ import time
 
 import pytest
 
-from conftest import ROOT, SUBSET
-
-sys.path.insert(0, str(ROOT / "benchmarks"))
-import gpu_suite  # noqa: E402
-
+from benchmarks import gpu_suite  # noqa: E402
 from benchmarks.suite import estimate as suite_estimate  # noqa: E402
 from benchmarks.suite import ledger, plan, render, tables  # noqa: E402
 from benchmarks.suite.device import DataFacts  # noqa: E402
 from benchmarks.suite.estimate import Estimator  # noqa: E402
 from benchmarks.suite.history import CHANGES, SavedSuite  # noqa: E402
+from conftest import ROOT, SUBSET
 from utils import spellings  # noqa: E402
 from utils.measure import estimate as run_estimate  # noqa: E402
 
@@ -274,7 +271,7 @@ def on_the_day(day):
     """The command `python benchmarks/gpu_suite.py` with today being `day`: the suite files a pass
     under the day it starts on (results/<device>/<date>), so passes that must share a folder are
     given one day, or a test that runs past midnight would start its second pass anew."""
-    code = ("import datetime, sys, types; sys.path.insert(0, 'benchmarks'); import gpu_suite; "
+    code = ("import datetime, sys, types; from benchmarks import gpu_suite; "
             f"gpu_suite.datetime = types.SimpleNamespace(date=types.SimpleNamespace(today=lambda: {day!r}), "
             "datetime=datetime.datetime, timezone=datetime.timezone); sys.exit(gpu_suite.console.run(gpu_suite.NAME, "
             "gpu_suite.main))")

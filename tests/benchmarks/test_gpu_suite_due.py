@@ -8,19 +8,16 @@ import itertools
 import json
 import re
 import shutil
-import sys
 
 import made_up_lease
 import pytest
 from test_gpu_suite_batch import suite_main
 
+from benchmarks import gpu_suite  # noqa: E402
 from benchmarks.suite import due, estimate, plan
 from benchmarks.suite.history import CHANGES, SavedSuite
 from conftest import ROOT, SUBSET
 from utils.measure import nvml_meter
-
-sys.path.insert(0, str(ROOT / "benchmarks"))
-import gpu_suite  # noqa: E402
 
 RESULTS = ROOT / "results"
 H200 = RESULTS / "NVIDIA-H200" / "2026-11-26"

@@ -10,12 +10,10 @@ import time
 
 import pytest
 
+from benchmarks import gpu_suite  # noqa: E402
 from benchmarks.suite import ledger, plan, render, tables
 from benchmarks.suite.history import BadResults, SavedSuite
 from conftest import ROOT
-
-sys.path.insert(0, str(ROOT / "benchmarks"))
-import gpu_suite  # noqa: E402
 
 H200 = ROOT / "results" / "NVIDIA-H200" / "2026-11-26"
 H100_OLD = ROOT / "results" / "NVIDIA-H100-80GB-HBM3" / "2026-11-22"

@@ -5,12 +5,10 @@ import sys
 
 import torch
 
+from benchmarks import overhead  # noqa: E402
 from conftest import ROOT
 from utils.measure import nvml_meter
 from utils.training import loop
-
-sys.path.insert(0, str(ROOT / "benchmarks"))
-import overhead  # noqa: E402
 
 
 def test_a_run_can_be_made_not_to_read_its_gpu():

@@ -8,10 +8,8 @@ import sys
 
 import pytest
 
+from benchmarks import streaming  # noqa: E402
 from conftest import ROOT
-
-sys.path.insert(0, str(ROOT / "benchmarks"))
-import streaming  # noqa: E402
 
 
 def test_the_memory_of_a_process_tree_counts_this_process_and_what_it_started():

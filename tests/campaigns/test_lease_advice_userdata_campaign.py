@@ -29,13 +29,11 @@ from pathlib import Path
 import pytest
 
 import cifar10_standin
+from benchmarks import gpu_suite  # noqa: E402
 from benchmarks.suite import docblocks, history
 from conftest import ROOT, FakeGpu, image_tree, run_main
 from utils import console, provenance
 from utils.measure import nvml_meter
-
-sys.path.insert(0, str(ROOT / "benchmarks"))
-import gpu_suite  # noqa: E402
 
 H200 = ROOT / "results" / "NVIDIA-H200" / "2026-11-26"
 HEADLINE = H200 / "headline-resnet18.json"

@@ -14,12 +14,10 @@ import sys
 
 import pytest
 
+from benchmarks import gpu_suite  # noqa: E402
 from benchmarks.suite import history
 from conftest import ROOT, SUBSET
 from utils import console
-
-sys.path.insert(0, str(ROOT / "benchmarks"))
-import gpu_suite  # noqa: E402
 
 RESULTS = ROOT / "results"
 H200 = "NVIDIA-H200/2026-11-26"  # the folder each case renders

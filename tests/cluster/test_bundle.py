@@ -18,11 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from cluster import bundle  # noqa: E402
 from conftest import FAST, ROOT, SUBSET
-
-sys.path.insert(0, str(ROOT / "cluster"))
-import bundle  # noqa: E402
-
 from utils.data import cifar10  # noqa: E402
 
 RUNNING = f"{sys.version_info[0]}.{sys.version_info[1]}"
