@@ -10,7 +10,7 @@ SYNTHETIC = ["--data", "synthetic", "-n", "3", "--warmup", "1", "--model", "sque
 EVERY_4_STEPS = 4 / 340  # epochs: the subset's 5,438 images are 340 batches of 16
 
 
-@pytest.mark.long
+@pytest.mark.whole_runs
 def test_curves_seeds_verdict_and_time_to_target(subset, tmp_path):
     out = tmp_path / "r.json"
     result = run_main(*FAST, "-n", "12", "--data-dir", subset, "--allow-unverified", "--modes", "fp32,amp-bf16",

@@ -19,7 +19,7 @@ def ran_at_64(path, modes):
     return document
 
 
-@pytest.mark.long
+@pytest.mark.whole_runs
 def test_cifar10_upsampled_to_64_trains_in_every_cpu_mode_but_fp8(subset, tmp_path):
     modes = ["fp32", "amp-fp16", "amp-fp16-noscale", "amp-bf16", "fp16-master"]
     result = run_cli(*SMALL, "-m", "resnet18", "--stem", "imagenet", "-b", "4", "--image-size", "64", "--no-eval",
@@ -32,7 +32,7 @@ def test_cifar10_upsampled_to_64_trains_in_every_cpu_mode_but_fp8(subset, tmp_pa
     assert "resnet18 (stem imagenet), 64x64 images, batch 4" in result.stdout
 
 
-@pytest.mark.long
+@pytest.mark.whole_runs
 def test_synthetic_images_at_64_train_a_vit_in_the_fp8_modes(tmp_path):
     modes = ["amp-bf16", "fp8", "fp8-rowwise"]
     result = run_cli(*SMALL, "-m", "vit_t4", "-b", "2", "--image-size", "64", "--data", "synthetic",
@@ -62,7 +62,7 @@ def test_a_size_above_a_models_most_is_refused_with_a_size_main_py_takes():
         assert run_main("-m", model, "--image-size", offered, "--check-flags").returncode == 0
 
 
-@pytest.mark.long
+@pytest.mark.whole_runs
 def test_a_resume_at_another_image_size_is_refused(tmp_path):
     flags = [*SMALL, "-m", "squeezenet1_1", "-b", "4", "--data", "synthetic", "--checkpoint", tmp_path / "c.pt"]
     assert run_cli(*flags).returncode == 0

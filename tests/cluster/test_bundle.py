@@ -356,7 +356,7 @@ def test_bundle_py_refuses_as_a_user_sees_it(tmp_path):
     assert_refused(result.returncode, result.stderr, "bundle.py: error: Python 3.7 is not one ampbench runs on")
 
 
-@pytest.mark.long
+@pytest.mark.whole_runs
 def test_the_node_installs_the_bundle_offline_leaving_torch_and_trains_on_its_data(tmp_path, bundled):
     """A fresh venv that sees this torch as a node sees its container's: the manifest's install
     command, run offline, adds the extras' wheels and this checkout, editable, and nothing else

@@ -36,7 +36,7 @@ def copy_of_the_checkout(target):
             shutil.copy2(source, target / name)
 
 
-@pytest.mark.long
+@pytest.mark.whole_runs
 def test_a_clone_without_the_subset_passes_on_the_stand_in(tmp_path):
     clone, empty = tmp_path / "ampbench", tmp_path / "empty"
     empty.mkdir()

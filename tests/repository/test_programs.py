@@ -120,7 +120,7 @@ def test_the_commands_are_the_run_the_report_the_predictor_the_suite_the_bundle_
     assert set(commands.values()) <= set(PROGRAMS) | ELSEWHERE and "ampbench" in commands
 
 
-@pytest.mark.long
+@pytest.mark.whole_runs
 def test_each_installed_command_is_its_program_from_any_folder(tmp_path):
     """README's set-up puts each command on PATH: from a folder that is not the checkout and with
     no PYTHONPATH, a bad flag value is refused as its program refuses it."""

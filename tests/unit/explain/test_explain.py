@@ -273,7 +273,7 @@ def test_the_comparison_falls_back_only_when_no_rule_fired():
     assert compare.comparison_findings("amp-bf16", row, {"profile_ms": base}, [ruled], 0.96, None) == []
 
 
-@pytest.mark.long
+@pytest.mark.whole_runs
 def test_explain_from_the_command_line(subset, tmp_path):
     """Three modes: the table, the Amdahl lines, the float16 diagnosis, the JSON, the traces
     (--trace-dir implies --explain) and the figure; the timed steps are the same steps as

@@ -141,7 +141,7 @@ def test_every_vit_the_factory_builds_is_swapped_and_torchvisions_own_are_swappa
         assert sum(isinstance(module, SelfAttention) for module in model.modules()) == len(model.encoder.layers)
 
 
-@pytest.mark.long
+@pytest.mark.whole_runs
 def test_a_checkpoint_in_torchvisions_layout_resumes(tmp_path):
     """A checkpoint whose ViT holds nn.MultiheadAttention's in_proj_weight and in_proj_bias (as
     written before the swap) resumes: the weights load under their new names."""

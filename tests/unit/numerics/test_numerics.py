@@ -97,7 +97,7 @@ def test_scale_drops_count_each_fall_from_gradscalers_start():
     assert scale_drops({"mode": "fp32", "loss_scale_curve": None}) is None
 
 
-@pytest.mark.long
+@pytest.mark.whole_runs
 def test_numerics_from_the_command_line(tmp_path):
     """The done-when modes on a small model: the census lines, the memory block, the loss-scale
     drops equal to the skipped steps, the step times left alone, and the figure's panels."""

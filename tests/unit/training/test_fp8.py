@@ -130,7 +130,7 @@ def test_compile_traces_the_swapped_vit_once_in_each_mode(mode):
     assert counters["stats"]["unique_graphs"] == 1
 
 
-@pytest.mark.long
+@pytest.mark.whole_runs
 def test_the_cli_trains_fp8_through_the_one_step_and_prints_its_block(tmp_path):
     result = run_cli(*VIT, "-n", "3", "--modes", "amp-bf16,fp8", "--numerics", "--json", tmp_path / "r.json")
     assert result.returncode == 0, result.stderr
