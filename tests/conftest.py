@@ -250,3 +250,29 @@ def install_nvml(monkeypatch):
         return module
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     return install
+
+
+def command_line(pid):
+    """The command line of process `pid`, as /proc holds it (b"" once it has ended)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as found:
+            return found.read()
+    except OSError:
+        return b""
+
+
+def processes_naming(text):
+    """The pids of the processes whose command line holds `text`."""
+    return [int(name) for name in os.listdir("/proc") if name.isdigit() and text.encode() in command_line(name)]
+
+
+def alive_after(pids, seconds):
+    """Those of `pids` still running `seconds` from now (waiting less once none is)."""
+    import time
+
+    from utils.children import alive
+
+    deadline = time.monotonic() + seconds
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return [pid for pid in pids if alive(pid)]

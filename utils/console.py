@@ -16,6 +16,7 @@ import threading
 import time
 from typing import Any, Callable, List, NoReturn, Optional, TextIO
 
+from utils import provenance
 from utils.errors import UserError, WriteFailed
 
 
@@ -120,8 +121,6 @@ def run(name: str, main: Callable[[], Optional[int]]) -> int:
 def refuse_other_checkout() -> None:
     """Refuse a program run by its path from a checkout whose code this Python does not import
     (provenance.other_checkout), before it measures anything with the other checkout's code."""
-    from utils import provenance
-
     started = getattr(sys.modules.get("__main__"), "__file__", None)
     other = provenance.other_checkout(started)
     if other is not None:

@@ -16,7 +16,7 @@ import pytest
 
 from benchmarks import gpu_suite  # noqa: E402
 from benchmarks.suite import history
-from conftest import ROOT, SUBSET
+from conftest import ROOT, SUBSET, alive_after, command_line
 from utils import console
 
 RESULTS = ROOT / "results"
@@ -230,20 +230,9 @@ def descendants(pid):
     return below - {pid}
 
 
-def command_line(pid):
-    """The command line of process `pid`, as /proc holds it (b"" once it has ended)."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as found:
-            return found.read()
-    except OSError:
-        return b""
-
-
 @pytest.mark.gpu_suite
 def test_sigkill_of_the_suite_mid_step_leaves_no_process_of_the_step_within_five_seconds(tmp_path):
     import time
-
-    from utils.children import alive
 
     (tmp_path / "README.md").write_text(README)
     suite = subprocess.Popen([*GPU_SUITE, "--quick", "--only", "headline", "--results-root", str(tmp_path / "results"),
@@ -260,10 +249,7 @@ def test_sigkill_of_the_suite_mid_step_leaves_no_process_of_the_step_within_five
     finally:
         suite.kill()
         suite.wait()
-    deadline = time.monotonic() + 5
-    while any(alive(pid) for pid in step) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not [pid for pid in step if alive(pid)]
+    assert not alive_after(step, 5)
 
 
 WITHOUT_TORCH = ("import runpy, sys; sys.modules['torch'] = sys.modules['torchvision'] = None; "

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, assert_user_error, run_main
+from conftest import ROOT, alive_after, assert_user_error, processes_naming, run_main
 from utils.advice import document, session
 from utils.errors import WriteFailed
 
@@ -129,22 +129,7 @@ def test_a_full_disk_leaves_the_advice_and_its_report_as_they_were_both(tmp_path
     assert sorted(os.listdir(folder)) == ["advice.json", "report.txt", "results.json"]  # no temporary file left
 
 
-def processes_naming(text):
-    """The pids of the processes whose command line holds `text`."""
-    found = []
-    for name in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{name}/cmdline", "rb") as cmdline:
-                if text.encode() in cmdline.read():
-                    found.append(int(name))
-        except (OSError, ValueError):
-            continue
-    return found
-
-
 def test_sigkill_of_the_adviser_mid_phase_leaves_no_ampbench_process_within_five_seconds(tmp_path):
-    from utils.children import alive
-
     folder = tmp_path / "advice"
     adviser = subprocess.Popen([sys.executable, "main.py", "--advise", "--model", "squeezenet1_1", "-b", "8",
                                 "--data", "synthetic", "--budget", "3", "--advice-dir", str(folder)],
@@ -160,7 +145,4 @@ def test_sigkill_of_the_adviser_mid_phase_leaves_no_ampbench_process_within_five
     assert phases, "the comparison's main.py runs"
     adviser.kill()
     adviser.wait()
-    deadline = time.monotonic() + 5
-    while any(alive(pid) for pid in phases) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not [pid for pid in phases if alive(pid)]
+    assert not alive_after(phases, 5)
