@@ -3,6 +3,7 @@ cost on the step, ampbench with the meter against ampbench without it."""
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from benchmarks import overhead  # noqa: E402
@@ -31,6 +32,7 @@ def test_the_meter_line_is_the_paired_ratio_of_with_over_without_and_says_what_t
         slower, nvml_meter.NO_MODULE)  # what it measured then was no meter at all
 
 
+@pytest.mark.whole_runs
 def test_on_the_cpu_it_says_the_meter_is_measured_on_a_gpu():
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "overhead.py"), "-b", "4", "--steps", "1",
                            "--warmup", "1", "--rounds", "2"], cwd=ROOT, capture_output=True, text=True, timeout=300)

@@ -8,6 +8,8 @@ import subprocess
 import sys
 import termios
 
+import pytest
+
 import main
 from conftest import ROOT
 
@@ -46,6 +48,7 @@ def test_no_progress_lines_with_no_progress(capsys):
     assert "step 1/8" not in capsys.readouterr().err
 
 
+@pytest.mark.whole_runs
 def test_the_terminal_bar_fits_80_columns_shows_one_speed_and_evaluation(subset):
     """The bars are drawn on a pseudo-terminal as wide as a default one (80 columns)."""
     leader, follower = os.openpty()

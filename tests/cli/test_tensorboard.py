@@ -50,6 +50,7 @@ def test_tensorboard_logs_every_curve_of_every_run_against_the_optimizer_step(tm
     assert status == 0 and len(list((tmp_path / "tb").iterdir())) == 2
 
 
+@pytest.mark.whole_runs
 def test_the_json_lines_tell_the_run_as_it_happens(tmp_path, subset):
     out = tmp_path / "r.jsonl"
     result = run_cli("--model", "squeezenet1_1", "-b", "64", "-n", "6", "--warmup", "1", "--no-progress",

@@ -50,6 +50,7 @@ def test_failed_download_is_a_user_error(tmp_path, monkeypatch):
         cifar10.load(tmp_path, allow_download=True)
 
 
+@pytest.mark.whole_runs
 def test_a_first_run_tries_the_download_and_falls_back_to_synthetic_data_in_seconds(tmp_path):
     """With no copy on disk, --data auto tries the official download
     (here the network is a proxy that refuses connections, set in conftest.py) and, failing,
