@@ -31,7 +31,7 @@ from pathlib import Path
 from utils import console, modes, spellings  # none imports torch
 from utils.children import POLL_S, Child, signal_pid
 from utils.errors import UserError, WriteFailed
-from utils.setup_keys import GRAD_COMM
+from utils.grad_comm import GRAD_COMM
 from utils.stop import StopRequest
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -17,7 +17,7 @@ import torch
 from models import factory, families, raised, user
 from utils import compat, console, fileio, launch
 from utils.advice import session
-from utils.config import no_test_images
+from utils.config import SETUP_KEYS, no_test_images
 from utils.data import dataset
 from utils.errors import UserError
 from utils.explain import fp8_predict, profiler
@@ -27,7 +27,6 @@ from utils.numerics.census import Census
 from utils.results import live, record, run_outputs
 from utils.results.compare import compare_modes
 from utils.results.summary import summary
-from utils.setup_keys import SETUP_KEYS
 from utils.training import checkpoint, distributed, float8, loop, max_batch, precision
 from utils.training import feed as training_feed
 from utils.training.context import RunContext

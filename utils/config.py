@@ -31,6 +31,7 @@ from models import families
 from models.spec import factory_spec
 from utils import console, launch, spellings
 from utils.errors import UserError
+from utils.grad_comm import DDP_BUCKET_MB, GRAD_COMM
 from utils.modes import (
     BASELINES,
     DEFAULT_COMPARE,
@@ -42,19 +43,31 @@ from utils.modes import (
     parse_modes,
 )
 from utils.settings import (
+    ADVICE,
+    CHECKED,
     COUNT,
     COUNT_OR_ZERO,
     FRACTION,
+    FREE,
+    KEPT,
     LARGEST_COUNT,
+    LEVER,
+    NAMED,
+    OWNED,
+    PASSED,
+    POOLED,
     POSITIVE,
     POSITIVE_OR_ZERO,
+    STEP_TIMES,
+    VERDICT,
     Arguments,
     Range,
     Section,
+    keys_with,
+    refused,
     setting,
     settings_of,
 )
-from utils.setup_keys import DDP_BUCKET_MB, GRAD_COMM
 
 DEFAULT_STEPS = 200
 # Every family's recipe (models/families.py) starts with a linear learning-rate warm-up over this
@@ -72,7 +85,10 @@ DEFAULT_TIMING_WARMUP = 10  # steps left out of the timings; a run of fewer than
 DEFAULT_LOSS_SCALE = 128.0  # fp16-master's static loss scale
 DEFAULT_MARGIN_POINTS = 0.5  # --accuracy-margin: a mode holds within +-0.5 points of the baseline
 DEFAULT_BUDGET_MINUTES = 10.0  # --advise's wall time unless --budget says otherwise
-OUTPUT_FLAGS = ("json", "csv", "plot", "tensorboard", "jsonl", "trace_dir", "checkpoint")
+# Why a resume refuses a change of these settings, as the refusal says it (Flag.resume).
+KEPT_BY_THE_OPTIMIZER = ("the resumed optimizer keeps the checkpoint's, so the results would record a setting that "
+                         "never ran")
+MIXED_TIMINGS = "the step times would mix two setups"
 # One image as a model takes it, (channels, height, width): what the loaders make, the FLOP count and
 # FP8's accounting and prediction read (timm's input_size); CIFAR-10's RGB at --image-size.
 InputShape = Tuple[int, int, int]
@@ -149,76 +165,103 @@ class Training(Section):
     GROUP = TRAINING
     lr: Optional[float] = setting(
         "--lr", range=POSITIVE,
+        record=STEP_TIMES, resume=refused(KEPT_BY_THE_OPTIMIZER), adviser=PASSED,
         help=f"peak learning rate (default: SGD {SGD.base_lr} x global batch / {families.BASE_BATCH}, "
         f"{SGD.base_lr_without_batch_norm} x global batch / {families.BASE_BATCH} for models without batch norm; "
         f"AdamW {ADAMW.base_lr:g} x sqrt(global batch / {families.BASE_BATCH}))",
         doc="{help}; see [the default recipe](#the-default-recipe)")
     optimizer: Optional[str] = setting(
         "--optimizer", choices=tuple(families.OPTIMIZER_DEFAULTS),
+        record=STEP_TIMES, resume=refused("the checkpoint's optimizer state is that optimizer's"), adviser=PASSED,
         help="sgd or adamw (default: the model family's recipe: adamw for vision transformers and --model-factory "
         "models, sgd for the rest)",
         doc="{help}; `--momentum` and `--nesterov` are SGD's and refused with AdamW")
     steps: Optional[int] = setting(  # resolved: None with --epochs (the dataset's size settles them: TrainingPlan)
         "--steps", "-n", range=COUNT,
+        record=STEP_TIMES, resume=FREE, adviser=PASSED,
         help=f"optimizer steps to run (default {DEFAULT_STEPS}; the ThetaGPU AMP tutorial counted epochs with -n)")
     epochs: Optional[float] = setting(
-        "--epochs", range=POSITIVE, help="train this many epochs instead of --steps (fractions allowed)",
+        "--epochs", range=POSITIVE,
+        record=POOLED, resume=FREE, adviser=PASSED,
+        help="train this many epochs instead of --steps (fractions allowed)",
         doc="{help}; see " + LONG_RUNS_LINK)
-    batch_size: int = setting("--batch-size", "-b", default=128, range=COUNT, help="batch size (default %(default)s)")
+    batch_size: int = setting(
+        "--batch-size", "-b", default=128, range=COUNT,
+        record=STEP_TIMES, resume=CHECKED, adviser=NAMED, help="batch size (default %(default)s)")
     model: str = setting(  # resolved: a torchvision name, or --model-factory's MODULE:FUNCTION, which builds it
         "--model", "-m", default=DEFAULT_MODEL,
+        record=STEP_TIMES, resume=CHECKED, adviser=NAMED,
         help="torchvision classification model (default %(default)s; see --list-models)")
     model_factory: Optional[str] = setting(
         "--model-factory", metavar="MODULE:FUNCTION",
+        record=POOLED, resume=refused("the weights are those of the model its factory built"), adviser=PASSED,
         help="train your own model: MODULE:FUNCTION, a function or class importable from the working directory or "
         "PYTHONPATH that returns a torch.nn.Module classifier (instead of -m; called with num_classes=, "
         "image_size= and dropout= where it takes them)",
         doc="{help}; see [Your own model and data](data-and-models.md#your-own-model-and-data)")
     stem: str = setting(  # resolved: the image size's default where not given
         "--stem", choices=families.STEMS,
+        record=STEP_TIMES, resume=CHECKED, adviser=PASSED,
         help="cifar: 3x3 stride-1 first conv and no max-pool for ResNet-family models; imagenet: torchvision's "
         f"layout unchanged (default: cifar up to --image-size {families.CIFAR_STEM_UP_TO}, imagenet above, where "
         "the ImageNet stem's quarter resolution leaves layer4 feature maps of 3x3 and more)",
         doc="{help}; see [Models](data-and-models.md#models)")
     dropout: Optional[float] = setting(
         "--dropout", range=FRACTION, metavar="P",
+        record=POOLED, resume=refused("the weights so far were trained with the checkpoint's dropout"), adviser=PASSED,
         help="dropout probability for models that have one (default: the model's own)")
     seed: int = setting(
         "--seed", default=0, range=Range(int, 0, LARGEST_SEED, "an integer from 0 to 2**63-1"),
+        record=POOLED, resume=refused("the weights and the data order are the checkpoint's seed's"), adviser=PASSED,
         help="seed for weights, data order and augmentation", doc="{help} (default %(default)s)")
     momentum: Optional[float] = setting(
-        "--momentum", range=POSITIVE_OR_ZERO, help=f"SGD momentum (default {SGD.momentum}; not for AdamW)")
+        "--momentum", range=POSITIVE_OR_ZERO,
+        record=STEP_TIMES, resume=refused(KEPT_BY_THE_OPTIMIZER), adviser=PASSED,
+        help=f"SGD momentum (default {SGD.momentum}; not for AdamW)")
     weight_decay: Optional[float] = setting(
         "--weight-decay", range=POSITIVE_OR_ZERO,
+        record=STEP_TIMES, resume=refused(KEPT_BY_THE_OPTIMIZER), adviser=PASSED,
         help=f"weight decay (default: SGD {SGD.weight_decay:g}, AdamW {ADAMW.weight_decay:g}, which spares biases, "
         "norms, the class token and the position embedding)")
-    nesterov: bool = setting("--nesterov", action="store_true", help="Nesterov momentum")
+    nesterov: bool = setting(
+        "--nesterov", action="store_true",
+        record=POOLED, resume=refused(KEPT_BY_THE_OPTIMIZER), adviser=PASSED, help="Nesterov momentum")
     label_smoothing: Optional[float] = setting(
         "--label-smoothing", range=FRACTION,
+        record=STEP_TIMES, resume=refused(KEPT_BY_THE_OPTIMIZER), adviser=PASSED,
         help=f"label smoothing (default: {families.RECIPES['convnet'].label_smoothing:g} for convnets and "
         f"--model-factory models, {families.RECIPES['transformer'].label_smoothing:g} for vision transformers)")
     lr_schedule: str = setting(
         "--lr-schedule", default="cosine", choices=("constant", "cosine", "onecycle"),
+        record=STEP_TIMES, resume=CHECKED, adviser=PASSED,
         help="learning-rate schedule over the run (default %(default)s)")
     lr_warmup_steps: Optional[int] = setting(
         "--lr-warmup-steps", key="warmup_lr_steps", range=COUNT_OR_ZERO, metavar="N",
+        record=STEP_TIMES, resume=FREE, adviser=PASSED,
         help="linear learning-rate warm-up steps (default: 5%% of the steps; one-cycle ramps up by itself)")
     clip_grad: Optional[float] = setting(
         "--clip-grad", range=POSITIVE, metavar="NORM",
+        record=STEP_TIMES, resume=refused(KEPT_BY_THE_OPTIMIZER), adviser=PASSED,
         help="clip the gradient norm (of the unscaled gradients) to NORM")
     optimizer_impl: str = setting(  # fused where this torch and device have it; else foreach, noted in env.degraded
         "--optimizer-impl", default="fused", choices=("fused", "foreach"),
+        record=STEP_TIMES, resume=refused(MIXED_TIMINGS), adviser=LEVER,
         help="SGD or AdamW implementation: fused (GradScaler's inf check and skip stay on the device; foreach where "
         "torch has no fused one) or foreach (the classic recipe: one host sync per scaled step) (default %(default)s)",
         doc="{help}; see " + PRECISION_MODES_LINK)
     accum_steps: int = setting(
         "--accum-steps", default=1, range=COUNT, metavar="K",
+        record=STEP_TIMES, resume=CHECKED, adviser=PASSED,
         help="accumulate gradients over K micro-batches of --batch-size per optimizer step",
         doc="{help}; see " + LONG_RUNS_LINK)
     on_nan: str = setting(
         "--on-nan", default="stop", choices=("stop", "skip"),
+        record=POOLED, resume=refused("the steps so far met a non-finite loss by the checkpoint's rule"),
+        adviser=PASSED,
         help="without a loss scaler, a non-finite loss stops the run or skips the step (default %(default)s)")
-    no_eval: bool = setting("--no-eval", action="store_true", help="skip the test-set accuracy pass")
+    no_eval: bool = setting(
+        "--no-eval", action="store_true",
+        record=POOLED, resume=FREE, adviser=OWNED, help="skip the test-set accuracy pass")
 
     @property
     def effective_batch_size(self) -> int:
@@ -236,27 +279,35 @@ class Accuracy(Section):
     GROUP = "does accuracy hold?"
     eval_every: Optional[float] = setting(  # epochs
         "--eval-every", range=POSITIVE, metavar="E",
+        record=VERDICT, resume=refused("the accuracy curve would mix two cadences"), adviser=OWNED,
         help="also evaluate the test set every E epochs during training (fractions allowed); the evaluations are "
         "timed apart from the steps",
         doc="{help}; see [Does accuracy hold?](accuracy.md)")
     seeds: int = setting(
         "--seeds", default=1, range=COUNT, metavar="K",
+        record=POOLED, resume=FREE, adviser=OWNED,
         help="run every mode with seeds --seed .. --seed+K-1, paired: for one seed every mode starts from the same "
         "weights and batches (default %(default)s)",
         doc="{help}; the last seed must be at most `2**63-1`")
     margin_points: float = setting(
         "--accuracy-margin", key="accuracy_margin", default=DEFAULT_MARGIN_POINTS, range=POSITIVE_OR_ZERO,
         metavar="POINTS",
+        record=VERDICT, resume=FREE, adviser=PASSED,
         help="the accuracy verdict's margin: a mode holds when the 95%% interval of its paired difference from the "
         "baseline lies within +-POINTS (default %(default)s)",
         doc="{help}; POINTS are percentage points (the JSON's accuracies are fractions); the baseline is "
         "`--baseline`, fp32 unless told")
     target_accuracy: Optional[float] = setting(
-        "--target-accuracy", range=POSITIVE, metavar="A",
+        "--target-accuracy", metavar="A",
+        range=Range(float, 0, 1, "a fraction of the test images above 0 and at most 1 (0.9 for 90 percent)",
+                    low_open=True),
+        record=VERDICT, resume=refused("the run would be asked another question than its evaluations so far"),
+        adviser=OWNED,
         help="report the training time, steps and epochs to reach test accuracy A (a fraction, e.g. 0.9), per mode "
         "and against fp32; needs --eval-every")
     stop_at_target: bool = setting(
         "--stop-at-target", action="store_true",
+        record=POOLED, resume=refused("the run would end by another rule than its evaluations so far"), adviser=OWNED,
         help="end each run at the first evaluation that reaches --target-accuracy",
         doc="{help} (after the warm-up: one in it ends the run at the first timed step)")
 
@@ -266,10 +317,12 @@ class Actions(Section):
     """What main.py does instead of a run: list the models, or check the flags."""
     GROUP = TRAINING
     list_models: bool = setting(
-        "--list-models", action="store_true", help="print every usable model name and exit",
+        "--list-models", action="store_true",
+        record=POOLED, resume=FREE, adviser=KEPT, help="print every usable model name and exit",
         doc="{help}: the models that take the run's --image-size (stdout), and those left out, with why (stderr)")
     check_flags: bool = setting(
         "--check-flags", action="store_true",
+        record=POOLED, resume=FREE, adviser=KEPT,
         help="make the checks a run makes before its first step, but for its data and a checkpoint, then exit 0 "
         "without training",
         doc="make the checks a run makes before its first step, by the run's own code, but for reading its data or "
@@ -290,44 +343,55 @@ class Precision(Section):
     """The modes to run, in order, and what they need: one word for precision, whichever of the
     command line's spellings asked for it."""
     GROUP = "precision"
-    gpu: bool = setting("--gpu", "-p", action="store_true", help="train on CUDA (default: CPU)")
+    gpu: bool = setting(
+        "--gpu", "-p", action="store_true",
+        record=POOLED, resume=FREE, adviser=PASSED, help="train on CUDA (default: CPU)")
     allow_slow_fp16: bool = setting(
         "--allow-slow-fp16", action="store_true",
+        record=POOLED, resume=FREE, adviser=PASSED,
         help="run float16 modes on a CPU without fast float16 arithmetic (avx512_fp16, amx_fp16), where they are "
         "refused: they take many times longer than fp32",
         doc="{help}; see " + PRECISION_MODES_LINK)
     fp8_emulate: bool = setting(
         "--fp8-emulate", action="store_true",
+        record=POOLED, resume=FREE, adviser=OWNED,
         help="run the fp8 modes with FP8 computed in software, on the CPU or any GPU: checks that they train; "
         "emulated times are not FP8 speed",
         doc="{help}; see [Transformers and FP8](transformers-and-fp8.md)")
     compare: bool = setting(
         "--compare", action="store_true",
+        record=POOLED, resume=FREE, adviser=OWNED,
         help="run several precision modes back to back from the same weights and batches (default modes: "
         f"{','.join(DEFAULT_COMPARE)} with -p, {','.join(DEFAULT_COMPARE_CPU)} on the CPU)",
         doc="{help}; on the CPU the default leaves float16 out, as it is slow there; see " + COMPARING_LINK)
     modes: Tuple[Mode, ...] = setting(  # resolved from --modes, --compare and the device (modes_of)
         "--modes", metavar="LIST",
+        record=POOLED, resume=FREE, adviser=OWNED,
         help=f"the precision modes to train, a comma list from {', '.join(MODES)}: one mode trains alone, several "
         "are compared as --compare compares them (default fp32)",
         doc="{help}; see " + PRECISION_MODES_LINK)
     baseline: str = setting(  # resolved: fp32 where not given
         "--baseline", metavar="MODE",
+        record=POOLED, resume=FREE, adviser=OWNED,
         help="the mode the speedups, memory ratios, accuracy differences and verdicts compare with "
         f"(default {BASELINES['default']}; when given, one of the modes run)",
         doc="{help}: one that is not exits 2 before training; the intervals compare with it too, `--explain`'s "
         "categories stay against fp32; recorded as `config.precision.baseline`")
     repeats: int = setting(
         "--repeats", default=1, range=COUNT,
+        record=POOLED, resume=FREE, adviser=OWNED,
         help="run the whole set of modes R times, in alternating order (default %(default)s)")
     mode_steps: Optional[str] = setting(  # resolved: each entry checked, in the modes' order (mode_steps_of)
         "--mode-steps", metavar="MODE=N,...",
+        record=POOLED, resume=FREE, adviser=OWNED,
         help="optimizer steps of the named modes instead of --steps/-n, e.g. fp32=140,amp-bf16=460: each mode "
         "timed for about the same seconds, as an energy figure needs 10 s of timed steps; with --no-eval, as the "
         "modes then stop at different steps",
         doc="{help}; the results record each run's `steps`; see [Energy that resolves](modes.md#energy-that-resolves)")
     loss_scale: float = setting(  # resolved: fp16-master's static scale
         "--loss-scale", range=POSITIVE,
+        record=POOLED, resume=refused("fp16-master's steps so far were scaled by the checkpoint's loss scale"),
+        adviser=OWNED,
         help=f"static loss scale of the fp16-master mode (default {DEFAULT_LOSS_SCALE:g})",
         doc="{help}; refused for runs without `fp16-master`, where it would do nothing")
 
@@ -338,6 +402,7 @@ class DataSettings(Section):
     GROUP = "data"
     data: str = setting(
         "--data", default="auto", choices=("auto", "cifar10", "synthetic", "imagefolder", "webdataset"),
+        record=POOLED, resume=FREE, adviser=PASSED,
         help="auto: CIFAR-10 if a verified copy is present or can be downloaded (10 s connection timeout), else "
         "synthetic with a warning; imagefolder: your own images in --data-dir, a folder per class; webdataset: "
         "WebDataset tar shards in --data-dir (ampbench-shards writes them from an image folder) (default "
@@ -345,29 +410,35 @@ class DataSettings(Section):
         doc="{help}; see [Your own model and data](data-and-models.md#your-own-model-and-data)")
     data_dir: str = setting(
         "--data-dir", default_factory=default_data_dir,
+        record=POOLED, resume=FREE, adviser=PASSED,
         help="folder holding cifar-10-batches-py, or that folder itself; with --data imagefolder, the image folder "
         "(DIR/CLASS/IMAGE, or DIR/train/CLASS/IMAGE beside DIR/val, DIR/validation or DIR/test); with --data "
         "webdataset, the shards' folder or a brace pattern of them (default $CIFAR10_DIR, else ./data)")
     num_classes: Optional[int] = setting(  # None: the data's, settled when it is read (TrainingPlan)
         "--num-classes", range=Range(int, 2, LARGEST_COUNT, f"a whole number of classes from 2 to {LARGEST_COUNT}"),
         metavar="N",
+        record=POOLED, resume=refused("the model's head was built for that many classes"), adviser=PASSED,
         help="the classes the model outputs and the labels take (default: the data's: 10 for CIFAR-10 and synthetic "
         "images, an image folder's class folders, which a different count is refused against)")
     download: bool = setting(
         "--no-download", key="download", action="store_false", default=True,
+        record=POOLED, resume=FREE, adviser=PASSED,
         help="never try the network: without a copy on disk, --data auto uses synthetic data")
     allow_unverified: bool = setting(
-        "--allow-unverified", action="store_true", help="use a CIFAR-10 copy whose md5 sums differ from the official "
+        "--allow-unverified", action="store_true",
+        record=POOLED, resume=FREE, adviser=PASSED, help="use a CIFAR-10 copy whose md5 sums differ from the official "
         "ones", doc="{help} (e.g. the test subset)")
     image_size: int = setting(
         "--image-size", default=families.DEFAULT_IMAGE_SIZE, metavar="N",
         range=Range(int, *families.IMAGE_SIZES,
                     f"a whole number of pixels from {families.IMAGE_SIZES[0]} to {families.IMAGE_SIZES[1]}"),
+        record=STEP_TIMES, resume=CHECKED, adviser=PASSED,
         help="train and test at N x N images: CIFAR-10 upsampled (bilinear) on the device after augmentation, "
         "synthetic images made at N; models, FLOPs and --max-batch follow (default %(default)s)",
         doc="{help}; see [Image sizes](data-and-models.md#image-sizes)")
     loader: str = setting(  # resolved: auto is device but for an image folder, whose size settles it (TrainingPlan)
         "--loader", default="auto", choices=LOADERS,
+        record=STEP_TIMES, resume=CHECKED, adviser=PASSED,
         help="device: dataset decoded once and held on the training device, whole-batch augmentation; torchvision: "
         "held in memory, the classic per-image DataLoader path; stream: an image folder's files (or shards) read "
         "and decoded per batch by --workers processes, in bounded memory; dali: the same read, decoded and augmented "
@@ -376,19 +447,23 @@ class DataSettings(Section):
         doc="{help}; see [Feeding the GPU](data-and-models.md#feeding-the-gpu-loaders-and-speed-levers)")
     workers: int = setting(
         "--workers", default_factory=default_workers, range=Range(int, 0, MOST_WORKERS, f"from 0 to {MOST_WORKERS}"),
+        record=POOLED, resume=FREE, adviser=PASSED,
         help=WORKERS + " = %(default)s)", doc=WORKERS + ")")  # the page leaves out this machine's count
     decode: str = setting(
         "--decode", default="auto", choices=("auto", "cpu", "gpu"),
+        record=POOLED, resume=FREE, adviser=PASSED,
         help="where streamed images (--loader stream or dali, --data webdataset) are decoded: cpu, in the "
         "DataLoader workers (DALI's CPU threads); gpu, each batch's JPEGs on the training GPU (torchvision's "
         "decode_jpeg with nvJPEG, or DALI's mixed decoder), cropped and resized there; auto: gpu for --loader dali, "
         "else cpu (default %(default)s)",
         doc="{help}; see [Decoding on the GPU](data-and-models.md#decoding-on-the-gpu---decode-gpu---loader-dali)")
     epoch_images: Optional[int] = setting(  # None: an index.json's, which ampbench-shards writes
-        "--epoch-images", range=COUNT, metavar="N", help="--data webdataset without an index.json (shards "
+        "--epoch-images", range=COUNT, metavar="N",
+        record=POOLED, resume=FREE, adviser=PASSED, help="--data webdataset without an index.json (shards "
         "ampbench-shards did not write): the training images in one epoch of the shards")
     skip_bad_images: bool = setting(
         "--skip-bad-images", action="store_true",
+        record=POOLED, resume=FREE, adviser=PASSED,
         help="--data imagefolder and webdataset: leave out the files (samples) that are not whole images (empty, "
         "truncated, not an image, unreadable), counted and recorded in the results, instead of stopping at the "
         "first",
@@ -405,16 +480,20 @@ class Speed(Section):
     GROUP = "speed levers"
     channels_last: bool = setting(
         "--channels-last", action="store_true",
+        record=STEP_TIMES, resume=refused(MIXED_TIMINGS), adviser=LEVER,
         help="model and inputs in channels_last memory format (tensor cores for convolutions)")
     compile: bool = setting(
         "--compile", action="store_true",
+        record=STEP_TIMES, resume=refused(MIXED_TIMINGS), adviser=LEVER,
         help="torch.compile the model; compile time is reported apart from step times")
     compile_mode: str = setting(
         "--compile-mode", default="default",
         choices=("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"),
-        help="torch.compile mode (default %(default)s)")
+        record=POOLED, resume=refused(MIXED_TIMINGS), adviser=LEVER, help="torch.compile mode (default %(default)s)")
     no_cudnn_benchmark: bool = setting(
-        "--no-cudnn-benchmark", action="store_true", help="turn off cuDNN autotuning (on by default on CUDA)")
+        "--no-cudnn-benchmark", action="store_true",
+        record=POOLED, resume=refused(MIXED_TIMINGS), adviser=PASSED,
+        help="turn off cuDNN autotuning (on by default on CUDA)")
 
     @property
     def cudnn_benchmark(self) -> bool:
@@ -427,59 +506,77 @@ class Measurement(Section):
     GROUP = "measurement and output"
     timing_warmup: Optional[int] = setting(  # steps left out of the timings; None: settled with the steps
         "--timing-warmup", key="warmup", range=COUNT_OR_ZERO, metavar="N",
+        record=STEP_TIMES, resume=FREE, adviser=OWNED,
         help=f"steps excluded from timing statistics (default {DEFAULT_TIMING_WARMUP}, at most half of the run)",
         doc="{help}; a run shorter than twice the default warms up for half of its steps and says so")
     json: Optional[str] = setting(
-        "--json", metavar="PATH", help="write the results as one JSON document",
+        "--json", metavar="PATH",
+        record=POOLED, resume=FREE, adviser=OWNED, writes=True, help="write the results as one JSON document",
         doc="{help} (folders created, written atomically)")
     csv: Optional[str] = setting(
-        "--csv", metavar="PATH", help="append one row per mode to a CSV file (header once)")
+        "--csv", metavar="PATH",
+        record=POOLED, resume=FREE, adviser=OWNED, writes=True,
+        help="append one row per mode to a CSV file (header once)")
     plot: Optional[str] = setting(
         "--plot", metavar="PATH.png",
+        record=POOLED, resume=FREE, adviser=OWNED, writes=True,
         help="draw step-time distributions and speedups as .png, .pdf or .svg (needs matplotlib)",
         doc="{help}; the figure also shows the speedups' intervals, memory and accuracy; matplotlib must be 3.5 or "
         "newer")
     tensorboard: Optional[str] = setting(
         "--tensorboard", metavar="DIR",
+        record=POOLED, resume=FREE, adviser=OWNED, writes=True,
         help="write TensorBoard logs under DIR while training: each run's loss, lr, loss scale and accuracy at the "
         "log's cadence, then its step ms, img/s and hparams (needs tensorboard)",
         doc="{help}; see " + COMPARING_LINK)
     jsonl: Optional[str] = setting(
         "--jsonl", metavar="PATH",
+        record=POOLED, resume=FREE, adviser=OWNED, writes=True,
         help="append one JSON line per phase, per log interval and per run to PATH while training (what a killed "
         "run leaves)",
         doc="{help}; each evaluation gets a line too; see " + COMPARING_LINK)
     explain: bool = setting(  # resolved: implied by --explain-steps and --trace-dir
         "--explain", action="store_true",
+        record=POOLED, resume=FREE, adviser=OWNED,
         help="after each mode's timed steps, profile a few more (torch.profiler) and report where the step time "
         "goes by category, against fp32, with a diagnosis",
         doc="{help}; see [Why is it (not) faster?](explain.md)")
     explain_steps: int = setting(  # resolved: EXPLAIN_STEPS where not given
         "--explain-steps", range=COUNT, metavar="N",
+        record=POOLED, resume=FREE, adviser=OWNED,
         help=f"steps --explain profiles per mode, besides one warm-up (default {EXPLAIN_STEPS}; implies --explain)")
     trace_dir: Optional[str] = setting(
         "--trace-dir", metavar="DIR",
+        record=POOLED, resume=FREE, adviser=OWNED, writes=True,
         help="write each mode's profiled steps as a Chrome/Perfetto trace under DIR, to open in ui.perfetto.dev or "
         "TensorBoard (implies --explain)")
     numerics: bool = setting(  # resolved: implied by --numerics-every
         "--numerics", action="store_true",
+        record=POOLED, resume=FREE, adviser=OWNED,
         help="on sampled steps, compare each layer's low-precision gradients with an FP32 backward of the same "
         "batch (underflow, subnormals, overflow: why FP16 needs loss scaling) and measure where the step's memory "
         "goes",
         doc="{help}; see [Why loss scaling?](numerics-and-memory.md#why-loss-scaling---numerics)")
     numerics_every: int = setting(  # resolved: NUMERICS_EVERY where not given
         "--numerics-every", range=COUNT, metavar="N",
+        record=POOLED, resume=FREE, adviser=OWNED,
         help=f"--numerics samples every N steps and the last (default {NUMERICS_EVERY}; implies --numerics); the "
         "samples are left out of the step times")
     max_batch: bool = setting(
         "--max-batch", action="store_true",
+        record=POOLED, resume=FREE, adviser=OWNED,
         help="CUDA: after each mode's run, find the largest batch it trains in this GPU's memory (doubling, then "
         "bisection)")
     wide: bool = setting(
-        "--wide", action="store_true", help="print the results as one wide table instead of blocks that fit 80 columns")
-    no_progress: bool = setting("--no-progress", action="store_true", help="no progress bar and no progress lines")
+        "--wide", action="store_true",
+        record=POOLED, resume=FREE, adviser=KEPT,
+        help="print the results as one wide table instead of blocks that fit 80 columns")
+    no_progress: bool = setting(
+        "--no-progress", action="store_true",
+        record=POOLED, resume=FREE, adviser=KEPT, help="no progress bar and no progress lines")
     log_every: Optional[int] = setting(
         "--log-every", range=COUNT, metavar="N",
+        record=POOLED, resume=FREE, adviser=KEPT,
         help="when stderr is not a terminal (batch jobs), a progress line every N steps (default: about every 30 s)")
 
 
@@ -488,19 +585,22 @@ class Distributed(Section):
     GROUP = "distributed (launch with torchrun or mpirun; -b is per process)"
     dist_timeout: int = setting(
         "--dist-timeout", default=600, range=COUNT, metavar="S",
+        record=POOLED, resume=FREE, adviser=PASSED,
         help="seconds the rendezvous and each collective may wait for the other ranks before the job fails "
         "(default %(default)s)")
     grad_comm: str = setting(
         "--grad-comm", default="fp32", choices=GRAD_COMM,
+        record=STEP_TIMES, resume=refused(MIXED_TIMINGS), adviser=PASSED,
         help="the dtype DDP all-reduces gradients in: fp32 (default), or fp16/bf16 through PyTorch's compression "
         "hooks (half the bytes; the optimizer still steps in FP32)",
         doc="{help}; the hooks are `fp16_compress_hook` and `bf16_compress_hook`; refused in a single process and "
         "where the backend cannot all-reduce the dtype; see "
         "[Gradient communication](long-runs-and-clusters.md#gradient-communication---grad-comm---bucket-mb)")
-    bucket_mb: Optional[float] = setting(  # None: DDP's own (setup_keys.DDP_BUCKET_MB)
+    bucket_mb: Optional[float] = setting(  # None: DDP's own (grad_comm.DDP_BUCKET_MB)
         "--bucket-mb", metavar="MB",
         range=Range(float, 0, LARGEST_BUCKET_MB, f"a positive number of MB up to {LARGEST_BUCKET_MB} (1 TiB)",
                     low_open=True),
+        record=STEP_TIMES, resume=refused(MIXED_TIMINGS), adviser=PASSED,
         help=f"DDP's gradient bucket size in MB (bucket_cap_mb; default DDP's own, {DDP_BUCKET_MB:g})",
         doc="{help}; refused in a single process")
 
@@ -510,12 +610,16 @@ class Checkpoints(Section):
     GROUP = "checkpoints"
     checkpoint: Optional[str] = setting(
         "--checkpoint", metavar="PATH",
+        record=POOLED, resume=FREE, adviser=OWNED, writes=True,
         help="save a checkpoint here at the end, when stopped, and every --checkpoint-every steps",
         doc="{help}; see " + LONG_RUNS_LINK)
     checkpoint_every: int = setting(
         "--checkpoint-every", default=0, range=COUNT_OR_ZERO, metavar="K",
+        record=POOLED, resume=FREE, adviser=OWNED,
         help="also save every K steps (default 0: only at the end and when stopped)")
-    resume: bool = setting("--resume", action="store_true", help="continue from --checkpoint")
+    resume: bool = setting(
+        "--resume", action="store_true",
+        record=POOLED, resume=FREE, adviser=OWNED, help="continue from --checkpoint")
 
 
 @dataclass(frozen=True)
@@ -525,6 +629,7 @@ class Advice(Section):
     GROUP = "which precision should I train with?"
     advise: bool = setting(
         "--advise", action="store_true",
+        record=POOLED, resume=FREE, adviser=KEPT,
         help="measure this model, batch and data on this machine within --budget and say which precision mode and "
         "speed levers to train with, each sentence with its evidence; the model and data flags are passed to every "
         "run it makes",
@@ -532,14 +637,17 @@ class Advice(Section):
         "[Which precision should I train with?](advice.md)")
     budget: Optional[float] = setting(  # None when not given, so that it can be refused without --advise
         "--budget", range=POSITIVE, metavar="MINUTES",
+        record=POOLED, resume=FREE, adviser=ADVICE,
         help=f"the wall time --advise may spend, in minutes (default {DEFAULT_BUDGET_MINUTES:g}); refused below what "
         "one comparison of two modes needs here")
     from_results: Optional[str] = setting(
         "--from", metavar="RESULTS.json",
+        record=POOLED, resume=FREE, adviser=ADVICE,
         help="with --advise: decide from saved results instead of training: a --json file, the list python -m "
         "utils.report --json writes, or an advice.json")
     advice_dir: Optional[str] = setting(  # None: a folder of its own under ./advice
         "--advice-dir", metavar="DIR",
+        record=POOLED, resume=FREE, adviser=ADVICE,
         help="where --advise writes report.txt, advice.json, results.json and each run's log (default: "
         "advice/MODEL-UTC TIME)")
 
@@ -554,6 +662,33 @@ SECTIONS: Tuple[Tuple[str, Type[Section]], ...] = (
     ("data", DataSettings), ("speed", Speed), ("measurement", Measurement), ("distributed", Distributed),
     ("checkpoints", Checkpoints), ("advice", Advice))
 SETTINGS = settings_of(SECTIONS)
+# The settings by their roles (utils/settings.py's Flag), in -h's order. Runs are merged into one
+# comparison only where the settings that change the step times and those that change the
+# accuracy question match (utils/results/record.py's setup_of, which adds the device, torch, ranks
+# and data); each is a CSV column; a checkpoint holds them.
+SETUP_KEYS = keys_with(SETTINGS, lambda flag: flag.record == STEP_TIMES)
+ACCURACY_KEYS = keys_with(SETTINGS, lambda flag: flag.record == VERDICT)
+# What a resume checks in every checkpoint's config, and what it refuses to change where the
+# checkpoint holds it (earlier releases' lack some), with why.
+RESUME_KEYS = keys_with(SETTINGS, lambda flag: flag.resume.always)
+RESUME_SETTINGS = {key: SETTINGS[key].flag.resume.why for key in keys_with(
+    SETTINGS, lambda flag: flag.resume.refused and not flag.resume.always)}
+OUTPUT_FLAGS = keys_with(SETTINGS, lambda flag: flag.writes)  # the files and folders a run writes
+# What --advise decides or writes itself, and so refuses from the command line: the precision
+# modes, their repeats and seeds, the timing and the measurements each phase takes, the outputs.
+# (--check-flags with --advise checks the adviser's own command, before a batch job queues it.)
+ADVISER_SETS = keys_with(SETTINGS, lambda flag: flag.adviser == OWNED)
+ADVICE_ONLY = keys_with(SETTINGS, lambda flag: flag.adviser == ADVICE)  # flags that only --advise reads
+NOT_PASSED = keys_with(SETTINGS, lambda flag: flag.adviser in (OWNED, ADVICE, KEPT))  # no phase takes them
+NAMED_KEYS = keys_with(SETTINGS, lambda flag: flag.adviser == NAMED)  # in every command, at their defaults too
+LEVER_KEYS = keys_with(SETTINGS, lambda flag: flag.adviser == LEVER)  # the speed levers' settings
+
+
+def record_kind(key: str) -> type:
+    """The type of setting `key`'s value in a results file or a checkpoint (None aside): a
+    number's kind, bool for a switch, else str."""
+    flag = SETTINGS[key].flag
+    return flag.range.kind if flag.range else bool if flag.action in ("store_true", "store_false") else str
 # Every numeric setting's range, checked by main.py's parser and by RunConfig.build (for configs built in code).
 RANGES = {key: each.flag.range for key, each in SETTINGS.items() if each.flag.range is not None}
 
@@ -952,14 +1087,6 @@ def modes_of(args: Arguments) -> Tuple[Mode, ...]:
     return (MODES[BASELINES["default"]],)
 
 
-# What --advise decides or writes itself, and so refuses from the command line: the precision
-# modes, their repeats and seeds, the timing and the measurements each phase takes, the outputs.
-# (--check-flags with --advise checks the adviser's own command, before a batch job queues it.)
-ADVISER_SETS = ("compare", "modes", "baseline", "repeats", "mode_steps", "seeds", "loss_scale", "fp8_emulate",
-                "warmup", "explain", "explain_steps", "trace_dir", "numerics", "numerics_every", "max_batch",
-                "eval_every", "target_accuracy", "stop_at_target", "no_eval", *OUTPUT_FLAGS, "checkpoint_every",
-                "resume")
-ADVICE_ONLY = ("budget", "from_results", "advice_dir")  # flags that only --advise reads
 
 
 def given(args: Arguments, names: Sequence[str], spelled: Dict[str, str]) -> List[str]:
@@ -1119,9 +1246,6 @@ def check_accuracy_flags(args: Arguments) -> None:
     asked = accuracy_flags(args)
     if args.no_eval and asked:
         raise UserError(f"--no-eval skips the evaluations that {asked[0]} needs; drop one of them.")
-    if args.target_accuracy is not None and not 0 < args.target_accuracy <= 1:
-        raise UserError(f"--target-accuracy is a fraction of the test images in (0, 1], e.g. 0.9 for 90%; got "
-                        f"{args.target_accuracy:g}.")
     if args.stop_at_target and args.target_accuracy is None:
         raise UserError("--stop-at-target needs --target-accuracy A, the accuracy to stop at.")
     if args.target_accuracy is not None and not args.eval_every:

@@ -44,6 +44,40 @@ POSITIVE_OR_ZERO = Range(float, 0, LARGEST_FLOAT, f"zero or a positive number up
 FRACTION = Range(float, 0, 1, "at least 0 and below 1", high_open=True)
 
 
+# What a run's record does with a setting (Flag.record): runs are pooled into one comparison, and a
+# checkpoint resumed, only where the settings that change their numbers match.
+STEP_TIMES = "step times"  # changes the step times: a merge pools only runs that match in it; a CSV column
+VERDICT = "verdict"  # changes the accuracy question, not the step times: a merge pools by it too; a CSV column
+POOLED = "pooled"  # runs that differ in it are pooled (the seed, an output, the display)
+RECORDS = (STEP_TIMES, VERDICT, POOLED)
+# What --advise does with a setting (Flag.adviser) of the command it is given.
+OWNED = "owned"  # the adviser decides it for each phase: refused beside --advise
+ADVICE = "advice"  # one of the adviser's own flags: refused without --advise, passed to no run
+KEPT = "kept"  # an action or the display: passed to no run
+PASSED = "passed"  # passed on to every run, where not at its default
+NAMED = "named"  # passed on to every run, at its default too, so that a command says what it trains
+LEVER = "lever"  # passed on, and switched the other way in a speed trial of its own (advice/commands.py LEVERS)
+ADVISER_ROLES = (OWNED, ADVICE, KEPT, PASSED, NAMED, LEVER)
+
+
+@dataclass(frozen=True)
+class Resume:
+    """What a resume does when the setting differs from its checkpoint's: `refused` or not; `why`,
+    said in the refusal; `always`: every release's checkpoint holds it, so its config is checked for it."""
+    refused: bool
+    why: Optional[str] = None
+    always: bool = False
+
+
+CHECKED = Resume(True, always=True)  # refused, in every checkpoint (the model, the batch, the data's shape)
+FREE = Resume(False)  # a resume may change it: the outputs, the display, the steps (which may grow), the warm-up
+
+
+def refused(why: str) -> Resume:
+    """A resume refuses a change of the setting, for checkpoints that hold it, saying `why`."""
+    return Resume(True, why)
+
+
 @dataclass(frozen=True)
 class Flag:
     """How a setting is typed. `names` as -h shows them, the first the one messages use; `help`
@@ -52,9 +86,14 @@ class Flag:
     (`default`, or `default_factory`'s); argparse's `action`, `choices` and `metavar`; the
     `range` of a number; the -h `group`, where not its section's; and `key`, the setting's name
     as argparse's dest, RunConfig.build's keyword and the results record's key, where the field
-    is named otherwise."""
+    is named otherwise. Its roles: what the `record` does with it (RECORDS), what a `resume` does
+    when it changes, what the `adviser` does with it (ADVISER_ROLES), and whether it names a file or
+    folder the run `writes`; the lists of settings by role are read from them (config.py)."""
     names: Tuple[str, ...]
     help: str
+    record: str
+    resume: Resume
+    adviser: str
     default: Any = None
     default_factory: Optional[Callable[[], Any]] = None
     doc: Optional[str] = None
@@ -64,14 +103,21 @@ class Flag:
     range: Optional[Range] = None
     group: Optional[str] = None
     key: Optional[str] = None
+    writes: bool = False
+
+    def __post_init__(self) -> None:
+        if self.record not in RECORDS or self.adviser not in ADVISER_ROLES or not isinstance(self.resume, Resume):
+            raise TypeError(f"{self.names[0]} declares its roles as record={self.record!r}, resume={self.resume!r}, "
+                            f"adviser={self.adviser!r}: record is one of {RECORDS}, resume a Resume and adviser one "
+                            f"of {ADVISER_ROLES}")
 
 
-def setting(*names: str, help: str, **details: Any) -> Any:
-    """A section's field that is a setting, typed as `names` (Flag says the rest). A switch
-    is off unless said otherwise. The field itself has no default: RunConfig.build fills it."""
+def setting(*names: str, help: str, record: str, resume: Resume, adviser: str, **details: Any) -> Any:
+    """A section's field that is a setting, typed as `names`, with its roles (Flag says the rest).
+    A switch is off unless said otherwise. The field itself has no default: RunConfig.build fills it."""
     if details.get("action") == "store_true":
         details.setdefault("default", False)
-    return field(metadata={FLAG: Flag(names, help, **details)})
+    return field(metadata={FLAG: Flag(names, help, record, resume, adviser, **details)})
 
 
 FLAG = "flag"  # where a field's metadata holds its Flag
@@ -113,6 +159,11 @@ def settings_of(sections: Sequence[Tuple[str, Type[Section]]]) -> Dict[str, Sett
             key = flag.key or each.name
             found[key] = Setting(key, attribute, each.name, flag, flag.group or section.GROUP)
     return found
+
+
+def keys_with(settings: Dict[str, Setting], role: Callable[[Flag], bool]) -> Tuple[str, ...]:
+    """The keys of the `settings` whose flag has the `role`, in -h's order."""
+    return tuple(key for key, each in settings.items() if role(each.flag))
 
 
 class Arguments(Dict[str, Any]):

@@ -13,7 +13,7 @@ LAYERS = [
     ("utils.errors", 0), ("utils.fileio", 0), ("utils.compat", 0), ("utils.safepickle", 0), ("utils.stop", 0),
     ("utils.children", 0),
     ("utils.clock", 0), ("utils.launch", 0), ("utils.provenance", 0),
-    ("utils.setup_keys", 0), ("utils.console", 0), ("models.families", 0), ("models.spec", 0), ("utils.modes", 0),
+    ("utils.grad_comm", 0), ("utils.console", 0), ("models.families", 0), ("models.spec", 0), ("utils.modes", 0),
     ("utils.spellings", 0), ("utils.settings", 0),
     ("utils.config", 1),
     ("models", 2), ("utils.data", 2), ("utils.measure", 2),

@@ -14,12 +14,9 @@ from utils.errors import UserError
 from utils.results.compare import MIN_RUNS
 from utils.settings import Arguments
 
-# The settings no phase takes from the user: what the adviser sets itself, its own flags, and the
-# display. The speed phases choose their own length as well; the accuracy check keeps the user's.
-NOT_PASSED = (*config.ADVISER_SETS, "advise", *config.ADVICE_ONLY, "check_flags", "no_progress", "log_every", "wide",
-              "list_models")
+# No phase takes config.NOT_PASSED from the user (what the adviser sets itself, its own flags and
+# the display); the speed phases choose their own length as well, the accuracy check keeps the user's.
 LENGTH = ("steps", "epochs")
-NAMED = ("model", "batch_size")  # in every command, at their defaults too
 # The speed levers by the settings of Arguments that switch each (on, off), in the order they are
 # tried: each phase tries one, switched the other way from the user's command (fused is the default,
 # so its phase times foreach).
@@ -41,7 +38,7 @@ JOB_SUBMIT = {"slurm": "sbatch --export=ALL run_slurm.sh", "pbs": "qsub -V run_p
 JOB_SETS = ("model", "batch_size", "gpu", "data", "data_dir", "steps", "epochs", "seed")
 
 
-def user_options(arguments: Arguments, leave_out: Iterable[str] = NOT_PASSED) -> List[str]:
+def user_options(arguments: Arguments, leave_out: Iterable[str] = config.NOT_PASSED) -> List[str]:
     """The flags of `arguments` that differ from main.py's defaults (the model and the batch
     always, so that a command says what it trains: a --model-factory names the model in -m's
     place), in -h's order, as main.py reads them back: every setting but those of `leave_out`."""
@@ -50,7 +47,7 @@ def user_options(arguments: Arguments, leave_out: Iterable[str] = NOT_PASSED) ->
         skipped.add("model")
     for name, setting in config.SETTINGS.items():
         value, flag = arguments[name], setting.flag
-        if name in skipped or (value == defaults[name] and name not in NAMED):
+        if name in skipped or (value == defaults[name] and name not in config.NAMED_KEYS):
             continue
         if flag.action in ("store_true", "store_false"):
             options.append(setting.name)  # a switch not at its default is the switch typed
@@ -105,7 +102,7 @@ def mode_flags(mode: str) -> List[str]:
 def advised_command(arguments: Arguments, mode: str, settings: Dict[str, Any]) -> List[str]:
     """main.py's command that trains as advised: the user's flags, their length included, with the
     levers' `settings`, in `mode`."""
-    options = user_options(with_settings(arguments, settings), NOT_PASSED)
+    options = user_options(with_settings(arguments, settings), config.NOT_PASSED)
     return ["python", "main.py", *options, *mode_flags(mode)]
 
 
@@ -142,7 +139,7 @@ def compare_command(record: Dict[str, Any], on_gpu: bool) -> List[str]:
 def flags_of(settings: Dict[str, Any]) -> List[str]:
     """The flags that set `settings` (a lever's), as a user types them: "--channels-last",
     "--optimizer-impl foreach"."""
-    options = user_options(config.arguments(**settings), (*NOT_PASSED, *NAMED))
+    options = user_options(config.arguments(**settings), (*config.NOT_PASSED, *config.NAMED_KEYS))
     words: List[str] = []
     for option in options:
         if option.startswith("-") or not words:
@@ -155,7 +152,7 @@ def flags_of(settings: Dict[str, Any]) -> List[str]:
 def phase_command(arguments: Arguments, phase_flags: Sequence[str], keep_length: bool, results: str) -> List[str]:
     """main.py's arguments for one phase: the user's flags (their length only where `keep_length`),
     then the phase's own, writing its results to `results`."""
-    leave_out = NOT_PASSED if keep_length else (*NOT_PASSED, *LENGTH)
+    leave_out = config.NOT_PASSED if keep_length else (*config.NOT_PASSED, *LENGTH)
     return [*user_options(arguments, leave_out), *phase_flags, "--json", results]
 
 
@@ -167,7 +164,7 @@ def job_words(arguments: Arguments) -> Optional[Tuple[List[str], List[str]]]:
     MODEL and train on CIFAR-10)."""
     if arguments.model_factory is not None or arguments.data == "imagefolder":
         return None
-    extra = user_options(arguments, (*NOT_PASSED, *JOB_SETS))
+    extra = user_options(arguments, (*config.NOT_PASSED, *JOB_SETS))
     if any(not word or any(character.isspace() or character in "'\"\\" for character in word) for word in extra):
         return None
     data = [f"CIFAR10_DIR={shlex.quote(arguments.data_dir)}"] if arguments.data_dir != config.default_data_dir() else []

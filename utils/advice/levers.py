@@ -14,8 +14,6 @@ from utils.advice.evidence import payback_steps
 from utils.results.compare import group_by_mode, speedup
 from utils.results.record import setup_of
 
-LEVER_KEYS = ("channels_last", "optimizer_impl", "compile", "compile_mode")
-
 
 def lever_of(base: Dict[str, Any], other: Dict[str, Any]) -> Optional[str]:
     """The speed lever that two setups (record.setup_of) differ in, alone, or None."""
@@ -23,7 +21,7 @@ def lever_of(base: Dict[str, Any], other: Dict[str, Any]) -> Optional[str]:
     loader = [lever for lever, key in commands.LOADER_LEVERS.items() if differing == {key}]
     if loader:
         return loader[0]
-    if not differing or not differing <= set(LEVER_KEYS):
+    if not differing or not differing <= set(config.LEVER_KEYS):
         return None
     for lever in commands.LEVERS:
         keys = {"compile", "compile_mode"} if "compile" in commands.LEVERS[lever][0] else \
@@ -50,7 +48,7 @@ def untried(decision: Decision, settings: Dict[str, Any]) -> Dict[str, Any]:
     at their defaults, as nothing measured says they are better."""
     defaults, record = config.defaults(), decision.document["config"]
     compared = {key for lever, _ in tried(decision) for key in lever_keys(lever)}
-    return {key: record[key] for key in LEVER_KEYS
+    return {key: record[key] for key in config.LEVER_KEYS
             if record.get(key) is not None and record[key] != defaults[key] and key not in compared | set(settings)
             and (key != "compile_mode" or record.get("compile"))}
 

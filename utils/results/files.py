@@ -11,25 +11,30 @@ import os
 from typing import Any, Dict, Iterator, List, Sequence, Set, Union
 
 from utils import fileio
+from utils.config import ACCURACY_KEYS, SETUP_KEYS
 from utils.errors import UserError, WriteFailed
 from utils.fileio import atomic_write
 from utils.results import strict
 from utils.results.record import setup_of
-from utils.setup_keys import SETUP_KEYS
 
 # The columns a reader filters on first (the setup), then the figures; run_id tells rows apart,
 # so that appending the same runs again (a merge repeated) adds nothing. Columns added later go
-# at the end, so that a reader of the earlier ones finds each at its old position.
-CSV_COLUMNS = ["run_id", "schema", "timestamp_utc", "hostname", "device", "torch", "world_size", "data", *SETUP_KEYS,
-               "workers", "compile_mode", "accuracy_margin", "eval_every", "tf32", "mode", "runs", "median_step_ms",
-               "p90_step_ms", "spread_pct", "images_per_sec", "baseline", "speedup_vs_baseline", "speedup_ci95_low",
-               "speedup_ci95_high", "speedup_significant", "peak_memory_bytes", "memory_ratio_vs_baseline",
-               "memory_ratio_ci95_low", "memory_ratio_ci95_high", "final_loss", "test_accuracy",
-               "accuracy_delta_vs_baseline", "learned", "seeds", "accuracy_mean", "accuracy_delta_ci95_low",
-               "accuracy_delta_ci95_high", "accuracy_verdict", "target_accuracy", "target_reached_share",
-               "time_to_target_s", "epochs_to_target", "time_to_target_speedup_vs_baseline", "skipped_steps",
-               "final_loss_scale", "tflops", "mfu_pct", "git_commit", "joules_per_image", "energy_ratio_vs_baseline",
-               "energy_ratio_ci95_low", "energy_ratio_ci95_high"]
+# at the end, so that a reader of the earlier ones finds each at its old position: these are the
+# published ones, in their order, and a setting that changes the numbers (config.SETUP_KEYS,
+# ACCURACY_KEYS) and is not among them is a column after them.
+PUBLISHED_COLUMNS = [
+    "run_id", "schema", "timestamp_utc", "hostname", "device", "torch", "world_size", "data", "model", "stem",
+    "image_size", "batch_size", "accum_steps", "steps", "warmup", "loader", "channels_last", "compile", "optimizer",
+    "optimizer_impl", "lr", "lr_schedule", "warmup_lr_steps", "momentum", "weight_decay", "label_smoothing",
+    "clip_grad", "grad_comm", "bucket_mb", "workers", "compile_mode", "accuracy_margin", "eval_every", "tf32", "mode",
+    "runs", "median_step_ms", "p90_step_ms", "spread_pct", "images_per_sec", "baseline", "speedup_vs_baseline",
+    "speedup_ci95_low", "speedup_ci95_high", "speedup_significant", "peak_memory_bytes", "memory_ratio_vs_baseline",
+    "memory_ratio_ci95_low", "memory_ratio_ci95_high", "final_loss", "test_accuracy", "accuracy_delta_vs_baseline",
+    "learned", "seeds", "accuracy_mean", "accuracy_delta_ci95_low", "accuracy_delta_ci95_high", "accuracy_verdict",
+    "target_accuracy", "target_reached_share", "time_to_target_s", "epochs_to_target",
+    "time_to_target_speedup_vs_baseline", "skipped_steps", "final_loss_scale", "tflops", "mfu_pct", "git_commit",
+    "joules_per_image", "energy_ratio_vs_baseline", "energy_ratio_ci95_low", "energy_ratio_ci95_high"]
+CSV_COLUMNS = PUBLISHED_COLUMNS + [key for key in (*SETUP_KEYS, *ACCURACY_KEYS) if key not in PUBLISHED_COLUMNS]
 
 
 def json_document(document: Dict[str, Any]) -> Dict[str, Any]:

@@ -15,12 +15,13 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from utils.clock import now_utc
+from utils.config import ACCURACY_KEYS, SETUP_KEYS
 from utils.explain.diagnose import diagnose_run
+from utils.grad_comm import communication
 from utils.measure import host_load
 from utils.measure.step_stats import outliers, summarize
 from utils.results.compare import learned
 from utils.results.comparison_row import ComparisonRow
-from utils.setup_keys import ACCURACY_KEYS, SETUP_KEYS, communication
 
 if TYPE_CHECKING:  # annotations only: they import torch, or the config above this layer
     from utils.config import DataSettings, Distributed, Speed, Training

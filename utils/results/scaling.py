@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from models.families import OPTIMIZER_DEFAULTS
 from utils.errors import UserError
+from utils.grad_comm import GRAD_COMM
 from utils.modes import BASELINES
 from utils.results.accuracy import accuracy_figures
 from utils.results.compare import (
@@ -31,7 +32,6 @@ from utils.results.compare import (
 from utils.results.merge import merge
 from utils.results.record import setup_of
 from utils.results.summary import format_table, points, with_interval
-from utils.setup_keys import GRAD_COMM
 
 if TYPE_CHECKING:  # matplotlib is optional: imported only where a figure is drawn
     from matplotlib.figure import Figure

@@ -16,15 +16,17 @@ import typing
 from dataclasses import MISSING, fields
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, NoReturn, Optional, Union
 
+from utils.config import ACCURACY_KEYS, SETTINGS, SETUP_KEYS, record_kind
 from utils.explain.categories import ADDED
 from utils.explain.categories import NAMES as CATEGORIES
 from utils.explain.fp8_predict import FP8_GPUS, LARGEST_DIMENSION
+from utils.grad_comm import GRAD_COMM
 from utils.measure.nvml_meter import MAX_PLAUSIBLE_WATTS, MIN_ENERGY_WINDOW_S, UTILIZATION_SAMPLES, window_too_short
 from utils.modes import MODES
 from utils.numerics.fp16 import FP16_MAX
 from utils.results.record import RunRecord
 from utils.results.upgrade import BEFORE_BUSY, EARLIER_SCHEMAS
-from utils.setup_keys import GRAD_COMM, SETUP_KEYS
+from utils.settings import Range
 
 LARGEST = 1e300  # no measurement comes near it, and a larger integer overflows a float
 
@@ -102,6 +104,17 @@ class OneOf:
             fail(where, value, f"{self.name} ({', '.join(self.choices)})")
 
 
+class Ranged:
+    """A number in a setting's range, as its flag takes it (utils/settings.py's Range)."""
+
+    def __init__(self, allowed: Range):
+        self.allowed = allowed
+
+    def check(self, value: Any, where: str) -> None:
+        if not self.allowed.accepts(value):
+            fail(where, value, self.allowed.wording)
+
+
 class Nullable:
     def __init__(self, spec: Spec):
         self.spec = spec
@@ -155,7 +168,7 @@ class Fields:
 
 
 if TYPE_CHECKING:  # what checks a value: each of these has check(value, where)
-    Spec = Union[Number, Kind, OneOf, Nullable, ListOf, MapOf, Fields]
+    Spec = Union[Number, Ranged, Kind, OneOf, Nullable, ListOf, MapOf, Fields]
 
 
 def from_annotation(kind: Any) -> Spec:
@@ -259,28 +272,27 @@ RUN = Fields(*[{field.name: NARROWER.get(field.name) or from_annotation(RUN_TYPE
                for required in (True, False)])
 ENV = Fields({"timestamp_utc": TEXT, "hostname": TEXT, "device": TEXT, "torch": TEXT, "git_commit": Nullable(TEXT)},
              {"world_size": WHOLE_FROM_1, "device_type": Nullable(TEXT), "source_sha256": Nullable(TEXT)})
-# The settings the setup line prints and the merge pools by, in the ranges their readers need
-# (the scaling study divides by the batch); those every release wrote may not be missing.
-SETTINGS: Dict[str, Spec] = {
-    "image_size": WHOLE_FROM_1, "batch_size": WHOLE_FROM_1, "accum_steps": WHOLE_FROM_1, "steps": WHOLE_FROM_1,
-    "warmup": Number(whole=True, low=0), "lr": Number(above=0), "momentum": Number(low=0),
-    "weight_decay": Number(low=0), "label_smoothing": Number(low=0, high=1),
-    "warmup_lr_steps": Number(whole=True, low=0), "clip_grad": Number(above=0), "grad_comm": GRAD_COMM_DTYPE,
-    "bucket_mb": BUCKET_MB}
+# The settings the setup line prints and the merge pools by, in the ranges their flags take (the
+# scaling study divides by the batch); those every release wrote may not be missing.
 WRITTEN_BY_EVERY_RELEASE = ("model", "stem", "batch_size", "steps", "warmup", "lr")
 
 
 def setting(key: str) -> Spec:
-    """The spec of the config setting `key` of SETUP_KEYS."""
-    kind = SETUP_KEYS[key]
-    return SETTINGS.get(key) or (Number(whole=kind is int) if kind in (int, float) else from_annotation(kind))
+    """The spec of the config setting `key`: its flag's range, or its choices, or its kind."""
+    flag = SETTINGS[key].flag
+    if flag.range is not None:
+        return Ranged(flag.range)
+    if flag.choices is not None:
+        return OneOf(flag.choices, f"a value of {SETTINGS[key].name}")
+    return from_annotation(record_kind(key))
 
 
 CONFIG = Fields({key: setting(key) for key in WRITTEN_BY_EVERY_RELEASE},
                 {**{key: Nullable(setting(key)) for key in SETUP_KEYS if key not in WRITTEN_BY_EVERY_RELEASE},
+                 **{key: setting(key) if SETTINGS[key].default() is not None else Nullable(setting(key))
+                    for key in ACCURACY_KEYS},
                  "workers": Nullable(Number(whole=True, low=0)), "fp8_emulate": FLAG,
-                 "compile_mode": Nullable(TEXT), "mode_steps": Nullable(TEXT), "accuracy_margin": Number(low=0),
-                 "eval_every": Nullable(Number(above=0)), "target_accuracy": Nullable(ACCURACY),
+                 "compile_mode": Nullable(TEXT), "mode_steps": Nullable(TEXT),
                  "baseline": OneOf(MODES, "a precision mode"),  # files written before --baseline lack it
                  "num_classes": Nullable(Number(whole=True, low=2)), "model_factory": Nullable(TEXT),
                  "repeats": Nullable(WHOLE_FROM_1),  # the GPU suite's plan compares it with the repeats it asks

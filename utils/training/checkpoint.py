@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Un
 import torch
 
 from utils import compat, modes, safepickle
+from utils.config import RESUME_KEYS
 from utils.errors import UserError, WriteFailed
 from utils.fileio import atomic_write
-from utils.setup_keys import RESUME_KEYS, RESUME_SETTINGS
 from utils.training import checkpoint_format
 from utils.training.loop import Statistics, nonfinite_policy, skipped_steps
 from utils.training.step import start_momentum
@@ -236,9 +236,10 @@ def check_compatible(state: Dict[str, Any], record: Dict[str, Any], mode: Mode, 
     # first, as they say why the data differs (synthetic data's count follows --image-size), and
     # a model's factory before its name (which is the factory's MODULE:FUNCTION)
     factory_first = ("model_factory",) if "model_factory" in saved else ()
-    for key in dict.fromkeys(factory_first + RESUME_KEYS + tuple(key for key in RESUME_SETTINGS if key in saved)):
+    reasons = checkpoint_format.REFUSED_CHANGES
+    for key in dict.fromkeys(factory_first + RESUME_KEYS + tuple(key for key in reasons if key in saved)):
         if saved[key] != record[key]:
-            why = f" ({RESUME_SETTINGS[key]})" if key in RESUME_SETTINGS else ""
+            why = f" ({reasons[key]})" if key in reasons else ""
             raise UserError(f"{path} holds a run with {named(key, '--' + key.replace('_', '-'))} "
                             f"{setting_in_words(saved[key])}, not {setting_in_words(record[key])}{why}; resume with "
                             "the same settings or use another --checkpoint.")

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple, Uni
 import torch
 
 from models.families import DEFAULT_IMAGE_SIZE
+from utils.config import RESUME_KEYS, RESUME_SETTINGS, record_kind
 from utils.measure import host_load
-from utils.setup_keys import RESUME_KEYS, RESUME_SETTINGS, SETUP_KEYS
 from utils.training.loop import Statistics
 
 if TYPE_CHECKING:
@@ -23,7 +23,10 @@ if TYPE_CHECKING:
 
 ENTRIES: Kinds = {"config": dict, "mode": str, "step": int, "model": dict, "masters": (list, type(None)),
            "optimizer": dict, "scheduler": dict, "scaler": (dict, type(None)), "rng": dict, "stats": dict}
-CONFIG_ENTRIES = {key: SETUP_KEYS[key] for key in RESUME_KEYS + ("steps",)}
+CONFIG_ENTRIES = {key: record_kind(key) for key in RESUME_KEYS + ("steps",)}
+# What a resume refuses to change where the checkpoint holds it, with why: the settings that say so
+# (config.RESUME_SETTINGS), after the class of the model a factory built, which the record holds too.
+REFUSED_CHANGES = {"model_class": "the weights are those of a model of that class", **RESUME_SETTINGS}
 SETUP_ENTRIES = {"world_size": int, "data": str, "train_images": int}  # where the run happened, beside its config
 CURVES = ("step_ms", "data_ms", "losses", "lrs", "loss_scales")
 POINT_KEYS = ("step", "epoch", "train_s", "accuracy")  # of each accuracy_curve entry
@@ -83,7 +86,7 @@ def schema_problem(state: Dict[str, Any]) -> Optional[str]:
             isinstance(setup.get(key), kind) and not isinstance(setup.get(key), bool)
             for key, kind in SETUP_ENTRIES.items())):
         return "its setup entry is not the one a run saves"
-    settings = [state["config"][key] for key in RESUME_SETTINGS if key in state["config"]]
+    settings = [state["config"][key] for key in REFUSED_CHANGES if key in state["config"]]
     if not all(value is None or isinstance(value, (bool, numbers.Real, str)) for value in settings):
         return "its optimizer settings are not plain values"
     if state["step"] < 0 or state["stats"]["optimizer_steps"] < 0:

@@ -12,8 +12,8 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from utils.data.loaders import memory_format
+from utils.grad_comm import communication
 from utils.modes import Mode
-from utils.setup_keys import communication
 from utils.training import distributed, float8, precision
 from utils.training.step import make_optimizer, make_scheduler, no_decay_flags
 

@@ -21,7 +21,7 @@ def other_value(setting, default):
     return "some-value"
 
 
-PASSED = [setting for key, setting in config.SETTINGS.items() if key not in commands.NOT_PASSED]
+PASSED = [setting for key, setting in config.SETTINGS.items() if key not in config.NOT_PASSED]
 
 
 @pytest.mark.parametrize("setting", PASSED, ids=lambda setting: setting.name)

@@ -8,8 +8,8 @@ import pytest
 from conftest import ROOT
 from utils.config import DEFAULT_MARGIN_POINTS
 from utils.errors import UserError
+from utils.grad_comm import GRAD_COMM
 from utils.results import scaling
-from utils.setup_keys import GRAD_COMM
 
 
 def study_script():

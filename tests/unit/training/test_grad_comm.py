@@ -5,7 +5,7 @@ import pytest
 from conftest import assert_user_error, run_main
 from utils.config import RunConfig
 from utils.errors import UserError
-from utils.setup_keys import DDP_BUCKET_MB, communication
+from utils.grad_comm import DDP_BUCKET_MB, communication
 from utils.training import distributed
 
 
