@@ -56,14 +56,14 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar
 
 try:
     from benchmarks.suite import ledger
     from benchmarks.suite.device import NoDevice, device_facts, folder_name, software
     from benchmarks.suite.docblocks import render_pages
     from benchmarks.suite.due import due_steps
-    from benchmarks.suite.estimate import Estimate, Estimator, Window, window_steps
+    from benchmarks.suite.estimate import Estimate, Estimator, Uncounted, Window, window_steps
     from benchmarks.suite.folders import (
         NAME,
         SuiteRefusal,
@@ -100,7 +100,7 @@ except ModuleNotFoundError as missing:  # run by its path from a checkout that w
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
-
+T = TypeVar("T")
 
 
 def run_suite(options: argparse.Namespace, started: float) -> int:
@@ -172,7 +172,8 @@ def plan_pass(options: argparse.Namespace, label: str, refused: Dict[str, str], 
     planner = Planner(today, options.data_dir, plan, [mode for mode in MODES if mode not in refused],
                       available_flags(), [mode for mode in TRANSFORMER_MODES if mode not in refused], say)
     estimator = Estimator(device_folder, label, plan.quick, lambda: planner.data)
-    windows = {name: window_steps(estimator, plan, runs) for name, runs in window_runs(planner).items()}
+    windows = {name: estimated(name, label, window_steps, estimator, plan, runs)
+               for name, runs in window_runs(planner).items()}
     plan.window_flags = {name: window.flags() for name, window in windows.items()}
     sections = options.only or list(SECTIONS)
     for mode, reason in refused.items():
@@ -183,8 +184,16 @@ def plan_pass(options: argparse.Namespace, label: str, refused: Dict[str, str], 
     planned = [step.moved(today, out) for step in planned]
     earlier = suite_record(out / "suite.json")[0] or {}
     pending, kept, carried = ledger.this_pass_steps(planned, earlier, sections, bool(options.budget), due)
-    estimates = {step.name: estimator.estimate(step) for step in pending}
+    estimates = {step.name: estimated(step.name, label, estimator.estimate, step) for step in pending}
     return PassPlan(planner, out, why, planned, due, pending, kept, carried, estimator, estimates, windows, earlier)
+
+
+def estimated(name: str, label: str, estimate: Callable[..., T], *arguments: Any) -> T:
+    """estimate(*arguments), or the refusal that says why step `name` cannot be estimated on `label`."""
+    try:
+        return estimate(*arguments)
+    except Uncounted as error:
+        raise SuiteRefusal(f"step {name} cannot be estimated on {label}: {error}") from None
 
 
 def run_pass(options: argparse.Namespace, started: float, stop: ledger.Stop, commit: str, label: str,
@@ -241,14 +250,7 @@ def show_plans(options: argparse.Namespace) -> int:
     for label, refused, folder, machine, assumed in targets:
         planning = time.perf_counter()  # a pass plans its own device alone
         plan = Plan(options.quick)
-        try:
-            planned = plan_pass(options, label, refused, plan, folder, machine, lambda line: None)
-        except ModuleNotFoundError as error:
-            if error.name not in ("torch", "torchvision"):
-                raise
-            raise SuiteRefusal(f"--plan estimates the steps {label} has not measured from their models' FLOPs, which "
-                               f"takes {error.name}, and this Python cannot import it; run --plan where ampbench is "
-                               "installed (README's set-up).") from None
+        planned = plan_pass(options, label, refused, plan, folder, machine, lambda line: None)
         print(f"{label}{assumed}: {planned.why or f'writes {planned.out}'}")
         print("\n".join(plan_lines(planned.pending, planned.due, planned.estimates, budget_s,
                                    time.perf_counter() - planning, planned.windows, plan.warmup)))

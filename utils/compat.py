@@ -10,7 +10,7 @@ import re
 from typing import Dict, Optional, Sequence, Tuple
 
 from utils import console
-from utils.errors import UserError
+from utils.errors import UserError, not_installed
 
 MIN_TORCH = (1, 11)
 MIN_TORCHVISION = (0, 12)
@@ -34,8 +34,7 @@ def check_versions() -> None:
         import torch
         import torchvision
     except ImportError as error:
-        raise UserError(f"{error.name or 'torch'} is not installed in this Python: pip install -r requirements.txt "
-                        "(or run inside a PyTorch container).") from None
+        raise UserError(not_installed(error.name or "torch")) from None
     for name, module, minimum in (("torch", torch, MIN_TORCH), ("torchvision", torchvision, MIN_TORCHVISION)):
         if release(module.__version__) < minimum:
             raise UserError(f"{name} {module.__version__} is too old: ampbench needs {name} "

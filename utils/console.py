@@ -17,7 +17,7 @@ import time
 from typing import Any, Callable, List, NoReturn, Optional, TextIO
 
 from utils import provenance
-from utils.errors import UserError, WriteFailed
+from utils.errors import UserError, WriteFailed, not_installed
 
 
 class Guarded:
@@ -103,6 +103,10 @@ def run(name: str, main: Callable[[], Optional[int]]) -> int:
         status = ended.code if isinstance(ended.code, int) else int(ended.code is not None)
     except (UserError, WriteFailed) as error:
         status = refused(name, error)
+    except ModuleNotFoundError as error:  # a program's work that needs torch, in a Python without it
+        if error.name not in ("torch", "torchvision"):
+            raise
+        status = refused(name, UserError(not_installed(error.name)))
     except KeyboardInterrupt:
         number = signals[-1] if signals else signal.SIGINT
         print(f"{name}: stopped by {signal.Signals(number).name}.", file=sys.stderr)

@@ -13,3 +13,9 @@ class WriteFailed(Exception):
 class RankLost(Exception):
     """Another rank of a distributed job ended or stopped answering mid-run: main.py prints the
     message and exits 1 (that rank's own output says why)."""
+
+
+def not_installed(name: str) -> str:
+    """The sentence that says a module ampbench needs (torch, torchvision) is missing here, and how to install it."""
+    return (f"{name} is not installed in this Python: pip install -r requirements.txt (or run inside a PyTorch "
+            "container).")

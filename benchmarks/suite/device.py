@@ -67,14 +67,14 @@ class DataFacts:
 
 
 def data_facts(data_dir: str, allow_unverified: bool) -> DataFacts:
-    import torch
-
+    """What main.py's runs, --data auto as the suite runs them, will train on: read without torch
+    (--plan prints without it), a missing copy downloaded where torchvision can, as the runs would."""
     from utils.config import RunConfig
-    from utils.data import cifar10, dataset
+    from utils.data import cifar10
+    from utils.data.sizes import synthetic_count
 
     settings = RunConfig.build(data="auto", data_dir=data_dir, allow_unverified=allow_unverified).data
-    data, _ = dataset.load(settings, torch.device("cpu"), 0)
-    if data.test_images is None:
+    if cifar10.why_unusable(data_dir, settings.download, allow_unverified):
         return DataFacts(f"no usable CIFAR-10 in {cifar10.batches_folder(data_dir)} (give --data-dir)",
-                         data.train_count, 0)
-    return DataFacts(None, data.train_count, data.test_count)
+                         synthetic_count(settings.input_shape), 0)
+    return DataFacts(None, *cifar10.image_counts(data_dir))

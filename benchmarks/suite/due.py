@@ -63,8 +63,7 @@ def figures_of(step: Step) -> Tuple[str, ...]:
 def large_synthetic(image_size: Optional[str]) -> bool:
     """Whether synthetic images of this side are so large that their fewest count outweighs
     CIFAR-10's bytes, the most one synthetic data set holds now (112 pixels and up)."""
-    from utils.data.dataset import FEWEST_SYNTHETIC_IMAGES  # torch: after -h, which must print without it
-    from utils.data.loaders import SYNTHETIC_BYTES
+    from utils.data.sizes import FEWEST_SYNTHETIC_IMAGES, SYNTHETIC_BYTES
 
     side = int(image_size or DEFAULT_IMAGE_SIZE)
     return FEWEST_SYNTHETIC_IMAGES * math.prod(input_shape_of(side)) > SYNTHETIC_BYTES

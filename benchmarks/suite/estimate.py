@@ -29,6 +29,7 @@ the start-up only, until the step has been measured once; `main.py --advise` is 
 from __future__ import annotations
 
 import functools
+import json
 import math
 import os
 import shlex
@@ -42,6 +43,7 @@ from benchmarks.suite.history import saved_suites, upgraded
 from benchmarks.suite.plan import ROOT, Command, Plan, Step
 from models.families import DEFAULT_IMAGE_SIZE
 from utils.config import LARGEST_COUNT
+from utils.errors import not_installed
 from utils.measure.estimate import (
     START_S,
     MeasuredRun,
@@ -54,6 +56,8 @@ from utils.measure.estimate import (
 )
 from utils.measure.nvml_meter import MIN_ENERGY_WINDOW_S
 
+# one image's training FLOPs of every model the suite's plans train, counted by torch: generate_flops.py writes it
+FLOPS_TABLE = Path(__file__).with_name("flops.json")
 GOOD_RCS = (0, 143)  # a step's time counts when it ended as planned (143: the resume check's SIGTERM)
 # The headline's timed steps of each mode: the energy window and a tenth, at the mode's fastest run's median step
 # measured on the device; a run whose steps ran faster still would fall short, and its step is due again
@@ -255,10 +259,37 @@ def command_words(argv: Sequence[str]) -> Tuple[str, ...]:
     return tuple(kept)
 
 
-@functools.lru_cache(maxsize=None)
+class Uncounted(Exception):
+    """FLOPs that FLOPS_TABLE lacks and this Python cannot count: it has no torch (or torchvision)."""
+
+
 def train_flops(model: str, stem: str, batch: int, image_size: int = DEFAULT_IMAGE_SIZE) -> int:
-    """A training step's FLOPs, counted once per model, stem, batch and image size; a model named
-    like fp8_sweep.block_name's is the FP8 sweep's blocks."""
+    """A training step's FLOPs: a batch's images at FLOPS_TABLE's count of one image, read
+    without torch (--plan prints without it); counted by counted_flops where the table lacks it."""
+    image = image_flops().get((model, stem, image_size))
+    if image is not None:
+        return image * batch
+    try:
+        return counted_flops(model, stem, batch, image_size)
+    except ModuleNotFoundError as error:
+        if error.name not in ("torch", "torchvision"):
+            raise
+        raise Uncounted(f"{model} with the {stem} stem at {image_size}x{image_size} is not in "
+                        f"{FLOPS_TABLE}, and counting its FLOPs takes {error.name}; "
+                        + not_installed(error.name)) from None
+
+
+@functools.lru_cache(maxsize=None)
+def image_flops() -> Dict[Tuple[str, str, int], int]:
+    """FLOPS_TABLE: {(model, stem, image size): one image's training FLOPs}."""
+    table = json.loads(FLOPS_TABLE.read_text())
+    return {(entry["model"], entry["stem"], entry["image_size"]): entry["image_flops"] for entry in table["models"]}
+
+
+@functools.lru_cache(maxsize=None)
+def counted_flops(model: str, stem: str, batch: int, image_size: int = DEFAULT_IMAGE_SIZE) -> int:
+    """A training step's FLOPs, counted by torch once per model, stem, batch and image size; a
+    model named like fp8_sweep.block_name's is the FP8 sweep's blocks."""
     from models import factory
     from utils.config import input_shape_of
     from utils.measure import flops

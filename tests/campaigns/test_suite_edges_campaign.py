@@ -254,28 +254,71 @@ def test_sigkill_of_the_suite_mid_step_leaves_no_process_of_the_step_within_five
 
 WITHOUT_TORCH = ("import runpy, sys; sys.modules['torch'] = sys.modules['torchvision'] = None; "
                  "sys.argv = sys.argv[1:]; runpy.{how}(sys.argv[0], run_name='__main__')")
+# the same, with the FLOPs table the suite reads replaced by the file given first
+WITHOUT_TORCH_TABLE = ("import pathlib, sys; from benchmarks.suite import estimate; "
+                       "estimate.FLOPS_TABLE = pathlib.Path(sys.argv.pop(1)); " + WITHOUT_TORCH)
 SUITE = str(ROOT / "benchmarks" / "gpu_suite.py")
 NO_TORCH_CASES = {  # (run_path or run_module, the program and its arguments, exit status, words of its output)
     "suite-help": ("run_path", [SUITE, "-h"], 0, "usage: gpu_suite.py"),
-    "suite-plan": ("run_path", [SUITE, "--plan", "--results-root", str(RESULTS)], 2,
-                   "gpu_suite.py: error: --plan estimates the steps"),
+    "suite-plan": ("run_path", [SUITE, "--plan", "--results-root", str(RESULTS)], 0,
+                   "the pass would run, in order (no budget):"),
     "suite-pass": ("run_path", [SUITE, "--quick", "--results-root", "results", "--readme", "README.md"], 2,
                    "gpu_suite.py: error: this Python cannot import torch"),
     "installed-suite-help": ("run_module", ["benchmarks.gpu_suite", "-h"], 0, "usage: "),
     "fp8-predict-help": ("run_module", ["utils.explain.fp8_predict", "-h"], 0, "usage: "),
+    "fp8-predict-model": ("run_module", ["utils.explain.fp8_predict", "-m", "resnet50"], 2,
+                          "fp8_predict: error: torch is not installed in this Python: pip install -r "
+                          "requirements.txt (or run inside a PyTorch container)."),
+    "overhead-run": ("run_path", [str(ROOT / "benchmarks" / "overhead.py"), "--steps", "1", "--rounds", "1"], 2,
+                     "overhead.py: error: torch is not installed in this Python: pip install -r requirements.txt"),
 }
+
+
+def without_torch(how, argv, cwd, code=WITHOUT_TORCH):
+    """`argv` run where `import torch` and `import torchvision` fail, as in a Python without them."""
+    return subprocess.run([sys.executable, "-c", code.format(how=how), *argv], capture_output=True, text=True,
+                          cwd=cwd, timeout=300)
 
 
 @pytest.mark.parametrize("case", list(NO_TORCH_CASES))
 def test_help_and_the_plan_need_no_torch_and_a_pass_without_it_says_so(case, tmp_path):
     how, argv, status, words = NO_TORCH_CASES[case]
     (tmp_path / "README.md").write_text(README)
-    done = subprocess.run([sys.executable, "-c", WITHOUT_TORCH.format(how=how), *argv], capture_output=True,
-                          text=True, cwd=tmp_path, timeout=300)
+    done = without_torch(how, argv, tmp_path)
     output = done.stdout + done.stderr
     assert done.returncode == status and words in output and "Traceback" not in output, output
     assert status == 0 or done.stderr.count("\n") == 1, output
     assert sorted(path.name for path in tmp_path.iterdir()) == ["README.md"]  # nothing written
+
+
+def plan_lines(output):
+    """--plan's lines, the seconds the planning took aside (they differ from run to run)."""
+    return [line.split(" (a budget of")[0] for line in output.splitlines()]
+
+
+@pytest.mark.parametrize("flags", [[], ["--budget", "8"], ["--only", "transformers"]])
+def test_the_plan_without_torch_is_the_plan_with_it(flags, tmp_path):
+    """Each saved device's steps, order, estimates (FLOPs read from benchmarks/suite/flops.json) and
+    reasons, as a Python with torch plans them."""
+    argv = [SUITE, "--plan", "--results-root", str(RESULTS), *flags]
+    bare = without_torch("run_path", argv, tmp_path)
+    full = subprocess.run([sys.executable, *argv], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert bare.returncode == full.returncode == 0, bare.stderr + full.stderr
+    assert bare.stderr == full.stderr == "" and "FLOPs" in bare.stdout
+    assert plan_lines(bare.stdout) == plan_lines(full.stdout)
+
+
+def test_a_model_the_flops_table_lacks_is_said_without_torch_in_one_sentence(tmp_path):
+    table = json.loads((ROOT / "benchmarks" / "suite" / "flops.json").read_text())
+    table["models"] = [entry for entry in table["models"] if entry["model"] != "resnet50"]
+    (tmp_path / "flops.json").write_text(json.dumps(table))
+    done = without_torch("run_path", [str(tmp_path / "flops.json"), SUITE, "--plan", "--results-root", str(RESULTS)],
+                         tmp_path, WITHOUT_TORCH_TABLE)
+    assert done.returncode == 2 and done.stdout == "" and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr == (
+        "gpu_suite.py: error: step native-synthetic cannot be estimated on NVIDIA H100 80GB HBM3: resnet50 with "
+        f"the imagenet stem at 224x224 is not in {tmp_path / 'flops.json'}, and counting its FLOPs takes torch; torch "
+        "is not installed in this Python: pip install -r requirements.txt (or run inside a PyTorch container).\n")
 
 
 def test_a_checkout_never_installed_says_how_to_install_it_in_one_sentence(tmp_path):

@@ -32,6 +32,8 @@ PROGRAMS = {
                                            "diagnostics_overhead.py"),
     "docs/generate_flags.py": (["docs/generate_flags.py"], ["--check=yes"], "generate_flags.py"),
     "docs/samples/generate.py": (["docs/samples/generate.py"], ["--check=yes"], "generate.py"),
+    "benchmarks/suite/generate_flops.py": (["-m", "benchmarks.suite.generate_flops"], ["--check=yes"],
+                                           "generate_flops.py"),
 }
 # The GPU suite's refusals are driven by tests/benchmarks/test_gpu_suite_budget.py and its neighbours.
 ELSEWHERE = {"benchmarks/gpu_suite.py"}
@@ -55,6 +57,21 @@ def test_a_bad_flag_value_is_one_sentence_and_exit_2(program, tmp_path):
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert len(lines) == 1 and lines[0].startswith(f"{name}: error: ") and lines[0].endswith("."), result.stderr
     assert result.stdout == ""
+
+
+WITHOUT_TORCH = ("import runpy, sys; sys.modules['torch'] = sys.modules['torchvision'] = None; "
+                 "sys.argv = sys.argv[1:]; runpy.{how}(sys.argv[0], run_name='__main__')")
+
+
+@pytest.mark.parametrize("program", sorted(set(PROGRAMS) | ELSEWHERE))
+def test_each_program_and_command_prints_its_help_without_torch(program):
+    """Where `import torch` fails (a login node's Python): -h needs none, so each installed command
+    (one of these programs) says what it does before torch is installed."""
+    run = PROGRAMS[program][0] if program in PROGRAMS else [program]
+    how, target = ("run_module", run[1:]) if run[0] == "-m" else ("run_path", run)
+    result = subprocess.run([sys.executable, "-c", WITHOUT_TORCH.format(how=how), *target, "-h"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and result.stdout.startswith("usage: ") and result.stderr == "", result.stderr
 
 
 @pytest.mark.parametrize("program", sorted(PROGRAMS))

@@ -7,31 +7,36 @@ batch file is read with a restricted unpickler that only rebuilds what CIFAR bat
 from __future__ import annotations
 
 import codecs
+import hashlib
 import math
 import os
 import pickle
 import socket
+import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple, Type
 
 import numpy as np
-import torch
-from torchvision.datasets import CIFAR10
-from torchvision.datasets.utils import check_integrity, download_and_extract_archive
 
 from utils import safepickle
-from utils.errors import UserError
+from utils.errors import UserError, not_installed
 
 if TYPE_CHECKING:
+    import torch
+
     from utils.safepickle import Allowed
 
-FOLDER = CIFAR10.base_folder  # "cifar-10-batches-py"
-TRAIN_FILES = CIFAR10.train_list  # [[name, md5], ...] as torchvision checks them
-TEST_FILES = CIFAR10.test_list
-META_FILE = [CIFAR10.meta["filename"], CIFAR10.meta["md5"]]
-URL = CIFAR10.url  # the official archive, cifar-10-python.tar.gz, which holds FOLDER
-ARCHIVE = CIFAR10.filename
-ARCHIVE_MD5 = CIFAR10.tgz_md5
+# torchvision's CIFAR10 files and sums (tests check they agree), here so that finding and reading
+# a copy takes no torch: the GPU suite's --plan asks what the runs would train on without it
+FOLDER = "cifar-10-batches-py"
+TRAIN_FILES = [[f"data_batch_{number}", md5] for number, md5 in enumerate(
+    ["c99cafc152244af753f735de768cd75f", "d4bba439e000b95fd0a9bffe97cbabec", "54ebc095f3ab1f0389bbae665268c751",
+     "634d18415352ddfa80567beed471001a", "482c414d41f54cd18b22e5b47cb7c3cb"], start=1)]  # [[name, md5], ...]
+TEST_FILES = [["test_batch", "40351d587109b95175f43aff81a1287e"]]
+META_FILE = ["batches.meta", "5ff9c542aee3614f3951f8cda6e48888"]
+URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"  # the official archive, which holds FOLDER
+ARCHIVE = "cifar-10-python.tar.gz"
+ARCHIVE_MD5 = "c58f30108f718f92721af3b95e74349a"
 CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 
 
@@ -62,7 +67,35 @@ def mismatched_files(data_dir: str) -> List[str]:
     """Names of the files whose md5 differs from the official one (empty when all match)."""
     folder = batches_folder(data_dir)
     return [name for name, md5 in TRAIN_FILES + TEST_FILES + [META_FILE]
-            if not check_integrity(os.path.join(folder, name), md5)]
+            if not matches_md5(os.path.join(folder, name), md5)]
+
+
+def matches_md5(path: str, md5: str) -> bool:
+    """Is `path` a file whose md5 sum is `md5` (torchvision's check_integrity)?"""
+    if not os.path.isfile(path):
+        return False
+    digest = hashlib.md5(usedforsecurity=False) if sys.version_info >= (3, 9) else hashlib.md5()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest() == md5
+
+
+def why_unusable(data_dir: str, allow_download: bool, allow_unverified: bool) -> Optional[str]:
+    """Why --data auto cannot take the copy in `data_dir` (None when it can): its files do not
+    match the official sums, or it is missing and cannot be downloaded (a missing copy is
+    downloaded here where `allow_download`)."""
+    present = is_present(data_dir)
+    if present and not (allow_unverified or not mismatched_files(data_dir)):
+        return "its files do not match the official md5 sums (pass --allow-unverified to use it)"
+    if not present and not allow_download:
+        return "it was not found and --no-download forbids fetching it (set --data-dir or $CIFAR10_DIR)"
+    if not present:
+        try:
+            download(data_dir)
+        except UserError as error:
+            return f"it was not found, and {str(error)[0].lower()}{str(error)[1:].rstrip('.')}"
+    return None
 
 
 DOWNLOAD_TIMEOUT_S = 10  # per connection attempt and read: a compute node without internet fails fast
@@ -73,6 +106,11 @@ def download(data_dir: str) -> None:
     network that does not answer within DOWNLOAD_TIMEOUT_S fails instead of hanging."""
     root = os.path.dirname(os.path.normpath(batches_folder(data_dir))) or "."
     previous = socket.getdefaulttimeout()
+    try:
+        from torchvision.datasets.utils import download_and_extract_archive
+    except ImportError as error:
+        raise UserError(f"could not download CIFAR-10 from {URL}: {not_installed(error.name or 'torchvision')}"
+                        ) from None
     socket.setdefaulttimeout(DOWNLOAD_TIMEOUT_S)  # urllib, which torchvision uses, takes no timeout there
     try:
         download_and_extract_archive(URL, root, filename=ARCHIVE, md5=ARCHIVE_MD5)
@@ -180,6 +218,14 @@ IMAGE_BYTES = 3 * 32 * 32  # one row of a batch's data: the R, G and B planes of
 def read_batch(path: str) -> Tuple[torch.Tensor, torch.Tensor]:
     """One CIFAR batch file as (uint8 images N x 3 x 32 x 32, int64 labels N), or a UserError
     that names the file and its problem."""
+    import torch
+
+    data, labels = read_arrays(path)
+    return torch.from_numpy(data.reshape(-1, 3, 32, 32).copy()), torch.from_numpy(labels)
+
+
+def read_arrays(path: str) -> Tuple[np.ndarray, np.ndarray]:
+    """read_batch's arrays as numpy holds them (images N x 3072), checked, without torch."""
     try:
         with open(path, "rb") as f:
             batch = safepickle.unpickler(SAFE_GLOBALS)(f, encoding="latin1").load()  # never runs code
@@ -193,7 +239,7 @@ def read_batch(path: str) -> Tuple[torch.Tensor, torch.Tensor]:
     problem = batch_problem(data, labels)
     if problem:
         raise UserError(f"{path} {problem}; delete the folder and download the dataset again.")
-    return torch.from_numpy(data.reshape(-1, 3, 32, 32).copy()), torch.from_numpy(labels)
+    return data, labels
 
 
 def failure(error: Exception) -> str:
@@ -219,6 +265,8 @@ def batch_problem(data: np.ndarray, labels: np.ndarray) -> Optional[str]:
 
 
 def read_split(folder: str, files: Sequence[Sequence[str]]) -> Tuple[torch.Tensor, torch.Tensor]:
+    import torch
+
     parts = [read_batch(os.path.join(folder, name)) for name, _ in files]
     return torch.cat([images for images, _ in parts]), torch.cat([labels for _, labels in parts])
 
@@ -242,3 +290,12 @@ def load(data_dir: str, allow_download: bool = False, allow_unverified: bool = F
     train_images, train_labels = read_split(folder, TRAIN_FILES)
     test_images, test_labels = read_split(folder, TEST_FILES)
     return Cifar10(train_images, train_labels, test_images, test_labels, folder, verified=not bad)
+
+
+def image_counts(data_dir: str) -> Tuple[int, int]:
+    """(training images, test images) of the copy in `data_dir`, each batch read and checked as
+    load() reads it (a UserError names a bad one), without torch."""
+    folder = batches_folder(data_dir)
+    train, test = (sum(len(read_arrays(os.path.join(folder, name))[1]) for name, _ in files)
+                   for files in (TRAIN_FILES, TEST_FILES))
+    return train, test

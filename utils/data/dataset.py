@@ -2,7 +2,6 @@
 the user's own image folder (--data imagefolder)."""
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
@@ -17,8 +16,6 @@ from utils.data import cifar10, dali, gpu_decode, imagefolder, inmemory, recipe,
 from utils.data.images import BadImages
 from utils.data.loaders import (
     CIFAR10_NORMALIZATION,
-    SYNTHETIC_BYTES,
-    SYNTHETIC_TRAIN_IMAGES,
     DeviceLoader,
     Normalization,
     TorchvisionLoader,
@@ -26,12 +23,12 @@ from utils.data.loaders import (
     make_train_loader,
     synthetic_images,
 )
+from utils.data.sizes import synthetic_count
 from utils.errors import UserError
 
 if TYPE_CHECKING:
     from utils.config import DataSettings
 
-FEWEST_SYNTHETIC_IMAGES = 4096  # at larger sizes as few as hold CIFAR-10's bytes, but a few global batches
 # --loader auto holds an image folder in memory where its decoded images take at most this much, and at
 # most MEMORY_SHARE of the memory free (the host's, and the GPU's where the device loader holds them):
 # beyond it decoding would delay the first step by minutes and crowd out training, and streaming starts at once.
@@ -118,12 +115,6 @@ class Data:
         return eval_batches(self.test_images, self.test_labels, batch_size=batch_size, device=device,
                             channels_last=channels_last, shard=shard, input_shape=input_shape,
                             normalization=self.normalization)
-
-
-def synthetic_count(input_shape: InputShape) -> int:
-    """How many synthetic images of `input_shape` a run trains on: as many as CIFAR-10's bytes
-    hold, at least FEWEST_SYNTHETIC_IMAGES (synthetic_images holds those in CIFAR-10's bytes too)."""
-    return min(SYNTHETIC_TRAIN_IMAGES, max(FEWEST_SYNTHETIC_IMAGES, SYNTHETIC_BYTES // math.prod(input_shape)))
 
 
 def synthetic(device: torch.device, seed: int, count: Optional[int] = None,
@@ -281,18 +272,7 @@ def load(settings: DataSettings, device: torch.device, seed: int,
     allow_unverified = settings.allow_unverified
     warnings = []
     if choice == "auto":
-        present = cifar10.is_present(data_dir)
-        usable = present and (allow_unverified or not cifar10.mismatched_files(data_dir))
-        why = None
-        if present and not usable:
-            why = "its files do not match the official md5 sums (pass --allow-unverified to use it)"
-        elif not present and not download:
-            why = "it was not found and --no-download forbids fetching it (set --data-dir or $CIFAR10_DIR)"
-        elif not present:
-            try:
-                cifar10.download(data_dir)
-            except UserError as error:
-                why = f"it was not found, and {str(error)[0].lower()}{str(error)[1:].rstrip('.')}"
+        why = cifar10.why_unusable(data_dir, download, allow_unverified)
         if why:
             warnings.append(f"USING SYNTHETIC DATA: CIFAR-10 in {cifar10.batches_folder(data_dir)} is not usable: "
                             f"{why}. Step times are valid, loss and accuracy are meaningless.")

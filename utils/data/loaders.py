@@ -24,6 +24,7 @@ from torchvision import transforms
 
 from models.families import DEFAULT_NUM_CLASSES
 from utils.config import DEFAULT_INPUT_SHAPE, InputShape, batches_per_epoch
+from utils.data.sizes import SYNTHETIC_BYTES
 
 MEAN = (0.4914, 0.4822, 0.4465)  # CIFAR-10 training-set channel means and standard deviations
 STD = (0.2470, 0.2435, 0.2616)
@@ -32,8 +33,6 @@ STD = (0.2470, 0.2435, 0.2616)
 Normalization = Tuple[Tuple[float, ...], Tuple[float, ...]]
 CIFAR10_NORMALIZATION: Normalization = (MEAN, STD)
 PADDING = 4
-SYNTHETIC_TRAIN_IMAGES = 50_000  # as many as CIFAR-10 ...
-SYNTHETIC_BYTES = SYNTHETIC_TRAIN_IMAGES * math.prod(DEFAULT_INPUT_SHAPE)  # ... and its bytes, held at any size
 
 
 def memory_format(channels_last: bool) -> torch.memory_format:

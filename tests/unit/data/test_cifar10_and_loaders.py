@@ -45,7 +45,7 @@ def test_missing_data_names_the_folder_and_the_fix(tmp_path):
 def test_failed_download_is_a_user_error(tmp_path, monkeypatch):
     def no_network(*args, **kwargs):
         raise OSError("Network is unreachable")
-    monkeypatch.setattr(cifar10, "download_and_extract_archive", no_network)
+    monkeypatch.setattr("torchvision.datasets.utils.download_and_extract_archive", no_network)
     with pytest.raises(UserError, match="could not download CIFAR-10.*Network is unreachable"):
         cifar10.load(tmp_path, allow_download=True)
 
@@ -317,7 +317,7 @@ def test_every_loader_gives_batches_upsampled_to_the_image_size(dataset):
 
 
 def test_synthetic_data_holds_cifar10s_bytes_but_a_few_batches_at_large_sizes():
-    from utils.data.dataset import FEWEST_SYNTHETIC_IMAGES, SYNTHETIC_TRAIN_IMAGES, synthetic_count
+    from utils.data.sizes import FEWEST_SYNTHETIC_IMAGES, SYNTHETIC_TRAIN_IMAGES, synthetic_count
 
     assert synthetic_count((3, 32, 32)) == SYNTHETIC_TRAIN_IMAGES
     assert synthetic_count((3, 64, 64)) == SYNTHETIC_TRAIN_IMAGES // 4
@@ -326,8 +326,9 @@ def test_synthetic_data_holds_cifar10s_bytes_but_a_few_batches_at_large_sizes():
 
 def test_synthetic_images_at_1024_hold_cifar10s_bytes_not_gigabytes_and_batch_as_before():
     """4,096 images of 1024x1024 would take 12.0 GiB held side by side: they overlap in one buffer."""
-    from utils.data.dataset import FEWEST_SYNTHETIC_IMAGES, synthetic
-    from utils.data.loaders import SYNTHETIC_BYTES, copied_to
+    from utils.data.dataset import synthetic
+    from utils.data.loaders import copied_to
+    from utils.data.sizes import FEWEST_SYNTHETIC_IMAGES, SYNTHETIC_BYTES
 
     cpu, shape = torch.device("cpu"), (3, 1024, 1024)
     data = synthetic(cpu, seed=0, input_shape=shape)
@@ -354,3 +355,12 @@ def test_overlapping_synthetic_images_are_fixed_by_the_seed_and_side_by_side_up_
     plain, _ = synthetic_images(50_000, cpu, seed=0)  # CIFAR-10's count and size: a plain tensor, as before
     assert plain.is_contiguous() and torch.equal(plain[:10], torch.randint(
         0, 256, (10, 3, 32, 32), dtype=torch.uint8, generator=torch.Generator().manual_seed(0)))
+
+
+def test_the_files_and_sums_are_torchvision_s():
+    """cifar10.py names them itself, so that finding a copy takes no torch (the GPU suite's --plan)."""
+    from torchvision.datasets import CIFAR10
+
+    assert (cifar10.FOLDER, cifar10.TRAIN_FILES, cifar10.TEST_FILES, cifar10.META_FILE) == (
+        CIFAR10.base_folder, CIFAR10.train_list, CIFAR10.test_list, [CIFAR10.meta["filename"], CIFAR10.meta["md5"]])
+    assert (cifar10.URL, cifar10.ARCHIVE, cifar10.ARCHIVE_MD5) == (CIFAR10.url, CIFAR10.filename, CIFAR10.tgz_md5)
