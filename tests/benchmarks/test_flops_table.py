@@ -4,10 +4,13 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from benchmarks.suite import estimate
 from conftest import ROOT
 
 
+@pytest.mark.whole_runs  # every planned model counted again with torch: about 20 s
 def test_the_table_is_what_the_plans_and_torch_count_now():
     """After a change to the suite's steps or to how FLOPs are counted, the table is written again
     (python -m benchmarks.suite.generate_flops)."""
