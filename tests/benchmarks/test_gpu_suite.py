@@ -215,8 +215,8 @@ def test_the_fp8_sweep_runs_emulated_on_the_cpu_and_saves_measured_beside_predic
 
     path = tmp_path / "transformers-sweep.json"
     result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "fp8_sweep.py"), "--fp8-emulate", "--widths",
-                             "64,128", "-b", "1", "--steps", "1", "--warmup", "1", "--json", str(path)], cwd=ROOT,
-                            capture_output=True, text=True, timeout=300)
+                             "64,128", "-b", "1", "--steps", "1", "--timing-warmup", "1", "--json", str(path)],
+                            cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
 
     def refuse(constant):
@@ -243,7 +243,8 @@ def test_the_fp8_sweep_records_the_commit_and_the_digest_of_the_files_that_ran(t
     from utils import provenance
 
     result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "fp8_sweep.py"), "--fp8-emulate", "--widths",
-                             "64", "-b", "2", "--steps", "1", "--warmup", "1", "--json", str(tmp_path / "sweep.json")],
+                             "64", "-b", "2", "--steps", "1", "--timing-warmup", "1", "--json",
+                             str(tmp_path / "sweep.json")],
                             cwd=ROOT, capture_output=True, text=True, timeout=300,
                             env={**os.environ, provenance.COMMIT_VARIABLE: "e4b76bf"})
     assert result.returncode == 0, result.stderr
