@@ -192,9 +192,9 @@ def test_the_native_table_prints_nvidias_published_figures_beside_ours_for_a_gpu
 def test_the_fp8_sweep_refuses_without_a_usable_torchao_before_any_step(tmp_path):
     (tmp_path / "torchao").mkdir()
     (tmp_path / "torchao" / "__init__.py").write_text("raise ImportError('a stand-in that cannot load')\n")
+    first = os.pathsep.join([str(tmp_path), os.environ["PYTHONPATH"]])  # the stand-in, then this checkout
     result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "fp8_sweep.py"), "--fp8-emulate"], cwd=ROOT,
-                            capture_output=True, text=True, timeout=120,
-                            env={**os.environ, "PYTHONPATH": str(tmp_path)})
+                            capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": first})
     assert result.returncode == 2 and result.stdout == "", result.stdout + result.stderr
     assert result.stderr.startswith("fp8_sweep.py: error: mode fp8 needs torchao's float8 training"), result.stderr
     assert "Traceback" not in result.stderr, result.stderr
