@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from benchmarks.suite.render import BEGIN, END  # noqa: E402
+from benchmarks.suite.render import BEGIN, END
 from conftest import ROOT, SUBSET
 
 

@@ -6,7 +6,7 @@ import sys
 import pytest
 import torch
 
-from benchmarks import overhead  # noqa: E402
+from benchmarks import overhead
 from conftest import ROOT
 from utils.measure import nvml_meter
 from utils.training import loop
