@@ -90,13 +90,9 @@ def build_parser() -> Parser:
     )
     groups = {}
     for key, setting in config.SETTINGS.items():
-        flag = setting.flag
         if setting.group not in groups:
             groups[setting.group] = parser.add_argument_group(setting.group)
-        details: Dict[str, Any] = {"action": flag.action or Spelled, "choices": flag.choices, "metavar": flag.metavar,
-                                   "type": flag.range and config.flag_type(flag.range)}
-        groups[setting.group].add_argument(*flag.names, dest=key, help=flag.help,
-                                           **{name: value for name, value in details.items() if value is not None})
+        config.add_flag(groups[setting.group], key, action=setting.flag.action or Spelled)
     parser.set_defaults(**config.defaults())
     return parser
 

@@ -3,21 +3,20 @@
 evaluate in pauses left out of the step times. Times, in one process and interleaved, the same
 mode run by utils.app.run_mode (the code main.py runs) without and with the flag, and prints the
 median step time of each, their ratio with its 95% bootstrap interval over the rounds, and
-whether they agree within noise (the interval holds 1.0).
+whether they agree within noise (the interval holds 1.0); each mode of --modes in turn.
 
     python benchmarks/diagnostics_overhead.py      # --explain; CPU, resnet18 (ImageNet stem), batch 32, fp32
     python benchmarks/diagnostics_overhead.py --flag numerics --numerics-every 4
     python benchmarks/diagnostics_overhead.py --flag eval-every --eval-every 0.02   # the CIFAR-10 subset
-    python benchmarks/diagnostics_overhead.py -p --mode amp-fp16 --model resnet50 -b 256
+    python benchmarks/diagnostics_overhead.py -p --modes amp-fp16,amp-bf16 --model resnet50 -b 256
 """
 import argparse
 import os
 import statistics
 import sys
 
-from models.families import STEMS  # no torch
-from utils import console
-from utils.config import COUNT, RANGES, flag_type
+from utils import console  # no torch
+from utils.config import COUNT, add_flag, flag_type, mode_names
 from utils.modes import MODES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -28,20 +27,23 @@ SUBSET = os.path.join(os.path.dirname(ROOT), "shared", "data", "cifar10-subset",
 def build_parser() -> console.Parser:
     parser = console.Parser("diagnostics_overhead.py", prog="python benchmarks/diagnostics_overhead.py",
                             description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("-p", "--gpu", action="store_true")
-    parser.add_argument("--model", default="resnet18")
-    parser.add_argument("--stem", default="imagenet", choices=STEMS)
-    parser.add_argument("-b", "--batch-size", type=flag_type(RANGES["batch_size"]), default=32)
-    parser.add_argument("--mode", default="fp32", choices=MODES)
-    parser.add_argument("--steps", type=flag_type(RANGES["steps"]), default=12, help="steps per run, warm-up included")
-    parser.add_argument("--warmup", type=flag_type(RANGES["warmup"]), default=2)
+    add_flag(parser, "gpu")
+    add_flag(parser, "model", default="resnet18", help="torchvision classification model (default %(default)s)")
+    add_flag(parser, "stem", default="imagenet", help="the ResNet family's first conv and max-pool: main.py's --stem "
+             "(default %(default)s)")
+    add_flag(parser, "batch_size", default=32)
+    add_flag(parser, "modes", type=mode_names, default="fp32", help=f"the precision modes to time, a comma list "
+             f"from {', '.join(MODES)}: each mode's rounds in turn (default %(default)s)")
+    add_flag(parser, "steps", default=12, help="steps per run, warm-up included (default %(default)s)")
+    add_flag(parser, "warmup", default=2, help="steps of each run left out of its step times (default %(default)s)")
     parser.add_argument("--rounds", type=flag_type(COUNT), default=5,
                         help="runs of each kind, alternating which goes first")
     parser.add_argument("--flag", choices=["explain", "numerics", "eval-every"], default="explain")
-    parser.add_argument("--numerics-every", type=flag_type(RANGES["numerics_every"]), default=50)
-    parser.add_argument("--eval-every", type=flag_type(RANGES["eval_every"]), default=0.02,
-                        help="epochs (with --flag eval-every)")
-    parser.add_argument("--data-dir", default=SUBSET, help="CIFAR-10 for --flag eval-every (default: the subset)")
+    add_flag(parser, "numerics_every", default=50, help="steps between samples with --flag numerics "
+             "(default %(default)s)")
+    add_flag(parser, "eval_every", default=0.02, help="epochs between evaluations with --flag eval-every "
+             "(default %(default)s)")
+    add_flag(parser, "data_dir", default=SUBSET, help="CIFAR-10 for --flag eval-every (default: the subset)")
     return parser
 
 
@@ -63,7 +65,6 @@ def main():
     from utils.training.start import pick_device, seeded_model
 
     device = pick_device(options.gpu, cudnn_benchmark=True)
-    mode = modes.MODES[options.mode]
     evaluating = options.flag == "eval-every"  # needs test images: the real data
     common = {"model": options.model, "stem": options.stem, "steps": options.steps, "warmup": options.warmup,
               "batch_size": options.batch_size, "no_progress": True, "no_eval": not evaluating, "data": "cifar10",
@@ -75,20 +76,21 @@ def main():
     data = dataset.load(plain.data, device, 0)[0] if evaluating else synthetic(device, seed=0)
     model = seeded_model(plain.training, plain.data)
     plan = flagged.plan(factory.has_batch_norm(model), 1, len(data.train_images))
-    runs = {kind: functools.partial(run_mode, model, mode, data, config, plan, RunContext(device))
-            for kind, config in (("without", plain), ("with", flagged))}
-    medians = interleaved_medians(runs, options)
     name = torch.cuda.get_device_name() if options.gpu else "CPU"
-    print(f"{options.model} (stem {options.stem}), batch {options.batch_size}, {mode.name}, {name}, "
-          f"{options.rounds} rounds x {options.steps - options.warmup} timed steps")
-    for kind, values in medians.items():
-        print(f"{kind:>7} --{options.flag}: median step {statistics.median(values):.2f} ms "
-              f"(rounds: {', '.join(f'{value:.1f}' for value in values)})")
-    ratio = statistics.median(medians["with"]) / statistics.median(medians["without"])
-    low, high = bootstrap_ratio(medians["with"], medians["without"])
-    verdict = "agree within noise" if low <= 1.0 <= high else "DIFFER"
-    print(f"step time ratio with/without --{options.flag}: {ratio:.3f} [95% CI {low:.3f}, {high:.3f}]: {verdict}")
-
+    for mode in (modes.MODES[each] for each in options.modes):
+        runs = {kind: functools.partial(run_mode, model, mode, data, config, plan, RunContext(device))
+                for kind, config in (("without", plain), ("with", flagged))}
+        medians = interleaved_medians(runs, options)
+        print(f"{options.model} (stem {options.stem}), batch {options.batch_size}, {mode.name}, {name}, "
+              f"{options.rounds} rounds x {options.steps - options.warmup} timed steps")
+        for kind, values in medians.items():
+            print(f"{kind:>7} --{options.flag}: median step {statistics.median(values):.2f} ms "
+                  f"(rounds: {', '.join(f'{value:.1f}' for value in values)})")
+        ratio = statistics.median(medians["with"]) / statistics.median(medians["without"])
+        low, high = bootstrap_ratio(medians["with"], medians["without"])
+        verdict = "agree within noise" if low <= 1.0 <= high else "DIFFER"
+        print(f"step time ratio with/without --{options.flag}: {ratio:.3f} [95% CI {low:.3f}, {high:.3f}]: {verdict}",
+              flush=True)
 
 def interleaved_medians(runs, options):
     """Each round runs the mode without and with the flag (`runs`: each kind's run_mode, as main.py

@@ -11,7 +11,7 @@ projections (models/attention.py), as every ViT ampbench builds: 32x32 images at
 
     python benchmarks/fp8_sweep.py -p                          # on an FP8 GPU (Ada, Hopper or newer)
     python benchmarks/fp8_sweep.py -p --widths 1024,4096 --json sweep.json
-    python benchmarks/fp8_sweep.py --fp8-emulate --widths 64,128 --batch 2 --steps 3   # CPU: checks the script
+    python benchmarks/fp8_sweep.py --fp8-emulate --widths 64,128 -b 2 --steps 3   # CPU: checks the script
 
 Emulated FP8 computes in software: its times check that the sweep runs, never FP8's speed; its
 predictions are an H100 SXM's, labelled so (fp8_predict.run_prediction, as main.py's runs).
@@ -23,7 +23,7 @@ import sys
 from typing import TYPE_CHECKING, Any, Dict, List
 
 from utils import console, provenance  # no torch
-from utils.config import RANGES, RunConfig, flag_type, input_shape_of
+from utils.config import RANGES, RunConfig, add_flag, flag_type, input_shape_of
 from utils.fileio import ensure_writable
 from utils.results.files import write_json
 
@@ -85,8 +85,8 @@ def step_flops(name: str, batch: int) -> int:
 def sweep(options: argparse.Namespace) -> Dict[str, Any]:
     names = [BASELINE] + FP8_MODES
     # main.py's rules for these flags, before torch is imported: fp8 on the CPU without --fp8-emulate
-    config = RunConfig.build(model=RECIPE_OF, modes=",".join(names), steps=options.warmup + options.steps,
-                             warmup=options.warmup, batch_size=options.batch, gpu=options.gpu,
+    config = RunConfig.build(model=RECIPE_OF, modes=",".join(names), steps=options.warmup + options.timed_steps,
+                             warmup=options.warmup, batch_size=options.batch_size, gpu=options.gpu,
                              fp8_emulate=options.fp8_emulate, no_progress=True, no_eval=True)
     import torch
 
@@ -105,7 +105,7 @@ def sweep(options: argparse.Namespace) -> Dict[str, Any]:
     data = synthetic(device, seed=0)
     device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else None
     predicted_for, no_prediction = None, None
-    print(f"{LAYERS} ViT blocks, {TOKENS} tokens, batch {options.batch}, {options.steps} steps after "
+    print(f"{LAYERS} ViT blocks, {TOKENS} tokens, batch {options.batch_size}, {options.timed_steps} steps after "
           f"{options.warmup} warm-up; speedups over {BASELINE}, eager")
     print(header())
     rows = []
@@ -118,7 +118,8 @@ def sweep(options: argparse.Namespace) -> Dict[str, Any]:
         predicted = {}
         for name, recipe in recipes.items():  # eager, as the runs are
             prediction, no_prediction = fp8_predict.run_prediction(device_name, options.fp8_emulate, recipe, False,
-                                                                   model, options.batch, input_shape_of(IMAGE_SIZE))
+                                                                   model, options.batch_size,
+                                                                   input_shape_of(IMAGE_SIZE))
             predicted[name] = prediction and prediction["speedup"]
             predicted_for = prediction and prediction["for"]
         rows.append({"width": width, "heads": width // HEAD_DIM, "median_step_ms": medians,
@@ -128,9 +129,10 @@ def sweep(options: argparse.Namespace) -> Dict[str, Any]:
     commit, _ = provenance.commit()
     return {"schema": "ampbench.fp8_sweep/2", "device": device_name or "cpu", "commit": commit,
             "source_sha256": provenance.source_digest(), "emulated": options.fp8_emulate,
-            "predicted_for": predicted_for, "no_prediction": no_prediction, "compiled": False, "batch": options.batch,
-            "image_size": IMAGE_SIZE, "patch_size": PATCH_SIZE, "tokens": TOKENS,
-            "layers": LAYERS, "steps": options.steps, "warmup": options.warmup, "baseline": BASELINE, "rows": rows}
+            "predicted_for": predicted_for, "no_prediction": no_prediction, "compiled": False,
+            "batch": options.batch_size, "image_size": IMAGE_SIZE, "patch_size": PATCH_SIZE, "tokens": TOKENS,
+            "layers": LAYERS, "steps": options.timed_steps, "warmup": options.warmup, "baseline": BASELINE,
+            "rows": rows}
 
 
 def median_ms(record: RunRecord) -> float:
@@ -158,18 +160,17 @@ def build_parser() -> argparse.ArgumentParser:
     """The sweep's flags; the GPU suite reads its estimate of a sweep from them."""
     parser = console.Parser("fp8_sweep.py", prog="python benchmarks/fp8_sweep.py", description=__doc__,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("-p", "--gpu", action="store_true", help="train on CUDA (an FP8 GPU)")
-    parser.add_argument("--fp8-emulate", action="store_true", help="FP8 in software, on any device: checks the "
-                        "sweep, never FP8's speed")
+    add_flag(parser, "gpu", help="train on CUDA (an FP8 GPU)")
+    add_flag(parser, "fp8_emulate", help="FP8 in software, on any device: checks the sweep, never FP8's speed")
     parser.add_argument("--widths", type=widths, default=WIDTHS, help=f"model widths, multiples of {HEAD_DIM} "
                         f"(default {','.join(map(str, WIDTHS))})")
-    parser.add_argument("-b", "--batch", type=flag_type(RANGES["batch_size"]), default=BATCH,
-                        help=f"images per step (default {BATCH}: {BATCH * TOKENS:,} tokens, the M of every matmul)")
-    parser.add_argument("--steps", type=flag_type(RANGES["steps"]), default=STEPS,
+    add_flag(parser, "batch_size", default=BATCH,
+             help=f"images per step (default {BATCH}: {BATCH * TOKENS:,} tokens, the M of every matmul)")
+    # timed steps, after the warm-up: not main.py's --steps/-n, which counts the warm-up too
+    parser.add_argument("--steps", dest="timed_steps", type=flag_type(RANGES["steps"]), default=STEPS,
                         help=f"timed steps per mode (default {STEPS})")
-    parser.add_argument("--warmup", type=flag_type(RANGES["warmup"]), default=WARMUP,
-                        help=f"untimed steps before them (default {WARMUP})")
-    parser.add_argument("--json", metavar="PATH", help="write the sweep as JSON")
+    add_flag(parser, "warmup", default=WARMUP, help=f"untimed steps before them (default {WARMUP})")
+    add_flag(parser, "json", help="write the sweep as JSON")
     return parser
 
 

@@ -16,7 +16,7 @@ import sys
 import time
 
 from utils import console  # no torch
-from utils.config import COUNT, RANGES, flag_type
+from utils.config import COUNT, add_flag, flag_type
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -64,10 +64,11 @@ def build_parser():
     """The script's flags; the GPU suite reads its estimate of a run from them."""
     parser = console.Parser("loader.py", prog="python benchmarks/loader.py", description=__doc__,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data-dir", default=os.environ.get("CIFAR10_DIR", SUBSET))
-    parser.add_argument("-p", "--gpu", action="store_true")
-    parser.add_argument("-b", "--batch-size", type=flag_type(RANGES["batch_size"]), default=128)
-    parser.add_argument("--workers", type=flag_type(RANGES["workers"]), default=2)
+    add_flag(parser, "data_dir", default=os.environ.get("CIFAR10_DIR", SUBSET),
+             help="folder holding cifar-10-batches-py, or that folder itself (default $CIFAR10_DIR, else the subset)")
+    add_flag(parser, "gpu")
+    add_flag(parser, "batch_size")
+    add_flag(parser, "workers", default=2, help="the torchvision DataLoader's worker processes (default %(default)s)")
     parser.add_argument("--batches", type=flag_type(COUNT), default=20, help="batches per timed block")
     return parser
 

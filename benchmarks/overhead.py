@@ -18,8 +18,8 @@ meter's own cost on the step (the energy counter's reads and the busy share's sa
 interval and a word on what the meter read. Target: the interval holds 1.0.
 
     python benchmarks/overhead.py                            # CPU, resnet18, batch 64, fp32
-    python benchmarks/overhead.py --mode amp-bf16
-    python benchmarks/overhead.py -p --mode amp-fp16         # GPU
+    python benchmarks/overhead.py --modes amp-bf16
+    python benchmarks/overhead.py -p --modes fp32,amp-fp16   # GPU: each mode's rounds in turn
 """
 import argparse
 import copy
@@ -28,7 +28,7 @@ import sys
 import time
 
 from utils import console  # no torch
-from utils.config import COUNT, RANGES, flag_type
+from utils.config import COUNT, RANGES, add_flag, flag_type, mode_names
 from utils.modes import MODES
 
 
@@ -102,14 +102,16 @@ def build_parser():
     """The script's flags; the GPU suite reads its estimate of a run from them."""
     parser = console.Parser("overhead.py", prog="python benchmarks/overhead.py", description=__doc__,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("-p", "--gpu", action="store_true")
-    parser.add_argument("--model", default="resnet18")
-    parser.add_argument("-b", "--batch-size", type=flag_type(RANGES["batch_size"]), default=64)
-    parser.add_argument("--mode", default="fp32", choices=MODES)
-    parser.add_argument("--optimizer-impl", default="fused", choices=["fused", "foreach"])
-    parser.add_argument("--steps", type=flag_type(RANGES["steps"]), default=8, help="timed steps per run")
-    parser.add_argument("--warmup", type=flag_type(RANGES["warmup"]), default=2,
-                        help="untimed steps at the start of each run")
+    add_flag(parser, "gpu")
+    add_flag(parser, "model", default="resnet18", help="torchvision classification model (default %(default)s)")
+    add_flag(parser, "batch_size", default=64)
+    add_flag(parser, "modes", type=mode_names, default="fp32", help=f"the precision modes to time, a comma list "
+             f"from {', '.join(MODES)}: each mode's rounds in turn (default %(default)s)")
+    add_flag(parser, "optimizer_impl")
+    # timed steps, after the warm-up: not main.py's --steps/-n, which counts the warm-up too
+    parser.add_argument("--steps", dest="timed_steps", type=flag_type(RANGES["steps"]), default=8,
+                        help="timed steps per run (default %(default)s)")
+    add_flag(parser, "warmup", default=2, help="untimed steps at the start of each run (default %(default)s)")
     parser.add_argument("--rounds", type=flag_type(COUNT), default=9, help="runs of each kind, interleaved")
     return parser
 
@@ -121,27 +123,48 @@ def main():
 
     from models import factory
     from utils import modes
-    from utils.app import run_mode
     from utils.config import RunConfig
     from utils.data.dataset import synthetic
-    from utils.training.context import RunContext
     from utils.training.start import pick_device, seeded_model
 
     device = pick_device(options.gpu, cudnn_benchmark=True)
-    mode = modes.MODES[options.mode]
     data = synthetic(device, seed=0)
-    config = RunConfig.build(model=options.model, steps=options.warmup + options.steps, warmup=options.warmup,
+    config = RunConfig.build(model=options.model, steps=options.warmup + options.timed_steps, warmup=options.warmup,
                              batch_size=options.batch_size, no_progress=True, no_eval=True,
                              optimizer_impl=options.optimizer_impl, gpu=options.gpu)
     model = seeded_model(config.training, config.data)
     plan = config.plan(factory.has_batch_norm(model), 1)
+    name = torch.cuda.get_device_name() if options.gpu else "CPU"
+    for mode in (modes.MODES[each] for each in options.modes):
+        times, read = interleaved_times(model, data, mode, config, plan, device, options.rounds)
+        print(f"{options.model}, batch {options.batch_size}, {mode.name}, {options.optimizer_impl} "
+              f"{plan.recipe.optimizer}, {name}, {options.rounds} rounds x {options.timed_steps} timed steps "
+              f"({options.warmup} warm-up)")
+        for which in ("bare", "ampbench"):
+            ms = 1000 * statistics.median(times[which])
+            spread = 100 * (max(times[which]) - min(times[which])) / statistics.median(times[which])
+            print(f"{which:>8}: median {ms:.2f} ms/step ({options.batch_size * 1000 / ms:.1f} img/s), "
+                  f"rounds spread {spread:.0f}%")
+        ratio, low, high = paired_ratio(times["bare"], times["ampbench"])
+        print(f"throughput ratio ampbench/bare: {ratio:.3f} [95% CI {low:.3f}, {high:.3f}] over "
+              f"{options.rounds} paired rounds (target >= 0.98)")
+        print(meter_line(times, read) if "unmetered" in times else
+              "GPU meter ratio: none on the CPU (no GPU to read); -p measures the meter's cost", flush=True)
+
+
+def interleaved_times(model, data, mode, config, plan, device, rounds):
+    """({kind: seconds per timed step of each round}, why the metered runs read no busy share, or
+    None): each round runs ampbench's loop and the bare one, and on a GPU ampbench's without its
+    meter, each kind going first in turn."""
+    from utils.app import run_mode
+    from utils.training.context import RunContext
 
     # the GPU meter's cost is measured on a GPU; a CPU run has no meter to turn off
     kinds = ["ampbench", "bare", "unmetered"] if device.type == "cuda" else ["ampbench", "bare"]
     times = {which: [] for which in kinds}
-    read = None  # why the metered runs read no busy share, or None
-    for round_ in range(options.rounds):
-        for which in kinds[round_ % len(kinds):] + kinds[:round_ % len(kinds)]:  # each goes first in turn
+    read = None
+    for round_ in range(rounds):
+        for which in kinds[round_ % len(kinds):] + kinds[:round_ % len(kinds)]:
             if which == "bare":
                 times[which].append(bare_loop(model, data, mode, config.training, config.precision, config.data,
                                               config.speed, plan, device))
@@ -150,21 +173,7 @@ def main():
             seconds, why = seconds_per_step(run.record)
             times[which].append(seconds)
             read = why if which == "ampbench" else read
-    name = torch.cuda.get_device_name() if options.gpu else "CPU"
-    print(f"{options.model}, batch {options.batch_size}, {mode.name}, {options.optimizer_impl} "
-          f"{plan.recipe.optimizer}, {name}, {options.rounds} rounds x {options.steps} timed steps "
-          f"({options.warmup} warm-up)")
-    for which in ("bare", "ampbench"):
-        ms = 1000 * statistics.median(times[which])
-        spread = 100 * (max(times[which]) - min(times[which])) / statistics.median(times[which])
-        print(f"{which:>8}: median {ms:.2f} ms/step ({options.batch_size * 1000 / ms:.1f} img/s), "
-              f"rounds spread {spread:.0f}%")
-    ratio, low, high = paired_ratio(times["bare"], times["ampbench"])
-    print(f"throughput ratio ampbench/bare: {ratio:.3f} [95% CI {low:.3f}, {high:.3f}] over "
-          f"{options.rounds} paired rounds (target >= 0.98)")
-    print(meter_line(times, read) if "unmetered" in times else
-          "GPU meter ratio: none on the CPU (no GPU to read); -p measures the meter's cost")
-
+    return times, read
 
 if __name__ == "__main__":
     sys.exit(console.run("overhead.py", main))

@@ -28,7 +28,7 @@ import threading
 import time
 
 from utils import console  # no torch
-from utils.config import COUNT, MOST_WORKERS, RANGES, Range, flag_type
+from utils.config import COUNT, Range, add_flag, flag_type
 from utils.data import shard_writer  # no torch until it writes
 
 HERE = os.path.abspath(__file__)
@@ -43,10 +43,9 @@ def build_parser():
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--images", type=flag_type(Range(int, 2 * CLASSES * 10, 10 ** 7, "from 200 to 10,000,000")),
                         default=20_000, help="JPEGs in the tree (default %(default)s)")
-    parser.add_argument("--workers", type=flag_type(Range(int, 0, MOST_WORKERS, f"from 0 to {MOST_WORKERS}")),
-                        default=2, help="DataLoader workers of every path (default %(default)s)")
-    parser.add_argument("-b", "--batch-size", type=flag_type(RANGES["batch_size"]), default=64)
-    parser.add_argument("--image-size", type=flag_type(RANGES["image_size"]), default=224)
+    add_flag(parser, "workers", default=2, help="DataLoader workers of every path (default %(default)s)")
+    add_flag(parser, "batch_size", default=64)
+    add_flag(parser, "image_size", default=224, help="every path's RandomResizedCrop to N x N (default %(default)s)")
     parser.add_argument("--batches", type=flag_type(COUNT), default=30, help="timed batches per path")
     parser.add_argument("--folder", help="where to generate the tree (default: a new folder under $TMPDIR)")
     parser.add_argument("--keep", action="store_true", help="keep the generated tree and shards")

@@ -13,8 +13,7 @@ import pytest
 
 import cifar10_standin
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[1]  # first on sys.path in this process: pytest.ini's pythonpath
 # The programs the tests start by their path (benchmarks/*.py, cluster/bundle.py) import this
 # checkout's packages first: README's set-up installs the checkout editable, but a venv that
 # several checkouts share (git worktrees, the copy test_bare_clone.py makes) finds the one

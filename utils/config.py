@@ -2,8 +2,9 @@
 
 Every setting is one field of a section (training, accuracy, actions, precision, data, speed,
 measurement, distributed, checkpoints, advice) that carries its flag (utils/settings.py): main.py's
-parser, docs/flags.md, the defaults, the range checks and the results record are all read from
-the fields (SETTINGS), so adding a setting is adding a field. main.py parses a command line (the
+parser (and a study's flag for a setting it shares with main.py: add_flag), docs/flags.md, the
+defaults, the range checks and the results record are all read from the fields (SETTINGS), so
+adding a setting is adding a field. main.py parses a command line (the
 spellings kept for old scripts read as current ones by utils/spellings.py) into `Arguments`,
 every setting by its key; `RunConfig.build` checks every rule that involves more than one flag,
 settles the settings whose default the run decides (resolve(): --modes or --compare into one
@@ -116,6 +117,15 @@ def flag_type(allowed: Range) -> Callable[[str], Union[int, float]]:
 
     parse.__name__ = allowed.kind.__name__
     return parse
+
+
+def mode_names(text: str) -> List[str]:
+    """argparse's type for a study's --modes (main.py settles its own in RunConfig.build): the
+    names of a comma list of modes, one that parse_modes refuses refused at parsing."""
+    try:
+        return [mode.name for mode in parse_modes(text)]
+    except UserError as error:
+        raise argparse.ArgumentTypeError(str(error).rstrip(".")) from None
 
 
 DEFAULT_MODEL = "resnet50"  # -m/--model unless given; --model-factory replaces it
@@ -691,6 +701,16 @@ def record_kind(key: str) -> type:
     return flag.range.kind if flag.range else bool if flag.action in ("store_true", "store_false") else str
 # Every numeric setting's range, checked by main.py's parser and by RunConfig.build (for configs built in code).
 RANGES = {key: each.flag.range for key, each in SETTINGS.items() if each.flag.range is not None}
+
+
+def add_flag(parser: argparse._ActionsContainer, key: str, **own: Any) -> argparse.Action:
+    """Add main.py's setting `key` to `parser` (main.py's, or a study's in benchmarks/ that shares
+    the setting): the flag's names, range, choices, metavar, action, help and default, its value
+    under `key`; `own` replaces any of them (a study's own default or help, main.py's action)."""
+    flag = SETTINGS[key].flag
+    details = {"dest": key, "action": flag.action, "choices": flag.choices, "metavar": flag.metavar,
+               "type": flag.range and flag_type(flag.range), "help": flag.help, "default": flag.default, **own}
+    return parser.add_argument(*flag.names, **{name: value for name, value in details.items() if value is not None})
 
 
 def flag_names(key: str) -> str:

@@ -110,14 +110,15 @@ def advice_budget_s(command: Command) -> Optional[float]:
 
 
 def overhead_runs(arguments: Sequence[str]) -> List[Run]:
-    """benchmarks/overhead.py: every round runs ampbench's loop and the bare one, and on a GPU
-    ampbench's without its GPU meter too."""
+    """benchmarks/overhead.py: every round of each mode runs ampbench's loop and the bare one, and
+    on a GPU ampbench's without its GPU meter too."""
     from benchmarks import overhead
 
     options = overhead.build_parser().parse_args(list(arguments))
     loops = 3 if options.gpu else 2
-    return [Run(options.model, "cifar", options.mode, options.batch_size, options.warmup + options.steps,
-                first=loop == 0, on_cpu=not options.gpu) for loop in range(loops * options.rounds)]
+    return [Run(options.model, "cifar", mode, options.batch_size, options.warmup + options.timed_steps,
+                first=loop == 0, on_cpu=not options.gpu)
+            for mode in options.modes for loop in range(loops * options.rounds)]
 
 
 def loader_runs(arguments: Sequence[str]) -> List[Run]:
@@ -135,8 +136,8 @@ def sweep_runs(arguments: Sequence[str]) -> List[Run]:
     """benchmarks/fp8_sweep.py: each width's blocks in the baseline and both fp8 recipes."""
     options = fp8_sweep.build_parser().parse_args(list(arguments))
     return [run for width in options.widths for run in training_runs(
-        fp8_sweep.block_name(width), "cifar", [fp8_sweep.BASELINE, *fp8_sweep.FP8_MODES], options.batch,
-        options.warmup + options.steps, on_cpu=not options.gpu)]
+        fp8_sweep.block_name(width), "cifar", [fp8_sweep.BASELINE, *fp8_sweep.FP8_MODES], options.batch_size,
+        options.warmup + options.timed_steps, on_cpu=not options.gpu)]
 
 
 def runs_of(command: Command, data: Callable[[], DataFacts]) -> List[Run]:
@@ -246,15 +247,23 @@ def window_steps(estimator: Estimator, plan: Plan, runs: Sequence[Run]) -> Windo
     return Window(steps, seconds, measured)
 
 
+# The flags the studies spelled their own way before they took main.py's names, by program: a step
+# saved with one is the step planned with the name it has now.
+EARLIER_STUDY_FLAGS = {"overhead.py": {"--mode": "--modes", "--warmup": "--timing-warmup"},
+                       "fp8_sweep.py": {"--batch": "--batch-size", "--warmup": "--timing-warmup"}}
+
+
 def command_words(argv: Sequence[str]) -> Tuple[str, ...]:
     """A command's words from its program on (the interpreter that ran it aside), each path as its
-    file's name and the data folder as DATA: two commands with the same words are the same step,
-    whichever machine, checkout and results folder ran them."""
+    file's name, the data folder as DATA and a study's earlier flag as its flag now: two commands
+    with the same words are the same step, whichever machine, checkout, results folder and version
+    of the study ran them."""
     words = [word.replace(str(ROOT) + "/", "") for word in argv]
     start = next((index for index, word in enumerate(words) if word.endswith(".py")), len(words))
+    earlier = EARLIER_STUDY_FLAGS.get(os.path.basename(words[start]), {}) if start < len(words) else {}
     kept = []
     for index in range(start, len(words)):
-        word = words[index]
+        word = earlier.get(words[index], words[index])
         kept.append("DATA" if index and words[index - 1] == "--data-dir" else word.rsplit("/", 1)[-1])
     return tuple(kept)
 

@@ -272,7 +272,7 @@ def overhead(suite: Planner, name: str) -> Planned:
     plan = suite.plan
     model, mode, batch, steps, rounds = (("resnet18", "fp32", 8, 2, 3) if plan.quick else
                                          ("resnet50", "amp-fp16", plan.batch, 20, 7))
-    return one(name, script("overhead.py", *plan.gpu, "--mode", mode, "--model", model, "-b", batch, "--steps", steps,
+    return one(name, script("overhead.py", *plan.gpu, "--modes", mode, "--model", model, "-b", batch, "--steps", steps,
                             "--rounds", rounds))
 
 
@@ -481,7 +481,7 @@ def transformers_sweep(suite: Planner, name: str) -> Planned:
         return why
     return one(name, script("fp8_sweep.py", *(["--fp8-emulate"] if plan.quick else ["-p"]), "--widths",
                             ",".join(map(str, plan.sweep_widths)), "-b", plan.sweep_batch, "--steps", plan.sweep_steps,
-                            "--warmup", plan.sweep_warmup, "--json", suite.out / f"{name}.json"), timeout=540)
+                            "--timing-warmup", plan.sweep_warmup, "--json", suite.out / f"{name}.json"), timeout=540)
 
 
 def transformers_vit_b_16(suite: Planner, name: str) -> Planned:

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from benchmarks.suite.render import BEGIN, END  # noqa: E402
+from benchmarks.suite.render import BEGIN, END
 from conftest import ROOT, SUBSET
 
 
@@ -192,9 +192,9 @@ def test_the_native_table_prints_nvidias_published_figures_beside_ours_for_a_gpu
 def test_the_fp8_sweep_refuses_without_a_usable_torchao_before_any_step(tmp_path):
     (tmp_path / "torchao").mkdir()
     (tmp_path / "torchao" / "__init__.py").write_text("raise ImportError('a stand-in that cannot load')\n")
+    first = os.pathsep.join([str(tmp_path), os.environ["PYTHONPATH"]])  # the stand-in, then this checkout
     result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "fp8_sweep.py"), "--fp8-emulate"], cwd=ROOT,
-                            capture_output=True, text=True, timeout=120,
-                            env={**os.environ, "PYTHONPATH": str(tmp_path)})
+                            capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": first})
     assert result.returncode == 2 and result.stdout == "", result.stdout + result.stderr
     assert result.stderr.startswith("fp8_sweep.py: error: mode fp8 needs torchao's float8 training"), result.stderr
     assert "Traceback" not in result.stderr, result.stderr
@@ -215,8 +215,8 @@ def test_the_fp8_sweep_runs_emulated_on_the_cpu_and_saves_measured_beside_predic
 
     path = tmp_path / "transformers-sweep.json"
     result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "fp8_sweep.py"), "--fp8-emulate", "--widths",
-                             "64,128", "-b", "1", "--steps", "1", "--warmup", "1", "--json", str(path)], cwd=ROOT,
-                            capture_output=True, text=True, timeout=300)
+                             "64,128", "-b", "1", "--steps", "1", "--timing-warmup", "1", "--json", str(path)],
+                            cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
 
     def refuse(constant):
@@ -243,7 +243,8 @@ def test_the_fp8_sweep_records_the_commit_and_the_digest_of_the_files_that_ran(t
     from utils import provenance
 
     result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "fp8_sweep.py"), "--fp8-emulate", "--widths",
-                             "64", "-b", "2", "--steps", "1", "--warmup", "1", "--json", str(tmp_path / "sweep.json")],
+                             "64", "-b", "2", "--steps", "1", "--timing-warmup", "1", "--json",
+                             str(tmp_path / "sweep.json")],
                             cwd=ROOT, capture_output=True, text=True, timeout=300,
                             env={**os.environ, provenance.COMMIT_VARIABLE: "e4b76bf"})
     assert result.returncode == 0, result.stderr

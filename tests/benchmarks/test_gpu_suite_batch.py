@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from benchmarks import gpu_suite  # noqa: E402
+from benchmarks import gpu_suite
 from benchmarks.suite import history, ledger, render
 from conftest import ROOT, SUBSET
 from utils import console

@@ -12,15 +12,15 @@ import time
 
 import pytest
 
-from benchmarks import gpu_suite  # noqa: E402
-from benchmarks.suite import estimate as suite_estimate  # noqa: E402
-from benchmarks.suite import ledger, plan, render, tables  # noqa: E402
-from benchmarks.suite.device import DataFacts  # noqa: E402
-from benchmarks.suite.estimate import Estimator  # noqa: E402
-from benchmarks.suite.history import CHANGES, SavedSuite  # noqa: E402
+from benchmarks import gpu_suite
+from benchmarks.suite import estimate as suite_estimate
+from benchmarks.suite import ledger, plan, render, tables
+from benchmarks.suite.device import DataFacts
+from benchmarks.suite.estimate import Estimator
+from benchmarks.suite.history import CHANGES, SavedSuite
 from conftest import ROOT, SUBSET
-from utils import spellings  # noqa: E402
-from utils.measure import estimate as run_estimate  # noqa: E402
+from utils import spellings
+from utils.measure import estimate as run_estimate
 
 H100 = "NVIDIA H100 80GB HBM3"
 SAVED = ROOT / "results" / "NVIDIA-H100-80GB-HBM3" / "2026-11-22"  # an older commit's suite, committed

@@ -13,7 +13,7 @@ import made_up_lease
 import pytest
 from test_gpu_suite_batch import suite_main
 
-from benchmarks import gpu_suite  # noqa: E402
+from benchmarks import gpu_suite
 from benchmarks.suite import due, estimate, plan
 from benchmarks.suite.history import CHANGES, SavedSuite
 from conftest import ROOT, SUBSET

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from benchmarks import gpu_suite  # noqa: E402
+from benchmarks import gpu_suite
 from benchmarks.suite import ledger, plan, render, tables
 from benchmarks.suite.history import BadResults, SavedSuite
 from conftest import ROOT

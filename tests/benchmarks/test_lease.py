@@ -19,10 +19,8 @@ from benchmarks import lease
 from benchmarks.suite import history, slices
 from benchmarks.suite.render import BEGIN, END
 from conftest import ROOT, SUBSET
+from tests.cluster.test_bundle import fake_wheel
 from utils import console
-
-sys.path.insert(0, str(ROOT / "tests" / "cluster"))
-from test_bundle import fake_wheel  # noqa: E402
 
 RESULTS = ROOT / "results"
 

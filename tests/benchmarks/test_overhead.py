@@ -6,7 +6,7 @@ import sys
 import pytest
 import torch
 
-from benchmarks import overhead  # noqa: E402
+from benchmarks import overhead
 from conftest import ROOT
 from utils.measure import nvml_meter
 from utils.training import loop
@@ -35,7 +35,8 @@ def test_the_meter_line_is_the_paired_ratio_of_with_over_without_and_says_what_t
 @pytest.mark.whole_runs
 def test_on_the_cpu_it_says_the_meter_is_measured_on_a_gpu():
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "overhead.py"), "-b", "4", "--steps", "1",
-                           "--warmup", "1", "--rounds", "2"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+                           "--timing-warmup", "1", "--rounds", "2"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[-2].startswith("throughput ratio ampbench/bare: ") and "over 2 paired rounds" in lines[-2]

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from benchmarks import streaming  # noqa: E402
+from benchmarks import streaming
 from conftest import ROOT
 
 

@@ -210,8 +210,8 @@ def family8(folder):
 
 
 def worker(family):
-    """In ROOT (the current directory): one in-process family, answered as one JSON line."""
-    sys.path.insert(0, os.getcwd())
+    """In ROOT (the current directory, first on PYTHONPATH: in_root): one in-process family,
+    answered as one JSON line."""
     with tempfile.TemporaryDirectory() as folder:
         count, broken = {"5": family5, "8": family8}[family](Path(folder))
     print(json.dumps({"cases": count, "broken": broken}))

@@ -2,20 +2,17 @@
 readers treat that file. Run as a separate process by test_hostile_files.py, so that a crash
 (a segfault from a forged array) ends this process and fails the test instead of pytest.
 
-    python tests/campaigns/hostile_worker.py batch|checkpoint [CHECKPOINT_ARGS...]
+    PYTHONPATH=. python tests/campaigns/hostile_worker.py batch|checkpoint [CHECKPOINT_ARGS...]
 
 Answers: "valid" (the reader returned what it promises), "refused: <sentence>" (a UserError),
 "broken: <what>" (anything else: a wrong result or another exception).
 """
-import os
 import sys
 import traceback
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+import torch
 
-import torch  # noqa: E402
-
-from utils.errors import UserError  # noqa: E402
+from utils.errors import UserError
 
 
 def check_batch(path):

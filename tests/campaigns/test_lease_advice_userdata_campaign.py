@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 import cifar10_standin
-from benchmarks import gpu_suite  # noqa: E402
+from benchmarks import gpu_suite
 from benchmarks.suite import docblocks, history
 from conftest import ROOT, FakeGpu, image_tree, run_main
 from utils import console, provenance
@@ -916,8 +916,7 @@ def test_standin_its_command_never_writes_over_cifar10_files_already_there(tmp_p
 # session: --advise's phases under tests/unit/advice's made-up clock, preflight and runner
 def advice_session():
     """tests/unit/advice/test_session.py's made-up clock, preflight, runner and config."""
-    sys.path.insert(0, str(ROOT / "tests" / "unit" / "advice"))
-    import test_session
+    from tests.unit.advice import test_session
 
     return test_session
 

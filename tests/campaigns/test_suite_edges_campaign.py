@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from benchmarks import gpu_suite  # noqa: E402
+from benchmarks import gpu_suite
 from benchmarks.suite import history
 from conftest import ROOT, SUBSET, alive_after, command_line
 from utils import console

@@ -32,7 +32,7 @@ REFUSED_ON_CPU = {"tf32"} | ({"amp-fp16", "amp-fp16-noscale", "fp16-master"} if 
 
 def run_patched(patch, *args):
     """main.py with utils.compat or utils.training.precision patched first (`patch` is Python)."""
-    code = (f"import sys, runpy; sys.path.insert(0, {str(ROOT)!r}); {patch}; "
+    code = (f"import sys, runpy; {patch}; "
             f"sys.argv = ['main.py'] + {[str(a) for a in args]!r}; runpy.run_path('main.py', run_name='__main__')")
     return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
 

@@ -2,15 +2,14 @@
   raise (the default)  it raises at its first training step
   kill                 it kills itself with SIGKILL at its first training step (a lost node)
   args                 it is started with the extra arguments in $RANK1_ARGS (ranks that disagree)
-Launch it like main.py with torchrun or mpirun, or by hand with RANK and WORLD_SIZE set."""
+Launch it like main.py with torchrun or mpirun, or by hand with RANK and WORLD_SIZE set, the
+checkout on PYTHONPATH (as the tests set it)."""
 import os
 import signal
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-
-import main  # noqa: E402
-from utils.training import loop  # noqa: E402
+import main
+from utils.training import loop
 
 if os.environ.get("RANK", os.environ.get("OMPI_COMM_WORLD_RANK")) == "1":
     fault = os.environ.get("RANK1_FAULT", "raise")

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from cluster import bundle  # noqa: E402
+from cluster import bundle
 from conftest import FAST, ROOT, SUBSET
-from utils.data import cifar10  # noqa: E402
+from utils.data import cifar10
 
 RUNNING = f"{sys.version_info[0]}.{sys.version_info[1]}"
 

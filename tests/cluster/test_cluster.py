@@ -46,7 +46,7 @@ def launch(launcher, script, *args, timeout=300, env=None):
     else:
         needs("mpirun")
         command = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-n", "2", "-x", "MASTER_PORT",
-                   "-x", "OMP_NUM_THREADS", sys.executable, script]
+                   "-x", "OMP_NUM_THREADS", "-x", "PYTHONPATH", sys.executable, script]
     return subprocess.run(command + [str(a) for a in args], cwd=ROOT, capture_output=True, text=True,
                           timeout=timeout, env=env)
 

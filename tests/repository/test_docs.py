@@ -224,7 +224,6 @@ def test_readmes_results_answer_first_in_under_700_words():
 @pytest.mark.parametrize("folder", sorted(path.parent for path in (ROOT / "results").glob("*/*/suite.json")),
                          ids=lambda folder: f"{folder.parent.name}/{folder.name}")
 def test_each_run_page_is_what_the_suite_renders_from_its_results(folder):
-    sys.path.insert(0, str(ROOT))
     from benchmarks.suite.render import render
 
     assert (folder / "README.md").read_text() == render(folder), \
@@ -232,7 +231,6 @@ def test_each_run_page_is_what_the_suite_renders_from_its_results(folder):
 
 
 def test_what_has_run_on_a_gpu_is_rendered_from_results():
-    sys.path.insert(0, str(ROOT))
     from benchmarks.suite.render import COVERAGE_BEGIN, COVERAGE_END, coverage
 
     text = (ROOT / "docs" / "benchmarks.md").read_text()
@@ -245,7 +243,6 @@ def test_what_has_run_on_a_gpu_is_rendered_from_results():
 def test_every_gpu_figure_a_page_cites_is_what_the_suite_renders_from_results(page):
     """Each gpu-figures block equals what benchmarks/suite/docblocks.py renders: a GPU figure
     changed by hand inside one (34.91 to 24.91, say) fails here."""
-    sys.path.insert(0, str(ROOT))
     from benchmarks.suite.docblocks import BLOCK, rendered_page
 
     text = page.read_text()

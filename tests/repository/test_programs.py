@@ -24,7 +24,7 @@ PROGRAMS = {
     "utils/data/shard_writer.py": (["-m", "utils.data.shard_writer"], ["DIR", "OUT", "--shard-images", "0"],
                                    "shard_writer"),
     "benchmarks/scaling.py": (["benchmarks/scaling.py"], ["--out", "study", "--rounds", "many"], "scaling.py"),
-    "benchmarks/overhead.py": (["benchmarks/overhead.py"], ["--mode", "fp64"], "overhead.py"),
+    "benchmarks/overhead.py": (["benchmarks/overhead.py"], ["--modes", "fp64"], "overhead.py"),
     "benchmarks/loader.py": (["benchmarks/loader.py"], ["--batches", "0"], "loader.py"),
     "benchmarks/streaming.py": (["benchmarks/streaming.py"], ["--images", "0"], "streaming.py"),
     "benchmarks/lease.py": (["benchmarks/lease.py"], ["--minutes", "many"], "lease.py"),

@@ -147,14 +147,13 @@ def forged_verdicts(tmp_path_factory):
     import subprocess
     import sys
 
-    from conftest import ROOT
     folder = tmp_path_factory.mktemp("forged")
     paths = {}
     for number, (case, (code, state, raw)) in enumerate(sorted(HOSTILE_ARRAYS.items())):
         paths[case] = str(folder / f"data_batch_{number}")
         with open(paths[case], "wb") as f:
             f.write(forged_batch(code, state, raw, shape=(3072,) if case == "too few bytes" else (1,)))
-    probe = (f"import json, sys; sys.path.insert(0, {str(ROOT)!r}); from utils.data import cifar10; "
+    probe = ("import json; from utils.data import cifar10; "
              f"from utils.errors import UserError\nverdicts = {{}}\nfor case, path in {paths!r}.items():\n"
              "    try:\n        cifar10.read_batch(path)\n        verdicts[case] = 'read'\n"
              "    except UserError as e:\n        verdicts[case] = 'refused: ' + str(e)\nprint(json.dumps(verdicts))")
