@@ -64,7 +64,8 @@ def test_a_resumed_run_keeps_its_accuracy_curve(subset, tmp_path):
 
 
 @pytest.mark.parametrize("argv, phrase", [
-    pytest.param(["--target-accuracy", "1.5", "--eval-every", "1"], "--target-accuracy: must be a fraction", id="target>1"),
+    pytest.param(["--target-accuracy", "1.5", "--eval-every", "1"], "--target-accuracy: must be a fraction",
+                 id="target>1"),
     pytest.param(["--eval-every", "0"], "--eval-every: must be a positive number", id="eval-every-0"),
     pytest.param(["--seeds", "0"], "--seeds: must be a positive integer", id="seeds-0"),
     pytest.param(["--stop-at-target"], "--stop-at-target needs --target-accuracy", id="stop-without-target"),
