@@ -106,8 +106,7 @@ def sweep(options: argparse.Namespace) -> Dict[str, Any]:
     device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else None
     predicted_for, no_prediction = None, None
     print(f"{LAYERS} ViT blocks, {TOKENS} tokens, batch {options.batch_size}, {options.timed_steps} steps after "
-          f"{options.warmup} warm-up; speedups over {BASELINE}, eager")
-    print(header())
+          f"{options.warmup} warm-up; speedups over {BASELINE}, eager", header(), sep="\n")
     rows = []
     recipes = {name: recipe for name in FP8_MODES if (recipe := modes.MODES[name].float8)}
     for width in options.widths:
