@@ -119,8 +119,8 @@ def list_models(image_size: int) -> int:
 
 def benchmark(config: RunConfig, context: RunContext) -> int:
     """Prepare once, run every (repeat, mode), then print, write and choose the exit status."""
-    plan, model, data, resume_state = prepare(config, context)
-    return finish(config, plan, context, data, run_all(config, plan, context, model, data, resume_state), resume_state)
+    plan, model, data, resumed = prepare(config, context)
+    return finish(config, plan, context, data, run_all(config, plan, context, model, data, resumed), resumed)
 
 
 def check_flags(config: RunConfig) -> int:
@@ -161,7 +161,8 @@ def check_setup(config: RunConfig, device: torch.device, warn: Callable[..., Non
     run_outputs.check(config.measurement, config.checkpoints, config.data)
 
 
-def prepare(config: RunConfig, context: RunContext) -> Tuple[TrainingPlan, nn.Module, Data, Optional[Dict[str, Any]]]:
+def prepare(config: RunConfig, context: RunContext) -> Tuple[TrainingPlan, nn.Module, Data,
+                                                             Optional[checkpoint.Resumed]]:
     """Everything checked before the first step: check_setup's, a killed save's leftovers
     removed, the checkpoint to resume; then the model, the data and the TrainingPlan they
     settle (the steps of --epochs, the family's recipe)."""
@@ -171,10 +172,8 @@ def prepare(config: RunConfig, context: RunContext) -> Tuple[TrainingPlan, nn.Mo
         if removed:
             warn(f"removed {removed / 2 ** 20:.1f} MiB of temporary files that a killed save of "
                  f"{config.checkpoints.checkpoint} left beside it.")
-    resume_state = None
-    if config.checkpoints.resume:
-        assert config.checkpoints.checkpoint is not None  # RunConfig refuses --resume without --checkpoint
-        resume_state = checkpoint.load(config.checkpoints.checkpoint, context.device)
+    path = config.checkpoints.resume_from
+    resumed = checkpoint.Resumed(path, checkpoint.load(path, context.device)) if path is not None else None
     classes = dataset.class_count(config.data)  # an image folder's, listed before the model is built
     smaller = "a smaller model for --model-factory" if config.training.model_factory else "a smaller --model"
     if config.data.num_classes:  # the head grows with them: 2**31 classes take terabytes
@@ -204,32 +203,30 @@ def prepare(config: RunConfig, context: RunContext) -> Tuple[TrainingPlan, nn.Mo
     note = config.short_run_note(plan)
     if note:
         warn(note, "note")
-    if resume_state is not None:
-        check_resume(resume_state, config, plan, checkpoint.resume_setup(data, context.world),
+    if resumed is not None:
+        check_resume(resumed, config, plan, checkpoint.resume_setup(data, context.world),
                      not config.training.no_eval and data.has_test_set)
-    return plan, model, data, resume_state
+    return plan, model, data, resumed
 
 
-def check_resume(resume_state: Dict[str, Any], config: RunConfig, plan: TrainingPlan,
+def check_resume(resumed: checkpoint.Resumed, config: RunConfig, plan: TrainingPlan,
                  setup: Dict[str, Union[int, str]], evaluates: bool) -> None:
     """Refuse a checkpoint this run cannot continue; `evaluates`: whether the run measures test
     accuracy, so that a checkpoint at the last step whose final evaluation was cut short resumes
     that evaluation alone."""
-    path, mode = config.checkpoints.checkpoint, config.modes[0]
-    assert path is not None  # RunConfig refuses --resume without --checkpoint
-    resume_warning = checkpoint.check_compatible(resume_state, config.record(plan), mode, path, setup, config.flag)
+    path, state, mode = resumed.path, resumed.state, config.modes[0]
+    resume_warning = checkpoint.check_compatible(state, config.record(plan), mode, path, setup, config.flag)
     # the steps are all trained and the final evaluation was cut: the run evaluates, and trains nothing more
-    evaluates_only = resume_state["step"] == plan.steps and evaluates and \
-        checkpoint.lacks_final_evaluation(resume_state, mode)
-    if resume_state["step"] >= plan.steps and not evaluates_only:
-        raise UserError(f"{path} is at step {resume_state['step']}, which already reaches the "
+    evaluates_only = state["step"] == plan.steps and evaluates and checkpoint.lacks_final_evaluation(state, mode)
+    if state["step"] >= plan.steps and not evaluates_only:
+        raise UserError(f"{path} is at step {state['step']}, which already reaches the "
                         f"{plan.steps} steps asked for; raise --steps/--epochs to train further.")
     if resume_warning:
         warn(resume_warning)
 
 
 def run_all(config: RunConfig, plan: TrainingPlan, context: RunContext, model: nn.Module, data: Data,
-            resume_state: Optional[Dict[str, Any]]) -> List[ModeRun]:
+            resumed: Optional[checkpoint.Resumed]) -> List[ModeRun]:
     """For each seed (its own weights and data order), every mode, `--repeats` times in
     alternating order (to expose drift); stops at the first run that diverged or was
     interrupted. Returns the ModeRuns in the order they ran."""
@@ -255,7 +252,7 @@ def run_all(config: RunConfig, plan: TrainingPlan, context: RunContext, model: n
             for mode in modes if repeat % 2 == 0 else modes[::-1]:
                 restore_random_state(state, context.device)
                 runs.append(run_mode(initial, mode, data, seeded, config.plan_of(plan, mode.name), context,
-                                     resume_state, repeat, flops_per_step, fp8.get(mode.name), flops_note))
+                                     resumed, repeat, flops_per_step, fp8.get(mode.name), flops_note))
                 if runs[-1].outcome.diverged_at is not None or runs[-1].record.incomplete:
                     return runs
     return runs
@@ -282,11 +279,11 @@ class ModeRun:
 
 
 def run_mode(initial_model: nn.Module, mode: Mode, data: Data, config: RunConfig, plan: TrainingPlan,
-             context: RunContext, resume_state: Optional[Dict[str, Any]] = None, repeat: int = 0,
+             context: RunContext, resumed: Optional[checkpoint.Resumed] = None, repeat: int = 0,
              flops_per_step: Optional[int] = None, fp8: Optional[Dict[str, Any]] = None,
              flops_note: Optional[str] = None) -> ModeRun:
-    """Train a copy of `initial_model` for the plan's steps in `mode` (continuing `resume_state`,
-    a checkpoint's, if given), then measure what the flags ask beside the loop; returns its ModeRun.
+    """Train a copy of `initial_model` for the plan's steps in `mode` (continuing the checkpoint
+    `resumed`, if given), then measure what the flags ask beside the loop; returns its ModeRun.
 
     Each call starts from the same weights and the same data order (the loader is seeded with
     config.training.seed), and run_all gives every mode of a seed the same global random state
@@ -300,10 +297,8 @@ def run_mode(initial_model: nn.Module, mode: Mode, data: Data, config: RunConfig
     if stream is not None:
         stream.begin_run(run_label(config, mode, repeat))
     start_step, resumed_stats = 0, None
-    if resume_state is not None:
-        assert config.checkpoints.checkpoint is not None  # RunConfig refuses --resume without --checkpoint
-        start_step, resumed_stats = checkpoint.restore(trainer, resume_state, context.device,
-                                                       config.checkpoints.checkpoint)
+    if resumed is not None:
+        start_step, resumed_stats = checkpoint.restore(trainer, resumed.state, context.device, resumed.path)
     curve = accuracy_curve(trainer, config, context, data, resumed_stats)
     if start_step and curve is not None and curve.wants(start_step, steps):
         # the earlier process evaluated its last step after writing the checkpoint: again here
@@ -429,7 +424,7 @@ def explain(trainer: Trainer, config: RunConfig, context: RunContext,
 
 
 def finish(config: RunConfig, plan: TrainingPlan, context: RunContext, data: Data, runs: List[ModeRun],
-           resume_state: Optional[Dict[str, Any]]) -> int:
+           resumed: Optional[checkpoint.Resumed]) -> int:
     """Print and write the results (rank 0 alone), say what the user can do after a
     divergence, a signal or a file that is no whole image, and return the exit status every rank
     shares (but a rank that met such a file, which exits 2 as a refusal does, saying why)."""
@@ -471,7 +466,7 @@ def finish(config: RunConfig, plan: TrainingPlan, context: RunContext, data: Dat
         if bad_data:
             print(f"main.py: error: {bad_data}", file=sys.stderr)
         holds = last.checkpoint_step if last.checkpoint_step is not None else \
-            resume_state["step"] if resume_state is not None else None
+            resumed.state["step"] if resumed is not None else None
         print(resume_line(config, last.record, holds, bool(last.failures), context.world), file=sys.stderr)
     elif stop.requested:
         print(f"main.py: {stop.signal_name} arrived after the last step and evaluation; the results above are "

@@ -631,6 +631,11 @@ class Checkpoints(Section):
         "--resume", action="store_true",
         record=POOLED, resume=FREE, adviser=OWNED, help="continue from --checkpoint")
 
+    @property
+    def resume_from(self) -> Optional[str]:
+        """The checkpoint a run continues: --checkpoint's with --resume (refused without it), else None."""
+        return self.checkpoint if self.resume else None
+
 
 @dataclass(frozen=True)
 class Advice(Section):

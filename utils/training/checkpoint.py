@@ -8,7 +8,7 @@ import io
 import os
 import re
 import zipfile
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Union
 
 import torch
@@ -44,6 +44,13 @@ def save(path: str, state: Dict[str, Any], model: nn.Module) -> None:
     archive = io.BytesIO()  # torch.save reports a full disk as a RuntimeError; f.write as the OSError it is
     torch.save({"format": FORMAT, **state}, archive)
     atomic_write(path, lambda f: f.write(archive.getbuffer()))
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """The checkpoint a run continues: the path it was read from, and what load() read there."""
+    path: str
+    state: Dict[str, Any]
 
 
 def load(path: str, device: torch.device) -> Dict[str, Any]:
