@@ -29,7 +29,7 @@ LEVERS: Dict[str, Tuple[Dict[str, Any], Dict[str, Any]]] = {
 }
 # The input pipeline's levers, for data streamed from files, by the one setting each changes: a
 # trial runs with more workers (every core this process may use) or decodes on the GPU, and is on
-# where its setting is the larger, or "gpu" (levers.py).
+# where its setting is the larger, or "gpu" (trials.py).
 LOADER_LEVERS = {"more workers": "workers", "GPU decode": "decode"}
 # The batch-job scripts a user submits (cluster/stages.sh): every setting through the environment,
 # which sbatch --export=ALL and qsub -V pass on (MODES holds commas, which their own lists split at).

@@ -26,7 +26,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from utils.advice import claims, commands
 from utils.advice.decision import Context, Decision, holds_one, listing
-from utils.advice.levers import batch_claim, lever_claims, untried
+from utils.advice.trials import batch_claim, lever_claims, untried
 from utils.advice.why import loader_claim, why_claims
 from utils.errors import UserError
 from utils.modes import BASELINES, MODES
