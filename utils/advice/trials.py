@@ -1,6 +1,7 @@
-"""The speed levers' trials in the advice: which results document tried which lever (it differs
-from the comparison in that lever alone), how each compares with the comparison's runs of the
-same mode, whether it is kept, and after how many steps compiling pays back; and the larger
+"""The levers' trials in the advice (levers.py's table says what each switches): which results
+document tried which lever (it differs from the comparison in that lever alone), how each
+compares with the comparison's runs of the same mode, whether it is kept, and after how many
+steps compiling pays back; and the larger
 batch's trial (it differs in the batch alone), in images a second. A trial ran in a process of
 its own, so its runs and the comparison's are compared as independent samples. No torch."""
 from __future__ import annotations
@@ -8,27 +9,17 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Tuple
 
 from utils import config
-from utils.advice import commands
 from utils.advice.decision import Decision, Group, holds_one, span
 from utils.advice.evidence import payback_steps
+from utils.advice.levers import BY_NAME, LEVERS
 from utils.results.compare import group_by_mode, speedup
 from utils.results.record import setup_of
 
 
 def lever_of(base: Dict[str, Any], other: Dict[str, Any]) -> Optional[str]:
-    """The speed lever that two setups (record.setup_of) differ in, alone, or None."""
+    """The lever (levers.py) that two setups (record.setup_of) differ in, alone, or None."""
     differing = {key for key in set(base) | set(other) if base.get(key) != other.get(key)}
-    loader = [lever for lever, key in commands.LOADER_LEVERS.items() if differing == {key}]
-    if loader:
-        return loader[0]
-    if not differing or not differing <= set(config.LEVER_KEYS):
-        return None
-    for lever in commands.LEVERS:
-        keys = {"compile", "compile_mode"} if "compile" in commands.LEVERS[lever][0] else \
-            set(commands.LEVERS[lever][0])
-        if differing <= keys and commands.is_on(lever, base) != commands.is_on(lever, other):
-            return lever
-    return None
+    return next((lever.name for lever in LEVERS if lever.tried_by(differing, base, other)), None)
 
 
 def tried(decision: Decision) -> List[Tuple[str, int]]:
@@ -47,29 +38,10 @@ def untried(decision: Decision, settings: Dict[str, Any]) -> Dict[str, Any]:
     compared (`settings`: those the trials decided): a command built from the results leaves them
     at their defaults, as nothing measured says they are better."""
     defaults, record = config.defaults(), decision.document["config"]
-    compared = {key for lever, _ in tried(decision) for key in lever_keys(lever)}
+    compared = {key for lever, _ in tried(decision) for key in BY_NAME[lever].keys}
     return {key: record[key] for key in config.LEVER_KEYS
             if record.get(key) is not None and record[key] != defaults[key] and key not in compared | set(settings)
             and (key != "compile_mode" or record.get("compile"))}
-
-
-def lever_keys(lever: str) -> Tuple[str, ...]:
-    """The settings `lever` switches."""
-    if lever in commands.LOADER_LEVERS:
-        return (commands.LOADER_LEVERS[lever],)
-    return tuple(commands.LEVERS[lever][0])
-
-
-def is_on(lever: str, trial: Dict[str, Any], base: Dict[str, Any]) -> bool:
-    """Whether the `trial` setup has `lever` on, against the comparison's `base` setup: a loader
-    lever by its setting (more workers than the comparison's, or GPU decoding), another by
-    commands.LEVERS."""
-    key = commands.LOADER_LEVERS.get(lever)
-    if key == "workers":
-        return (trial.get("workers") or 0) > (base.get("workers") or 0)
-    if key is not None:
-        return trial.get(key) == "gpu"
-    return commands.is_on(lever, trial)
 
 
 def lever_claims(decision: Decision, mode: str) -> Dict[str, Any]:
@@ -94,7 +66,8 @@ def lever_result(decision: Decision, lever: str, index: int, runs: Group) -> Tup
     """(the words, the evidence ids, the settings the advice takes) of one lever's trial."""
     mode = runs[0]["mode"]
     trial, base = setup_of(decision.views()[index]), setup_of(decision.document)
-    tried_on = is_on(lever, trial, base)
+    row = BY_NAME[lever]
+    tried_on = row.is_on(trial, base)
     on, off = (runs, decision.groups[mode]) if tried_on else (decision.groups[mode], runs)
     found = speedup(off, on, pair=False)
     on_index, off_index = (index, decision.primary) if tried_on else (decision.primary, index)
@@ -106,23 +79,11 @@ def lever_result(decision: Decision, lever: str, index: int, runs: Group) -> Tup
     harmful = not holds_one(found.interval) and not kept
     words = f"{lever} {found.value:.2f}x ({span(found.interval)}), " + (
         "kept" if kept else "left off: slower" if harmful else "not kept: its interval holds 1")
-    if lever in ("compile", "cuda graphs"):
+    if row.pays_back:
         payback, more = payback_words(decision, on_index, off_index, mode, (ids[0], found.value))
         ids += more
         words += payback
-    return words, ids, choice_of(lever, kept, harmful, trial if tried_on else base, base if tried_on else trial)
-
-
-def choice_of(lever: str, kept: bool, harmful: bool, on: Dict[str, Any], off: Dict[str, Any]) -> Dict[str, Any]:
-    """The settings the advice takes from a lever's trial: the lever's on side where it is kept,
-    its off side where it is slower, none where it is not shown either way (`on`, `off`: the two
-    setups; a loader lever's settings are theirs, another's commands.LEVERS')."""
-    if not (kept or harmful):
-        return {}
-    if lever in commands.LOADER_LEVERS:
-        key = commands.LOADER_LEVERS[lever]
-        return {key: (on if kept else off)[key]}
-    return commands.LEVERS[lever][0 if kept else 1]
+    return words, ids, row.choice(kept, harmful, trial if tried_on else base, base if tried_on else trial)
 
 
 def payback_words(decision: Decision, on_index: int, off_index: int, mode: str,
