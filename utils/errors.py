@@ -1,4 +1,5 @@
 """The exceptions main.py turns into one sentence instead of a traceback."""
+import re
 
 
 class UserError(Exception):
@@ -13,6 +14,11 @@ class WriteFailed(Exception):
 class RankLost(Exception):
     """Another rank of a distributed job ended or stopped answering mid-run: main.py prints the
     message and exits 1 (that rank's own output says why)."""
+
+
+def without_remedy(refusal: str) -> str:
+    """A refusal's reason without its remedy, for a sentence that names what to do instead."""
+    return re.split(r"[:;] ", refusal.rstrip("."), maxsplit=1)[0]
 
 
 def not_installed(name: str) -> str:

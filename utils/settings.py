@@ -56,7 +56,7 @@ ADVICE = "advice"  # one of the adviser's own flags: refused without --advise, p
 KEPT = "kept"  # an action or the display: passed to no run
 PASSED = "passed"  # passed on to every run, where not at its default
 NAMED = "named"  # passed on to every run, at its default too, so that a command says what it trains
-LEVER = "lever"  # passed on, and switched the other way in a speed trial of its own (advice/commands.py LEVERS)
+LEVER = "lever"  # passed on, and switched the other way in a speed trial of its own (advice/levers.py LEVERS)
 ADVISER_ROLES = (OWNED, ADVICE, KEPT, PASSED, NAMED, LEVER)
 
 

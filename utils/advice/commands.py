@@ -17,20 +17,6 @@ from utils.settings import Arguments
 # No phase takes config.NOT_PASSED from the user (what the adviser sets itself, its own flags and
 # the display); the speed phases choose their own length as well, the accuracy check keeps the user's.
 LENGTH = ("steps", "epochs")
-# The speed levers by the settings of Arguments that switch each (on, off), in the order they are
-# tried: each phase tries one, switched the other way from the user's command (fused is the default,
-# so its phase times foreach).
-LEVERS: Dict[str, Tuple[Dict[str, Any], Dict[str, Any]]] = {
-    "channels-last": ({"channels_last": True}, {"channels_last": False}),
-    "fused optimizer": ({"optimizer_impl": "fused"}, {"optimizer_impl": "foreach"}),
-    "compile": ({"compile": True, "compile_mode": "default"}, {"compile": False, "compile_mode": "default"}),
-    "cuda graphs": ({"compile": True, "compile_mode": "reduce-overhead"},
-                    {"compile": False, "compile_mode": "default"}),
-}
-# The input pipeline's levers, for data streamed from files, by the one setting each changes: a
-# trial runs with more workers (every core this process may use) or decodes on the GPU, and is on
-# where its setting is the larger, or "gpu" (levers.py).
-LOADER_LEVERS = {"more workers": "workers", "GPU decode": "decode"}
 # The batch-job scripts a user submits (cluster/stages.sh): every setting through the environment,
 # which sbatch --export=ALL and qsub -V pass on (MODES holds commas, which their own lists split at).
 JOB_SUBMIT = {"slurm": "sbatch --export=ALL run_slurm.sh", "pbs": "qsub -V run_pbs.sh"}
@@ -78,20 +64,6 @@ def saved_arguments(saved: Dict[str, Any], where: str) -> Arguments:
 def with_settings(arguments: Arguments, settings: Dict[str, Any]) -> Arguments:
     """`arguments` with some settings replaced (a lever switched on or off)."""
     return Arguments(arguments, **settings)
-
-
-def is_on(lever: str, settings: Dict[str, Any]) -> bool:
-    """Whether `settings` (Arguments' fields, or a results file's config) have `lever` on; a
-    compile mode counts only where the model is compiled."""
-    on, _ = LEVERS[lever]
-    return all(settings.get(name) == value for name, value in on.items()
-               if name != "compile_mode" or settings.get("compile"))
-
-
-def lever_flip(lever: str, arguments: Arguments) -> Dict[str, Any]:
-    """The settings a phase that tries `lever` runs with: the other way from the user's command."""
-    on, off = LEVERS[lever]
-    return off if is_on(lever, arguments) else on
 
 
 def mode_flags(mode: str) -> List[str]:

@@ -3,9 +3,10 @@ files hold (and of what the session knew beyond them: decision.Context), no torc
 advice for any results file (results/ of every GPU) is given and tested without a GPU.
 
 The documents are merged by setup and compared as utils.report does (merge.merge). The comparison
-is the document of the most modes; another that differs from it in one speed lever alone
-(channels_last, the optimizer's implementation, compile or its CUDA-graphs mode) is that lever's
-trial; one whose modes ran over several seeds and were evaluated holds the accuracy verdicts.
+is the document of the most modes; another that differs from it in one lever alone (a row of
+levers.py's table: channels_last, the optimizer's implementation, compile or its CUDA-graphs mode,
+the loader's workers or GPU decoding) is that lever's trial (trials.py); one whose modes ran over
+several seeds and were evaluated holds the accuracy verdicts.
 
 Results that time one mode compare nothing and are refused. Timings that are unsteady (a mode's
 speedup rests on repeats whose ratios spread over compare.SPREAD_WARNING_PCT, another process
@@ -26,7 +27,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from utils.advice import claims, commands
 from utils.advice.decision import Context, Decision, holds_one, listing
-from utils.advice.levers import batch_claim, lever_claims, untried
+from utils.advice.trials import batch_claim, lever_claims, untried
 from utils.advice.why import loader_claim, why_claims
 from utils.errors import UserError
 from utils.modes import BASELINES, MODES

@@ -58,7 +58,7 @@ LEVERS: Dict[str, Tuple[Optional[str], Optional[Dict[str, Any]], Optional[Tuple[
 
 
 def levers_of(settings: Dict[str, Any]) -> Tuple[str, ...]:
-    """The levers an advice's settings switch on (commands.LEVERS' settings), in LEVERS' order."""
+    """The levers an advice's settings switch on (levers.py's settings), in LEVERS' order."""
     on = []
     if settings.get("channels_last"):
         on.append("channels_last")

@@ -1,200 +1,185 @@
-"""The speed levers' trials in the advice: which results document tried which lever (it differs
-from the comparison in that lever alone), how each compares with the comparison's runs of the
-same mode, whether it is kept, and after how many steps compiling pays back; and the larger
-batch's trial (it differs in the batch alone), in images a second. A trial ran in a process of
-its own, so its runs and the comparison's are compared as independent samples. No torch."""
+"""The levers --advise tries, one row each: the settings a lever switches on and off, why its trial
+cannot run here, the settings its trial runs with, which way the advice takes it, and whether the
+advice says when its compiling pays back. The preflight, the session and the trials' judge
+(trials.py) ask this table and name no lever themselves; its order is the order the trials run in.
+The settings a speed lever switches are those utils/config.py declares adviser=LEVER, and every one
+of those belongs to a lever here. No torch at import: a reason imports what it checks."""
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 
 from utils import config
-from utils.advice import commands
-from utils.advice.decision import Decision, Group, holds_one, span
-from utils.advice.evidence import payback_steps
-from utils.results.compare import group_by_mode, speedup
-from utils.results.record import setup_of
+from utils.errors import UserError, without_remedy
+
+if TYPE_CHECKING:
+    import torch
+
+    from utils.config import DataSettings, Training
+    from utils.settings import Arguments
+
+# A loader lever's value that its trial takes from this machine (every core this process may use),
+# and that is on where it is more than the comparison's.
+EVERY_CORE = "every core"
 
 
-def lever_of(base: Dict[str, Any], other: Dict[str, Any]) -> Optional[str]:
-    """The speed lever that two setups (record.setup_of) differ in, alone, or None."""
-    differing = {key for key in set(base) | set(other) if base.get(key) != other.get(key)}
-    loader = [lever for lever, key in commands.LOADER_LEVERS.items() if differing == {key}]
-    if loader:
-        return loader[0]
-    if not differing or not differing <= set(config.LEVER_KEYS):
-        return None
-    for lever in commands.LEVERS:
-        keys = {"compile", "compile_mode"} if "compile" in commands.LEVERS[lever][0] else \
-            set(commands.LEVERS[lever][0])
-        if differing <= keys and commands.is_on(lever, base) != commands.is_on(lever, other):
-            return lever
+@dataclass(frozen=True)
+class Here:
+    """What a lever's trial would run on: the user's command (which way each lever is switched),
+    what it trains, on what data, on which device."""
+    training: Training
+    data: DataSettings
+    arguments: Arguments
+    device: torch.device
+
+
+@dataclass(frozen=True)
+class Lever:
+    """One lever: every part is required, and checked where the row is written."""
+    name: str  # as the advice names it, in sentences, advice.json and the phases
+    on: Dict[str, Any]  # the settings that switch it on
+    off: Dict[str, Any]  # and off; a loader lever's is the user's own setting ({})
+    why_not: Callable[[Here], Optional[str]]  # why its trial cannot run here, or None
+    loader: bool  # the input pipeline's: tried on streamed data alone, where the loader bounds the lead
+    pays_back: bool  # its trial compiles: the advice says after how many steps compiling pays back
+
+    def __post_init__(self) -> None:
+        allowed = set(config.SETTINGS) - set(config.LEVER_KEYS) if self.loader else set(config.LEVER_KEYS)
+        off = set() if self.loader else set(self.on)
+        if not self.on or not set(self.on) <= allowed or set(self.off) != off or not callable(self.why_not):
+            whose = "main.py settings that are no speed lever's, on alone (off is the user's own)" if self.loader \
+                else "settings utils/config.py declares adviser=LEVER, switched off as well as on"
+            raise TypeError(f"lever {self.name!r} switches {self.on} on and {self.off} off, why_not={self.why_not!r}: "
+                            f"it switches {whose}, and says why it cannot be tried")
+
+    @property
+    def keys(self) -> Tuple[str, ...]:
+        """The settings it switches."""
+        return tuple(self.on)
+
+    def is_on(self, settings: Mapping[str, Any], base: Optional[Mapping[str, Any]] = None) -> bool:
+        """Whether `settings` (Arguments, or a results document's setup) have it on: a compile mode
+        counts only where the model is compiled; more workers, against the comparison's `base`."""
+        for key, value in self.on.items():
+            if value == EVERY_CORE:
+                if (settings.get(key) or 0) <= ((base or {}).get(key) or 0):
+                    return False
+            elif (key != "compile_mode" or settings.get("compile")) and settings.get(key) != value:
+                return False
+        return True
+
+    def trial(self, arguments: Arguments) -> Dict[str, Any]:
+        """The settings its phase runs with: a speed lever the other way from the user's command,
+        `arguments`; a loader lever on (it is not tried where it is on already)."""
+        if self.loader:
+            return {key: config.usable_cores() if value == EVERY_CORE else value for key, value in self.on.items()}
+        return dict(self.off if self.is_on(arguments) else self.on)
+
+    def tried_by(self, differing: Set[str], base: Mapping[str, Any], other: Mapping[str, Any]) -> bool:
+        """Whether two setups that differ in the settings `differing` (alone) are this lever's trial."""
+        if self.loader:
+            return differing == set(self.on)
+        return bool(differing) and differing <= set(self.on) and self.is_on(base) != self.is_on(other)
+
+    def choice(self, kept: bool, harmful: bool, on: Mapping[str, Any], off: Mapping[str, Any]) -> Dict[str, Any]:
+        """The settings the advice takes from its trial: its on side where it is kept, its off side
+        where it is slower, none where it is not shown either way (`on`, `off`: the two setups, which
+        a loader lever's value is read from)."""
+        if not (kept or harmful):
+            return {}
+        if self.loader:
+            return {key: (on if kept else off)[key] for key in self.on}
+        return dict(self.on if kept else self.off)
+
+
+def not_a_convnet(here: Here) -> Optional[str]:
+    from models import families
+
+    if families.family_of(here.training.model).recipe != "convnet":
+        return "channels_last lays out convolutions' images, and this model is no convnet"
     return None
 
 
-def tried(decision: Decision) -> List[Tuple[str, int]]:
-    """(lever, the index of the document that tried it) for each lever trial in the results."""
-    base_setup = setup_of(decision.document)
-    found = []
-    for index, document in enumerate(decision.views()):
-        lever = lever_of(base_setup, setup_of(document)) if index != decision.primary else None
-        if lever is not None:
-            found.append((lever, index))
-    return found
+def no_fused_optimizer(here: Here) -> Optional[str]:
+    from models import families
+    from utils import compat
+    from utils.training import step
+
+    training = here.training
+    kind = training.optimizer or families.recipe_of(training.model, training.model_factory is not None).optimizer
+    if getattr(compat, step.FUSED_RELEASES[kind])() and step.fused_optimizer_works(here.device.type, kind):
+        return None
+    return f"this torch has no fused {kind} on {here.device.type}"
 
 
-def untried(decision: Decision, settings: Dict[str, Any]) -> Dict[str, Any]:
-    """The comparison's lever settings that differ from main.py's defaults and that no trial
-    compared (`settings`: those the trials decided): a command built from the results leaves them
-    at their defaults, as nothing measured says they are better."""
-    defaults, record = config.defaults(), decision.document["config"]
-    compared = {key for lever, _ in tried(decision) for key in lever_keys(lever)}
-    return {key: record[key] for key in config.LEVER_KEYS
-            if record.get(key) is not None and record[key] != defaults[key] and key not in compared | set(settings)
-            and (key != "compile_mode" or record.get("compile"))}
+def no_compile(here: Here) -> Optional[str]:
+    from utils import compat
+
+    if not compat.has_compile():
+        import torch
+
+        return f"torch.compile needs torch 2.0, and this is {torch.__version__}"
+    return "the command compiles already" if here.arguments.compile else None
 
 
-def lever_keys(lever: str) -> Tuple[str, ...]:
-    """The settings `lever` switches."""
-    if lever in commands.LOADER_LEVERS:
-        return (commands.LOADER_LEVERS[lever],)
-    return tuple(commands.LEVERS[lever][0])
+def no_cuda_graphs(here: Here) -> Optional[str]:
+    return "CUDA graphs need a GPU" if here.device.type != "cuda" else no_compile(here)
 
 
-def is_on(lever: str, trial: Dict[str, Any], base: Dict[str, Any]) -> bool:
-    """Whether the `trial` setup has `lever` on, against the comparison's `base` setup: a loader
-    lever by its setting (more workers than the comparison's, or GPU decoding), another by
-    commands.LEVERS."""
-    key = commands.LOADER_LEVERS.get(lever)
-    if key == "workers":
-        return (trial.get("workers") or 0) > (base.get("workers") or 0)
-    if key is not None:
-        return trial.get(key) == "gpu"
-    return commands.is_on(lever, trial)
+def workers_enough(here: Here) -> Optional[str]:
+    cores = config.usable_cores()
+    if here.arguments.workers < cores:
+        return None
+    return f"the loader has a worker for each of the {cores} cores this process may use already"
 
 
-def lever_claims(decision: Decision, mode: str) -> Dict[str, Any]:
-    """A sentence on every lever tried on `mode` (one at a time, each against the comparison's
-    runs of the same mode); returns the settings the advice changes."""
-    settings: Dict[str, Any] = {}
-    parts, ids = [], []
-    for lever, index in tried(decision):
-        runs = group_by_mode(decision.views()[index]["runs"]).get(mode)
-        if not runs:
+def no_gpu_decode(here: Here) -> Optional[str]:
+    from utils.data import gpu_decode
+
+    if here.data.decode == "gpu" or here.data.loader == "dali":
+        return "the command decodes on the GPU already"
+    try:
+        gpu_decode.check_available(here.device)
+    except UserError as refusal:
+        return without_remedy(str(refusal))
+    return None
+
+
+# In the order they are tried (fused is main.py's default, so its trial times foreach).
+LEVERS = (
+    Lever("channels-last", {"channels_last": True}, {"channels_last": False}, not_a_convnet,
+          loader=False, pays_back=False),
+    Lever("fused optimizer", {"optimizer_impl": "fused"}, {"optimizer_impl": "foreach"}, no_fused_optimizer,
+          loader=False, pays_back=False),
+    Lever("compile", {"compile": True, "compile_mode": "default"}, {"compile": False, "compile_mode": "default"},
+          no_compile, loader=False, pays_back=True),
+    Lever("cuda graphs", {"compile": True, "compile_mode": "reduce-overhead"},
+          {"compile": False, "compile_mode": "default"}, no_cuda_graphs, loader=False, pays_back=True),
+    Lever("more workers", {"workers": EVERY_CORE}, {}, workers_enough, loader=True, pays_back=False),
+    Lever("GPU decode", {"decode": "gpu"}, {}, no_gpu_decode, loader=True, pays_back=False),
+)
+BY_NAME = {lever.name: lever for lever in LEVERS}
+LOADER = tuple(lever.name for lever in LEVERS if lever.loader)
+
+
+def streamed(data: DataSettings) -> bool:
+    """Whether the data streams from files through a loader of its own, which the loader levers
+    may speed up (data held in memory has none)."""
+    return data.data in config.STREAMED_DATA and data.loader not in ("device", "torchvision")
+
+
+def trials(here: Here) -> Tuple[Tuple[Tuple[str, Dict[str, Any]], ...], Dict[str, str]]:
+    """(the levers to try here, each with the settings its phase runs, in order; {lever: why not});
+    the loader levers for streamed data alone, where the session tries them only once the comparison
+    found the loader bounding the lead."""
+    tried: List[Tuple[str, Dict[str, Any]]] = []
+    why: Dict[str, str] = {}
+    for lever in LEVERS:
+        if lever.loader and not streamed(here.data):
             continue
-        part, found, flip = lever_result(decision, lever, index, runs)
-        parts.append(part)
-        ids += found
-        settings.update(flip)
-    if parts:
-        decision.say(f"Speed levers on {mode}, one at a time against its runs above: " + "; ".join(parts), *ids)
-    return settings
-
-
-def lever_result(decision: Decision, lever: str, index: int, runs: Group) -> Tuple[str, List[str], Dict[str, Any]]:
-    """(the words, the evidence ids, the settings the advice takes) of one lever's trial."""
-    mode = runs[0]["mode"]
-    trial, base = setup_of(decision.views()[index]), setup_of(decision.document)
-    tried_on = is_on(lever, trial, base)
-    on, off = (runs, decision.groups[mode]) if tried_on else (decision.groups[mode], runs)
-    found = speedup(off, on, pair=False)
-    on_index, off_index = (index, decision.primary) if tried_on else (decision.primary, index)
-    median = ["comparison", mode, "median_step_ms"]
-    source = {"ratio_of": [decision.views.source(off_index, *median), decision.views.source(on_index, *median)]}
-    ids = [decision.ledger.add(f"{mode}'s speedup with {lever} on", found.value, source, interval=found.interval,
-                               n=min(len(on), len(off)), rests_on=found.rests_on + "; the runs of two processes")]
-    kept = not holds_one(found.interval) and found.interval is not None and found.interval[0] > 1
-    harmful = not holds_one(found.interval) and not kept
-    words = f"{lever} {found.value:.2f}x ({span(found.interval)}), " + (
-        "kept" if kept else "left off: slower" if harmful else "not kept: its interval holds 1")
-    if lever in ("compile", "cuda graphs"):
-        payback, more = payback_words(decision, on_index, off_index, mode, (ids[0], found.value))
-        ids += more
-        words += payback
-    return words, ids, choice_of(lever, kept, harmful, trial if tried_on else base, base if tried_on else trial)
-
-
-def choice_of(lever: str, kept: bool, harmful: bool, on: Dict[str, Any], off: Dict[str, Any]) -> Dict[str, Any]:
-    """The settings the advice takes from a lever's trial: the lever's on side where it is kept,
-    its off side where it is slower, none where it is not shown either way (`on`, `off`: the two
-    setups; a loader lever's settings are theirs, another's commands.LEVERS')."""
-    if not (kept or harmful):
-        return {}
-    if lever in commands.LOADER_LEVERS:
-        key = commands.LOADER_LEVERS[lever]
-        return {key: (on if kept else off)[key]}
-    return commands.LEVERS[lever][0 if kept else 1]
-
-
-def payback_words(decision: Decision, on_index: int, off_index: int, mode: str,
-                  speedup_found: Tuple[str, float]) -> Tuple[str, List[str]]:
-    """After how many steps compiling pays for itself (evidence.payback_steps) at the trial's
-    speedup (its evidence id and value), from its longest first compiled step and the
-    uncompiled runs' shortest first step."""
-    views = decision.views()
-    compiled = [(index, run) for index, run in enumerate(views[on_index]["runs"])
-                if run["mode"] == mode and run.get("compile_time_s") is not None]
-    plain = [(index, run) for index, run in enumerate(views[off_index]["runs"])
-             if run["mode"] == mode and run.get("first_step_s") is not None]
-    if not compiled or not plain:
-        return "", []
-    slowest = max(compiled, key=lambda item: item[1]["compile_time_s"])
-    quickest = min(plain, key=lambda item: item[1]["first_step_s"])
-    first = decision.run_field(f"{mode}'s compile time (its first compiled step)", slowest[0], "compile_time_s",
-                               document=on_index)
-    plain_first = decision.run_field(f"{mode}'s first step uncompiled", quickest[0], "first_step_s",
-                                     document=off_index)
-    step = decision.ledger.add(f"{mode}'s median step uncompiled", views[off_index]["comparison"][mode].median_step_ms,
-                               decision.views.source(off_index, "comparison", mode, "median_step_ms"))
-    extra = slowest[1]["compile_time_s"] - quickest[1]["first_step_s"]
-    extra_id = decision.ledger.add(f"{mode}'s seconds of compiling beyond an uncompiled first step", extra,
-                                   {"derived": "difference", "of": [first, plain_first]}, kind="derived")
-    speedup_id, speedup_value = speedup_found
-    steps = payback_steps(slowest[1]["compile_time_s"], quickest[1]["first_step_s"],
-                          views[off_index]["comparison"][mode].median_step_ms, speedup_value)
-    if steps is None:
-        return f"; its {extra:.0f} s of compiling would never pay back", [extra_id]
-    steps_id = decision.ledger.add(f"steps after which {mode}'s compiling pays back", steps,
-                                   {"derived": "payback_steps", "of": [first, plain_first, step, speedup_id]},
-                                   kind="derived")
-    return f"; its {extra:.0f} s of compiling pay back after {steps} steps at that speedup", [extra_id, steps_id]
-
-
-def batch_claim(decision: Decision, mode: str) -> None:
-    """Whether a larger batch trains more images a second than the user's, in `mode`: its trial
-    (a document that differs from the comparison in a larger batch alone) against the comparison's
-    runs, with the peak memory it took."""
-    base_setup = setup_of(decision.document)
-    trials = [index for index, document in enumerate(decision.views()) if index != decision.primary and
-              {key for key in set(base_setup) | set(setup_of(document))
-               if base_setup.get(key) != setup_of(document).get(key)} == {"batch_size"} and
-              document["config"]["batch_size"] > decision.document["config"]["batch_size"]]
-    runs = group_by_mode(decision.views()[trials[0]]["runs"]).get(mode) if trials else None
-    if not runs:
-        return
-    index, views = trials[0], decision.views()
-    batch, base_batch = views[index]["config"]["batch_size"], decision.document["config"]["batch_size"]
-    found = speedup(decision.groups[mode], runs, pair=False)  # step times: the user's batch's over the larger's
-    factor = batch / base_batch
-    interval = [factor * bound for bound in found.interval] if found.interval else None
-
-    def ratio_of(key: str) -> Dict[str, Any]:
-        return {"ratio_of": [decision.views.source(index, "comparison", mode, key),
-                             decision.views.source(decision.primary, "comparison", mode, key)]}
-
-    rate = views[index]["comparison"][mode].images_per_sec / decision.rows[mode].images_per_sec
-    memory = views[index]["comparison"][mode].peak_memory_bytes / decision.rows[mode].peak_memory_bytes
-    ids = [decision.ledger.add(f"{mode}'s images a second at the larger batch over the user's", rate,
-                               ratio_of("images_per_sec"), interval=interval,
-                               n=min(len(runs), len(decision.groups[mode])),
-                               rests_on=found.rests_on + ", times the batches' ratio; the runs of two processes"),
-           decision.ledger.add(f"{mode}'s peak memory at the larger batch over the user's", memory,
-                               ratio_of("peak_memory_bytes")),
-           decision.ledger.add("the larger batch", batch, decision.views.source(index, "config", "batch_size")),
-           decision.ledger.add("the user's batch", base_batch,
-                               decision.views.source(decision.primary, "config", "batch_size"))]
-    verdict = ("a larger batch trains faster here (scale the learning rate with it)" if interval and interval[0] > 1
-               else "a larger batch trains slower here" if interval and interval[1] < 1
-               else "a larger batch is not shown to train faster here")
-    decision.say(f"At -b {batch}, {mode} trained {rate:.2f}x the images a second of -b {base_batch} "
-                 f"({'95% interval ' + span(interval) if interval else 'no interval'}) with {memory:.2f}x the peak "
-                 f"memory: {verdict}", *ids)
+        reason = lever.why_not(here)
+        if reason is None:
+            tried.append((lever.name, lever.trial(here.arguments)))
+        else:
+            why[lever.name] = reason
+    return tuple(tried), why

@@ -74,7 +74,7 @@ class Estimates:
 class Phase:
     """One main.py process of the advice: `repeats` runs of each of `modes` (seeds, for the
     accuracy check), `steps` each, the first `warmup` untimed; `settings` the lever it tries."""
-    name: str  # "compare", a re-measure, a lever of commands.LEVERS, LARGER_BATCH or "accuracy"
+    name: str  # "compare", a re-measure, a lever of levers.LEVERS, LARGER_BATCH or "accuracy"
     modes: Tuple[str, ...]
     steps: int
     warmup: int

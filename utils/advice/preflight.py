@@ -1,5 +1,6 @@
-"""The preflight of --advise, before any timed step: which modes and speed levers this device and
-install run (utils/training/precision.py's check_supported, the one answer a run gives too), the
+"""The preflight of --advise, before any timed step: which modes (utils/training/precision.py's
+check_supported, the one answer a run gives too) and levers (levers.py's table) this device,
+install and data run, the
 model's size and FLOPs, FP8's predicted speed per converted Linear layer (fp8_predict's roofline:
 an fp8 mode predicted under FP8_WORTH of amp-bf16's speed is not timed), and from them the
 planner's Capabilities and Estimates."""
@@ -7,22 +8,21 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 import torch
 
-from models import factory, families
-from utils import compat, config
-from utils.advice import commands
+from models import factory
+from utils import compat
+from utils.advice.levers import Here, trials
 from utils.advice.plan import Capabilities, Estimates
-from utils.data import cifar10, gpu_decode
-from utils.errors import UserError
+from utils.data import cifar10
+from utils.errors import UserError, without_remedy
 from utils.explain import fp8_predict
 from utils.measure import envinfo, estimate, flops
 from utils.modes import BASELINES, MODES
-from utils.training import float8, step
+from utils.training import float8
 from utils.training.precision import check_supported
 from utils.training.start import pick_device, seeded_model
 
@@ -51,11 +51,6 @@ def device_of(precision: Precision, speed: Speed) -> Tuple[torch.device, str]:
     return device, envinfo.device_name(device)
 
 
-def short(refusal: str) -> str:
-    """A refusal's reason without its remedy: the advice names what to train with instead."""
-    return re.split(r"[:;] ", refusal.rstrip("."), maxsplit=1)[0]
-
-
 def timed_modes(precision: Precision, device: torch.device) -> Tuple[List[str], Dict[str, str]]:
     """(the modes to time here, {mode: why not}) by check_supported, and float16 on a GPU only
     where it has tensor cores."""
@@ -64,7 +59,7 @@ def timed_modes(precision: Precision, device: torch.device) -> Tuple[List[str], 
         try:
             check_supported(MODES[name], device, False, precision.allow_slow_fp16)
         except UserError as refusal:
-            not_timed[name] = short(str(refusal))
+            not_timed[name] = without_remedy(str(refusal))
             continue
         if name == "amp-fp16" and device.type == "cuda" and \
                 torch.cuda.get_device_capability(device) < FP16_TENSOR_CORES:
@@ -98,7 +93,7 @@ def fp8_predictions(training: Training, data: DataSettings, speed: Speed, model:
                                                          training.batch_size, data.input_shape)
         except UserError as refusal:  # nothing it could convert, or no FLOP counter on this torch
             timed.remove(name)
-            not_timed[name] = short(str(refusal))
+            not_timed[name] = without_remedy(str(refusal))
             continue
         if prediction is None:
             facts[name] = {"prediction": None, "why": why}
@@ -116,48 +111,8 @@ def fp8_predictions(training: Training, data: DataSettings, speed: Speed, model:
 def levers(training: Training, data: DataSettings, arguments: Arguments,
            device: torch.device) -> Tuple[Tuple[Tuple[str, Dict[str, Any]], ...], Dict[str, str]]:
     """(the levers to try here, each with the settings its phase runs, in order, switched the
-    other way from the user's command, `arguments`; {lever: why not})."""
-    why: Dict[str, str] = {}
-    if families.family_of(training.model).recipe != "convnet":
-        why["channels-last"] = "channels_last lays out convolutions' images, and this model is no convnet"
-    kind = training.optimizer or families.recipe_of(training.model, training.model_factory is not None).optimizer
-    if not (getattr(compat, step.FUSED_RELEASES[kind])() and step.fused_optimizer_works(device.type, kind)):
-        why["fused optimizer"] = f"this torch has no fused {kind} on {device.type}"
-    if not compat.has_compile():
-        why["compile"] = why["cuda graphs"] = f"torch.compile needs torch 2.0, and this is {torch.__version__}"
-    if device.type != "cuda":
-        why["cuda graphs"] = "CUDA graphs need a GPU"
-    for lever in commands.LEVERS:
-        if lever not in why and lever in ("compile", "cuda graphs") and arguments.compile:
-            why[lever] = "the command compiles already"
-    tried = tuple((lever, commands.lever_flip(lever, arguments)) for lever in commands.LEVERS if lever not in why)
-    loader, why_loader = loader_levers(data, arguments, device)
-    return tried + loader, {**why, **why_loader}
-
-
-def loader_levers(data: DataSettings, arguments: Arguments,
-                  device: torch.device) -> Tuple[Tuple[Tuple[str, Dict[str, Any]], ...], Dict[str, str]]:
-    """The input pipeline's levers (commands.LOADER_LEVERS) for data streamed from files, each with
-    its phase's settings, and why not; none for data held in memory, where there is no loader to
-    speed up. The session tries them only where the comparison found the loader bounding the lead."""
-    if data.data not in config.STREAMED_DATA or data.loader in ("device", "torchvision"):
-        return (), {}
-    tried: List[Tuple[str, Dict[str, Any]]] = []
-    why: Dict[str, str] = {}
-    cores = config.usable_cores()
-    if arguments.workers < cores:
-        tried.append(("more workers", {"workers": cores}))
-    else:
-        why["more workers"] = f"the loader has a worker for each of the {cores} cores this process may use already"
-    if data.decode == "gpu" or data.loader == "dali":
-        why["GPU decode"] = "the command decodes on the GPU already"
-    else:
-        try:
-            gpu_decode.check_available(device)
-            tried.append(("GPU decode", {"decode": "gpu"}))
-        except UserError as refusal:
-            why["GPU decode"] = short(str(refusal))
-    return tuple(tried), why
+    other way from the user's command, `arguments`; {lever: why not}): levers.py's table says."""
+    return trials(Here(training, data, arguments, device))
 
 
 def no_test_images(data: DataSettings) -> Optional[str]:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from utils import children, config, launch
 from utils import clock as utc
-from utils.advice import commands, decide, document, frameworks, plan
+from utils.advice import commands, decide, document, frameworks, levers, plan
 from utils.advice.decision import primary_index
 from utils.advice.report import report
 from utils.errors import UserError
@@ -131,7 +131,7 @@ def phase_now(name: str, state: State, training: Training, data: DataSettings, l
         if state.capabilities.memory_bytes is None:
             return None
         return plan.batch_phase(leading[0], state.compare, state.estimates)
-    if name in commands.LOADER_LEVERS and not input_bound(state, leading[0]):
+    if name in levers.LOADER and not input_bound(state, leading[0]):
         return None  # the loader keeps up, or the data was held in memory: the advice says which
     settings = dict(state.capabilities.levers)[name]
     return plan.lever_phase(name, settings, leading, state.compare, state.estimates)
@@ -329,7 +329,7 @@ def plan_lines(training: Training, data: DataSettings, budget: float, preflight:
         runs = f"{phase.repeats} {'seeds' if phase.kind == 'accuracy' else 'repeats'} of {phase.steps} steps"
         lines.append(f"  {phase.name:<16}{', '.join(phase.modes):<22}{runs:<26}about {plan.minutes(phase.estimate_s)}"
                      + ("" if phase in run else f"  (does not fit: {not_run[phase.name]})")
-                     + ("  (only where the loader bounds the lead)" if phase.name in commands.LOADER_LEVERS else ""))
+                     + ("  (only where the loader bounds the lead)" if phase.name in levers.LOADER else ""))
     again = plan.remeasure_phase(plan.REMEASURES[0], plan.leading_by_estimate(capabilities, preflight.estimates),
                                  phases[0], preflight.estimates)
     lines.append(f"  and, only where the two leading modes tie after the comparison, up to {len(plan.REMEASURES)} "

@@ -1,6 +1,6 @@
 """The command lines of --advise: every flag of main.py that --advise does not own reaches each
 phase as main.py parses it back (so a setting added to a section passes through unnamed), the
-levers flip the user's setting, and the batch-job lines carry the user's flags."""
+advised command switches the levers, and the batch-job lines carry the user's flags."""
 import pytest
 
 from conftest import ROOT
@@ -42,16 +42,6 @@ def test_the_length_reaches_the_accuracy_check_alone():
     check = commands.phase_command(arguments, ["--modes", "fp32,amp-bf16", "--seeds", "3"], True, "b.json")
     assert "--steps" not in speed and check[:2] == ["--steps", "300"]
     assert speed[-2:] == ["--json", "a.json"] and check[-2:] == ["--json", "b.json"]
-
-
-def test_a_lever_is_tried_the_other_way_from_the_users_command():
-    fused = config.arguments()  # by default
-    assert commands.lever_flip("fused optimizer", fused) == {"optimizer_impl": "foreach"}
-    assert commands.lever_flip("channels-last", config.arguments()) == {"channels_last": True}
-    assert commands.lever_flip("channels-last", config.arguments(channels_last=True)) == {"channels_last": False}
-    assert commands.lever_flip("cuda graphs", config.arguments())["compile_mode"] == "reduce-overhead"
-    assert commands.is_on("compile", {"compile": True, "compile_mode": "default"})
-    assert not commands.is_on("cuda graphs", {"compile": False, "compile_mode": "reduce-overhead"})
 
 
 def test_the_advised_command_switches_a_lever_off_as_well_as_on():

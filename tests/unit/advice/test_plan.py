@@ -6,13 +6,13 @@ import itertools
 import pytest
 
 from utils.advice import plan
-from utils.advice.commands import LEVERS
+from utils.advice.levers import LEVERS
 from utils.measure import estimate
 from utils.measure.estimate import MeasuredRun
 from utils.measure.nvml_meter import MIN_ENERGY_WINDOW_S
 from utils.results.compare import MIN_RUNS
 
-LEVER_SETTINGS = tuple((name, on) for name, (on, _) in LEVERS.items())
+LEVER_SETTINGS = tuple((lever.name, lever.on) for lever in LEVERS if not lever.loader)  # the speed levers
 
 
 def capabilities(device="cpu", modes=("fp32", "amp-bf16"), levers=LEVER_SETTINGS, accuracy=None):
@@ -77,7 +77,7 @@ def test_the_plan_is_the_comparison_then_each_lever_on_the_leading_modes_then_th
     caps = capabilities("cuda", ("fp32", "tf32", "amp-bf16", "amp-fp16"))
     found = estimates({"fp32": 0.09, "tf32": 0.03, "amp-bf16": 0.02, "amp-fp16": 0.021}, on_cpu=False)
     phases = plan.plan(caps, found, 600.0, 200)
-    assert [phase.name for phase in phases] == ["compare", *LEVERS, "accuracy"]
+    assert [phase.name for phase in phases] == ["compare", *dict(LEVER_SETTINGS), "accuracy"]
     assert all(phase.modes == ("amp-bf16", "amp-fp16") for phase in phases[1:-1])  # by estimate until measured
     assert [phase.settings for phase in phases[1:-1]] == [on for _, on in LEVER_SETTINGS]
     assert phases[-1].modes == ("fp32", "amp-bf16") and phases[-1].steps == 200

@@ -65,16 +65,21 @@ def test_a_model_with_nothing_fp8_converts_is_not_timed_in_fp8():
 
 
 def test_the_loaders_levers_are_planned_for_streamed_data_only_each_with_why_not():
+    from utils.advice.levers import LOADER
     from utils.config import usable_cores
+
+    def loader_levers(config):
+        tried, why_not = preflighting.levers(config.training, config.data, config.arguments, torch.device("cpu"))
+        return (tuple(lever for lever in tried if lever[0] in LOADER),
+                {lever: why for lever, why in why_not.items() if lever in LOADER})
 
     streamed = RunConfig.build(advise=True, model="resnet18", data="imagefolder", data_dir="anywhere",
                                loader="stream", workers=0)
-    tried, why_not = preflighting.loader_levers(streamed.data, streamed.arguments, torch.device("cpu"))
+    tried, why_not = loader_levers(streamed)
     assert dict(tried) == {"more workers": {"workers": usable_cores()}}
     assert why_not["GPU decode"].startswith("--decode gpu decodes JPEGs on a CUDA GPU, and this run is on the CPU")
     every = RunConfig.build(advise=True, model="resnet18", data="webdataset", data_dir="anywhere",
                             workers=usable_cores())
-    assert preflighting.loader_levers(every.data, every.arguments, torch.device("cpu"))[0] == ()
-    assert "more workers" in preflighting.loader_levers(every.data, every.arguments, torch.device("cpu"))[1]
+    assert loader_levers(every)[0] == () and "more workers" in loader_levers(every)[1]
     cifar = RunConfig.build(advise=True, model="resnet18")
-    assert preflighting.loader_levers(cifar.data, cifar.arguments, torch.device("cpu")) == ((), {})
+    assert loader_levers(cifar) == ((), {})

@@ -11,8 +11,9 @@ import time
 import pytest
 
 from conftest import ROOT
-from utils.advice import commands, document, plan, session
+from utils.advice import document, plan, session
 from utils.advice.evidence import reader, unresolved
+from utils.advice.levers import LEVERS
 from utils.advice.preflight import Preflight
 from utils.config import RunConfig, default_workers
 from utils.errors import UserError
@@ -34,8 +35,8 @@ class FakeClock:
 def fake_preflight(clock, modes=("fp32", "amp-bf16"), memory_bytes=None):
     def preflight(config):
         clock.now += PREFLIGHT_S
-        levers = tuple((lever, commands.lever_flip(lever, config.arguments)) for lever in commands.LEVERS
-                       if lever != "cuda graphs")
+        levers = tuple((lever.name, lever.trial(config.arguments)) for lever in LEVERS
+                       if lever.name != "cuda graphs" and not lever.loader)
         capabilities = plan.Capabilities("cpu", "a CPU", tuple(modes), {"tf32": "mode tf32 only applies to CUDA"},
                                          levers, {"cuda graphs": "CUDA graphs need a GPU"}, None, memory_bytes)
         estimates = plan.Estimates("resnet18", "cifar", 64, 32, True, 8.0, dict.fromkeys(modes, STEP_S), 90.0, 5.0)
@@ -120,7 +121,8 @@ def test_the_command_ends_within_its_budget_and_one_step_and_says_what_did_not_f
     assert code == advice["exit_code"] == document.STATUSES[expected]
     assert expected == "cpu-only" or "compare" in advice["cut_short"]
     assert runner.ran[0].name == "compare"
-    wanted = {"compare", *[lever for lever in commands.LEVERS if lever != "cuda graphs"]}  # the fake's memory: unknown
+    # the fake's levers; its memory: unknown
+    wanted = {"compare", *[lever.name for lever in LEVERS if lever.name != "cuda graphs" and not lever.loader]}
     ran = [phase.name for phase in runner.ran]
     listed = set(advice["not_run"])
     assert set(ran) | listed - {"accuracy", *plan.REMEASURES} == wanted | ({"accuracy"} & set(ran))
