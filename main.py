@@ -4,7 +4,8 @@
 
 Only argument parsing lives here, so that `-h` answers at once; torch is imported after it.
 Each flag is a field of a RunConfig section (utils/config.py), and the spellings kept for old
-scripts (the tutorial's --fp16 -s among them) are utils/spellings.py's table, read before parsing.
+scripts (the tutorial's --fp16 -s among them) are hidden flags from utils/spellings.py's table,
+settled into the current settings after parsing.
 """
 from __future__ import annotations
 
@@ -12,35 +13,27 @@ import argparse
 import difflib
 import sys
 import traceback
-from typing import Any, Dict, List, NoReturn, Optional, Sequence, Tuple
+from typing import Any, List, NoReturn, Optional, Sequence, Tuple
 
 from utils import config, console, spellings
 from utils.errors import UserError
 
 
 class Parser(console.Parser):
-    """console's parser, which reads a command line in its earlier spellings too (rewritten by
-    utils.spellings before parsing, and named as typed in its refusals), lists them at the end
-    of -h, and names the closest flag when one is mistyped (--loss-scaling, --channels_last)."""
-    typed: Dict[str, str] = {}  # {current flag: the earlier spelling it was typed in}
+    """console's parser, which reads a command line in its earlier spellings too (hidden flags,
+    settled into the current settings by utils.spellings.resolve after parsing), lists them at the
+    end of -h, and names the closest flag when one is mistyped (--loss-scaling, --channels_last)."""
 
     def parse_known_args(self, args: Optional[Sequence[str]] = None,  # type: ignore[override]
                          namespace: Optional[argparse.Namespace] = None) -> Tuple[argparse.Namespace, List[str]]:
-        """Parse `args` in current spellings; the namespace also holds `command`, the command line
+        """Parse `args` into current settings; the namespace also holds `command`, the command line
         in current spellings, and `spelled` and `warnings` from the earlier ones."""
+        args = sys.argv[1:] if args is None else list(args)
         try:
-            command = spellings.rewrite(sys.argv[1:] if args is None else args)
-        except spellings.Malformed as malformed:
-            self.error(str(malformed))
-        except UserError as error:  # one setting in both its spellings
-            self.exit(2, f"{self.name}: error: {error}\n")
-        self.typed = command.typed
-        parsed, extras = super().parse_known_args(command.argv, namespace)
-        try:
-            command.settle(parsed)
+            parsed, extras = super().parse_known_args(args, namespace)
+            spellings.resolve(parsed, args)
         except UserError as error:  # a rule between spellings: said as RunConfig's refusals are
             self.exit(2, f"{self.name}: error: {error}\n")
-        parsed.command = command.current()
         return parsed, extras
 
     def format_help(self) -> str:
@@ -52,10 +45,8 @@ class Parser(console.Parser):
         return super().format_help() + "\n" + formatter.format_help()
 
     def error(self, message: str) -> NoReturn:
-        for current, earlier in self.typed.items():  # a flag typed in an earlier spelling is named so
-            message = message.replace(f"argument {current}:", f"argument {earlier}:")
         if message.startswith("unrecognized arguments:"):
-            known = [flag for action in self._actions for flag in action.option_strings] + list(spellings.KNOWN)
+            known = [flag for action in self._actions for flag in action.option_strings]
             typed = [word.split("=")[0] for word in message.split(":", 1)[1].split() if word.startswith("-")]
             close = [match for word in typed for match in
                      difflib.get_close_matches(word.replace("_", "-"), known, n=1, cutoff=0.7)
@@ -69,13 +60,14 @@ class Parser(console.Parser):
 class Spelled(argparse.Action):
     """Store a flag's value and the name it was typed under (-n or --steps; --warmup, the
     earlier spelling of --timing-warmup): the messages name the spelling the user typed
-    (RunConfig.flag)."""
+    (RunConfig.flag). A setting typed in both its spellings is refused."""
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: Optional[str] = None) -> None:
+        spelled = getattr(namespace, "spelled", {})
+        spellings.once(spelled.get(self.dest), str(option_string))
         setattr(namespace, self.dest, values)
-        typed = getattr(parser, "typed", {}).get(option_string, option_string)
-        namespace.spelled = {**getattr(namespace, "spelled", {}), self.dest: typed}
+        namespace.spelled = {**spelled, self.dest: option_string}
 
 
 def build_parser() -> Parser:
@@ -93,6 +85,11 @@ def build_parser() -> Parser:
         if setting.group not in groups:
             groups[setting.group] = parser.add_argument_group(setting.group)
         config.add_flag(groups[setting.group], key, action=setting.flag.action or Spelled)
+    for earlier, current in spellings.RENAMED.items():  # hidden: -h lists the earlier spellings apart
+        key = next(key for key, setting in config.SETTINGS.items() if setting.name == current)
+        config.add_flag(parser, key, names=(earlier,), action=Spelled, help=argparse.SUPPRESS,
+                        default=argparse.SUPPRESS)
+    spellings.add_switches(parser)
     parser.set_defaults(**config.defaults())
     return parser
 

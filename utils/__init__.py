@@ -5,7 +5,7 @@
     safepickle       unpickling that rebuilds only what it is allowed to
     stop             stop signals, caught from argument parsing on (no torch)
     grad_comm        how gradients travel between processes: --grad-comm's dtypes and DDP's bucket
-    spellings        the spellings kept for old scripts (--fp16 -s, --warmup), read as current ones
+    spellings        the spellings kept for old scripts (--fp16 -s, --warmup), settled into current ones
     data/            CIFAR-10 on disk, synthetic images, the training and test loaders
     measure/         step timing, memory and a step's memory by kind, FLOPs, progress, the
                      environment a result depends on

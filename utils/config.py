@@ -5,7 +5,7 @@ measurement, distributed, checkpoints, advice) that carries its flag (utils/sett
 parser (and a study's flag for a setting it shares with main.py: add_flag), docs/flags.md, the
 defaults, the range checks and the results record are all read from the fields (SETTINGS), so
 adding a setting is adding a field. main.py parses a command line (the
-spellings kept for old scripts read as current ones by utils/spellings.py) into `Arguments`,
+spellings kept for old scripts settled into current ones by utils/spellings.py) into `Arguments`,
 every setting by its key; `RunConfig.build` checks every rule that involves more than one flag,
 settles the settings whose default the run decides (resolve(): --modes or --compare into one
 tuple of modes, the stem, the steps ...) and fills the frozen sections, which utils/app.py hands
@@ -711,11 +711,13 @@ RANGES = {key: each.flag.range for key, each in SETTINGS.items() if each.flag.ra
 def add_flag(parser: argparse._ActionsContainer, key: str, **own: Any) -> argparse.Action:
     """Add main.py's setting `key` to `parser` (main.py's, or a study's in benchmarks/ that shares
     the setting): the flag's names, range, choices, metavar, action, help and default, its value
-    under `key`; `own` replaces any of them (a study's own default or help, main.py's action)."""
+    under `key`; `own` replaces any of them (a study's own default or help, main.py's action, an
+    earlier spelling's names)."""
     flag = SETTINGS[key].flag
+    names = own.pop("names", flag.names)
     details = {"dest": key, "action": flag.action, "choices": flag.choices, "metavar": flag.metavar,
                "type": flag.range and flag_type(flag.range), "help": flag.help, "default": flag.default, **own}
-    return parser.add_argument(*flag.names, **{name: value for name, value in details.items() if value is not None})
+    return parser.add_argument(*names, **{name: value for name, value in details.items() if value is not None})
 
 
 def flag_names(key: str) -> str:

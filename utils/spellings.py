@@ -1,21 +1,22 @@
 """The spellings main.py keeps for old scripts and other tools' habits, and what each is now: one
-table, EARLIER, that rewrites a command line before it is parsed. The parser, -h's groups, the
-checks and the results know only the current flags; the tutorial's classic call
+table, EARLIER, whose flags main.py's parser takes as hidden flags (-h lists them apart) and
+resolve() settles into the current settings after parsing, as timm's --amp settles --precision.
+The checks and the results know only the current settings; the tutorial's classic call
 
     python main.py -n 200 -p --fp16 -s --model resnet50
 
-runs as `-n 200 -p --modes amp-fp16 --model resnet50`. A renamed flag is renamed (`--warmup N` is
-`--timing-warmup N`) and a default's switch dropped before parsing; the precision spellings, which
-name one mode together (--fp16 with -s or without), are taken out then and settled into --modes
-once the rest is parsed, so that one beside --modes or --compare is refused however those were
-typed. What was typed is kept, so that every message names a flag as the user typed it
-(RunConfig.flag). No torch, and nothing of the project's but its error type.
+runs as `-n 200 -p --modes amp-fp16 --model resnet50`. A renamed flag is its setting's flag under
+its earlier name (`--warmup N` is `--timing-warmup N`; typed in both, it is refused), a default's
+switch changes nothing, and the precision spellings, which name one mode together (--fp16 with -s
+or without), are kept as typed and settled into --modes, so that one beside --modes or --compare
+is refused however those were typed. What was typed is kept, so that every message names a flag
+as the user typed it (RunConfig.flag). No torch, and nothing of the project's but its error type.
 """
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import Any, List, Optional, Sequence, Tuple
 
 from utils.errors import UserError
 
@@ -61,100 +62,83 @@ RENAMED = {flag_of(row.typed): flag_of(row.current) for row in EARLIER
            if row.current and flag_of(row.typed) not in PRECISION_WORDS}
 DEFAULTS = {row.typed for row in EARLIER if not row.current}
 CHOOSERS = tuple(dict.fromkeys(typed[0] for typed in MODE_OF))  # the spellings that choose a mode: --fp16 ...
-KNOWN = tuple(dict.fromkeys(flag_of(row.typed) for row in EARLIER))  # for the parser's "did you mean"
+SWITCHES = tuple(dict.fromkeys(word for row in EARLIER for word in row.typed.split()  # the precision words and
+                               if word.startswith("-") and word not in RENAMED))  # the defaults' switches
 
 
-class Malformed(Exception):
-    """An earlier spelling typed in a form the parser would refuse, worded as argparse words it."""
+# The namespace attribute where the earlier switches typed wait, in order, for resolve()
+TYPED = "earlier_spellings"
 
 
-@dataclass
-class Rewritten:
-    """A command line in current spellings: `argv` for the parser; `typed`, the spelling each
-    renamed flag was typed in, by its current name; and the precision spellings typed, in order,
-    which settle() turns into --modes once the parser has read the rest."""
-    argv: List[str]
-    typed: Dict[str, str] = field(default_factory=dict)
-    precision: List[str] = field(default_factory=list)
-    at: int = 0  # where in `argv` the first precision spelling stood
-    mode: Optional[str] = None
+class Typed(argparse.Action):
+    """An earlier switch (--fp16, -s, --amp-dtype DTYPE, --download ...), kept as typed for resolve()."""
 
-    def settle(self, namespace: argparse.Namespace) -> None:
-        """Put the precision spellings' mode into the parsed `namespace` as --modes (refused beside
-        --modes or --compare, which name the modes themselves), with the spelling typed in
-        `namespace.spelled` and the warnings for an -s without effect in `namespace.warnings`."""
-        namespace.warnings = []
-        if not self.precision:
-            return
-        typed = " ".join(self.precision)
-        self.mode, namespace.warnings = mode_of(self.precision)
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: Optional[str] = None) -> None:
+        typed = f"{option_string} {values}" if isinstance(values, str) else str(option_string)
+        setattr(namespace, TYPED, [*getattr(namespace, TYPED, []), typed])
+
+
+def add_switches(parser: argparse.ArgumentParser) -> None:
+    """Add the precision spellings and the switches of a default to `parser`, hidden: -h lists
+    EARLIER in a group of its own. (A renamed flag is its setting's flag under another name.)"""
+    for flag in SWITCHES:
+        parser.add_argument(flag, action=Typed, dest=TYPED, default=argparse.SUPPRESS, help=argparse.SUPPRESS,
+                            **({"choices": AMP_DTYPES} if flag == "--amp-dtype" else {"nargs": 0}))
+
+
+def once(before: Optional[str], typed: str) -> None:
+    """Refuse a setting typed as `typed` after `before`, where those are its two spellings."""
+    for earlier, current in RENAMED.items():
+        if {before, typed} == {earlier, current}:
+            raise UserError(f"{earlier} and {current} are one setting ({earlier} is its earlier spelling), given "
+                            f"twice; give it once, as {current}.")
+
+
+def resolve(namespace: argparse.Namespace, argv: Sequence[str]) -> None:
+    """Settle the parsed `namespace` of `argv` into current settings: the precision spellings'
+    mode as --modes (refused beside --modes or --compare, which name the modes themselves), with
+    the spelling typed in `namespace.spelled`, the warnings for an -s without effect in
+    `namespace.warnings`, and `namespace.command`, `argv` in current spellings."""
+    typed = [word for word in vars(namespace).pop(TYPED, []) if flag_of(word) in PRECISION_WORDS]
+    end = list(argv).index("--") if "--" in argv else len(argv)
+    if list(argv[:end]).count("-s") != typed.count("-s"):  # else the command in current spellings would keep it
+        raise UserError("-s is read only on its own, not joined to other short flags (-ps); give it apart: -p -s.")
+    namespace.warnings, mode = [], None
+    if typed:
+        spelled = " ".join(typed)
+        mode, namespace.warnings = mode_of(typed)
         if namespace.modes is not None:
-            raise UserError(f"{typed} and --modes {namespace.modes} both name the precision mode ({typed} is "
-                            f"--modes {self.mode} in its earlier spelling); give the modes once, with --modes.")
+            raise UserError(f"{spelled} and --modes {namespace.modes} both name the precision mode ({spelled} is "
+                            f"--modes {mode} in its earlier spelling); give the modes once, with --modes.")
         if namespace.compare:
-            raise UserError(f"--compare runs the modes listed in --modes; drop {typed} and name the modes "
+            raise UserError(f"--compare runs the modes listed in --modes; drop {spelled} and name the modes "
                             "instead, e.g. --modes fp32,amp-fp16,amp-bf16.")
-        namespace.modes = self.mode
-        namespace.spelled = {**getattr(namespace, "spelled", {}), "modes": typed}
-
-    def current(self) -> List[str]:
-        """The command line in current spellings, the precision ones as --modes where the first of
-        them stood: what a command repeated for the user (a resume line) says."""
-        if self.mode is None:
-            return list(self.argv)
-        return self.argv[:self.at] + [PRECISION, self.mode] + self.argv[self.at:]
+        namespace.modes = mode
+        namespace.spelled = {**getattr(namespace, "spelled", {}), "modes": spelled}
+    namespace.command = current(argv[:end], mode) + list(argv[end:])
 
 
-def rewrite(argv: Sequence[str]) -> Rewritten:
-    """`argv` in current spellings: renamed flags renamed (--warmup=5 too), switches of a default
-    dropped, the precision spellings taken out for settle(); the words after `--` left alone.
-    Raises Malformed where argparse would refuse the form an earlier spelling was typed in, and
-    UserError where a setting is given in both its spellings."""
-    command, words, index = Rewritten([]), list(argv), 0
-    while index < len(words):
-        word = words[index]
-        index += 1
+def current(argv: Sequence[str], mode: Optional[str]) -> List[str]:
+    """`argv`, which the parser read, in current spellings, as a command repeated to the user (a
+    resume line) says it: renamed flags renamed (--warmup=5 too), switches of a default dropped,
+    the precision spellings as --modes `mode` where the first of them stood."""
+    words: List[str] = []
+    at = None
+    given = iter(argv)
+    for word in given:
         flag, equals, value = word.partition("=") if word.startswith("--") else (word, "", "")
-        if word == "--":
-            command.argv += words[index - 1:]
-            break
         if flag in RENAMED:
-            if given(RENAMED[flag], words[:index - 1]) or given(RENAMED[flag], words[index:]):
-                raise UserError(f"{flag} and {RENAMED[flag]} are one setting ({flag} is its earlier spelling), given "
-                                f"twice; give it once, as {RENAMED[flag]}.")
-            command.typed[RENAMED[flag]] = flag
-            command.argv.append(RENAMED[flag] + equals + value)
-            continue
-        if flag not in PRECISION_WORDS and flag not in DEFAULTS:
-            command.argv.append(word)
-            continue
-        if flag == "--amp-dtype":
-            flag, index = amp_dtype(value if equals else None, words, index)
-        elif equals:
-            raise Malformed(f"argument {flag}: ignored explicit argument '{value}'")
-        if flag not in DEFAULTS:
-            command.at = command.at if command.precision else len(command.argv)
-            command.precision.append(flag)
-    return command
-
-
-def given(flag: str, words: Sequence[str]) -> bool:
-    """Whether `flag` is among `words` (as itself or --flag=value) before any `--`."""
-    before = list(words)[:list(words).index("--")] if "--" in words else words
-    return any(word == flag or word.startswith(flag + "=") for word in before)
-
-
-def amp_dtype(given: Optional[str], words: List[str], index: int) -> Tuple[str, int]:
-    """"--amp-dtype DTYPE" as typed (`given` after its `=`, else the word at `index`), read as
-    argparse reads a choice; and the index of the word after it."""
-    if given is None:
-        if index >= len(words) or words[index].startswith("-"):
-            raise Malformed("argument --amp-dtype: expected one argument")
-        given, index = words[index], index + 1
-    if given not in AMP_DTYPES:
-        raise Malformed(f"argument --amp-dtype: invalid choice: '{given}' (choose from "
-                        f"{', '.join(repr(dtype) for dtype in AMP_DTYPES)})")
-    return f"--amp-dtype {given}", index
+            words.append(RENAMED[flag] + equals + value)
+        elif flag in PRECISION_WORDS:
+            at = len(words) if at is None else at
+            if flag == "--amp-dtype" and not equals:
+                next(given, None)  # its value
+        elif flag not in DEFAULTS:
+            words.append(word)
+    if mode is not None and at is not None:
+        words[at:at] = [PRECISION, mode]
+    return words
 
 
 def mode_of(typed: Sequence[str]) -> Tuple[str, List[str]]:

@@ -30,6 +30,13 @@ def test_the_tutorials_call_is_amp_fp16_and_keeps_its_spelling_for_messages():
     assert config.command == ("-n", "200", "-p", "--modes", "amp-fp16", "--model", "resnet50")
 
 
+def test_the_command_in_current_spellings_keeps_the_order_typed():
+    """The resume line's words: renamed flags renamed in their own form, a default's switch
+    dropped, --modes where the first precision spelling stood, the words after -- as typed."""
+    config = config_of("-n 5 --download -b 3 --warmup=2 --fp16 --lr 0.1 -s")
+    assert config.command == ("-n", "5", "-b", "3", "--timing-warmup=2", "--modes", "amp-fp16", "--lr", "0.1")
+
+
 @pytest.mark.parametrize("typed, mode, warned", [
     ("--bf16 -s", "amp-bf16", "-s/--loss_scaling is ignored with --bf16"),
     ("--amp --amp-dtype bfloat16 --loss_scaling", "amp-bf16", "ignored with --amp --amp-dtype bfloat16"),
@@ -67,6 +74,7 @@ def test_an_s_that_scales_nothing_more_is_said_once(typed, mode, warned):
     (["--amp", "--amp-dtype"], "argument --amp-dtype: expected one argument"),
     (["--bf16=yes"], "argument --bf16: ignored explicit argument 'yes'"),
     (["--bf"], "did you mean --bf16?"),
+    (["-ps"], "-s is read only on its own, not joined to other short flags (-ps); give it apart: -p -s."),
 ])
 def test_a_refusal_names_the_earlier_spelling_as_typed(argv, said):
     result = run_main(*argv)
