@@ -17,8 +17,9 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Mode:
-    """A precision mode: what it asks of autocast, GradScaler and TF32, and what the adviser and
-    the comparisons know of it (`rank`, `weighed`, `never_advised`, `at_speed_on`)."""
+    """A precision mode: what it asks of autocast, GradScaler and TF32, and what the adviser, the
+    comparisons and the GPU suite know of it (`rank`, `weighed`, `never_advised`, `at_speed_on`,
+    `timed_in`)."""
     name: str
     autocast: Optional[str]  # torch dtype name for autocast ("float16", "bfloat16"); None: autocast off
     loss_scaling: bool  # dynamic loss scaling with torch.amp.GradScaler
@@ -27,6 +28,7 @@ class Mode:
     colour: str  # the mode's colour in every plot
     rank: int  # how much it changes the numbers, least first: an adviser's tie goes to the lowest
     at_speed_on: Tuple[str, ...]  # the devices ("cuda", "cpu") whose arithmetic runs it at speed
+    timed_in: Tuple[str, ...]  # the GPU suite's sections that time it (SUITE_SECTIONS)
     weighed: bool = True  # whether --advise times it where it runs at speed
     never_advised: Optional[str] = None  # why --advise never advises it, whatever its speed
     master_weights: bool = False  # FP16 model, FP32 master weights, static loss scale
@@ -71,24 +73,36 @@ class Mode:
 
 
 GPU, EVERYWHERE = ("cuda",), ("cuda", "cpu")
+# The GPU suite's sections that time a mode (Mode.timed_in, read by benchmarks/suite/plan.py), each
+# in the rows' order.
+HEADLINE = "headline"  # README's convnet rows, and resnet50 at 224 (strict FP32, and NVIDIA's TF32 and AMP)
+FP8_ROW = "fp8 row"  # README's FP8 row: FP8 against its fair baseline, the same autocast without it
+COMPARISONS = "comparisons"  # the convnets' full comparisons (the fp8 modes refuse convnets' few Linear FLOPs)
+TRANSFORMERS = "transformers"  # vit_s4 in every mode that trains it
+SUITE_SECTIONS = (HEADLINE, FP8_ROW, COMPARISONS, TRANSFORMERS)
+EVERY_SECTION_BUT_FP8 = (HEADLINE, COMPARISONS, TRANSFORMERS)
 MODES = {
-    "fp32": Mode("fp32", None, False, False, "FP32, TF32 off", "#595959", 0, EVERYWHERE),
-    "tf32": Mode("tf32", None, False, True, "FP32 with TF32 tensor cores for matmul and conv", "#8c564b", 1, GPU),
-    "amp-fp16": Mode("amp-fp16", "float16", True, False, "autocast float16 + GradScaler", "#1f77b4", 3, GPU),
+    "fp32": Mode("fp32", None, False, False, "FP32, TF32 off", "#595959", 0, EVERYWHERE, EVERY_SECTION_BUT_FP8),
+    "tf32": Mode("tf32", None, False, True, "FP32 with TF32 tensor cores for matmul and conv", "#8c564b", 1, GPU,
+                 EVERY_SECTION_BUT_FP8),
+    "amp-fp16": Mode("amp-fp16", "float16", True, False, "autocast float16 + GradScaler", "#1f77b4", 3, GPU,
+                     EVERY_SECTION_BUT_FP8),
+    # the didactic one: its underflow is --numerics' subject, not a speed the suite times
     "amp-fp16-noscale": Mode("amp-fp16-noscale", "float16", False, False,
                              "autocast float16 without loss scaling (small gradients may underflow)", "#17becf", 7,
-                             GPU, weighed=False,
+                             GPU, (), weighed=False,
                              never_advised="float16 without loss scaling: small gradients underflow to zero"),
-    "amp-bf16": Mode("amp-bf16", "bfloat16", False, False, "autocast bfloat16", "#2ca02c", 2, EVERYWHERE),
+    "amp-bf16": Mode("amp-bf16", "bfloat16", False, False, "autocast bfloat16", "#2ca02c", 2, EVERYWHERE,
+                     SUITE_SECTIONS),
     "fp16-master": Mode("fp16-master", None, False, False,
                         "FP16 model (BatchNorm FP32), FP32 master weights, static loss scale", "#ff7f0e", 4, GPU,
-                        weighed=False, master_weights=True),
+                        (COMPARISONS,), weighed=False, master_weights=True),
     "fp8": Mode("fp8", "bfloat16", False, False,
                 "autocast bfloat16 + torchao float8 Linear layers, tensorwise dynamic scaling", "#7b4173", 5, GPU,
-                float8="tensorwise"),
+                (FP8_ROW, TRANSFORMERS), float8="tensorwise"),
     "fp8-rowwise": Mode("fp8-rowwise", "bfloat16", False, False,
                         "autocast bfloat16 + torchao float8 Linear layers, rowwise dynamic scaling", "#e377c2", 6, GPU,
-                        float8="rowwise"),
+                        (FP8_ROW, TRANSFORMERS), float8="rowwise"),
 }
 
 # The mode the others are read against, by role, and why it is that mode.
@@ -110,6 +124,16 @@ DEFAULT_COMPARE = ("fp32", "amp-fp16")  # on a GPU
 DEFAULT_COMPARE_CPU = ("fp32", "amp-bf16")
 
 INITIAL_LOSS_SCALE = 2.0 ** 16  # where GradScaler's dynamic scale starts (its default, named here)
+
+
+def timed_in(section: str) -> List[str]:
+    """The modes the GPU suite's `section` (SUITE_SECTIONS) times, by their rows, in the rows' order."""
+    return [name for name, mode in MODES.items() if section in mode.timed_in]
+
+
+def fp32_modes() -> Tuple[str, ...]:
+    """The modes that compute in FP32 (strict, or with TF32): what speedups are read against."""
+    return tuple(name for name, mode in MODES.items() if mode.compute_dtype in ("float32", "tf32"))
 
 
 def weighed_on(device: str) -> Tuple[str, ...]:

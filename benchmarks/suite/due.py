@@ -14,11 +14,12 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from benchmarks.suite.history import SavedSuite, load
 from benchmarks.suite.plan import Step
 from models.families import DEFAULT_IMAGE_SIZE
+from utils import modes
 from utils.config import input_shape_of
 from utils.results.compare import MIN_RUNS
 
 GOOD_RCS = (0, 143)  # a step that ended as planned (143: the resume check's SIGTERM)
-BASELINES = ("fp32", "tf32")  # the two FP32s README's speedups are against
+BASELINES = modes.fp32_modes()  # the two FP32s README's speedups are against
 
 
 @dataclass(frozen=True)
@@ -49,11 +50,11 @@ def figures_of(step: Step) -> Tuple[str, ...]:
         if program.endswith("overhead.py"):
             kinds.append("overhead")
         elif program.endswith("main.py"):
-            modes = flag_value(words, "--modes") or ""
+            named = flag_value(words, "--modes") or ""
             kinds.append("memory")
             if flag_value(words, "--data") == "synthetic" and large_synthetic(flag_value(words, "--image-size")):
                 kinds.append("synthetic-memory")
-            if "amp-fp16" in modes.split(",") or "--fp16" in words:
+            if "amp-fp16" in named.split(",") or "--fp16" in words:
                 kinds.append("amp-fp16")
             if "-p" in words:
                 kinds += ["busy", "energy"]

@@ -24,14 +24,11 @@ from utils.measure.estimate import Run
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
-# Every mode but the didactic amp-fp16-noscale (its underflow is --numerics' subject, not a speed) and
-# the fp8 modes, which refuse convnets (they have almost no Linear FLOPs): the transformers section's
-MODES = [name for name in modes.MODES if name != "amp-fp16-noscale" and not modes.MODES[name].float8]
-TRANSFORMER_MODES = ["fp32", "tf32", "amp-fp16", "amp-bf16", "fp8", "fp8-rowwise"]
-HEADLINE_MODES = ["fp32", "tf32", "amp-fp16", "amp-bf16"]  # README's table, for the convnets
-HEADLINE_FP8_MODES = ["amp-bf16", "fp8", "fp8-rowwise"]  # and its FP8 row: FP8 against its fair baseline
-# resnet50 at 224: strict FP32, and NVIDIA's published ResNet-50 figures' TF32 and AMP
-NATIVE_MODES = ["fp32", "tf32", "amp-fp16", "amp-bf16"]
+# The modes each section times, as the mode rows say (utils/modes.py's Mode.timed_in)
+MODES = modes.timed_in(modes.COMPARISONS)
+TRANSFORMER_MODES = modes.timed_in(modes.TRANSFORMERS)
+HEADLINE_MODES = modes.timed_in(modes.HEADLINE)  # README's table for the convnets, and resnet50 at 224
+HEADLINE_FP8_MODES = modes.timed_in(modes.FP8_ROW)  # and its FP8 row, its baseline first
 RECIPES = [("eager", []), ("compile", ["--compile"]),
            ("cudagraphs", ["--compile", "--compile-mode", "reduce-overhead"])]
 RESUME_PROCESSES = ("resume-full-a", "resume-full-b", "resume-stopped", "resume-resumed")
@@ -510,7 +507,7 @@ def native(suite: Planner, name: str, data: str) -> Planned:
     if data == "cifar10" and suite.without_cifar10:
         return (f"it trains on CIFAR-10 upsampled to {plan.native_size}x{plan.native_size}, and the runs get "
                 f"synthetic data: {suite.without_cifar10}")
-    names = [mode for mode in NATIVE_MODES if mode in suite.modes and not (plan.quick and mode == "amp-fp16")]
+    names = [mode for mode in HEADLINE_MODES if mode in suite.modes and not (plan.quick and mode == "amp-fp16")]
     baseline = ["--baseline", "tf32"] if "tf32" in names else []
     explain = ["--explain", "--explain-steps", plan.explain_steps] if "--explain" in suite.flags else []
     source = ["--data", "synthetic"] if data == "synthetic" else ["--data", "cifar10", *suite.data_flags]

@@ -23,7 +23,7 @@ from benchmarks.suite.history import (
     short_commit,
     upgraded,
 )
-from benchmarks.suite.plan import HEADLINE_FP8_MODES, HEADLINE_MODES, MODES, NATIVE_MODES, RECIPES
+from benchmarks.suite.plan import HEADLINE_FP8_MODES, HEADLINE_MODES, MODES, RECIPES
 from benchmarks.suite.published import MLPERF_RESNET50, RESNET50
 from utils.explain.diagnose import GPU_BOUND_SHARE
 from utils.measure.nvml_meter import MIN_BUSY_SAMPLES
@@ -395,7 +395,7 @@ def native_table(suites: List[SavedSuite], label: Label) -> List[str]:
                 continue
             comparison, config = document["comparison"], document["config"]
             against_tf32, against_fp32 = comparison_against(document, "tf32"), comparison_against(document, "fp32")
-            rates = [f"{comparison[mode].images_per_sec:.0f}" if mode in comparison else "-" for mode in NATIVE_MODES]
+            rates = [f"{comparison[mode].images_per_sec:.0f}" if mode in comparison else "-" for mode in HEADLINE_MODES]
             speedups = [ratio_or_dash(against or comparison, mode, base, shown)
                         for base, against in (("tf32", against_tf32), ("fp32", against_fp32)) for mode in AMP_MODES]
             theirs = ([f"{published.tf32_images_per_sec:.0f}", f"{published.amp_images_per_sec:.0f}",
@@ -404,12 +404,12 @@ def native_table(suites: List[SavedSuite], label: Label) -> List[str]:
             rows.append(f"| {'CIFAR-10 upsampled' if data == 'cifar10' else 'synthetic'} | "
                         f"{config.get('image_size', 32)} | {config['batch_size']} | {config.get('repeats', 1)} | "
                         f"{steps_cell(document)} | " + " | ".join(rates + speedups)
-                        + f" | {busy_cell(document, NATIVE_MODES, shown)} | "
+                        + f" | {busy_cell(document, HEADLINE_MODES, shown)} | "
                         + "".join(f"{cell} | " for cell in theirs) + f"{steadiness_cell(comparison)} | {made} |")
     if not rows:
         return []
-    columns = ([f"{mode} img/s" for mode in NATIVE_MODES] + [f"{mode} vs tf32" for mode in AMP_MODES]
-               + [f"{mode} vs fp32" for mode in AMP_MODES] + [f"GPU busy {' / '.join(NATIVE_MODES)}"]
+    columns = ([f"{mode} img/s" for mode in HEADLINE_MODES] + [f"{mode} vs tf32" for mode in AMP_MODES]
+               + [f"{mode} vs fp32" for mode in AMP_MODES] + [f"GPU busy {' / '.join(HEADLINE_MODES)}"]
                + (["NVIDIA TF32 img/s", "NVIDIA AMP img/s", "NVIDIA AMP / TF32"] if published else [])
                + (["MLPerf img/s per GPU (ceiling)"] if ceiling else []) + ["timings"])
     notes = ([f"* NVIDIA's figures: {published.source} (their input pipeline is DALI on ImageNet; ours feeds "

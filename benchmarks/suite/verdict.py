@@ -23,6 +23,7 @@ from benchmarks.suite.tables import (
     steps_cell,
 )
 from models.families import DEFAULT_IMAGE_SIZE
+from utils import modes
 from utils.explain.diagnose import GPU_BOUND_SHARE
 
 FP8 = tuple(HEADLINE_FP8_MODES[1:])  # the modes a row gives as ratios to amp-bf16
@@ -164,7 +165,7 @@ def unsteady_modes(document: Dict[str, Any], mode: str) -> List[str]:
     """Whether `mode`'s speedups rest on timings that moved (compare.unsteady_speedups)."""
     from utils.results.compare import unsteady_speedups
 
-    found = [unsteady_speedups(comparison_against(document, base), base) for base in ("fp32", "tf32")
+    found = [unsteady_speedups(comparison_against(document, base), base) for base in modes.fp32_modes()
              if base in document["comparison"] and base != mode]
     return [name for spread in found for name in spread if name == mode]
 

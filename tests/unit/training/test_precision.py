@@ -123,3 +123,19 @@ def test_every_mode_row_says_what_the_adviser_and_the_comparisons_know_of_it():
     assert modes.listed(["fp8", "fp8-rowwise"]) == "fp8 or fp8-rowwise"
     with pytest.raises(TypeError):  # a row without its adviser rank and devices is refused where it is written
         modes.Mode("fp99", None, False, False, "a mode of tomorrow", "#000000")
+    with pytest.raises(TypeError):  # and one without the suite's sections that time it
+        modes.Mode("fp99", None, False, False, "a mode of tomorrow", "#000000", 8, modes.GPU)
+
+
+def test_the_suite_times_each_mode_in_the_sections_its_row_names(monkeypatch):
+    """A new mode is one row: the GPU suite's sections read their modes from the rows' timed_in,
+    in the rows' order, and the FP8 row's baseline (amp-bf16) comes first."""
+    from utils import modes
+
+    assert all(set(mode.timed_in) <= set(modes.SUITE_SECTIONS) for mode in modes.MODES.values())
+    assert modes.timed_in(modes.FP8_ROW)[0] == modes.BASELINES["fp8"]
+    assert modes.fp32_modes() == ("fp32", "tf32")
+    toy = modes.Mode("fp99", "bfloat16", False, False, "a mode of tomorrow", "#000000", 8, modes.GPU,
+                     (modes.TRANSFORMERS,))
+    monkeypatch.setitem(modes.MODES, "fp99", toy)
+    assert modes.timed_in(modes.TRANSFORMERS)[-1] == "fp99" and "fp99" not in modes.timed_in(modes.HEADLINE)
