@@ -232,5 +232,5 @@ def test_a_resume_that_only_evaluates_still_gives_the_checkpoint_warning(monkeyp
     config = RunConfig.build(model="squeezenet1_1", steps=4, checkpoint="c.pt", resume=True)
     monkeypatch.setattr(checkpoint, "check_compatible", lambda *_: "the schedule was stretched.")
     monkeypatch.setattr(checkpoint, "lacks_final_evaluation", lambda *_: True)
-    app.check_resume({"step": 4}, config, config.plan(True, 1), None, evaluates=True)
+    app.check_resume(checkpoint.Resumed("c.pt", {"step": 4}), config, config.plan(True, 1), None, evaluates=True)
     assert "the schedule was stretched." in capsys.readouterr().err
