@@ -24,9 +24,11 @@ if TYPE_CHECKING:
 ENTRIES: Kinds = {"config": dict, "mode": str, "step": int, "model": dict, "masters": (list, type(None)),
            "optimizer": dict, "scheduler": dict, "scaler": (dict, type(None)), "rng": dict, "stats": dict}
 CONFIG_ENTRIES = {key: record_kind(key) for key in RESUME_KEYS + ("steps",)}
-# What a resume refuses to change where the checkpoint holds it, with why: the settings that say so
-# (config.RESUME_SETTINGS), after the class of the model a factory built, which the record holds too.
-REFUSED_CHANGES = {"model_class": "the weights are those of a model of that class", **RESUME_SETTINGS}
+# What a resume refuses to change where the checkpoint holds it, with why: the class of the model a
+# factory built (the record holds it too), then the settings that say so (config.RESUME_SETTINGS),
+# the optimizer first, as the defaults of the rest (the learning rate, the momentum) follow its recipe.
+REFUSED_CHANGES = {"model_class": "the weights are those of a model of that class",
+                   **{key: RESUME_SETTINGS[key] for key in sorted(RESUME_SETTINGS, key=lambda key: key != "optimizer")}}
 SETUP_ENTRIES = {"world_size": int, "data": str, "train_images": int}  # where the run happened, beside its config
 CURVES = ("step_ms", "data_ms", "losses", "lrs", "loss_scales")
 POINT_KEYS = ("step", "epoch", "train_s", "accuracy")  # of each accuracy_curve entry

@@ -98,7 +98,7 @@ HOSTILE = [  # (what, the file's content from the genuine document, the field th
     ("tf32 a string", edited(lambda d: run0(d).update(tf32="off")), 'runs[0].tf32 is "off", not an object'),
     ("model a number", edited(lambda d: d["config"].update(model=7)), "config.model is 7, not text"),
     ("margin a string", edited(lambda d: d["config"].update(accuracy_margin="x")),
-     'config.accuracy_margin is "x", not a number'),
+     'config.accuracy_margin is "x", not zero or a positive number'),
     ("no torch version", edited(lambda d: d["env"].pop("torch")), "env.torch is missing"),
     ("data name null", edited(lambda d: d["data"].update(name=None)), "data.name is null, not text"),
     ("timed without steps", edited(lambda d: run0(d).update(step_times_ms=[])),
