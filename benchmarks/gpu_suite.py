@@ -174,7 +174,7 @@ def plan_pass(options: argparse.Namespace, label: str, refused: Dict[str, str], 
     estimator = Estimator(device_folder, label, plan.quick, lambda: planner.data)
     windows = {name: estimated(name, label, window_steps, estimator, plan, runs)
                for name, runs in window_runs(planner).items()}
-    plan.window_flags = {name: window.flags() for name, window in windows.items()}
+    plan.window_settings = {name: window.settings() for name, window in windows.items()}
     sections = options.only or list(SECTIONS)
     for mode, reason in refused.items():
         planner.skip(f"mode {mode}", reason)

@@ -740,6 +740,24 @@ def arguments(**given: Any) -> Arguments:
     return Arguments(defaults(), **given)
 
 
+def flag_words(key: str, value: Any, spelled: Optional[str] = None) -> List[str]:
+    """The words that set `key` to `value` on main.py's command line, as main.py reads them back:
+    its flag typed as `spelled` (another of its names, or the earlier precision spelling that names
+    the mode `value`, --fp16 -s), else as its first name; a switch typed where `value` is not its
+    default, nothing where it is."""
+    setting = SETTINGS[key]
+    name = spelled or setting.name
+    if tuple(name.split()) in spellings.MODE_OF:
+        if spellings.MODE_OF[tuple(name.split())] != value:
+            raise ValueError(f"{name} names --modes {spellings.MODE_OF[tuple(name.split())]}, not {value}")
+        return name.split()
+    if name not in setting.flag.names:
+        raise ValueError(f"{name} is not a name of {setting.name}")
+    if setting.flag.action in ("store_true", "store_false"):
+        return [name] if value != setting.default() else []
+    return [name, str(value)]
+
+
 @dataclass(frozen=True)
 class Recipe:
     """The model family's recipe (models/families.py) where the flags left a setting unset: the

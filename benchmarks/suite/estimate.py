@@ -1,7 +1,8 @@
 """How long a step of the GPU suite will take, estimated before it starts: what --budget spends by.
 
-A step's training runs are read from its own commands, parsed by the parser of the program each
-one runs (main.py's, through RunConfig, or the benchmark script's), so a step is described once.
+A step's training runs are read from its own commands, so a step is described once: a main.py
+command's from the typed run it renders (main_run.MainRun, through RunConfig), a study's from its
+words, parsed by the study's own parser.
 Its estimate is, by the first of these that applies:
 
 1. measured: the newest time the same step (its processes, by name, with the same commands, the
@@ -35,14 +36,14 @@ import os
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from benchmarks import fp8_sweep
 from benchmarks.suite.device import DataFacts
 from benchmarks.suite.history import saved_suites, upgraded
 from benchmarks.suite.plan import ROOT, Command, Plan, Step
 from models.families import DEFAULT_IMAGE_SIZE
-from utils.config import LARGEST_COUNT
+from utils.config import DEFAULT_BUDGET_MINUTES, LARGEST_COUNT, RunConfig, mode_steps_of
 from utils.errors import not_installed
 from utils.measure.estimate import (
     START_S,
@@ -73,13 +74,9 @@ def program_of(argv: Sequence[str]) -> Tuple[str, List[str]]:
     raise ValueError(f"no program in {' '.join(argv)}")
 
 
-def main_py_runs(arguments: Sequence[str], data: Callable[[], DataFacts]) -> List[Run]:
-    """The runs of one main.py process, from its flags as main.py reads them; the data's size is
-    asked for only where --epochs or an evaluation needs it."""
-    from main import build_parser
-    from utils.config import RunConfig, mode_steps_of
-
-    config = RunConfig.from_args(build_parser().parse_args(list(arguments)))
+def main_py_runs(config: RunConfig, data: Callable[[], DataFacts]) -> List[Run]:
+    """The runs of one main.py process, from its config; the data's size is asked for only where
+    --epochs or an evaluation needs it."""
     steps = config.training.steps
     if steps is None:  # --epochs: the dataset's size settles the steps
         steps = config.plan(batch_norm=True, world_size=1, train_images=data().train_images).steps
@@ -99,14 +96,10 @@ def main_py_runs(arguments: Sequence[str], data: Callable[[], DataFacts]) -> Lis
 def advice_budget_s(command: Command) -> Optional[float]:
     """The seconds an --advise command is given (its --budget, or the adviser's default), within
     which it stops; None for any other command."""
-    from main import build_parser
-    from utils.config import DEFAULT_BUDGET_MINUTES, RunConfig
-
-    program, arguments = program_of(command.argv)
-    if program != "main.py" or "--advise" not in arguments:
+    if command.run is None:
         return None
-    config = RunConfig.from_args(build_parser().parse_args(list(arguments)))
-    return 60.0 * (config.advice.budget or DEFAULT_BUDGET_MINUTES)
+    config = command.run.config()
+    return 60.0 * (config.advice.budget or DEFAULT_BUDGET_MINUTES) if config.advice.advise else None
 
 
 def overhead_runs(arguments: Sequence[str]) -> List[Run]:
@@ -141,10 +134,10 @@ def sweep_runs(arguments: Sequence[str]) -> List[Run]:
 
 
 def runs_of(command: Command, data: Callable[[], DataFacts]) -> List[Run]:
-    """The training runs `command` makes, read from its own arguments."""
+    """The training runs `command` makes: a main.py run's from its config, a study's from its words."""
+    if command.run is not None:
+        return main_py_runs(command.run.config(), data)
     program, arguments = program_of(command.argv)
-    if program == "main.py":
-        return main_py_runs(arguments, data)
     readers = {"overhead.py": overhead_runs, "loader.py": loader_runs, "fp8_sweep.py": sweep_runs}
     return readers[program](arguments)
 
@@ -219,11 +212,11 @@ class Window:
     step_s: Dict[str, float]
     measured: Dict[str, bool]
 
-    def flags(self) -> List[str]:
-        """-n (the most any mode needs) and --mode-steps for each mode that needs fewer."""
+    def settings(self) -> Dict[str, Any]:
+        """steps (the most any mode needs) and mode_steps for each mode that needs fewer."""
         most = max(self.steps.values())
         fewer = [f"{mode}={steps}" for mode, steps in self.steps.items() if steps < most]
-        return ["-n", str(most)] + (["--mode-steps", ",".join(fewer)] if fewer else [])
+        return {"steps": most, **({"mode_steps": ",".join(fewer)} if fewer else {})}
 
     def describe(self, warmup: int) -> str:
         by_flops = [mode for mode, measured in self.measured.items() if not measured]

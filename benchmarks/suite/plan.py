@@ -1,8 +1,9 @@
-"""The suite's steps, each described once in STEPS: its name, its section, its commands typed as a
-user would type them, its known time with --quick, and by its place there the order in which a
-budget spends on it. Every list of steps (the priority order, a section's steps, the --quick
-times, README's coverage) is derived from STEPS; a step's time estimate is read from its commands
-(estimate.py), so nothing here repeats what a command says."""
+"""The suite's steps, each described once in STEPS: its name, its section, its commands (a main.py
+run as a typed value, main_run.MainRun, its command line rendered from it; a study's words), its
+known time with --quick, and by its place there the order in which a budget spends on it. Every
+list of steps (the priority order, a section's steps, the --quick times, README's coverage) is
+derived from STEPS; a step's time estimate is read from its commands (estimate.py), so nothing
+here repeats what a command says."""
 from __future__ import annotations
 
 import dataclasses
@@ -10,27 +11,25 @@ import itertools
 import os
 import re
 import string
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 from benchmarks import fp8_sweep
 from benchmarks.suite.device import DataFacts, data_facts
-from utils import modes
-from utils.config import default_data_dir
+from benchmarks.suite.main_run import PYTHON, ROOT, MainRun, main_run
+from utils import modes, spellings
+from utils.config import default_data_dir, flag_words
 from utils.measure.estimate import Run
 
-ROOT = Path(__file__).resolve().parents[2]
-PYTHON = sys.executable
 # The modes each section times, as the mode rows say (utils/modes.py's Mode.timed_in)
 MODES = modes.timed_in(modes.COMPARISONS)
 TRANSFORMER_MODES = modes.timed_in(modes.TRANSFORMERS)
 HEADLINE_MODES = modes.timed_in(modes.HEADLINE)  # README's table for the convnets, and resnet50 at 224
 HEADLINE_FP8_MODES = modes.timed_in(modes.FP8_ROW)  # and its FP8 row, its baseline first
-RECIPES = [("eager", []), ("compile", ["--compile"]),
-           ("cudagraphs", ["--compile", "--compile-mode", "reduce-overhead"])]
+RECIPES: List[Tuple[str, Dict[str, Any]]] = [
+    ("eager", {}), ("compile", {"compile": True}), ("cudagraphs", {"compile": True, "compile_mode": "reduce-overhead"})]
 RESUME_PROCESSES = ("resume-full-a", "resume-full-b", "resume-stopped", "resume-resumed")
 ADVISE_MINUTES = 6  # the advise step's --budget: its comparison, a lever or two and what the accuracy check needs
 ADVICE_DIR = "advise"  # where in a run's folder the advise step writes its advice.json and report.txt
@@ -43,8 +42,9 @@ class Plan:
 
     def __init__(self, quick: bool) -> None:
         self.quick = quick
-        self.gpu = [] if quick else ["-p"]
-        self.slow_fp16 = [] if self.gpu else ["--allow-slow-fp16"]  # main.py runs float16 on a CPU only if asked
+        self.gpu = [] if quick else ["-p"]  # the studies' flag
+        self.on_gpu: Dict[str, Any] = {} if quick else {"gpu": True}  # main.py's setting
+        self.slow_fp16: Dict[str, Any] = {"allow_slow_fp16": True} if quick else {}  # float16 on a CPU only if asked
         self.classic_steps = 3 if quick else 200
         self.batch = 16 if quick else 256
         self.steps = 4 if quick else 50
@@ -52,15 +52,15 @@ class Plan:
         self.repeats = 2  # the full comparisons: 3 took a cold H100 past 9 minutes
         # README's rows: 3 repeats give each ratio a 95% interval (--quick: the plumbing, 2 are enough)
         self.headline_repeats = 2 if quick else 3
-        # the -n and --mode-steps of each headline step a GPU pass times for the energy window (window_runs):
-        # each mode's timed steps last it (estimate.window_steps sets them before the planning); else -n `steps`
-        self.window_flags: Dict[str, List[str]] = {}
+        # the steps and mode_steps of each headline step a GPU pass times for the energy window (window_runs):
+        # each mode's timed steps last it (estimate.window_steps sets them before the planning); else `steps`
+        self.window_settings: Dict[str, Dict[str, Any]] = {}
         self.stem_name = "imagenet" if quick else "cifar"  # 32x32 at full resolution is slow on a CPU
-        self.stem = ["--stem", self.stem_name] if quick else []
+        self.stem: Dict[str, Any] = {"stem": self.stem_name} if quick else {}
         self.models = ["resnet18"] if quick else ["resnet50", "resnet18"]
         self.resume_steps = 6 if quick else 40
         self.resume_every = 2 if quick else 10
-        self.amp = ["--modes", "amp-bf16" if quick else "amp-fp16"]  # a CPU has no fast float16
+        self.amp = {"modes": "amp-bf16" if quick else "amp-fp16"}  # a CPU has no fast float16
         self.explain_steps = 1 if quick else 5  # float16 steps take seconds on a CPU
         self.vit = "vit_t4" if quick else "vit_s4"
         self.vit_batch = 4 if quick else self.batch
@@ -79,11 +79,27 @@ class Plan:
 
 @dataclass(frozen=True)
 class Command:
-    """One process of a step, as a user would type it; `name` names its log (NAME.log) and its
-    record in suite.json."""
+    """One process of a step: a main.py run (a typed value, its command line rendered from it) or
+    a study's words as a user would type them; `name` names its log (NAME.log) and its record in
+    suite.json."""
     name: str
-    argv: Tuple[str, ...]
+    program: Union[MainRun, Tuple[str, ...]]
     timeout: int = 300
+
+    @property
+    def run(self) -> Optional[MainRun]:
+        """The main.py run this command makes; None for a study's script."""
+        return self.program if isinstance(self.program, MainRun) else None
+
+    @property
+    def argv(self) -> Tuple[str, ...]:
+        return self.program.argv() if isinstance(self.program, MainRun) else self.program
+
+    def moved(self, old: Path, new: Path) -> Command:
+        """The command writing into `new` instead of `old`."""
+        program = (self.program.moved(old, new) if isinstance(self.program, MainRun)
+                   else tuple(arg.replace(str(old), str(new)) for arg in self.program))
+        return dataclasses.replace(self, program=program)
 
 
 @dataclass(frozen=True)
@@ -104,10 +120,7 @@ class Step:
 
     def moved(self, old: Path, new: Path) -> Step:
         """The step with its commands writing into `new` instead of `old`."""
-        commands = tuple(dataclasses.replace(command, argv=tuple(arg.replace(str(old), str(new))
-                                                                 for arg in command.argv))
-                         for command in self.commands)
-        return dataclasses.replace(self, commands=commands)
+        return dataclasses.replace(self, commands=tuple(command.moved(old, new) for command in self.commands))
 
 
 Planned = Union[Tuple[Command, ...], str]  # a step's commands, or the sentence that says why it is skipped
@@ -139,18 +152,14 @@ AXES: Dict[str, Callable[[Plan], Sequence[str]]] = {"model": lambda plan: plan.m
                                                     "layout": lambda plan: ("-cl", "")}
 
 
-def one(name: str, argv: Sequence[object], timeout: int = 300) -> Tuple[Command, ...]:
+def one(name: str, program: Union[MainRun, Tuple[str, ...]], timeout: int = 300) -> Tuple[Command, ...]:
     """The commands of a step that is one process."""
-    return (Command(name, tuple(map(str, argv)), timeout),)
+    return (Command(name, program, timeout),)
 
 
-def main_py(*argv: object) -> List[str]:
-    return [PYTHON, str(ROOT / "main.py"), *map(str, argv)]
-
-
-def script(name: str, *argv: object) -> List[str]:
+def script(name: str, *argv: object) -> Tuple[str, ...]:
     """A benchmark script of benchmarks/ as a user would run it."""
-    return [PYTHON, str(ROOT / "benchmarks" / name), *map(str, argv)]
+    return (PYTHON, str(ROOT / "benchmarks" / name), *map(str, argv))
 
 
 def available_flags() -> Set[str]:
@@ -168,12 +177,12 @@ class Planner:
                  data: Optional[DataFacts] = None) -> None:
         self.out, self.plan, self.say = out, plan, say
         self.known_data = data  # what the runs train on, where the caller knows it: else asked once, when needed
-        self.data_flags = ["--data-dir", data_dir, "--allow-unverified"] if data_dir else []
+        self.data_settings: Dict[str, Any] = {"data_dir": data_dir, "allow_unverified": True} if data_dir else {}
         # where the runs look for CIFAR-10: the suite's --data-dir, else main.py's default (they start in ROOT)
         self.data_dir, self.unverified = data_dir or os.path.join(ROOT, default_data_dir()), bool(data_dir)
         self.modes, self.flags = list(mode_names), flags  # the modes this device runs; main.py's flags
         self.transformer_modes = list(transformer_modes)  # the transformers section's, that this device runs
-        self.records: List[Dict[str, object]] = []  # this command's step records: skipped here, run by the ledger
+        self.records: List[Dict[str, Any]] = []  # this command's step records: skipped here, run by the ledger
         self.planned: List[Step] = []
         self.section = "modes"  # the section whose steps are planned now
 
@@ -197,6 +206,11 @@ class Planner:
         reason = reason.replace(str(ROOT) + os.sep, "")  # as the commands are recorded: no machine's path
         self.records.append({"name": name, "section": self.section, "skipped": reason})
         self.say(f"{name}: skipped ({reason})")
+
+    @property
+    def data_flags(self) -> List[str]:
+        """The data's flags that every main.py command types (suite.json records them)."""
+        return [word for key, value in self.data_settings.items() for word in flag_words(key, value)]
 
     @property
     def data(self) -> DataFacts:
@@ -223,11 +237,11 @@ def headline_convnet(suite: Planner, name: str, model: str) -> Planned:
     steps last the energy window, for J/image and enough busy-share samples). --quick runs
     resnet18 at tiny sizes."""
     plan = suite.plan
-    return one(name, main_py(*plan.gpu, *plan.slow_fp16, "-m", model, *plan.stem, "-b", plan.batch,
-                             *plan.window_flags.get(name, ["-n", str(plan.steps)]), "--timing-warmup", plan.warmup,
-                             "--modes", ",".join(headline_convnet_modes(suite)), "--repeats", plan.headline_repeats,
-                             "--channels-last", *suite.data_flags, "--no-progress", "--no-eval", "--json",
-                             suite.out / f"{name}.json", "--plot", suite.out / f"{name}.png"))
+    return one(name, main_run(**plan.on_gpu, **plan.slow_fp16, model=model, **plan.stem, batch_size=plan.batch,
+                              **plan.window_settings.get(name, {"steps": plan.steps}), warmup=plan.warmup,
+                              modes=",".join(headline_convnet_modes(suite)), repeats=plan.headline_repeats,
+                              channels_last=True, **suite.data_settings, no_progress=True, no_eval=True,
+                              json=suite.out / f"{name}.json", plot=suite.out / f"{name}.png"))
 
 
 def headline_vit(suite: Planner, name: str) -> Planned:
@@ -237,12 +251,12 @@ def headline_vit(suite: Planner, name: str) -> Planned:
     if not {"--fp8-emulate", "--modes"} <= suite.flags:
         return "this version of main.py has no fp8 modes"
     fp8 = headline_vit_modes(suite)
-    emulate = ["--fp8-emulate"] if plan.quick else []
-    baseline = ["--baseline", "amp-bf16"] if "amp-bf16" in fp8 and "--baseline" in suite.flags else []
-    return one(name, main_py(*plan.gpu, "-m", plan.vit, "-b", plan.vit_batch,
-                             *plan.window_flags.get(name, ["-n", str(plan.vit_steps)]), "--timing-warmup", plan.warmup,
-                             "--modes", ",".join(fp8), *emulate, *baseline, "--repeats", plan.vit_headline_repeats,
-                             *suite.data_flags, "--no-progress", "--no-eval", "--json", suite.out / f"{name}.json"))
+    emulate = {"fp8_emulate": True} if plan.quick else {}
+    baseline = {"baseline": "amp-bf16"} if "amp-bf16" in fp8 and "--baseline" in suite.flags else {}
+    return one(name, main_run(**plan.on_gpu, model=plan.vit, batch_size=plan.vit_batch,
+                              **plan.window_settings.get(name, {"steps": plan.vit_steps}), warmup=plan.warmup,
+                              modes=",".join(fp8), **emulate, **baseline, repeats=plan.vit_headline_repeats,
+                              **suite.data_settings, no_progress=True, no_eval=True, json=suite.out / f"{name}.json"))
 
 
 def headline_vit_modes(suite: Planner) -> List[str]:
@@ -278,42 +292,47 @@ def headline_convnet_modes(suite: Planner) -> List[str]:
     return [mode for mode in HEADLINE_MODES if mode in suite.modes]
 
 
-def classic(suite: Planner, name: str, *flags: str) -> Planned:
-    """The tutorial's commands as typed (resnet50 on the GPU, with `flags`)."""
-    plan = suite.plan
-    return one(name, main_py("-n", plan.classic_steps, *plan.gpu, *flags, "--model", "resnet50", *quick_size(plan),
-                             *suite.data_flags, "--no-progress", "--json", suite.out / f"{name}.json"))
+def classic(suite: Planner, name: str, spelled: Optional[Dict[str, str]] = None) -> Planned:
+    """The tutorial's commands as typed (resnet50 on the GPU; `spelled`: the precision's spelling,
+    --fp16 -s, where it names one)."""
+    plan, spelled = suite.plan, spelled or {}
+    precision = {"modes": spellings.MODE_OF[tuple(spelled["modes"].split())]} if "modes" in spelled else {}
+    return one(name, main_run({"model": "--model", **spelled}, steps=plan.classic_steps, **plan.on_gpu, **precision,
+                              model="resnet50", **quick_size(plan), **suite.data_settings, no_progress=True,
+                              json=suite.out / f"{name}.json"))
 
 
 def classic_cpu(suite: Planner, name: str) -> Planned:
     plan = suite.plan
-    return one(name, main_py("-n", 3 if plan.quick else 20, "--model", "resnet18", *quick_size(plan),
-                             *suite.data_flags, "--no-progress", "--json", suite.out / f"{name}.json"))
+    return one(name, main_run({"model": "--model"}, steps=3 if plan.quick else 20, model="resnet18",
+                              **quick_size(plan), **suite.data_settings, no_progress=True,
+                              json=suite.out / f"{name}.json"))
 
 
-def quick_size(plan: Plan) -> List[str]:
+def quick_size(plan: Plan) -> Dict[str, Any]:
     """The classic commands' sizes with --quick: a batch and stem a CPU runs in seconds."""
-    return ["-b", "16", "--stem", "imagenet", "--timing-warmup", "1", *plan.slow_fp16] if plan.quick else []
+    return {"batch_size": 16, "stem": "imagenet", "warmup": 1, **plan.slow_fp16} if plan.quick else {}
 
 
 def comparison(suite: Planner, name: str, model: str, layout: str) -> Planned:
     """Every mode of `model` in one layout, with --explain and --numerics (and, once, --max-batch)."""
     plan, flags = suite.plan, suite.flags
-    extra: List[object] = [flag for flag in ("--explain", "--numerics") if flag in flags]
-    if "--explain" in extra:
-        extra += ["--explain-steps", plan.explain_steps]
+    extra: Dict[str, Any] = {key: True for key in ("explain", "numerics") if f"--{key}" in flags}
+    if "explain" in extra:
+        extra["explain_steps"] = plan.explain_steps
     # --quick: the plumbing in two modes, without the test set (convergence checks accuracy); a CPU
     # takes seconds a step in float16, and evaluates in seconds per mode and repeat
     modes = "fp32,amp-bf16" if plan.quick else ",".join(suite.modes)
     if plan.quick:
-        extra.append("--no-eval")
+        extra["no_eval"] = True
     # the largest batch per mode: once, for the first model's plain layout, on a GPU
     largest = not plan.quick and "--max-batch" in flags and model == plan.models[0] and not layout
-    return one(name, main_py(*plan.gpu, *plan.slow_fp16, "-m", model, *plan.stem, "-b", plan.batch, "-n", plan.steps,
-                             "--timing-warmup", plan.warmup, "--modes", modes, "--repeats", plan.repeats,
-                             *(["--channels-last"] if layout else []), *extra, *(["--max-batch"] if largest else []),
-                             *suite.data_flags, "--no-progress", "--json", suite.out / f"{name}.json", "--plot",
-                             suite.out / f"{name}.png", "--csv", suite.out / "all.csv"),
+    return one(name, main_run(**plan.on_gpu, **plan.slow_fp16, model=model, **plan.stem, batch_size=plan.batch,
+                              steps=plan.steps, warmup=plan.warmup, modes=modes, repeats=plan.repeats,
+                              **({"channels_last": True} if layout else {}), **extra,
+                              **({"max_batch": True} if largest else {}), **suite.data_settings, no_progress=True,
+                              json=suite.out / f"{name}.json", plot=suite.out / f"{name}.png",
+                              csv=suite.out / "all.csv"),
                timeout=900 if largest else 420)
 
 
@@ -330,10 +349,10 @@ def recipe(suite: Planner, name: str) -> Planned:
     """The fastest honest recipe per mode: eager, torch.compile and compile with CUDA graphs
     (RECIPES, by the name's end), all with channels_last and the fused optimizer, every mode in
     one process per recipe."""
-    plan, flags = suite.plan, dict(RECIPES)[name[len("recipe-"):]]
-    return one(name, main_py("-p", "-m", "resnet18", "-b", plan.batch, "-n", plan.steps, "--timing-warmup",
-                             plan.warmup, "--channels-last", "--modes", ",".join(suite.modes), *flags,
-                             *suite.data_flags, "--no-progress", "--no-eval", "--json", suite.out / f"{name}.json"),
+    plan, settings = suite.plan, dict(RECIPES)[name[len("recipe-"):]]
+    return one(name, main_run(gpu=True, model="resnet18", batch_size=plan.batch, steps=plan.steps, warmup=plan.warmup,
+                              channels_last=True, modes=",".join(suite.modes), **settings, **suite.data_settings,
+                              no_progress=True, no_eval=True, json=suite.out / f"{name}.json"),
                timeout=540)
 
 
@@ -360,32 +379,34 @@ def convergence(suite: Planner, name: str) -> Planned:
     if why:
         return why
     # --quick: a few steps evaluated every one to three (the subset's epoch is 340 batches of 16)
-    size: List[object]
+    size: Dict[str, Any]
     if plan.quick:
-        size = ["--stem", "imagenet", "-b", 16, "-n", 8, "--timing-warmup", 1, "--eval-every", 0.001,
-                "--target-accuracy", 0.05, "--modes", "fp32,amp-bf16", "--seeds", 2]
+        size = {"stem": "imagenet", "batch_size": 16, "steps": 8, "warmup": 1, "eval_every": 0.001,
+                "target_accuracy": 0.05, "modes": "fp32,amp-bf16", "seeds": 2}
     else:
-        size = ["-b", plan.batch, "--epochs", 15, "--timing-warmup", plan.warmup, "--eval-every", 1,
-                "--target-accuracy", 0.5, "--modes", ",".join(suite.modes), "--seeds", 3, "--channels-last"]
-    return one(name, main_py(*plan.gpu, *plan.slow_fp16, "-m", "resnet18", *size, *suite.data_flags,
-                             "--no-progress", "--json", suite.out / f"{name}.json", "--plot",
-                             suite.out / f"{name}.png"), timeout=540)
+        size = {"batch_size": plan.batch, "epochs": 15, "warmup": plan.warmup, "eval_every": 1,
+                "target_accuracy": 0.5, "modes": ",".join(suite.modes), "seeds": 3, "channels_last": True}
+    return one(name, main_run(**plan.on_gpu, **plan.slow_fp16, model="resnet18", **size, **suite.data_settings,
+                              no_progress=True, json=suite.out / f"{name}.json", plot=suite.out / f"{name}.png"),
+               timeout=540)
 
 
-def one_process_run(suite: Planner) -> List[str]:
+def one_process_run(suite: Planner) -> Dict[str, Any]:
     """The run that plain-1 and torchrun-1 make alike: one process, and one rank under torchrun."""
     plan = suite.plan
-    return [*plan.gpu, *plan.slow_fp16, "-m", "resnet18", *plan.stem, "-b", str(plan.batch), "-n", str(plan.steps),
-            "--timing-warmup", str(plan.warmup), *plan.amp, *suite.data_flags, "--no-progress", "--no-eval"]
+    return {**plan.on_gpu, **plan.slow_fp16, "model": "resnet18", **plan.stem, "batch_size": plan.batch,
+            "steps": plan.steps, "warmup": plan.warmup, **plan.amp, **suite.data_settings, "no_progress": True,
+            "no_eval": True}
 
 
 def plain(suite: Planner, name: str) -> Planned:
-    return one(name, main_py(*one_process_run(suite), "--json", suite.out / f"{name}.json"))
+    return one(name, main_run(**one_process_run(suite), json=suite.out / f"{name}.json"))
 
 
 def torchrun(suite: Planner, name: str) -> Planned:
-    launch = [PYTHON, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1", str(ROOT / "main.py")]
-    return one(name, launch + one_process_run(suite) + ["--json", str(suite.out / f"{name}.json")])
+    launcher = (PYTHON, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1")
+    run = main_run(**one_process_run(suite), json=suite.out / f"{name}.json")
+    return one(name, dataclasses.replace(run, launcher=launcher))
 
 
 def resume_folder() -> Path:
@@ -398,13 +419,12 @@ def resume(suite: Planner, name: str) -> Planned:
     against itself: the second pair is the noise floor of this device's arithmetic. The stopped
     run gets SIGTERM once its first checkpoint exists (ledger.run_resume), then resumes."""
     plan, work = suite.plan, resume_folder()
-    common = [*plan.gpu, *plan.slow_fp16, "-m", "resnet18", *plan.stem, "-b", plan.batch, "-n", plan.resume_steps,
-              "--timing-warmup", plan.warmup, *plan.amp, *suite.data_flags, "--no-progress", "--no-eval"]
-    stopped = main_py(*common, "--checkpoint", work / "stopped.pt", "--checkpoint-every", plan.resume_every,
-                      "--json", suite.out / f"{name}.json")
-    argvs = [main_py(*common, "--checkpoint", work / "full-a.pt"), main_py(*common, "--checkpoint", work / "full-b.pt"),
-             stopped, stopped + ["--resume"]]
-    return tuple(Command(process, tuple(argv)) for process, argv in zip(RESUME_PROCESSES, argvs))
+    common = {**one_process_run(suite), "steps": plan.resume_steps}
+    stopped = main_run(**common, checkpoint=work / "stopped.pt", checkpoint_every=plan.resume_every,
+                       json=suite.out / f"{name}.json")
+    runs = [main_run(**common, checkpoint=work / "full-a.pt"), main_run(**common, checkpoint=work / "full-b.pt"),
+            stopped, stopped.with_settings(resume=True)]
+    return tuple(Command(process, run) for process, run in zip(RESUME_PROCESSES, runs))
 
 
 def transformers_run(suite: Planner) -> bool:
@@ -422,30 +442,34 @@ def transformers_run(suite: Planner) -> bool:
     return True
 
 
-def transformer_run(suite: Planner) -> List[object]:
+def transformer_run(suite: Planner) -> Dict[str, Any]:
     """What the vit_s4 steps share: every transformer mode this device runs (--quick leaves out
     float16, which takes seconds a step on a CPU without fast float16 arithmetic, and emulates FP8)."""
     plan = suite.plan
-    fp8 = ["--fp8-emulate"] if plan.quick and any(modes.MODES[mode].float8 for mode in suite.transformer_modes) else []
+    fp8 = plan.quick and any(modes.MODES[mode].float8 for mode in suite.transformer_modes)
     names = [mode for mode in suite.transformer_modes if not (plan.quick and mode == "amp-fp16")]
-    return [*plan.gpu, *plan.slow_fp16, "-m", plan.vit, "-b", plan.vit_batch, "--modes", ",".join(names), *fp8,
-            *suite.data_flags, "--no-progress"]
+    return {**plan.on_gpu, **plan.slow_fp16, "model": plan.vit, "batch_size": plan.vit_batch, "modes": ",".join(names),
+            **({"fp8_emulate": True} if fp8 else {}), **suite.data_settings, "no_progress": True}
 
 
 def transformers_eager(suite: Planner, name: str) -> Planned:
     plan = suite.plan
-    explain = ["--explain", "--explain-steps", plan.explain_steps] if "--explain" in suite.flags else []
-    return one(name, main_py(*transformer_run(suite), "-n", plan.vit_steps, "--timing-warmup", plan.warmup,
-                             "--repeats", plan.vit_repeats, *explain, "--no-eval", "--json",
-                             suite.out / f"{name}.json"), timeout=540)
+    return one(name, main_run(**transformer_run(suite), steps=plan.vit_steps, warmup=plan.warmup,
+                              repeats=plan.vit_repeats, **explained(suite), no_eval=True,
+                              json=suite.out / f"{name}.json"), timeout=540)
+
+
+def explained(suite: Planner) -> Dict[str, Any]:
+    """--explain for a few steps, where this main.py has it."""
+    return {"explain": True, "explain_steps": suite.plan.explain_steps} if "--explain" in suite.flags else {}
 
 
 def transformers_compile(suite: Planner, name: str) -> Planned:
     plan = suite.plan
     if plan.quick:
         return "torch.compile takes minutes on a 2-core CPU; the GPU suite runs it"
-    return one(name, main_py(*transformer_run(suite), "-n", plan.steps, "--timing-warmup", plan.warmup, "--compile",
-                             "--no-eval", "--json", suite.out / f"{name}.json"), timeout=540)
+    return one(name, main_run(**transformer_run(suite), steps=plan.steps, warmup=plan.warmup, compile=True,
+                              no_eval=True, json=suite.out / f"{name}.json"), timeout=540)
 
 
 def transformers_accuracy(suite: Planner, name: str) -> Planned:
@@ -455,8 +479,8 @@ def transformers_accuracy(suite: Planner, name: str) -> Planned:
     why = suite.without_test_images()
     if why:
         return why
-    return one(name, main_py(*transformer_run(suite), "--epochs", 5, "--timing-warmup", plan.warmup, "--eval-every",
-                             1, "--json", suite.out / f"{name}.json"), timeout=540)
+    return one(name, main_run(**transformer_run(suite), epochs=5, warmup=plan.warmup, eval_every=1,
+                              json=suite.out / f"{name}.json"), timeout=540)
 
 
 def fp8_missing(suite: Planner) -> Optional[str]:
@@ -490,10 +514,11 @@ def transformers_vit_b_16(suite: Planner, name: str) -> Planned:
         return why
     if "--image-size" not in suite.flags:
         return "vit_b_16 needs 224x224 images: this version of main.py has no --image-size"
-    return one(name, main_py(*plan.gpu, "-m", "vit_b_16", "--image-size", 224, "-b", plan.vit_b_batch, "-n",
-                             plan.vit_b_steps, "--timing-warmup", plan.warmup, "--modes", ",".join(HEADLINE_FP8_MODES),
-                             *(["--fp8-emulate"] if plan.quick else []), "--baseline", "amp-bf16", *suite.data_flags,
-                             "--no-progress", "--no-eval", "--json", suite.out / f"{name}.json"), timeout=540)
+    return one(name, main_run(**plan.on_gpu, model="vit_b_16", image_size=224, batch_size=plan.vit_b_batch,
+                              steps=plan.vit_b_steps, warmup=plan.warmup, modes=",".join(HEADLINE_FP8_MODES),
+                              **({"fp8_emulate": True} if plan.quick else {}), baseline="amp-bf16",
+                              **suite.data_settings, no_progress=True, no_eval=True, json=suite.out / f"{name}.json"),
+               timeout=540)
 
 
 def native(suite: Planner, name: str, data: str) -> Planned:
@@ -508,14 +533,13 @@ def native(suite: Planner, name: str, data: str) -> Planned:
         return (f"it trains on CIFAR-10 upsampled to {plan.native_size}x{plan.native_size}, and the runs get "
                 f"synthetic data: {suite.without_cifar10}")
     names = [mode for mode in HEADLINE_MODES if mode in suite.modes and not (plan.quick and mode == "amp-fp16")]
-    baseline = ["--baseline", "tf32"] if "tf32" in names else []
-    explain = ["--explain", "--explain-steps", plan.explain_steps] if "--explain" in suite.flags else []
-    source = ["--data", "synthetic"] if data == "synthetic" else ["--data", "cifar10", *suite.data_flags]
-    return one(name, main_py(*plan.gpu, *plan.slow_fp16, "-m", "resnet50", "--stem", "imagenet", "--image-size",
-                             plan.native_size, "-b", plan.native_batch, "-n", plan.steps, "--timing-warmup",
-                             plan.warmup, "--modes", ",".join(names), *baseline, "--repeats", plan.headline_repeats,
-                             "--channels-last", *(explain if data == "synthetic" else []), *source, "--no-progress",
-                             "--no-eval", "--json", suite.out / f"{name}.json"), timeout=540)
+    baseline = {"baseline": "tf32"} if "tf32" in names else {}
+    source = {"data": "synthetic"} if data == "synthetic" else {"data": "cifar10", **suite.data_settings}
+    return one(name, main_run(**plan.on_gpu, **plan.slow_fp16, model="resnet50", stem="imagenet",
+                              image_size=plan.native_size, batch_size=plan.native_batch, steps=plan.steps,
+                              warmup=plan.warmup, modes=",".join(names), **baseline, repeats=plan.headline_repeats,
+                              channels_last=True, **(explained(suite) if data == "synthetic" else {}), **source,
+                              no_progress=True, no_eval=True, json=suite.out / f"{name}.json"), timeout=540)
 
 
 def advise(suite: Planner, name: str) -> Planned:
@@ -527,9 +551,9 @@ def advise(suite: Planner, name: str) -> Planned:
         return "the adviser's phases take many minutes of a 2-core CPU; the GPU suite runs it"
     if "--advise" not in suite.flags:
         return "this version of main.py has no --advise"
-    return one(name, main_py("-p", "--advise", "-m", "resnet50", "--image-size", 224, "-b", plan.native_batch,
-                             "--budget", ADVISE_MINUTES, *suite.data_flags, "--no-progress", "--advice-dir",
-                             suite.out / ADVICE_DIR), timeout=ADVISE_MINUTES * 60 + 120)
+    return one(name, main_run(gpu=True, advise=True, model="resnet50", image_size=224, batch_size=plan.native_batch,
+                              budget=ADVISE_MINUTES, **suite.data_settings, no_progress=True,
+                              advice_dir=suite.out / ADVICE_DIR), timeout=ADVISE_MINUTES * 60 + 120)
 
 
 def native_run(suite: Planner) -> bool:
@@ -572,7 +596,7 @@ STEPS: Tuple[Described, ...] = (
     Described("{model}{layout}", "comparisons", comparison, quick_s=170),
     Described("transformers-accuracy", "transformers", transformers_accuracy, quick_s=None),
     Described("loaders", "scripts", loaders, quick_s=10),
-    Described("classic-fp16", "classics", lambda suite, name: classic(suite, name, "--fp16", "-s"), quick_s=95),
+    Described("classic-fp16", "classics", lambda suite, name: classic(suite, name, {"modes": "--fp16 -s"}), quick_s=95),
     Described("classic-fp32", "classics", classic, quick_s=20),
     Described("classic-cpu", "classics", classic_cpu, quick_s=10),
     Described("plain-1", "torchrun", plain, quick_s=10),

@@ -18,6 +18,7 @@ from benchmarks.suite import ledger, plan, render, tables
 from benchmarks.suite.device import DataFacts
 from benchmarks.suite.estimate import Estimator
 from benchmarks.suite.history import CHANGES, SavedSuite
+from benchmarks.suite.main_run import main_run
 from conftest import ROOT, SUBSET
 from utils import spellings
 from utils.measure import estimate as run_estimate
@@ -35,40 +36,40 @@ def no_data():
     raise AssertionError("no run here evaluates or counts epochs")
 
 
-def step(name, *argv):
+def step(name, **settings):
     """A step of one main.py command, as the plan adds it."""
-    return plan.Step(name, "headline", (plan.Command(name, tuple(plan.main_py(*argv))),))
+    return plan.Step(name, "headline", (plan.Command(name, main_run(**settings)),))
 
 
-def recorded(*argv, folder="results/NVIDIA-H100-80GB-HBM3/2026-11-21"):
+def recorded(folder="results/NVIDIA-H100-80GB-HBM3/2026-11-21", **settings):
     """A command as suite.json records it, run by another machine's python into another folder."""
-    words = ["/usr/bin/python3", *plan.main_py(*argv)[1:], "--json", f"{folder}/headline-resnet18.json"]
-    return shlex.join(words).replace(str(ROOT) + "/", "")
+    run = main_run(**settings, json=f"{folder}/headline-resnet18.json")
+    return shlex.join(["/usr/bin/python3", *run.argv()[1:]]).replace(str(ROOT) + "/", "")
 
 
 def test_the_estimate_is_the_newest_time_the_same_step_took_on_this_device(tmp_path):
-    command = ("-p", "-m", "resnet18", "-b", 256, "-n", 50, "--no-eval")
+    command = {"gpu": True, "model": "resnet18", "batch_size": 256, "steps": 50, "no_eval": True}
     write_suite(tmp_path / "2026-11-20", "2026-11-20", [
-        {"name": "headline-resnet18", "rc": 0, "elapsed_s": 50.0, "command": recorded(*command)},
+        {"name": "headline-resnet18", "rc": 0, "elapsed_s": 50.0, "command": recorded(**command)},
         *[{"name": name, "rc": 143 if name == "resume-stopped" else 0, "elapsed_s": 10.5}
           for name in plan.RESUME_PROCESSES]])
     write_suite(tmp_path / "2026-11-21", "2026-11-21", [
-        {"name": "headline-resnet18", "rc": 0, "elapsed_s": 40.0, "command": recorded(*command)},
+        {"name": "headline-resnet18", "rc": 0, "elapsed_s": 40.0, "command": recorded(**command)},
         {"name": "overhead", "rc": 1, "elapsed_s": 3.0}])
     write_suite(tmp_path / "2026-11-22", "2026-11-22", [
-        {"name": "headline-resnet18", "rc": 0, "elapsed_s": 7.0, "command": recorded(*command)}],
+        {"name": "headline-resnet18", "rc": 0, "elapsed_s": 7.0, "command": recorded(**command)}],
         quick=True)  # another plan: not this one's time
     write_suite(tmp_path / "2026-11-23", "2026-11-23", [  # other steps, their energy window's: not this one's time
         {"name": "headline-resnet18", "rc": 0, "elapsed_s": 400.0,
-         "command": recorded(*command[:-2], 1400, "--no-eval")}])
+         "command": recorded(**{**command, "steps": 1400})}])
     estimator = Estimator(tmp_path, H100, False, no_data)
 
-    estimate = estimator.estimate(step("headline-resnet18", *command, "--json", tmp_path / "headline-resnet18.json"))
+    estimate = estimator.estimate(step("headline-resnet18", **command, json=tmp_path / "headline-resnet18.json"))
     assert (estimate.seconds, estimate.source) == (40.0, "measured on 2026-11-21")
     resume = estimator.estimate(plan.Step("resume", "resume", tuple(plan.Command(name, ())
                                                                     for name in plan.RESUME_PROCESSES)))
     assert (resume.seconds, resume.source) == (42.0, "measured on 2026-11-20")  # its four processes together
-    assert estimator.estimate(step("overhead", *command)).source == "FLOPs"  # a failed step's time says nothing
+    assert estimator.estimate(step("overhead", **command)).source == "FLOPs"  # a failed step's time says nothing
 
 
 def test_the_estimate_adds_the_start_to_the_runs_measured_in_saved_result_files(tmp_path, monkeypatch):
@@ -84,8 +85,8 @@ def test_the_estimate_adds_the_start_to_the_runs_measured_in_saved_result_files(
         {"config": {"model": "resnet18", "stem": "cifar"}, "runs": runs}))
     estimator = Estimator(tmp_path, H100, False, no_data)
 
-    estimate = estimator.estimate(step("headline-resnet18", "-p", "-m", "resnet18", "-b", 256, "-n", 50, "--modes",
-                                       "fp32", "--repeats", 2, "--channels-last", "--no-eval"))
+    estimate = estimator.estimate(step("headline-resnet18", gpu=True, model="resnet18", batch_size=256, steps=50,
+                                       modes="fp32", repeats=2, channels_last=True, no_eval=True))
     # the start, then 50 steps at the median of the medians (31 ms), the first run's extra first step (2.0 s) once
     assert estimate.source == "runs measured"
     assert estimate.seconds == pytest.approx(run_estimate.START_S + (50 * 0.031 + 2.0) + 50 * 0.031)
@@ -96,8 +97,8 @@ def test_without_a_measurement_the_estimate_is_the_flops_at_the_share_of_the_pea
     from utils.measure import flops
 
     estimator = Estimator(tmp_path / "nothing saved", H100, False, no_data)
-    estimate = estimator.estimate(step("headline-resnet18", "-p", "-m", "resnet18", "-b", 256, "-n", 50, "--modes",
-                                       "fp32,amp-bf16", "--no-eval"))
+    estimate = estimator.estimate(step("headline-resnet18", gpu=True, model="resnet18", batch_size=256, steps=50,
+                                       modes="fp32,amp-bf16", no_eval=True))
     flops_per_step = flops.training_flops_per_step(factory.build_model("resnet18"), 256)
     rates = [67.0e12 * run_estimate.UTILISATION["fp32"], 989.4e12 * run_estimate.UTILISATION["bf16"]]
     assert estimate.source == "FLOPs"
@@ -352,3 +353,19 @@ def test_each_row_names_the_commit_of_the_pass_that_ran_its_step():
     assert suite.commit_of("headline-resnet50") == "b" * 40  # the latest pass that ran it
     assert suite.commit_of("transformers-eager") == "b" * 40
     assert suite.commit_of("overhead") == "c" * 40  # no pass names it: the suite's commit
+
+
+# Every main.py and study command a plan makes, by process, as command_words reads it: suite.json
+# records each command, and the estimates and due steps match its words against the committed
+# results, so a command renders word for word as it did when those were measured.
+COMMAND_WORDS = json.loads((ROOT / "tests" / "benchmarks" / "suite_command_words.json").read_text())
+
+
+@pytest.mark.parametrize("quick", [True, False])
+@pytest.mark.parametrize("data_dir", [None, "/data/cifar"])
+def test_every_planned_command_renders_the_words_the_committed_results_were_measured_with(quick, data_dir, tmp_path):
+    planner = plan.Planner(tmp_path, data_dir, plan.Plan(quick), plan.MODES, plan.available_flags(),
+                           plan.TRANSFORMER_MODES, lambda line: None, DataFacts(None, 50_000, 10_000))
+    words = {command.name: list(suite_estimate.command_words(command.argv))
+             for step in plan.planned_steps(planner, list(plan.SECTIONS)) for command in step.commands}
+    assert words == COMMAND_WORDS[("quick" if quick else "gpu") + (" --data-dir" if data_dir else "")]

@@ -16,6 +16,7 @@ from test_gpu_suite_batch import suite_main
 from benchmarks import gpu_suite
 from benchmarks.suite import due, estimate, plan
 from benchmarks.suite.history import CHANGES, SavedSuite
+from benchmarks.suite.main_run import main_run
 from conftest import ROOT, SUBSET
 from utils.measure import nvml_meter
 
@@ -26,9 +27,9 @@ HEADLINE = H200 / "headline-resnet18.json"  # 2 repeats of fp32, tf32, amp-fp16,
 
 def headline_step(repeats=3):
     """The headline's resnet18 step as the GPU plan types it."""
-    return plan.Step("headline-resnet18", "headline", (plan.Command("headline-resnet18", tuple(plan.main_py(
-        "-p", "-m", "resnet18", "-b", 256, "-n", 1400, "--warmup", 10, "--modes", "fp32,tf32,amp-fp16,amp-bf16",
-        "--repeats", repeats, "--channels-last", "--no-progress", "--no-eval", "--json", "headline-resnet18.json"))),))
+    return plan.Step("headline-resnet18", "headline", (plan.Command("headline-resnet18", main_run(
+        gpu=True, model="resnet18", batch_size=256, steps=1400, warmup=10, modes="fp32,tf32,amp-fp16,amp-bf16",
+        repeats=repeats, channels_last=True, no_progress=True, no_eval=True, json="headline-resnet18.json")),))
 
 
 def current_document():
@@ -156,14 +157,14 @@ def test_the_headline_times_each_mode_for_its_own_window_by_its_fastest_run_meas
     assert window.measured == dict.fromkeys(plan.HEADLINE_MODES, True)
     assert window.steps["fp32"] * 3 < window.steps["amp-bf16"]
     most = max(window.steps.values())
-    assert window.flags() == ["-n", str(most), "--mode-steps", ",".join(
-        f"{mode}={steps}" for mode, steps in window.steps.items() if steps < most)]
+    assert window.settings() == {"steps": most, "mode_steps": ",".join(
+        f"{mode}={steps}" for mode, steps in window.steps.items() if steps < most)}
     _, steps = planned_gpu_steps(tmp_path)
     step = next(step for step in steps if step.name == "headline-resnet18")
     assert due.flag_value(step.commands[0].argv, "-n") == "50"  # a Plan of its own: no window set
-    sizes.window_flags = {"headline-resnet18": window.flags()}
+    sizes.window_settings = {"headline-resnet18": window.settings()}
     step = next(step for step in plan.planned_steps(planner, ["headline"]) if step.name == "headline-resnet18")
-    assert due.flag_value(step.commands[0].argv, "--mode-steps") == window.flags()[3]
+    assert due.flag_value(step.commands[0].argv, "--mode-steps") == window.settings()["mode_steps"]
     planned_runs = estimate.runs_of(step.commands[0], lambda: None)
     assert {(run.mode, run.steps) for run in planned_runs} == set(window.steps.items())
     assert estimator.estimate(step).source == "runs measured"  # the saved 50-step time is another command's
@@ -181,7 +182,7 @@ def test_the_headline_vit_row_plans_three_repeats_each_mode_timed_for_its_window
     assert list(window.steps) == plan.HEADLINE_FP8_MODES and all(window.measured.values())
     needed = estimate.WINDOW_MARGIN * nvml_meter.MIN_ENERGY_WINDOW_S
     assert all((steps - sizes.warmup) * window.step_s[mode] >= needed for mode, steps in window.steps.items())
-    sizes.window_flags = {"headline-vit": window.flags()}
+    sizes.window_settings = {"headline-vit": window.settings()}
     (step,) = [step for step in plan.planned_steps(planner, ["headline"]) if step.name == "headline-vit"]
     assert due.planned_repeats(step) == 3
     assert due.flag_value(step.commands[0].argv, "-n") == str(window.steps["amp-bf16"])

@@ -31,14 +31,11 @@ def user_options(arguments: Arguments, leave_out: Iterable[str] = config.NOT_PAS
     defaults, skipped, options = config.defaults(), set(leave_out), []
     if arguments.model_factory is not None:
         skipped.add("model")
-    for name, setting in config.SETTINGS.items():
-        value, flag = arguments[name], setting.flag
+    for name in config.SETTINGS:
+        value = arguments[name]
         if name in skipped or (value == defaults[name] and name not in config.NAMED_KEYS):
             continue
-        if flag.action in ("store_true", "store_false"):
-            options.append(setting.name)  # a switch not at its default is the switch typed
-        else:
-            options += [setting.name, str(value)]
+        options += config.flag_words(name, value)
     return options
 
 
