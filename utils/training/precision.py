@@ -46,17 +46,17 @@ def check_gpu(mode: Mode, device: torch.device) -> None:
     """A GPU's part: TF32 and native bfloat16 need Ampere (compute capability 8.0)."""
     capability = torch.cuda.get_device_capability(device)
     if mode.tf32 and capability < (8, 0):
-        raise UserError(f"mode tf32 needs an Ampere or newer GPU (compute capability 8.0); this GPU has "
+        raise UserError(f"mode {mode.name} needs an Ampere or newer GPU (compute capability 8.0); this GPU has "
                         f"{capability[0]}.{capability[1]}: use fp32.")
     if mode.autocast_dtype == torch.bfloat16 and capability < (8, 0):  # is_bf16_supported() counts emulation
-        raise UserError(f"mode amp-bf16 needs native bfloat16 (Ampere or newer, compute capability 8.0); this "
+        raise UserError(f"mode {mode.name} needs native bfloat16 (Ampere or newer, compute capability 8.0); this "
                         f"GPU has {capability[0]}.{capability[1]} and would only emulate it: use amp-fp16.")
 
 
 def check_cpu(mode: Mode) -> None:
     """The CPU's part: no TF32 there, and what this torch build lacks on it."""
     if mode.tf32:
-        raise UserError("mode tf32 only applies to CUDA GPUs: on the CPU run fp32, or add -p on a GPU node.")
+        raise UserError(f"mode {mode.name} only applies to CUDA GPUs: on the CPU run fp32, or add -p on a GPU node.")
     if mode.autocast_dtype == torch.float16 and not cpu_autocasts_to_half():
         raise UserError(f"mode {mode.name} needs float16 autocast on the CPU, which torch {torch.__version__} lacks "
                         "(it would silently train in FP32): run it on a GPU (-p), or use amp-bf16 on the CPU "
@@ -69,7 +69,7 @@ def check_cpu(mode: Mode) -> None:
             conv, norm = nn.Conv2d(3, 2, 3).half(), nn.BatchNorm2d(2)
             norm(conv(torch.zeros(2, 3, 4, 4, dtype=torch.float16))).float().sum().backward()
         except RuntimeError:
-            raise UserError("mode fp16-master needs float16 convolutions, which this CPU build of torch "
+            raise UserError(f"mode {mode.name} needs float16 convolutions, which this CPU build of torch "
                             "lacks: run it on a GPU (-p).") from None
 
 
