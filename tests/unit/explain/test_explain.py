@@ -14,7 +14,7 @@ from utils.config import RunConfig
 from utils.data import dataset as dataset_module
 from utils.data.dataset import synthetic
 from utils.explain import diagnose
-from utils.explain.categories import CATEGORIES, NAMES, WHAT, category_of, core_name
+from utils.explain.categories import CATEGORIES, KINDS, NAMES, WHAT, category_of, core_name
 from utils.explain.profiler import Profile, profile_steps
 from utils.measure import gpus
 from utils.modes import MODES
@@ -96,7 +96,9 @@ def test_resnet18_fp32_is_mostly_convolution_and_bf16_adds_casts():
         profiles[mode] = profile_steps(trainer, training, CPU, 2)[0]
     fp32 = {name: entry["ms"] for name, entry in profiles["fp32"].categories.items()}
     assert max(fp32, key=fp32.get) == "conv"
-    assert fp32["conv"] + fp32["matmul"] > 0.5 * sum(fp32.values())
+    # of the model's own compute: the optimizer's share depends on the torch release's CPU
+    # implementation (torch 2.3's foreach steps take about as long as the convolutions)
+    assert fp32["conv"] + fp32["matmul"] > 0.5 * sum(fp32[kind] for kind in KINDS)
     bf16_cast = profiles["amp-bf16"].categories["cast"]["ms"]
     assert bf16_cast > 1.0 and fp32["cast"] < 0.1 * bf16_cast, (fp32["cast"], bf16_cast)
     top = profiles["amp-bf16"].top_ops
