@@ -158,11 +158,11 @@ def accuracy_claim(decision: Decision, mode: str, margin_points: float) -> Optio
     checked = decision.verdict(mode)
     if checked is not None and checked.accuracy_verdict in ("holds", "inconclusive"):
         ident = accuracy_evidence(decision, mode)
+        assert decision.accuracy is not None  # a verdict comes from the accuracy check's document
         difference = (f"{100 * checked.accuracy_mean_delta:+.2f} points from fp32's over {checked.seeds} paired seeds"
                       + (f" (95% interval {100 * checked.accuracy_delta_ci95[0]:+.2f} to "
                          f"{100 * checked.accuracy_delta_ci95[1]:+.2f})" if checked.accuracy_delta_ci95 else ""))
         if checked.accuracy_verdict == "holds":
-            assert decision.accuracy is not None  # a verdict comes from the accuracy check's document
             margin = decision.views()[decision.accuracy]["config"]["accuracy_margin"]  # the verdict's own
             cited = decision.ledger.add("the accuracy verdict's margin, points", margin,
                                         decision.views.source(decision.accuracy, "config", "accuracy_margin"),
@@ -170,7 +170,10 @@ def accuracy_claim(decision: Decision, mode: str, margin_points: float) -> Optio
             decision.say(f"Accuracy holds: {mode} is {difference}, within the margin of {margin:g} points either side",
                          ident, cited)
             return "holds"
-        decision.say(f"Accuracy is inconclusive: {mode} is {difference}; {checked.accuracy_verdict_why}", ident)
+        why = decision.ledger.add(f"why {mode}'s accuracy verdict is inconclusive", checked.accuracy_verdict_why,
+                                  decision.views.source(decision.accuracy, "comparison", mode, "accuracy_verdict_why",
+                                                        baseline=BASELINES["default"]))
+        decision.say(f"Accuracy is inconclusive: {mode} is {difference}; {checked.accuracy_verdict_why}", ident, why)
         return "inconclusive"
     check = decision.context.accuracy_check or {"seeds": SEEDS, "estimate_s": None}
     ids = [decision.ledger.add("seeds a conclusive accuracy check needs at least", check["seeds"],

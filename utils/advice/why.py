@@ -128,7 +128,9 @@ def finding_claim(decision: Decision, mode: str) -> None:
     ids = [decision.ledger.add(f"{mode}'s largest --explain finding, ms at stake", found["at_stake_ms"],
                                dict(source, field=source["field"] + ["at_stake_ms"])),
            decision.ledger.add(f"{mode}'s largest --explain finding, its evidence", found["evidence"],
-                               dict(source, field=source["field"] + ["evidence"]))]
+                               dict(source, field=source["field"] + ["evidence"])),
+           decision.ledger.add(f"{mode}'s largest --explain finding, what to try", found["remedy"],
+                               dict(source, field=source["field"] + ["remedy"]))]
     decision.say(f"{mode}, {found['rule']}, {found['at_stake_ms']:.1f} ms a step at stake: {found['evidence']}; try "
                  f"{found['remedy']}", *ids)
 

@@ -553,3 +553,34 @@ def test_a_loader_that_keeps_up_is_said_to_and_no_lever_of_it_is_named():
     assert any(text.startswith(f"The input pipeline keeps up with {mode}: ") for text in texts)
     assert not any("bounds" in text or "loader's levers" in text for text in texts)
     assert unsupported(advice) == []
+
+
+def test_every_figure_of_a_findings_remedy_is_in_the_evidence_it_cites():
+    from types import SimpleNamespace
+
+    from utils.explain.diagnose import input_bound
+    run = SimpleNamespace(feed=None, device="cpu", loader="torchvision", mode="amp-bf16")
+    profile = SimpleNamespace(total_ms=80.0, categories={"data": {"ms": 60.0}})
+    found = input_bound(run, profile, workers=7, cpu_count=8)  # as a run on a busy 8-core host records it
+    assert found is not None and found["remedy"].endswith("or more --workers than 7")
+    path = H100_26 / "headline-resnet18.json"
+    decision = Decision(steady_headline(), Context(path.name))
+    decision.rows["amp-bf16"] = dataclasses.replace(decision.rows["amp-bf16"], diagnosis=[found])
+    why.finding_claim(decision, "amp-bf16")
+    (said,) = [claim["text"] for claim in decision.claims]
+    assert said.startswith("amp-bf16, input-bound, 60.0 ms a step at stake") and said.endswith(
+        "try --loader device (the dataset on the device, augmented a whole batch at a time), or more --workers than 7")
+    assert unsupported({"claims": decision.claims, "evidence": decision.ledger.entries}) == []
+
+
+@pytest.mark.parametrize("spread", [0.4, 3.0])  # points between seeds: a few more seeds would settle it, or none
+def test_an_inconclusive_accuracy_cites_the_seeds_it_says_would_settle_it(spread):
+    path = H100_26 / "headline-resnet18.json"
+    documents = accuracy_check_of(steady_headline(), ["fp32", "amp-bf16", "amp-fp16"], {})
+    for run in documents[-1]["runs"]:
+        if run["mode"] != "fp32":
+            run["test_accuracy"] += [0.0, spread, -spread][run["seed"]] / 100
+    advice = advice_of(path, documents)
+    said = [claim["text"] for claim in advice["claims"] if claim["text"].startswith("Accuracy is inconclusive")]
+    assert said and "seeds with this spread" in said[0]
+    assert unsupported(advice) == []
