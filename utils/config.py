@@ -137,7 +137,7 @@ def usable_cores() -> int:
     """The cores this process may run on (its CPU affinity: a batch job's share of the node)."""
     try:
         return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS has no affinity
+    except (AttributeError, OSError):  # macOS has no affinity
         return os.cpu_count() or 1
 
 

@@ -38,14 +38,6 @@ def read() -> Reading:
     return Reading(time.perf_counter(), cpu_times.user + cpu_times.system, load)
 
 
-def cores() -> int:
-    """The cores this process may run on (its affinity, as a batch job's cgroup sets it)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
 # What one process's reading holds (over()), in runs[].host's order.
 READING_KEYS = ("cores", "torch_threads", "wall_s", "process_cpu_cores", "process_cpu_share", "load_avg_1m_start",
                 "load_avg_1m_end")

@@ -10,12 +10,11 @@ documents.
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from utils.clock import now_utc
-from utils.config import ACCURACY_KEYS, SETUP_KEYS
+from utils.config import ACCURACY_KEYS, SETUP_KEYS, usable_cores
 from utils.explain.diagnose import diagnose_run
 from utils.grad_comm import communication
 from utils.measure import host_load
@@ -204,7 +203,7 @@ def build(training: Training, data_settings: DataSettings, speed: Speed, distrib
         bucket_mb=communication(distributed.grad_comm, distributed.bucket_mb, world.size)["bucket_mb"])
     record.learned = learned(record.data, record.loss_curve, record.test_accuracy)
     if measured.profile is not None:
-        diagnosis = diagnose_run(record, measured.profile, data_settings.workers, os.cpu_count() or 1)
+        diagnosis = diagnose_run(record, measured.profile, data_settings.workers, usable_cores())
         record.profile = replace(measured.profile, diagnosis=diagnosis)
     return record
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence,
 import torch
 
 from utils import compat
+from utils.config import usable_cores
 from utils.measure import host_load, memory, nvml_meter
 from utils.measure.timing import StepTimer
 from utils.modes import scale_drop_steps
@@ -196,7 +197,7 @@ class Recorder:
         """All statistics so far: earlier processes' plus this one's (timings, the memory peak
         and the host's reading, after its warm-up; the warm-up's own peak beside it)."""
         # first: the all-reduces below wait for the other ranks, which would pass for a process starved of CPU
-        host = host_load.over(self.host_start, host_load.read(), host_load.cores(), torch.get_num_threads())
+        host = host_load.over(self.host_start, host_load.read(), usable_cores(), torch.get_num_threads())
         device, world, previous = self.context.device, self.context.world, self.previous
         peak, reserved = memory.peak_bytes(device)[0], memory.peak_reserved_bytes(device)
         warmup_peak = self.timing_warmup_peak
