@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from benchmarks.suite.history import SavedSuite, load
-from benchmarks.suite.plan import Step
-from models.families import DEFAULT_IMAGE_SIZE
+from benchmarks.suite.plan import Command, Step
 from utils import modes
 from utils.config import input_shape_of
 from utils.results.compare import MIN_RUNS
@@ -42,43 +41,41 @@ def newest(step: Step, suites: Sequence[SavedSuite]) -> Optional[Newest]:
 
 
 def figures_of(step: Step) -> Tuple[str, ...]:
-    """The kinds of figure `step` measures, in history.Change's words: read from its commands."""
+    """The kinds of figure `step` measures, in history.Change's words: read from its main.py runs'
+    configs (as main.py builds them) and its studies' programs."""
     kinds: List[str] = []
     for command in step.commands:
-        words = list(command.argv)
-        program = next((word for word in words if word.endswith(".py")), "")
-        if program.endswith("overhead.py"):
-            kinds.append("overhead")
-        elif program.endswith("main.py"):
-            named = flag_value(words, "--modes") or ""
-            kinds.append("memory")
-            if flag_value(words, "--data") == "synthetic" and large_synthetic(flag_value(words, "--image-size")):
-                kinds.append("synthetic-memory")
-            if "amp-fp16" in named.split(",") or "--fp16" in words:
-                kinds.append("amp-fp16")
-            if "-p" in words:
-                kinds += ["busy", "energy"]
+        run = command.run
+        if run is None:
+            kinds += ["overhead"] if any(word.endswith("overhead.py") for word in command.argv) else []
+            continue
+        settings = run.config()
+        kinds.append("memory")
+        if settings.data.data == "synthetic" and large_synthetic(settings.data.image_size):
+            kinds.append("synthetic-memory")
+        if "amp-fp16" in mode_names(command):
+            kinds.append("amp-fp16")
+        if settings.precision.gpu:
+            kinds += ["busy", "energy"]
     return tuple(dict.fromkeys(kinds))
 
 
-def large_synthetic(image_size: Optional[str]) -> bool:
+def large_synthetic(image_size: int) -> bool:
     """Whether synthetic images of this side are so large that their fewest count outweighs
     CIFAR-10's bytes, the most one synthetic data set holds now (112 pixels and up)."""
     from utils.data.sizes import FEWEST_SYNTHETIC_IMAGES, SYNTHETIC_BYTES
 
-    side = int(image_size or DEFAULT_IMAGE_SIZE)
-    return FEWEST_SYNTHETIC_IMAGES * math.prod(input_shape_of(side)) > SYNTHETIC_BYTES
+    return FEWEST_SYNTHETIC_IMAGES * math.prod(input_shape_of(image_size)) > SYNTHETIC_BYTES
 
 
-def flag_value(words: Sequence[str], flag: str) -> Optional[str]:
-    """The word after `flag` in a command, or None where the command has no such flag."""
-    return words[words.index(flag) + 1] if flag in words[:-1] else None
+def mode_names(command: Command) -> List[str]:
+    """The modes a main.py command trains, in order; none for a study's."""
+    return [mode.name for mode in command.run.config().precision.modes] if command.run else []
 
 
 def planned_repeats(step: Step) -> int:
-    """The runs per mode a step's main.py command asks for (--repeats), 1 without one."""
-    counts = [int(flag_value(command.argv, "--repeats") or 1) for command in step.commands]
-    return max(counts, default=1)
+    """The runs per mode a step's main.py commands ask for (--repeats), 1 without one."""
+    return max((command.run.config().precision.repeats for command in step.commands if command.run), default=1)
 
 
 def reasons(step: Step, suites: Sequence[SavedSuite], energy_window: bool) -> List[str]:
@@ -103,7 +100,7 @@ def reasons(step: Step, suites: Sequence[SavedSuite], energy_window: bool) -> Li
     if gpu_runs and not any(run.get("gpu_busy") for run in gpu_runs) and any(
             fixable_busy(run.get("gpu_busy_unavailable")) for run in gpu_runs):
         why.append("no busy share")
-    planned_modes = (flag_value(step.commands[0].argv, "--modes") or "").split(",")
+    planned_modes = mode_names(step.commands[0])
     missing = [mode for mode in BASELINES if mode in planned_modes and mode not in document["comparison"]]
     if missing:
         why.append(f"no {' or '.join(missing)} baseline")

@@ -178,7 +178,7 @@ def shown_figures(document: Dict[str, Any], mode: str) -> Tuple[str, ...]:
 
     row = document["comparison"][mode]
     synthetic = document["data"].get("name") == "synthetic" and large_synthetic(
-        str(document["config"].get("image_size") or DEFAULT_IMAGE_SIZE))
+        int(document["config"].get("image_size") or DEFAULT_IMAGE_SIZE))
     return tuple(["memory"] + (["amp-fp16"] if mode == "amp-fp16" else []) + (
         ["busy"] if row.gpu_busy_share is not None else []) + (["synthetic-memory"] if synthetic else []))
 

@@ -161,10 +161,10 @@ def test_the_headline_times_each_mode_for_its_own_window_by_its_fastest_run_meas
         f"{mode}={steps}" for mode, steps in window.steps.items() if steps < most)}
     _, steps = planned_gpu_steps(tmp_path)
     step = next(step for step in steps if step.name == "headline-resnet18")
-    assert due.flag_value(step.commands[0].argv, "-n") == "50"  # a Plan of its own: no window set
+    assert step.commands[0].run.values()["steps"] == 50  # a Plan of its own: no window set
     sizes.window_settings = {"headline-resnet18": window.settings()}
     step = next(step for step in plan.planned_steps(planner, ["headline"]) if step.name == "headline-resnet18")
-    assert due.flag_value(step.commands[0].argv, "--mode-steps") == window.settings()["mode_steps"]
+    assert step.commands[0].run.values()["mode_steps"] == window.settings()["mode_steps"]
     planned_runs = estimate.runs_of(step.commands[0], lambda: None)
     assert {(run.mode, run.steps) for run in planned_runs} == set(window.steps.items())
     assert estimator.estimate(step).source == "runs measured"  # the saved 50-step time is another command's
@@ -185,7 +185,7 @@ def test_the_headline_vit_row_plans_three_repeats_each_mode_timed_for_its_window
     sizes.window_settings = {"headline-vit": window.settings()}
     (step,) = [step for step in plan.planned_steps(planner, ["headline"]) if step.name == "headline-vit"]
     assert due.planned_repeats(step) == 3
-    assert due.flag_value(step.commands[0].argv, "-n") == str(window.steps["amp-bf16"])
+    assert step.commands[0].run.values()["steps"] == window.steps["amp-bf16"]
 
 
 def plan_of(out, device):
@@ -266,15 +266,14 @@ def test_a_lease_on_a_new_commit_reruns_the_headline_into_figures_readme_prints(
         assert cells[7].startswith("3 x ") and "synthetic, `ccccccc` claimed" in cells[7], verdict
 
 
-@pytest.mark.parametrize("words, large", [
-    (["--data", "synthetic", "--image-size", "224"], True), (["--data", "synthetic", "--image-size", "112"], True),
-    (["--data", "synthetic", "--image-size", "111"], False), (["--data", "synthetic"], False),
-    (["--data", "cifar10", "--image-size", "224"], False)])
-def test_only_synthetic_runs_whose_images_outweighed_cifar10_are_older_than_the_shared_buffer(words, large):
+@pytest.mark.parametrize("data, large", [
+    ({"data": "synthetic", "image_size": 224}, True), ({"data": "synthetic", "image_size": 112}, True),
+    ({"data": "synthetic", "image_size": 111}, False), ({"data": "synthetic"}, False),
+    ({"data": "cifar10", "image_size": 224}, False)])
+def test_only_synthetic_runs_whose_images_outweighed_cifar10_are_older_than_the_shared_buffer(data, large):
     """Synthetic data held all its images side by side until 1771c88: from 112 pixels up that was
     more than the one buffer of CIFAR-10's bytes they share now, and it weighed in their memory."""
-    step = plan.Step("native", "native", (plan.Command("native", ("python", "main.py", "-p", "-m", "resnet50",
-                                                                   *words)),))
+    step = plan.Step("native", "native", (plan.Command("native", main_run(gpu=True, model="resnet50", **data)),))
     assert ("synthetic-memory" in due.figures_of(step)) == large
     (change,) = [change for change in CHANGES if "synthetic-memory" in change.moves]
     assert change.commit.startswith("1771c88")
