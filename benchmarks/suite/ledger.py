@@ -320,9 +320,9 @@ def set_aside(out: Path, before: FileState, step: Step) -> None:
     with its lock: it holds every earlier step's rows, and each row names its run."""
     shared = set()
     for command in step.commands:
-        for flag, value in zip(command.argv, command.argv[1:]):
-            if flag == "--csv":
-                shared |= {Path(value).name, Path(lock_path(value)).name}
+        csv = command.run.values().get("csv") if command.run else None
+        if csv:
+            shared |= {Path(csv).name, Path(lock_path(csv)).name}
     moved = [name for name, state in folder_state(out).items() if before.get(name) != state and name not in shared]
     if moved:
         (out / "interrupted").mkdir(exist_ok=True)

@@ -295,6 +295,27 @@ def test_a_stop_signal_ends_the_step_in_flight_with_its_group_and_the_step_waits
     assert "gpu-suite:begin" in (tmp_path / "README.md").read_text()
 
 
+
+def test_an_interrupted_step_moves_aside_what_it_wrote_but_the_csv_every_step_appends_to(tmp_path):
+    from pathlib import Path
+
+    from benchmarks.suite.main_run import main_run
+    from benchmarks.suite.plan import Command, Step
+    from utils.fileio import lock_path
+
+    csv, earlier = tmp_path / "all.csv", tmp_path / "native.json"
+    lock = Path(lock_path(str(csv)))
+    for path in (csv, lock, earlier):
+        path.write_text("earlier steps'\n")
+    before = ledger.folder_state(tmp_path)
+    csv.write_text("earlier steps'\nthis step's row\n")
+    (tmp_path / "headline.json").write_text("{")  # half written
+    (tmp_path / "headline.log").write_text("step 3")
+    run = main_run(gpu=True, model="resnet18", json=tmp_path / "headline.json", csv=csv)
+    ledger.set_aside(tmp_path, before, Step("headline", "headline", (Command("headline", run),)))
+    assert sorted(path.name for path in (tmp_path / "interrupted").iterdir()) == ["headline.json", "headline.log"]
+    assert csv.read_text().endswith("this step's row\n") and lock.exists() and earlier.exists()
+
 @pytest.mark.long
 def test_a_second_suite_into_the_same_folder_is_refused_while_the_first_runs_and_no_pass_is_lost(tmp_path):
     suite, pids = hanging_suite(tmp_path)
