@@ -12,7 +12,7 @@ from utils import config
 from utils.advice.decision import Decision, Group, holds_one, span
 from utils.advice.evidence import payback_steps
 from utils.advice.levers import BY_NAME, LEVERS
-from utils.results.compare import group_by_mode, speedup
+from utils.results.compare import SPREAD_WARNING_PCT, group_by_mode, speedup
 from utils.results.record import setup_of
 
 
@@ -75,15 +75,35 @@ def lever_result(decision: Decision, lever: str, index: int, runs: Group) -> Tup
     source = {"ratio_of": [decision.views.source(off_index, *median), decision.views.source(on_index, *median)]}
     ids = [decision.ledger.add(f"{mode}'s speedup with {lever} on", found.value, source, interval=found.interval,
                                n=min(len(on), len(off)), rests_on=found.rests_on + "; the runs of two processes")]
-    kept = not holds_one(found.interval) and found.interval is not None and found.interval[0] > 1
-    harmful = not holds_one(found.interval) and not kept
+    unsteady = unsteady_side(decision, lever, mode, {"on": on_index, "off": off_index})
+    ids += unsteady[1] if unsteady else []
+    kept = not unsteady and not holds_one(found.interval) and found.interval is not None and found.interval[0] > 1
+    harmful = not unsteady and not holds_one(found.interval) and not kept
     words = f"{lever} {found.value:.2f}x ({span(found.interval)}), " + (
-        "kept" if kept else "left off: slower" if harmful else "not kept: its interval holds 1")
+        unsteady[0] if unsteady else "kept" if kept else "left off: slower" if harmful else
+        "not kept: its interval holds 1")
     if row.pays_back:
         payback, more = payback_words(decision, on_index, off_index, mode, (ids[0], found.value))
         ids += more
         words += payback
     return words, ids, row.choice(kept, harmful, trial if tried_on else base, base if tried_on else trial)
+
+
+def unsteady_side(decision: Decision, lever: str, mode: str,
+                  sides: Dict[str, int]) -> Optional[Tuple[str, List[str]]]:
+    """(the words, the evidence ids) where the runs of `mode` on either side of a lever's trial
+    (`sides`: on and off, each a document's index) spread over SPREAD_WARNING_PCT of their median:
+    its two processes' runs are compared as independent samples, so an interval between runs that
+    moved that much would judge the host, not the lever. None where both are steady."""
+    for side, index in sides.items():
+        spread = decision.views()[index]["comparison"][mode].spread_pct
+        if spread is not None and spread > SPREAD_WARNING_PCT:
+            ids = [decision.ledger.add(f"how widely {mode}'s runs with {lever} {side} spread, % of their median",
+                                       spread, decision.views.source(index, "comparison", mode, "spread_pct")),
+                   decision.rule("spread over which timings are unsteady, % of the median", "spread")]
+            return (f"not judged: with it {side}, {mode}'s runs spread {spread:.0f}% of their median, over "
+                    f"{SPREAD_WARNING_PCT:.0f}%"), ids
+    return None
 
 
 def payback_words(decision: Decision, on_index: int, off_index: int, mode: str,

@@ -347,6 +347,26 @@ def test_a_lever_whose_interval_lies_above_one_is_kept_in_the_advised_command():
     assert "--channels-last" in recommendation["command"]
 
 
+
+@pytest.mark.parametrize("side", ["on", "off"])
+def test_a_lever_whose_runs_moved_between_repeats_is_not_judged_whatever_its_interval(side):
+    """A trial's runs are compared with the comparison's as two processes' samples: where one
+    side's runs spread over 20% of their median, the interval judges the host, not the lever."""
+    steady, with_lever = (third_repeat(load_result(str(H100_22 / name))) for name in ("resnet18.json",
+                                                                                      "resnet18-cl.json"))
+    moved = with_lever if side == "on" else steady
+    for run in moved[0]["runs"]:
+        if run["repeat"] == 2:
+            run["step_time_ms"] = {key: value * 1.3 for key, value in run["step_time_ms"].items()}
+            run["step_times_ms"] = [ms * 1.3 for ms in run["step_times_ms"]]
+    advice = advice_of(H100_22 / "resnet18.json", steady + with_lever)
+    said = [claim["text"] for claim in advice["claims"] if claim["text"].startswith("Speed levers")]
+    assert said and "channels-last" in said[0] and f"not judged: with it {side}, " in said[0]
+    assert "% of their median, over 20%" in said[0] and ", kept" not in said[0]
+    assert "channels_last" not in ((advice["recommendation"] or {}).get("settings") or {})
+    assert unsupported(advice) == []
+    document.check(advice)
+
 def test_settings_the_results_never_compared_are_left_out_of_the_command_and_said():
     path = H100_22 / "resnet50.json"  # ampbench.result/1: foreach SGD, the only one there was
     advice = advice_of(path, third_repeat(load_result(str(path))))
