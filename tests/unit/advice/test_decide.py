@@ -584,3 +584,13 @@ def test_an_inconclusive_accuracy_cites_the_seeds_it_says_would_settle_it(spread
     said = [claim["text"] for claim in advice["claims"] if claim["text"].startswith("Accuracy is inconclusive")]
     assert said and "seeds with this spread" in said[0]
     assert unsupported(advice) == []
+
+
+def test_a_lever_trial_without_an_interval_is_never_said_to_have_one_that_holds_1():
+    path = H100_26 / "headline-resnet18.json"  # two repeats: a trial of two runs against two has no interval
+    documents = compiled_twin(load_result(str(path)), 1.5, 4.0)
+    advice = advice_of(path, documents)
+    (said,) = [claim["text"] for claim in advice["claims"] if claim["text"].startswith("Speed levers")]
+    assert "compile 1.50x (no interval), not kept: without an interval nothing shows it faster" in said
+    assert "holds 1" not in said
+    assert unsupported(advice) == []
