@@ -594,3 +594,12 @@ def test_a_lever_trial_without_an_interval_is_never_said_to_have_one_that_holds_
     assert "compile 1.50x (no interval), not kept: without an interval nothing shows it faster" in said
     assert "holds 1" not in said
     assert unsupported(advice) == []
+
+
+def test_a_tiny_speedup_of_convolutions_is_printed_in_digits_never_in_e_notation():
+    path = H100_26 / "headline-resnet18.json"
+    documents = with_profiles(steady_headline(), 1e-6, 2e-5, 2.0)  # fp32's convolutions barely there, slower after
+    advice = advice_of(path, documents)
+    (said,) = [claim["text"] for claim in advice["claims"] if claim["text"].startswith("Why")]
+    assert "convolutions and matmuls are 0% of fp32's profiled step and ran 0.0000" in said and "e-0" not in said
+    assert unsupported(advice) == []
