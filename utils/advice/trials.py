@@ -82,6 +82,8 @@ def lever_result(decision: Decision, lever: str, index: int, runs: Group) -> Tup
         "kept" if kept else "left off: slower" if harmful else
         "not kept: without an interval nothing shows it faster" if found.interval is None else
         "not kept: its interval holds 1")
+    if found.interval is not None and not kept and not harmful:
+        ids.append(decision.no_change())
     if row.pays_back:
         payback, more = payback_words(decision, on_index, off_index, mode, (ids[0], found.value))
         ids += more

@@ -603,3 +603,15 @@ def test_a_tiny_speedup_of_convolutions_is_printed_in_digits_never_in_e_notation
     (said,) = [claim["text"] for claim in advice["claims"] if claim["text"].startswith("Why")]
     assert "convolutions and matmuls are 0% of fp32's profiled step and ran 0.0000" in said and "e-0" not in said
     assert unsupported(advice) == []
+
+
+def test_the_1_an_interval_holds_is_cited_whatever_the_interval_rounds_to():
+    path = H100_26 / "headline-resnet18.json"
+    documents = compiled_twin(steady_headline(), 1.0, 4.0)
+    for run, factor in zip(documents[-1]["runs"], [0.4, 1.6, 3.0] * 4):  # compiled runs that scatter widely
+        run["step_times_ms"] = [ms / factor for ms in run["step_times_ms"]]
+        run["step_time_ms"] = {key: value / factor for key, value in run["step_time_ms"].items()}
+    advice = advice_of(path, documents)
+    (said,) = [claim["text"] for claim in advice["claims"] if claim["text"].startswith("Speed levers")]
+    assert "compile 1.61x (0.40-3.00), not kept: its interval holds 1;" in said
+    assert unsupported(advice) == []
