@@ -38,7 +38,7 @@ def advice_claim(decision: Decision, choice: Dict[str, Any]) -> None:
     text = (f"Train with {mode}: {fastest} is fastest, but its speedup over {runner_up}, {lead.value:.2f}x, has a "
             f"95% interval ({span(lead.interval)}) that holds 1, so {listing(choice['tied'])} tie (none is shown "
             f"slower than {fastest}), and {mode} changes the numbers least of them")
-    decision.say(text + (f"; it runs at {versus_base}" if against else ""), *lead.ids, *against)
+    decision.say(text + (f"; it runs at {versus_base}" if against else ""), *lead.ids, decision.no_change(), *against)
 
 
 def no_advice_claim(decision: Decision, choice: Dict[str, Any], unsteady: List[Tuple[str, List[str]]]) -> None:

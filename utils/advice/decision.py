@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from utils.advice.evidence import Ledger, compared, value_at
+from utils.advice.evidence import RULES, Ledger, compared, value_at
 from utils.modes import BASELINES
 from utils.results.compare import group_by_mode
 
@@ -60,7 +60,7 @@ class Views:
 
 
 def holds_one(interval: Optional[Sequence[float]]) -> bool:
-    return interval is None or interval[0] <= 1.0 <= interval[1]
+    return interval is None or interval[0] <= RULES["no_change"] <= interval[1]
 
 
 def span(interval: Optional[Sequence[float]]) -> str:
@@ -132,6 +132,11 @@ class Decision:
         from utils.advice.evidence import RULES
 
         return self.ledger.add(what, RULES[name], {"rule": name}, kind="rule")
+
+    def no_change(self) -> str:
+        """The id of the 1 a sentence says an interval holds (or lies clear of)."""
+        return self.rule("the speedup of no change, which an interval that holds it shows neither faster nor slower",
+                         "no_change")
 
     def row(self, mode: str, baseline: str) -> Any:
         """`mode`'s comparison row against `baseline` (a ComparisonRow)."""

@@ -38,6 +38,7 @@ RULES = {
     "busy": 90.0,  # % of a step the GPU runs kernels, under which the host side's levers are worth naming
     "host_bound": GPU_BOUND_SHARE,  # a step whose GPU runs kernels under this share of it is host-bound
     "keeps_up": KEEPS_UP,  # a loader delivering under this share of what the step alone takes bounds the run
+    "no_change": 1.0,  # the speedup of no change: an interval that holds it shows neither faster nor slower
 }
 
 

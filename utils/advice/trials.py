@@ -79,9 +79,13 @@ def lever_result(decision: Decision, lever: str, index: int, runs: Group) -> Tup
     ids += unsteady[1] if unsteady else []
     kept = not unsteady and not holds_one(found.interval) and found.interval is not None and found.interval[0] > 1
     harmful = not unsteady and not holds_one(found.interval) and not kept
+    # A trial of too few runs has no interval: saying it holds 1 would claim one it lacks.
     words = f"{lever} {found.value:.2f}x ({span(found.interval)}), " + (
         unsteady[0] if unsteady else "kept" if kept else "left off: slower" if harmful else
+        "not kept: without an interval nothing shows it faster" if found.interval is None else
         "not kept: its interval holds 1")
+    if not unsteady and found.interval is not None and not kept and not harmful:
+        ids.append(decision.no_change())
     if row.pays_back:
         payback, more = payback_words(decision, on_index, off_index, mode, (ids[0], found.value))
         ids += more

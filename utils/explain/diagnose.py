@@ -8,6 +8,7 @@ comparison's (comparison[mode].diagnosis).
 """
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence
 
 from utils.explain.categories import DATA_LABEL, MEMORY_BOUND, NAMES, SCALER_LABEL, TENSOR_CORE_WORK
@@ -202,8 +203,11 @@ def amdahl(base: Dict[str, float], profile: Dict[str, float], measured: float) -
 
 
 def speedup_text(value: float) -> str:
-    """"1.87x", or two significant digits below 0.1 ("0.0089x", where "0.01x" would hide it)."""
-    return f"{value:.2f}x" if value >= 0.1 else f"{value:.2g}x"
+    """"1.87x", or two significant digits below 0.1 ("0.0089x", where "0.01x" would hide it), in
+    digits however small: "5.3e-05x" would read as the figures 5.3 and 05."""
+    if value >= 0.1 or value <= 0:
+        return f"{value:.2f}x"
+    return f"{value:.{1 - math.floor(math.log10(value))}f}x"
 
 
 def amdahl_line(mode: str, figures: Dict[str, Any]) -> str:

@@ -10,6 +10,7 @@ import copy
 import dataclasses
 import json
 import math
+import re
 
 import pytest
 
@@ -603,4 +604,39 @@ def test_an_inconclusive_accuracy_cites_the_seeds_it_says_would_settle_it(spread
     advice = advice_of(path, documents)
     said = [claim["text"] for claim in advice["claims"] if claim["text"].startswith("Accuracy is inconclusive")]
     assert said and "seeds with this spread" in said[0]
+    assert unsupported(advice) == []
+
+
+def test_a_lever_trial_without_an_interval_is_never_said_to_have_one_that_holds_1():
+    path = H100_26 / "headline-resnet18.json"  # two repeats: a trial of two runs against two has no interval
+    documents = compiled_twin(load_result(str(path)), 1.5, 4.0)
+    advice = advice_of(path, documents)
+    (said,) = [claim["text"] for claim in advice["claims"] if claim["text"].startswith("Speed levers")]
+    assert "compile 1.50x (no interval), not kept: without an interval nothing shows it faster" in said
+    assert "holds 1" not in said
+    assert unsupported(advice) == []
+
+
+def test_a_tiny_speedup_of_convolutions_is_printed_in_digits_never_in_e_notation():
+    path = H100_26 / "headline-resnet18.json"
+    documents = with_profiles(steady_headline(), 1e-6, 2e-5, 2.0)  # fp32's convolutions barely there, slower after
+    advice = advice_of(path, documents)
+    (said,) = [claim["text"] for claim in advice["claims"] if claim["text"].startswith("Why")]
+    assert "convolutions and matmuls are 0% of fp32's profiled step and ran 0.0000" in said and "e-0" not in said
+    assert unsupported(advice) == []
+
+
+def test_the_1_an_interval_holds_is_cited_whatever_the_interval_rounds_to():
+    path = H100_26 / "headline-resnet18.json"
+    documents = compiled_twin(steady_headline(), 1.0, 4.0)
+    for run in documents[-1]["runs"]:  # compiled runs that scatter, though under the unsteady threshold
+        factor = [0.92, 1.0, 1.08][run["repeat"]]
+        run["step_times_ms"] = [ms / factor for ms in run["step_times_ms"]]
+        run["step_time_ms"] = {key: value / factor for key, value in run["step_time_ms"].items()}
+    advice = advice_of(path, documents)
+    (said,) = [claim for claim in advice["claims"] if claim["text"].startswith("Speed levers")]
+    assert re.search(r"compile 1\.0\dx \(0\.9\d-1\.0\d\), not kept: its interval holds 1;", said["text"]), said
+    entries = {entry["id"]: entry for entry in advice["evidence"]}
+    assert any(entries[ident]["source"] == {"rule": "no_change"} and entries[ident]["value"] == 1
+               for ident in said["evidence"])
     assert unsupported(advice) == []
