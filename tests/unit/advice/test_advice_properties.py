@@ -148,7 +148,11 @@ def sessions(draw):
     if draw(st.integers(0, 3)) == 0:
         speedup, compile_s = draw(st.floats(0.7, 1.6)), draw(st.floats(0.5, 120.0))
         documents = compiled_twin(documents, speedup, compile_s)
-        steps.append(f"compiled twin {speedup:.3f}x, {compile_s:.1f} s")
+        scatter = [draw(st.one_of(SMALL, LARGE)) for run in documents[-1]["runs"]]
+        for run, factor in zip(documents[-1]["runs"], scatter):
+            scaled(run, factor)
+        steps.append(f"compiled twin {speedup:.3f}x, {compile_s:.1f} s, its runs x" +
+                     ",".join(f"{factor:.3f}" for factor in scatter))
     if draw(st.integers(0, 3)) == 0 and any(run["mode"] == "amp-bf16" and run.get("peak_memory_bytes")
                                             for run in runs):
         step_factor, memory_factor = draw(st.floats(1.2, 2.5)), draw(st.floats(1.1, 2.0))
