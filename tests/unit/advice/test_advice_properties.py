@@ -75,11 +75,7 @@ class Session:
         return f"Session({self.path.name!r}: {'; '.join(self.steps)})"
 
 
-@st.composite
-def sessions(draw):
-    """A Session: the results a session on a noisy machine would leave."""
-    path = draw(st.sampled_from(COMPARED))
-    documents, steps = copy.deepcopy(LOADED[path]), []
+def agreeing_repeats(draw, documents, steps):
     if draw(st.booleans()):  # most committed comparisons are unsteady: repeats that agree reach the advice
         for found in documents:
             first = {run["mode"]: run for run in found["runs"] if run.get("repeat") == 0}
@@ -88,12 +84,21 @@ def sessions(draw):
                     run["step_times_ms"] = list(first[run["mode"]]["step_times_ms"])
                     run["step_time_ms"] = dict(first[run["mode"]]["step_time_ms"])
         steps.append("repeats agree")
+    return documents
+
+
+def third(draw, documents, steps):
     if draw(st.booleans()):
         factor = draw(st.one_of(SMALL, LARGE))
         documents = third_repeat(documents, factor)
         steps.append(f"third repeat x{factor:.3f}")
-    modes = list(dict.fromkeys(run["mode"] for run in documents[0]["runs"]))
-    if draw(st.booleans()):  # two modes about as fast, whose interval may hold 1: a tie
+    return documents
+
+
+def tie(draw, documents, steps):
+    """Two modes about as fast, whose interval may hold 1."""
+    if draw(st.booleans()):
+        modes = list(dict.fromkeys(run["mode"] for run in documents[0]["runs"]))
         leader, follower = draw(st.permutations(modes))[:2]
         lead = {run.get("repeat"): run for run in documents[0]["runs"] if run["mode"] == leader}
         for run in documents[0]["runs"]:
@@ -101,6 +106,10 @@ def sessions(draw):
                 run["step_times_ms"] = list(lead[run.get("repeat")]["step_times_ms"])
                 run["step_time_ms"] = dict(lead[run.get("repeat")]["step_time_ms"])
         steps.append(f"{follower} as fast as {leader}")
+    return documents
+
+
+def noisy(draw, documents, steps):
     noise = st.one_of(SMALL, LARGE) if draw(st.integers(0, 3)) == 0 else SMALL
     runs = documents[0]["runs"]
     factors = [draw(noise) for run in runs]
@@ -108,14 +117,21 @@ def sessions(draw):
         if run["step_time_ms"] is not None:
             scaled(run, factor)
     steps.append("noise " + ",".join(f"{factor:.3f}" for factor in factors))
+    return documents
+
+
+def streamed_data(draw, documents, steps):
     if draw(st.integers(0, 3)) == 0:
         workers, rate, speedup = draw(st.integers(1, 8)), draw(st.floats(50.0, 1e5)), draw(st.floats(0.8, 1.5))
         documents = streamed(documents, workers, rate, speedup)
-        runs = documents[0]["runs"]
         bound = draw(st.sampled_from(["input", "step"]))
-        for run in runs:
+        for run in documents[0]["runs"]:
             run["feed"]["bound"] = bound
         steps.append(f"streamed({workers}, {rate:.1f}, {speedup:.3f}) {bound}-bound")
+    return documents
+
+
+def on_a_cpu(draw, documents, steps):
     if draw(st.integers(0, 3)) == 0:
         name = draw(st.sampled_from(CPUS))
         for found in documents:
@@ -123,17 +139,32 @@ def sessions(draw):
             for run in found["runs"]:
                 run["device"] = "cpu"
         steps.append(f"on the cpu {name!r}")
+    return documents
+
+
+def busy(draw, documents, steps):
+    runs = documents[0]["runs"]
     if draw(st.integers(0, 3)) == 0:
-        busy = draw(st.lists(st.integers(0, len(runs) - 1), min_size=1, max_size=3, unique=True))
-        for index in busy:
+        marked = draw(st.lists(st.integers(0, len(runs) - 1), min_size=1, max_size=3, unique=True))
+        for index in marked:
             runs[index]["host"] = dict(runs[index].get("host") or {}, warning=BUSY)
-        steps.append(f"busy host in runs {busy}")
+        steps.append(f"busy host in runs {marked}")
+    return documents
+
+
+def profiled(draw, documents, steps):
+    runs = documents[0]["runs"]
     if draw(st.booleans()):
         for run in runs:
             if run["step_time_ms"] is not None:
                 run["profile"] = profile_of(draw, run)
         steps.append("profiled: " + "; ".join(f"{run['mode']}: {found['rule']}" for run in runs
                                                 for found in (run.get("profile") or {}).get("diagnosis", [])))
+    return documents
+
+
+def accuracy_checked(draw, documents, steps):
+    runs = documents[0]["runs"]
     modes = [mode for mode in dict.fromkeys(run["mode"] for run in runs) if mode != BASELINES["reference"]]
     if draw(st.booleans()) and any(run["mode"] == BASELINES["reference"] for run in runs):
         checked = [BASELINES["reference"]] + draw(st.lists(st.sampled_from(modes), min_size=1, max_size=2,
@@ -145,6 +176,10 @@ def sessions(draw):
             if run["mode"] != BASELINES["reference"]:
                 run["test_accuracy"] += [0.0, spread, -spread][run["seed"]] / 100
         steps.append(f"accuracy check {deltas}, seeds +-{spread}")
+    return documents
+
+
+def compiled(draw, documents, steps):
     if draw(st.integers(0, 3)) == 0:
         speedup, compile_s = draw(st.floats(0.7, 1.6)), draw(st.floats(0.5, 120.0))
         documents = compiled_twin(documents, speedup, compile_s)
@@ -153,11 +188,20 @@ def sessions(draw):
             scaled(run, factor)
         steps.append(f"compiled twin {speedup:.3f}x, {compile_s:.1f} s, its runs x" +
                      ",".join(f"{factor:.3f}" for factor in scatter))
+    return documents
+
+
+def larger(draw, documents, steps):
     if draw(st.integers(0, 3)) == 0 and any(run["mode"] == "amp-bf16" and run.get("peak_memory_bytes")
-                                            for run in runs):
+                                            for run in documents[0]["runs"]):
         step_factor, memory_factor = draw(st.floats(1.2, 2.5)), draw(st.floats(1.1, 2.0))
         documents = larger_batch(documents, 2, step_factor, memory_factor)
         steps.append(f"larger batch x2: steps x{step_factor:.3f}, memory x{memory_factor:.3f}")
+    return documents
+
+
+def cut(draw, documents, steps):
+    runs = documents[0]["runs"]
     if draw(st.integers(0, 3)) == 0:
         index = draw(st.integers(0, len(runs) - 1))
         run = runs[index]
@@ -169,6 +213,22 @@ def sessions(draw):
                        step_time_ms=dict(run["step_time_ms"], median=statistics.median(timed)) if timed else None)
             documents[0]["incomplete"] = True
             steps.append(f"run {index} cut short after {kept} steps")
+    return documents
+
+
+# What a session on a noisy machine may leave, in the order drawn: each takes (draw, documents,
+# the steps so far) and returns the documents, with its step said where it drew one
+SHAPES = [agreeing_repeats, third, tie, noisy, streamed_data, on_a_cpu, busy, profiled, accuracy_checked, compiled,
+          larger, cut]
+
+
+@st.composite
+def sessions(draw):
+    """A Session: the results a session on a noisy machine would leave."""
+    path = draw(st.sampled_from(COMPARED))
+    documents, steps = copy.deepcopy(LOADED[path]), []
+    for shape in SHAPES:
+        documents = shape(draw, documents, steps)
     return Session(path, documents, steps)
 
 
