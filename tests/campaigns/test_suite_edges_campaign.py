@@ -296,7 +296,8 @@ def plan_lines(output):
     return [line.split(" (a budget of")[0] for line in output.splitlines()]
 
 
-@pytest.mark.parametrize("flags", [[], ["--budget", "8"], ["--only", "transformers"]])
+@pytest.mark.parametrize("flags", [[], *(pytest.param(flags, marks=pytest.mark.whole_runs)
+                                         for flags in (["--budget", "8"], ["--only", "transformers"]))])
 def test_the_plan_without_torch_is_the_plan_with_it(flags, tmp_path):
     """Each saved device's steps, order, estimates (FLOPs read from benchmarks/suite/flops.json) and
     reasons, as a Python with torch plans them."""

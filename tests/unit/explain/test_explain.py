@@ -339,7 +339,7 @@ SLOW_BATCH_S = 0.5  # squeezenet at batch 8 trains a step in some 20 ms here: a 
 
 
 @pytest.mark.parametrize("loader, remedy", [
-    ("torchvision", "--loader device"),
+    pytest.param("torchvision", "--loader device", marks=pytest.mark.whole_runs),  # 25 s of DataLoader workers
     ("device", "a larger -b"),
 ])
 def test_a_slow_input_pipeline_is_diagnosed_input_bound_with_the_loaders_remedy(loader, remedy, subset, tmp_path,

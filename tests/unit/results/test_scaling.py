@@ -299,6 +299,7 @@ def test_the_study_bounds_and_checks_every_flag_before_launching(argv, sentence,
     assert not (tmp_path / "study").exists()
 
 
+@pytest.mark.whole_runs
 def test_an_out_folder_of_another_study_is_refused(tmp_path, capsys):
     out = tmp_path / "study"
     out.mkdir()
