@@ -53,7 +53,7 @@ def figures_of(step: Step) -> Tuple[str, ...]:
         kinds.append("memory")
         if settings.data.data == "synthetic" and large_synthetic(settings.data.image_size):
             kinds.append("synthetic-memory")
-        if "amp-fp16" in mode_names(command):
+        if "amp-fp16" in [mode.name for mode in settings.precision.modes]:
             kinds.append("amp-fp16")
         if settings.precision.gpu:
             kinds += ["busy", "energy"]
