@@ -104,7 +104,7 @@ def advise(config: RunConfig, stop: StopRequest) -> int:
     """--advise (utils/advice/session.py), handed the sections it reads and the command line it
     passes on to every run it starts; with --check-flags, its checks up to the plan alone."""
     return session.advise(config.training, config.data, config.accuracy, config.precision, config.speed,
-                          config.advice, config.arguments, stop, check_only=config.check_flags)
+                          config.advice, config.command_line, stop, check_only=config.check_flags)
 
 
 def list_models(image_size: int) -> int:

@@ -4,14 +4,14 @@ Every setting is one field of a section (training, accuracy, actions, precision,
 measurement, distributed, checkpoints, advice) that carries its flag (utils/settings.py): main.py's
 parser (and a study's flag for a setting it shares with main.py: add_flag), docs/flags.md, the
 defaults, the range checks and the results record are all read from the fields (SETTINGS), so
-adding a setting is adding a field. main.py parses a command line (the
-spellings kept for old scripts settled into current ones by utils/spellings.py) into `Arguments`,
-every setting by its key; `RunConfig.build` checks every rule that involves more than one flag,
-settles the settings whose default the run decides (resolve(): --modes or --compare into one
-tuple of modes, the stem, the steps ...) and fills the frozen sections, which utils/app.py hands
-to each stage as it needs them. What only the data and the model settle (the steps of --epochs,
-the family's recipe) is a TrainingPlan of its own, resolved once in app.py's prepare(); nothing
-in RunConfig is filled in later.
+adding a setting is adding a field. main.py parses a command line (the spellings kept for old
+scripts settled into current ones by utils/spellings.py) into its settings by key;
+`RunConfig.build` checks each setting's range, settles the settings whose default the run decides
+(resolve(): --modes or --compare into one tuple of modes, the stem, the steps ...), fills the
+frozen sections and checks every rule that involves more than one flag, each a typed function of
+the sections it reads; utils/app.py hands the sections to each stage as it needs them. What only
+the data and the model settle (the steps of --epochs, the family's recipe) is a TrainingPlan of
+its own, resolved once in app.py's prepare(); nothing in RunConfig is filled in later.
 
 This module sits at the bottom of the house: the modules that read the config import it, and it
 imports none of them (the mode table and the model families lie below it). No torch here: main.py
@@ -61,7 +61,6 @@ from utils.settings import (
     POSITIVE_OR_ZERO,
     STEP_TIMES,
     VERDICT,
-    Arguments,
     Range,
     Section,
     keys_with,
@@ -735,9 +734,16 @@ def defaults() -> Dict[str, Any]:
     return {key: each.default() for key, each in SETTINGS.items()}
 
 
-def arguments(**given: Any) -> Arguments:
-    """A command line with the settings `given` and every other at its default."""
-    return Arguments(defaults(), **given)
+def at_default(key: str, value: Any) -> bool:
+    """Whether `value` is setting `key`'s default, of its type too (True is no --repeats 1)."""
+    default = SETTINGS[key].default()
+    return type(value) is type(default) and value == default
+
+
+def command_line(**given: Any) -> Dict[str, Any]:
+    """A command line as its settings by key: those `given`, every other at its default (what
+    --advise passes on to the runs it starts, and rebuilds their flags from)."""
+    return {**defaults(), **given}
 
 
 def flag_words(key: str, value: Any, spelled: Optional[str] = None) -> List[str]:
@@ -799,7 +805,7 @@ class RunConfig:
     checkpoints: Checkpoints
     advice: Advice
     warnings: Tuple[str, ...]  # flags accepted but without effect, said once when the run starts
-    arguments: Arguments  # the command line as parsed, which --advise passes on; the code reads the sections
+    given: Dict[str, Any]  # the settings the command line set away from their defaults, by key, as parsed
     spelled: Dict[str, str] = field(default_factory=dict, compare=False)  # setting: the name its flag was typed as
     command: Tuple[str, ...] = ()  # main.py's arguments in current spellings, as a resume line repeats them
 
@@ -821,18 +827,45 @@ class RunConfig:
         unknown = sorted(set(values) - set(SETTINGS))
         if unknown:
             raise TypeError(f"RunConfig.build() got settings it does not have: {', '.join(unknown)}")
-        args = arguments(**values)
+        given = {key: value for key, value in values.items() if not at_default(key, value)}
         spelled = dict(spelled or {})
-        settled = resolve(args, check(args, spelled))
-        sections = {attribute: section(**{each.field: settled[key] for key, each in SETTINGS.items()
-                                          if each.section == attribute}) for attribute, section in SECTIONS}
-        config = cls(**sections, warnings=tuple(warnings), arguments=args, spelled=spelled,  # type: ignore[arg-type]
+        check_ranges(given=given)
+        values = command_line(**given)
+        check_advice_flags(advice=Advice(**section_values("advice", values)),
+                           actions=Actions(**section_values("actions", values)), given=given, spelled=spelled)
+        settled = resolve(values)
+        sections = {attribute: section(**section_values(attribute, settled)) for attribute, section in SECTIONS}
+        config = cls(**sections, warnings=tuple(warnings), given=given, spelled=spelled,  # type: ignore[arg-type]
                      command=tuple(command))
+        config.check_rules()
         if config.training.steps is not None:  # the steps are known: the timing's warm-up is checked against them now
             config.length(config.training.steps)
         for steps in mode_steps_of(config.precision.mode_steps).values():
             config.length(steps)
         return config
+
+    def check_rules(self) -> None:
+        """Every rule between the settled sections, in the order a user meets them."""
+        precision, training, given = self.precision, self.training, self.given
+        check_baseline(precision=precision, given=given)
+        check_mode_steps(training=training, precision=precision, checkpoints=self.checkpoints)
+        check_model_flags(training=training, data=self.data, given=given)
+        check_data_flags(data=self.data, precision=precision)
+        check_output_paths(given=given)
+        check_precision_flags(precision=precision, given=given)
+        check_run_flags(training=training, accuracy=self.accuracy, distributed=self.distributed, given=given)
+        check_optimizer_flags(training=training)
+        check_device_flags(precision=precision, measurement=self.measurement, checkpoints=self.checkpoints)
+        check_accuracy_flags(training=training, accuracy=self.accuracy, data=self.data)
+        one_run = len(precision.modes) == 1 and precision.repeats == 1 and self.accuracy.seeds == 1
+        if self.checkpoints.checkpoint and not one_run:
+            raise UserError("--checkpoint works with one precision mode, one seed and no --repeats; run each mode "
+                            "and seed as a job of its own and merge the results with python -m utils.report.")
+
+    @property
+    def command_line(self) -> Dict[str, Any]:
+        """The command line as parsed: every setting by key, as given or at its default."""
+        return command_line(**self.given)
 
     @property
     def list_models(self) -> bool:
@@ -970,7 +1003,7 @@ class RunConfig:
 
     @property
     def accuracy_flags(self) -> List[str]:
-        return accuracy_flags(self.arguments)
+        return accuracy_flags(self.accuracy)
 
     def record(self, plan: Optional[TrainingPlan] = None) -> Dict[str, Any]:
         """The results file's `config`: every setting by its key, as its section holds it (the
@@ -985,7 +1018,7 @@ class RunConfig:
             resolved[key] = getattr(getattr(self, each.section), each.field)
             if key == "optimizer":
                 resolved["recipe"] = None  # beside the optimizer, as the results files of earlier releases hold it
-        resolved["modes"] = self.arguments.modes
+        resolved["modes"] = self.given.get("modes")
         if self.training.steps is not None:
             resolved.update(zip(("steps", "warmup"), self.length(self.training.steps)))
         if plan is not None:
@@ -1018,69 +1051,84 @@ def batches_per_epoch(kind: str, images: int, batch_size: int, ranks: int) -> in
     return -(-images // (batch_size * ranks))
 
 
-def resolve(args: Arguments, modes: Tuple[Mode, ...]) -> Dict[str, Any]:
-    """Every setting as its section holds it: as given, but those whose default the run decides,
-    settled: the model (--model-factory's, which replaces -m's), the stem (the image size's), the
-    steps (none with --epochs, whose steps the dataset settles), the `modes` (modes_of's), the
-    baseline and fp16-master's loss scale, --mode-steps in the modes' order, and the measurements
-    the flags that tune them ask for (--explain-steps and --trace-dir imply --explain,
-    --numerics-every --numerics: never silently ignored)."""
-    return {**args, "model": model_name(args), "stem": args.stem or families.default_stem(args.image_size),
-            "steps": None if args.epochs is not None else args.steps or DEFAULT_STEPS, "modes": modes,
-            "baseline": args.baseline or BASELINES["default"], "loss_scale": args.loss_scale or DEFAULT_LOSS_SCALE,
+def section_values(attribute: str, values: Dict[str, Any]) -> Dict[str, Any]:
+    """{field: value} of the section RunConfig holds as `attribute`, from settings `values` by key."""
+    return {each.field: values[key] for key, each in SETTINGS.items() if each.section == attribute}
+
+
+def resolve(values: Dict[str, Any]) -> Dict[str, Any]:
+    """Every setting as its section holds it, from the command line's `values` (every setting by
+    key): as given, but those whose default the run decides, settled: the modes (modes_of's), the
+    model (--model-factory's, which replaces -m's), the stem (the image size's), the steps (none
+    with --epochs, whose steps the dataset settles), the baseline and fp16-master's loss scale,
+    --mode-steps in the modes' order, and the measurements the flags that tune them ask for
+    (--explain-steps and --trace-dir imply --explain, --numerics-every --numerics: never silently
+    ignored)."""
+    modes = modes_of(modes=values["modes"], compare=values["compare"], gpu=values["gpu"])
+    return {**values, "model": values["model_factory"] or values["model"],
+            "stem": values["stem"] or families.default_stem(values["image_size"]),
+            "steps": None if values["epochs"] is not None else values["steps"] or DEFAULT_STEPS, "modes": modes,
+            "baseline": values["baseline"] or BASELINES["default"],
+            "loss_scale": values["loss_scale"] or DEFAULT_LOSS_SCALE,
             "mode_steps": ",".join(f"{mode}={steps}" for mode, steps in
-                                   mode_steps_of(args.mode_steps, [mode.name for mode in modes]).items()) or None,
-            "explain": args.explain or args.explain_steps is not None or bool(args.trace_dir),
-            "explain_steps": args.explain_steps or EXPLAIN_STEPS,
-            "numerics": args.numerics or args.numerics_every is not None,
-            "numerics_every": args.numerics_every or NUMERICS_EVERY}
+                                   mode_steps_of(values["mode_steps"], [mode.name for mode in modes]).items()) or None,
+            "explain": values["explain"] or values["explain_steps"] is not None or bool(values["trace_dir"]),
+            "explain_steps": values["explain_steps"] or EXPLAIN_STEPS,
+            "numerics": values["numerics"] or values["numerics_every"] is not None,
+            "numerics_every": values["numerics_every"] or NUMERICS_EVERY}
 
 
-def check(args: Arguments, spelled: Dict[str, str]) -> Tuple[Mode, ...]:
-    """Every rule between flags, in the order a user meets them (`spelled`: how each flag was
-    typed, for the refusals to name it so); returns the modes to run."""
-    check_ranges(args)
-    check_advice_flags(args, spelled)  # before the rules between the flags it owns
-    modes = modes_of(args)  # refuses unknown, empty or repeated --modes
-    names = [mode.name for mode in modes]
-    if args.baseline is not None and args.baseline not in names:
-        raise UserError(f"--baseline {args.baseline} is not among the modes this run trains ({', '.join(names)}); "
+def modes_of(*, modes: Optional[str], compare: bool, gpu: bool) -> Tuple[Mode, ...]:
+    """The one translation of the precision flags into the modes to run, in order: --modes, else
+    --compare's default (which depends on the device, -p), else fp32. The earlier spellings (--fp16
+    -s, --bf16, --amp, --tf32) arrive as --modes (utils/spellings.py)."""
+    if modes is not None:
+        return tuple(parse_modes(modes))
+    if compare:
+        return tuple(MODES[name] for name in (DEFAULT_COMPARE if gpu else DEFAULT_COMPARE_CPU))
+    return (MODES[BASELINES["default"]],)
+
+
+def check_ranges(*, given: Dict[str, Any]) -> None:
+    """Every numeric setting `given` within its range, as main.py's parser checks its flags; here
+    for configs built in code (benchmarks, tests) too."""
+    for key, value in given.items():
+        allowed = RANGES.get(key)
+        if allowed is not None and value is not None and not allowed.accepts(value):
+            raise UserError(f"{SETTINGS[key].name} must be {allowed.wording}, got {value!r}.")
+
+
+def named(given: Dict[str, Any], keys: Sequence[str], spelled: Dict[str, str]) -> List[str]:
+    """The flags of the settings `keys` that the command line gave (`given`), as typed
+    (`spelled`), else as -h names them: --json, --from."""
+    return [spelled.get(key, SETTINGS[key].name) for key in keys if key in given]
+
+
+def check_advice_flags(*, advice: Advice, actions: Actions, given: Dict[str, Any], spelled: Dict[str, str]) -> None:
+    """--advise owns the flags of ADVISER_SETS; --budget, --from and --advice-dir need it, and
+    --from measures nothing, so it takes no --budget."""
+    if not advice.advise:
+        needs = named(given, ADVICE_ONLY, spelled)
+        if needs:
+            raise UserError(f"{needs[0]} applies to --advise, which is not given; add --advise or drop {needs[0]}.")
+        return
+    owned = named(given, ADVISER_SETS, spelled)
+    if owned:
+        raise UserError(f"--advise chooses the precision modes, repeats, seeds, measurements and outputs of its "
+                        f"phases itself; drop {owned[0]} (the advice names the mode and flags to train with, and "
+                        "--advice-dir where it writes).")
+    if advice.from_results is not None and advice.budget is not None:
+        raise UserError("--budget limits the time --advise measures, and --from measures nothing: drop --budget.")
+    if advice.from_results is not None and actions.check_flags:
+        raise UserError("--check-flags checks the command --advise would measure with, and --from measures nothing: "
+                        "drop --check-flags.")
+
+
+def check_baseline(*, precision: Precision, given: Dict[str, Any]) -> None:
+    names = [mode.name for mode in precision.modes]
+    if "baseline" in given and precision.baseline not in names:
+        raise UserError(f"--baseline {precision.baseline} is not among the modes this run trains ({', '.join(names)}); "
                         f"add it to --modes or choose one of them.")
-    check_mode_steps(args, names)
-    check_model_flags(args)
-    check_data_flags(args)
-    empty = [name for name in OUTPUT_FLAGS if getattr(args, name) == ""]
-    if empty:
-        flag = "--" + empty[0].replace("_", "-")
-        raise UserError(f"{flag} needs a path, and got an empty one; give a path or leave out {flag}.")
-    if args.loss_scale is not None and not any(mode.master_weights for mode in modes):
-        raise UserError("--loss-scale sets the static loss scale of fp16-master, which this run does not use "
-                        f"({', '.join(names)} scale dynamically or not at all); drop "
-                        "--loss-scale or add fp16-master to --modes.")
-    if args.fp8_emulate and not any(mode.float8 for mode in modes):
-        raise UserError("--fp8-emulate applies to the fp8 modes, which this run does not use; add "
-                        f"{listed([name for name, mode in MODES.items() if mode.float8])} to --modes, or drop "
-                        "--fp8-emulate.")
-    float8 = [mode.name for mode in modes if mode.float8]
-    if float8 and not args.gpu and not args.fp8_emulate:  # a flags rule, so that --check-flags refuses it too
-        raise UserError(f"mode {float8[0]} {FP8_NEEDS_A_GPU}")
-    if args.grad_comm not in GRAD_COMM:
-        raise UserError(f"--grad-comm is one of {', '.join(GRAD_COMM)}; got {args.grad_comm}.")
-    if args.steps and args.epochs:
-        raise UserError("give either --steps/-n or --epochs, not both.")
-    if args.seed + args.seeds - 1 > LARGEST_SEED:
-        raise UserError(f"--seed {args.seed} with --seeds {args.seeds} runs seeds up to {args.seed + args.seeds - 1}, "
-                        f"beyond the largest seed {LARGEST_SEED} (2**63-1); lower --seed or --seeds.")
-    check_optimizer_flags(args)
-    if args.resume and not args.checkpoint:
-        raise UserError("--resume needs --checkpoint PATH, the checkpoint to continue from.")
-    if args.max_batch and not args.gpu:
-        raise UserError("--max-batch measures how large a batch fits in GPU memory: add -p/--gpu on a GPU node.")
-    check_accuracy_flags(args)
-    if args.checkpoint and (len(modes) > 1 or args.repeats > 1 or args.seeds > 1):
-        raise UserError("--checkpoint works with one precision mode, one seed and no --repeats; run each mode "
-                        "and seed as a job of its own and merge the results with python -m utils.report.")
-    return modes
 
 
 def mode_steps_of(text: Optional[str], names: Sequence[str] = ()) -> Dict[str, int]:
@@ -1103,61 +1151,21 @@ def mode_steps_of(text: Optional[str], names: Sequence[str] = ()) -> Dict[str, i
     return {name: found[name] for name in names if name in found} if names else found
 
 
-def check_mode_steps(args: Arguments, names: Sequence[str]) -> None:
-    """--mode-steps: entries that name this run's modes, a run of steps (not --epochs), no
+def check_mode_steps(*, training: Training, precision: Precision, checkpoints: Checkpoints) -> None:
+    """--mode-steps (its entries checked as it settled): a run of steps (not --epochs), no
     accuracy (the modes stop at different steps) and no checkpoint (a resume continues --steps)."""
-    if args.mode_steps is None:
+    if precision.mode_steps is None:
         return
-    mode_steps_of(args.mode_steps, names)
-    clash = next((flag for flag, given in (("--epochs", args.epochs is not None),
-                                           ("--checkpoint", bool(args.checkpoint))) if given), None)
+    clash = next((flag for flag, given in (("--epochs", training.epochs is not None),
+                                           ("--checkpoint", bool(checkpoints.checkpoint))) if given), None)
     if clash:
         raise UserError(f"--mode-steps sets each mode's steps, and {clash} "
                         + ("sets one length for every mode" if clash == "--epochs" else "resumes one run of --steps")
                         + "; drop one of them.")
-    if not args.no_eval:
+    if not training.no_eval:
         raise UserError("--mode-steps trains the modes for different numbers of steps, so their test accuracies "
                         "would compare runs of different lengths; add --no-eval (step times, memory and energy "
                         "still compare).")
-
-
-def modes_of(args: Arguments) -> Tuple[Mode, ...]:
-    """The one translation of the precision flags into the modes to run, in order: --modes, else
-    --compare's default (which depends on the device), else fp32. The earlier spellings (--fp16
-    -s, --bf16, --amp, --tf32) arrive as --modes (utils/spellings.py)."""
-    if args.modes is not None:
-        return tuple(parse_modes(args.modes))
-    if args.compare:
-        return tuple(MODES[name] for name in (DEFAULT_COMPARE if args.gpu else DEFAULT_COMPARE_CPU))
-    return (MODES[BASELINES["default"]],)
-
-
-
-
-def given(args: Arguments, names: Sequence[str], spelled: Dict[str, str]) -> List[str]:
-    """The flags of the settings `names` that the command line gave (not at their default), as
-    typed (`spelled`), else as -h names them: --json, --from."""
-    return [spelled.get(name, SETTINGS[name].name) for name in names if args[name] != SETTINGS[name].default()]
-
-
-def check_advice_flags(args: Arguments, spelled: Dict[str, str]) -> None:
-    """--advise owns the flags of ADVISER_SETS; --budget, --from and --advice-dir need it, and
-    --from measures nothing, so it takes no --budget."""
-    if not args.advise:
-        needs = given(args, ADVICE_ONLY, spelled)
-        if needs:
-            raise UserError(f"{needs[0]} applies to --advise, which is not given; add --advise or drop {needs[0]}.")
-        return
-    owned = given(args, ADVISER_SETS, spelled)
-    if owned:
-        raise UserError(f"--advise chooses the precision modes, repeats, seeds, measurements and outputs of its "
-                        f"phases itself; drop {owned[0]} (the advice names the mode and flags to train with, and "
-                        "--advice-dir where it writes).")
-    if args.from_results is not None and args.budget is not None:
-        raise UserError("--budget limits the time --advise measures, and --from measures nothing: drop --budget.")
-    if args.from_results is not None and args.check_flags:
-        raise UserError("--check-flags checks the command --advise would measure with, and --from measures nothing: "
-                        "drop --check-flags.")
 
 
 def unusable_value(key: str, value: Any) -> Optional[str]:
@@ -1184,118 +1192,146 @@ def unusable_value(key: str, value: Any) -> Optional[str]:
     return None
 
 
-def check_ranges(args: Arguments) -> None:
-    """Every numeric argument within its range, as main.py's parser checks its flags; here for
-    configs built in code (benchmarks, tests) too."""
-    for key, allowed in RANGES.items():
-        value = args[key]
-        if value is not None and not allowed.accepts(value):
-            raise UserError(f"{SETTINGS[key].name} must be {allowed.wording}, got {value!r}.")
-
-
-def model_name(args: Arguments) -> str:
-    """The model's name in the run and its results: -m's, or --model-factory's MODULE:FUNCTION."""
-    return args.model_factory or args.model
-
-
-def check_model_flags(args: Arguments) -> None:
+def check_model_flags(*, training: Training, data: DataSettings, given: Dict[str, Any]) -> None:
     """The model takes the image size, and --stem changes it (or is the size's default, as
     recorded); a model of the user's own (--model-factory) is built as its factory builds it."""
-    if args.model_factory is not None:
-        factory_spec(args.model_factory)
-        if args.model != DEFAULT_MODEL:  # the default is what the factory replaces
-            raise UserError(f"--model-factory builds the model, and -m/--model {args.model} names a torchvision one; "
-                            "drop -m/--model (the results name the model MODULE:FUNCTION, with its class).")
-        if args.stem is not None:
+    if training.model_factory is not None:
+        factory_spec(training.model_factory)
+        if "model" in given:  # the default is what the factory replaces
+            raise UserError(f"--model-factory builds the model, and -m/--model {given['model']} names a torchvision "
+                            "one; drop -m/--model (the results name the model MODULE:FUNCTION, with its class).")
+        if "stem" in given:
             raise UserError("--stem changes the first layers of torchvision's ResNet-family models, and a "
                             "--model-factory model trains as its factory builds it; drop --stem.")
         return
-    model = model_name(args)
-    refusal = families.size_refusal(model, args.image_size)
+    refusal = families.size_refusal(training.model, data.image_size)
     if refusal:
         raise UserError(refusal)
-    default_stem = families.default_stem(args.image_size)
-    if args.stem not in (None, default_stem) and not families.uses_resnet_stem(model):
-        raise UserError(f"--stem {args.stem} changes the first conv and max-pool of ResNet-family models, and "
-                        f"{model} has no such stem: it would be recorded but change nothing; drop --stem.")
+    if training.stem != families.default_stem(data.image_size) and not families.uses_resnet_stem(training.model):
+        raise UserError(f"--stem {training.stem} changes the first conv and max-pool of ResNet-family models, and "
+                        f"{training.model} has no such stem: it would be recorded but change nothing; drop --stem.")
 
 
-def check_data_flags(args: Arguments) -> None:
+def check_data_flags(*, data: DataSettings, precision: Precision) -> None:
     """--num-classes where the data has its own count (CIFAR-10's 10), and the CIFAR-10 flags
     with an image folder, which they would not change."""
-    cifar = args.data in ("auto", "cifar10")
-    if cifar and args.num_classes not in (None, families.DEFAULT_NUM_CLASSES):
-        raise UserError(f"--num-classes {args.num_classes} does not fit --data {args.data}: CIFAR-10 has "
+    cifar = data.data in ("auto", "cifar10")
+    if cifar and data.num_classes not in (None, families.DEFAULT_NUM_CLASSES):
+        raise UserError(f"--num-classes {data.num_classes} does not fit --data {data.data}: CIFAR-10 has "
                         f"{families.DEFAULT_NUM_CLASSES} classes; drop --num-classes, or train on --data synthetic "
                         "(labels of that many classes) or --data imagefolder.")
-    if args.data in STREAMED_DATA and args.allow_unverified:
-        raise UserError(f"--allow-unverified accepts a CIFAR-10 copy whose md5 sums differ, and --data {args.data} "
+    if data.data in STREAMED_DATA and data.allow_unverified:
+        raise UserError(f"--allow-unverified accepts a CIFAR-10 copy whose md5 sums differ, and --data {data.data} "
                         "reads no CIFAR-10; drop --allow-unverified.")
-    check_streaming_flags(args)
+    check_streaming_flags(data=data, gpu=precision.gpu)
 
 
-def check_streaming_flags(args: Arguments) -> None:
+def check_streaming_flags(*, data: DataSettings, gpu: bool) -> None:
     """The flags of data read from files as the run trains (--loader stream and dali, --decode,
     --skip-bad-images, --epoch-images) where there is none, or with a loader that holds the data."""
-    if args.loader in ("stream", "dali") and args.data not in STREAMED_DATA:
-        raise UserError(f"--loader {args.loader} reads an image folder's files (or shards) per batch, and --data "
-                        f"{args.data} is held in memory; use --data imagefolder or webdataset, or drop --loader "
-                        f"{args.loader}.")
-    if args.skip_bad_images and args.data not in STREAMED_DATA:
-        raise UserError(f"--skip-bad-images leaves out the image files that cannot be read, and --data {args.data} "
+    if data.loader in ("stream", "dali") and data.data not in STREAMED_DATA:
+        raise UserError(f"--loader {data.loader} reads an image folder's files (or shards) per batch, and --data "
+                        f"{data.data} is held in memory; use --data imagefolder or webdataset, or drop --loader "
+                        f"{data.loader}.")
+    if data.skip_bad_images and data.data not in STREAMED_DATA:
+        raise UserError(f"--skip-bad-images leaves out the image files that cannot be read, and --data {data.data} "
                         "reads none; drop --skip-bad-images.")
-    if args.data == "webdataset" and args.loader in ("device", "torchvision"):
-        raise UserError(f"--loader {args.loader} holds the data set in memory, and --data webdataset is read from its "
+    if data.data == "webdataset" and data.loader in ("device", "torchvision"):
+        raise UserError(f"--loader {data.loader} holds the data set in memory, and --data webdataset is read from its "
                         "shards as the run trains; drop --loader (or give --loader stream).")
-    if args.decode == "gpu" and args.data not in STREAMED_DATA:
-        raise UserError(f"--decode gpu decodes each batch's files as the run trains, and --data {args.data} is held "
+    if data.decode == "gpu" and data.data not in STREAMED_DATA:
+        raise UserError(f"--decode gpu decodes each batch's files as the run trains, and --data {data.data} is held "
                         "in memory, decoded before it; drop --decode gpu, or use --data imagefolder or webdataset.")
-    if args.decode == "gpu" and args.loader in ("device", "torchvision"):
-        raise UserError(f"--decode gpu decodes each batch's files as the run trains, and --loader {args.loader} "
+    if data.decode == "gpu" and data.loader in ("device", "torchvision"):
+        raise UserError(f"--decode gpu decodes each batch's files as the run trains, and --loader {data.loader} "
                         "decodes the folder once before it; drop one (--loader stream or auto streams it).")
-    if args.decode == "gpu" and not args.gpu:
+    if data.decode == "gpu" and not gpu:
         raise UserError("--decode gpu decodes JPEGs on a CUDA GPU, and this run is on the CPU (no -p); add -p/--gpu "
                         "on a GPU node, or drop --decode gpu (the DataLoader workers decode on the CPU).")
-    if args.loader == "dali" and not args.gpu:
+    if data.loader == "dali" and not gpu:
         raise UserError("--loader dali runs NVIDIA DALI's pipeline on a CUDA GPU, and this run is on the CPU (no -p); "
                         "add -p/--gpu on a GPU node, or use --loader stream.")
-    if args.loader == "dali" and args.data == "webdataset":
+    if data.loader == "dali" and data.data == "webdataset":
         raise UserError("--loader dali reads image folders: DALI's tar reader cannot parse the text labels of "
                         "WebDataset shards; use --loader stream --decode gpu for shards.")
-    if args.loader == "dali" and args.skip_bad_images:
+    if data.loader == "dali" and data.skip_bad_images:
         raise UserError("--loader dali stops at a file it cannot decode and cannot leave it out; use --loader stream "
                         "with --skip-bad-images, which names and counts such files.")
-    if args.epoch_images is not None and args.data != "webdataset":
+    if data.epoch_images is not None and data.data != "webdataset":
         raise UserError("--epoch-images gives the images an epoch of tar shards holds (--data webdataset without an "
-                        f"index.json), and --data {args.data} counts its own; drop --epoch-images.")
+                        f"index.json), and --data {data.data} counts its own; drop --epoch-images.")
 
 
-def check_optimizer_flags(args: Arguments) -> None:
-    model = model_name(args)
-    adamw = (args.optimizer or families.recipe_of(model, args.model_factory is not None).optimizer) == "adamw"
-    if adamw and (args.momentum is not None or args.nesterov):
-        flag = "--momentum" if args.momentum is not None else "--nesterov"
-        raise UserError(f"{flag} sets SGD's momentum, and {model} trains with AdamW here; drop {flag} or "
+def check_output_paths(*, given: Dict[str, Any]) -> None:
+    empty = [key for key in OUTPUT_FLAGS if given.get(key) == ""]
+    if empty:
+        flag = "--" + empty[0].replace("_", "-")
+        raise UserError(f"{flag} needs a path, and got an empty one; give a path or leave out {flag}.")
+
+
+def check_precision_flags(*, precision: Precision, given: Dict[str, Any]) -> None:
+    """The flags that tune a kind of mode (fp16-master's loss scale, the fp8 modes' emulation)
+    where no mode of that kind runs, and an fp8 mode where it cannot run."""
+    modes = precision.modes
+    if "loss_scale" in given and not any(mode.master_weights for mode in modes):
+        raise UserError("--loss-scale sets the static loss scale of fp16-master, which this run does not use "
+                        f"({', '.join(mode.name for mode in modes)} scale dynamically or not at all); drop "
+                        "--loss-scale or add fp16-master to --modes.")
+    if precision.fp8_emulate and not any(mode.float8 for mode in modes):
+        raise UserError("--fp8-emulate applies to the fp8 modes, which this run does not use; add "
+                        f"{listed([name for name, mode in MODES.items() if mode.float8])} to --modes, or drop "
+                        "--fp8-emulate.")
+    float8 = [mode.name for mode in modes if mode.float8]
+    if float8 and not precision.gpu and not precision.fp8_emulate:  # a flags rule, so that --check-flags refuses it too
+        raise UserError(f"mode {float8[0]} {FP8_NEEDS_A_GPU}")
+
+
+def check_run_flags(*, training: Training, accuracy: Accuracy, distributed: Distributed,
+                    given: Dict[str, Any]) -> None:
+    if distributed.grad_comm not in GRAD_COMM:
+        raise UserError(f"--grad-comm is one of {', '.join(GRAD_COMM)}; got {distributed.grad_comm}.")
+    if "steps" in given and training.epochs is not None:
+        raise UserError("give either --steps/-n or --epochs, not both.")
+    last_seed = training.seed + accuracy.seeds - 1
+    if last_seed > LARGEST_SEED:
+        raise UserError(f"--seed {training.seed} with --seeds {accuracy.seeds} runs seeds up to {last_seed}, "
+                        f"beyond the largest seed {LARGEST_SEED} (2**63-1); lower --seed or --seeds.")
+
+
+def check_optimizer_flags(*, training: Training) -> None:
+    adamw = (training.optimizer or families.recipe_of(training.model, training.model_factory is not None).optimizer
+             ) == "adamw"
+    if adamw and (training.momentum is not None or training.nesterov):
+        flag = "--momentum" if training.momentum is not None else "--nesterov"
+        raise UserError(f"{flag} sets SGD's momentum, and {training.model} trains with AdamW here; drop {flag} or "
                         "add --optimizer sgd.")
-    if args.nesterov and args.momentum == 0:
+    if training.nesterov and training.momentum == 0:
         raise UserError("--nesterov needs a non-zero --momentum.")
 
 
-def accuracy_flags(args: Arguments) -> List[str]:
+def check_device_flags(*, precision: Precision, measurement: Measurement, checkpoints: Checkpoints) -> None:
+    if checkpoints.resume and not checkpoints.checkpoint:
+        raise UserError("--resume needs --checkpoint PATH, the checkpoint to continue from.")
+    if measurement.max_batch and not precision.gpu:
+        raise UserError("--max-batch measures how large a batch fits in GPU memory: add -p/--gpu on a GPU node.")
+
+
+def accuracy_flags(accuracy: Accuracy) -> List[str]:
     """The flags given that need test-set evaluations."""
-    return [flag for flag, value in (("--eval-every", args.eval_every), ("--target-accuracy", args.target_accuracy),
-                                     ("--stop-at-target", args.stop_at_target)) if value]
+    return [flag for flag, value in (("--eval-every", accuracy.eval_every),
+                                     ("--target-accuracy", accuracy.target_accuracy),
+                                     ("--stop-at-target", accuracy.stop_at_target)) if value]
 
 
-def check_accuracy_flags(args: Arguments) -> None:
-    asked = accuracy_flags(args)
-    if args.no_eval and asked:
+def check_accuracy_flags(*, training: Training, accuracy: Accuracy, data: DataSettings) -> None:
+    asked = accuracy_flags(accuracy)
+    if training.no_eval and asked:
         raise UserError(f"--no-eval skips the evaluations that {asked[0]} needs; drop one of them.")
-    if args.stop_at_target and args.target_accuracy is None:
+    if accuracy.stop_at_target and accuracy.target_accuracy is None:
         raise UserError("--stop-at-target needs --target-accuracy A, the accuracy to stop at.")
-    if args.target_accuracy is not None and not args.eval_every:
+    if accuracy.target_accuracy is not None and not accuracy.eval_every:
         raise UserError("--target-accuracy needs --eval-every E (epochs) to see when the target is reached.")
-    if args.data == "synthetic" and asked:
+    if data.data == "synthetic" and asked:
         raise UserError(no_test_images(asked[0]))
 
 

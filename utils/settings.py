@@ -166,12 +166,6 @@ def keys_with(settings: Dict[str, Setting], role: Callable[[Flag], bool]) -> Tup
     return tuple(key for key, each in settings.items() if role(each.flag))
 
 
-class Arguments(Dict[str, Any]):
-    """A command line as parsed: every setting by its key, at its value or its default. The
-    rules between flags read it (as attributes), and --advise passes it on to the runs it starts."""
-
-    def __getattr__(self, key: str) -> Any:
-        try:
-            return self[key]
-        except KeyError:
-            raise AttributeError(key) from None
+# A main.py command line as its settings: every one by key, as given or at its default. --advise
+# passes it on to the runs it starts, and rebuilds their flags from it.
+CommandLine = Dict[str, Any]

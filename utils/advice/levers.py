@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     import torch
 
     from utils.config import DataSettings, Training
-    from utils.settings import Arguments
+    from utils.settings import CommandLine
 
 # A loader lever's value that its trial takes from this machine (every core this process may use),
 # and that is on where it is more than the comparison's.
@@ -29,7 +29,7 @@ class Here:
     what it trains, on what data, on which device."""
     training: Training
     data: DataSettings
-    arguments: Arguments
+    arguments: CommandLine
     device: torch.device
 
 
@@ -58,7 +58,7 @@ class Lever:
         return tuple(self.on)
 
     def is_on(self, settings: Mapping[str, Any], base: Optional[Mapping[str, Any]] = None) -> bool:
-        """Whether `settings` (Arguments, or a results document's setup) have it on: a compile mode
+        """Whether `settings` (a command line's, or a results document's setup) have it on: a compile mode
         counts only where the model is compiled; more workers, against the comparison's `base`."""
         for key, value in self.on.items():
             if value == EVERY_CORE:
@@ -68,7 +68,7 @@ class Lever:
                 return False
         return True
 
-    def trial(self, arguments: Arguments) -> Dict[str, Any]:
+    def trial(self, arguments: CommandLine) -> Dict[str, Any]:
         """The settings its phase runs with: a speed lever the other way from the user's command,
         `arguments`; a loader lever on (it is not tried where it is on already)."""
         if self.loader:
@@ -119,7 +119,7 @@ def no_compile(here: Here) -> Optional[str]:
         import torch
 
         return f"torch.compile needs torch 2.0, and this is {torch.__version__}"
-    return "the command compiles already" if here.arguments.compile else None
+    return "the command compiles already" if here.arguments["compile"] else None
 
 
 def no_cuda_graphs(here: Here) -> Optional[str]:
@@ -128,7 +128,7 @@ def no_cuda_graphs(here: Here) -> Optional[str]:
 
 def workers_enough(here: Here) -> Optional[str]:
     cores = config.usable_cores()
-    if here.arguments.workers < cores:
+    if here.arguments["workers"] < cores:
         return None
     return f"the loader has a worker for each of the {cores} cores this process may use already"
 

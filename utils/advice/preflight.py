@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from torch import nn
 
     from utils.config import DataSettings, InputShape, Precision, Speed, Training
-    from utils.settings import Arguments
+    from utils.settings import CommandLine
 
 FP8_WORTH = 0.95  # of amp-bf16's speed: an fp8 mode predicted slower is not timed
 FP16_TENSOR_CORES = (7, 0)  # compute capability from which float16 runs on tensor cores (Volta)
@@ -108,7 +108,7 @@ def fp8_predictions(training: Training, data: DataSettings, speed: Speed, model:
     return predictions, facts
 
 
-def levers(training: Training, data: DataSettings, arguments: Arguments,
+def levers(training: Training, data: DataSettings, arguments: CommandLine,
            device: torch.device) -> Tuple[Tuple[Tuple[str, Dict[str, Any]], ...], Dict[str, str]]:
     """(the levers to try here, each with the settings its phase runs, in order, switched the
     other way from the user's command, `arguments`; {lever: why not}): levers.py's table says."""
@@ -149,7 +149,7 @@ def counted_flops(training: Training, data: DataSettings, model: nn.Module) -> T
 
 
 def preflight(training: Training, data: DataSettings, precision: Precision, speed: Speed,
-              arguments: Arguments) -> Preflight:
+              arguments: CommandLine) -> Preflight:
     """What the device runs, what the model is, and the estimates the planner needs: no timed
     step; `arguments`, the user's command, says which way each lever is tried."""
     device, device_name = device_of(precision, speed)

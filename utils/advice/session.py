@@ -31,7 +31,7 @@ from utils.measure.estimate import document_runs
 from utils.modes import BASELINES
 from utils.results import files
 from utils.results.merge import load_result, merge, parsed
-from utils.settings import Arguments
+from utils.settings import CommandLine
 
 if TYPE_CHECKING:
     from utils.advice.preflight import Preflight
@@ -144,7 +144,7 @@ def input_bound(state: State, lead: str) -> bool:
     return bool(fed and fed["bound"] == "input")
 
 
-def phase_argv(phase: plan.Phase, arguments: Arguments, folder: str) -> List[str]:
+def phase_argv(phase: plan.Phase, arguments: CommandLine, folder: str) -> List[str]:
     """main.py's arguments for `phase`; the comparison writes its profiler traces into TRACES."""
     results = os.path.join(folder, "phases", file_name(phase.name) + ".json")
     traces = ["--trace-dir", os.path.join(folder, TRACES)] if phase.kind == "compare" else []
@@ -184,7 +184,7 @@ def learned_from(state: State, outcome: Outcome, phase: plan.Phase, documents: L
                                              "synthetic" else f"the runs' data ({data['name']}) has no test images")
 
 
-def run_phases(training: Training, data: DataSettings, arguments: Arguments, state: State, runner: Runner,
+def run_phases(training: Training, data: DataSettings, arguments: CommandLine, state: State, runner: Runner,
                clock: Clock, deadline: float, folder: str, stop: StopRequest) -> None:
     """Each phase in order, when its estimate fits in what is left, its command the user's,
     `arguments`, with the phase's own flags; the leading modes decided after the comparison."""
@@ -349,7 +349,7 @@ def refuse_short_budget(budget: float, compare: plan.Phase, left_s: float, spent
 
 
 def advise(training: Training, data: DataSettings, accuracy: Accuracy, precision: Precision, speed: Speed,
-           advice: Advice, arguments: Arguments, stop: StopRequest, clock: Clock = time.monotonic,
+           advice: Advice, arguments: CommandLine, stop: StopRequest, clock: Clock = time.monotonic,
            runner: Optional[Runner] = None, flight: Optional[Callable[[], Preflight]] = None,
            check_only: bool = False) -> int:
     """--advise: preflight, plan, each phase that fits, then the advice; returns its exit status.
@@ -420,7 +420,7 @@ def within_budget(flight: Callable[[], Preflight], budget_minutes: float, second
         signal.signal(signal.SIGALRM, previous)
 
 
-def session_context(training: Training, data: DataSettings, arguments: Arguments, state: State,
+def session_context(training: Training, data: DataSettings, arguments: CommandLine, state: State,
                     folder: str) -> decide.Context:
     """What the decider cites beyond the results: the modes not timed, FP8's predictions, the
     phases not run, and the accuracy check's plan (seeds, minutes and the lines that run it,
@@ -442,8 +442,8 @@ def session_context(training: Training, data: DataSettings, arguments: Arguments
 
 
 def advice_document(documents: List[Dict[str, Any]], context: decide.Context, state: Optional[State],
-                    budget: Optional[Dict[str, float]], phases: List[plan.Phase], arguments: Optional[Arguments] = None,
-                    accuracy: Optional[Accuracy] = None) -> Dict[str, Any]:
+                    budget: Optional[Dict[str, float]], phases: List[plan.Phase],
+                    arguments: Optional[CommandLine] = None, accuracy: Optional[Accuracy] = None) -> Dict[str, Any]:
     """advice.json: the decision of `documents`, its status, the command that trains as advised
     (the user's, `arguments`, with the advised mode and levers, after a live session; from the
     results' config without one: --from), or, while there is no advice yet, the lines that
@@ -484,7 +484,7 @@ def advice_document(documents: List[Dict[str, Any]], context: decide.Context, st
             "written_utc": utc.now_utc()}
 
 
-def advised(arguments: Optional[Arguments], record: Dict[str, Any], on_gpu: bool,
+def advised(arguments: Optional[CommandLine], record: Dict[str, Any], on_gpu: bool,
             recommendation: Dict[str, Any]) -> List[str]:
     """The command that trains as advised: the user's own flags after a live session, else the
     results' config's (--from)."""
@@ -493,7 +493,7 @@ def advised(arguments: Optional[Arguments], record: Dict[str, Any], on_gpu: bool
     return commands.from_results_command(record, on_gpu, recommendation["mode"], recommendation["settings"])
 
 
-def measure_again(arguments: Optional[Arguments], decided: Dict[str, Any],
+def measure_again(arguments: Optional[CommandLine], decided: Dict[str, Any],
                   budget: Optional[Dict[str, float]]) -> Dict[str, str]:
     """{where: one shell line} that measures again where there is no advice yet: the same
     --advise (the user's own flags after a live session, the results' config's after --from),
@@ -567,12 +567,13 @@ def from_results(advice: Advice, stop: StopRequest) -> int:
     return finish(decided, folder, stop)
 
 
-def checked_accuracy(earlier: Dict[str, Any], arguments: Optional[Arguments]) -> Optional[Dict[str, Any]]:
+def checked_accuracy(earlier: Dict[str, Any], arguments: Optional[CommandLine]) -> Optional[Dict[str, Any]]:
     """An advice.json's accuracy check, its lines built again from its arguments (checked), so
     that a line edited into the file is never printed as ampbench's; without arguments, none."""
     check = earlier["accuracy_check"]
     if check is None or arguments is None:
         return None
     lead = earlier["lean"] if earlier["lean"] != BASELINES["default"] else None
-    steps = arguments.steps or (config.DEFAULT_STEPS if arguments.epochs is None else None)  # None: the data's size
+    # None: the data's size settles the steps
+    steps = arguments["steps"] or (config.DEFAULT_STEPS if arguments["epochs"] is None else None)
     return dict(check, lines=commands.accuracy_lines(arguments, lead, check["seeds"], steps) if lead else {})

@@ -28,7 +28,7 @@ PASSED = [setting for key, setting in config.SETTINGS.items() if key not in conf
 def test_every_flag_the_adviser_does_not_own_reaches_the_phases_as_main_py_reads_it(setting):
     defaults = config.defaults()
     value = other_value(setting, defaults[setting.key])
-    options = commands.user_options(config.arguments(**{setting.key: value}))
+    options = commands.user_options(config.command_line(**{setting.key: value}))
     parsed = vars(build_parser().parse_args(options))
     assert parsed[setting.key] == value, options
     assert {name for name, found in parsed.items() if name in defaults and found != defaults[name]} == {setting.key}
@@ -37,7 +37,7 @@ def test_every_flag_the_adviser_does_not_own_reaches_the_phases_as_main_py_reads
 
 
 def test_the_length_reaches_the_accuracy_check_alone():
-    arguments = config.arguments(steps=300, model="resnet18")
+    arguments = config.command_line(steps=300, model="resnet18")
     speed = commands.phase_command(arguments, ["--modes", "fp32"], False, "a.json")
     check = commands.phase_command(arguments, ["--modes", "fp32,amp-bf16", "--seeds", "3"], True, "b.json")
     assert "--steps" not in speed and check[:2] == ["--steps", "300"]
@@ -45,7 +45,7 @@ def test_the_length_reaches_the_accuracy_check_alone():
 
 
 def test_the_advised_command_switches_a_lever_off_as_well_as_on():
-    arguments = config.arguments(model="resnet50", batch_size=256, gpu=True, channels_last=True)
+    arguments = config.command_line(model="resnet50", batch_size=256, gpu=True, channels_last=True)
     assert commands.advised_command(arguments, "amp-bf16", {"channels_last": False}) == [
         "python", "main.py", "--batch-size", "256", "--model", "resnet50", "--gpu", "--modes", "amp-bf16"]  # no layout
     assert commands.advised_command(arguments, "fp8", {"optimizer_impl": "foreach"})[-6:] == [
@@ -53,7 +53,7 @@ def test_the_advised_command_switches_a_lever_off_as_well_as_on():
 
 
 def test_the_batch_job_lines_run_a_job_per_seed_with_the_users_flags():
-    arguments = config.arguments(model="vit_s4", batch_size=128, image_size=64, seed=5)
+    arguments = config.command_line(model="vit_s4", batch_size=128, image_size=64, seed=5)
     lines = commands.job_lines(arguments, ("fp32", "amp-bf16"), 3, 500)
     assert lines == {scheduler: f"for seed in 5 6 7; do MODEL=vit_s4 BATCH=128 STEPS=500 MODES=fp32,amp-bf16 NODES=1 "
                                 f"GPUS_PER_NODE=1 EXTRA_ARGS=\"--seed $seed --image-size 64\" {submit}; done"
@@ -70,7 +70,7 @@ def test_your_model_and_images_reach_every_phase_and_the_advised_command_but_no_
     """--model-factory and --data imagefolder are plain run options: each phase and the command
     advised carry them (the factory in -m's place, from a results file too); the job scripts train
     a torchvision MODEL on CIFAR-10, so no batch-job line is offered for them."""
-    arguments = config.arguments(model_factory="mymodels:net", data="imagefolder", data_dir="flowers", num_classes=5,
+    arguments = config.command_line(model_factory="mymodels:net", data="imagefolder", data_dir="flowers", num_classes=5,
                           batch_size=64)
     phase = commands.phase_command(arguments, ["--modes", "fp32,amp-bf16"], False, "a.json")
     assert phase[:10] == ["--batch-size", "64", "--model-factory", "mymodels:net", "--data", "imagefolder",
@@ -96,7 +96,7 @@ def test_the_advised_command_carries_the_pythonpath_your_factorys_module_needs(t
     (tmp_path / "pkg" / "sub" / "nets.py").write_text("def build(num_classes):\n    pass\n")
     monkeypatch.chdir(tmp_path / "mine")
     monkeypatch.delenv("PYTHONPATH", raising=False)
-    arguments = config.arguments(model_factory="nets:build", batch_size=8)
+    arguments = config.command_line(model_factory="nets:build", batch_size=8)
     assert commands.import_environment(arguments) == {"PYTHONPATH": str((tmp_path / "mine").resolve())}
     line = commands.shell_line(commands.advised_command(arguments, "amp-bf16", {}),
                                commands.import_environment(arguments))
@@ -104,7 +104,7 @@ def test_the_advised_command_carries_the_pythonpath_your_factorys_module_needs(t
     assert commands.accuracy_lines(arguments, "amp-bf16", 3, 200)["here"].startswith(f"PYTHONPATH={tmp_path / 'mine'} ")
     monkeypatch.chdir(ROOT)
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
-    assert commands.import_environment(config.arguments(model_factory="pkg.sub.nets:build")) == \
+    assert commands.import_environment(config.command_line(model_factory="pkg.sub.nets:build")) == \
         {"PYTHONPATH": str(tmp_path.resolve())}
-    assert commands.import_environment(config.arguments(model_factory="tests.cli.user_models:TinyNet")) == {}
-    assert commands.import_environment(config.arguments(model="resnet18")) == {}
+    assert commands.import_environment(config.command_line(model_factory="tests.cli.user_models:TinyNet")) == {}
+    assert commands.import_environment(config.command_line(model="resnet18")) == {}

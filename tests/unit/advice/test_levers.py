@@ -36,11 +36,11 @@ def test_every_setting_config_declares_a_levers_is_switched_by_a_row():
 
 
 def test_a_lever_is_tried_the_other_way_from_the_users_command():
-    assert BY_NAME["fused optimizer"].trial(config.arguments()) == {"optimizer_impl": "foreach"}  # fused by default
-    assert BY_NAME["channels-last"].trial(config.arguments()) == {"channels_last": True}
-    assert BY_NAME["channels-last"].trial(config.arguments(channels_last=True)) == {"channels_last": False}
-    assert BY_NAME["cuda graphs"].trial(config.arguments())["compile_mode"] == "reduce-overhead"
-    assert BY_NAME["more workers"].trial(config.arguments(workers=0)) == {"workers": config.usable_cores()}
+    assert BY_NAME["fused optimizer"].trial(config.command_line()) == {"optimizer_impl": "foreach"}  # fused by default
+    assert BY_NAME["channels-last"].trial(config.command_line()) == {"channels_last": True}
+    assert BY_NAME["channels-last"].trial(config.command_line(channels_last=True)) == {"channels_last": False}
+    assert BY_NAME["cuda graphs"].trial(config.command_line())["compile_mode"] == "reduce-overhead"
+    assert BY_NAME["more workers"].trial(config.command_line(workers=0)) == {"workers": config.usable_cores()}
     assert BY_NAME["compile"].is_on({"compile": True, "compile_mode": "default"})
     assert not BY_NAME["cuda graphs"].is_on({"compile": False, "compile_mode": "reduce-overhead"})
     assert BY_NAME["more workers"].is_on({"workers": 8}, {"workers": 2})
@@ -49,7 +49,7 @@ def test_a_lever_is_tried_the_other_way_from_the_users_command():
 
 @pytest.mark.parametrize("lever", [lever.name for lever in LEVERS])
 def test_a_trial_that_differs_in_one_lever_alone_is_that_levers_and_taken_the_way_it_says(lever):
-    row, user = BY_NAME[lever], config.arguments(workers=0, decode="cpu")
+    row, user = BY_NAME[lever], config.command_line(workers=0, decode="cpu")
     base = {"model": "resnet18", **{key: user[key] for key in row.keys}}
     trial = {**base, **row.trial(user)}
     assert lever_of(base, trial) == lever == lever_of(trial, base)

@@ -29,10 +29,10 @@ def test_on_a_cpu_fp32_and_amp_bf16_are_timed_and_tf32_and_fp8_are_not():
     assert timed[:2] == ["fp32", "amp-bf16"]
     assert not_timed["tf32"] == "mode tf32 only applies to CUDA GPUs"
     assert {"fp8", "fp8-rowwise"} <= set(not_timed)
-    tried, why_not = preflighting.levers(config.training, config.data, config.arguments, torch.device("cpu"))
+    tried, why_not = preflighting.levers(config.training, config.data, config.command_line, torch.device("cpu"))
     assert "cuda graphs" in why_not and dict(tried)["channels-last"] == {"channels_last": True}
     vit = RunConfig.build(advise=True, model="vit_t4", batch_size=16)
-    assert "channels-last" in preflighting.levers(vit.training, vit.data, vit.arguments, torch.device("cpu"))[1]
+    assert "channels-last" in preflighting.levers(vit.training, vit.data, vit.command_line, torch.device("cpu"))[1]
 
 
 def test_fp8_predicted_slower_than_bf16_is_not_timed_and_the_advice_cites_the_prediction():
@@ -69,7 +69,7 @@ def test_the_loaders_levers_are_planned_for_streamed_data_only_each_with_why_not
     from utils.config import usable_cores
 
     def loader_levers(config):
-        tried, why_not = preflighting.levers(config.training, config.data, config.arguments, torch.device("cpu"))
+        tried, why_not = preflighting.levers(config.training, config.data, config.command_line, torch.device("cpu"))
         return (tuple(lever for lever in tried if lever[0] in LOADER),
                 {lever: why for lever, why in why_not.items() if lever in LOADER})
 

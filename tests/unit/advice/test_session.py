@@ -35,7 +35,7 @@ class FakeClock:
 def fake_preflight(clock, modes=("fp32", "amp-bf16"), memory_bytes=None):
     def preflight(config):
         clock.now += PREFLIGHT_S
-        levers = tuple((lever.name, lever.trial(config.arguments)) for lever in LEVERS
+        levers = tuple((lever.name, lever.trial(config.command_line)) for lever in LEVERS
                        if lever.name != "cuda graphs" and not lever.loader)
         capabilities = plan.Capabilities("cpu", "a CPU", tuple(modes), {"tf32": "mode tf32 only applies to CUDA"},
                                          levers, {"cuda graphs": "CUDA graphs need a GPU"}, None, memory_bytes)
@@ -95,7 +95,7 @@ class FakeRunner:
 def advise(config, stop, clock, runner, flight):
     """session.advise with the sections utils/app.py hands it, and the fake preflight `flight`."""
     return session.advise(config.training, config.data, config.accuracy, config.precision, config.speed,
-                          config.advice, config.arguments, stop, clock, runner, lambda: flight(config))
+                          config.advice, config.command_line, stop, clock, runner, lambda: flight(config))
 
 
 def config_of(tmp_path, budget, *extra):
