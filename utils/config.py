@@ -52,6 +52,7 @@ from utils.settings import (
     FREE,
     KEPT,
     LARGEST_COUNT,
+    LENGTH,
     LEVER,
     NAMED,
     OWNED,
@@ -187,11 +188,11 @@ class Training(Section):
         doc="{help}; `--momentum` and `--nesterov` are SGD's and refused with AdamW")
     steps: Optional[int] = setting(  # resolved: None with --epochs (the dataset's size settles them: TrainingPlan)
         "--steps", "-n", range=COUNT,
-        record=STEP_TIMES, resume=FREE, adviser=PASSED,
+        record=STEP_TIMES, resume=FREE, adviser=LENGTH,
         help=f"optimizer steps to run (default {DEFAULT_STEPS}; the ThetaGPU AMP tutorial counted epochs with -n)")
     epochs: Optional[float] = setting(
         "--epochs", range=POSITIVE,
-        record=POOLED, resume=FREE, adviser=PASSED,
+        record=POOLED, resume=FREE, adviser=LENGTH,
         help="train this many epochs instead of --steps (fractions allowed)",
         doc="{help}; see " + LONG_RUNS_LINK)
     batch_size: int = setting(
@@ -694,6 +695,7 @@ OUTPUT_FLAGS = keys_with(SETTINGS, lambda flag: flag.writes)  # the files and fo
 ADVISER_SETS = keys_with(SETTINGS, lambda flag: flag.adviser == OWNED)
 ADVICE_ONLY = keys_with(SETTINGS, lambda flag: flag.adviser == ADVICE)  # flags that only --advise reads
 NOT_PASSED = keys_with(SETTINGS, lambda flag: flag.adviser in (OWNED, ADVICE, KEPT))  # no phase takes them
+LENGTH_KEYS = keys_with(SETTINGS, lambda flag: flag.adviser == LENGTH)  # a run's length: steps or epochs
 NAMED_KEYS = keys_with(SETTINGS, lambda flag: flag.adviser == NAMED)  # in every command, at their defaults too
 LEVER_KEYS = keys_with(SETTINGS, lambda flag: flag.adviser == LEVER)  # the speed levers' settings
 

@@ -55,9 +55,10 @@ OWNED = "owned"  # the adviser decides it for each phase: refused beside --advis
 ADVICE = "advice"  # one of the adviser's own flags: refused without --advise, passed to no run
 KEPT = "kept"  # an action or the display: passed to no run
 PASSED = "passed"  # passed on to every run, where not at its default
+LENGTH = "length"  # the run's length: passed on where a run keeps the user's (the accuracy check), chosen by the others
 NAMED = "named"  # passed on to every run, at its default too, so that a command says what it trains
 LEVER = "lever"  # passed on, and switched the other way in a speed trial of its own (advice/levers.py LEVERS)
-ADVISER_ROLES = (OWNED, ADVICE, KEPT, PASSED, NAMED, LEVER)
+ADVISER_ROLES = (OWNED, ADVICE, KEPT, PASSED, LENGTH, NAMED, LEVER)
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ from utils.results.compare import MIN_RUNS
 from utils.settings import CommandLine
 
 # No phase takes config.NOT_PASSED from the user (what the adviser sets itself, its own flags and
-# the display); the speed phases choose their own length as well, the accuracy check keeps the user's.
-LENGTH = ("steps", "epochs")
+# the display); the speed phases choose their own length (config.LENGTH_KEYS) as well, the accuracy
+# check keeps the user's.
 # The batch-job scripts a user submits (cluster/stages.sh): every setting through the environment,
 # which sbatch --export=ALL and qsub -V pass on (MODES holds commas, which their own lists split at).
 JOB_SUBMIT = {"slurm": "sbatch --export=ALL run_slurm.sh", "pbs": "qsub -V run_pbs.sh"}
@@ -121,7 +121,7 @@ def flags_of(settings: Dict[str, Any]) -> List[str]:
 def phase_command(arguments: CommandLine, phase_flags: Sequence[str], keep_length: bool, results: str) -> List[str]:
     """main.py's arguments for one phase: the user's flags (their length only where `keep_length`),
     then the phase's own, writing its results to `results`."""
-    leave_out = config.NOT_PASSED if keep_length else (*config.NOT_PASSED, *LENGTH)
+    leave_out = config.NOT_PASSED if keep_length else (*config.NOT_PASSED, *config.LENGTH_KEYS)
     return [*user_options(arguments, leave_out), *phase_flags, "--json", results]
 
 
