@@ -108,9 +108,9 @@ def document_runs(document: Dict[str, Any]) -> Dict[RunKey, MeasuredRun]:
         median_ms = (run.get("step_time_ms") or {}).get("median")
         if median_ms is None:
             continue
-        key = (config["model"], config.get("stem", "cifar"), run["mode"], run["batch_size"],
-               bool(run.get("channels_last")), bool(run.get("compiled")), run.get("device") == "cpu",
-               config.get("image_size") or DEFAULT_IMAGE_SIZE)
+        key = Run(config["model"], config.get("stem", "cifar"), run["mode"], run["batch_size"], steps=0,
+                  channels_last=bool(run.get("channels_last")), compiled=bool(run.get("compiled")),
+                  on_cpu=run.get("device") == "cpu", image_size=config.get("image_size") or DEFAULT_IMAGE_SIZE).key
         if key not in medians and run.get("first_step_s") is not None:
             extras[key] = max(run["first_step_s"] - median_ms / 1000.0, 0.0)
         medians.setdefault(key, []).append(median_ms / 1000.0)
