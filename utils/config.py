@@ -175,7 +175,7 @@ class Training(Section):
     GROUP = TRAINING
     lr: Optional[float] = setting(
         "--lr", range=POSITIVE,
-        record=STEP_TIMES, resume=refused(KEPT_BY_THE_OPTIMIZER), adviser=PASSED,
+        record=STEP_TIMES, recorded_always=True, resume=refused(KEPT_BY_THE_OPTIMIZER), adviser=PASSED,
         help=f"peak learning rate (default: SGD {SGD.base_lr} x global batch / {families.BASE_BATCH}, "
         f"{SGD.base_lr_without_batch_norm} x global batch / {families.BASE_BATCH} for models without batch norm; "
         f"AdamW {ADAMW.base_lr:g} x sqrt(global batch / {families.BASE_BATCH}))",
@@ -188,7 +188,7 @@ class Training(Section):
         doc="{help}; `--momentum` and `--nesterov` are SGD's and refused with AdamW")
     steps: Optional[int] = setting(  # resolved: None with --epochs (the dataset's size settles them: TrainingPlan)
         "--steps", "-n", range=COUNT,
-        record=STEP_TIMES, resume=FREE, adviser=LENGTH,
+        record=STEP_TIMES, recorded_always=True, resume=FREE, adviser=LENGTH,
         help=f"optimizer steps to run (default {DEFAULT_STEPS}; the ThetaGPU AMP tutorial counted epochs with -n)")
     epochs: Optional[float] = setting(
         "--epochs", range=POSITIVE,
@@ -197,10 +197,10 @@ class Training(Section):
         doc="{help}; see " + LONG_RUNS_LINK)
     batch_size: int = setting(
         "--batch-size", "-b", default=128, range=COUNT,
-        record=STEP_TIMES, resume=CHECKED, adviser=NAMED, help="batch size (default %(default)s)")
+        record=STEP_TIMES, recorded_always=True, resume=CHECKED, adviser=NAMED, help="batch size (default %(default)s)")
     model: str = setting(  # resolved: a torchvision name, or --model-factory's MODULE:FUNCTION, which builds it
         "--model", "-m", default=DEFAULT_MODEL,
-        record=STEP_TIMES, resume=CHECKED, adviser=NAMED,
+        record=STEP_TIMES, recorded_always=True, resume=CHECKED, adviser=NAMED,
         help="torchvision classification model (default %(default)s; see --list-models)")
     model_factory: Optional[str] = setting(
         "--model-factory", metavar="MODULE:FUNCTION",
@@ -211,7 +211,7 @@ class Training(Section):
         doc="{help}; see [Your own model and data](data-and-models.md#your-own-model-and-data)")
     stem: str = setting(  # resolved: the image size's default where not given
         "--stem", choices=families.STEMS,
-        record=STEP_TIMES, resume=CHECKED, adviser=PASSED,
+        record=STEP_TIMES, recorded_always=True, resume=CHECKED, adviser=PASSED,
         help="cifar: 3x3 stride-1 first conv and no max-pool for ResNet-family models; imagenet: torchvision's "
         f"layout unchanged (default: cifar up to --image-size {families.CIFAR_STEM_UP_TO}, imagenet above, where "
         "the ImageNet stem's quarter resolution leaves layer4 feature maps of 3x3 and more)",
@@ -516,7 +516,7 @@ class Measurement(Section):
     GROUP = "measurement and output"
     timing_warmup: Optional[int] = setting(  # steps left out of the timings; None: settled with the steps
         "--timing-warmup", key="warmup", range=COUNT_OR_ZERO, metavar="N",
-        record=STEP_TIMES, resume=FREE, adviser=OWNED,
+        record=STEP_TIMES, recorded_always=True, resume=FREE, adviser=OWNED,
         help=f"steps excluded from timing statistics (default {DEFAULT_TIMING_WARMUP}, at most half of the run)",
         doc="{help}; a run shorter than twice the default warms up for half of its steps and says so")
     json: Optional[str] = setting(
@@ -683,6 +683,7 @@ SETTINGS = settings_of(SECTIONS)
 # and data); each is a CSV column; a checkpoint holds them.
 SETUP_KEYS = keys_with(SETTINGS, lambda flag: flag.record == STEP_TIMES)
 ACCURACY_KEYS = keys_with(SETTINGS, lambda flag: flag.record == VERDICT)
+RECORDED_ALWAYS = keys_with(SETTINGS, lambda flag: flag.recorded_always)  # in every release's results files
 # What a resume checks in every checkpoint's config, and what it refuses to change where the
 # checkpoint holds it (earlier releases' lack some), with why.
 RESUME_KEYS = keys_with(SETTINGS, lambda flag: flag.resume.always)

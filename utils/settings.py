@@ -88,8 +88,9 @@ class Flag:
     `range` of a number; the -h `group`, where not its section's; and `key`, the setting's name
     as argparse's dest, RunConfig.build's keyword and the results record's key, where the field
     is named otherwise. Its roles: what the `record` does with it (RECORDS), what a `resume` does
-    when it changes, what the `adviser` does with it (ADVISER_ROLES), and whether it names a file or
-    folder the run `writes`; the lists of settings by role are read from them (config.py)."""
+    when it changes, what the `adviser` does with it (ADVISER_ROLES), whether it names a file or
+    folder the run `writes`, and whether every release's results files hold it (`recorded_always`:
+    a file without it is refused); the lists of settings by role are read from them (config.py)."""
     names: Tuple[str, ...]
     help: str
     record: str
@@ -105,6 +106,7 @@ class Flag:
     group: Optional[str] = None
     key: Optional[str] = None
     writes: bool = False
+    recorded_always: bool = False
 
     def __post_init__(self) -> None:
         if self.record not in RECORDS or self.adviser not in ADVISER_ROLES or not isinstance(self.resume, Resume):

@@ -52,3 +52,14 @@ def test_a_results_file_holds_each_setting_in_the_range_its_flag_takes(key: str)
     outside = flag.range.low if flag.range.low_open else flag.range.low - 1
     with pytest.raises(validate.Invalid, match=re.escape(flag.range.wording)):
         spec.check(outside, "config." + key)
+
+
+def test_a_results_file_missing_a_setting_every_release_recorded_is_refused_and_one_missing_another_is_not() -> None:
+    """Which settings every release's files hold is said on their fields (recorded_always)."""
+    assert set(config.RECORDED_ALWAYS) == {"model", "stem", "batch_size", "steps", "warmup", "lr"}
+    document = {key: config.SETTINGS[key].default() for key in config.RECORDED_ALWAYS}
+    document.update(model="resnet18", stem="cifar", steps=20, warmup=2, lr=0.1)
+    validate.CONFIG.check(document, "config")
+    for key in config.RECORDED_ALWAYS:
+        with pytest.raises(validate.Invalid, match=key):
+            validate.CONFIG.check({name: value for name, value in document.items() if name != key}, "config")

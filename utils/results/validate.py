@@ -16,7 +16,7 @@ import typing
 from dataclasses import MISSING, fields
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, NoReturn, Optional, Union
 
-from utils.config import ACCURACY_KEYS, SETTINGS, SETUP_KEYS, record_kind
+from utils.config import ACCURACY_KEYS, RECORDED_ALWAYS, SETTINGS, SETUP_KEYS, record_kind
 from utils.explain.categories import ADDED
 from utils.explain.categories import NAMES as CATEGORIES
 from utils.explain.fp8_predict import FP8_GPUS, LARGEST_DIMENSION
@@ -272,9 +272,6 @@ RUN = Fields(*[{field.name: NARROWER.get(field.name) or from_annotation(RUN_TYPE
                for required in (True, False)])
 ENV = Fields({"timestamp_utc": TEXT, "hostname": TEXT, "device": TEXT, "torch": TEXT, "git_commit": Nullable(TEXT)},
              {"world_size": WHOLE_FROM_1, "device_type": Nullable(TEXT), "source_sha256": Nullable(TEXT)})
-# The settings the setup line prints and the merge pools by, in the ranges their flags take (the
-# scaling study divides by the batch); those every release wrote may not be missing.
-WRITTEN_BY_EVERY_RELEASE = ("model", "stem", "batch_size", "steps", "warmup", "lr")
 
 
 def setting(key: str) -> Spec:
@@ -287,8 +284,10 @@ def setting(key: str) -> Spec:
     return from_annotation(record_kind(key))
 
 
-CONFIG = Fields({key: setting(key) for key in WRITTEN_BY_EVERY_RELEASE},
-                {**{key: Nullable(setting(key)) for key in SETUP_KEYS if key not in WRITTEN_BY_EVERY_RELEASE},
+# The settings the setup line prints and the merge pools by, in the ranges their flags take (the
+# scaling study divides by the batch); those every release wrote may not be missing.
+CONFIG = Fields({key: setting(key) for key in RECORDED_ALWAYS},
+                {**{key: Nullable(setting(key)) for key in SETUP_KEYS if key not in RECORDED_ALWAYS},
                  **{key: setting(key) if SETTINGS[key].default() is not None else Nullable(setting(key))
                     for key in ACCURACY_KEYS},
                  "workers": Nullable(Number(whole=True, low=0)), "fp8_emulate": FLAG,
