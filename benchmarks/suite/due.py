@@ -47,7 +47,7 @@ def figures_of(step: Step) -> Tuple[str, ...]:
     for command in step.commands:
         run = command.run
         if run is None:
-            kinds += ["overhead"] if any(word.endswith("overhead.py") for word in command.argv) else []
+            kinds += ["overhead"] if command.study is not None and command.study.script == "overhead.py" else []
             continue
         settings = run.config()
         kinds.append("memory")

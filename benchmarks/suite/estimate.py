@@ -1,8 +1,8 @@
 """How long a step of the GPU suite will take, estimated before it starts: what --budget spends by.
 
 A step's training runs are read from its own commands, so a step is described once: a main.py
-command's from the typed run it renders (main_run.MainRun, through RunConfig), a study's from its
-words, parsed by the study's own parser.
+command's from the typed run it renders (main_run.MainRun, through RunConfig), a study's from the
+typed run it renders (study_run.StudyRun: the options its parser would give).
 Its estimate is, by the first of these that applies:
 
 1. measured: the newest time the same step (its processes, by name, with the same commands, the
@@ -29,6 +29,7 @@ the start-up only, until the step has been measured once; `main.py --advise` is 
 """
 from __future__ import annotations
 
+import argparse
 import functools
 import json
 import math
@@ -65,15 +66,6 @@ GOOD_RCS = (0, 143)  # a step's time counts when it ended as planned (143: the r
 WINDOW_MARGIN = 1.1
 
 
-def program_of(argv: Sequence[str]) -> Tuple[str, List[str]]:
-    """(the file name of the program a command runs, its arguments): main.py under a launcher
-    (torch.distributed.run) too."""
-    for index, word in enumerate(argv):
-        if word.endswith(".py"):
-            return os.path.basename(word), list(argv[index + 1:])
-    raise ValueError(f"no program in {' '.join(argv)}")
-
-
 def main_py_runs(config: RunConfig, data: Callable[[], DataFacts]) -> List[Run]:
     """The runs of one main.py process, from its config; the data's size is asked for only where
     --epochs or an evaluation needs it."""
@@ -102,44 +94,45 @@ def advice_budget_s(command: Command) -> Optional[float]:
     return 60.0 * (config.advice.budget or DEFAULT_BUDGET_MINUTES) if config.advice.advise else None
 
 
-def overhead_runs(arguments: Sequence[str]) -> List[Run]:
+def overhead_runs(options: argparse.Namespace) -> List[Run]:
     """benchmarks/overhead.py: every round of each mode runs ampbench's loop and the bare one, and
     on a GPU ampbench's without its GPU meter too."""
-    from benchmarks import overhead
-
-    options = overhead.build_parser().parse_args(list(arguments))
     loops = 3 if options.gpu else 2
     return [Run(options.model, "cifar", mode, options.batch_size, options.warmup + options.timed_steps,
                 first=loop == 0, on_cpu=not options.gpu)
             for mode in options.modes for loop in range(loops * options.rounds)]
 
 
-def loader_runs(arguments: Sequence[str]) -> List[Run]:
+def loader_runs(options: argparse.Namespace) -> List[Run]:
     """benchmarks/loader.py: with -p, an AMP run of each of its models beside the pipelines' timing."""
     from benchmarks import loader
 
-    options = loader.build_parser().parse_args(list(arguments))
     if not options.gpu:
         return []
     return [Run(model, "cifar", "amp-fp16", options.batch_size, loader.AMP_STEPS, channels_last=True)
             for model in loader.AMP_MODELS]
 
 
-def sweep_runs(arguments: Sequence[str]) -> List[Run]:
+def sweep_runs(options: argparse.Namespace) -> List[Run]:
     """benchmarks/fp8_sweep.py: each width's blocks in the baseline and both fp8 recipes."""
-    options = fp8_sweep.build_parser().parse_args(list(arguments))
     return [run for width in options.widths for run in training_runs(
         fp8_sweep.block_name(width), "cifar", [fp8_sweep.BASELINE, *fp8_sweep.FP8_MODES], options.batch_size,
         options.warmup + options.timed_steps, on_cpu=not options.gpu)]
 
 
+# How the runs of each study's process are read from its options
+STUDY_RUNS: Dict[str, Callable[[argparse.Namespace], List[Run]]] = {
+    "overhead.py": overhead_runs, "loader.py": loader_runs, "fp8_sweep.py": sweep_runs}
+
+
 def runs_of(command: Command, data: Callable[[], DataFacts]) -> List[Run]:
-    """The training runs `command` makes: a main.py run's from its config, a study's from its words."""
+    """The training runs `command` makes: a main.py run's from its config, a study's from its
+    options; none for a process the suite knows only by its words."""
     if command.run is not None:
         return main_py_runs(command.run.config(), data)
-    program, arguments = program_of(command.argv)
-    readers = {"overhead.py": overhead_runs, "loader.py": loader_runs, "fp8_sweep.py": sweep_runs}
-    return readers[program](arguments)
+    if command.study is not None:
+        return STUDY_RUNS[command.study.script](command.study.options())
+    return []
 
 
 @dataclass(frozen=True)

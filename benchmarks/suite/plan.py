@@ -1,9 +1,9 @@
 """The suite's steps, each described once in STEPS: its name, its section, its commands (a main.py
-run as a typed value, main_run.MainRun, its command line rendered from it; a study's words), its
-known time with --quick, and by its place there the order in which a budget spends on it. Every
-list of steps (the priority order, a section's steps, the --quick times, README's coverage) is
-derived from STEPS; a step's time estimate is read from its commands (estimate.py), so nothing
-here repeats what a command says."""
+run or a study's as a typed value, main_run.MainRun or study_run.StudyRun, its command line
+rendered from it), its known time with --quick, and by its place there the order in which a
+budget spends on it. Every list of steps (the priority order, a section's steps, the --quick
+times, README's coverage) is derived from STEPS; a step's time estimate is read from its
+commands (estimate.py), so nothing here repeats what a command says."""
 from __future__ import annotations
 
 import dataclasses
@@ -14,11 +14,12 @@ import string
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Set, Tuple, Union
 
 from benchmarks import fp8_sweep
 from benchmarks.suite.device import DataFacts, data_facts
 from benchmarks.suite.main_run import PYTHON, ROOT, MainRun, main_run
+from benchmarks.suite.study_run import StudyRun, study_run
 from utils import modes, spellings
 from utils.config import default_data_dir, flag_words
 from utils.measure.estimate import Run
@@ -42,7 +43,6 @@ class Plan:
 
     def __init__(self, quick: bool) -> None:
         self.quick = quick
-        self.gpu = [] if quick else ["-p"]  # the studies' flag
         self.on_gpu: Dict[str, Any] = {} if quick else {"gpu": True}  # main.py's setting
         self.slow_fp16: Dict[str, Any] = {"allow_slow_fp16": True} if quick else {}  # float16 on a CPU only if asked
         self.classic_steps = 3 if quick else 200
@@ -77,29 +77,40 @@ class Plan:
         self.native_batch = 4 if quick else self.batch
 
 
+class Program(Protocol):
+    """What a command runs: a main.py run (MainRun) or a study's (StudyRun), each a typed value
+    whose command line is rendered from it."""
+
+    def argv(self) -> Tuple[str, ...]: ...
+
+    def moved(self, old: Path, new: Path) -> Program: ...
+
+
 @dataclass(frozen=True)
 class Command:
-    """One process of a step: a main.py run (a typed value, its command line rendered from it) or
-    a study's words as a user would type them; `name` names its log (NAME.log) and its record in
+    """One process of a step, its `program`; `name` names its log (NAME.log) and its record in
     suite.json."""
     name: str
-    program: Union[MainRun, Tuple[str, ...]]
+    program: Program
     timeout: int = 300
 
     @property
     def run(self) -> Optional[MainRun]:
-        """The main.py run this command makes; None for a study's script."""
+        """The main.py run this command makes; None for a study's."""
         return self.program if isinstance(self.program, MainRun) else None
 
     @property
+    def study(self) -> Optional[StudyRun]:
+        """The study this command runs; None for main.py's run."""
+        return self.program if isinstance(self.program, StudyRun) else None
+
+    @property
     def argv(self) -> Tuple[str, ...]:
-        return self.program.argv() if isinstance(self.program, MainRun) else self.program
+        return self.program.argv()
 
     def moved(self, old: Path, new: Path) -> Command:
         """The command writing into `new` instead of `old`."""
-        program = (self.program.moved(old, new) if isinstance(self.program, MainRun)
-                   else tuple(arg.replace(str(old), str(new)) for arg in self.program))
-        return dataclasses.replace(self, program=program)
+        return dataclasses.replace(self, program=self.program.moved(old, new))
 
 
 @dataclass(frozen=True)
@@ -152,14 +163,9 @@ AXES: Dict[str, Callable[[Plan], Sequence[str]]] = {"model": lambda plan: plan.m
                                                     "layout": lambda plan: ("-cl", "")}
 
 
-def one(name: str, program: Union[MainRun, Tuple[str, ...]], timeout: int = 300) -> Tuple[Command, ...]:
+def one(name: str, program: Program, timeout: int = 300) -> Tuple[Command, ...]:
     """The commands of a step that is one process."""
     return (Command(name, program, timeout),)
-
-
-def script(name: str, *argv: object) -> Tuple[str, ...]:
-    """A benchmark script of benchmarks/ as a user would run it."""
-    return (PYTHON, str(ROOT / "benchmarks" / name), *map(str, argv))
 
 
 def available_flags() -> Set[str]:
@@ -283,8 +289,8 @@ def overhead(suite: Planner, name: str) -> Planned:
     plan = suite.plan
     model, mode, batch, steps, rounds = (("resnet18", "fp32", 8, 2, 3) if plan.quick else
                                          ("resnet50", "amp-fp16", plan.batch, 20, 7))
-    return one(name, script("overhead.py", *plan.gpu, "--modes", mode, "--model", model, "-b", batch, "--steps", steps,
-                            "--rounds", rounds))
+    return one(name, study_run("overhead.py", **plan.on_gpu, modes=[mode], model=model, batch_size=batch,
+                               timed_steps=steps, rounds=rounds))
 
 
 def headline_convnet_modes(suite: Planner) -> List[str]:
@@ -366,8 +372,8 @@ def loaders(suite: Planner, name: str) -> Planned:
     plan = suite.plan
     if suite.without_cifar10:
         return f"benchmarks/loader.py times CIFAR-10's images: {suite.without_cifar10}"
-    return one(name, script("loader.py", *plan.gpu, "-b", plan.batch, "--batches", 3 if plan.quick else 20,
-                            "--data-dir", suite.data_dir))
+    return one(name, study_run("loader.py", **plan.on_gpu, batch_size=plan.batch, batches=3 if plan.quick else 20,
+                               data_dir=suite.data_dir))
 
 
 def convergence(suite: Planner, name: str) -> Planned:
@@ -500,9 +506,10 @@ def transformers_sweep(suite: Planner, name: str) -> Planned:
     why = fp8_missing(suite)
     if why:
         return why
-    return one(name, script("fp8_sweep.py", *(["--fp8-emulate"] if plan.quick else ["-p"]), "--widths",
-                            ",".join(map(str, plan.sweep_widths)), "-b", plan.sweep_batch, "--steps", plan.sweep_steps,
-                            "--timing-warmup", plan.sweep_warmup, "--json", suite.out / f"{name}.json"), timeout=540)
+    device = {"fp8_emulate": True} if plan.quick else plan.on_gpu
+    return one(name, study_run("fp8_sweep.py", **device, widths=plan.sweep_widths, batch_size=plan.sweep_batch,
+                               timed_steps=plan.sweep_steps, warmup=plan.sweep_warmup,
+                               json=suite.out / f"{name}.json"), timeout=540)
 
 
 def transformers_vit_b_16(suite: Planner, name: str) -> Planned:

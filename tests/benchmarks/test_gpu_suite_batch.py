@@ -352,11 +352,12 @@ TORCHRUN = ("import os, subprocess, sys, time\n"
 RUNNER = ("import sys\n"
           "from pathlib import Path\n"
           "from benchmarks.suite import ledger, plan\n"
+          "from tests.benchmarks.words import Words\n"
           "from utils.children import adopt_orphans\n"
           "adopt_orphans()\n"
           "out = Path(sys.argv[1])\n"
-          "command = plan.Command('torchrun', (sys.executable, '-c', sys.argv[2], str(out / 'rank'), sys.argv[3]),"
-          " timeout=3)\n"
+          "words = (sys.executable, '-c', sys.argv[2], str(out / 'rank'), sys.argv[3])\n"
+          "command = plan.Command('torchrun', Words(words), timeout=3)\n"
           "print(ledger.Runner(out, [], lambda line: None, '0' * 40, ledger.Stop()).run('scripts', command))\n")
 
 

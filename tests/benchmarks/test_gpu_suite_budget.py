@@ -20,6 +20,7 @@ from benchmarks.suite.estimate import Estimator
 from benchmarks.suite.history import CHANGES, SavedSuite
 from benchmarks.suite.main_run import main_run
 from conftest import ROOT, SUBSET
+from tests.benchmarks.words import Words
 from utils import spellings
 from utils.measure import estimate as run_estimate
 
@@ -66,7 +67,7 @@ def test_the_estimate_is_the_newest_time_the_same_step_took_on_this_device(tmp_p
 
     estimate = estimator.estimate(step("headline-resnet18", **command, json=tmp_path / "headline-resnet18.json"))
     assert (estimate.seconds, estimate.source) == (40.0, "measured on 2026-11-21")
-    resume = estimator.estimate(plan.Step("resume", "resume", tuple(plan.Command(name, ())
+    resume = estimator.estimate(plan.Step("resume", "resume", tuple(plan.Command(name, Words())
                                                                     for name in plan.RESUME_PROCESSES)))
     assert (resume.seconds, resume.source) == (42.0, "measured on 2026-11-20")  # its four processes together
     assert estimator.estimate(step("overhead", **command)).source == "FLOPs"  # a failed step's time says nothing
@@ -122,9 +123,8 @@ def test_the_suites_main_py_commands_type_the_current_spellings_but_the_classic_
     typed = {}
     for step in planned_steps(tmp_path, quick)[1]:
         for command in step.commands:
-            program, arguments = suite_estimate.program_of(command.argv)
-            if program == "main.py":
-                typed[command.name] = earlier & set(arguments)
+            if command.run is not None:
+                typed[command.name] = earlier & set(command.argv)
     assert {"plain-1", "torchrun-1", "resume-stopped", "classic-cpu"} <= set(typed)
     assert {name: flags for name, flags in typed.items() if flags} == {"classic-fp16": {"--fp16", "-s"}}
 

@@ -18,6 +18,7 @@ from benchmarks.suite import due, estimate, plan
 from benchmarks.suite.history import CHANGES, SavedSuite
 from benchmarks.suite.main_run import main_run
 from conftest import ROOT, SUBSET
+from tests.benchmarks.words import Words
 from utils.measure import nvml_meter
 
 RESULTS = ROOT / "results"
@@ -70,7 +71,7 @@ def test_a_step_measured_as_this_code_measures_it_is_not_due(tmp_path):
 
 def test_a_step_that_never_ran_on_the_device_is_due(tmp_path):
     suites = device_with(tmp_path, current_document())
-    other = plan.Step("headline-resnet50", "headline", (plan.Command("headline-resnet50", ()),))
+    other = plan.Step("headline-resnet50", "headline", (plan.Command("headline-resnet50", Words()),))
     assert due.reasons(other, suites, energy_window=True) == ["never ran on this device"]
 
 

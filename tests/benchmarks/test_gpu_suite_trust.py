@@ -14,6 +14,7 @@ from benchmarks import gpu_suite
 from benchmarks.suite import ledger, plan, render, tables
 from benchmarks.suite.history import BadResults, SavedSuite
 from conftest import ROOT
+from tests.benchmarks.words import Words
 
 H200 = ROOT / "results" / "NVIDIA-H200" / "2026-11-26"
 H100_OLD = ROOT / "results" / "NVIDIA-H100-80GB-HBM3" / "2026-11-22"
@@ -136,7 +137,7 @@ def test_without_a_commit_to_record_the_suite_refuses_to_start(tmp_path, monkeyp
 def test_every_command_of_a_pass_runs_with_the_suites_commit(tmp_path):
     commit = "e4b76bf9d53ceca0cfca12dcb09beaafd96b800d"
     runner = ledger.Runner(tmp_path, [], lambda line: None, commit, ledger.Stop())
-    command = plan.Command("probe", (sys.executable, "-c", "import os; print(os.environ['AMPBENCH_COMMIT'])"))
+    command = plan.Command("probe", Words((sys.executable, "-c", "import os; print(os.environ['AMPBENCH_COMMIT'])")))
     assert runner.run("headline", command) == 0
     assert (tmp_path / "probe.log").read_text() == commit + "\n"
 

@@ -9,6 +9,7 @@ import pytest
 
 from benchmarks import diagnostics_overhead, fp8_sweep, loader, overhead, streaming
 from benchmarks.suite import estimate
+from benchmarks.suite.study_run import study_run
 from conftest import ROOT
 from utils.config import SETTINGS, flag_type
 
@@ -56,8 +57,8 @@ def test_the_studies_take_a_comma_list_of_modes_and_refuse_an_unknown_one_at_par
 
 
 def test_the_overhead_estimate_counts_each_modes_rounds():
-    runs = estimate.overhead_runs(["--modes", "fp32,amp-bf16", "--rounds", "2", "--steps", "3",
-                                   "--timing-warmup", "1"])
+    runs = estimate.overhead_runs(study_run("overhead.py", modes=["fp32", "amp-bf16"], rounds=2, timed_steps=3,
+                                            warmup=1).options())
     assert [(run.mode, run.first, run.steps) for run in runs] == [
         (mode, loop == 0, 4) for mode in ("fp32", "amp-bf16") for loop in range(4)]  # two loops a round on the CPU
 
@@ -72,3 +73,19 @@ def test_a_step_saved_with_a_studys_earlier_flag_is_the_step_planned_with_its_na
     assert estimate.command_words(sweep) == ("fp8_sweep.py", "-p", "--batch-size", "64", "--timing-warmup", "5")
     other = ["python", "benchmarks/loader.py", "--warmup", "5"]  # only the studies that were spelled so
     assert estimate.command_words(other) == ("loader.py", "--warmup", "5")
+
+
+@pytest.mark.parametrize("quick", [True, False])
+def test_each_study_step_types_the_options_the_estimator_reads(quick, tmp_path):
+    """A study's command line is rendered from its typed run; its own parser reads back from the
+    words exactly the options the estimator reads from the run."""
+    from benchmarks.suite import plan
+    from benchmarks.suite.device import DataFacts
+
+    planner = plan.Planner(tmp_path, None, plan.Plan(quick), plan.MODES, plan.available_flags(),
+                           plan.TRANSFORMER_MODES, lambda line: None, DataFacts(None, 50_000, 10_000))
+    studies = [command.study for step in plan.planned_steps(planner, list(plan.SECTIONS))
+               for command in step.commands if command.study is not None]
+    assert {study.script for study in studies} == {"overhead.py", "loader.py", "fp8_sweep.py"}
+    for study in studies:
+        assert STUDIES[study.script].build_parser().parse_args(list(study.argv()[2:])) == study.options(), study
