@@ -63,9 +63,14 @@ def with_settings(arguments: CommandLine, settings: Dict[str, Any]) -> CommandLi
     return {**arguments, **settings}
 
 
+def words(**settings: Any) -> List[str]:
+    """The flags that set main.py's `settings` (by key), in the order given, as main.py reads them back."""
+    return [word for key, value in settings.items() for word in config.flag_words(key, value)]
+
+
 def mode_flags(mode: str) -> List[str]:
     """The flags that train `mode` alone: none for fp32, the default."""
-    return [] if mode == modes.BASELINES["default"] else ["--modes", mode]
+    return [] if mode == modes.BASELINES["default"] else words(modes=mode)
 
 
 def advised_command(arguments: CommandLine, mode: str, settings: Dict[str, Any]) -> List[str]:
@@ -101,8 +106,8 @@ def compare_command(record: Dict[str, Any], on_gpu: bool) -> List[str]:
     GPU with FP8 tensor cores runs), 3 repeats in alternating order, in the setting of a results
     file's config `record`."""
     compared = [name for name in modes.weighed_on("cuda" if on_gpu else "cpu") if not modes.MODES[name].float8]
-    return ["python", "main.py", *user_options(results_arguments(record, on_gpu)), "--modes", ",".join(compared),
-            "--repeats", str(MIN_RUNS)]
+    return ["python", "main.py", *user_options(results_arguments(record, on_gpu)),
+            *words(modes=",".join(compared), repeats=MIN_RUNS)]
 
 
 def flags_of(settings: Dict[str, Any]) -> List[str]:
@@ -122,7 +127,7 @@ def phase_command(arguments: CommandLine, phase_flags: Sequence[str], keep_lengt
     """main.py's arguments for one phase: the user's flags (their length only where `keep_length`),
     then the phase's own, writing its results to `results`."""
     leave_out = config.NOT_PASSED if keep_length else (*config.NOT_PASSED, *config.LENGTH_KEYS)
-    return [*user_options(arguments, leave_out), *phase_flags, "--json", results]
+    return [*user_options(arguments, leave_out), *phase_flags, *words(json=results)]
 
 
 def job_words(arguments: CommandLine) -> Optional[Tuple[List[str], List[str]]]:
@@ -161,7 +166,7 @@ def accuracy_lines(arguments: CommandLine, lead: str, seeds: int, steps: Optiona
     """{where: one shell line} that runs the accuracy check of `lead` against fp32 over `seeds`
     paired seeds with the user's flags (`arguments`): here, and as batch jobs where `steps` (the
     run's length) is known and the job scripts can carry the flags."""
-    flags = ["--modes", f"{modes.BASELINES['default']},{lead}", "--seeds", str(seeds)]
+    flags = words(modes=f"{modes.BASELINES['default']},{lead}", seeds=seeds)
     lines = {"here": shell_line(["python", "main.py", *phase_command(arguments, flags, True, "accuracy.json")],
                                 import_environment(arguments))}
     if steps is not None:

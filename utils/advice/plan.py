@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from utils import config
 from utils.measure.estimate import MeasuredRun, run_seconds, training_runs
 from utils.measure.nvml_meter import MIN_ENERGY_WINDOW_S
 from utils.results.compare import MIN_RUNS
@@ -27,6 +28,7 @@ WARMUP = {"cuda": 10, "cpu": 2}  # steps left out of the timing: cuDNN's autotun
 EXPLAIN_STEPS = {"cuda": 3, "cpu": 1}  # steps --explain profiles per run, after the timed ones
 COMPARE_SHARE = 0.5  # of the budget left, what the comparison may take beyond its least
 SEEDS = 3  # the accuracy check's seeds: the fewest whose interval says more than its width
+SPELLED = {"steps": "-n"}  # how a phase types a flag where not by its first name
 LEADING = 2  # the modes the levers are tried on: the advised one and the next tied with it
 REMEASURE_REPEATS = 2  # a re-measure's alternating repeats: A B B A, so that drift cancels within it too
 MOST_PAIRS = 7  # the leading modes' paired repeats beyond which a tie is called a tie
@@ -96,13 +98,15 @@ class Phase:
         return bool(self.settings.get("compile"))
 
     def flags(self) -> List[str]:
-        """main.py's flags that make this phase (its lever's settings apart: commands.py)."""
-        flags = ["--modes", ",".join(self.modes)]
+        """main.py's flags that make this phase (its lever's settings apart: commands.py), rendered
+        from its settings as main.py reads them back."""
+        settings: Dict[str, Any] = {"modes": ",".join(self.modes)}
         if self.kind == "accuracy":
-            return flags + ["--seeds", str(self.repeats)]
-        flags += ["--repeats", str(self.repeats), "-n", str(self.steps), "--timing-warmup", str(self.warmup),
-                  "--no-eval"]
-        return flags + (["--explain", "--explain-steps", str(self.explain_steps)] if self.explain_steps else [])
+            settings["seeds"] = self.repeats
+        else:
+            explain = {"explain": True, "explain_steps": self.explain_steps} if self.explain_steps else {}
+            settings.update(repeats=self.repeats, steps=self.steps, warmup=self.warmup, no_eval=True, **explain)
+        return [word for key, value in settings.items() for word in config.flag_words(key, value, SPELLED.get(key))]
 
 
 def seconds(phase: Phase, estimates: Estimates) -> float:

@@ -147,7 +147,7 @@ def input_bound(state: State, lead: str) -> bool:
 def phase_argv(phase: plan.Phase, arguments: CommandLine, folder: str) -> List[str]:
     """main.py's arguments for `phase`; the comparison writes its profiler traces into TRACES."""
     results = os.path.join(folder, "phases", file_name(phase.name) + ".json")
-    traces = ["--trace-dir", os.path.join(folder, TRACES)] if phase.kind == "compare" else []
+    traces = commands.words(trace_dir=os.path.join(folder, TRACES)) if phase.kind == "compare" else []
     return commands.phase_command(commands.with_settings(arguments, phase.settings), [*phase.flags(), *traces],
                                   phase.kind == "accuracy", results)
 
@@ -465,7 +465,7 @@ def advice_document(documents: List[Dict[str, Any]], context: decide.Context, st
         record = {key: value for key, value in decided["config"].items() if key != "data" or value != "synthetic"}
         here = commands.from_results_command(record, on_gpu, "fp32", {})
         context.accuracy_check = {"seeds": plan.SEEDS, "estimate_s": None, "lines": {"here": commands.shell_line(
-            [*here, "--modes", f"fp32,{lean['mode']}", "--seeds", str(plan.SEEDS), "--json", "accuracy.json"])}}
+            [*here, *commands.words(modes=f"fp32,{lean['mode']}", seeds=plan.SEEDS, json="accuracy.json")])}}
     complete = not context.not_run and not context.cut_short and verdict in (None, "holds")
     status = document.status_of(advised=recommendation is not None, unsteady=bool(decided["unsteady"]),
                                 on_cpu=decided["on_cpu"], complete=complete, live=context.live)
@@ -502,8 +502,9 @@ def measure_again(arguments: Optional[CommandLine], decided: Dict[str, Any],
     minutes = max(float((budget or {}).get("minutes") or 0), config.DEFAULT_BUDGET_MINUTES)
     given = arguments if arguments is not None else \
         commands.results_arguments(decided["config"], not decided["on_cpu"])
-    lines = {"here": commands.shell_line(["python", "main.py", "--advise", *commands.user_options(given), "--budget",
-                                          f"{minutes:g}"], commands.import_environment(given))}
+    argv = ["python", "main.py", *commands.words(advise=True), *commands.user_options(given),
+            *commands.words(budget=f"{minutes:g}")]
+    lines = {"here": commands.shell_line(argv, commands.import_environment(given))}
     lines.update(commands.advise_job_lines(given, minutes) or {})
     return lines
 
