@@ -20,7 +20,8 @@ from utils.settings import CommandLine
 # The batch-job scripts a user submits (cluster/stages.sh): every setting through the environment,
 # which sbatch --export=ALL and qsub -V pass on (MODES holds commas, which their own lists split at).
 JOB_SUBMIT = {"slurm": "sbatch --export=ALL run_slurm.sh", "pbs": "qsub -V run_pbs.sh"}
-# What the job scripts set themselves (stages.sh's job_flags), and so leave out of EXTRA_ARGS.
+# What the job scripts set themselves, and so leave out of EXTRA_ARGS: the flags cluster/stages.sh's
+# job_flags types (a test reads them there), the seed each job line types and --epochs, which STEPS replaces.
 JOB_SETS = ("model", "batch_size", "gpu", "data", "data_dir", "steps", "epochs", "seed")
 
 

@@ -108,3 +108,16 @@ def test_the_advised_command_carries_the_pythonpath_your_factorys_module_needs(t
         {"PYTHONPATH": str(tmp_path.resolve())}
     assert commands.import_environment(config.command_line(model_factory="tests.cli.user_models:TinyNet")) == {}
     assert commands.import_environment(config.command_line(model="resnet18")) == {}
+
+
+def test_the_settings_left_out_of_extra_args_are_those_the_job_scripts_type_themselves():
+    """cluster/stages.sh's job_flags types -n, -p (or --allow-slow-fp16 on the CPU), --model, -b,
+    --modes, --data and --data-dir; a job line types each seed, and STEPS replaces --epochs."""
+    import re
+
+    text = (ROOT / "cluster" / "stages.sh").read_text()
+    start = text.index("job_flags() {")
+    typed = set(re.findall(r"(?<![\w$])(--?[a-z][a-z-]*)", text[start:text.index("\n}", start)]))
+    typed |= set(re.findall(r"gpu_flags=\((-[^)]*)\)", text))
+    keys = {key for key, setting in config.SETTINGS.items() if typed & set(setting.flag.names)}
+    assert keys - set(config.NOT_PASSED) - {"allow_slow_fp16"} == set(commands.JOB_SETS) - {"seed", "epochs"}
