@@ -144,17 +144,17 @@ def install(patch):
 
 # A sitecustomize for the processes a test starts: in gpu_suite.py's, the made-up H200 stands in
 # for the machine before the suite imports what it patches; any other process is left alone.
-HOOK = f"""
-import sys
+HOOK = """
 if any(part.endswith(b"gpu_suite.py") for part in open("/proc/self/cmdline", "rb").read().split(b"\\0")):
-    sys.path[:0] = [{str(ROOT / "tests")!r}, {str(ROOT / "tests" / "benchmarks")!r}]
     import made_up_lease
     made_up_lease.install(made_up_lease.Patch())
 """
 
 
 def hook(folder):
-    """A folder holding HOOK as sitecustomize.py, to put first on a child's PYTHONPATH."""
+    """A child's PYTHONPATH with HOOK as its sitecustomize.py first, and last the folders that hold
+    this module and the conftest it imports."""
     os.makedirs(folder, exist_ok=True)
     Path(folder, "sitecustomize.py").write_text(HOOK)
-    return Path(folder)
+    return os.pathsep.join([str(folder), os.environ.get("PYTHONPATH", str(ROOT)), str(ROOT / "tests"),
+                            str(ROOT / "tests" / "benchmarks")])

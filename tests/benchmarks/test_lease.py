@@ -83,8 +83,7 @@ def section(readme):
 @pytest.mark.gpu_suite
 def test_the_lease_runs_end_to_end_and_its_archive_renders_the_same_readme(tmp_path, monkeypatch, capfd):
     device, devdata = lent_machine(tmp_path)
-    hook = made_up_lease.hook(tmp_path / "hook")
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(hook), os.environ["PYTHONPATH"]]))
+    monkeypatch.setenv("PYTHONPATH", made_up_lease.hook(tmp_path / "hook"))
     status, said = lease_main(monkeypatch, "--commit", "c" * 40, "--out", tmp_path / "out", "--devdata", devdata,
                               "--results-root", device / "results", "--readme", device / "README.md")
     out, err = capfd.readouterr()
