@@ -6,8 +6,8 @@ mode into autocast, a scaler and TF32 switches.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 from utils.errors import UserError
 
@@ -16,10 +16,28 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class Spelling:
+    """How a precision mode is switched on in the frameworks people train with (Lightning's Trainer,
+    Hugging Face's TrainingArguments, timm's train.py, plain PyTorch: utils/advice/frameworks.py
+    writes the lines); None where a framework has no setting of its own."""
+    lightning: Optional[str]  # Trainer(precision=...)
+    # torch.set_float32_matmul_precision(...) ("highest" keeps FP32 matmuls, "high" allows TF32) and
+    # torch.backends.cudnn.allow_tf32, which decide FP32's arithmetic; None where autocast decides it
+    matmul_precision: Optional[str]
+    cudnn_tf32: Optional[bool]
+    transformers: Optional[Dict[str, Any]]  # TrainingArguments(...)
+    timm: Optional[Tuple[str, ...]]  # train.py's flags
+    autocast: Optional[str]  # torch.autocast's dtype
+    scaler: bool  # torch.amp.GradScaler
+    float8: Optional[str] = None  # torchao's Float8LinearConfig.from_recipe_name(...)
+    notes: Dict[str, str] = field(default_factory=dict)  # framework: what else it needs, said once
+
+
+@dataclass(frozen=True)
 class Mode:
     """A precision mode: what it asks of autocast, GradScaler and TF32, and what the adviser, the
     comparisons and the GPU suite know of it (`rank`, `weighed`, `never_advised`, `at_speed_on`,
-    `timed_in`)."""
+    `timed_in`), and how other frameworks spell it (`spelling`)."""
     name: str
     autocast: Optional[str]  # torch dtype name for autocast ("float16", "bfloat16"); None: autocast off
     loss_scaling: bool  # dynamic loss scaling with torch.amp.GradScaler
@@ -33,6 +51,8 @@ class Mode:
     never_advised: Optional[str] = None  # why --advise never advises it, whatever its speed
     master_weights: bool = False  # FP16 model, FP32 master weights, static loss scale
     float8: Optional[str] = None  # torchao's float8 training recipe for the Linear layers ("tensorwise", "rowwise")
+    # how the frameworks people train with switch it on (utils/advice/frameworks.py); a mode the adviser weighs has one
+    spelling: Optional[Spelling] = None
 
     @property
     def compute_dtype(self) -> str:
@@ -72,6 +92,10 @@ class Mode:
         return self.loss_scaling or self.master_weights
 
 
+STRICT = "timm's train.py turns TF32 on for matmuls on CUDA: set torch.backends.cuda.matmul.allow_tf32 and " \
+         "torch.backends.cudnn.allow_tf32 to False in it"
+NO_FP8 = "no setting of its own: convert the model's Linear layers with torchao as in the PyTorch line"
+FP8_BY_TORCHAO = dict.fromkeys(("lightning", "transformers", "timm"), NO_FP8)
 GPU, EVERYWHERE = ("cuda",), ("cuda", "cpu")
 # The GPU suite's sections that time a mode (Mode.timed_in, read by benchmarks/suite/plan.py), each
 # in the rows' order.
@@ -82,27 +106,35 @@ TRANSFORMERS = "transformers"  # vit_s4 in every mode that trains it
 SUITE_SECTIONS = (HEADLINE, FP8_ROW, COMPARISONS, TRANSFORMERS)
 EVERY_SECTION_BUT_FP8 = (HEADLINE, COMPARISONS, TRANSFORMERS)
 MODES = {
-    "fp32": Mode("fp32", None, False, False, "FP32, TF32 off", "#595959", 0, EVERYWHERE, EVERY_SECTION_BUT_FP8),
+    "fp32": Mode("fp32", None, False, False, "FP32, TF32 off", "#595959", 0, EVERYWHERE, EVERY_SECTION_BUT_FP8,
+                 spelling=Spelling("32-true", "highest", False, {"tf32": False}, (), None, False,
+                                   notes={"timm": STRICT})),
     "tf32": Mode("tf32", None, False, True, "FP32 with TF32 tensor cores for matmul and conv", "#8c564b", 1, GPU,
-                 EVERY_SECTION_BUT_FP8),
+                 EVERY_SECTION_BUT_FP8, spelling=Spelling("32-true", "high", True, {"tf32": True}, (), None, False)),
     "amp-fp16": Mode("amp-fp16", "float16", True, False, "autocast float16 + GradScaler", "#1f77b4", 3, GPU,
-                     EVERY_SECTION_BUT_FP8),
+                     EVERY_SECTION_BUT_FP8,
+                     spelling=Spelling("16-mixed", None, None, {"fp16": True}, ("--amp", "--amp-dtype", "float16"),
+                                       "float16", True)),
     # the didactic one: its underflow is --numerics' subject, not a speed the suite times
     "amp-fp16-noscale": Mode("amp-fp16-noscale", "float16", False, False,
                              "autocast float16 without loss scaling (small gradients may underflow)", "#17becf", 7,
                              GPU, (), weighed=False,
                              never_advised="float16 without loss scaling: small gradients underflow to zero"),
     "amp-bf16": Mode("amp-bf16", "bfloat16", False, False, "autocast bfloat16", "#2ca02c", 2, EVERYWHERE,
-                     SUITE_SECTIONS),
+                     SUITE_SECTIONS,
+                     spelling=Spelling("bf16-mixed", None, None, {"bf16": True}, ("--amp", "--amp-dtype", "bfloat16"),
+                                       "bfloat16", False)),
     "fp16-master": Mode("fp16-master", None, False, False,
                         "FP16 model (BatchNorm FP32), FP32 master weights, static loss scale", "#ff7f0e", 4, GPU,
                         (COMPARISONS,), weighed=False, master_weights=True),
     "fp8": Mode("fp8", "bfloat16", False, False,
                 "autocast bfloat16 + torchao float8 Linear layers, tensorwise dynamic scaling", "#7b4173", 5, GPU,
-                (FP8_ROW, TRANSFORMERS), float8="tensorwise"),
+                (FP8_ROW, TRANSFORMERS), float8="tensorwise",
+                spelling=Spelling(None, None, None, None, None, "bfloat16", False, "tensorwise", FP8_BY_TORCHAO)),
     "fp8-rowwise": Mode("fp8-rowwise", "bfloat16", False, False,
                         "autocast bfloat16 + torchao float8 Linear layers, rowwise dynamic scaling", "#e377c2", 6, GPU,
-                        (FP8_ROW, TRANSFORMERS), float8="rowwise"),
+                        (FP8_ROW, TRANSFORMERS), float8="rowwise",
+                        spelling=Spelling(None, None, None, None, None, "bfloat16", False, "rowwise", FP8_BY_TORCHAO)),
 }
 
 # The mode the others are read against, by role, and why it is that mode.

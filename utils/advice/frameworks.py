@@ -1,47 +1,21 @@
 """The advised setting in the frameworks people train with: Lightning's Trainer, Hugging Face's
 TrainingArguments, timm's train.py and plain PyTorch, each in that library's own documented
-spelling (tests/unit/advice/test_frameworks.py holds every spelling against the library itself,
+spelling, a mode's on its row (utils/modes.py's Mode.spelling), a lever's here
+(tests/unit/advice/test_frameworks.py holds every spelling against the library itself,
 and runs the PyTorch lines). TF32 is spelled out in each: PyTorch runs cuDNN's convolutions in
 TF32 by default (torch.backends.cudnn.allow_tf32) and timm's train.py turns it on for matmuls on
 CUDA, so strict FP32 is a switch to set, not a default. No torch."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
+
+from utils.modes import MODES, Spelling
 
 FRAMEWORKS = ("lightning", "transformers", "timm", "pytorch")
 
 
-@dataclass(frozen=True)
-class Spelling:
-    """How a precision mode is switched on in each framework; None where it has no setting of its own."""
-    lightning: Optional[str]  # Trainer(precision=...)
-    # torch.set_float32_matmul_precision(...) ("highest" keeps FP32 matmuls, "high" allows TF32) and
-    # torch.backends.cudnn.allow_tf32, which decide FP32's arithmetic; None where autocast decides it
-    matmul_precision: Optional[str]
-    cudnn_tf32: Optional[bool]
-    transformers: Optional[Dict[str, Any]]  # TrainingArguments(...)
-    timm: Optional[Tuple[str, ...]]  # train.py's flags
-    autocast: Optional[str]  # torch.autocast's dtype
-    scaler: bool  # torch.amp.GradScaler
-    float8: Optional[str] = None  # torchao's Float8LinearConfig.from_recipe_name(...)
-    notes: Dict[str, str] = field(default_factory=dict)  # framework: what else it needs, said once
-
-
-STRICT = "timm's train.py turns TF32 on for matmuls on CUDA: set torch.backends.cuda.matmul.allow_tf32 and " \
-         "torch.backends.cudnn.allow_tf32 to False in it"
-NO_FP8 = "no setting of its own: convert the model's Linear layers with torchao as in the PyTorch line"
-SPELLINGS = {
-    "fp32": Spelling("32-true", "highest", False, {"tf32": False}, (), None, False, notes={"timm": STRICT}),
-    "tf32": Spelling("32-true", "high", True, {"tf32": True}, (), None, False),
-    "amp-bf16": Spelling("bf16-mixed", None, None, {"bf16": True}, ("--amp", "--amp-dtype", "bfloat16"), "bfloat16",
-                         False),
-    "amp-fp16": Spelling("16-mixed", None, None, {"fp16": True}, ("--amp", "--amp-dtype", "float16"), "float16", True),
-    "fp8": Spelling(None, None, None, None, None, "bfloat16", False, "tensorwise",
-                    dict.fromkeys(("lightning", "transformers", "timm"), NO_FP8)),
-    "fp8-rowwise": Spelling(None, None, None, None, None, "bfloat16", False, "rowwise",
-                            dict.fromkeys(("lightning", "transformers", "timm"), NO_FP8)),
-}
+# How each mode the adviser may advise is switched on there: its row's (utils/modes.py)
+SPELLINGS = {name: mode.spelling for name, mode in MODES.items() if mode.spelling is not None}
 # The levers' spellings: (Lightning, TrainingArguments, timm's flags, PyTorch's lines); None where it has none.
 LEVERS: Dict[str, Tuple[Optional[str], Optional[Dict[str, Any]], Optional[Tuple[str, ...]], Tuple[str, ...]]] = {
     "channels_last": ("model.to(memory_format=torch.channels_last) in the LightningModule", None, ("--channels-last",),

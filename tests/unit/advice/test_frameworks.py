@@ -10,17 +10,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from utils.advice import frameworks
 from utils.advice.frameworks import LEVERS, SPELLINGS, lines
-from utils.modes import MODES
+from utils.modes import MODES, NO_FP8
 
 HERE = Path(__file__).resolve().parent
 SETTINGS = [{}, {"channels_last": True}, {"compile": True, "compile_mode": "default"},
             {"compile": True, "compile_mode": "reduce-overhead"}, {"optimizer_impl": "fused"}]
 
 
-def test_every_mode_the_adviser_weighs_has_its_spelling():
-    assert {name for name, mode in MODES.items() if mode.weighed} <= set(SPELLINGS)
+def test_every_mode_the_adviser_weighs_has_its_spelling_on_its_row():
+    assert all(mode.spelling is not None for mode in MODES.values() if mode.weighed)
+    assert SPELLINGS == {name: mode.spelling for name, mode in MODES.items() if mode.spelling is not None}
 
 
 def test_lightnings_precisions_are_its_own():
@@ -66,7 +66,7 @@ def timm_flags():
 def test_timms_flags_are_its_own(mode, settings, device):
     said = lines(mode, settings, device).get("timm")
     if SPELLINGS[mode].timm is None:
-        assert said == frameworks.NO_FP8
+        assert said == NO_FP8
         return
     known = timm_flags()
     words = said.split(" (")[0].split()[1:]
