@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from utils import console, modes, spellings  # none imports torch
+from utils import config, console, modes, spellings  # none imports torch
 from utils.children import POLL_S, Child, signal_pid
 from utils.errors import UserError, WriteFailed
 from utils.grad_comm import GRAD_COMM
@@ -36,8 +36,16 @@ from utils.stop import StopRequest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# main.py flags the study sets itself in every launch
-OWN_FLAGS = ("--json", spellings.PRECISION, "--compare", "--grad-comm", "--explain", *spellings.CHOOSERS)
+
+def owned_settings(names, result=None, comm=None):
+    """main.py's settings the study sets itself in every launch: the modes, --explain, the results
+    file and, on two or more ranks, --grad-comm (None: not set in this launch)."""
+    return {"modes": names, "explain": True, "json": result, "grad_comm": comm}
+
+
+# The flags of those settings, and those that choose the modes another way (--compare, the tutorial's --fp16 ...)
+OWN_FLAGS = {name for key in owned_settings(None) for name in config.SETTINGS[key].flag.names} | {
+    *config.SETTINGS["compare"].flag.names, *spellings.CHOOSERS}
 MOST_ROUNDS = 100  # launches of each point; more would outlast any allocation
 PLAN = "plan.json"  # in --out: what the study launches, so that the same command continues it
 
@@ -107,9 +115,8 @@ def check_main_flags(options, names, sizes, comms):
     """Run main.py's own check of the flags each launch gets, as one of its ranks (torchrun's
     variables set), before the first launch: a flag main.py refuses is refused now, with
     main.py's sentence, instead of after a launch."""
-    points = [(1, [])] + [(sizes[-1], ["--grad-comm", comm]) for comm in comms]
-    for ranks, comm_flags in points:
-        command = [sys.executable, str(ROOT / "main.py"), *launch_flags(options, names), *comm_flags, "--check-flags"]
+    for ranks, comm in [(1, None)] + [(sizes[-1], comm) for comm in comms]:
+        command = [sys.executable, str(ROOT / "main.py"), *launch_flags(options, names, comm=comm), "--check-flags"]
         checked_run = subprocess.run(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                      env={**os.environ, "WORLD_SIZE": str(ranks), "RANK": "0"})
         if checked_run.returncode < 0:  # a stop signal ended the check, and the study stops
@@ -120,9 +127,12 @@ def check_main_flags(options, names, sizes, comms):
             raise UserError(f"main.py refuses the flags the study would launch it with: {reason}")
 
 
-def launch_flags(options, names):
-    """The flags every launch gives main.py, less --json and --grad-comm, which vary."""
-    return [*options.main_flags, *(["-p"] if options.gpu else []), "--modes", names, "--explain", "--no-progress"]
+def launch_flags(options, names, result=None, comm=None):
+    """The flags a launch gives main.py: the user's, then the study's, its results file `result`
+    and its --grad-comm `comm` where it has them."""
+    owned = [word for key, value in owned_settings(names, result, comm).items() if value is not None
+             for word in config.flag_words(key, value)]
+    return [*options.main_flags, *(["-p"] if options.gpu else []), *owned, "--no-progress"]
 
 
 def launches(sizes, comms, rounds):
@@ -145,8 +155,7 @@ def launch(out, plan, names, options, stop):
     name = launch_name(plan)
     result, log = out / f"{name}.json", out / "logs" / f"{name}.log"
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={size}",
-               str(ROOT / "main.py"), *launch_flags(options, names), "--json", str(result),
-               *(["--grad-comm", comm] if comm else [])]
+               str(ROOT / "main.py"), *launch_flags(options, names, str(result), comm)]
     started = time.monotonic()
     with open(log, "w") as output:
         # A session of its own: Ctrl-C reaches the study alone, which forwards it once to torchrun
