@@ -22,7 +22,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any, Dict, List
 
-from utils import console, provenance  # no torch
+from utils import console, modes, provenance  # no torch
 from utils.config import RANGES, RunConfig, add_flag, flag_type, input_shape_of
 from utils.fileio import ensure_writable
 from utils.results.files import write_json
@@ -30,8 +30,8 @@ from utils.results.files import write_json
 if TYPE_CHECKING:
     from utils.results.record import RunRecord
 
-BASELINE = "amp-bf16"
-FP8_MODES = ["fp8", "fp8-rowwise"]
+BASELINE = modes.BASELINES["fp8"]  # an fp8 mode's fair comparison: the same autocast without the float8 layers
+FP8_MODES = [name for name, mode in modes.MODES.items() if mode.float8]
 IMAGE_SIZE, PATCH_SIZE = 32, 2
 TOKENS = (IMAGE_SIZE // PATCH_SIZE) ** 2 + 1  # 16x16 patches and the class token
 HEAD_DIM = 64  # each width's heads: width / 64, as ViT-B and ViT-L have
@@ -90,7 +90,6 @@ def sweep(options: argparse.Namespace) -> Dict[str, Any]:
                              fp8_emulate=options.fp8_emulate, no_progress=True, no_eval=True)
     import torch
 
-    from utils import modes
     from utils.app import run_mode
     from utils.data.dataset import synthetic
     from utils.explain import fp8_predict
