@@ -290,11 +290,10 @@ CONFIG = Fields({key: setting(key) for key in RECORDED_ALWAYS},
                 {**{key: Nullable(setting(key)) for key in SETUP_KEYS if key not in RECORDED_ALWAYS},
                  **{key: setting(key) if SETTINGS[key].default() is not None else Nullable(setting(key))
                     for key in ACCURACY_KEYS},
-                 "workers": Nullable(Number(whole=True, low=0)), "fp8_emulate": FLAG,
-                 "compile_mode": Nullable(TEXT), "mode_steps": Nullable(TEXT),
+                 # every other setting as its flag takes it, where a file holds it (earlier releases' lack some)
+                 **{key: Nullable(setting(key)) for key in SETTINGS
+                    if key not in (*RECORDED_ALWAYS, *SETUP_KEYS, *ACCURACY_KEYS)},
                  "baseline": OneOf(MODES, "a precision mode"),  # files written before --baseline lack it
-                 "num_classes": Nullable(Number(whole=True, low=2)), "model_factory": Nullable(TEXT),
-                 "repeats": Nullable(WHOLE_FROM_1),  # the GPU suite's plan compares it with the repeats it asks
                  "model_class": Nullable(TEXT), "model_output": Nullable(TEXT)})  # files before /6 lack them
 DATA = Fields({"name": TEXT}, {"num_classes": Number(whole=True, low=2), "fingerprint": Nullable(TEXT)})
 DOCUMENT = Fields({"env": ENV, "config": CONFIG, "data": DATA, "runs": ListOf(RUN, nonempty=True)},

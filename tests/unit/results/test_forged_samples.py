@@ -206,7 +206,7 @@ FORGED: List[Tuple[str, str, Callable[[Document], None], str]] = [  # (what, var
      "config.momentum is -0.9, not zero or a positive number up to 3.403e+38"),
     ("label smoothing 1.5", "why", config(label_smoothing=1.5),
      "config.label_smoothing is 1.5, not at least 0 and below 1"),
-    ("workers -1", "why", config(workers=-1), "config.workers is -1, not a whole number of at least 0"),
+    ("workers -1", "why", config(workers=-1), "config.workers is -1, not from 0 to 256"),
     ("fp8_emulate a word", "why", config(fp8_emulate="false"), 'config.fp8_emulate is "false", not true or false'),
     ("comparison a list", "why", lambda d: d.update(comparison=[1]), "comparison is a list, not an object"),
     ("a comparison row a number", "why", lambda d: d["comparison"].update(fp32=3),
