@@ -188,19 +188,20 @@ class Training(Section):
         doc="{help}; `--momentum` and `--nesterov` are SGD's and refused with AdamW")
     steps: Optional[int] = setting(  # resolved: None with --epochs (the dataset's size settles them: TrainingPlan)
         "--steps", "-n", range=COUNT,
-        record=STEP_TIMES, recorded_always=True, resume=FREE, adviser=LENGTH,
+        record=STEP_TIMES, recorded_always=True, resume=FREE, adviser=LENGTH, job=True,
         help=f"optimizer steps to run (default {DEFAULT_STEPS}; the ThetaGPU AMP tutorial counted epochs with -n)")
     epochs: Optional[float] = setting(
         "--epochs", range=POSITIVE,
-        record=POOLED, resume=FREE, adviser=LENGTH,
+        record=POOLED, resume=FREE, adviser=LENGTH, job=True,
         help="train this many epochs instead of --steps (fractions allowed)",
         doc="{help}; see " + LONG_RUNS_LINK)
     batch_size: int = setting(
         "--batch-size", "-b", default=128, range=COUNT,
-        record=STEP_TIMES, recorded_always=True, resume=CHECKED, adviser=NAMED, help="batch size (default %(default)s)")
+        record=STEP_TIMES, recorded_always=True, resume=CHECKED, adviser=NAMED, job=True,
+        help="batch size (default %(default)s)")
     model: str = setting(  # resolved: a torchvision name, or --model-factory's MODULE:FUNCTION, which builds it
         "--model", "-m", default=DEFAULT_MODEL,
-        record=STEP_TIMES, recorded_always=True, resume=CHECKED, adviser=NAMED,
+        record=STEP_TIMES, recorded_always=True, resume=CHECKED, adviser=NAMED, job=True,
         help="torchvision classification model (default %(default)s; see --list-models)")
     model_factory: Optional[str] = setting(
         "--model-factory", metavar="MODULE:FUNCTION",
@@ -223,6 +224,7 @@ class Training(Section):
     seed: int = setting(
         "--seed", default=0, range=Range(int, 0, LARGEST_SEED, "an integer from 0 to 2**63-1"),
         record=POOLED, resume=refused("the weights and the data order are the checkpoint's seed's"), adviser=PASSED,
+        job=True,
         help="seed for weights, data order and augmentation", doc="{help} (default %(default)s)")
     momentum: Optional[float] = setting(
         "--momentum", range=POSITIVE_OR_ZERO,
@@ -355,7 +357,7 @@ class Precision(Section):
     GROUP = "precision"
     gpu: bool = setting(
         "--gpu", "-p", action="store_true",
-        record=POOLED, resume=FREE, adviser=PASSED, help="train on CUDA (default: CPU)")
+        record=POOLED, resume=FREE, adviser=PASSED, job=True, help="train on CUDA (default: CPU)")
     allow_slow_fp16: bool = setting(
         "--allow-slow-fp16", action="store_true",
         record=POOLED, resume=FREE, adviser=PASSED,
@@ -412,7 +414,7 @@ class DataSettings(Section):
     GROUP = "data"
     data: str = setting(
         "--data", default="auto", choices=("auto", "cifar10", "synthetic", "imagefolder", "webdataset"),
-        record=POOLED, resume=FREE, adviser=PASSED,
+        record=POOLED, resume=FREE, adviser=PASSED, job=True,
         help="auto: CIFAR-10 if a verified copy is present or can be downloaded (10 s connection timeout), else "
         "synthetic with a warning; imagefolder: your own images in --data-dir, a folder per class; webdataset: "
         "WebDataset tar shards in --data-dir (ampbench-shards writes them from an image folder) (default "
@@ -420,7 +422,7 @@ class DataSettings(Section):
         doc="{help}; see [Your own model and data](data-and-models.md#your-own-model-and-data)")
     data_dir: str = setting(
         "--data-dir", default_factory=default_data_dir,
-        record=POOLED, resume=FREE, adviser=PASSED,
+        record=POOLED, resume=FREE, adviser=PASSED, job=True,
         help="folder holding cifar-10-batches-py, or that folder itself; with --data imagefolder, the image folder "
         "(DIR/CLASS/IMAGE, or DIR/train/CLASS/IMAGE beside DIR/val, DIR/validation or DIR/test); with --data "
         "webdataset, the shards' folder or a brace pattern of them (default $CIFAR10_DIR, else ./data)")
@@ -684,6 +686,7 @@ SETTINGS = settings_of(SECTIONS)
 SETUP_KEYS = keys_with(SETTINGS, lambda flag: flag.record == STEP_TIMES)
 ACCURACY_KEYS = keys_with(SETTINGS, lambda flag: flag.record == VERDICT)
 RECORDED_ALWAYS = keys_with(SETTINGS, lambda flag: flag.recorded_always)  # in every release's results files
+JOB_KEYS = keys_with(SETTINGS, lambda flag: flag.job)  # what the batch-job scripts type themselves
 # What a resume checks in every checkpoint's config, and what it refuses to change where the
 # checkpoint holds it (earlier releases' lack some), with why.
 RESUME_KEYS = keys_with(SETTINGS, lambda flag: flag.resume.always)

@@ -89,8 +89,10 @@ class Flag:
     as argparse's dest, RunConfig.build's keyword and the results record's key, where the field
     is named otherwise. Its roles: what the `record` does with it (RECORDS), what a `resume` does
     when it changes, what the `adviser` does with it (ADVISER_ROLES), whether it names a file or
-    folder the run `writes`, and whether every release's results files hold it (`recorded_always`:
-    a file without it is refused); the lists of settings by role are read from them (config.py)."""
+    folder the run `writes`, whether every release's results files hold it (`recorded_always`: a
+    file without it is refused), and whether the batch-job scripts (cluster/stages.sh) type it
+    themselves (`job`: --advise's job lines leave it out of EXTRA_ARGS); the lists of settings by
+    role are read from them (config.py)."""
     names: Tuple[str, ...]
     help: str
     record: str
@@ -107,6 +109,7 @@ class Flag:
     key: Optional[str] = None
     writes: bool = False
     recorded_always: bool = False
+    job: bool = False
 
     def __post_init__(self) -> None:
         if self.record not in RECORDS or self.adviser not in ADVISER_ROLES or not isinstance(self.resume, Resume):

@@ -20,9 +20,6 @@ from utils.settings import CommandLine
 # The batch-job scripts a user submits (cluster/stages.sh): every setting through the environment,
 # which sbatch --export=ALL and qsub -V pass on (MODES holds commas, which their own lists split at).
 JOB_SUBMIT = {"slurm": "sbatch --export=ALL run_slurm.sh", "pbs": "qsub -V run_pbs.sh"}
-# What the job scripts set themselves, and so leave out of EXTRA_ARGS: the flags cluster/stages.sh's
-# job_flags types (a test reads them there), the seed each job line types and --epochs, which STEPS replaces.
-JOB_SETS = ("model", "batch_size", "gpu", "data", "data_dir", "steps", "epochs", "seed")
 
 
 def user_options(arguments: CommandLine, leave_out: Iterable[str] = config.NOT_PASSED) -> List[str]:
@@ -139,7 +136,7 @@ def job_words(arguments: CommandLine) -> Optional[Tuple[List[str], List[str]]]:
     MODEL and train on CIFAR-10)."""
     if arguments["model_factory"] is not None or arguments["data"] == "imagefolder":
         return None
-    extra = user_options(arguments, (*config.NOT_PASSED, *JOB_SETS))
+    extra = user_options(arguments, (*config.NOT_PASSED, *config.JOB_KEYS))
     if any(not word or any(character.isspace() or character in "'\"\\" for character in word) for word in extra):
         return None
     folder, model, batch = arguments["data_dir"], arguments["model"], arguments["batch_size"]

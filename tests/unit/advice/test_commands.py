@@ -120,4 +120,4 @@ def test_the_settings_left_out_of_extra_args_are_those_the_job_scripts_type_them
     typed = set(re.findall(r"(?<![\w$])(--?[a-z][a-z-]*)", text[start:text.index("\n}", start)]))
     typed |= set(re.findall(r"gpu_flags=\((-[^)]*)\)", text))
     keys = {key for key, setting in config.SETTINGS.items() if typed & set(setting.flag.names)}
-    assert keys - set(config.NOT_PASSED) - {"allow_slow_fp16"} == set(commands.JOB_SETS) - {"seed", "epochs"}
+    assert keys - set(config.NOT_PASSED) - {"allow_slow_fp16"} == set(config.JOB_KEYS) - {"seed", "epochs"}
