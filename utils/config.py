@@ -827,9 +827,10 @@ class RunConfig:
     @classmethod
     def build(cls, spelled: Optional[Dict[str, str]] = None, warnings: Sequence[str] = (),
               command: Sequence[str] = (), **values: Any) -> RunConfig:
-        """A validated config from setting values (by key; defaults for the rest): every
-        cross-flag rule checked, then each section filled from its settings, as resolve() settles
-        those whose default the run decides."""
+        """A validated config from setting values (by key; defaults for the rest): the ranges of
+        those given and what --advise owns checked, each section filled from its settings as
+        resolve() settles those whose default the run decides, then every rule between the
+        sections checked (check_rules)."""
         unknown = sorted(set(values) - set(SETTINGS))
         if unknown:
             raise TypeError(f"RunConfig.build() got settings it does not have: {', '.join(unknown)}")
