@@ -47,9 +47,13 @@ class MainRun:
 
     def moved(self, old: Path, new: Path) -> MainRun:
         """This run writing into `new` instead of `old`."""
-        settings = tuple((key, value.replace(str(old), str(new)) if isinstance(value, str) else value)
-                         for key, value in self.settings)
-        return dataclasses.replace(self, settings=settings)
+        return dataclasses.replace(self, settings=moved_settings(self.settings, old, new))
+
+
+def moved_settings(settings: Tuple[Tuple[str, Any], ...], old: Path, new: Path) -> Tuple[Tuple[str, Any], ...]:
+    """`settings` with each path under `old` under `new` instead."""
+    return tuple((key, value.replace(str(old), str(new)) if isinstance(value, str) else value)
+                 for key, value in settings)
 
 
 def settings_of(settings: Dict[str, Any]) -> Tuple[Tuple[str, Any], ...]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, List, Tuple
 
-from benchmarks.suite.main_run import PYTHON, ROOT
+from benchmarks.suite.main_run import PYTHON, ROOT, moved_settings, settings_of
 
 # How the suite's study commands type these flags, as a user does (-p, -b); the rest by their first long name
 SHORT = {"gpu": "-p", "batch_size": "-b"}
@@ -49,12 +49,9 @@ class StudyRun:
 
     def moved(self, old: Path, new: Path) -> StudyRun:
         """This run writing into `new` instead of `old`."""
-        settings = tuple((key, value.replace(str(old), str(new)) if isinstance(value, str) else value)
-                         for key, value in self.settings)
-        return dataclasses.replace(self, settings=settings)
+        return dataclasses.replace(self, settings=moved_settings(self.settings, old, new))
 
 
 def study_run(script: str, **settings: Any) -> StudyRun:
     """The study `script` with `settings` in the order given, each path as the text it reads."""
-    return StudyRun(script, tuple((key, str(value) if isinstance(value, Path) else value)
-                                  for key, value in settings.items()))
+    return StudyRun(script, settings_of(settings))
