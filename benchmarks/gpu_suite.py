@@ -73,7 +73,7 @@ try:
         writable_folder,
         written_after,
     )
-    from benchmarks.suite.history import describe_software, saved_suites, suite_record
+    from benchmarks.suite.history import describe_software, device_folders, saved_suites, suite_record
     from benchmarks.suite.plan import (
         MODES,
         SECTIONS,
@@ -171,7 +171,7 @@ def plan_pass(options: argparse.Namespace, label: str, refused: Dict[str, str], 
     today = device_folder / datetime.date.today().isoformat()
     planner = Planner(today, options.data_dir, plan, [mode for mode in MODES if mode not in refused],
                       available_flags(), [mode for mode in TRANSFORMER_MODES if mode not in refused], say)
-    estimator = Estimator(device_folder, label, plan.quick, lambda: planner.data)
+    estimator = Estimator(device_folder, label, plan.quick, lambda: planner.data, device_folders(device_folder.parent))
     windows = {name: estimated(name, label, window_steps, estimator, plan, runs)
                for name, runs in window_runs(planner).items()}
     plan.window_settings = {name: window.settings() for name, window in windows.items()}

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
-from benchmarks.suite.history import saved_suites, warn
+from benchmarks.suite.history import device_folders, saved_suites, warn
 from benchmarks.suite.plan import ADVICE_DIR
 from models.families import DEFAULT_IMAGE_SIZE
 
@@ -21,7 +21,7 @@ def saved_advice(results_root: Path) -> List[Tuple[str, Path, Dict[str, Any]]]:
     from utils.errors import UserError
 
     found: Dict[Tuple[str, str, int], Tuple[str, Path, Dict[str, Any]]] = {}
-    for folder in sorted(path for path in results_root.iterdir() if path.is_dir()) if results_root.is_dir() else []:
+    for folder in device_folders(results_root):
         for suite in saved_suites(folder, rendered=True):  # newest first
             path = suite.folder / ADVICE_DIR / "advice.json"
             if not path.is_file():

@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
-from benchmarks.suite.history import SavedSuite, last_line, load, saved, saved_suites, upgraded, warn
+from benchmarks.suite.history import SavedSuite, device_folders, last_line, load, saved, saved_suites, upgraded, warn
 from benchmarks.suite.tables import code_label, fmt_ms, steadiness_cell
 
 BEGIN_TAG = "<!-- gpu-figures:begin "
@@ -27,8 +27,7 @@ LOADER_TARGET = 0.02  # benchmarks/loader.py's target: the device loader under 2
 
 def gpu_suites(results_root: Path) -> Iterator[Tuple[str, List[SavedSuite]]]:
     """(device, its GPU suites newest first) of each device folder under `results_root`."""
-    folders = sorted(path for path in results_root.iterdir() if path.is_dir()) if results_root.is_dir() else []
-    for folder in folders:
+    for folder in device_folders(results_root):
         suites = [suite for suite in saved_suites(folder, rendered=True) if not suite.record.get("quick")]
         if suites:
             yield suites[0].record["device"], suites

@@ -17,6 +17,9 @@ Its estimate is, by the first of these that applies:
    * the same model, stem, mode, batch, layout, compilation and image size measured in a saved
      result file of this device: its median step for every step, and for the first run of its
      mode in its process the extra its first step took (cuDNN's autotuning, compilation);
+   * else that setting measured by another GPU's saved result file beside a mode this device
+     measured in the same setting (scaled_runs): its steps times this device's over that file's in
+     the modes both measured (eager FP8's step, which its FLOPs understate);
    * else its FLOPs at its image size (utils/measure/flops.py: a training step's, and for each
      test image evaluated a third of one image's step; the FP8 sweep's blocks by fp8_sweep.py)
      at UTILISATION of the GPU's dense peak for the mode's arithmetic, plus FIRST_RUN_S for the
@@ -35,13 +38,14 @@ import json
 import math
 import os
 import shlex
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from benchmarks import fp8_sweep
 from benchmarks.suite.device import DataFacts
-from benchmarks.suite.history import saved_suites, upgraded
+from benchmarks.suite.history import SavedSuite, saved_suites, upgraded
 from benchmarks.suite.plan import ROOT, Command, Plan, Step
 from models.families import DEFAULT_IMAGE_SIZE
 from utils.config import DEFAULT_BUDGET_MINUTES, LARGEST_COUNT, RunConfig, mode_steps_of
@@ -64,6 +68,7 @@ GOOD_RCS = (0, 143)  # a step's time counts when it ended as planned (143: the r
 # The headline's timed steps of each mode: the energy window and a tenth, at the mode's fastest run's median step
 # measured on the device; a run whose steps ran faster still would fall short, and its step is due again
 WINDOW_MARGIN = 1.1
+THIS_DEVICE, BY_FLOPS = "this device", "FLOPs"  # where a run's step time comes from, beside another GPU's name
 
 
 def main_py_runs(config: RunConfig, data: Callable[[], DataFacts]) -> List[Run]:
@@ -138,22 +143,40 @@ def runs_of(command: Command, data: Callable[[], DataFacts]) -> List[Run]:
 @dataclass(frozen=True)
 class Estimate:
     seconds: float
-    source: str  # "measured on DATE", "known --quick time", "runs measured", "FLOPs"
+    source: str  # "measured on DATE", "known --quick time", "runs measured", "runs scaled from DEVICE", "FLOPs"
 
 
 class Estimator:
-    """Estimates for one device, from what its results folders hold; refresh() after each step.
-    `data` says what the runs train on, asked only when a run evaluates or counts epochs."""
+    """Estimates for one device, from what its results folders hold (and the folders of `others`,
+    other GPUs, where it lacks a setting); refresh() after each step. `data` says what the runs
+    train on, asked only when a run evaluates or counts epochs."""
 
-    def __init__(self, device_folder: Path, device_name: str, quick: bool, data: Callable[[], DataFacts]) -> None:
+    def __init__(self, device_folder: Path, device_name: str, quick: bool, data: Callable[[], DataFacts],
+                 others: Sequence[Path] = ()) -> None:
         self.device_folder, self.device_name, self.quick, self.data = device_folder, device_name, quick, data
+        self.others = [folder for folder in others if folder != device_folder]
         self.refresh()
 
     def refresh(self) -> None:
         """Read the saved step times and runs again (this run has saved another step)."""
-        self.suites = [suite for suite in saved_suites(self.device_folder)
-                       if bool(suite.record.get("quick")) == self.quick]
-        self.runs = measured_runs([suite.folder for suite in self.suites])
+        self.suites = self.suites_of(self.device_folder)
+        self.runs = measured_runs(suite_documents(self.suites))
+        self.scaled = scaled_runs(self.runs, suite_documents([suite for folder in self.others
+                                                              for suite in self.suites_of(folder)]))
+
+    def suites_of(self, device_folder: Path) -> List[SavedSuite]:
+        """A device's suites of this plan (--quick or not), newest first."""
+        return [suite for suite in saved_suites(device_folder) if bool(suite.record.get("quick")) == self.quick]
+
+    def saved(self, run: Run) -> Optional[MeasuredRun]:
+        """`run`'s setting as this device measured it, else as scaled from another GPU's."""
+        return self.runs.get(run.key) or (self.scaled[run.key].run if run.key in self.scaled else None)
+
+    def source(self, run: Run) -> str:
+        """Where `run`'s step time comes from: "this device", another GPU's name, or "FLOPs"."""
+        if run.key in self.runs:
+            return THIS_DEVICE
+        return self.scaled[run.key].device if run.key in self.scaled else BY_FLOPS
 
     def estimate(self, step: Step) -> Estimate:
         processes = step.processes
@@ -172,22 +195,26 @@ class Estimator:
             return Estimate(START_S * len(processes) + sum(budget or 0.0 for budget in budgets), "its --budget")
         runs = [run for command in step.commands for run in runs_of(command, self.data)]
         seconds = START_S * len(processes) + sum(self.run_seconds(run) for run in runs)
-        return Estimate(seconds, "runs measured" if runs and all(run.key in self.runs for run in runs) else "FLOPs")
+        sources = {self.source(run) for run in runs}
+        if not runs or BY_FLOPS in sources:
+            return Estimate(seconds, "FLOPs")
+        scaled = sorted(sources - {THIS_DEVICE})  # a margin learned from measured steps leaves these out
+        return Estimate(seconds, f"runs scaled from {' and '.join(scaled)}'s" if scaled else "runs measured")
 
-    def fastest_step_s(self, run: Run) -> Tuple[float, bool]:
+    def fastest_step_s(self, run: Run) -> Tuple[float, str]:
         """(one training step of `run`'s setting in seconds, the fastest run's median where this
-        device measured it, else by its FLOPs; whether this device measured it)."""
-        saved = self.runs.get(run.key)
+        device measured it or another GPU's scaled, else by its FLOPs; where it comes from, as source())."""
+        saved = self.saved(run)
         if saved is not None:
-            return saved.fastest_s, True
-        return train_flops(run.model, run.stem, run.batch, run.image_size) / self.rate(run), False
+            return saved.fastest_s, self.source(run)
+        return train_flops(run.model, run.stem, run.batch, run.image_size) / self.rate(run), BY_FLOPS
 
     def run_seconds(self, run: Run) -> float:
         evaluation = 0.0
         if run.evaluations:  # an evaluated image: a forward, a third of a training step's FLOPs
             image_flops = train_flops(run.model, run.stem, 1, run.image_size)
             evaluation = run.evaluations * self.data().test_images * image_flops / 3 / self.rate(run)
-        saved = self.runs.get(run.key)
+        saved = self.saved(run)
         step_s = None if saved else train_flops(run.model, run.stem, run.batch, run.image_size) / self.rate(run)
         return run_seconds(run, saved, step_s, evaluation)
 
@@ -200,10 +227,11 @@ class Estimator:
 class Window:
     """A headline step's steps per mode (-n, and --mode-steps for the modes that need fewer): each
     mode's timed steps last the energy window and a tenth by its own step, its fastest run's median
-    measured on this device or by its FLOPs (`step_s`; `measured` says which)."""
+    measured on this device, scaled from another GPU's or by its FLOPs (`step_s`; `source` says
+    which, as Estimator.source)."""
     steps: Dict[str, int]
     step_s: Dict[str, float]
-    measured: Dict[str, bool]
+    source: Dict[str, str]
 
     def settings(self) -> Dict[str, Any]:
         """steps (the most any mode needs) and mode_steps for each mode that needs fewer."""
@@ -212,9 +240,13 @@ class Window:
         return {"steps": most, **({"mode_steps": ",".join(fewer)} if fewer else {})}
 
     def describe(self, warmup: int) -> str:
-        by_flops = [mode for mode, measured in self.measured.items() if not measured]
-        source = ("measured on this device" if not by_flops else "from its FLOPs" if len(by_flops) == len(self.steps)
-                  else f"measured on this device, {', '.join(by_flops)}'s from its FLOPs")
+        said = {THIS_DEVICE: "measured on this device", BY_FLOPS: "from its FLOPs"}
+        groups: Dict[str, List[str]] = {}
+        for mode, source in self.source.items():
+            groups.setdefault(said.get(source, f"scaled from {source}'s runs"), []).append(mode)
+        here = said[THIS_DEVICE]  # the modes measured here first, then each other source's
+        source = ", ".join(list(groups) if len(groups) == 1 else [here] * (here in groups) + [
+            f"{', '.join(modes)}'s {how}" for how, modes in groups.items() if how != here])
         return (f"each mode timed for its own window, at least {WINDOW_MARGIN * MIN_ENERGY_WINDOW_S:g} s (the energy "
                 f"window and a tenth) after {warmup} warm-up steps: "
                 + ", ".join(f"{mode} {steps} steps of {1000 * self.step_s[mode]:.1f} ms"
@@ -225,12 +257,12 @@ def window_steps(estimator: Estimator, plan: Plan, runs: Sequence[Run]) -> Windo
     """The steps of each of `runs`' modes (one run of each, as the headline step runs it) on a
     GPU: at least the plan's steps, and enough that the mode's fastest run times WINDOW_MARGIN x
     MIN_ENERGY_WINDOW_S after the warm-up, and not a step more: a lease's minutes are few."""
-    steps, seconds, measured = {}, {}, {}
+    steps, seconds, source = {}, {}, {}
     for run in runs:
-        seconds[run.mode], measured[run.mode] = estimator.fastest_step_s(run)
+        seconds[run.mode], source[run.mode] = estimator.fastest_step_s(run)
         timed = math.ceil(WINDOW_MARGIN * MIN_ENERGY_WINDOW_S / seconds[run.mode])
         steps[run.mode] = min(max(plan.steps, plan.warmup + timed), LARGEST_COUNT)
-    return Window(steps, seconds, measured)
+    return Window(steps, seconds, source)
 
 
 # The flags the studies spelled their own way before they took main.py's names, by program: a step
@@ -295,13 +327,49 @@ def counted_flops(model: str, stem: str, batch: int, image_size: int = DEFAULT_I
                                          input_shape_of(image_size))
 
 
-def measured_runs(folders: Sequence[Path]) -> Dict[RunKey, MeasuredRun]:
-    """Each run setting's newest measurement in the result files of `folders` (newest folder first)."""
-    found: Dict[RunKey, MeasuredRun] = {}
-    for folder in folders:
-        for path in sorted(folder.glob("*.json")):
-            document = upgraded(folder, path.stem)
+@dataclass(frozen=True)
+class ScaledRun:
+    run: MeasuredRun  # another GPU's measurement, scaled to this device
+    device: str  # that GPU's name
+
+
+def suite_documents(suites: Sequence[SavedSuite]) -> List[Tuple[str, Dict[RunKey, MeasuredRun]]]:
+    """Each result document of `suites` (newest first), as (its device's name, its runs by setting)."""
+    found = []
+    for suite in suites:
+        for path in sorted(suite.folder.glob("*.json")):
+            document = upgraded(suite.folder, path.stem)
             if document is not None and "runs" in document:
-                for key, measured in document_runs(document).items():
-                    found.setdefault(key, measured)
+                found.append((str(suite.record.get("device") or suite.folder.parent.name), document_runs(document)))
+    return found
+
+
+def scaled_runs(here: Dict[RunKey, MeasuredRun],
+                documents: Sequence[Tuple[str, Dict[RunKey, MeasuredRun]]]) -> Dict[RunKey, ScaledRun]:
+    """Each setting `here` lacks, from the first of another GPU's `documents` that measured it in
+    the same process as modes `here` measured in the same setting: that document's steps times
+    this device's over that document's in those shared modes (the geometric mean of their ratios),
+    its first step's extra as it was. A mode's cost beside others measured with it carries from
+    one GPU to a similar one far better than its FLOPs do where the step is not bound by its
+    arithmetic (eager FP8's, by its casts and scales)."""
+    found: Dict[RunKey, ScaledRun] = {}
+    for device, runs in documents:
+        for key, measured in runs.items():
+            shared = [other for other in runs if other in here and other[:2] + other[3:] == key[:2] + key[3:]]
+            if key in here or key in found or not shared:
+                continue
+            median, fastest = (math.exp(statistics.mean(
+                math.log(getattr(here[other], field) / getattr(runs[other], field)) for other in shared))
+                for field in ("median_s", "fastest_s"))
+            found[key] = ScaledRun(MeasuredRun(measured.median_s * median, measured.first_extra_s,
+                                               measured.fastest_s * fastest), device)
+    return found
+
+
+def measured_runs(documents: Sequence[Tuple[str, Dict[RunKey, MeasuredRun]]]) -> Dict[RunKey, MeasuredRun]:
+    """Each run setting's first measurement in `documents` (newest first)."""
+    found: Dict[RunKey, MeasuredRun] = {}
+    for _, runs in documents:
+        for key, measured in runs.items():
+            found.setdefault(key, measured)
     return found

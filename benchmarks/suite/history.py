@@ -206,6 +206,11 @@ def short_commit(commit: Optional[str]) -> str:
     return re.sub(r"[^\w.+/-]", "?", commit[:12]) + ("-dirty" if commit.endswith("-dirty") else "")
 
 
+def device_folders(results_root: Path) -> List[Path]:
+    """Each device's folder under `results_root` (results/<device>/), in name order."""
+    return sorted(path for path in results_root.iterdir() if path.is_dir()) if results_root.is_dir() else []
+
+
 def saved_suites(device_folder: Path, rendered: bool = False) -> List[SavedSuite]:
     """Every suite saved for one device, newest first (folders are named by date); a suite.json
     that cannot be read, or (`rendered`) lacks what a page shows, is left out with a warning."""

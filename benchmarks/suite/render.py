@@ -13,6 +13,7 @@ from benchmarks.suite.history import (
     code_of,
     code_that_ran,
     describe_software,
+    device_folders,
     last_line,
     load,
     readable,
@@ -95,7 +96,7 @@ def render_summary(results_root: Path, readme_dir: Path) -> str:
     from benchmarks.suite.verdict import page_link, verdict_table
 
     devices = []
-    for folder in sorted(path for path in results_root.iterdir() if path.is_dir()) if results_root.is_dir() else []:
+    for folder in device_folders(results_root):
         suites = saved_suites(folder, rendered=True)
         for saved_suite in suites:
             saved_suite.software()  # refuses a folder whose passes ran different software
@@ -293,8 +294,7 @@ def coverage_cells(results_root: Path, doc_dir: Path) -> Dict[str, Dict[str, str
     from benchmarks.suite.plan import RESUME_PROCESSES
 
     devices: Dict[str, Dict[str, str]] = {}
-    folders = sorted(path for path in results_root.iterdir() if path.is_dir()) if results_root.is_dir() else []
-    for folder in folders:
+    for folder in device_folders(results_root):
         for saved_suite in reversed(saved_suites(folder, rendered=True)):  # oldest first: newer passes overwrite
             if saved_suite.record.get("quick"):
                 continue

@@ -9,11 +9,12 @@ import math
 from pathlib import Path
 from typing import Tuple
 
-from benchmarks.suite.history import saved_suites
+from benchmarks.suite.history import device_folders, saved_suites
 
 LEASE_MINUTES = 10.0  # how long a lent machine runs one command
 RESERVE_S = 30.0  # after a lease's stop: the step in flight's grace (ledger.GRACE_S, 10 s), the render and the pack
-MEASURED = ("measured on", "runs measured")  # estimates that rest on the device's own figures
+# estimates that rest on the device's own figures (not "runs scaled from" another GPU's, nor "FLOPs")
+MEASURED = ("measured on", "runs measured")
 
 
 def minutes(text: str) -> float:
@@ -32,8 +33,8 @@ def committed_overrun(results_root: Path) -> Tuple[float, str]:
     GPU pass saved under `results_root`; the ratios it comes from, in words). The suite starts a
     step only while its estimate fits what is left of its budget, so a pass ends late by its last
     step's overrun alone: this is what a lease keeps back besides RESERVE_S."""
-    ran = [entry for folder in (sorted(results_root.iterdir()) if results_root.is_dir() else []) if folder.is_dir()
-           for suite in saved_suites(folder) if not suite.record.get("quick")
+    ran = [entry for folder in device_folders(results_root) for suite in saved_suites(folder)
+           if not suite.record.get("quick")
            for entry_of_pass in suite.record.get("passes", []) for entry in entry_of_pass.get("ran", [])
            if entry.get("estimate_s") and entry.get("elapsed_s") is not None]
     measured = [entry for entry in ran if str(entry.get("estimate_from", "")).startswith(MEASURED)]

@@ -6,6 +6,7 @@ reruns the headline into figures README prints with their intervals."""
 import copy
 import itertools
 import json
+import math
 import re
 import shutil
 
@@ -14,12 +15,13 @@ import pytest
 from test_gpu_suite_batch import suite_main
 
 from benchmarks import gpu_suite
-from benchmarks.suite import due, estimate, plan
+from benchmarks.suite import due, estimate, plan, slices
 from benchmarks.suite.history import CHANGES, SavedSuite
 from benchmarks.suite.main_run import main_run
 from conftest import ROOT, SUBSET
 from tests.benchmarks.words import Words
 from utils.measure import nvml_meter
+from utils.measure.estimate import MeasuredRun, Run
 
 RESULTS = ROOT / "results"
 H200 = RESULTS / "NVIDIA-H200" / "2026-11-26"
@@ -155,7 +157,7 @@ def test_the_headline_times_each_mode_for_its_own_window_by_its_fastest_run_meas
     needed = estimate.WINDOW_MARGIN * nvml_meter.MIN_ENERGY_WINDOW_S
     for mode, steps in window.steps.items():
         assert (steps - sizes.warmup) * fastest[mode] >= needed > (steps - sizes.warmup - 1) * fastest[mode]
-    assert window.measured == dict.fromkeys(plan.HEADLINE_MODES, True)
+    assert window.source == dict.fromkeys(plan.HEADLINE_MODES, estimate.THIS_DEVICE)
     assert window.steps["fp32"] * 3 < window.steps["amp-bf16"]
     most = max(window.steps.values())
     assert window.settings() == {"steps": most, "mode_steps": ",".join(
@@ -180,13 +182,70 @@ def test_the_headline_vit_row_plans_three_repeats_each_mode_timed_for_its_window
     planner = plan.Planner(tmp_path, str(SUBSET), sizes, plan.MODES, plan.available_flags(), plan.TRANSFORMER_MODES,
                            lambda line: None)
     window = estimate.window_steps(estimator, sizes, plan.window_runs(planner)["headline-vit"])
-    assert list(window.steps) == plan.HEADLINE_FP8_MODES and all(window.measured.values())
+    assert window.source == dict.fromkeys(plan.HEADLINE_FP8_MODES, estimate.THIS_DEVICE)
     needed = estimate.WINDOW_MARGIN * nvml_meter.MIN_ENERGY_WINDOW_S
     assert all((steps - sizes.warmup) * window.step_s[mode] >= needed for mode, steps in window.steps.items())
     sizes.window_settings = {"headline-vit": window.settings()}
     (step,) = [step for step in plan.planned_steps(planner, ["headline"]) if step.name == "headline-vit"]
     assert due.planned_repeats(step) == 3
     assert step.commands[0].run.values()["steps"] == window.steps["amp-bf16"]
+
+
+def test_a_mode_this_gpu_never_ran_is_timed_by_another_gpus_runs_of_it_scaled_not_by_its_flops(tmp_path):
+    """The H100 never ran the fp8 modes, the H200 did, beside amp-bf16, fp32, tf32 and amp-fp16 in
+    the same process (transformers-eager), and the H100 ran those four too: its fp8 steps are the
+    H200's times the two GPUs' ratio over the four, about 180 ms, where vit_s4's FLOPs at amp-bf16's
+    rate said 40 ms, a window four times too long for a lease. The step's estimate says so, and
+    a lease's margin, learned from estimates on a device's own measurements, leaves it out."""
+    from utils.measure.estimate import document_runs
+
+    shutil.copytree(RESULTS / "NVIDIA-H100-80GB-HBM3", tmp_path / "NVIDIA-H100-80GB-HBM3")
+    shutil.copytree(H200, tmp_path / "NVIDIA-H200" / "2026-11-26")
+    sizes = plan.Plan(False)
+    planner = plan.Planner(tmp_path, str(SUBSET), sizes, plan.MODES, plan.available_flags(), plan.TRANSFORMER_MODES,
+                           lambda line: None)
+    vit = plan.window_runs(planner)["headline-vit"]
+    h100 = tmp_path / "NVIDIA-H100-80GB-HBM3"
+    alone = estimate.Estimator(h100, "NVIDIA H100 80GB HBM3", False, lambda: None)
+    beside = estimate.Estimator(h100, "NVIDIA H100 80GB HBM3", False, lambda: None, [tmp_path / "NVIDIA-H200", h100])
+    by_flops, scaled = (estimate.window_steps(estimator, sizes, vit) for estimator in (alone, beside))
+    assert by_flops.source == {"amp-bf16": estimate.THIS_DEVICE, "fp8": "FLOPs", "fp8-rowwise": "FLOPs"}
+    assert scaled.source == {"amp-bf16": estimate.THIS_DEVICE, "fp8": "NVIDIA H200", "fp8-rowwise": "NVIDIA H200"}
+    assert scaled.steps["amp-bf16"] == by_flops.steps["amp-bf16"] and by_flops.step_s["fp8"] < 0.045
+    there = document_runs(json.loads((H200 / "transformers-eager.json").read_text()))
+    shared = [key for key in there if key in beside.runs]
+    assert sorted(key[2] for key in shared) == ["amp-bf16", "amp-fp16", "fp32", "tf32"]
+    ratio = (math.prod(beside.runs[key].fastest_s / there[key].fastest_s for key in shared)) ** (1 / len(shared))
+    fp8 = next(key for key in there if key[2] == "fp8")
+    assert scaled.step_s["fp8"] == pytest.approx(there[fp8].fastest_s * ratio) and 0.15 < scaled.step_s["fp8"] < 0.2
+    assert scaled.describe(sizes.warmup).endswith(
+        "each step measured on this device, fp8, fp8-rowwise's scaled from NVIDIA H200's runs")
+    sizes.window_settings = {"headline-vit": scaled.settings()}
+    (step,) = [step for step in plan.planned_steps(planner, ["headline"]) if step.name == "headline-vit"]
+    assert beside.estimate(step).source == "runs scaled from NVIDIA H200's"
+    assert alone.estimate(step).source == "FLOPs"
+    assert not beside.estimate(step).source.startswith(slices.MEASURED)  # the lease's margin leaves it out
+
+
+def test_another_gpus_runs_scale_by_the_modes_measured_on_both_in_the_same_process_the_first_document_first():
+    def key(mode, model="vit_s4"):
+        return Run(model, "cifar", mode, 256, 0).key
+
+    here = {key("fp32"): MeasuredRun(0.080, 2.0, 0.078), key("amp-bf16"): MeasuredRun(0.020, 1.0, 0.019)}
+    newest = {key("fp32"): MeasuredRun(0.040, 3.0, 0.039), key("amp-bf16"): MeasuredRun(0.040, 3.0, 0.038),
+              key("fp8"): MeasuredRun(0.160, 5.0, 0.150)}
+    older = {key("amp-bf16"): MeasuredRun(0.020, 1.0, 0.019), key("fp8"): MeasuredRun(0.500, 5.0, 0.500),
+             key("fp8-rowwise"): MeasuredRun(0.200, 4.0, 0.190), key("fp8", "vit_t4"): MeasuredRun(0.1, 1.0, 0.1)}
+    found = estimate.scaled_runs(here, [("GPU A", newest), ("GPU B", older)])
+    assert set(found) == {key("fp8"), key("fp8-rowwise")}  # vit_t4 shares no mode measured here
+    fp8 = found[key("fp8")]
+    assert fp8.device == "GPU A" and fp8.run.first_extra_s == 5.0
+    assert fp8.run.median_s == pytest.approx(0.160 * math.sqrt(0.080 / 0.040 * 0.020 / 0.040))
+    assert fp8.run.fastest_s == pytest.approx(0.150 * math.sqrt(0.078 / 0.039 * 0.019 / 0.038))
+    assert found[key("fp8-rowwise")].device == "GPU B" and found[key("fp8-rowwise")].run.median_s == pytest.approx(0.2)
+    assert estimate.scaled_runs(here, [("GPU A", {**newest, key("fp32"): here[key("fp32")]})])[key("fp8")].run \
+        .median_s == pytest.approx(0.160 * math.sqrt(0.020 / 0.040))
+    assert key("fp32") not in estimate.scaled_runs({}, [("GPU A", newest)])  # nothing shared: nothing to scale by
 
 
 def plan_of(out, device):
