@@ -4,6 +4,7 @@ which the advice then cites; the planner and the decider import no torch."""
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from conftest import ROOT, third_repeat
@@ -12,6 +13,7 @@ from utils.advice import session
 from utils.advice.decide import Context
 from utils.config import RunConfig
 from utils.results.merge import load_result
+from utils.training import cpu_arithmetic
 from utils.training.start import seeded_model
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -23,10 +25,14 @@ def test_the_planner_and_the_decider_import_no_torch():
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT).returncode == 0
 
 
-def test_on_a_cpu_fp32_and_amp_bf16_are_timed_and_tf32_and_fp8_are_not():
+@pytest.mark.parametrize("flags, fp16_timed", [(["avx512_bf16"], False), (["avx512_bf16", "avx512_fp16"], True)])
+def test_on_a_cpu_fp32_and_amp_bf16_are_timed_and_tf32_and_fp8_are_not(flags, fp16_timed, monkeypatch):
+    """amp-fp16 is timed only where the CPU lists fast float16 arithmetic (Sapphire Rapids does)."""
+    monkeypatch.setattr(cpu_arithmetic, "cpu_flags", lambda: flags)
     config = RunConfig.build(advise=True, model="resnet18", stem="imagenet", batch_size=16)
     timed, not_timed = preflighting.timed_modes(config.precision, torch.device("cpu"))
-    assert timed[:2] == ["fp32", "amp-bf16"]
+    assert timed[0] == "fp32" and "amp-bf16" in timed
+    assert ("amp-fp16" in timed) == fp16_timed and ("amp-fp16" in not_timed) != fp16_timed
     assert not_timed["tf32"] == "mode tf32 only applies to CUDA GPUs"
     assert {"fp8", "fp8-rowwise"} <= set(not_timed)
     tried, why_not = preflighting.levers(config.training, config.data, config.command_line, torch.device("cpu"))
