@@ -31,8 +31,8 @@ def test_on_a_cpu_fp32_and_amp_bf16_are_timed_and_tf32_and_fp8_are_not(flags, fp
     monkeypatch.setattr(cpu_arithmetic, "cpu_flags", lambda: flags)
     config = RunConfig.build(advise=True, model="resnet18", stem="imagenet", batch_size=16)
     timed, not_timed = preflighting.timed_modes(config.precision, torch.device("cpu"))
-    assert timed[0] == "fp32" and "amp-bf16" in timed
-    assert ("amp-fp16" in timed) == fp16_timed and ("amp-fp16" in not_timed) != fp16_timed
+    assert timed == ["fp32", *["amp-fp16"] * fp16_timed, "amp-bf16"]  # in MODES' order
+    assert ("amp-fp16" in not_timed) != fp16_timed
     assert not_timed["tf32"] == "mode tf32 only applies to CUDA GPUs"
     assert {"fp8", "fp8-rowwise"} <= set(not_timed)
     tried, why_not = preflighting.levers(config.training, config.data, config.command_line, torch.device("cpu"))
